@@ -1,0 +1,67 @@
+package decide
+
+// fillTime is the ms until a bucket of limit l holding t milli-tokens with
+// refill remainder r is full.
+func fillTime(l Limit, t, r int64) int64 {
+	if t >= l.Burst*1000 {
+		return 0
+	}
+	return ceilDiv((l.Burst*1000-t)*l.Per.Milliseconds()-r, l.Rate*1000)
+}
+
+// tokenBucket mirrors lua/token_bucket.lua. Field a is milli-tokens, b the
+// refill remainder, c the last update.
+func (sh *shard) tokenBucket(c Call, now int64, outs []outcome) ([]outcome, bool) {
+	e := sh.get(c.Keys.State)
+	admitted := true
+	var stateBuf [8]field
+	state := stateBuf[:0]
+	for _, l := range c.Limits {
+		per := l.Per.Milliseconds()
+		f := field{per: per, a: l.Burst * 1000, c: now}
+		if i := e.fieldOf(per); i >= 0 {
+			f = e.fields[i]
+		}
+		elapsed := max(0, now-f.c)
+		if elapsed >= fillTime(l, f.a, f.b) {
+			f.a, f.b = l.Burst*1000, 0
+		} else {
+			var q int64
+			q, f.b = divmod(elapsed*l.Rate*1000+f.b, per)
+			f.a += q
+		}
+		f.c = max(f.c, now)
+		state = append(state, f)
+		deny := f.a < c.Cost*1000
+		admitted = admitted && !deny
+		outs = append(outs, outcome{quota: l.Burst, deny: deny})
+	}
+	ttl := int64(1)
+	for i, l := range c.Limits {
+		f := &state[i]
+		if admitted {
+			f.a -= c.Cost * 1000
+		}
+		o := &outs[i]
+		o.remaining, _ = divmod(f.a, 1000)
+		o.reset = fillTime(l, f.a, f.b)
+		if o.deny {
+			if c.Cost > l.Burst {
+				o.retry = f.per
+			} else {
+				o.retry = ceilDiv((c.Cost*1000-f.a)*f.per-f.b, l.Rate*1000)
+			}
+		}
+		ttl = max(ttl, f.c+o.reset+1-now)
+	}
+	if admitted {
+		if e == nil {
+			e = sh.create(c.Keys.State)
+		}
+		for _, f := range state {
+			e.setField(f)
+		}
+		e.expireAt = now + ttl
+	}
+	return outs, admitted
+}

@@ -1,0 +1,79 @@
+package decide
+
+import (
+	"errors"
+	"strconv"
+	"time"
+)
+
+// Validate reports whether the call can be decided: at least one limit, every
+// duration a positive whole number of milliseconds, positive quotas and
+// rates, a non-negative cost. Both the model and the scripts assume a valid
+// call; the rules validator also bounds burst*1000*per below 2^53.
+func (c Call) Validate() error {
+	if len(c.Limits) == 0 {
+		return errors.New("no limits")
+	}
+	if c.Cost < 0 {
+		return errors.New("negative cost")
+	}
+	if c.NowMs < 0 {
+		return errors.New("negative now")
+	}
+	if c.Penalty < 0 || c.Penalty%time.Millisecond != 0 {
+		return errors.New("penalty is not a whole number of milliseconds")
+	}
+	for i, l := range c.Limits {
+		if l.Per < time.Millisecond || l.Per%time.Millisecond != 0 {
+			return errors.New("limit " + strconv.Itoa(i) + ": per is not a positive whole number of milliseconds")
+		}
+		switch c.Algorithm {
+		case FixedWindow, SlidingWindow:
+			if l.Requests <= 0 {
+				return errors.New("limit " + strconv.Itoa(i) + ": requests must be positive")
+			}
+		case TokenBucket:
+			if l.Rate <= 0 || l.Burst <= 0 {
+				return errors.New("limit " + strconv.Itoa(i) + ": rate and burst must be positive")
+			}
+		default:
+			return errors.New("unknown algorithm")
+		}
+	}
+	for i, e := range c.Escalations {
+		if e.Triggers <= 0 || e.Within < time.Millisecond || e.Penalty < time.Millisecond ||
+			e.Within%time.Millisecond != 0 || e.Penalty%time.Millisecond != 0 {
+			return errors.New("escalation " + strconv.Itoa(i) + ": triggers, within and penalty must be positive (whole milliseconds)")
+		}
+	}
+	return nil
+}
+
+// quota is the quota of l under the algorithm: Burst for the token bucket,
+// Requests for the window algorithms.
+func quota(alg Algorithm, l Limit) int64 {
+	if alg == TokenBucket {
+		return l.Burst
+	}
+	return l.Requests
+}
+
+// divmod returns floor(a/b) and a-b*floor(a/b) for b > 0, as Lua computes
+// them (Go's / and % truncate toward zero).
+func divmod(a, b int64) (int64, int64) {
+	q, r := a/b, a%b
+	if r < 0 {
+		q--
+		r += b
+	}
+	return q, r
+}
+
+// ceilDiv returns ceil(a/b) for b > 0.
+func ceilDiv(a, b int64) int64 {
+	q, r := divmod(a, b)
+	if r > 0 {
+		q++
+	}
+	return q
+}

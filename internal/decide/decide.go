@@ -1,0 +1,87 @@
+// Package decide is the decision model: the parameters of one rate-limit
+// decision, its result, and a pure Go reference implementation of every
+// algorithm. The Lua scripts in lua/ implement the same semantics inside Redis;
+// differential tests run both on the same scenarios and require identical
+// results. The reference model also serves as the in-memory limiter when Redis
+// is unavailable.
+package decide
+
+import "time"
+
+// Algorithm names a rate-limiting algorithm as written in the rules file.
+type Algorithm string
+
+// The supported algorithms.
+const (
+	FixedWindow   Algorithm = "fixed_window"
+	SlidingWindow Algorithm = "sliding_window"
+	TokenBucket   Algorithm = "token_bucket"
+)
+
+// Limit is one limit of a rule. Window algorithms use Requests per Per; the
+// token bucket refills Rate tokens every Per up to a capacity of Burst.
+type Limit struct {
+	Requests int64
+	Rate     int64
+	Burst    int64
+	Per      time.Duration
+}
+
+// Quota is the number of units the limit admits when fully replenished:
+// Requests for window algorithms, Burst for the token bucket.
+func (l Limit) Quota() int64 {
+	if l.Burst > 0 {
+		return l.Burst
+	}
+	return l.Requests
+}
+
+// Escalation denies a key for Penalty once it has been denied by its limits
+// Triggers times within Within.
+type Escalation struct {
+	Triggers int64
+	Within   time.Duration
+	Penalty  time.Duration
+}
+
+// Keys are the Redis keys of one rule and subject. All three share one
+// Redis Cluster hash tag so a script touching them stays on one slot.
+type Keys struct {
+	State string // counters, log or bucket of the algorithm
+	Hold  string // penalty: denied until this time (ms)
+	Hits  string // escalation: times of recent limit denials
+}
+
+// Call is everything needed to decide one request against one rule.
+type Call struct {
+	Keys        Keys
+	Algorithm   Algorithm
+	Limits      []Limit
+	Cost        int64
+	Penalty     time.Duration // 0: no penalty
+	Escalations []Escalation
+	// NowMs, when non-zero, replaces the server clock (tests only); zero means
+	// the script reads redis.call('TIME').
+	NowMs int64
+}
+
+// Result is the outcome of one Call.
+type Result struct {
+	Allowed bool
+	// Held is true when the key was denied by a penalty or escalation hold
+	// rather than by a limit.
+	Held bool
+	// LimitIndex is the index in Call.Limits of the binding limit: the one
+	// that denied (the longest retry among those that denied), or when
+	// allowed the one with the fewest remaining units. -1 when Held.
+	LimitIndex int
+	// Limit is the quota of the binding limit.
+	Limit int64
+	// Remaining units of the binding limit after this decision.
+	Remaining int64
+	// ResetAfter is the time until the binding limit is fully replenished.
+	ResetAfter time.Duration
+	// RetryAfter is the time until this request could be admitted; 0 when
+	// allowed.
+	RetryAfter time.Duration
+}

@@ -1,0 +1,74 @@
+// Package decidetest holds the scenario table shared by the tests of the
+// reference model (internal/decide) and of the Lua scripts on real Redis
+// (internal/redisstore), so both are held to the same expected results.
+package decidetest
+
+import (
+	"time"
+
+	"github.com/ratewarden/ratewarden/internal/decide"
+)
+
+// Step is one request of a scenario and the result it must get.
+type Step struct {
+	NowMs int64
+	Cost  int64
+	Want  decide.Result
+}
+
+// Scenario is a sequence of requests against one rule and subject.
+type Scenario struct {
+	Name string
+	// Rule holds Algorithm, Limits, Penalty and Escalations; Keys, Cost and
+	// NowMs are set per step by Call.
+	Rule  decide.Call
+	Steps []Step
+}
+
+// Keys returns the keys of one subject under prefix, sharing one hash tag.
+func Keys(prefix, subject string) decide.Keys {
+	tag := prefix + "{" + subject + "}:"
+	return decide.Keys{State: tag + "state", Hold: tag + "hold", Hits: tag + "hits"}
+}
+
+// Call returns the call of step i with the given keys.
+func (s Scenario) Call(keys decide.Keys, i int) decide.Call {
+	c := s.Rule
+	c.Keys = keys
+	c.Cost = s.Steps[i].Cost
+	c.NowMs = s.Steps[i].NowMs
+	return c
+}
+
+// Scenarios returns the scenarios of every algorithm.
+func Scenarios() []Scenario {
+	var all []Scenario
+	all = append(all, FixedWindow()...)
+	all = append(all, SlidingWindow()...)
+	all = append(all, TokenBucket()...)
+	return all
+}
+
+func ok(index int, limit, remaining, resetMs int64) decide.Result {
+	return decide.Result{Allowed: true, LimitIndex: index, Limit: limit, Remaining: remaining,
+		ResetAfter: time.Duration(resetMs) * time.Millisecond}
+}
+
+func deny(index int, limit, remaining, resetMs, retryMs int64) decide.Result {
+	return decide.Result{LimitIndex: index, Limit: limit, Remaining: remaining,
+		ResetAfter: time.Duration(resetMs) * time.Millisecond,
+		RetryAfter: time.Duration(retryMs) * time.Millisecond}
+}
+
+func held(limit, waitMs int64) decide.Result {
+	w := time.Duration(waitMs) * time.Millisecond
+	return decide.Result{Held: true, LimitIndex: -1, Limit: limit, ResetAfter: w, RetryAfter: w}
+}
+
+func window(requests int64, per time.Duration) decide.Limit {
+	return decide.Limit{Requests: requests, Per: per}
+}
+
+func bucket(rate int64, per time.Duration, burst int64) decide.Limit {
+	return decide.Limit{Rate: rate, Per: per, Burst: burst}
+}

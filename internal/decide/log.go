@@ -1,0 +1,76 @@
+package decide
+
+import "sort"
+
+// run is n members of a Redis sorted set sharing one score (ms). The model
+// keeps sorted-set logs as runs in ascending score order: the scripts only
+// ever ask for counts and scores, never for member names.
+type run struct {
+	score, n int64
+}
+
+// insertRun adds n members at score.
+func insertRun(log []run, score, n int64) []run {
+	i := sort.Search(len(log), func(i int) bool { return log[i].score >= score })
+	if i < len(log) && log[i].score == score {
+		log[i].n += n
+		return log
+	}
+	log = append(log, run{})
+	copy(log[i+1:], log[i:])
+	log[i] = run{score: score, n: n}
+	return log
+}
+
+// dropBelow removes every member with a score below min
+// (ZREMRANGEBYSCORE key -inf (min).
+func dropBelow(log []run, min int64) []run {
+	i := sort.Search(len(log), func(i int) bool { return log[i].score >= min })
+	if i == 0 {
+		return log
+	}
+	// copy down rather than reslice so the backing array does not grow forever
+	n := copy(log, log[i:])
+	return log[:n]
+}
+
+// keepNewest removes the lowest-scored members until at most keep remain
+// (ZREMRANGEBYRANK key 0 -(keep+1)).
+func keepNewest(log []run, keep int64) []run {
+	var total int64
+	for _, r := range log {
+		total += r.n
+	}
+	i := 0
+	for total > keep {
+		drop := min(log[i].n, total-keep)
+		log[i].n -= drop
+		total -= drop
+		if log[i].n == 0 {
+			i++
+		}
+	}
+	n := copy(log, log[i:])
+	return log[:n]
+}
+
+// countFrom counts members with a score >= from (ZCOUNT key from +inf).
+func countFrom(log []run, from int64) int64 {
+	var n int64
+	for i := len(log) - 1; i >= 0 && log[i].score >= from; i-- {
+		n += log[i].n
+	}
+	return n
+}
+
+// nthFrom returns the score of the nth (1-based) oldest member with a score
+// >= from; n must not exceed countFrom(log, from).
+func nthFrom(log []run, from, n int64) int64 {
+	i := sort.Search(len(log), func(i int) bool { return log[i].score >= from })
+	for ; ; i++ {
+		if n <= log[i].n {
+			return log[i].score
+		}
+		n -= log[i].n
+	}
+}

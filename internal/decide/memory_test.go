@@ -1,0 +1,171 @@
+package decide_test
+
+import (
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratewarden/ratewarden/internal/decide"
+	"github.com/ratewarden/ratewarden/internal/decide/decidetest"
+)
+
+func TestMemoryScenarios(t *testing.T) {
+	for _, s := range decidetest.Scenarios() {
+		t.Run(s.Name, func(t *testing.T) {
+			m := decide.NewMemory()
+			keys := decidetest.Keys("test:", "subject")
+			for i, step := range s.Steps {
+				c := s.Call(keys, i)
+				if err := c.Validate(); err != nil {
+					t.Fatalf("step %d: invalid call: %v", i, err)
+				}
+				if got := m.Decide(c, 0); got != step.Want {
+					t.Errorf("step %d (now %d, cost %d):\n got  %+v\n want %+v", i, step.NowMs, step.Cost, got, step.Want)
+				}
+			}
+		})
+	}
+}
+
+func TestMemoryNowArgument(t *testing.T) {
+	m := decide.NewMemory()
+	c := decide.Call{
+		Keys:      decidetest.Keys("test:", "now"),
+		Algorithm: decide.FixedWindow,
+		Limits:    []decide.Limit{{Requests: 1, Per: time.Second}},
+		Cost:      1,
+	}
+	if r := m.Decide(c, 5_000); !r.Allowed {
+		t.Fatalf("first call denied: %+v", r)
+	}
+	if r := m.Decide(c, 5_500); r.Allowed || r.RetryAfter != 500*time.Millisecond {
+		t.Fatalf("second call in the window: %+v", r)
+	}
+	c.NowMs = 6_000 // Call.NowMs replaces the clock argument
+	if r := m.Decide(c, 5_500); !r.Allowed {
+		t.Fatalf("call with NowMs in the next window denied: %+v", r)
+	}
+}
+
+func TestMemorySweep(t *testing.T) {
+	m := decide.NewMemory()
+	limits := map[decide.Algorithm][]decide.Limit{
+		decide.FixedWindow:   {{Requests: 1, Per: time.Second}},
+		decide.SlidingWindow: {{Requests: 1, Per: time.Second}},
+		decide.TokenBucket:   {{Rate: 1, Per: time.Second, Burst: 1}},
+	}
+	for alg, l := range limits {
+		for i := range 100 {
+			c := decide.Call{
+				Keys:        decidetest.Keys("test:", string(alg)+strconv.Itoa(i)),
+				Algorithm:   alg,
+				Limits:      l,
+				Cost:        1,
+				Penalty:     3 * time.Second,
+				Escalations: []decide.Escalation{{Triggers: 2, Within: 4 * time.Second, Penalty: 5 * time.Second}},
+			}
+			m.Decide(c, 10_000)
+			m.Decide(c, 10_000) // denied: hold and hits
+		}
+	}
+	if n := m.Len(); n != 900 {
+		t.Fatalf("Len = %d, want 900 (state, hold, hits of 300 subjects)", n)
+	}
+	m.Sweep(11_001) // state of all three algorithms has expired
+	if n := m.Len(); n != 600 {
+		t.Errorf("after state expiry Len = %d, want 600", n)
+	}
+	m.Sweep(13_000) // holds expired
+	if n := m.Len(); n != 300 {
+		t.Errorf("after hold expiry Len = %d, want 300", n)
+	}
+	m.Sweep(14_001) // hits expired
+	if n := m.Len(); n != 0 {
+		t.Errorf("after hit expiry Len = %d, want 0", n)
+	}
+}
+
+func TestMemoryConcurrent(t *testing.T) {
+	for _, tc := range []struct {
+		alg   decide.Algorithm
+		limit decide.Limit
+	}{
+		{decide.FixedWindow, decide.Limit{Requests: 100, Per: time.Hour}},
+		{decide.SlidingWindow, decide.Limit{Requests: 100, Per: time.Hour}},
+		{decide.TokenBucket, decide.Limit{Rate: 1, Per: time.Hour, Burst: 100}},
+	} {
+		t.Run(string(tc.alg), func(t *testing.T) {
+			m := decide.NewMemory()
+			c := decide.Call{Keys: decidetest.Keys("test:", "hot"), Algorithm: tc.alg, Limits: []decide.Limit{tc.limit}, Cost: 1}
+			var admitted atomic.Int64
+			var wg sync.WaitGroup
+			for range 50 {
+				wg.Go(func() {
+					for range 10 {
+						if m.Decide(c, 3_600_000).Allowed {
+							admitted.Add(1)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			if n := admitted.Load(); n != 100 {
+				t.Errorf("admitted %d, want 100", n)
+			}
+		})
+	}
+}
+
+func TestValidate(t *testing.T) {
+	valid := decide.Call{Algorithm: decide.SlidingWindow, Limits: []decide.Limit{{Requests: 1, Per: time.Second}}, Cost: 1}
+	tests := []struct {
+		name   string
+		change func(*decide.Call)
+		ok     bool
+	}{
+		{"valid", func(*decide.Call) {}, true},
+		{"no limits", func(c *decide.Call) { c.Limits = nil }, false},
+		{"negative cost", func(c *decide.Call) { c.Cost = -1 }, false},
+		{"sub-millisecond per", func(c *decide.Call) { c.Limits = []decide.Limit{{Requests: 1, Per: 1500 * time.Microsecond}} }, false},
+		{"zero requests", func(c *decide.Call) { c.Limits = []decide.Limit{{Per: time.Second}} }, false},
+		{"bucket without rate", func(c *decide.Call) {
+			c.Algorithm = decide.TokenBucket
+			c.Limits = []decide.Limit{{Burst: 1, Per: time.Second}}
+		}, false},
+		{"unknown algorithm", func(c *decide.Call) { c.Algorithm = "leaky" }, false},
+		{"escalation without triggers", func(c *decide.Call) {
+			c.Escalations = []decide.Escalation{{Within: time.Second, Penalty: time.Second}}
+		}, false},
+		{"negative penalty", func(c *decide.Call) { c.Penalty = -time.Second }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := valid
+			tt.change(&c)
+			if err := c.Validate(); (err == nil) != tt.ok {
+				t.Errorf("Validate() = %v, want ok %v", err, tt.ok)
+			}
+		})
+	}
+}
+
+func BenchmarkMemoryDecide(b *testing.B) {
+	m := decide.NewMemory()
+	for _, alg := range []decide.Algorithm{decide.FixedWindow, decide.SlidingWindow, decide.TokenBucket} {
+		b.Run(string(alg), func(b *testing.B) {
+			limits := []decide.Limit{{Requests: 1000, Rate: 1000, Burst: 1000, Per: time.Second}}
+			var n atomic.Int64
+			b.RunParallel(func(pb *testing.PB) {
+				i := n.Add(1)
+				c := decide.Call{Keys: decidetest.Keys("bench:", strconv.FormatInt(i, 10)), Algorithm: alg, Limits: limits, Cost: 1}
+				now := int64(1_000_000)
+				for pb.Next() {
+					now++
+					m.Decide(c, now)
+				}
+			})
+		})
+	}
+}

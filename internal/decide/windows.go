@@ -1,0 +1,133 @@
+package decide
+
+// fieldOf returns the index of the fields of per in e, or -1.
+func (e *entry) fieldOf(per int64) int {
+	if e == nil {
+		return -1
+	}
+	for i := range e.fields {
+		if e.fields[i].per == per {
+			return i
+		}
+	}
+	return -1
+}
+
+// setField writes the fields of per, adding them when absent.
+func (e *entry) setField(f field) {
+	if i := e.fieldOf(f.per); i >= 0 {
+		e.fields[i] = f
+		return
+	}
+	e.fields = append(e.fields, f)
+}
+
+// fixedWindow mirrors lua/fixed_window.lua. Field a is the window start, b
+// the count.
+func (sh *shard) fixedWindow(c Call, now int64, outs []outcome) ([]outcome, bool) {
+	e := sh.get(c.Keys.State)
+	admitted := true
+	var startBuf [8]int64
+	starts := startBuf[:0]
+	var countBuf [8]int64
+	counts := countBuf[:0]
+	for _, l := range c.Limits {
+		per := l.Per.Milliseconds()
+		_, off := divmod(now, per)
+		start, count := now-off, int64(0)
+		if i := e.fieldOf(per); i >= 0 && e.fields[i].a >= start {
+			start, count = e.fields[i].a, e.fields[i].b
+		}
+		starts, counts = append(starts, start), append(counts, count)
+		deny := count+c.Cost > l.Requests
+		admitted = admitted && !deny
+		outs = append(outs, outcome{quota: l.Requests, deny: deny})
+	}
+	var ttl int64
+	for i, l := range c.Limits {
+		used := counts[i]
+		if admitted {
+			used += c.Cost
+		}
+		o := &outs[i]
+		o.remaining = l.Requests - used
+		o.reset = starts[i] + l.Per.Milliseconds() - now
+		if o.deny {
+			o.retry = o.reset
+		}
+		ttl = max(ttl, o.reset)
+		if admitted {
+			if e == nil {
+				e = sh.create(c.Keys.State)
+			}
+			e.setField(field{per: l.Per.Milliseconds(), a: starts[i], b: used})
+		}
+	}
+	if admitted {
+		e.expireAt = now + ttl
+	}
+	return outs, admitted
+}
+
+// slidingWindow mirrors lua/sliding_window.lua.
+func (sh *shard) slidingWindow(c Call, now int64, outs []outcome) ([]outcome, bool) {
+	var maxPer int64
+	for _, l := range c.Limits {
+		maxPer = max(maxPer, l.Per.Milliseconds())
+	}
+	e := sh.get(c.Keys.State)
+	if e != nil {
+		e.log = dropBelow(e.log, now-maxPer)
+		if len(e.log) == 0 {
+			delete(sh.keys, c.Keys.State) // Redis deletes an empty sorted set
+			e = nil
+		}
+	}
+	var log []run
+	if e != nil {
+		log = e.log
+	}
+	admitted := true
+	var countBuf [8]int64
+	counts := countBuf[:0]
+	for _, l := range c.Limits {
+		n := countFrom(log, now-l.Per.Milliseconds())
+		counts = append(counts, n)
+		deny := n+c.Cost > l.Requests
+		admitted = admitted && !deny
+		outs = append(outs, outcome{quota: l.Requests, deny: deny})
+	}
+	if admitted && c.Cost > 0 {
+		e = sh.create(c.Keys.State)
+		e.log = insertRun(e.log, now, c.Cost)
+		log = e.log
+	}
+	newest, any := int64(0), len(log) > 0
+	if any {
+		newest = log[len(log)-1].score
+	}
+	if admitted && any {
+		e.expireAt = newest + maxPer + 1
+	}
+	for i, l := range c.Limits {
+		per := l.Per.Milliseconds()
+		used := counts[i]
+		if admitted {
+			used += c.Cost
+		}
+		o := &outs[i]
+		o.remaining = l.Requests - used
+		if any && newest >= now-per {
+			o.reset = newest + per + 1 - now
+		}
+		if o.deny {
+			if c.Cost > l.Requests {
+				o.retry = per
+			} else {
+				need := counts[i] + c.Cost - l.Requests
+				o.retry = nthFrom(log, now-per, need) + per + 1 - now
+			}
+		}
+	}
+	return outs, admitted
+}

@@ -1,0 +1,97 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratewarden/ratewarden/internal/decide"
+)
+
+func TestClassifyError(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"nil", nil, ""},
+		{"canceled", fmt.Errorf("redis decide: %w", context.Canceled), "canceled"},
+		{"deadline", context.DeadlineExceeded, "timeout"},
+		{"pool timeout", redis.ErrPoolTimeout, "timeout"},
+		{"read timeout", &net.OpError{Op: "read", Err: os.ErrDeadlineExceeded}, "timeout"},
+		{"noscript", redis.ErrNoScript, "noscript"},
+		{"refused", &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, "connection"},
+		{"eof", fmt.Errorf("redis decide: %w", io.EOF), "connection"},
+		{"closed", redis.ErrClosed, "connection"},
+		{"loading", errLine("LOADING Redis is loading the dataset in memory"), "connection"},
+		{"script error", errLine("ERR user_script:1: Script attempted to access nonexistent global variable"), "script"},
+		{"wrong type", errLine("WRONGTYPE Operation against a key holding the wrong kind of value"), "script"},
+		{"bad reply", errReply, "script"},
+		{"anything else", errors.New("boom"), "other"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := ClassifyError(tt.err); got != tt.want {
+				t.Errorf("ClassifyError(%v) = %q, want %q", tt.err, got, tt.want)
+			}
+		})
+	}
+}
+
+// errLine is a server error reply as go-redis returns it.
+type errLine string
+
+func (e errLine) Error() string { return string(e) }
+func (errLine) RedisError()     {}
+
+func TestArgs(t *testing.T) {
+	tests := []struct {
+		name string
+		call decide.Call
+		want []any
+	}{
+		{
+			name: "window with holds",
+			call: decide.Call{
+				Algorithm:   decide.SlidingWindow,
+				Limits:      []decide.Limit{{Requests: 5, Per: time.Second}, {Requests: 100, Per: time.Minute}},
+				Cost:        2,
+				Penalty:     3 * time.Second,
+				Escalations: []decide.Escalation{{Triggers: 4, Within: time.Minute, Penalty: time.Hour}},
+				NowMs:       1234,
+			},
+			want: []any{int64(1234), int64(2), int64(3000), int64(1), int64(4), int64(60_000), int64(3_600_000),
+				int64(2), int64(5), int64(1000), int64(100), int64(60_000)},
+		},
+		{
+			name: "token bucket",
+			call: decide.Call{
+				Algorithm: decide.TokenBucket,
+				Limits:    []decide.Limit{{Rate: 10, Per: time.Second, Burst: 20}},
+				Cost:      1,
+			},
+			want: []any{int64(0), int64(1), int64(0), int64(0), int64(1), int64(10), int64(1000), int64(20)},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := args(&tt.call)
+			if fmt.Sprint(got) != fmt.Sprint(tt.want) || len(got) != len(tt.want) {
+				t.Errorf("args = %v, want %v", got, tt.want)
+			}
+			for i := range got {
+				if got[i] != tt.want[i] {
+					t.Errorf("arg %d = %#v, want %#v", i, got[i], tt.want[i])
+				}
+			}
+		})
+	}
+}

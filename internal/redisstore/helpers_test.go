@@ -1,0 +1,122 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// redisAddr is the shared Redis the integration tests run against.
+func redisAddr() string {
+	if addr := os.Getenv("RATEWARDEN_TEST_REDIS"); addr != "" {
+		return addr
+	}
+	return "127.0.0.1:6379"
+}
+
+func newClient(tb testing.TB, addr string) *redis.Client {
+	tb.Helper()
+	client := redis.NewClient(&redis.Options{Addr: addr})
+	tb.Cleanup(func() { client.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := client.Ping(ctx).Err(); err != nil {
+		tb.Fatalf("redis at %s: %v", addr, err)
+	}
+	return client
+}
+
+// testPrefix returns a random key prefix and deletes every key under it at
+// cleanup: the Redis is shared.
+func testPrefix(tb testing.TB, client *redis.Client) string {
+	tb.Helper()
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		tb.Fatal(err)
+	}
+	prefix := "rwtest:" + hex.EncodeToString(b[:]) + ":"
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for _, key := range scanKeys(tb, ctx, client, prefix) {
+			if err := client.Del(ctx, key).Err(); err != nil {
+				tb.Errorf("cleanup: del %s: %v", key, err)
+			}
+		}
+	})
+	return prefix
+}
+
+func scanKeys(tb testing.TB, ctx context.Context, client *redis.Client, prefix string) []string {
+	tb.Helper()
+	var keys []string
+	iter := client.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		tb.Fatalf("scan %s*: %v", prefix, err)
+	}
+	return keys
+}
+
+// requireExpiry fails when a key under prefix has no TTL.
+func requireExpiry(tb testing.TB, client *redis.Client, prefix string) int {
+	tb.Helper()
+	ctx := context.Background()
+	keys := scanKeys(tb, ctx, client, prefix)
+	for _, key := range keys {
+		ttl, err := client.PTTL(ctx, key).Result()
+		if err != nil {
+			tb.Fatalf("pttl %s: %v", key, err)
+		}
+		if ttl == -1 { // -2: expired meanwhile
+			tb.Errorf("key %s has no expiry", key)
+		}
+	}
+	return len(keys)
+}
+
+// privateRedis starts a redis-server of its own for tests that flush
+// scripts, and stops it (by PID) at cleanup.
+func privateRedis(tb testing.TB) *redis.Client {
+	tb.Helper()
+	path, err := exec.LookPath("redis-server")
+	if err != nil {
+		tb.Skip("redis-server not installed")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	cmd := exec.Command(path, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", tb.TempDir())
+	if err := cmd.Start(); err != nil {
+		tb.Fatalf("start redis-server: %v", err)
+	}
+	tb.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	client := redis.NewClient(&redis.Options{Addr: addr})
+	tb.Cleanup(func() { client.Close() })
+	deadline := time.Now().Add(5 * time.Second)
+	for client.Ping(context.Background()).Err() != nil {
+		if time.Now().After(deadline) {
+			tb.Fatalf("private redis-server on %s did not start", addr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return client
+}

@@ -1,0 +1,212 @@
+// Package redisstore runs the rate-limit scripts of package lua on Redis
+// (a single server or a cluster) through go-redis.
+package redisstore
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratewarden/ratewarden/internal/decide"
+	"github.com/ratewarden/ratewarden/lua"
+)
+
+// errReply means a script answered something other than its seven integers.
+var errReply = errors.New("unexpected script reply")
+
+// script is one algorithm's script and its SHA1 digest.
+type script struct {
+	src, sha string
+}
+
+// Store decides rate-limit calls with the Lua scripts. It is safe for
+// concurrent use.
+type Store struct {
+	client  redis.UniversalClient
+	scripts [3]script // indexed by algorithmIndex
+}
+
+// New returns a Store on client (a *redis.Client, *redis.ClusterClient or
+// any other UniversalClient). Scripts are sent by digest; Load caches them
+// ahead of the first call, and calls fall back to EVAL when a server lacks
+// one (restart, SCRIPT FLUSH, new cluster node).
+func New(client redis.UniversalClient) *Store {
+	s := &Store{client: client}
+	for i, alg := range []decide.Algorithm{decide.FixedWindow, decide.SlidingWindow, decide.TokenBucket} {
+		src := lua.Source(string(alg))
+		sum := sha1.Sum([]byte(src))
+		s.scripts[i] = script{src: src, sha: hex.EncodeToString(sum[:])}
+	}
+	return s
+}
+
+// Load caches every script on the server; on a cluster ClusterClient sends
+// SCRIPT LOAD to every node (primaries and replicas).
+func (s *Store) Load(ctx context.Context) error {
+	for _, sc := range s.scripts {
+		sha, err := s.client.ScriptLoad(ctx, sc.src).Result()
+		if err != nil {
+			return fmt.Errorf("redis script load: %w", err)
+		}
+		if sha != sc.sha {
+			return fmt.Errorf("redis script load: digest %s, want %s", sha, sc.sha)
+		}
+	}
+	return nil
+}
+
+// Decide decides calls in one round trip: one EVALSHA for a single call, a
+// pipeline of them for several. Calls whose script the server lacks are run
+// again with EVAL, which caches it. On error no result is returned; the
+// error names the first failing call.
+func (s *Store) Decide(ctx context.Context, calls []decide.Call) ([]decide.Result, error) {
+	if len(calls) == 0 {
+		return nil, nil
+	}
+	scripts := make([]*script, len(calls))
+	for i := range calls {
+		sc, err := s.script(calls[i])
+		if err != nil {
+			return nil, callError(calls[i], err)
+		}
+		scripts[i] = sc
+	}
+	cmds := make([]*redis.Cmd, len(calls))
+	if len(calls) == 1 {
+		c := &calls[0]
+		cmds[0] = s.client.EvalSha(ctx, scripts[0].sha, keys(c), args(c)...)
+	} else {
+		pipe := s.client.Pipeline()
+		for i := range calls {
+			cmds[i] = pipe.EvalSha(ctx, scripts[i].sha, keys(&calls[i]), args(&calls[i])...)
+		}
+		_, _ = pipe.Exec(ctx) // errors are read per command below
+	}
+	if err := s.evalMissing(ctx, calls, scripts, cmds); err != nil {
+		return nil, err
+	}
+	results := make([]decide.Result, len(calls))
+	for i, cmd := range cmds {
+		r, err := parse(cmd)
+		if err != nil {
+			return nil, callError(calls[i], err)
+		}
+		results[i] = r
+	}
+	return results, nil
+}
+
+// evalMissing runs again with EVAL the calls that failed with NOSCRIPT,
+// replacing their commands.
+func (s *Store) evalMissing(ctx context.Context, calls []decide.Call, scripts []*script, cmds []*redis.Cmd) error {
+	var missing []int
+	for i, cmd := range cmds {
+		if isNoScript(cmd.Err()) {
+			missing = append(missing, i)
+		}
+	}
+	switch len(missing) {
+	case 0:
+		return nil
+	case 1:
+		i := missing[0]
+		cmds[i] = s.client.Eval(ctx, scripts[i].src, keys(&calls[i]), args(&calls[i])...)
+	default:
+		pipe := s.client.Pipeline()
+		for _, i := range missing {
+			cmds[i] = pipe.Eval(ctx, scripts[i].src, keys(&calls[i]), args(&calls[i])...)
+		}
+		_, _ = pipe.Exec(ctx)
+	}
+	return nil
+}
+
+func (s *Store) script(c decide.Call) (*script, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	switch c.Algorithm {
+	case decide.FixedWindow:
+		return &s.scripts[0], nil
+	case decide.SlidingWindow:
+		return &s.scripts[1], nil
+	default: // Validate admits only the three algorithms
+		return &s.scripts[2], nil
+	}
+}
+
+func keys(c *decide.Call) []string {
+	return []string{c.Keys.State, c.Keys.Hold, c.Keys.Hits}
+}
+
+// args encodes the ARGV of the scripts (see lua/prelude.lua). Values are
+// passed as int64, which go-redis formats with strconv.
+func args(c *decide.Call) []any {
+	width := 2
+	if c.Algorithm == decide.TokenBucket {
+		width = 3
+	}
+	a := make([]any, 0, 5+3*len(c.Escalations)+width*len(c.Limits))
+	a = append(a, c.NowMs, c.Cost, c.Penalty.Milliseconds(), int64(len(c.Escalations)))
+	for _, e := range c.Escalations {
+		a = append(a, e.Triggers, e.Within.Milliseconds(), e.Penalty.Milliseconds())
+	}
+	a = append(a, int64(len(c.Limits)))
+	for _, l := range c.Limits {
+		if width == 3 {
+			a = append(a, l.Rate, l.Per.Milliseconds(), l.Burst)
+		} else {
+			a = append(a, l.Requests, l.Per.Milliseconds())
+		}
+	}
+	return a
+}
+
+// parse reads the seven integers of a script reply.
+func parse(cmd *redis.Cmd) (decide.Result, error) {
+	v, err := cmd.Result()
+	if err != nil {
+		return decide.Result{}, err
+	}
+	vals, ok := v.([]any)
+	if !ok || len(vals) != 7 {
+		return decide.Result{}, errReply
+	}
+	var n [7]int64
+	for i, x := range vals {
+		if n[i], ok = x.(int64); !ok {
+			return decide.Result{}, errReply
+		}
+	}
+	return decide.Result{
+		Allowed:    n[0] == 1,
+		Held:       n[1] == 1,
+		LimitIndex: int(n[2]),
+		Limit:      n[3],
+		Remaining:  n[4],
+		ResetAfter: time.Duration(n[5]) * time.Millisecond,
+		RetryAfter: time.Duration(n[6]) * time.Millisecond,
+	}, nil
+}
+
+// maxKeyInError bounds the part of a key quoted in an error: keys embed
+// user-supplied values.
+const maxKeyInError = 64
+
+func callError(c decide.Call, err error) error {
+	key := c.Keys.State
+	if len(key) > maxKeyInError {
+		key = key[:maxKeyInError] + "..."
+	}
+	return fmt.Errorf("redis decide %s key %s: %w", c.Algorithm, strconv.Quote(key), err)
+}
+
+func isNoScript(err error) bool {
+	return err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT"))
+}

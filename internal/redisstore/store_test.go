@@ -1,0 +1,335 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratewarden/ratewarden/internal/decide"
+	"github.com/ratewarden/ratewarden/internal/decide/decidetest"
+)
+
+// TestDecideScenarios runs every scenario through the scripts on real Redis
+// and through the reference model; both must give the expected results.
+func TestDecideScenarios(t *testing.T) {
+	client := newClient(t, redisAddr())
+	store := New(client)
+	if err := store.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range decidetest.Scenarios() {
+		t.Run(s.Name, func(t *testing.T) {
+			prefix := testPrefix(t, client)
+			keys := decidetest.Keys(prefix, "subject")
+			model := decide.NewMemory()
+			for i, step := range s.Steps {
+				c := s.Call(keys, i)
+				got, err := store.Decide(context.Background(), []decide.Call{c})
+				if err != nil {
+					t.Fatalf("step %d: %v", i, err)
+				}
+				ref := model.Decide(c, 0)
+				if got[0] != step.Want {
+					t.Errorf("step %d (now %d, cost %d): redis\n got  %+v\n want %+v", i, step.NowMs, step.Cost, got[0], step.Want)
+				}
+				if got[0] != ref {
+					t.Errorf("step %d (now %d, cost %d): redis and model differ\n redis %+v\n model %+v", i, step.NowMs, step.Cost, got[0], ref)
+				}
+			}
+			requireExpiry(t, client, prefix)
+		})
+	}
+}
+
+// TestDecideBatch runs all scenarios at once: step i of every scenario goes
+// into one pipeline, whose results must come back in order.
+func TestDecideBatch(t *testing.T) {
+	client := newClient(t, redisAddr())
+	store := New(client)
+	prefix := testPrefix(t, client)
+	scenarios := decidetest.Scenarios()
+	for i := 0; ; i++ {
+		var calls []decide.Call
+		var wants []decide.Result
+		var names []string
+		for n, s := range scenarios {
+			if i < len(s.Steps) {
+				calls = append(calls, s.Call(decidetest.Keys(prefix, strconv.Itoa(n)), i))
+				wants = append(wants, s.Steps[i].Want)
+				names = append(names, s.Name)
+			}
+		}
+		if len(calls) == 0 {
+			break
+		}
+		got, err := store.Decide(context.Background(), calls)
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		for j := range calls {
+			if got[j] != wants[j] {
+				t.Errorf("%s step %d:\n got  %+v\n want %+v", names[j], i, got[j], wants[j])
+			}
+		}
+	}
+}
+
+// TestNoScript checks that decisions survive a server without the scripts:
+// never loaded, or flushed after loading (on a private server).
+func TestNoScript(t *testing.T) {
+	client := privateRedis(t)
+	store := New(client)
+	ctx := context.Background()
+	call := func(alg decide.Algorithm, subject string) decide.Call {
+		return decide.Call{
+			Keys:      decidetest.Keys("rwtest:", subject),
+			Algorithm: alg,
+			Limits:    []decide.Limit{{Requests: 2, Rate: 1, Burst: 2, Per: time.Hour}},
+			Cost:      1,
+		}
+	}
+	batch := []decide.Call{
+		call(decide.FixedWindow, "fixed"), call(decide.SlidingWindow, "sliding"), call(decide.TokenBucket, "bucket"),
+	}
+
+	if _, err := store.Decide(ctx, batch[:1]); err != nil {
+		t.Fatalf("single call before load: %v", err)
+	}
+	if n := evalCalls(t, client); n != 1 {
+		t.Fatalf("EVAL ran %d times before load, want 1 (the NOSCRIPT fallback)", n)
+	}
+	if err := client.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := store.Decide(ctx, batch)
+	if err != nil {
+		t.Fatalf("batch after flush: %v", err)
+	}
+	if n := evalCalls(t, client); n != 4 {
+		t.Fatalf("EVAL ran %d times after the flushed batch, want 4", n)
+	}
+	for i, r := range got {
+		want := int64(1)
+		if i == 0 {
+			want = 0 // the fixed window was already used once
+		}
+		if !r.Allowed || r.Remaining != want {
+			t.Errorf("call %d after flush: %+v, want allowed with %d remaining", i, r, want)
+		}
+	}
+
+	// the EVAL fallback cached the scripts: EVALSHA works again
+	if err := client.EvalSha(ctx, store.scripts[1].sha, keys(&batch[1]), args(&batch[1])...).Err(); err != nil {
+		t.Errorf("evalsha after the fallback: %v", err)
+	}
+
+	if err := client.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	err = client.EvalSha(ctx, store.scripts[0].sha, keys(&batch[0]), args(&batch[0])...).Err()
+	if class := ClassifyError(err); class != "noscript" {
+		t.Errorf("ClassifyError(%v) = %q, want noscript", err, class)
+	}
+	if err := store.Load(ctx); err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	if err := client.EvalSha(ctx, store.scripts[2].sha, keys(&batch[2]), args(&batch[2])...).Err(); err != nil {
+		t.Errorf("evalsha after load: %v", err)
+	}
+}
+
+// evalCalls returns how many EVAL commands the server has run.
+func evalCalls(tb testing.TB, client *redis.Client) int {
+	tb.Helper()
+	info, err := client.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_eval:calls="); ok {
+			n, err := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+			if err != nil {
+				tb.Fatal(err)
+			}
+			return n
+		}
+	}
+	return 0
+}
+
+// TestDecideExactUnderConcurrency sends 1000 calls from 200 goroutines with
+// the server clock: exactly the limit is admitted.
+func TestDecideExactUnderConcurrency(t *testing.T) {
+	client := newClient(t, redisAddr())
+	store := New(client)
+	ctx := context.Background()
+	if err := store.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	avoidDayBoundary(t, client)
+	for _, tc := range []struct {
+		alg   decide.Algorithm
+		limit decide.Limit
+	}{
+		{decide.FixedWindow, decide.Limit{Requests: 100, Per: 24 * time.Hour}},
+		{decide.SlidingWindow, decide.Limit{Requests: 100, Per: time.Hour}},
+		{decide.TokenBucket, decide.Limit{Rate: 1, Per: time.Hour, Burst: 100}},
+	} {
+		t.Run(string(tc.alg), func(t *testing.T) {
+			prefix := testPrefix(t, client)
+			c := decide.Call{Keys: decidetest.Keys(prefix, "hot"), Algorithm: tc.alg, Limits: []decide.Limit{tc.limit}, Cost: 1}
+			var admitted, failed atomic.Int64
+			var wg sync.WaitGroup
+			for range 200 {
+				wg.Go(func() {
+					for range 5 {
+						r, err := store.Decide(ctx, []decide.Call{c})
+						switch {
+						case err != nil:
+							failed.Add(1)
+						case r[0].Allowed:
+							admitted.Add(1)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			if n := failed.Load(); n > 0 {
+				t.Fatalf("%d calls failed", n)
+			}
+			if n := admitted.Load(); n != 100 {
+				t.Errorf("admitted %d, want 100", n)
+			}
+		})
+	}
+}
+
+// avoidDayBoundary waits when the server clock is within a minute of the
+// end of a UTC day, where a 24h fixed window would restart mid-test.
+func avoidDayBoundary(tb testing.TB, client *redis.Client) {
+	tb.Helper()
+	now, err := client.Time(context.Background()).Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	const day = 24 * time.Hour
+	if left := day - time.Duration(now.UnixMilli()%day.Milliseconds())*time.Millisecond; left < time.Minute {
+		time.Sleep(left + time.Second)
+	}
+}
+
+// TestKeysExpire checks that every key the scripts write carries a TTL:
+// state, hold and hits of each algorithm, with the server clock.
+func TestKeysExpire(t *testing.T) {
+	client := newClient(t, redisAddr())
+	store := New(client)
+	prefix := testPrefix(t, client)
+	ctx := context.Background()
+	for _, alg := range []decide.Algorithm{decide.FixedWindow, decide.SlidingWindow, decide.TokenBucket} {
+		c := decide.Call{
+			Keys:        decidetest.Keys(prefix, string(alg)),
+			Algorithm:   alg,
+			Limits:      []decide.Limit{{Requests: 1, Rate: 1, Burst: 1, Per: time.Hour}, {Requests: 5, Rate: 5, Burst: 5, Per: time.Minute}},
+			Cost:        1,
+			Penalty:     time.Minute,
+			Escalations: []decide.Escalation{{Triggers: 1, Within: time.Hour, Penalty: time.Hour}},
+		}
+		for i, wantAllowed := range []bool{true, false} {
+			r, err := store.Decide(ctx, []decide.Call{c})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r[0].Allowed != wantAllowed {
+				t.Fatalf("%s call %d: %+v", alg, i, r[0])
+			}
+		}
+		for _, key := range []string{c.Keys.State, c.Keys.Hold, c.Keys.Hits} {
+			ttl, err := client.PTTL(ctx, key).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ttl <= 0 {
+				t.Errorf("%s: PTTL %s = %v, want > 0", alg, key, ttl)
+			}
+		}
+	}
+	if n := requireExpiry(t, client, prefix); n != 9 {
+		t.Errorf("%d keys written, want 9", n)
+	}
+}
+
+func TestDecideErrors(t *testing.T) {
+	client := newClient(t, redisAddr())
+	store := New(client)
+	prefix := testPrefix(t, client)
+	ctx := context.Background()
+	limits := []decide.Limit{{Requests: 1, Per: time.Second}}
+
+	long := prefix + strings.Repeat("u", 1000)
+	_, err := store.Decide(ctx, []decide.Call{{Keys: decidetest.Keys(long, "x"), Algorithm: decide.FixedWindow}})
+	if err == nil || !strings.Contains(err.Error(), "no limits") || len(err.Error()) > 200 {
+		t.Errorf("invalid call: error %v", err)
+	}
+
+	wrong := decidetest.Keys(prefix, "wrongtype")
+	if err := client.Set(ctx, wrong.State, "x", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	calls := []decide.Call{
+		{Keys: decidetest.Keys(prefix, "fine"), Algorithm: decide.FixedWindow, Limits: limits, Cost: 1},
+		{Keys: wrong, Algorithm: decide.SlidingWindow, Limits: limits, Cost: 1},
+	}
+	for _, batch := range [][]decide.Call{calls[1:], calls} {
+		_, err := store.Decide(ctx, batch)
+		var redisErr redis.Error
+		if !errors.As(err, &redisErr) || !strings.Contains(err.Error(), "redis decide sliding_window key") {
+			t.Errorf("batch of %d with a wrong type: error %v", len(batch), err)
+		}
+		if class := ClassifyError(err); class != "script" {
+			t.Errorf("ClassifyError(%v) = %q, want script", err, class)
+		}
+	}
+
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = store.Decide(canceled, calls[:1])
+	if class := ClassifyError(err); class != "canceled" {
+		t.Errorf("ClassifyError(%v) = %q, want canceled", err, class)
+	}
+
+	if r, err := store.Decide(ctx, nil); r != nil || err != nil {
+		t.Errorf("Decide(nil) = %v, %v", r, err)
+	}
+}
+
+func BenchmarkDecide(b *testing.B) {
+	client := newClient(b, redisAddr())
+	store := New(client)
+	prefix := testPrefix(b, client)
+	if err := store.Load(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	for _, alg := range []decide.Algorithm{decide.FixedWindow, decide.SlidingWindow, decide.TokenBucket} {
+		b.Run(string(alg), func(b *testing.B) {
+			limits := []decide.Limit{{Requests: 1000, Rate: 1000, Burst: 1000, Per: time.Second}}
+			var n atomic.Int64
+			b.RunParallel(func(pb *testing.PB) {
+				subject := string(alg) + strconv.FormatInt(n.Add(1), 10)
+				calls := []decide.Call{{Keys: decidetest.Keys(prefix, subject), Algorithm: alg, Limits: limits, Cost: 1}}
+				for pb.Next() {
+					if _, err := store.Decide(context.Background(), calls); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}

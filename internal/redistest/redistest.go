@@ -1,0 +1,75 @@
+// Package redistest gives integration tests a client of the local Redis and
+// a key prefix of their own, deleted when the test ends, because the server
+// is shared with other tests and processes.
+package redistest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// URL is the Redis the tests use: REDIS_URL or the local default.
+func URL() string {
+	if u := os.Getenv("REDIS_URL"); u != "" {
+		return u
+	}
+	return "redis://127.0.0.1:6379/0"
+}
+
+// Client returns a client of the test Redis, failing the test with a clear
+// message when it does not answer.
+func Client(tb testing.TB) *redis.Client {
+	tb.Helper()
+	opts, err := redis.ParseURL(URL())
+	if err != nil {
+		tb.Fatalf("REDIS_URL: %v", err)
+	}
+	opts.PoolSize = 64
+	c := redis.NewClient(opts)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		tb.Fatalf("redis at %s does not answer (start it with: redis-server --save ''): %v", opts.Addr, err)
+	}
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Prefix returns a fresh key prefix and deletes every key under it when the
+// test ends.
+func Prefix(tb testing.TB, c redis.UniversalClient) string {
+	tb.Helper()
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	prefix := "rwtest:" + hex.EncodeToString(b) + ":"
+	tb.Cleanup(func() { DeletePrefix(tb, c, prefix) })
+	return prefix
+}
+
+// DeletePrefix deletes every key starting with prefix.
+func DeletePrefix(tb testing.TB, c redis.UniversalClient, prefix string) {
+	tb.Helper()
+	ctx := context.Background()
+	iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	var keys []string
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		tb.Logf("scan %s*: %v", prefix, err)
+		return
+	}
+	for len(keys) > 0 {
+		n := min(len(keys), 500)
+		if err := c.Del(ctx, keys[:n]...).Err(); err != nil {
+			tb.Logf("delete %s*: %v", prefix, err)
+		}
+		keys = keys[n:]
+	}
+}

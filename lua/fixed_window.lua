@@ -1,0 +1,68 @@
+-- fixed_window.lua: aligned fixed windows, all-or-nothing over several limits.
+-- Runs after prelude.lua (see there for the common KEYS, ARGV and reply).
+--
+-- KEYS[1] state: hash with fields s:<per_ms> (window start) and c:<per_ms>
+--         (count) per limit
+-- ARGV    limits are N pairs: requests, per_ms
+-- Returns the prelude reply; limit is requests.
+--
+-- The window of a limit starts at now - now % per. A stored start later than
+-- that (the clock went back) is kept. Counters and expiry are written by the
+-- same script, so a counter never lives without a TTL.
+
+local alg = {width = 2}
+
+function alg.quota(l)
+  return l[1]
+end
+
+function alg.evaluate(key, now, cost, limits)
+  local n = #limits
+  local fields = {}
+  for i = 1, n do
+    local per = istr(limits[i][2])
+    fields[2 * i - 1] = 's:' .. per
+    fields[2 * i] = 'c:' .. per
+  end
+  local vals = redis.call('HMGET', key, unpack(fields))
+
+  local r = {admitted = true, quota = {}, remaining = {}, reset = {}, deny = {}, retry = {}}
+  local starts, counts = {}, {}
+  for i = 1, n do
+    local requests, per = limits[i][1], limits[i][2]
+    local _, off = divmod(now, per)
+    local start, count = now - off, 0
+    local s = tonumber(vals[2 * i - 1])
+    if s and s >= start then
+      start = s
+      count = tonumber(vals[2 * i]) or 0
+    end
+    starts[i], counts[i] = start, count
+    r.quota[i] = requests
+    r.deny[i] = count + cost > requests
+    if r.deny[i] then r.admitted = false end
+  end
+
+  local ttl = 0
+  local args = {}
+  for i = 1, n do
+    local used = counts[i]
+    if r.admitted then used = used + cost end
+    r.remaining[i] = limits[i][1] - used
+    r.reset[i] = starts[i] + limits[i][2] - now
+    r.retry[i] = 0
+    if r.deny[i] then r.retry[i] = r.reset[i] end
+    if r.reset[i] > ttl then ttl = r.reset[i] end
+    args[4 * i - 3] = fields[2 * i - 1]
+    args[4 * i - 2] = istr(starts[i])
+    args[4 * i - 1] = fields[2 * i]
+    args[4 * i] = istr(used)
+  end
+  if r.admitted then
+    redis.call('HSET', key, unpack(args))
+    redis.call('PEXPIRE', key, istr(ttl))
+  end
+  return r
+end
+
+return decide(alg)

@@ -1,0 +1,156 @@
+-- prelude.lua: shared by every rate-limit script. Package lua prepends it to
+-- each algorithm body, which defines a table `alg` and ends with
+-- `return decide(alg)`.
+--
+-- KEYS[1] state: counters, log or bucket of the algorithm
+-- KEYS[2] hold:  string, integer ms until which the key is denied (penalty)
+-- KEYS[3] hits:  sorted set of recent limit denials (escalation)
+--                (all three share one Redis Cluster hash tag)
+--
+-- ARGV[1] now_ms (0: read redis.call('TIME'))
+-- ARGV[2] cost
+-- ARGV[3] penalty_ms (0: none)
+-- ARGV[4] E, followed by E triples: triggers, within_ms, penalty_ms
+-- then    N, followed by N limits of alg.width integers each
+--
+-- Returns {allowed 1/0, held 1/0, limit_index (0-based, -1 when held),
+--          limit (quota), remaining, reset_after_ms, retry_after_ms}.
+--
+-- All values are integers below 2^53. Integers are written to Redis with
+-- string.format('%d') because tostring uses '%.14g' and would round large
+-- values.
+
+local function istr(x)
+  return string.format('%d', x)
+end
+
+-- divmod returns floor(a / b) and a - b * floor(a / b), exact for integers
+-- below 2^53 even where the float quotient rounds to the next integer.
+local function divmod(a, b)
+  local q = math.floor(a / b)
+  local r = a - q * b
+  if r < 0 then
+    q = q - 1
+    r = r + b
+  elseif r >= b then
+    q = q + 1
+    r = r - b
+  end
+  return q, r
+end
+
+local function ceildiv(a, b)
+  local q, r = divmod(a, b)
+  if r > 0 then
+    q = q + 1
+  end
+  return q
+end
+
+-- record_hit adds a hit at now to the escalation log, keeps the newest
+-- max_triggers hits and returns the hold candidate the escalations ask for.
+local function record_hit(key, now, esc, cand)
+  local max_triggers, max_within = 1, 0
+  for i = 1, #esc do
+    if esc[i][1] > max_triggers then max_triggers = esc[i][1] end
+    if esc[i][2] > max_within then max_within = esc[i][2] end
+  end
+  local snow = istr(now)
+  local k = redis.call('ZCOUNT', key, snow, snow) + 1
+  redis.call('ZADD', key, snow, snow .. ':' .. istr(k))
+  redis.call('ZREMRANGEBYRANK', key, 0, -(max_triggers + 1))
+  -- expire once the newest hit (later than now if the clock went back) has
+  -- left every window
+  local newest = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
+  redis.call('PEXPIRE', key, istr(newest + max_within + 1 - now))
+  for i = 1, #esc do
+    local n = redis.call('ZCOUNT', key, istr(now - esc[i][2]), '+inf')
+    if n >= esc[i][1] and now + esc[i][3] > cand then
+      cand = now + esc[i][3]
+    end
+  end
+  return cand
+end
+
+-- binding returns the 1-based index of the limit whose numbers the result
+-- reports: the denying limit with the longest retry, or when admitted the
+-- limit with the fewest remaining units; ties go to the lowest index.
+local function binding(r)
+  local b = nil
+  for i = 1, #r.quota do
+    if r.admitted then
+      if b == nil or r.remaining[i] < r.remaining[b] then b = i end
+    elseif r.deny[i] and (b == nil or r.retry[i] > r.retry[b]) then
+      b = i
+    end
+  end
+  return b
+end
+
+local function decide(alg)
+  local now = tonumber(ARGV[1])
+  if now == 0 then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  local cost = tonumber(ARGV[2])
+  local penalty = tonumber(ARGV[3])
+  local ne = tonumber(ARGV[4])
+  local p = 5
+  local esc = {}
+  for i = 1, ne do
+    esc[i] = {tonumber(ARGV[p]), tonumber(ARGV[p + 1]), tonumber(ARGV[p + 2])}
+    p = p + 3
+  end
+  local n = tonumber(ARGV[p])
+  p = p + 1
+  local limits = {}
+  for i = 1, n do
+    local l = {}
+    for j = 1, alg.width do
+      l[j] = tonumber(ARGV[p])
+      p = p + 1
+    end
+    limits[i] = l
+  end
+
+  local hold = nil
+  if penalty > 0 or ne > 0 then
+    local h = redis.call('GET', KEYS[2])
+    if h then hold = tonumber(h) end
+    if hold and now < hold then
+      local quota = 0
+      if n > 0 then quota = alg.quota(limits[1]) end
+      return {0, 1, -1, quota, 0, hold - now, hold - now}
+    end
+  end
+  if n == 0 then
+    return {1, 0, -1, 0, 0, 0, 0}
+  end
+
+  -- r: admitted, and per limit quota, remaining, reset, deny, retry
+  local r = alg.evaluate(KEYS[1], now, cost, limits)
+
+  local extra = 0
+  if not r.admitted then
+    local cand = 0
+    if penalty > 0 then cand = now + penalty end
+    if ne > 0 then cand = record_hit(KEYS[3], now, esc, cand) end
+    if cand > now then
+      if not hold or hold < cand then
+        redis.call('SET', KEYS[2], istr(cand), 'PX', istr(cand - now))
+      end
+      extra = cand - now
+    end
+  end
+
+  local b = binding(r)
+  local remaining = r.remaining[b]
+  if remaining < 0 then remaining = 0 end
+  local retry = r.retry[b]
+  if extra > retry then retry = extra end
+  local allowed = 0
+  if r.admitted then allowed = 1 end
+  return {allowed, 0, b - 1, r.quota[b], remaining, r.reset[b], retry}
+end
+

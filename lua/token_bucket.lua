@@ -1,0 +1,103 @@
+-- token_bucket.lua: token buckets, all-or-nothing over several limits.
+-- Runs after prelude.lua (see there for the common KEYS, ARGV and reply).
+--
+-- KEYS[1] state: hash with fields per limit t:<per_ms> (milli-tokens),
+--         r:<per_ms> (refill remainder, < per_ms) and u:<per_ms> (last
+--         update ms); an absent bucket is full
+-- ARGV    limits are N triples: rate, per_ms, burst (rate tokens per per_ms,
+--         capacity burst)
+-- Returns the prelude reply; limit is burst.
+--
+-- A bucket gains rate*1000 milli-tokens every per_ms; the remainder keeps the
+-- refill exact in integers. A denial writes nothing: the refill only depends
+-- on the stored state and now. The key expires when every bucket is full
+-- again, counted from its last update (later than now if the clock went
+-- back), so an expired key decides exactly like the state it held.
+
+local alg = {width = 3}
+
+function alg.quota(l)
+  return l[3]
+end
+
+-- fill_time is the ms until a bucket with t milli-tokens and remainder r is
+-- full again.
+local function fill_time(l, t, r)
+  local rate, per, burst = l[1], l[2], l[3]
+  if t >= burst * 1000 then return 0 end
+  return ceildiv((burst * 1000 - t) * per - r, rate * 1000)
+end
+
+function alg.evaluate(key, now, cost, limits)
+  local n = #limits
+  local fields = {}
+  for i = 1, n do
+    local per = istr(limits[i][2])
+    fields[3 * i - 2] = 't:' .. per
+    fields[3 * i - 1] = 'r:' .. per
+    fields[3 * i] = 'u:' .. per
+  end
+  local vals = redis.call('HMGET', key, unpack(fields))
+
+  local r = {admitted = true, quota = {}, remaining = {}, reset = {}, deny = {}, retry = {}}
+  local ts, rs, us = {}, {}, {}
+  for i = 1, n do
+    local l = limits[i]
+    local rate, per, burst = l[1], l[2], l[3]
+    local t = tonumber(vals[3 * i - 2])
+    local rem, upd = 0, now
+    if t then
+      rem = tonumber(vals[3 * i - 1]) or 0
+      upd = tonumber(vals[3 * i]) or now
+    else
+      t = burst * 1000
+    end
+    local elapsed = now - upd
+    if elapsed < 0 then elapsed = 0 end
+    if elapsed >= fill_time(l, t, rem) then
+      t, rem = burst * 1000, 0
+    else
+      local q
+      q, rem = divmod(elapsed * rate * 1000 + rem, per)
+      t = t + q
+    end
+    if upd < now then upd = now end
+    ts[i], rs[i], us[i] = t, rem, upd
+    r.quota[i] = burst
+    r.deny[i] = t < cost * 1000
+    if r.deny[i] then r.admitted = false end
+  end
+
+  local ttl = 1
+  local args = {}
+  for i = 1, n do
+    local l = limits[i]
+    local rate, per, burst = l[1], l[2], l[3]
+    local t = ts[i]
+    if r.admitted then t = t - cost * 1000 end
+    r.remaining[i] = divmod(t, 1000)
+    r.reset[i] = fill_time(l, t, rs[i])
+    r.retry[i] = 0
+    if r.deny[i] then
+      if cost > burst then
+        r.retry[i] = per
+      else
+        r.retry[i] = ceildiv((cost * 1000 - t) * per - rs[i], rate * 1000)
+      end
+    end
+    if us[i] + r.reset[i] + 1 - now > ttl then ttl = us[i] + r.reset[i] + 1 - now end
+    args[6 * i - 5] = fields[3 * i - 2]
+    args[6 * i - 4] = istr(t)
+    args[6 * i - 3] = fields[3 * i - 1]
+    args[6 * i - 2] = istr(rs[i])
+    args[6 * i - 1] = fields[3 * i]
+    args[6 * i] = istr(us[i])
+  end
+  if r.admitted then
+    redis.call('HSET', key, unpack(args))
+    redis.call('PEXPIRE', key, istr(ttl))
+  end
+  return r
+end
+
+return decide(alg)
