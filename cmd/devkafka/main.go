@@ -1,0 +1,65 @@
+// Command devkafka is a Kafka-protocol broker for local runs and tests, not
+// for production: one in-process kfake broker that creates the decisions
+// and bans topics with bounded retention and stops cleanly on SIGINT or
+// SIGTERM.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"go.uber.org/zap"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run starts the broker, waits for ctx to end and stops it. It returns the
+// process exit code: 0 after a clean stop, 2 for bad configuration, 1 when
+// the broker cannot start.
+func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
+	cfg, err := loadConfig(args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "devkafka: %v\n", err)
+		return 2
+	}
+	log, err := newLogger(cfg.logLevel, cfg.logFormat, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "devkafka: %v\n", err)
+		return 2
+	}
+	defer func() { _ = log.Sync() }()
+
+	b, err := startBroker(cfg.broker, log)
+	if err != nil {
+		log.Error("devkafka cannot start", zap.Error(err))
+		return 1
+	}
+	log.Info("devkafka ready",
+		zap.String("addr", b.Addr()),
+		zap.String("listen", b.ListenAddr()),
+		zap.String("topics", strings.Join(b.Topics(), ",")),
+		zap.Int("partitions", cfg.broker.Partitions),
+		zap.String("data_dir", cfg.broker.DataDir),
+		zap.String("retention", cfg.broker.Retention.String()),
+		zap.Int64("retention_bytes", cfg.broker.RetentionBytes))
+	<-ctx.Done()
+	log.Info("devkafka stopping")
+	b.Stop()
+	log.Info("devkafka stopped")
+	return 0
+}

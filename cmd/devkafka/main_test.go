@@ -1,0 +1,173 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/ratewarden/ratewarden/internal/kafkabus"
+	"github.com/ratewarden/ratewarden/internal/kafkatest"
+)
+
+// lockedBuffer is an io.Writer safe to read while run writes to it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func TestRunServesBothTopicsAndStopsOnCancel(t *testing.T) {
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stderr lockedBuffer
+	exit := make(chan int, 1)
+	go func() {
+		exit <- run(ctx, []string{"-partitions", "4", "-bans-topic", "test.bans"},
+			env(map[string]string{"LISTEN_ADDR": addr, "DECISIONS_TOPIC": "test.decisions"}), &stderr)
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(stderr.String(), "devkafka ready") {
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready within 10s; log:\n%s", stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, want := range []string{addr, "test.decisions,test.bans"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("ready log does not mention %s:\n%s", want, stderr.String())
+		}
+	}
+	brokers := []string{addr}
+	for _, topic := range []string{"test.decisions", "test.bans"} {
+		if got := len(kafkatest.Partitions(t, brokers, topic)); got != 4 {
+			t.Errorf("%s has %d partitions, want 4", topic, got)
+		}
+	}
+
+	p, err := kafkabus.NewProducer(kafkabus.ProducerConfig{Brokers: brokers, Topic: "test.decisions"}, zap.NewNop(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Publish([]byte("203.0.113.7"), []byte(`{"hello":"devkafka"}`))
+	if err := p.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	msgs := kafkatest.ReadMessages(t, brokers, "test.decisions", 1, 10*time.Second)
+	if string(msgs[0].Key) != "203.0.113.7" || string(msgs[0].Value) != `{"hello":"devkafka"}` {
+		t.Fatalf("read back %s=%s", msgs[0].Key, msgs[0].Value)
+	}
+
+	cancel()
+	select {
+	case code := <-exit:
+		if code != 0 {
+			t.Fatalf("exit code %d; log:\n%s", code, stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("run did not return within 10s of cancel")
+	}
+	if !strings.Contains(stderr.String(), "devkafka stopped") {
+		t.Errorf("no stop line in log:\n%s", stderr.String())
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("port still held after stop: %v", err)
+	}
+	ln.Close()
+}
+
+func TestRunRefusesBadConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"listen addr without port", nil, map[string]string{"LISTEN_ADDR": "127.0.0.1"}, "invalid LISTEN_ADDR"},
+		{"listen addr bad port", nil, map[string]string{"LISTEN_ADDR": "127.0.0.1:http"}, "invalid LISTEN_ADDR"},
+		{"listen flag", []string{"-listen-addr", "127.0.0.1:99999"}, nil, "invalid -listen-addr"},
+		{"partitions zero", []string{"-partitions", "0"}, nil, "invalid -partitions \"0\": expected an integer"},
+		{"partitions text", []string{"-partitions=many"}, nil, "invalid -partitions"},
+		{"partitions env", nil, map[string]string{"DEVKAFKA_PARTITIONS": "-3"}, "invalid DEVKAFKA_PARTITIONS"},
+		{"retention", []string{"-retention", "forever"}, nil, "invalid -retention"},
+		{"retention bytes", nil, map[string]string{"DEVKAFKA_RETENTION_BYTES": "1GB"}, "invalid DEVKAFKA_RETENTION_BYTES"},
+		{"topic name", nil, map[string]string{"DECISIONS_TOPIC": "bad topic"}, "invalid DECISIONS_TOPIC"},
+		{"same topics", nil, map[string]string{"BANS_TOPIC": "ratelimit.decisions"}, "invalid BANS_TOPIC"},
+		{"log level", nil, map[string]string{"LOG_LEVEL": "loud"}, "invalid LOG_LEVEL"},
+		{"log format", nil, map[string]string{"LOG_FORMAT": "xml"}, "invalid LOG_FORMAT"},
+		{"unknown flag", []string{"-nope"}, nil, "-nope"},
+		{"stray argument", []string{"serve"}, nil, "unexpected argument"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stderr lockedBuffer
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if code := run(ctx, tc.args, env(tc.env), &stderr); code != 2 {
+				t.Fatalf("exit code %d, want 2; stderr:\n%s", code, stderr.String())
+			}
+			out := stderr.String()
+			if !strings.Contains(out, tc.want) {
+				t.Fatalf("stderr does not contain %q:\n%s", tc.want, out)
+			}
+			if tc.name != "unknown flag" && strings.Count(strings.TrimSpace(out), "\n") != 0 {
+				t.Fatalf("want one line, got:\n%s", out)
+			}
+		})
+	}
+}
+
+func TestRunFailsWhenPortTaken(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var stderr lockedBuffer
+	code := run(context.Background(), nil, env(map[string]string{"LISTEN_ADDR": ln.Addr().String()}), &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), ln.Addr().String()) {
+		t.Fatalf("exit code %d, stderr:\n%s", code, stderr.String())
+	}
+}
+
+func TestConfigPrecedence(t *testing.T) {
+	cfg, err := loadConfig([]string{"-partitions", "3"},
+		env(map[string]string{"DEVKAFKA_PARTITIONS": "7", "LISTEN_ADDR": "127.0.0.1:19092", "DEVKAFKA_RETENTION": "10m"}), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := cfg.broker
+	if b.Partitions != 3 || b.ListenAddr != "127.0.0.1:19092" || b.Retention != 10*time.Minute ||
+		b.DecisionsTopic != "ratelimit.decisions" || b.BansTopic != "ratelimit.bans" || b.RetentionBytes != 256<<20 {
+		t.Fatalf("config %+v", b)
+	}
+}

@@ -1,0 +1,159 @@
+// Package event holds the wire types published on the Kafka topics
+// (ratelimit.decisions, ratelimit.bans) and their JSON encoding. The field
+// names are the external contract (CONTRACT.md, "Kafka topics"): fields may be
+// added, never renamed or removed, and decoders tolerate unknown fields.
+package event
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Reasons a decision can carry, as in the limiter's HTTP answer.
+const (
+	ReasonOK          = "ok"
+	ReasonRateLimited = "rate_limited"
+	ReasonBanned      = "banned"
+	ReasonExempt      = "exempt"
+	ReasonNoRule      = "no_rule"
+)
+
+// Decision is one message of ratelimit.decisions: one limiter decision.
+// The message key is the client IP.
+type Decision struct {
+	EventID      string    `json:"event_id"`
+	TS           time.Time `json:"ts"`
+	Instance     string    `json:"instance"`
+	UserID       string    `json:"user_id"`
+	IP           string    `json:"ip"`
+	Endpoint     string    `json:"endpoint"`
+	Method       string    `json:"method"`
+	Tier         string    `json:"tier"`
+	RuleID       string    `json:"rule_id"`
+	Algorithm    string    `json:"algorithm"`
+	Allowed      bool      `json:"allowed"`
+	Reason       string    `json:"reason"`
+	Limit        int64     `json:"limit"`
+	Remaining    int64     `json:"remaining"`
+	RetryAfterMS int64     `json:"retry_after_ms"`
+	Mode         string    `json:"mode"`
+	Shadow       bool      `json:"shadow"`
+}
+
+// AppendJSON appends the JSON object of d to dst and returns the extended
+// buffer. Every field is always present; ts is UTC RFC 3339 with
+// microseconds. It does not allocate when dst has enough capacity.
+func (d *Decision) AppendJSON(dst []byte) []byte {
+	dst = append(dst, `{"event_id":`...)
+	dst = appendString(dst, d.EventID)
+	dst = append(dst, `,"ts":"`...)
+	dst = appendTime(dst, d.TS)
+	dst = append(dst, `","instance":`...)
+	dst = appendString(dst, d.Instance)
+	dst = append(dst, `,"user_id":`...)
+	dst = appendString(dst, d.UserID)
+	dst = append(dst, `,"ip":`...)
+	dst = appendString(dst, d.IP)
+	dst = append(dst, `,"endpoint":`...)
+	dst = appendString(dst, d.Endpoint)
+	dst = append(dst, `,"method":`...)
+	dst = appendString(dst, d.Method)
+	dst = append(dst, `,"tier":`...)
+	dst = appendString(dst, d.Tier)
+	dst = append(dst, `,"rule_id":`...)
+	dst = appendString(dst, d.RuleID)
+	dst = append(dst, `,"algorithm":`...)
+	dst = appendString(dst, d.Algorithm)
+	dst = append(dst, `,"allowed":`...)
+	dst = strconv.AppendBool(dst, d.Allowed)
+	dst = append(dst, `,"reason":`...)
+	dst = appendString(dst, d.Reason)
+	dst = append(dst, `,"limit":`...)
+	dst = strconv.AppendInt(dst, d.Limit, 10)
+	dst = append(dst, `,"remaining":`...)
+	dst = strconv.AppendInt(dst, d.Remaining, 10)
+	dst = append(dst, `,"retry_after_ms":`...)
+	dst = strconv.AppendInt(dst, d.RetryAfterMS, 10)
+	dst = append(dst, `,"mode":`...)
+	dst = appendString(dst, d.Mode)
+	dst = append(dst, `,"shadow":`...)
+	dst = strconv.AppendBool(dst, d.Shadow)
+	return append(dst, '}')
+}
+
+// decisionWire mirrors Decision with ts as text, so that a missing or
+// malformed ts is reported by field name.
+type decisionWire struct {
+	EventID      string `json:"event_id"`
+	TS           string `json:"ts"`
+	Instance     string `json:"instance"`
+	UserID       string `json:"user_id"`
+	IP           string `json:"ip"`
+	Endpoint     string `json:"endpoint"`
+	Method       string `json:"method"`
+	Tier         string `json:"tier"`
+	RuleID       string `json:"rule_id"`
+	Algorithm    string `json:"algorithm"`
+	Allowed      bool   `json:"allowed"`
+	Reason       string `json:"reason"`
+	Limit        int64  `json:"limit"`
+	Remaining    int64  `json:"remaining"`
+	RetryAfterMS int64  `json:"retry_after_ms"`
+	Mode         string `json:"mode"`
+	Shadow       bool   `json:"shadow"`
+}
+
+// DecodeDecision parses and validates one ratelimit.decisions message.
+// Unknown fields are ignored. event_id, ts, ip, endpoint and reason are
+// required; reason must be one of the Reason constants.
+func DecodeDecision(data []byte) (Decision, error) {
+	var w decisionWire
+	if err := json.Unmarshal(data, &w); err != nil {
+		return Decision{}, fmt.Errorf("decode decision: %w", err)
+	}
+	for _, f := range [...]struct{ name, value string }{
+		{"event_id", w.EventID}, {"ts", w.TS}, {"ip", w.IP}, {"endpoint", w.Endpoint}, {"reason", w.Reason},
+	} {
+		if f.value == "" {
+			return Decision{}, fmt.Errorf("decode decision: field %q is required", f.name)
+		}
+	}
+	switch w.Reason {
+	case ReasonOK, ReasonRateLimited, ReasonBanned, ReasonExempt, ReasonNoRule:
+	default:
+		return Decision{}, fmt.Errorf("decode decision: field \"reason\": %q is not one of ok, rate_limited, banned, exempt, no_rule", w.Reason)
+	}
+	ts, err := parseTime("ts", w.TS)
+	if err != nil {
+		return Decision{}, fmt.Errorf("decode decision: %w", err)
+	}
+	return Decision{
+		EventID:      w.EventID,
+		TS:           ts,
+		Instance:     w.Instance,
+		UserID:       w.UserID,
+		IP:           w.IP,
+		Endpoint:     w.Endpoint,
+		Method:       w.Method,
+		Tier:         w.Tier,
+		RuleID:       w.RuleID,
+		Algorithm:    w.Algorithm,
+		Allowed:      w.Allowed,
+		Reason:       w.Reason,
+		Limit:        w.Limit,
+		Remaining:    w.Remaining,
+		RetryAfterMS: w.RetryAfterMS,
+		Mode:         w.Mode,
+		Shadow:       w.Shadow,
+	}, nil
+}
+
+func parseTime(field, s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("field %q: %q is not an RFC 3339 time", field, s)
+	}
+	return t.UTC(), nil
+}
