@@ -1,0 +1,73 @@
+package rules
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// benchYAML builds 20 rules of every shape: literal and wildcard endpoints,
+// method and tier matches, several key dimensions, a schedule, escalations.
+func benchYAML() string {
+	var b strings.Builder
+	b.WriteString("rules:\n")
+	endpoints := []string{`"/api/login"`, `"/api/books/**"`, `"/api/users/*/orders/**"`, `"/api/*/search"`, `"/**/export"`}
+	for i := range 20 {
+		fmt.Fprintf(&b, `  - id: rule-%02d
+    priority: %d
+    match: {endpoints: [%s, "/v%d/**"], methods: [GET, POST]}
+    key: [ip, user_id]
+    algorithm: sliding_window
+    limits: [{requests: 10, per: 1s}, {requests: 100, per: 1m}]
+    tiers: {VIP: [{requests: 100, per: 1s}]}
+    schedule: [{daily: {from: "02:00", to: "04:00", tz: Europe/Paris}, limits: [{requests: 1, per: 1s}]}]
+    escalate: [{triggers: 3, within: 10m, penalty: 1h, from: 2026-01-01T00:00:00Z}]
+`, i, i%5*10, endpoints[i%len(endpoints)], i)
+	}
+	b.WriteString("exempt: {ips: [10.0.0.0/8], endpoints: [/healthz], tiers: [ADMIN]}\n")
+	return b.String()
+}
+
+func BenchmarkMatch(b *testing.B) {
+	s := mustCompile(b, benchYAML())
+	r := request("203.0.113.9", "/api/books/17")
+	r.UserID, r.Tier = "u-42", "VIP"
+	now := time.Now()
+	out := make([]Applied, 0, 8)
+	if n := len(s.Match(r, now, out)); n != 4 {
+		b.Fatalf("%d rules apply, want 4", n)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		out = s.Match(r, now, out[:0])
+	}
+}
+
+func BenchmarkMatchParallel(b *testing.B) {
+	s := mustCompile(b, benchYAML())
+	now := time.Now()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		r := request("203.0.113.9", "/api/books/17")
+		r.UserID = "u-42"
+		out := make([]Applied, 0, 8)
+		for pb.Next() {
+			if s.Exempt(r) {
+				b.Fatal("exempt")
+			}
+			out = s.Match(r, now, out[:0])
+		}
+	})
+}
+
+func BenchmarkNormalizeEndpoint(b *testing.B) {
+	for _, in := range []string{"/api/books/17", "/api//books/./%31%37?x=1"} {
+		b.Run(in, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				NormalizeEndpoint(in)
+			}
+		})
+	}
+}

@@ -1,0 +1,229 @@
+package rules
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ratewarden/ratewarden/internal/decide"
+)
+
+// Options configure Compile.
+type Options struct {
+	// KeyPrefix starts every Redis key; default "rw:". It must not contain
+	// '{' or '}' (the rule's hash tag must be the key's first).
+	KeyPrefix string
+}
+
+// DefaultKeyPrefix is the key prefix when Options.KeyPrefix is empty.
+const DefaultKeyPrefix = "rw:"
+
+// Set is a compiled, immutable rule set, safe for concurrent use.
+type Set struct {
+	rules     []*Rule
+	byID      map[string]*Rule
+	exempt    compiledExempt
+	detection Detection
+	tiers     []string
+	attrs     []string
+}
+
+type compiledExempt struct {
+	tiers     []string
+	prefixes  []netip.Prefix
+	endpoints []Pattern
+	users     map[string]struct{}
+}
+
+// compiled is the per-request form of a rule.
+type compiled struct {
+	endpoints   []Pattern // empty: any endpoint
+	methods     []string  // upper-case; empty: any
+	tiers       []string  // upper-case; empty: any
+	dims        []dimension
+	head        string // "<prefix>{<rule id>|"
+	suffix      string // state key suffix
+	limits      limitSet
+	penalty     time.Duration
+	schedule    []window
+	escalations escalationTimeline
+}
+
+// limitSet is a list of limits with per-tier overrides, converted once.
+type limitSet struct {
+	def   []decide.Limit
+	tiers []tierLimits
+}
+
+type tierLimits struct {
+	tier   string // upper-case
+	limits []decide.Limit
+}
+
+func compileLimitSet(def []Limit, tiers map[string][]Limit) limitSet {
+	ls := limitSet{def: decideLimits(def)}
+	for t, l := range tiers {
+		ls.tiers = append(ls.tiers, tierLimits{tier: strings.ToUpper(t), limits: decideLimits(l)})
+	}
+	slices.SortFunc(ls.tiers, func(a, b tierLimits) int { return cmp.Compare(a.tier, b.tier) })
+	return ls
+}
+
+func decideLimits(ls []Limit) []decide.Limit {
+	out := make([]decide.Limit, len(ls))
+	for i, l := range ls {
+		out[i] = l.Decide()
+	}
+	return out
+}
+
+// forTier returns the limits of tier (case-insensitive), or the default.
+func (ls *limitSet) forTier(tier string) []decide.Limit {
+	if tier != "" {
+		for i := range ls.tiers {
+			if strings.EqualFold(ls.tiers[i].tier, tier) {
+				return ls.tiers[i].limits
+			}
+		}
+	}
+	return ls.def
+}
+
+// Compile validates f and compiles it. Rules are ordered by priority, then
+// id. The Set keeps its own copies of the rules; f may be reused.
+func Compile(f *File, opts Options) (*Set, error) {
+	if opts.KeyPrefix == "" {
+		opts.KeyPrefix = DefaultKeyPrefix
+	}
+	if err := validatePrefix(opts.KeyPrefix); err != nil {
+		return nil, fmt.Errorf("key prefix %q: %w", opts.KeyPrefix, err)
+	}
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Set{
+		byID:      make(map[string]*Rule, len(f.Rules)),
+		detection: f.Detection.withDefaults(),
+		exempt:    compileExempt(f.Exempt),
+	}
+	tiers := map[string]bool{}
+	attrs := map[string]bool{}
+	for _, t := range f.Exempt.Tiers {
+		tiers[strings.ToUpper(t)] = true
+	}
+	for i := range f.Rules {
+		r := f.Rules[i] // copy: the Set owns its rules
+		r.c = compileRule(&r, opts.KeyPrefix)
+		if r.OnRedisFailure == "" {
+			r.OnRedisFailure = FailLocal
+		}
+		for _, t := range r.tierNames() {
+			tiers[strings.ToUpper(t)] = true
+		}
+		for _, d := range r.c.dims {
+			if d.kind == dimAttr {
+				attrs[d.attr] = true
+			}
+		}
+		s.rules = append(s.rules, &r)
+		s.byID[r.ID] = &r
+	}
+	slices.SortStableFunc(s.rules, func(a, b *Rule) int {
+		return cmp.Or(cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.ID, b.ID))
+	})
+	s.tiers = sortedKeys(tiers)
+	s.attrs = sortedKeys(attrs)
+	return s, nil
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func compileRule(r *Rule, prefix string) *compiled {
+	c := &compiled{
+		head:        prefix + "{" + r.ID + "|",
+		suffix:      stateSuffix(r.Algorithm),
+		limits:      compileLimitSet(r.Limits, r.Tiers),
+		penalty:     r.Penalty.Std(),
+		escalations: compileEscalations(r.Escalate),
+	}
+	for _, e := range r.Match.Endpoints {
+		c.endpoints = append(c.endpoints, MustCompilePattern(e))
+	}
+	for _, m := range r.Match.Methods {
+		if m = strings.ToUpper(m); !slices.Contains(c.methods, m) {
+			c.methods = append(c.methods, m)
+		}
+	}
+	for _, t := range r.Match.Tiers {
+		c.tiers = append(c.tiers, strings.ToUpper(t))
+	}
+	for _, k := range r.Key {
+		d, _ := parseDimension(k) // validated
+		c.dims = append(c.dims, d)
+	}
+	for _, e := range r.Schedule {
+		c.schedule = append(c.schedule, compileWindow(e))
+	}
+	return c
+}
+
+// tierNames lists every tier the rule names: match, overrides, schedules.
+func (r *Rule) tierNames() []string {
+	out := slices.Clone(r.Match.Tiers)
+	for t := range r.Tiers {
+		out = append(out, t)
+	}
+	for _, e := range r.Schedule {
+		for t := range e.Tiers {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func compileExempt(e Exempt) compiledExempt {
+	ce := compiledExempt{users: make(map[string]struct{}, len(e.Users))}
+	for _, t := range e.Tiers {
+		ce.tiers = append(ce.tiers, strings.ToUpper(t))
+	}
+	for _, s := range e.IPs {
+		p, _ := parsePrefix(s) // validated
+		ce.prefixes = append(ce.prefixes, p)
+	}
+	for _, s := range e.Endpoints {
+		ce.endpoints = append(ce.endpoints, MustCompilePattern(s))
+	}
+	for _, u := range e.Users {
+		ce.users[u] = struct{}{}
+	}
+	return ce
+}
+
+// Rules returns the rules in evaluation order (priority, then id). The
+// rules are shared: do not modify them.
+func (s *Set) Rules() []*Rule { return s.rules }
+
+// Rule returns the rule with id, or nil.
+func (s *Set) Rule(id string) *Rule { return s.byID[id] }
+
+// Tiers returns every tier named anywhere in the rule set (matches,
+// overrides, schedules, exemptions), upper-cased and sorted: the bounded
+// values of a tier metric label.
+func (s *Set) Tiers() []string { return s.tiers }
+
+// AttrNames returns the attribute names used by attr:<name> key
+// dimensions, sorted.
+func (s *Set) AttrNames() []string { return s.attrs }
+
+// Detection returns the detection settings, defaults filled in.
+func (s *Set) Detection() Detection { return s.detection }

@@ -1,0 +1,75 @@
+package rules
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strconv"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Duration is a time.Duration written in Go syntax ("500ms", "10s", "5m",
+// "1h") in YAML and JSON. It marshals back to that string.
+type Duration time.Duration
+
+// Std returns d as a time.Duration.
+func (d Duration) Std() time.Duration { return time.Duration(d) }
+
+// String returns d in Go syntax, e.g. "1m0s".
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// ParseDuration parses s in Go syntax. Unlike time.ParseDuration it names
+// the expected form in its error.
+func ParseDuration(s string) (Duration, error) {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("invalid duration %q (want Go syntax such as 500ms, 10s, 5m, 1h)", s)
+	}
+	return Duration(v), nil
+}
+
+// UnmarshalYAML accepts a scalar in Go duration syntax.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: duration must be a string such as 10s", n.Line)
+	}
+	v, err := ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	*d = v
+	return nil
+}
+
+// MarshalYAML writes d in Go syntax.
+func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
+
+// UnmarshalJSON accepts a JSON string in Go duration syntax.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return &json.UnmarshalTypeError{Value: truncate(string(b), 32), Type: reflect.TypeFor[Duration]()}
+	}
+	v, err := ParseDuration(s)
+	if err != nil {
+		// A type error gets the field path from encoding/json.
+		return &json.UnmarshalTypeError{Value: "string " + strconv.Quote(truncate(s, 32)), Type: reflect.TypeFor[Duration]()}
+	}
+	*d = v
+	return nil
+}
+
+// MarshalJSON writes d as a JSON string in Go syntax.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

@@ -1,0 +1,111 @@
+package rules
+
+import (
+	"fmt"
+	"net/netip"
+	"time"
+)
+
+// Validate reports every problem of f as a FieldError, joined: each rule as
+// Rule.Validate does, ids unique, exemptions and detection settings. A rule
+// without a usable id is named by its index ("rules[3].key").
+func (f *File) Validate() error {
+	p := newProblems()
+	seen := make(map[string]int, len(f.Rules))
+	for i := range f.Rules {
+		r := &f.Rules[i]
+		rp := p
+		if validID(r.ID) {
+			rp.ruleID = r.ID
+			if j, dup := seen[r.ID]; dup {
+				rp.add("id", "duplicate (also rules[%d])", j)
+			} else {
+				seen[r.ID] = i
+			}
+		} else {
+			rp = p.at(fmt.Sprintf("rules[%d]", i))
+		}
+		validateRule(r, rp)
+	}
+	validateExempt(f.Exempt, p.at("exempt"))
+	validateDetection(f.Detection, p.at("detection"))
+	return p.err()
+}
+
+func validateExempt(e Exempt, p problems) {
+	for i, t := range e.Tiers {
+		if err := checkTier(t); err != "" {
+			p.add(fmt.Sprintf("tiers[%d]", i), "%s", err)
+		}
+	}
+	for i, s := range e.IPs {
+		if _, err := parsePrefix(s); err != nil {
+			p.add(fmt.Sprintf("ips[%d]", i), "%q is not an IP address or CIDR", truncate(s, 80))
+		}
+	}
+	for i, s := range e.Endpoints {
+		if _, err := CompilePattern(s); err != nil {
+			p.add(fmt.Sprintf("endpoints[%d]", i), "%q: %v", truncate(s, 80), err)
+		}
+	}
+	for i, u := range e.Users {
+		if u == "" {
+			p.add(fmt.Sprintf("users[%d]", i), "must not be empty")
+		}
+	}
+}
+
+// parsePrefix parses an IP (as a single-address prefix) or a CIDR, masked
+// and with IPv4-mapped IPv6 addresses unmapped.
+func parsePrefix(s string) (netip.Prefix, error) {
+	if a, err := netip.ParseAddr(s); err == nil {
+		if a.Zone() != "" {
+			return netip.Prefix{}, fmt.Errorf("zone not allowed")
+		}
+		a = a.Unmap()
+		return netip.PrefixFrom(a, a.BitLen()), nil
+	}
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
+		p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+	}
+	return p.Masked(), nil
+}
+
+func validateDetection(d Detection, p problems) {
+	if w := d.Warn; w != nil {
+		wp := p.at("warn")
+		if w.Violations < 1 {
+			wp.add("violations", "must be at least 1")
+		}
+		positive(wp, "within", w.Within)
+	}
+	if len(d.Ban) > maxEscalations {
+		p.add("ban", "at most %d entries", maxEscalations)
+	}
+	for i, b := range d.Ban {
+		bp := p.at(fmt.Sprintf("ban[%d]", i))
+		if b.Violations < 1 {
+			bp.add("violations", "must be at least 1")
+		}
+		positive(bp, "within", b.Within)
+		positive(bp, "duration", b.Duration)
+	}
+	if s := d.Scan; s != nil {
+		sp := p.at("scan")
+		if s.DistinctEndpoints < 1 {
+			sp.add("distinct_endpoints", "must be at least 1")
+		}
+		positive(sp, "within", s.Within)
+		positive(sp, "duration", s.Duration)
+	}
+}
+
+func positive(p problems, field string, d Duration) {
+	if d.Std() < time.Millisecond {
+		p.add(field, "must be at least 1ms")
+	}
+}

@@ -1,0 +1,130 @@
+package rules
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+
+	"go.yaml.in/yaml/v3"
+)
+
+const defaultPriority = 100
+
+// Parse decodes and validates a rules file. Unknown fields are rejected; a
+// YAML error names its line; validation reports every problem (errors.Join
+// of *FieldError). Left-out detection sections get DefaultDetection's. An
+// empty document is refused (write "rules: []" for no rules), so a
+// truncated file never silently drops every limit.
+func Parse(data []byte) (*File, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var f File
+	if err := dec.Decode(&f); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("rules file is empty (write \"rules: []\" for no rules)")
+		}
+		return nil, err
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		if err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("line %d: rules file must hold one YAML document", extra.Line)
+	}
+	if err := checkNullRules(data); err != nil {
+		return nil, err
+	}
+	f.Detection = f.Detection.withDefaults()
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	return &f, nil
+}
+
+// checkNullRules refuses empty entries in the rules list ("- " or
+// "- null"), which the YAML decoder would drop silently.
+func checkNullRules(data []byte) error {
+	var doc struct {
+		Rules []yaml.Node `yaml:"rules"`
+	}
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return err
+	}
+	for i, n := range doc.Rules {
+		if n.ShortTag() == "!!null" {
+			return fmt.Errorf("line %d: rules[%d]: empty rule", n.Line, i)
+		}
+	}
+	return nil
+}
+
+// LoadFile reads and parses the rules file at path.
+func LoadFile(path string) (*File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	f, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return f, nil
+}
+
+// UnmarshalYAML applies the rule defaults (priority 100, on_redis_failure
+// local) before decoding. It uses the function form so that the decoder's
+// strictness (unknown fields) carries over.
+func (r *Rule) UnmarshalYAML(unmarshal func(any) error) error {
+	type plain Rule
+	p := plain{Priority: defaultPriority, OnRedisFailure: FailLocal}
+	if err := unmarshal(&p); err != nil {
+		return err
+	}
+	*r = Rule(p)
+	return nil
+}
+
+// ParseRuleJSON decodes and validates one rule written as JSON, as the admin
+// API receives it: the rules-file schema with durations as strings
+// ("per": "1m") and times in RFC 3339. Unknown fields are rejected. Defaults
+// are those of the rules file.
+func ParseRuleJSON(data []byte) (Rule, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	r := Rule{Priority: defaultPriority, OnRedisFailure: FailLocal}
+	if err := dec.Decode(&r); err != nil {
+		return Rule{}, jsonError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return Rule{}, errors.New("rule: unexpected data after the JSON object")
+	}
+	if err := r.Validate(); err != nil {
+		return Rule{}, err
+	}
+	return r, nil
+}
+
+// jsonError turns a JSON type error into a FieldError naming the field.
+func jsonError(err error) error {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) || te.Field == "" {
+		return fmt.Errorf("rule: %w", err)
+	}
+	want := te.Type.String()
+	switch te.Type {
+	case reflect.TypeFor[Duration]():
+		want = `a duration string such as "500ms", "10s", "5m", "1h"`
+	case reflect.TypeFor[Timestamp]():
+		want = "an RFC 3339 time string"
+	case reflect.TypeFor[int64](), reflect.TypeFor[int]():
+		want = "an integer"
+	case reflect.TypeFor[string]():
+		want = "a string"
+	}
+	return &FieldError{Field: te.Field, Reason: fmt.Sprintf("cannot use %s: want %s", te.Value, want)}
+}

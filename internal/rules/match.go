@@ -1,0 +1,155 @@
+package rules
+
+import (
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/ratewarden/ratewarden/internal/decide"
+)
+
+// Request is what rules match and key on. The caller normalizes it: IP is
+// the string form of Addr, Endpoint is NormalizeEndpoint's result.
+type Request struct {
+	UserID, IP, Endpoint, Method, Tier string
+	Addr                               netip.Addr
+	Attributes                         map[string]string
+	Cost                               int64
+}
+
+// Applied is one rule that applies to a request, with its call ready to
+// decide.
+type Applied struct {
+	Rule *Rule
+	Call decide.Call
+}
+
+// Exempt reports whether the request is never limited nor banned: its tier
+// is exempt (case-insensitive), its address is in an exempt prefix, its
+// endpoint matches an exempt pattern, or its user id is exempt.
+func (s *Set) Exempt(r *Request) bool {
+	e := &s.exempt
+	if r.Tier != "" && containsFold(e.tiers, r.Tier) {
+		return true
+	}
+	if len(e.prefixes) > 0 {
+		a := r.Addr
+		if !a.IsValid() {
+			a, _ = netip.ParseAddr(r.IP)
+		}
+		a = a.Unmap().WithZone("")
+		for _, p := range e.prefixes {
+			if p.Contains(a) {
+				return true
+			}
+		}
+	}
+	for i := range e.endpoints {
+		if e.endpoints[i].Match(r.Endpoint) {
+			return true
+		}
+	}
+	if r.UserID != "" {
+		if _, ok := e.users[r.UserID]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// Match appends to out, in evaluation order, one Applied for every rule that
+// applies to r at now, and returns the extended slice. A rule applies when
+// its endpoints, methods and tiers match and every dimension of its key has
+// a non-empty value in r: a rule keyed by user_id does not apply to
+// anonymous requests, one keyed by attr:app_key not to requests without
+// that attribute (write another rule keyed by ip to cover them).
+//
+// Each Call has its keys, the algorithm, the limits in force at now (the
+// first active schedule entry's, else the rule's; within those, the
+// request tier's override if any), the penalty in force, the escalations
+// active at now, and Cost = r.Cost. Limits and Escalations are shared: do
+// not modify them. Match allocates once per applied rule (its keys).
+func (s *Set) Match(r *Request, now time.Time, out []Applied) []Applied {
+	for _, rule := range s.rules {
+		c := rule.c
+		if !c.matches(r) {
+			continue
+		}
+		keys, ok := c.keys(r)
+		if !ok {
+			continue
+		}
+		limits, penalty := c.limitsAt(r.Tier, now)
+		out = append(out, Applied{Rule: rule, Call: decide.Call{
+			Keys:        keys,
+			Algorithm:   rule.Algorithm,
+			Limits:      limits,
+			Cost:        r.Cost,
+			Penalty:     penalty,
+			Escalations: c.escalations.at(now),
+		}})
+	}
+	return out
+}
+
+// Keys returns the Redis keys of the rule for req, or false when a key
+// dimension has no value in req or the rule does not come from a Set.
+func (r *Rule) Keys(req *Request) (decide.Keys, bool) {
+	if r.c == nil {
+		return decide.Keys{}, false
+	}
+	return r.c.keys(req)
+}
+
+func (c *compiled) matches(r *Request) bool {
+	if len(c.methods) > 0 && !containsFold(c.methods, r.Method) {
+		return false
+	}
+	if len(c.tiers) > 0 && !containsFold(c.tiers, r.Tier) {
+		return false
+	}
+	if len(c.endpoints) == 0 {
+		return true
+	}
+	for i := range c.endpoints {
+		if c.endpoints[i].Match(r.Endpoint) {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *compiled) keys(r *Request) (decide.Keys, bool) {
+	var buf [maxKeyDims]string
+	vals := buf[:len(c.dims)]
+	for i, d := range c.dims {
+		if vals[i] = d.value(r); vals[i] == "" {
+			return decide.Keys{}, false
+		}
+	}
+	return buildKeys(c.head, c.suffix, c.dims, vals), true
+}
+
+// limitsAt returns the limits and penalty in force for tier at now.
+func (c *compiled) limitsAt(tier string, now time.Time) ([]decide.Limit, time.Duration) {
+	for i := range c.schedule {
+		w := &c.schedule[i]
+		if !w.active(now) {
+			continue
+		}
+		if w.hasPenalty {
+			return w.limits.forTier(tier), w.penalty
+		}
+		return w.limits.forTier(tier), c.penalty
+	}
+	return c.limits.forTier(tier), c.penalty
+}
+
+func containsFold(list []string, s string) bool {
+	for _, v := range list {
+		if strings.EqualFold(v, s) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,185 @@
+// Package rules is the rule configuration of ratewarden: the rules file
+// schema (YAML, and JSON for one rule of the admin API), its validation, and
+// the compiled rule set the limiter consults on every request (endpoint
+// matching without regular expressions, exemptions, and Redis key building).
+//
+// The package is pure: it imports no driver and does no I/O beyond LoadFile.
+package rules
+
+import (
+	"time"
+
+	"github.com/ratewarden/ratewarden/internal/decide"
+)
+
+// File is a rules file.
+type File struct {
+	Rules     []Rule    `yaml:"rules" json:"rules"`
+	Exempt    Exempt    `yaml:"exempt,omitempty" json:"exempt,omitzero"`
+	Detection Detection `yaml:"detection,omitempty" json:"detection,omitzero"`
+}
+
+// Rule is one rate-limit rule. The same type is the compiled rule returned
+// by Set.Rules and Applied.Rule; there it also carries the compiled matchers
+// (unexported) and must be treated as read-only.
+type Rule struct {
+	// ID is unique in a rule set: ^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$.
+	ID string `yaml:"id" json:"id"`
+	// Priority orders evaluation and reporting; lower first, default 100.
+	Priority int   `yaml:"priority" json:"priority"`
+	Match    Match `yaml:"match,omitempty" json:"match,omitzero"`
+	// Key lists the dimensions whose values identify a subject: ip, user_id,
+	// endpoint, method, tier, attr:<name>.
+	Key       []string         `yaml:"key" json:"key"`
+	Algorithm decide.Algorithm `yaml:"algorithm" json:"algorithm"`
+	// Limits are all checked; any exceeded denies. 1 to 8.
+	Limits []Limit `yaml:"limits" json:"limits"`
+	// Penalty keeps a key denied this long once a limit is exceeded; 0: none.
+	Penalty Duration `yaml:"penalty,omitempty" json:"penalty,omitzero"`
+	// Shadow rules decide and report but never deny.
+	Shadow         bool          `yaml:"shadow,omitempty" json:"shadow,omitzero"`
+	OnRedisFailure FailurePolicy `yaml:"on_redis_failure" json:"on_redis_failure"`
+	// Tiers overrides Limits per tier (tier names compare case-insensitively).
+	Tiers map[string][]Limit `yaml:"tiers,omitempty" json:"tiers,omitempty"`
+	// Schedule replaces the limits (and optionally the penalty) while an entry
+	// is active; the first active entry wins.
+	Schedule []ScheduleEntry `yaml:"schedule,omitempty" json:"schedule,omitempty"`
+	// Escalate holds a key denied for longer when it keeps being denied.
+	Escalate []Escalation `yaml:"escalate,omitempty" json:"escalate,omitempty"`
+
+	c *compiled // set by Compile on the Set's own copy
+}
+
+// Match selects the requests a rule applies to. Every non-empty list must
+// match; an empty list matches anything.
+type Match struct {
+	// Endpoints are Ant-style patterns (?, *, **) over normalized paths.
+	Endpoints []string `yaml:"endpoints,omitempty" json:"endpoints,omitempty"`
+	// Methods are compared case-insensitively (stored upper-case).
+	Methods []string `yaml:"methods,omitempty" json:"methods,omitempty"`
+	// Tiers are compared case-insensitively.
+	Tiers []string `yaml:"tiers,omitempty" json:"tiers,omitempty"`
+}
+
+// Limit is one limit as written in the rules file. Window algorithms use
+// Requests per Per; token_bucket uses Rate tokens every Per and a capacity
+// of Burst. The fields of the other kind must be absent (zero).
+type Limit struct {
+	Requests int64    `yaml:"requests,omitempty" json:"requests,omitzero"`
+	Rate     int64    `yaml:"rate,omitempty" json:"rate,omitzero"`
+	Burst    int64    `yaml:"burst,omitempty" json:"burst,omitzero"`
+	Per      Duration `yaml:"per" json:"per"`
+}
+
+// Decide converts l to the decision model.
+func (l Limit) Decide() decide.Limit {
+	return decide.Limit{Requests: l.Requests, Rate: l.Rate, Burst: l.Burst, Per: l.Per.Std()}
+}
+
+// FailurePolicy says what a rule does when Redis cannot be reached.
+type FailurePolicy string
+
+// The failure policies.
+const (
+	FailLocal FailurePolicy = "local" // in-memory limiting (the default)
+	FailAllow FailurePolicy = "allow"
+	FailDeny  FailurePolicy = "deny"
+)
+
+// ScheduleEntry is a period during which its limits replace the rule's. It
+// is either absolute (From and To, RFC 3339) or Daily, never both.
+type ScheduleEntry struct {
+	From  Timestamp `yaml:"from,omitempty" json:"from,omitzero"`
+	To    Timestamp `yaml:"to,omitempty" json:"to,omitzero"`
+	Daily *Daily    `yaml:"daily,omitempty" json:"daily,omitempty"`
+	// Limits replace the rule's limits and tier overrides while active.
+	Limits []Limit `yaml:"limits" json:"limits"`
+	// Tiers overrides Limits per tier while active.
+	Tiers map[string][]Limit `yaml:"tiers,omitempty" json:"tiers,omitempty"`
+	// Penalty, when set, replaces the rule's penalty while active.
+	Penalty *Duration `yaml:"penalty,omitempty" json:"penalty,omitempty"`
+}
+
+// Daily is a time-of-day window in a time zone, evaluated on the wall clock:
+// active when From <= local time < To. When To is earlier than From the
+// window crosses midnight. To may be "24:00".
+type Daily struct {
+	From string `yaml:"from" json:"from"` // "HH:MM"
+	To   string `yaml:"to" json:"to"`     // "HH:MM"
+	TZ   string `yaml:"tz,omitempty" json:"tz,omitempty"`
+}
+
+// Escalation denies a key for Penalty once it has been denied by its limits
+// Triggers times within Within. From and To, when set, bound the period in
+// which the escalation is active (From inclusive, To exclusive).
+type Escalation struct {
+	Triggers int64     `yaml:"triggers" json:"triggers"`
+	Within   Duration  `yaml:"within" json:"within"`
+	Penalty  Duration  `yaml:"penalty" json:"penalty"`
+	From     Timestamp `yaml:"from,omitempty" json:"from,omitzero"`
+	To       Timestamp `yaml:"to,omitempty" json:"to,omitzero"`
+}
+
+// Exempt lists what is never limited and never banned.
+type Exempt struct {
+	Tiers     []string `yaml:"tiers,omitempty" json:"tiers,omitempty"`
+	IPs       []string `yaml:"ips,omitempty" json:"ips,omitempty"` // IPs or CIDRs
+	Endpoints []string `yaml:"endpoints,omitempty" json:"endpoints,omitempty"`
+	Users     []string `yaml:"users,omitempty" json:"users,omitempty"`
+}
+
+// Detection configures the abuse detector. Sections left out of the file get
+// the defaults of DefaultDetection; an explicitly empty ban list disables
+// violation bans.
+type Detection struct {
+	Warn   *WarnPolicy `yaml:"warn,omitempty" json:"warn,omitempty"`
+	Ban    []BanPolicy `yaml:"ban" json:"ban"`
+	Scan   *ScanPolicy `yaml:"scan,omitempty" json:"scan,omitempty"`
+	DryRun bool        `yaml:"dry_run,omitempty" json:"dry_run,omitzero"`
+}
+
+// WarnPolicy emits a warning after Violations denials within Within.
+type WarnPolicy struct {
+	Violations int64    `yaml:"violations" json:"violations"`
+	Within     Duration `yaml:"within" json:"within"`
+}
+
+// BanPolicy bans for Duration after Violations denials within Within.
+type BanPolicy struct {
+	Violations int64    `yaml:"violations" json:"violations"`
+	Within     Duration `yaml:"within" json:"within"`
+	Duration   Duration `yaml:"duration" json:"duration"`
+}
+
+// ScanPolicy bans for Duration after DistinctEndpoints distinct endpoints
+// within Within.
+type ScanPolicy struct {
+	DistinctEndpoints int64    `yaml:"distinct_endpoints" json:"distinct_endpoints"`
+	Within            Duration `yaml:"within" json:"within"`
+	Duration          Duration `yaml:"duration" json:"duration"`
+}
+
+// DefaultDetection returns the detection settings of the contract, used for
+// every section the file leaves out.
+func DefaultDetection() Detection {
+	return Detection{
+		Warn: &WarnPolicy{Violations: 20, Within: Duration(5 * time.Minute)},
+		Ban:  []BanPolicy{{Violations: 100, Within: Duration(time.Hour), Duration: Duration(time.Hour)}},
+		Scan: &ScanPolicy{DistinctEndpoints: 50, Within: Duration(10 * time.Second), Duration: Duration(time.Hour)},
+	}
+}
+
+// withDefaults fills the sections left out.
+func (d Detection) withDefaults() Detection {
+	def := DefaultDetection()
+	if d.Warn == nil {
+		d.Warn = def.Warn
+	}
+	if d.Ban == nil {
+		d.Ban = def.Ban
+	}
+	if d.Scan == nil {
+		d.Scan = def.Scan
+	}
+	return d
+}
