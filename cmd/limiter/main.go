@@ -1,0 +1,171 @@
+// Command limiter is the decision service gateways call on every request.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+
+	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/httpapi"
+	"github.com/ratewarden/ratewarden/internal/kafkabus"
+	"github.com/ratewarden/ratewarden/internal/limiter"
+	"github.com/ratewarden/ratewarden/internal/redisstore"
+	"github.com/ratewarden/ratewarden/internal/rules"
+	"github.com/ratewarden/ratewarden/internal/telemetry"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "limiter:", err)
+		os.Exit(1)
+	}
+}
+
+// run wires the service and serves until ctx is cancelled, then shuts down
+// in reverse start order: stop intake, flush events, close Redis.
+func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	if len(args) > 0 {
+		return fmt.Errorf("unexpected arguments %q: configuration comes from the environment (see README)", args)
+	}
+	cfg, err := config.LoadLimiter(getenv)
+	if err != nil {
+		return err
+	}
+	log, err := telemetry.NewLogger(stderr, cfg.LogLevel, cfg.LogFormat)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+	file, err := rules.LoadFile(cfg.RulesFile)
+	if err != nil {
+		return fmt.Errorf("RULES_FILE %s: %w", cfg.RulesFile, err)
+	}
+	set, err := rules.Compile(file, rules.Options{KeyPrefix: cfg.RedisKeyPrefix})
+	if err != nil {
+		return fmt.Errorf("RULES_FILE %s: %w", cfg.RulesFile, err)
+	}
+	uuid.EnableRandPool()
+	reg := telemetry.NewRegistry()
+
+	redisstore.RouteLogs(log.Named("redis"))
+	rdb, err := newRedis(cfg)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	store := redisstore.New(rdb)
+	loadCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	if err := store.Load(loadCtx); err != nil {
+		// Not fatal: rules follow their failure policy until Redis answers,
+		// and scripts load themselves on first use.
+		log.Warn("redis unavailable at start", zap.String("redis", redisTarget(cfg)), zap.Error(err))
+	}
+	cancel()
+
+	producer, err := kafkabus.NewProducer(kafkabus.ProducerConfig{
+		Brokers:   cfg.KafkaBrokers,
+		Topic:     cfg.DecisionsTopic,
+		QueueSize: cfg.EventQueueSize,
+		ClientID:  "ratewarden-limiter-" + cfg.Instance,
+	}, log.Named("events"), reg)
+	if err != nil {
+		return err
+	}
+
+	svc := limiter.New(limiter.Config{
+		Instance:      cfg.Instance,
+		RedisTimeout:  cfg.RedisTimeout,
+		ClassifyError: redisstore.ClassifyError,
+	}, set, store, producer, log, reg)
+
+	handler := httpapi.NewHandler(httpapi.Config{
+		Service:        svc,
+		TrustedProxies: cfg.TrustedProxies,
+		AuthDenyStatus: cfg.AuthDenyStatus,
+		Metrics:        telemetry.MetricsHandler(reg),
+		Log:            log,
+		Probes: []httpapi.Probe{
+			{Name: "redis", Required: true, Check: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }},
+			{Name: "kafka", Check: func(ctx context.Context) error { return kafkabus.Ping(ctx, cfg.KafkaBrokers) }},
+		},
+	})
+	srv := httpapi.NewServer(cfg.ListenAddr, handler, log)
+	ln, err := net.Listen("tcp", cfg.ListenAddr)
+	if err != nil {
+		return fmt.Errorf("LISTEN_ADDR %s: %w", cfg.ListenAddr, err)
+	}
+	log.Info("limiter listening", zap.String("addr", ln.Addr().String()), zap.Int("rules", len(set.Rules())),
+		zap.String("redis", redisTarget(cfg)), zap.Strings("kafka", cfg.KafkaBrokers), zap.String("instance", cfg.Instance))
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err = <-served:
+		err = fmt.Errorf("http server: %w", err)
+	case <-ctx.Done():
+	}
+
+	log.Info("shutting down")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	if serr := srv.Shutdown(shutdownCtx); serr != nil {
+		log.Warn("http shutdown", zap.Error(serr))
+	}
+	if perr := producer.Close(shutdownCtx); perr != nil {
+		log.Warn("event flush incomplete", zap.Error(perr))
+	}
+	log.Info("stopped")
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+func newRedis(cfg config.Limiter) (redis.UniversalClient, error) {
+	if len(cfg.RedisClusterAddrs) > 0 {
+		return redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs:                 cfg.RedisClusterAddrs,
+			DialTimeout:           time.Second,
+			ReadTimeout:           cfg.RedisTimeout,
+			WriteTimeout:          cfg.RedisTimeout,
+			ContextTimeoutEnabled: true,
+		}), nil
+	}
+	opts, err := redis.ParseURL(cfg.RedisURL)
+	if err != nil {
+		return nil, fmt.Errorf("REDIS_URL: expected redis://[user:password@]host:port/db: %w", err)
+	}
+	opts.DialTimeout = time.Second
+	opts.ReadTimeout = cfg.RedisTimeout
+	opts.WriteTimeout = cfg.RedisTimeout
+	opts.ContextTimeoutEnabled = true
+	return redis.NewClient(opts), nil
+}
+
+// redisTarget names the Redis in logs without its password.
+func redisTarget(cfg config.Limiter) string {
+	if len(cfg.RedisClusterAddrs) > 0 {
+		return "cluster " + strings.Join(cfg.RedisClusterAddrs, ",")
+	}
+	if u, err := url.Parse(cfg.RedisURL); err == nil {
+		return u.Redacted()
+	}
+	return "(unparsable REDIS_URL)"
+}

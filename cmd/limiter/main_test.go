@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/kafkatest"
+	"github.com/ratewarden/ratewarden/internal/redistest"
+)
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// The whole process: configuration from the environment, the example rules,
+// a decision over HTTP, its event on the topic, and a clean stop.
+func TestRunServesAndStopsCleanly(t *testing.T) {
+	broker := kafkatest.StartBroker(t, "ratelimit.decisions")
+	prefix := redistest.Prefix(t, redistest.Client(t))
+	addr := freeAddr(t)
+	env := map[string]string{
+		"LISTEN_ADDR":      addr,
+		"KAFKA_BROKERS":    broker.Addr(),
+		"REDIS_URL":        redistest.URL(),
+		"REDIS_KEY_PREFIX": prefix,
+		"RULES_FILE":       "../../deploy/rules.example.yaml",
+		"INSTANCE_ID":      "run-test",
+		"LOG_LEVEL":        "warn",
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, nil, func(k string) string { return env[k] }, io.Discard) }()
+
+	base := "http://" + addr
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get(base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("limiter not ready: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	resp, err := http.Post(base+"/v1/check", "application/json",
+		strings.NewReader(`{"ip":"203.0.113.7","endpoint":"/api/login","method":"POST"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"rule_id":"login-per-ip"`) || !strings.Contains(string(body), `"allowed":true`) {
+		t.Fatalf("check: %d %s", resp.StatusCode, body)
+	}
+	if resp.Header.Get("RateLimit-Policy") == "" {
+		t.Fatalf("missing RateLimit-Policy header: %v", resp.Header)
+	}
+	metrics, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mbody, _ := io.ReadAll(metrics.Body)
+	metrics.Body.Close()
+	if !strings.Contains(string(mbody), `rate_limit_requests_total{result="ok",rule="login-per-ip",tier="none"} 1`) {
+		t.Fatalf("metrics lack the decision:\n%s", mbody)
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run returned %v after cancel, want nil", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("run did not stop within 15s")
+	}
+	msgs := kafkatest.ReadMessages(t, broker.Brokers(), "ratelimit.decisions", 1, 10*time.Second)
+	ev, err := event.DecodeDecision(msgs[0].Value)
+	if err != nil || ev.Instance != "run-test" || ev.RuleID != "login-per-ip" {
+		t.Fatalf("event %+v, %v", ev, err)
+	}
+}
+
+func TestRunRefusesBadConfiguration(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"bad duration", map[string]string{"REDIS_TIMEOUT": "soon"}, "REDIS_TIMEOUT"},
+		{"missing rules file", map[string]string{"RULES_FILE": "/nonexistent/rules.yaml"}, "RULES_FILE"},
+		{"bad redis url", map[string]string{"RULES_FILE": "../../deploy/rules.example.yaml", "REDIS_URL": "http://x"}, "REDIS_URL"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := run(context.Background(), nil, func(k string) string { return tt.env[k] }, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, want an error naming %s", err, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,127 @@
+// Package config loads each service's configuration from the environment,
+// applies defaults and validates every value before anything starts. Errors
+// name the variable and what it expected, one line each.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// env reads variables with defaults and collects one error per bad value, so
+// a misconfigured process reports every problem at once.
+type env struct {
+	getenv func(string) string
+	errs   []error
+}
+
+func (e *env) fail(name, expected, got string) {
+	e.errs = append(e.errs, fmt.Errorf("%s: expected %s, got %q", name, expected, got))
+}
+
+func (e *env) err() error { return errors.Join(e.errs...) }
+
+func (e *env) str(name, def string) string {
+	if v := strings.TrimSpace(e.getenv(name)); v != "" {
+		return v
+	}
+	return def
+}
+
+func (e *env) list(name, def string) []string {
+	var out []string
+	for _, part := range strings.Split(e.str(name, def), ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}
+
+func (e *env) duration(name string, def time.Duration) time.Duration {
+	raw := e.str(name, "")
+	if raw == "" {
+		return def
+	}
+	d, err := time.ParseDuration(raw)
+	if err != nil || d <= 0 {
+		e.fail(name, "a positive duration such as 50ms or 10s", raw)
+		return def
+	}
+	return d
+}
+
+func (e *env) integer(name string, def, lo, hi int) int {
+	raw := e.str(name, "")
+	if raw == "" {
+		return def
+	}
+	n, err := strconv.Atoi(raw)
+	if err != nil || n < lo || n > hi {
+		e.fail(name, fmt.Sprintf("an integer between %d and %d", lo, hi), raw)
+		return def
+	}
+	return n
+}
+
+func (e *env) oneOf(name, def string, allowed ...string) string {
+	v := e.str(name, def)
+	for _, a := range allowed {
+		if v == a {
+			return v
+		}
+	}
+	e.fail(name, "one of "+strings.Join(allowed, ", "), v)
+	return def
+}
+
+func (e *env) hostPorts(name, def string) []string {
+	addrs := e.list(name, def)
+	for _, a := range addrs {
+		if host, port, err := splitHostPort(a); err != nil || host == "" || port == "" {
+			e.fail(name, "a comma-separated list of host:port", a)
+		}
+	}
+	return addrs
+}
+
+func splitHostPort(a string) (string, string, error) {
+	i := strings.LastIndexByte(a, ':')
+	if i < 0 {
+		return "", "", errors.New("missing port")
+	}
+	if _, err := strconv.ParseUint(a[i+1:], 10, 16); err != nil {
+		return "", "", err
+	}
+	return strings.Trim(a[:i], "[]"), a[i+1:], nil
+}
+
+func (e *env) prefixes(name string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, raw := range e.list(name, "") {
+		p, err := parsePrefix(raw)
+		if err != nil {
+			e.fail(name, "a comma-separated list of IP addresses or CIDR prefixes", raw)
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func parsePrefix(raw string) (netip.Prefix, error) {
+	if strings.Contains(raw, "/") {
+		p, err := netip.ParsePrefix(raw)
+		return p.Masked(), err
+	}
+	a, err := netip.ParseAddr(raw)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}

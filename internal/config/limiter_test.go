@@ -1,0 +1,62 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func mapEnv(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func TestLoadLimiterDefaults(t *testing.T) {
+	c, err := LoadLimiter(mapEnv(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ListenAddr != ":8080" || c.RedisURL != "redis://127.0.0.1:6379/0" ||
+		c.DecisionsTopic != "ratelimit.decisions" || c.BansTopic != "ratelimit.bans" ||
+		c.RulesFile != "deploy/rules.example.yaml" || c.AuthDenyStatus != 429 ||
+		c.RedisTimeout != 50*time.Millisecond || len(c.KafkaBrokers) != 1 || c.KafkaBrokers[0] != "127.0.0.1:9092" {
+		t.Fatalf("unexpected defaults: %+v", c)
+	}
+}
+
+func TestLoadLimiterValues(t *testing.T) {
+	c, err := LoadLimiter(mapEnv(map[string]string{
+		"KAFKA_BROKERS":       "a:9092, b:9093",
+		"REDIS_CLUSTER_ADDRS": "10.0.0.1:7000,[::1]:7001",
+		"TRUSTED_PROXIES":     "10.0.0.0/8, 192.168.1.1, ::1",
+		"AUTH_DENY_STATUS":    "403",
+		"REDIS_TIMEOUT":       "2s",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.KafkaBrokers) != 2 || len(c.RedisClusterAddrs) != 2 || len(c.TrustedProxies) != 3 ||
+		c.AuthDenyStatus != 403 || c.RedisTimeout != 2*time.Second {
+		t.Fatalf("unexpected config: %+v", c)
+	}
+}
+
+func TestLoadLimiterErrorsNameTheVariable(t *testing.T) {
+	tests := []struct{ name, key, value string }{
+		{"bad duration", "REDIS_TIMEOUT", "fast"},
+		{"negative duration", "SHUTDOWN_TIMEOUT", "-1s"},
+		{"bad brokers", "KAFKA_BROKERS", "localhost"},
+		{"bad proxies", "TRUSTED_PROXIES", "10.0.0.0/33"},
+		{"bad deny status", "AUTH_DENY_STATUS", "418"},
+		{"bad queue", "EVENT_QUEUE_SIZE", "0"},
+		{"bad log level", "LOG_LEVEL", "loud"},
+		{"bad listen", "LISTEN_ADDR", "8080"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := LoadLimiter(mapEnv(map[string]string{tt.key: tt.value}))
+			if err == nil || !strings.Contains(err.Error(), tt.key) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("want one line naming %s, got %v", tt.key, err)
+			}
+		})
+	}
+}

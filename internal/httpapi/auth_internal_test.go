@@ -1,0 +1,77 @@
+package httpapi
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"testing"
+)
+
+func TestClientIP(t *testing.T) {
+	h := &handler{cfg: Config{TrustedProxies: []netip.Prefix{
+		netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("::1/128"),
+	}}}
+	tests := []struct {
+		name, peer, xff, realIP, want string
+	}{
+		{"untrusted peer ignores headers", "203.0.113.9:5000", "1.1.1.1", "2.2.2.2", "203.0.113.9"},
+		{"trusted peer, one hop", "10.0.0.2:80", "198.51.100.4", "", "198.51.100.4"},
+		{"right-most untrusted wins over spoofed left", "10.0.0.2:80", "6.6.6.6, 198.51.100.4, 10.0.0.7", "", "198.51.100.4"},
+		{"several header lines", "10.0.0.2:80", "6.6.6.6\n198.51.100.4", "", "198.51.100.4"},
+		{"all trusted gives left-most", "10.0.0.2:80", "10.1.1.1, 10.2.2.2", "", "10.1.1.1"},
+		{"garbage stops at last valid hop", "10.0.0.2:80", "not-an-ip, 10.9.9.9", "", "10.9.9.9"},
+		{"x-real-ip from trusted peer", "10.0.0.2:80", "", "198.51.100.5", "198.51.100.5"},
+		{"ipv6 trusted peer, mapped client", "[::1]:80", "::ffff:198.51.100.6", "", "198.51.100.6"},
+		{"ipv6 client with port", "[::1]:80", "[2001:db8::5]:1234", "", "2001:db8::5"},
+		{"untrusted ipv4-mapped peer", "[::ffff:203.0.113.1]:5", "", "", "203.0.113.1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodGet, "/v1/auth", nil)
+			r.RemoteAddr = tt.peer
+			for _, line := range strings.Split(tt.xff, "\n") {
+				if line != "" {
+					r.Header.Add("X-Forwarded-For", line)
+				}
+			}
+			if tt.realIP != "" {
+				r.Header.Set("X-Real-IP", tt.realIP)
+			}
+			if got := h.clientIP(r); got.String() != tt.want {
+				t.Fatalf("clientIP = %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// FuzzDecodeCheck: no body makes the decoder panic, and whatever it accepts
+// satisfies the invariants the rest of the service relies on.
+func FuzzDecodeCheck(f *testing.F) {
+	for _, seed := range []string{
+		`{"ip":"203.0.113.7","endpoint":"/api/books/17","method":"GET","tier":"BASIC","cost":1,"attributes":{"app_key":"k-1"}}`,
+		`{"ip":"::ffff:1.2.3.4","endpoint":"/a/../b?x=1","cost":0}`,
+		`{"ip":"1.2.3.4","endpoint":"%2e%2e/x"}`,
+		`{"ip":"1.2.3.4"`, `[]`, `null`, `{"ip":"1.2.3.4","endpoint":"/"} x`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest(http.MethodPost, "/v1/check", bytes.NewReader(body))
+		req, err := decodeCheck(w, r)
+		if err != nil {
+			if _, ok := err.(*inputError); !ok {
+				t.Fatalf("error of unexpected type %T: %v", err, err)
+			}
+			return
+		}
+		if !req.Addr.IsValid() || req.Addr.Is4In6() || req.IP != req.Addr.String() {
+			t.Fatalf("accepted invalid ip %q", req.IP)
+		}
+		if !strings.HasPrefix(req.Endpoint, "/") || req.Cost < 1 || req.Method == "" || strings.ToUpper(req.Method) != req.Method {
+			t.Fatalf("accepted request violates invariants: %+v", req)
+		}
+	})
+}

@@ -1,0 +1,57 @@
+package httpapi_test
+
+import (
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+
+	"github.com/ratewarden/ratewarden/internal/redisstore"
+)
+
+// A Redis that does not answer: each rule follows its on_redis_failure
+// policy — local limiting in memory, allow, or deny with 503.
+func TestRedisFailurePolicies(t *testing.T) {
+	redisstore.RouteLogs(zap.NewNop())
+	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	t.Cleanup(func() { _ = dead.Close() })
+	s := newStack(t, stackOptions{rdb: dead, prefix: "rwtest:dead:", rules: `
+rules:
+  - id: local-rule
+    match: {endpoints: ["/local"]}
+    key: [ip]
+    algorithm: fixed_window
+    limits: [{requests: 2, per: 1m}]
+    on_redis_failure: local
+  - id: allow-rule
+    match: {endpoints: ["/allow"]}
+    key: [ip]
+    algorithm: fixed_window
+    limits: [{requests: 1, per: 1m}]
+    on_redis_failure: allow
+  - id: deny-rule
+    match: {endpoints: ["/deny"]}
+    key: [ip]
+    algorithm: fixed_window
+    limits: [{requests: 1, per: 1m}]
+    on_redis_failure: deny
+`})
+	var local []response
+	for range 3 {
+		local = append(local, s.check(`{"ip":"192.0.2.7","endpoint":"/local"}`))
+	}
+	if !local[0].Allowed || !local[1].Allowed || local[2].Allowed || local[2].Mode != "local" || local[2].Reason != "rate_limited" {
+		t.Fatalf("local policy must limit in memory: %+v", local)
+	}
+	for range 3 {
+		if r := s.check(`{"ip":"192.0.2.7","endpoint":"/allow"}`); r.Status != 200 || !r.Allowed || r.Mode != "permissive" {
+			t.Fatalf("allow policy: %+v", r)
+		}
+	}
+	if r := s.check(`{"ip":"192.0.2.7","endpoint":"/deny"}`); r.Status != 503 || r.Error == "" {
+		t.Fatalf("deny policy must answer 503: %+v", r)
+	}
+	if got := s.metric("rate_limit_redis_errors_total", nil); got < 7 {
+		t.Fatalf("redis errors counted = %v, want 7", got)
+	}
+}

@@ -1,0 +1,99 @@
+package httpapi
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/ratewarden/ratewarden/internal/decide"
+	"github.com/ratewarden/ratewarden/internal/limiter"
+)
+
+// setRateLimitHeaders writes the IETF httpapi RateLimit-Policy and RateLimit
+// fields, the X-RateLimit-* fields and, when denied, Retry-After. They
+// describe the most constrained enforced limit; RateLimit-Policy lists every
+// enforced limit that applied. Shadow rules never appear, and a decision
+// without an enforced rule (exempt, no_rule) carries none.
+func setRateLimitHeaders(h http.Header, d *limiter.Decision) {
+	applied, res, ok := d.EnforcedLimit()
+	if !ok {
+		return
+	}
+	var b []byte
+	for _, a := range d.Applied {
+		if a.Rule.Shadow {
+			continue
+		}
+		for _, l := range a.Call.Limits {
+			if len(b) > 0 {
+				b = append(b, ", "...)
+			}
+			b = appendPolicyName(b, a.Rule.ID, l)
+			b = append(b, ";q="...)
+			b = strconv.AppendInt(b, l.Quota(), 10)
+			b = append(b, ";w="...)
+			b = strconv.AppendInt(b, ceilSeconds(window(l)), 10)
+		}
+	}
+	h["Ratelimit-Policy"] = []string{string(b)}
+
+	binding := applied.Call.Limits[0]
+	if res.LimitIndex >= 0 && res.LimitIndex < len(applied.Call.Limits) {
+		binding = applied.Call.Limits[res.LimitIndex]
+	}
+	reset := ceilSeconds(res.ResetAfter)
+	b = appendPolicyName(b[:0], applied.Rule.ID, binding)
+	b = append(b, ";r="...)
+	b = strconv.AppendInt(b, res.Remaining, 10)
+	b = append(b, ";t="...)
+	b = strconv.AppendInt(b, reset, 10)
+	h["Ratelimit"] = []string{string(b)}
+	h["X-Ratelimit-Limit"] = []string{strconv.FormatInt(res.Limit, 10)}
+	h["X-Ratelimit-Remaining"] = []string{strconv.FormatInt(res.Remaining, 10)}
+	h["X-Ratelimit-Reset"] = []string{strconv.FormatInt(reset, 10)}
+	if !d.Allowed {
+		retry := max(ceilSeconds(d.RetryAfter), 1)
+		h["Retry-After"] = []string{strconv.FormatInt(retry, 10)}
+	}
+}
+
+// appendPolicyName appends a quoted policy name, rule id and window, such as
+// "login-per-ip/1s". Rule ids are restricted to characters that need no
+// escaping in a structured-field string.
+func appendPolicyName(b []byte, ruleID string, l decide.Limit) []byte {
+	b = append(b, '"')
+	b = append(b, ruleID...)
+	b = append(b, '/')
+	b = appendDuration(b, l.Per)
+	return append(b, '"')
+}
+
+// appendDuration writes d compactly in its largest whole unit: 1h, 5m, 10s,
+// 500ms.
+func appendDuration(b []byte, d time.Duration) []byte {
+	for _, u := range []struct {
+		unit time.Duration
+		name string
+	}{{time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}} {
+		if d%u.unit == 0 {
+			return append(strconv.AppendInt(b, int64(d/u.unit), 10), u.name...)
+		}
+	}
+	return append(strconv.AppendInt(b, d.Milliseconds(), 10), "ms"...)
+}
+
+// window is the time over which a limit's quota applies: its period, or for
+// a token bucket the time to refill the whole burst.
+func window(l decide.Limit) time.Duration {
+	if l.Rate > 0 {
+		return time.Duration((int64(l.Per)*l.Burst + l.Rate - 1) / l.Rate)
+	}
+	return l.Per
+}
+
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}

@@ -1,0 +1,146 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/ratewarden/ratewarden/internal/rules"
+)
+
+// Bounds on what one request may carry. Events, logs and keys stay small
+// whatever a client sends.
+const (
+	maxBody       = 64 << 10
+	maxEndpoint   = 8 << 10
+	maxUserID     = 512
+	maxTier       = 64
+	maxMethod     = 32
+	maxAttributes = 32
+	maxAttrName   = 64
+	maxAttrValue  = 1024
+	maxCost       = 1_000_000
+)
+
+// checkBody is the JSON body of POST /v1/check (CONTRACT).
+type checkBody struct {
+	UserID     string            `json:"user_id"`
+	IP         string            `json:"ip"`
+	Endpoint   string            `json:"endpoint"`
+	Method     string            `json:"method"`
+	Tier       string            `json:"tier"`
+	Cost       int64             `json:"cost"`
+	Attributes map[string]string `json:"attributes"`
+}
+
+// inputError is a client mistake, answered with its status and message.
+type inputError struct {
+	status int
+	msg    string
+}
+
+func (e *inputError) Error() string { return e.msg }
+
+func badRequest(format string, args ...any) error {
+	return &inputError{status: http.StatusBadRequest, msg: fmt.Sprintf(format, args...)}
+}
+
+// decodeCheck reads and validates the body of POST /v1/check.
+func decodeCheck(w http.ResponseWriter, r *http.Request) (rules.Request, error) {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	var body checkBody
+	if err := dec.Decode(&body); err != nil {
+		return rules.Request{}, jsonError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		if err != nil {
+			return rules.Request{}, jsonError(err)
+		}
+		return rules.Request{}, badRequest("invalid JSON: unexpected data after the request object")
+	}
+	if body.Cost < 0 || body.Cost > maxCost {
+		return rules.Request{}, badRequest("cost: must be between 1 and %d", maxCost)
+	}
+	if len(body.Attributes) > maxAttributes {
+		return rules.Request{}, badRequest("attributes: at most %d entries", maxAttributes)
+	}
+	for k, v := range body.Attributes {
+		if k == "" || len(k) > maxAttrName || len(v) > maxAttrValue {
+			return rules.Request{}, badRequest("attributes: names must be 1-%d bytes and values at most %d bytes", maxAttrName, maxAttrValue)
+		}
+	}
+	return newRequest(body.UserID, body.IP, body.Endpoint, body.Method, body.Tier, body.Cost, body.Attributes)
+}
+
+func jsonError(err error) error {
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return &inputError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("request body larger than %d bytes", maxBody)}
+	}
+	if errors.Is(err, io.EOF) {
+		return badRequest("invalid JSON: empty body")
+	}
+	return badRequest("invalid JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
+}
+
+// newRequest validates and normalizes the subject of a decision, from either
+// the JSON API or forward-auth headers.
+func newRequest(userID, ip, endpoint, method, tier string, cost int64, attrs map[string]string) (rules.Request, error) {
+	if ip == "" {
+		return rules.Request{}, badRequest("ip: required")
+	}
+	addr, err := netip.ParseAddr(ip)
+	if err != nil {
+		return rules.Request{}, badRequest("ip: not an IP address")
+	}
+	addr = addr.Unmap().WithZone("")
+	switch {
+	case endpoint == "":
+		return rules.Request{}, badRequest("endpoint: required")
+	case len(endpoint) > maxEndpoint:
+		return rules.Request{}, badRequest("endpoint: longer than %d bytes", maxEndpoint)
+	case !utf8.ValidString(endpoint):
+		return rules.Request{}, badRequest("endpoint: not valid UTF-8")
+	case len(userID) > maxUserID || !utf8.ValidString(userID):
+		return rules.Request{}, badRequest("user_id: must be valid UTF-8 of at most %d bytes", maxUserID)
+	case len(tier) > maxTier || !utf8.ValidString(tier):
+		return rules.Request{}, badRequest("tier: must be valid UTF-8 of at most %d bytes", maxTier)
+	}
+	if method == "" {
+		method = http.MethodGet
+	} else if !validMethod(method) {
+		return rules.Request{}, badRequest("method: must be an HTTP method token of at most %d letters", maxMethod)
+	}
+	if cost == 0 {
+		cost = 1
+	}
+	return rules.Request{
+		UserID:     userID,
+		IP:         addr.String(),
+		Addr:       addr,
+		Endpoint:   rules.NormalizeEndpoint(endpoint),
+		Method:     strings.ToUpper(method),
+		Tier:       tier,
+		Attributes: attrs,
+		Cost:       cost,
+	}, nil
+}
+
+func validMethod(m string) bool {
+	if len(m) > maxMethod {
+		return false
+	}
+	for i := 0; i < len(m); i++ {
+		c := m[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}

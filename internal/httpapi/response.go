@@ -1,0 +1,52 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+
+	"github.com/ratewarden/ratewarden/internal/limiter"
+)
+
+// appendDecision encodes the CONTRACT response body without reflection. Every
+// string in it comes from the configuration (rule ids are restricted to
+// [A-Za-z0-9._-]), from constants or from a UUID, so none needs escaping.
+func appendDecision(b []byte, d *limiter.Decision) []byte {
+	b = append(b, `{"allowed":`...)
+	b = strconv.AppendBool(b, d.Allowed)
+	b = append(b, `,"reason":"`...)
+	b = append(b, d.Reason...)
+	b = append(b, `","rule_id":"`...)
+	b = append(b, d.RuleID...)
+	b = append(b, `","algorithm":"`...)
+	b = append(b, d.Algorithm...)
+	b = append(b, `","limit":`...)
+	b = strconv.AppendInt(b, d.Limit, 10)
+	b = append(b, `,"remaining":`...)
+	b = strconv.AppendInt(b, d.Remaining, 10)
+	b = append(b, `,"reset_after_ms":`...)
+	b = strconv.AppendInt(b, d.ResetAfter.Milliseconds(), 10)
+	b = append(b, `,"retry_after_ms":`...)
+	b = strconv.AppendInt(b, d.RetryAfter.Milliseconds(), 10)
+	b = append(b, `,"mode":"`...)
+	b = append(b, d.Mode...)
+	b = append(b, `","shadow":`...)
+	b = strconv.AppendBool(b, d.Shadow)
+	b = append(b, `,"event_id":"`...)
+	b = append(b, d.EventID...)
+	return append(b, "\"}\n"...)
+}
+
+func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h["Content-Type"] = []string{"application/json"}
+	h["Cache-Control"] = []string{"no-store"}
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// writeError answers {"error": msg}.
+func writeError(w http.ResponseWriter, status int, msg string) {
+	b, _ := json.Marshal(map[string]string{"error": msg})
+	writeJSON(w, status, append(b, '\n'))
+}

@@ -1,0 +1,171 @@
+// Package httpapi serves the limiter's HTTP API: POST /v1/check, forward-auth
+// on /v1/auth, health, readiness and metrics.
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/netip"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/ratewarden/ratewarden/internal/limiter"
+)
+
+// Probe is one dependency checked by /readyz.
+type Probe struct {
+	Name string
+	// Required probes make the service unready when they fail; the others
+	// are only reported.
+	Required bool
+	Check    func(ctx context.Context) error
+}
+
+// Config wires the handler.
+type Config struct {
+	Service        *limiter.Service
+	TrustedProxies []netip.Prefix
+	// AuthDenyStatus answers a rate-limited forward-auth call: 429 by
+	// default; 403 or 401 for nginx auth_request, which accepts no other.
+	AuthDenyStatus int
+	Probes         []Probe
+	Metrics        http.Handler
+	Log            *zap.Logger
+}
+
+type handler struct {
+	cfg       Config
+	svc       *limiter.Service
+	decisions sync.Pool
+}
+
+// NewHandler returns the limiter's routes.
+func NewHandler(cfg Config) http.Handler {
+	if cfg.AuthDenyStatus == 0 {
+		cfg.AuthDenyStatus = http.StatusTooManyRequests
+	}
+	h := &handler{cfg: cfg, svc: cfg.Service}
+	h.decisions.New = func() any { return new(limiter.Decision) }
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/check", h.check)
+	mux.HandleFunc(authPath, h.auth)
+	mux.HandleFunc(authPath+"/", h.auth)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, []byte("{\"status\":\"ok\"}\n"))
+	})
+	mux.HandleFunc("GET /readyz", h.ready)
+	if cfg.Metrics != nil {
+		mux.Handle("GET /metrics", cfg.Metrics)
+	}
+	return mux
+}
+
+// NewServer returns an http.Server with timeouts and a header limit, so a
+// slow or hostile client cannot hold a connection or memory.
+func NewServer(addr string, h http.Handler, log *zap.Logger) *http.Server {
+	return &http.Server{
+		Addr:              addr,
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          zap.NewStdLog(log.Named("http")),
+	}
+}
+
+func (h *handler) check(w http.ResponseWriter, r *http.Request) {
+	req, err := decodeCheck(w, r)
+	if err != nil {
+		h.inputError(w, err)
+		return
+	}
+	d := h.decisions.Get().(*limiter.Decision)
+	defer h.decisions.Put(d)
+	h.svc.Check(r.Context(), &req, d)
+	if d.Unavailable {
+		writeError(w, http.StatusServiceUnavailable, "rule "+d.RuleID+" cannot be decided: redis unavailable and its failure policy is deny")
+		return
+	}
+	setRateLimitHeaders(w.Header(), d)
+	writeJSON(w, http.StatusOK, appendDecision(make([]byte, 0, 320), d))
+}
+
+func (h *handler) auth(w http.ResponseWriter, r *http.Request) {
+	req, err := h.authRequest(r)
+	if err != nil {
+		h.inputError(w, err)
+		return
+	}
+	d := h.decisions.Get().(*limiter.Decision)
+	defer h.decisions.Put(d)
+	h.svc.Check(r.Context(), &req, d)
+	status := http.StatusOK
+	switch {
+	case d.Unavailable:
+		writeError(w, http.StatusServiceUnavailable, "rule "+d.RuleID+" cannot be decided: redis unavailable and its failure policy is deny")
+		return
+	case d.Allowed:
+	case d.Reason == limiter.ReasonBanned:
+		status = http.StatusForbidden
+	default:
+		status = h.cfg.AuthDenyStatus
+	}
+	setRateLimitHeaders(w.Header(), d)
+	writeJSON(w, status, appendDecision(make([]byte, 0, 320), d))
+}
+
+func (h *handler) inputError(w http.ResponseWriter, err error) {
+	var in *inputError
+	if errors.As(err, &in) {
+		writeError(w, in.status, in.msg)
+		return
+	}
+	h.cfg.Log.Error("unexpected input error", zap.Error(err))
+	writeError(w, http.StatusInternalServerError, "internal error")
+}
+
+// ready answers 200 when every required dependency answers; the body says
+// which are up and the decision mode that follows.
+func (h *handler) ready(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	type result struct {
+		name string
+		err  error
+	}
+	results := make(chan result, len(h.cfg.Probes))
+	for _, p := range h.cfg.Probes {
+		go func() { results <- result{p.Name, p.Check(ctx)} }()
+	}
+	body := struct {
+		Status string            `json:"status"`
+		Mode   string            `json:"mode"`
+		Checks map[string]string `json:"checks"`
+	}{Status: "ready", Mode: limiter.ModeRedis, Checks: map[string]string{}}
+	status := http.StatusOK
+	required := map[string]bool{}
+	for _, p := range h.cfg.Probes {
+		required[p.Name] = p.Required
+	}
+	for range h.cfg.Probes {
+		res := <-results
+		body.Checks[res.name] = "up"
+		if res.err != nil {
+			body.Checks[res.name] = "down: " + res.err.Error()
+			if res.name == "redis" {
+				body.Mode = limiter.ModeLocal
+			}
+			if required[res.name] {
+				body.Status, status = "unready", http.StatusServiceUnavailable
+			}
+		}
+	}
+	b, _ := json.Marshal(body)
+	writeJSON(w, status, append(b, '\n'))
+}

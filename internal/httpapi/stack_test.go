@@ -1,0 +1,187 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+
+	"github.com/ratewarden/ratewarden/internal/httpapi"
+	"github.com/ratewarden/ratewarden/internal/kafkabus"
+	"github.com/ratewarden/ratewarden/internal/kafkatest"
+	"github.com/ratewarden/ratewarden/internal/limiter"
+	"github.com/ratewarden/ratewarden/internal/redisstore"
+	"github.com/ratewarden/ratewarden/internal/redistest"
+	"github.com/ratewarden/ratewarden/internal/rules"
+	"github.com/ratewarden/ratewarden/internal/telemetry"
+)
+
+const topic = "ratelimit.decisions"
+
+// stack is one limiter instance over HTTP, on the real local Redis and an
+// embedded Kafka broker.
+type stack struct {
+	t        *testing.T
+	srv      *httptest.Server
+	reg      *prometheus.Registry
+	producer *kafkabus.Producer
+	client   *http.Client
+	opts     stackOptions
+}
+
+// shared returns what a second instance needs to share this one's limits.
+func (s *stack) shared() (redis.UniversalClient, string, *kafkatest.Broker) {
+	return s.opts.rdb, s.opts.prefix, s.opts.broker
+}
+
+type stackOptions struct {
+	rules     string
+	prefix    string // shared prefix: several instances on one Redis
+	rdb       redis.UniversalClient
+	broker    *kafkatest.Broker
+	queueSize int
+	configure func(*httpapi.Config)
+}
+
+func newStack(t *testing.T, o stackOptions) *stack {
+	t.Helper()
+	if o.rdb == nil {
+		o.rdb = redistest.Client(t)
+	}
+	if o.prefix == "" {
+		o.prefix = redistest.Prefix(t, o.rdb)
+	}
+	if o.broker == nil {
+		o.broker = kafkatest.StartBroker(t, topic)
+	}
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(path, []byte(o.rules), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file, err := rules.LoadFile(path)
+	if err != nil {
+		t.Fatalf("rules: %v", err)
+	}
+	set, err := rules.Compile(file, rules.Options{KeyPrefix: o.prefix})
+	if err != nil {
+		t.Fatalf("rules: %v", err)
+	}
+	log := zap.NewNop()
+	reg := prometheus.NewRegistry()
+	producer, err := kafkabus.NewProducer(kafkabus.ProducerConfig{
+		Brokers: o.broker.Brokers(), Topic: topic, QueueSize: o.queueSize, MaxInFlight: o.queueSize,
+	}, log, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := limiter.New(limiter.Config{Instance: "test", RedisTimeout: 5 * time.Second, ClassifyError: redisstore.ClassifyError},
+		set, redisstore.New(o.rdb), producer, log, reg)
+	cfg := httpapi.Config{Service: svc, Log: log, Metrics: telemetry.MetricsHandler(reg)}
+	if o.configure != nil {
+		o.configure(&cfg)
+	}
+	srv := httptest.NewServer(httpapi.NewHandler(cfg))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = producer.Close(ctx)
+	})
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}, Timeout: 30 * time.Second}
+	t.Cleanup(client.CloseIdleConnections)
+	return &stack{t: t, srv: srv, reg: reg, producer: producer, client: client, opts: o}
+}
+
+// response is a decoded /v1/check or /v1/auth answer.
+type response struct {
+	Status       int
+	Header       http.Header
+	Allowed      bool   `json:"allowed"`
+	Reason       string `json:"reason"`
+	RuleID       string `json:"rule_id"`
+	Algorithm    string `json:"algorithm"`
+	Limit        int64  `json:"limit"`
+	Remaining    int64  `json:"remaining"`
+	ResetAfterMs int64  `json:"reset_after_ms"`
+	RetryAfterMs int64  `json:"retry_after_ms"`
+	Mode         string `json:"mode"`
+	Shadow       bool   `json:"shadow"`
+	EventID      string `json:"event_id"`
+	Error        string `json:"error"`
+}
+
+func (s *stack) check(body string) response {
+	s.t.Helper()
+	return s.do(http.MethodPost, "/v1/check", body, nil)
+}
+
+func (s *stack) do(method, path, body string, header map[string]string) response {
+	s.t.Helper()
+	req, err := http.NewRequest(method, s.srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	r := response{Status: resp.StatusCode, Header: resp.Header}
+	if len(bytes.TrimSpace(raw)) > 0 && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		if err := json.Unmarshal(raw, &r); err != nil {
+			s.t.Fatalf("%s %s: undecodable body %q: %v", method, path, raw, err)
+		}
+	}
+	return r
+}
+
+// metric sums the samples of a counter family whose labels include want.
+func (s *stack) metric(name string, want map[string]string) float64 {
+	s.t.Helper()
+	families, err := s.reg.Gather()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	var sum float64
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			for k, v := range want {
+				if labels[k] != v {
+					continue next
+				}
+			}
+			switch {
+			case m.GetCounter() != nil:
+				sum += m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				sum += m.GetGauge().GetValue()
+			case m.GetHistogram() != nil:
+				sum += float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return sum
+}

@@ -1,0 +1,131 @@
+package limiter
+
+import (
+	"time"
+
+	"github.com/ratewarden/ratewarden/internal/decide"
+	"github.com/ratewarden/ratewarden/internal/rules"
+)
+
+// Reasons reported in decisions and events (CONTRACT).
+const (
+	ReasonOK          = "ok"
+	ReasonRateLimited = "rate_limited"
+	ReasonBanned      = "banned"
+	ReasonExempt      = "exempt"
+	ReasonNoRule      = "no_rule"
+)
+
+// Modes of the limiter: deciding in Redis, in local memory, or letting
+// traffic through.
+const (
+	ModeRedis      = "redis"
+	ModeLocal      = "local"
+	ModePermissive = "permissive"
+)
+
+// Decision is the verdict on one request. It is reused across requests
+// (Reset keeps the slices' capacity), so the hot path allocates little.
+type Decision struct {
+	Allowed bool
+	Reason  string
+	// Shadow is true when the reported limit belongs to a rule in shadow
+	// mode that would have denied the request.
+	Shadow bool
+	Mode   string
+	// Unavailable is true when a rule whose failure policy is deny could not
+	// be decided; the request is refused with 503 and no event is emitted.
+	Unavailable bool
+	EventID     string
+
+	// The limit the decision reports: the denying limit with the longest
+	// retry, else the one with the fewest remaining units.
+	RuleID     string
+	Algorithm  decide.Algorithm
+	Limit      int64
+	Remaining  int64
+	ResetAfter time.Duration
+	RetryAfter time.Duration
+
+	// Applied lists the rules that applied, in priority order, with the
+	// limits in force; Results holds their outcomes at the same index.
+	Applied []rules.Applied
+	Results []decide.Result
+	// Enforced is the index in Applied of the non-shadow rule whose binding
+	// limit the rate-limit headers describe, or -1. Shadow rules never show
+	// in headers: they must not change what clients do.
+	Enforced int
+
+	calls []decide.Call
+}
+
+// Reset clears d for reuse.
+func (d *Decision) Reset() {
+	*d = Decision{
+		Applied:  d.Applied[:0],
+		Results:  d.Results[:0],
+		calls:    d.calls[:0],
+		Enforced: -1,
+	}
+}
+
+// EnforcedLimit returns the rule and the binding result the headers
+// describe, and false when no enforced rule applied.
+func (d *Decision) EnforcedLimit() (rules.Applied, decide.Result, bool) {
+	if d.Enforced < 0 {
+		return rules.Applied{}, decide.Result{}, false
+	}
+	return d.Applied[d.Enforced], d.Results[d.Enforced], true
+}
+
+// aggregate combines the per-rule results: a request is denied when any
+// enforced rule denies it; shadow rules only report.
+func (d *Decision) aggregate() {
+	report, enforced := -1, -1
+	for i, a := range d.Applied {
+		if better(d, i, report) {
+			report = i
+		}
+		if !a.Rule.Shadow && better(d, i, enforced) {
+			enforced = i
+		}
+	}
+	d.Enforced = enforced
+	r, a := d.Results[report], d.Applied[report]
+	d.Allowed = enforced < 0 || d.Results[enforced].Allowed
+	d.Reason = ReasonOK
+	if !r.Allowed {
+		d.Reason = ReasonRateLimited
+		d.Shadow = a.Rule.Shadow
+	}
+	d.RuleID = a.Rule.ID
+	d.Algorithm = a.Rule.Algorithm
+	d.Limit = r.Limit
+	d.Remaining = r.Remaining
+	d.ResetAfter = r.ResetAfter
+	d.RetryAfter = r.RetryAfter
+	if d.Allowed {
+		d.RetryAfter = 0
+	}
+}
+
+// better reports whether result i should be reported rather than result j:
+// enforced denials first (longest retry), then shadow denials, then the
+// fewest remaining units; ties keep the earlier (higher priority) rule.
+func better(d *Decision, i, j int) bool {
+	if j < 0 {
+		return true
+	}
+	ri, rj := d.Results[i], d.Results[j]
+	if ri.Allowed != rj.Allowed {
+		return !ri.Allowed
+	}
+	if !ri.Allowed {
+		si, sj := d.Applied[i].Rule.Shadow, d.Applied[j].Rule.Shadow
+		if si != sj {
+			return !si
+		}
+		return ri.RetryAfter > rj.RetryAfter
+	}
+	return ri.Remaining < rj.Remaining
+}

@@ -1,0 +1,79 @@
+package limiter
+
+import (
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+type metrics struct {
+	requests    *prometheus.CounterVec
+	duration    *prometheus.HistogramVec
+	redisErrors *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	f := promauto.With(reg)
+	return &metrics{
+		requests: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "rate_limit_requests_total",
+			Help: "Decisions by result (ok, rate_limited, shadow_limited, banned, exempt, no_rule, unavailable), reporting rule and tier.",
+		}, []string{"result", "rule", "tier"}),
+		duration: f.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "rate_limit_check_duration_seconds",
+			Help:    "Time to decide one request, by the algorithm of the reporting rule (none when no rule applied).",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25},
+		}, []string{"algorithm"}),
+		redisErrors: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "rate_limit_redis_errors_total",
+			Help: "Redis decision round trips that failed, by error class.",
+		}, []string{"class"}),
+	}
+}
+
+func (m *metrics) observe(d *Decision, tier string, took time.Duration) {
+	result := d.Reason
+	switch {
+	case d.Unavailable:
+		result = "unavailable"
+	case d.Shadow && d.Allowed:
+		result = "shadow_limited"
+	}
+	m.requests.WithLabelValues(result, d.RuleID, tier).Inc()
+	alg := string(d.Algorithm)
+	if alg == "" {
+		alg = "none"
+	}
+	m.duration.WithLabelValues(alg).Observe(took.Seconds())
+}
+
+// tierLabels bounds the tier metric label to the tiers named in the rules:
+// anything else a client sends is reported as "other".
+type tierLabels []string
+
+func newTierLabels(known []string) tierLabels { return tierLabels(known) }
+
+func (t tierLabels) label(tier string) string {
+	if tier == "" {
+		return "none"
+	}
+	for _, k := range t {
+		if strings.EqualFold(k, tier) {
+			return k
+		}
+	}
+	return "other"
+}
+
+// newEventID returns a time-ordered UUID (v7), which keeps the archive's
+// event_id index append-friendly.
+func newEventID() string {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return uuid.NewString()
+	}
+	return id.String()
+}
