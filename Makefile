@@ -1,0 +1,38 @@
+# ratewarden: the two set-up commands are `make run` and `make test`.
+GO       ?= go
+BIN      := bin
+FUZZTIME ?= 3s
+
+.PHONY: all build run test vet unit fuzz-short fuzz bench clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+## run: the local stack in the foreground (devkafka when no broker answers, limiter); Ctrl-C stops it
+run: build
+	deploy/local/run.sh
+
+## test: vet, every test (integration tests use the local Redis and an embedded broker), each fuzz target briefly
+test: vet unit fuzz-short
+
+vet:
+	$(GO) vet ./...
+
+unit:
+	$(GO) test -race -count=1 ./...
+
+fuzz-short:
+	deploy/local/fuzz.sh $(FUZZTIME)
+
+## fuzz: each fuzz target for longer (FUZZTIME=1m make fuzz)
+fuzz:
+	deploy/local/fuzz.sh $(if $(filter 3s,$(FUZZTIME)),1m,$(FUZZTIME))
+
+## bench: throughput and latency of POST /v1/check next to redis-benchmark's EVALSHA rate
+bench: build
+	deploy/local/bench.sh
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Runs the local stack in the foreground on local defaults: devkafka (unless a
+# broker already answers at KAFKA_BROKERS) and the limiter. Ctrl-C stops
+# everything cleanly. Binaries come from `make build` (bin/).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+export KAFKA_BROKERS=${KAFKA_BROKERS:-127.0.0.1:9092}
+export REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6379/0}
+export LOG_FORMAT=${LOG_FORMAT:-console}
+LIMITER_ADDR=${LIMITER_ADDR:-127.0.0.1:8080}
+
+pids=()
+stop() {
+	trap - INT TERM EXIT
+	# Reverse start order: the limiter flushes its events before the broker goes.
+	for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+		kill -TERM "${pids[i]}" 2>/dev/null || true
+		wait "${pids[i]}" 2>/dev/null || true
+	done
+}
+trap stop INT TERM EXIT
+
+# answers HOST:PORT: true when something accepts TCP connections there.
+answers() { (exec 3<>"/dev/tcp/${1%:*}/${1##*:}") 2>/dev/null; }
+
+wait_for() {
+	for _ in $(seq 100); do
+		answers "$1" && return 0
+		sleep 0.1
+	done
+	echo "run: $2 did not start listening on $1" >&2
+	exit 1
+}
+
+broker=${KAFKA_BROKERS%%,*}
+if answers "$broker"; then
+	echo "run: using the Kafka broker at $KAFKA_BROKERS"
+else
+	echo "run: no broker at $broker, starting devkafka"
+	LISTEN_ADDR=$broker bin/devkafka &
+	pids+=($!)
+	wait_for "$broker" devkafka
+fi
+
+redis_addr=$(sed -E 's#^rediss?://([^@/]*@)?([^/?]+).*#\2#' <<<"$REDIS_URL")
+if ! answers "$redis_addr"; then
+	echo "run: warning: no Redis answers at $redis_addr (REDIS_URL); rules follow their on_redis_failure policy" >&2
+	echo "run: start one with: redis-server --port ${redis_addr##*:} --save ''   (Debian: apt-get install redis-server)" >&2
+fi
+
+LISTEN_ADDR=$LIMITER_ADDR bin/limiter &
+pids+=($!)
+wait_for "$LIMITER_ADDR" limiter
+
+cat <<MSG
+
+ratewarden is running. Try:
+  curl -s -X POST http://$LIMITER_ADDR/v1/check -d '{"ip":"203.0.113.7","endpoint":"/api/login","method":"POST"}'
+  curl -s http://$LIMITER_ADDR/readyz
+Press Ctrl-C to stop.
+
+MSG
+wait -n "${pids[@]}"
