@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
@@ -79,6 +81,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	cancel()
 
+	pipelineCalls := promauto.With(reg).NewHistogram(prometheus.HistogramOpts{
+		Name:    "rate_limit_redis_pipeline_calls",
+		Help:    "Decision calls sent per Redis round trip (concurrent checks share pipelines).",
+		Buckets: prometheus.ExponentialBuckets(1, 2, 9),
+	})
+	counter := redisstore.NewCoalescer(store, redisstore.CoalesceConfig{
+		Pipelines: cfg.RedisPipelines,
+		Limit:     cfg.PipelineLimit,
+		Window:    cfg.PipelineWindow,
+		Timeout:   cfg.RedisTimeout,
+		OnFlush:   func(n int) { pipelineCalls.Observe(float64(n)) },
+	})
+
 	producer, err := kafkabus.NewProducer(kafkabus.ProducerConfig{
 		Brokers:   cfg.KafkaBrokers,
 		Topic:     cfg.DecisionsTopic,
@@ -93,7 +108,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		Instance:      cfg.Instance,
 		RedisTimeout:  cfg.RedisTimeout,
 		ClassifyError: redisstore.ClassifyError,
-	}, set, store, producer, log, reg)
+	}, set, counter, producer, log, reg)
 
 	handler := httpapi.NewHandler(httpapi.Config{
 		Service:        svc,
@@ -128,6 +143,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if serr := srv.Shutdown(shutdownCtx); serr != nil {
 		log.Warn("http shutdown", zap.Error(serr))
 	}
+	counter.Close()
 	if perr := producer.Close(shutdownCtx); perr != nil {
 		log.Warn("event flush incomplete", zap.Error(perr))
 	}
@@ -146,6 +162,7 @@ func newRedis(cfg config.Limiter) (redis.UniversalClient, error) {
 			ReadTimeout:           cfg.RedisTimeout,
 			WriteTimeout:          cfg.RedisTimeout,
 			ContextTimeoutEnabled: true,
+			PoolSize:              cfg.RedisPipelines + 4,
 		}), nil
 	}
 	opts, err := redis.ParseURL(cfg.RedisURL)
@@ -156,6 +173,7 @@ func newRedis(cfg config.Limiter) (redis.UniversalClient, error) {
 	opts.ReadTimeout = cfg.RedisTimeout
 	opts.WriteTimeout = cfg.RedisTimeout
 	opts.ContextTimeoutEnabled = true
+	opts.PoolSize = max(opts.PoolSize, cfg.RedisPipelines+4) // one connection per pipeline, plus probes
 	return redis.NewClient(opts), nil
 }
 

@@ -55,6 +55,20 @@ func (e *env) duration(name string, def time.Duration) time.Duration {
 	return d
 }
 
+// durationOrZero is duration accepting 0 (off).
+func (e *env) durationOrZero(name string, def time.Duration) time.Duration {
+	raw := e.str(name, "")
+	if raw == "" {
+		return def
+	}
+	d, err := time.ParseDuration(raw)
+	if err != nil || d < 0 {
+		e.fail(name, "a duration such as 0, 200us or 1ms", raw)
+		return def
+	}
+	return d
+}
+
 func (e *env) integer(name string, def, lo, hi int) int {
 	raw := e.str(name, "")
 	if raw == "" {

@@ -13,6 +13,9 @@ type Limiter struct {
 	RedisClusterAddrs []string
 	RedisKeyPrefix    string
 	RedisTimeout      time.Duration
+	RedisPipelines    int
+	PipelineLimit     int
+	PipelineWindow    time.Duration
 	KafkaBrokers      []string
 	DecisionsTopic    string
 	BansTopic         string
@@ -38,6 +41,9 @@ func LoadLimiter(getenv func(string) string) (Limiter, error) {
 		RedisClusterAddrs: e.hostPorts("REDIS_CLUSTER_ADDRS", ""),
 		RedisKeyPrefix:    e.str("REDIS_KEY_PREFIX", "rw:"),
 		RedisTimeout:      e.duration("REDIS_TIMEOUT", 50*time.Millisecond),
+		RedisPipelines:    e.integer("REDIS_PIPELINES", 4, 1, 1024),
+		PipelineLimit:     e.integer("REDIS_PIPELINE_LIMIT", 64, 1, 10000),
+		PipelineWindow:    e.durationOrZero("REDIS_PIPELINE_WINDOW", 0),
 		KafkaBrokers:      e.hostPorts("KAFKA_BROKERS", "127.0.0.1:9092"),
 		DecisionsTopic:    e.str("DECISIONS_TOPIC", "ratelimit.decisions"),
 		BansTopic:         e.str("BANS_TOPIC", "ratelimit.bans"),

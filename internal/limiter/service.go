@@ -116,7 +116,9 @@ func (s *Service) decide(ctx context.Context, d *Decision, now time.Time) {
 	for _, a := range d.Applied {
 		d.calls = append(d.calls, a.Call)
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
+	// A client that hangs up must not look like a Redis failure: the
+	// decision keeps its own deadline and finishes (it has counted anyway).
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.RedisTimeout)
 	results, err := s.counter.Decide(ctx, d.calls)
 	cancel()
 	if err != nil {

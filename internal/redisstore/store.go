@@ -69,51 +69,82 @@ func (s *Store) Decide(ctx context.Context, calls []decide.Call) ([]decide.Resul
 	if len(calls) == 0 {
 		return nil, nil
 	}
-	scripts := make([]*script, len(calls))
-	for i := range calls {
-		sc, err := s.script(calls[i])
-		if err != nil {
+	for i := range calls { // nothing is sent when any call is invalid
+		if err := calls[i].Validate(); err != nil {
 			return nil, callError(calls[i], err)
 		}
-		scripts[i] = sc
-	}
-	cmds := make([]*redis.Cmd, len(calls))
-	if len(calls) == 1 {
-		c := &calls[0]
-		cmds[0] = s.client.EvalSha(ctx, scripts[0].sha, keys(c), args(c)...)
-	} else {
-		pipe := s.client.Pipeline()
-		for i := range calls {
-			cmds[i] = pipe.EvalSha(ctx, scripts[i].sha, keys(&calls[i]), args(&calls[i])...)
-		}
-		_, _ = pipe.Exec(ctx) // errors are read per command below
-	}
-	if err := s.evalMissing(ctx, calls, scripts, cmds); err != nil {
-		return nil, err
 	}
 	results := make([]decide.Result, len(calls))
-	for i, cmd := range cmds {
-		r, err := parse(cmd)
-		if err != nil {
-			return nil, callError(calls[i], err)
+	if errs := s.run(ctx, calls, results); errs != nil {
+		for _, err := range errs {
+			if err != nil {
+				return nil, err
+			}
 		}
-		results[i] = r
 	}
 	return results, nil
 }
 
+// run decides calls in one round trip into results (same length). It
+// returns nil when every call succeeded, else one error per call (nil for
+// those that succeeded), so a pipeline shared by several requests fails
+// only the requests whose calls failed.
+func (s *Store) run(ctx context.Context, calls []decide.Call, results []decide.Result) []error {
+	var errs []error
+	fail := func(i int, err error) {
+		if errs == nil {
+			errs = make([]error, len(calls))
+		}
+		errs[i] = callError(calls[i], err)
+	}
+	scripts := make([]*script, len(calls))
+	cmds := make([]*redis.Cmd, len(calls))
+	var pipe redis.Pipeliner
+	if len(calls) > 1 {
+		pipe = s.client.Pipeline()
+	}
+	for i := range calls {
+		sc, err := s.script(calls[i])
+		if err != nil {
+			fail(i, err)
+			continue
+		}
+		scripts[i] = sc
+		if pipe == nil {
+			cmds[i] = s.client.EvalSha(ctx, sc.sha, keys(&calls[i]), args(&calls[i])...)
+		} else {
+			cmds[i] = pipe.EvalSha(ctx, sc.sha, keys(&calls[i]), args(&calls[i])...)
+		}
+	}
+	if pipe != nil && pipe.Len() > 0 {
+		_, _ = pipe.Exec(ctx) // errors are read per command below
+	}
+	s.evalMissing(ctx, calls, scripts, cmds)
+	for i, cmd := range cmds {
+		if cmd == nil {
+			continue
+		}
+		r, err := parse(cmd)
+		if err != nil {
+			fail(i, err)
+			continue
+		}
+		results[i] = r
+	}
+	return errs
+}
+
 // evalMissing runs again with EVAL the calls that failed with NOSCRIPT,
 // replacing their commands.
-func (s *Store) evalMissing(ctx context.Context, calls []decide.Call, scripts []*script, cmds []*redis.Cmd) error {
+func (s *Store) evalMissing(ctx context.Context, calls []decide.Call, scripts []*script, cmds []*redis.Cmd) {
 	var missing []int
 	for i, cmd := range cmds {
-		if isNoScript(cmd.Err()) {
+		if cmd != nil && isNoScript(cmd.Err()) {
 			missing = append(missing, i)
 		}
 	}
 	switch len(missing) {
 	case 0:
-		return nil
 	case 1:
 		i := missing[0]
 		cmds[i] = s.client.Eval(ctx, scripts[i].src, keys(&calls[i]), args(&calls[i])...)
@@ -124,7 +155,6 @@ func (s *Store) evalMissing(ctx context.Context, calls []decide.Call, scripts []
 		}
 		_, _ = pipe.Exec(ctx)
 	}
-	return nil
 }
 
 func (s *Store) script(c decide.Call) (*script, error) {

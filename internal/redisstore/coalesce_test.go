@@ -1,0 +1,126 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratewarden/ratewarden/internal/decide"
+	"github.com/ratewarden/ratewarden/internal/decide/decidetest"
+)
+
+// Concurrent callers share pipelines and still get exactly the limit.
+func TestCoalescerExactUnderConcurrency(t *testing.T) {
+	client := newClient(t, redisAddr())
+	avoidDayBoundary(t, client)
+	for _, tc := range []struct {
+		alg   decide.Algorithm
+		limit decide.Limit
+	}{
+		{decide.FixedWindow, decide.Limit{Requests: 100, Per: 24 * time.Hour}},
+		{decide.SlidingWindow, decide.Limit{Requests: 100, Per: time.Hour}},
+		{decide.TokenBucket, decide.Limit{Rate: 1, Per: time.Hour, Burst: 100}},
+	} {
+		t.Run(string(tc.alg), func(t *testing.T) {
+			var largest atomic.Int64
+			co := NewCoalescer(New(client), CoalesceConfig{Pipelines: 4, OnFlush: func(n int) {
+				if int64(n) > largest.Load() {
+					largest.Store(int64(n))
+				}
+			}})
+			defer co.Close()
+			c := decide.Call{Keys: decidetest.Keys(testPrefix(t, client), "hot"), Algorithm: tc.alg, Limits: []decide.Limit{tc.limit}, Cost: 1}
+			var admitted, failed atomic.Int64
+			var wg sync.WaitGroup
+			for range 200 {
+				wg.Go(func() {
+					for range 5 {
+						r, err := co.Decide(context.Background(), []decide.Call{c})
+						switch {
+						case err != nil:
+							failed.Add(1)
+						case r[0].Allowed:
+							admitted.Add(1)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			if n := failed.Load(); n > 0 {
+				t.Fatalf("%d calls failed", n)
+			}
+			if n := admitted.Load(); n != 100 {
+				t.Errorf("admitted %d, want 100", n)
+			}
+			if largest.Load() < 2 {
+				t.Errorf("largest pipeline had %d calls: 200 concurrent callers on 4 connections were never coalesced", largest.Load())
+			}
+		})
+	}
+}
+
+// Every caller gets its own results back, and a failing call fails only its
+// caller even when it shares the pipeline.
+func TestCoalescerRoutesResultsAndErrors(t *testing.T) {
+	client := newClient(t, redisAddr())
+	prefix := testPrefix(t, client)
+	// One pipeline held open long enough to take every caller below.
+	co := NewCoalescer(New(client), CoalesceConfig{Pipelines: 1, Window: 200 * time.Millisecond, Limit: 1000})
+	defer co.Close()
+	broken := decidetest.Keys(prefix, "broken")
+	if err := client.Set(context.Background(), broken.State, "not a sorted set", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	const callers = 50
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Go(func() {
+			keys := decidetest.Keys(prefix, "k"+string(rune('A'+i)))
+			if i == 7 {
+				keys = broken
+			}
+			calls := []decide.Call{
+				{Keys: keys, Algorithm: decide.SlidingWindow, Limits: []decide.Limit{{Requests: int64(10 + i), Per: time.Minute}}, Cost: 1},
+				{Keys: decidetest.Keys(prefix, "shared"), Algorithm: decide.TokenBucket, Limits: []decide.Limit{{Rate: 1, Per: time.Hour, Burst: 1000}}, Cost: 1},
+			}
+			r, err := co.Decide(context.Background(), calls)
+			if i == 7 {
+				if err == nil {
+					t.Errorf("caller 7 used a key of the wrong type and got no error")
+				}
+				return
+			}
+			if err != nil {
+				t.Errorf("caller %d: %v", i, err)
+				return
+			}
+			if len(r) != 2 || r[0].Limit != int64(10+i) || r[0].Remaining != int64(9+i) || !r[1].Allowed || r[1].Limit != 1000 {
+				t.Errorf("caller %d got %+v", i, r)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func TestCoalescerContextAndClose(t *testing.T) {
+	client := newClient(t, redisAddr())
+	co := NewCoalescer(New(client), CoalesceConfig{})
+	c := decide.Call{Keys: decidetest.Keys(testPrefix(t, client), "x"), Algorithm: decide.FixedWindow,
+		Limits: []decide.Limit{{Requests: 1, Per: time.Second}}, Cost: 1}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := co.Decide(ctx, []decide.Call{c}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled context: got %v", err)
+	}
+	if r, err := co.Decide(context.Background(), []decide.Call{c}); err != nil || !r[0].Allowed {
+		t.Fatalf("first call: %+v, %v", r, err)
+	}
+	co.Close()
+	co.Close() // idempotent
+	if _, err := co.Decide(context.Background(), []decide.Call{c}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after Close: got %v, want ErrClosed", err)
+	}
+}
