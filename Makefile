@@ -15,7 +15,7 @@ run: build
 	deploy/local/run.sh
 
 ## test: vet, every test (integration tests use the local Redis and an embedded broker), each fuzz target briefly
-test: vet unit fuzz-short
+test: vet fuzz-short unit
 
 vet:
 	$(GO) vet ./...

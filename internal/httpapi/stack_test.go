@@ -32,7 +32,7 @@ const topic = "ratelimit.decisions"
 // stack is one limiter instance over HTTP, on the real local Redis and an
 // embedded Kafka broker.
 type stack struct {
-	t        *testing.T
+	t        testing.TB
 	srv      *httptest.Server
 	reg      *prometheus.Registry
 	producer *kafkabus.Producer
@@ -54,7 +54,7 @@ type stackOptions struct {
 	configure func(*httpapi.Config)
 }
 
-func newStack(t *testing.T, o stackOptions) *stack {
+func newStack(t testing.TB, o stackOptions) *stack {
 	t.Helper()
 	if o.rdb == nil {
 		o.rdb = redistest.Client(t)
@@ -85,8 +85,11 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// As in production: decisions share pipelines through the coalescer.
+	counter := redisstore.NewCoalescer(redisstore.New(o.rdb), redisstore.CoalesceConfig{Timeout: 5 * time.Second})
+	t.Cleanup(counter.Close)
 	svc := limiter.New(limiter.Config{Instance: "test", RedisTimeout: 5 * time.Second, ClassifyError: redisstore.ClassifyError},
-		set, redisstore.New(o.rdb), producer, log, reg)
+		set, counter, producer, log, reg)
 	cfg := httpapi.Config{Service: svc, Log: log, Metrics: telemetry.MetricsHandler(reg)}
 	if o.configure != nil {
 		o.configure(&cfg)
