@@ -10,6 +10,8 @@ export REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6379/0}
 export LOG_FORMAT=${LOG_FORMAT:-console}
 LIMITER_ADDR=${LIMITER_ADDR:-127.0.0.1:8080}
 
+# Children run in sessions of their own (setsid), so Ctrl-C reaches only this
+# script, which stops them one by one.
 pids=()
 stop() {
 	trap - INT TERM EXIT
@@ -19,7 +21,8 @@ stop() {
 		wait "${pids[i]}" 2>/dev/null || true
 	done
 }
-trap stop INT TERM EXIT
+trap stop EXIT
+trap "stop; exit 0" INT TERM
 
 # answers HOST:PORT: true when something accepts TCP connections there.
 answers() { (exec 3<>"/dev/tcp/${1%:*}/${1##*:}") 2>/dev/null; }
@@ -38,7 +41,7 @@ if answers "$broker"; then
 	echo "run: using the Kafka broker at $KAFKA_BROKERS"
 else
 	echo "run: no broker at $broker, starting devkafka"
-	LISTEN_ADDR=$broker bin/devkafka &
+	LISTEN_ADDR=$broker setsid bin/devkafka &
 	pids+=($!)
 	wait_for "$broker" devkafka
 fi
@@ -49,7 +52,7 @@ if ! answers "$redis_addr"; then
 	echo "run: start one with: redis-server --port ${redis_addr##*:} --save ''   (Debian: apt-get install redis-server)" >&2
 fi
 
-LISTEN_ADDR=$LIMITER_ADDR bin/limiter &
+LISTEN_ADDR=$LIMITER_ADDR setsid bin/limiter &
 pids+=($!)
 wait_for "$LIMITER_ADDR" limiter
 
