@@ -83,33 +83,16 @@ func (d *Decision) AppendJSON(dst []byte) []byte {
 	return append(dst, '}')
 }
 
-// decisionWire mirrors Decision with ts as text, so that a missing or
-// malformed ts is reported by field name.
-type decisionWire struct {
-	EventID      string `json:"event_id"`
-	TS           string `json:"ts"`
-	Instance     string `json:"instance"`
-	UserID       string `json:"user_id"`
-	IP           string `json:"ip"`
-	Endpoint     string `json:"endpoint"`
-	Method       string `json:"method"`
-	Tier         string `json:"tier"`
-	RuleID       string `json:"rule_id"`
-	Algorithm    string `json:"algorithm"`
-	Allowed      bool   `json:"allowed"`
-	Reason       string `json:"reason"`
-	Limit        int64  `json:"limit"`
-	Remaining    int64  `json:"remaining"`
-	RetryAfterMS int64  `json:"retry_after_ms"`
-	Mode         string `json:"mode"`
-	Shadow       bool   `json:"shadow"`
-}
-
 // DecodeDecision parses and validates one ratelimit.decisions message.
 // Unknown fields are ignored. event_id, ts, ip, endpoint and reason are
 // required; reason must be one of the Reason constants.
 func DecodeDecision(data []byte) (Decision, error) {
-	var w decisionWire
+	// ts is read as text (the outer field shadows the embedded one) so a
+	// missing or malformed ts is reported by name.
+	var w struct {
+		Decision
+		TS string `json:"ts"`
+	}
 	if err := json.Unmarshal(data, &w); err != nil {
 		return Decision{}, fmt.Errorf("decode decision: %w", err)
 	}
@@ -129,25 +112,9 @@ func DecodeDecision(data []byte) (Decision, error) {
 	if err != nil {
 		return Decision{}, fmt.Errorf("decode decision: %w", err)
 	}
-	return Decision{
-		EventID:      w.EventID,
-		TS:           ts,
-		Instance:     w.Instance,
-		UserID:       w.UserID,
-		IP:           w.IP,
-		Endpoint:     w.Endpoint,
-		Method:       w.Method,
-		Tier:         w.Tier,
-		RuleID:       w.RuleID,
-		Algorithm:    w.Algorithm,
-		Allowed:      w.Allowed,
-		Reason:       w.Reason,
-		Limit:        w.Limit,
-		Remaining:    w.Remaining,
-		RetryAfterMS: w.RetryAfterMS,
-		Mode:         w.Mode,
-		Shadow:       w.Shadow,
-	}, nil
+	d := w.Decision
+	d.TS = ts
+	return d, nil
 }
 
 func parseTime(field, s string) (time.Time, error) {

@@ -13,7 +13,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/limiter"
+	"github.com/ratewarden/ratewarden/internal/rules"
 )
 
 // Probe is one dependency checked by /readyz.
@@ -85,15 +87,7 @@ func (h *handler) check(w http.ResponseWriter, r *http.Request) {
 		h.inputError(w, err)
 		return
 	}
-	d := h.decisions.Get().(*limiter.Decision)
-	defer h.decisions.Put(d)
-	h.svc.Check(r.Context(), &req, d)
-	if d.Unavailable {
-		writeError(w, http.StatusServiceUnavailable, "rule "+d.RuleID+" cannot be decided: redis unavailable and its failure policy is deny")
-		return
-	}
-	setRateLimitHeaders(w.Header(), d)
-	writeJSON(w, http.StatusOK, appendDecision(make([]byte, 0, 320), d))
+	h.decide(w, r, &req, func(*limiter.Decision) int { return http.StatusOK })
 }
 
 func (h *handler) auth(w http.ResponseWriter, r *http.Request) {
@@ -102,22 +96,34 @@ func (h *handler) auth(w http.ResponseWriter, r *http.Request) {
 		h.inputError(w, err)
 		return
 	}
+	h.decide(w, r, &req, h.authStatus)
+}
+
+// authStatus is the forward-auth answer: 200 to let the request through,
+// 403 when banned, AuthDenyStatus when rate limited.
+func (h *handler) authStatus(d *limiter.Decision) int {
+	switch {
+	case d.Allowed:
+		return http.StatusOK
+	case d.Reason == event.ReasonBanned:
+		return http.StatusForbidden
+	default:
+		return h.cfg.AuthDenyStatus
+	}
+}
+
+// decide decides req and answers with the decision, its headers and the
+// status statusOf gives it; 503 when it could not be decided.
+func (h *handler) decide(w http.ResponseWriter, r *http.Request, req *rules.Request, statusOf func(*limiter.Decision) int) {
 	d := h.decisions.Get().(*limiter.Decision)
 	defer h.decisions.Put(d)
-	h.svc.Check(r.Context(), &req, d)
-	status := http.StatusOK
-	switch {
-	case d.Unavailable:
+	h.svc.Check(r.Context(), req, d)
+	if d.Unavailable {
 		writeError(w, http.StatusServiceUnavailable, "rule "+d.RuleID+" cannot be decided: redis unavailable and its failure policy is deny")
 		return
-	case d.Allowed:
-	case d.Reason == limiter.ReasonBanned:
-		status = http.StatusForbidden
-	default:
-		status = h.cfg.AuthDenyStatus
 	}
 	setRateLimitHeaders(w.Header(), d)
-	writeJSON(w, status, appendDecision(make([]byte, 0, 320), d))
+	writeJSON(w, statusOf(d), appendDecision(make([]byte, 0, 320), d))
 }
 
 func (h *handler) inputError(w http.ResponseWriter, err error) {

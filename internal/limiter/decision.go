@@ -4,16 +4,8 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/decide"
+	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/rules"
-)
-
-// Reasons reported in decisions and events (CONTRACT).
-const (
-	ReasonOK          = "ok"
-	ReasonRateLimited = "rate_limited"
-	ReasonBanned      = "banned"
-	ReasonExempt      = "exempt"
-	ReasonNoRule      = "no_rule"
 )
 
 // Modes of the limiter: deciding in Redis, in local memory, or letting
@@ -93,9 +85,9 @@ func (d *Decision) aggregate() {
 	d.Enforced = enforced
 	r, a := d.Results[report], d.Applied[report]
 	d.Allowed = enforced < 0 || d.Results[enforced].Allowed
-	d.Reason = ReasonOK
+	d.Reason = event.ReasonOK
 	if !r.Allowed {
-		d.Reason = ReasonRateLimited
+		d.Reason = event.ReasonRateLimited
 		d.Shadow = a.Rule.Shadow
 	}
 	d.RuleID = a.Rule.ID

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/decide"
+	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/rules"
 )
 
@@ -29,14 +30,14 @@ func TestAggregate(t *testing.T) {
 		retry        time.Duration
 		remainingOut int64
 	}{
-		{"one rule allows", []*rules.Rule{enforced("a")}, []decide.Result{allow(3)}, true, ReasonOK, false, "a", "a", 0, 3},
-		{"fewest remaining reported", []*rules.Rule{enforced("a"), enforced("b")}, []decide.Result{allow(5), allow(2)}, true, ReasonOK, false, "b", "b", 0, 2},
-		{"tie keeps priority order", []*rules.Rule{enforced("a"), enforced("b")}, []decide.Result{allow(2), allow(2)}, true, ReasonOK, false, "a", "a", 0, 2},
-		{"any enforced denial denies", []*rules.Rule{enforced("a"), enforced("b")}, []decide.Result{allow(5), deny(time.Second)}, false, ReasonRateLimited, false, "b", "b", time.Second, 0},
-		{"longest retry reported", []*rules.Rule{enforced("a"), enforced("b")}, []decide.Result{deny(time.Second), deny(time.Minute)}, false, ReasonRateLimited, false, "b", "b", time.Minute, 0},
-		{"shadow denial reported, not enforced", []*rules.Rule{enforced("a"), shadow("s")}, []decide.Result{allow(5), deny(time.Minute)}, true, ReasonRateLimited, true, "s", "a", 0, 0},
-		{"enforced denial beats shadow denial", []*rules.Rule{shadow("s"), enforced("a")}, []decide.Result{deny(time.Hour), deny(time.Second)}, false, ReasonRateLimited, false, "a", "a", time.Second, 0},
-		{"only shadow rules: no headers", []*rules.Rule{shadow("s")}, []decide.Result{allow(1)}, true, ReasonOK, false, "s", "", 0, 1},
+		{"one rule allows", []*rules.Rule{enforced("a")}, []decide.Result{allow(3)}, true, event.ReasonOK, false, "a", "a", 0, 3},
+		{"fewest remaining reported", []*rules.Rule{enforced("a"), enforced("b")}, []decide.Result{allow(5), allow(2)}, true, event.ReasonOK, false, "b", "b", 0, 2},
+		{"tie keeps priority order", []*rules.Rule{enforced("a"), enforced("b")}, []decide.Result{allow(2), allow(2)}, true, event.ReasonOK, false, "a", "a", 0, 2},
+		{"any enforced denial denies", []*rules.Rule{enforced("a"), enforced("b")}, []decide.Result{allow(5), deny(time.Second)}, false, event.ReasonRateLimited, false, "b", "b", time.Second, 0},
+		{"longest retry reported", []*rules.Rule{enforced("a"), enforced("b")}, []decide.Result{deny(time.Second), deny(time.Minute)}, false, event.ReasonRateLimited, false, "b", "b", time.Minute, 0},
+		{"shadow denial reported, not enforced", []*rules.Rule{enforced("a"), shadow("s")}, []decide.Result{allow(5), deny(time.Minute)}, true, event.ReasonRateLimited, true, "s", "a", 0, 0},
+		{"enforced denial beats shadow denial", []*rules.Rule{shadow("s"), enforced("a")}, []decide.Result{deny(time.Hour), deny(time.Second)}, false, event.ReasonRateLimited, false, "a", "a", time.Second, 0},
+		{"only shadow rules: no headers", []*rules.Rule{shadow("s")}, []decide.Result{allow(1)}, true, event.ReasonOK, false, "s", "", 0, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -96,11 +96,11 @@ func (s *Service) Check(ctx context.Context, req *rules.Request, d *Decision) {
 	set := s.rules.Load()
 	switch {
 	case set.Exempt(req):
-		d.Allowed, d.Reason = true, ReasonExempt
+		d.Allowed, d.Reason = true, event.ReasonExempt
 	default:
 		d.Applied = set.Match(req, start, d.Applied)
 		if len(d.Applied) == 0 {
-			d.Allowed, d.Reason = true, ReasonNoRule
+			d.Allowed, d.Reason = true, event.ReasonNoRule
 		} else {
 			s.decide(ctx, d, start)
 		}

@@ -2,24 +2,24 @@ package redisstore
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"net"
-	"os"
 	"os/exec"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/ratewarden/ratewarden/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
-// redisAddr is the shared Redis the integration tests run against.
+// redisAddr is the shared Redis the integration tests run against
+// (REDIS_URL, or the local default).
 func redisAddr() string {
-	if addr := os.Getenv("RATEWARDEN_TEST_REDIS"); addr != "" {
-		return addr
+	opts, err := redis.ParseURL(redistest.URL())
+	if err != nil {
+		panic("REDIS_URL: " + err.Error())
 	}
-	return "127.0.0.1:6379"
+	return opts.Addr
 }
 
 func newClient(tb testing.TB, addr string) *redis.Client {
@@ -34,25 +34,10 @@ func newClient(tb testing.TB, addr string) *redis.Client {
 	return client
 }
 
-// testPrefix returns a random key prefix and deletes every key under it at
-// cleanup: the Redis is shared.
+// testPrefix returns a random key prefix whose keys are deleted at cleanup:
+// the Redis is shared.
 func testPrefix(tb testing.TB, client *redis.Client) string {
-	tb.Helper()
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		tb.Fatal(err)
-	}
-	prefix := "rwtest:" + hex.EncodeToString(b[:]) + ":"
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		for _, key := range scanKeys(tb, ctx, client, prefix) {
-			if err := client.Del(ctx, key).Err(); err != nil {
-				tb.Errorf("cleanup: del %s: %v", key, err)
-			}
-		}
-	})
-	return prefix
+	return redistest.Prefix(tb, client)
 }
 
 func scanKeys(tb testing.TB, ctx context.Context, client *redis.Client, prefix string) []string {
