@@ -106,7 +106,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 
 	svc := limiter.New(limiter.Config{
 		Instance:      cfg.Instance,
-		RedisTimeout:  cfg.RedisTimeout,
 		ClassifyError: redisstore.ClassifyError,
 	}, set, counter, producer, log, reg)
 

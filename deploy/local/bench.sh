@@ -70,7 +70,7 @@ cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 redis_pid=$(redis-cli -h "$REDIS_HOST" -p "$REDIS_PORT" info server | tr -d '\r' | awk -F: '$1 == "process_id" {print $2}')
 [ -r "/proc/$redis_pid/stat" ] || redis_pid=
 before=($(cpu "$limiter_pid") $(cpu "${pids[0]}") ${redis_pid:+$(cpu "$redis_pid")})
-wrk -t2 -c"$CONNS" -d"$DURATION" --latency -s "$work/check.lua" "http://$LIMITER_ADDR" >"$work/wrk.txt"
+wrk -t"${WRK_THREADS:-2}" -c"$CONNS" -d"$DURATION" --latency -s "$work/check.lua" "http://$LIMITER_ADDR" >"$work/wrk.txt"
 after=($(cpu "$limiter_pid") $(cpu "${pids[0]}") ${redis_pid:+$(cpu "$redis_pid")})
 
 http_rps=$(awk '/^Requests\/sec/ {print $2}' "$work/wrk.txt")

@@ -19,7 +19,11 @@ func setRateLimitHeaders(h http.Header, d *limiter.Decision) {
 	if !ok {
 		return
 	}
-	var b []byte
+	// Every value is written into one buffer and converted to one string;
+	// the header values are slices of it (two allocations in all).
+	var buf [512]byte
+	b := buf[:0]
+	var ends [6]int
 	for _, a := range d.Applied {
 		if a.Rule.Shadow {
 			continue
@@ -35,25 +39,39 @@ func setRateLimitHeaders(h http.Header, d *limiter.Decision) {
 			b = strconv.AppendInt(b, ceilSeconds(window(l)), 10)
 		}
 	}
-	h["Ratelimit-Policy"] = []string{string(b)}
+	ends[0] = len(b)
 
 	binding := applied.Call.Limits[0]
 	if res.LimitIndex >= 0 && res.LimitIndex < len(applied.Call.Limits) {
 		binding = applied.Call.Limits[res.LimitIndex]
 	}
 	reset := ceilSeconds(res.ResetAfter)
-	b = appendPolicyName(b[:0], applied.Rule.ID, binding)
+	b = appendPolicyName(b, applied.Rule.ID, binding)
 	b = append(b, ";r="...)
 	b = strconv.AppendInt(b, res.Remaining, 10)
 	b = append(b, ";t="...)
 	b = strconv.AppendInt(b, reset, 10)
-	h["Ratelimit"] = []string{string(b)}
-	h["X-Ratelimit-Limit"] = []string{strconv.FormatInt(res.Limit, 10)}
-	h["X-Ratelimit-Remaining"] = []string{strconv.FormatInt(res.Remaining, 10)}
-	h["X-Ratelimit-Reset"] = []string{strconv.FormatInt(reset, 10)}
+	ends[1] = len(b)
+	b = strconv.AppendInt(b, res.Limit, 10)
+	ends[2] = len(b)
+	b = strconv.AppendInt(b, res.Remaining, 10)
+	ends[3] = len(b)
+	b = strconv.AppendInt(b, reset, 10)
+	ends[4] = len(b)
+	names := [...]string{"Ratelimit-Policy", "Ratelimit", "X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset", "Retry-After"}
+	n := 5
 	if !d.Allowed {
-		retry := max(ceilSeconds(d.RetryAfter), 1)
-		h["Retry-After"] = []string{strconv.FormatInt(retry, 10)}
+		b = strconv.AppendInt(b, max(ceilSeconds(d.RetryAfter), 1), 10)
+		ends[5] = len(b)
+		n = 6
+	}
+	all := string(b)
+	vals := make([]string, n)
+	start := 0
+	for i := range n {
+		vals[i] = all[start:ends[i]]
+		h[names[i]] = vals[i : i+1 : i+1]
+		start = ends[i]
 	}
 }
 

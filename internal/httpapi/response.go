@@ -37,10 +37,16 @@ func appendDecision(b []byte, d *limiter.Decision) []byte {
 	return append(b, "\"}\n"...)
 }
 
+// Shared header values: net/http only reads them.
+var (
+	contentTypeJSON = []string{"application/json"}
+	noStore         = []string{"no-store"}
+)
+
 func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
-	h["Content-Type"] = []string{"application/json"}
-	h["Cache-Control"] = []string{"no-store"}
+	h["Content-Type"] = contentTypeJSON
+	h["Cache-Control"] = noStore
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }

@@ -88,7 +88,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	// As in production: decisions share pipelines through the coalescer.
 	counter := redisstore.NewCoalescer(redisstore.New(o.rdb), redisstore.CoalesceConfig{Timeout: 5 * time.Second})
 	t.Cleanup(counter.Close)
-	svc := limiter.New(limiter.Config{Instance: "test", RedisTimeout: 5 * time.Second, ClassifyError: redisstore.ClassifyError},
+	svc := limiter.New(limiter.Config{Instance: "test", ClassifyError: redisstore.ClassifyError},
 		set, counter, producer, log, reg)
 	cfg := httpapi.Config{Service: svc, Log: log, Metrics: telemetry.MetricsHandler(reg)}
 	if o.configure != nil {

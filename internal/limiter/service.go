@@ -18,6 +18,7 @@ import (
 )
 
 // Counter decides calls against shared state (Redis), all in one round trip.
+// It must bound its own time: the context it gets carries no deadline.
 type Counter interface {
 	Decide(ctx context.Context, calls []decide.Call) ([]decide.Result, error)
 }
@@ -32,8 +33,6 @@ type Publisher interface {
 type Config struct {
 	// Instance names this limiter in events.
 	Instance string
-	// RedisTimeout bounds one decision round trip.
-	RedisTimeout time.Duration
 	// ClassifyError maps a Counter error to a bounded metric label.
 	ClassifyError func(error) string
 	// Now and NewEventID default to time.Now and random UUIDs.
@@ -66,9 +65,6 @@ func New(cfg Config, set *rules.Set, counter Counter, pub Publisher, log *zap.Lo
 	}
 	if cfg.NewEventID == nil {
 		cfg.NewEventID = newEventID
-	}
-	if cfg.RedisTimeout <= 0 {
-		cfg.RedisTimeout = 50 * time.Millisecond
 	}
 	if cfg.ClassifyError == nil {
 		cfg.ClassifyError = func(error) string { return "other" }
@@ -116,11 +112,10 @@ func (s *Service) decide(ctx context.Context, d *Decision, now time.Time) {
 	for _, a := range d.Applied {
 		d.calls = append(d.calls, a.Call)
 	}
-	// A client that hangs up must not look like a Redis failure: the
-	// decision keeps its own deadline and finishes (it has counted anyway).
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.RedisTimeout)
-	results, err := s.counter.Decide(ctx, d.calls)
-	cancel()
+	// A client that hangs up must not look like a Redis failure, so the
+	// request's cancellation is not passed on; the Counter bounds its own
+	// time (the coalescer's round-trip timeout, go-redis socket timeouts).
+	results, err := s.counter.Decide(context.WithoutCancel(ctx), d.calls)
 	if err != nil {
 		s.metrics.redisErrors.WithLabelValues(s.cfg.ClassifyError(err)).Inc()
 		s.log.Warn("redis decision failed, applying failure policies", zap.Error(err))
