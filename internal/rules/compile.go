@@ -106,7 +106,7 @@ func Compile(f *File, opts Options) (*Set, error) {
 	}
 	s := &Set{
 		byID:      make(map[string]*Rule, len(f.Rules)),
-		detection: f.Detection.withDefaults(),
+		detection: f.Detection.WithDefaults(),
 		exempt:    compileExempt(f.Exempt),
 	}
 	tiers := map[string]bool{}

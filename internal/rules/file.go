@@ -102,6 +102,25 @@ func validateDetection(d Detection, p problems) {
 		positive(sp, "within", s.Within)
 		positive(sp, "duration", s.Duration)
 	}
+	// Zero means the default for the settings below (WithDefaults), so only
+	// values that can never be right are refused.
+	optionalPositive(p, "grace", d.Grace)
+	ep := p.at("escalation")
+	if d.Escalation.Factor < 0 {
+		ep.add("factor", "must be at least 1")
+	}
+	optionalPositive(ep, "cap", d.Escalation.Cap)
+	optionalPositive(ep, "period", d.Escalation.Period)
+	if d.Samples < 0 || d.Samples > maxSamples {
+		p.add("samples", "must be between 1 and %d", maxSamples)
+	}
+}
+
+// optionalPositive accepts zero (the default) or at least 1ms.
+func optionalPositive(p problems, field string, d Duration) {
+	if d != 0 {
+		positive(p, field, d)
+	}
 }
 
 func positive(p problems, field string, d Duration) {

@@ -39,7 +39,7 @@ func Parse(data []byte) (*File, error) {
 	if err := checkNullRules(data); err != nil {
 		return nil, err
 	}
-	f.Detection = f.Detection.withDefaults()
+	f.Detection = f.Detection.WithDefaults()
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}

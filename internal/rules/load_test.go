@@ -38,6 +38,10 @@ func TestExampleFileLoadsAndCompiles(t *testing.T) {
 	if books := s.Rule("books-by-tier"); books.Priority != 100 || books.Algorithm != decide.TokenBucket {
 		t.Errorf("books-by-tier = %+v", books)
 	}
+	// The example spells out every detection setting at its default.
+	if !reflect.DeepEqual(f.Detection, DefaultDetection()) {
+		t.Errorf("example detection = %+v, want the defaults", f.Detection)
+	}
 }
 
 // The commented schedule and escalate examples must stay valid.
@@ -102,6 +106,45 @@ rules:
 		if !reflect.DeepEqual(d.Ban, def.Ban) || !reflect.DeepEqual(d.Scan, def.Scan) {
 			t.Errorf("ban, scan = %+v, %+v", d.Ban, d.Scan)
 		}
+	})
+	t.Run("detection scalars", func(t *testing.T) {
+		def := DefaultDetection()
+		if def.Grace.Std() != 30*time.Second || def.Samples != 5 ||
+			def.Escalation != (EscalationPolicy{Factor: 2, Cap: dur(24 * time.Hour), Period: dur(24 * time.Hour)}) {
+			t.Fatalf("DefaultDetection() = %+v", def)
+		}
+		tests := []struct {
+			name, yaml string
+			want       func(*Detection)
+		}{
+			{"absent", "rules: []\ndetection: {dry_run: true}\n", func(d *Detection) { d.DryRun = true }},
+			{"zero means default", "rules: []\ndetection: {grace: 0s, samples: 0, escalation: {factor: 0}}\n", func(*Detection) {}},
+			{"partial escalation", "rules: []\ndetection: {escalation: {factor: 3}}\n", func(d *Detection) { d.Escalation.Factor = 3 }},
+			{"every key", "rules: []\ndetection: {grace: 5s, samples: 50, escalation: {factor: 1, cap: 1h, period: 7h}}\n", func(d *Detection) {
+				d.Grace, d.Samples = dur(5*time.Second), 50
+				d.Escalation = EscalationPolicy{Factor: 1, Cap: dur(time.Hour), Period: dur(7 * time.Hour)}
+			}},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				want := DefaultDetection()
+				tt.want(&want)
+				if got := mustParse(t, tt.yaml).Detection; !reflect.DeepEqual(got, want) {
+					t.Errorf("detection = %+v\nwant %+v", got, want)
+				}
+			})
+		}
+		t.Run("hand-built file", func(t *testing.T) {
+			s, err := Compile(&File{Detection: Detection{Samples: 7}}, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := DefaultDetection()
+			want.Samples = 7
+			if got := s.Detection(); !reflect.DeepEqual(got, want) {
+				t.Errorf("Detection() = %+v", got)
+			}
+		})
 	})
 	t.Run("empty ban list disables", func(t *testing.T) {
 		if f := mustParse(t, "rules: []\ndetection: {ban: []}\n"); len(f.Detection.Ban) != 0 {

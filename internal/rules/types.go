@@ -130,13 +130,42 @@ type Exempt struct {
 
 // Detection configures the abuse detector. Sections left out of the file get
 // the defaults of DefaultDetection; an explicitly empty ban list disables
-// violation bans.
+// violation bans. For Grace, Samples and the Escalation fields, zero (or
+// absent) means the default.
 type Detection struct {
 	Warn   *WarnPolicy `yaml:"warn,omitempty" json:"warn,omitempty"`
 	Ban    []BanPolicy `yaml:"ban" json:"ban"`
 	Scan   *ScanPolicy `yaml:"scan,omitempty" json:"scan,omitempty"`
 	DryRun bool        `yaml:"dry_run,omitempty" json:"dry_run,omitzero"`
+	// Grace is how late (behind the newest event of its partition) an event
+	// may be and still count; later events are counted and ignored.
+	// Default 30s.
+	Grace Duration `yaml:"grace,omitempty" json:"grace,omitzero"`
+	// Escalation lengthens the bans of repeat offenders.
+	Escalation EscalationPolicy `yaml:"escalation,omitempty" json:"escalation,omitzero"`
+	// Samples is how many recently seen endpoints a ban carries as
+	// evidence, 1 to 50. Default 5.
+	Samples int `yaml:"samples,omitempty" json:"samples,omitzero"`
 }
+
+// EscalationPolicy makes a new ban last base duration × Factor^n, at most
+// Cap, where n is the number of bans the offender received within Period
+// before it. Cap also bounds a first ban.
+type EscalationPolicy struct {
+	Factor int64    `yaml:"factor,omitempty" json:"factor,omitzero"` // default 2; 1 disables escalation
+	Cap    Duration `yaml:"cap,omitempty" json:"cap,omitzero"`       // default 24h
+	Period Duration `yaml:"period,omitempty" json:"period,omitzero"` // default 24h
+}
+
+// Detection defaults for the scalar settings.
+const (
+	DefaultGrace            = 30 * time.Second
+	DefaultEscalationFactor = 2
+	DefaultEscalationCap    = 24 * time.Hour
+	DefaultEscalationPeriod = 24 * time.Hour
+	DefaultSamples          = 5
+	maxSamples              = 50
+)
 
 // WarnPolicy emits a warning after Violations denials within Within.
 type WarnPolicy struct {
@@ -163,14 +192,23 @@ type ScanPolicy struct {
 // every section the file leaves out.
 func DefaultDetection() Detection {
 	return Detection{
-		Warn: &WarnPolicy{Violations: 20, Within: Duration(5 * time.Minute)},
-		Ban:  []BanPolicy{{Violations: 100, Within: Duration(time.Hour), Duration: Duration(time.Hour)}},
-		Scan: &ScanPolicy{DistinctEndpoints: 50, Within: Duration(10 * time.Second), Duration: Duration(time.Hour)},
+		Warn:  &WarnPolicy{Violations: 20, Within: Duration(5 * time.Minute)},
+		Ban:   []BanPolicy{{Violations: 100, Within: Duration(time.Hour), Duration: Duration(time.Hour)}},
+		Scan:  &ScanPolicy{DistinctEndpoints: 50, Within: Duration(10 * time.Second), Duration: Duration(time.Hour)},
+		Grace: Duration(DefaultGrace),
+		Escalation: EscalationPolicy{
+			Factor: DefaultEscalationFactor,
+			Cap:    Duration(DefaultEscalationCap),
+			Period: Duration(DefaultEscalationPeriod),
+		},
+		Samples: DefaultSamples,
 	}
 }
 
-// withDefaults fills the sections left out.
-func (d Detection) withDefaults() Detection {
+// WithDefaults returns d with the sections left out and the zero scalar
+// settings filled from DefaultDetection. Parse and Compile apply it; code
+// that builds a Detection by hand calls it before use.
+func (d Detection) WithDefaults() Detection {
 	def := DefaultDetection()
 	if d.Warn == nil {
 		d.Warn = def.Warn
@@ -180,6 +218,21 @@ func (d Detection) withDefaults() Detection {
 	}
 	if d.Scan == nil {
 		d.Scan = def.Scan
+	}
+	if d.Grace == 0 {
+		d.Grace = def.Grace
+	}
+	if d.Escalation.Factor == 0 {
+		d.Escalation.Factor = def.Escalation.Factor
+	}
+	if d.Escalation.Cap == 0 {
+		d.Escalation.Cap = def.Escalation.Cap
+	}
+	if d.Escalation.Period == 0 {
+		d.Escalation.Period = def.Escalation.Period
+	}
+	if d.Samples == 0 {
+		d.Samples = def.Samples
 	}
 	return d
 }

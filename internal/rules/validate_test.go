@@ -221,6 +221,14 @@ func TestFileValidateErrors(t *testing.T) {
 		{"ban within", "rules: []\ndetection: {ban: [{violations: 1, within: 1h, duration: 1h}, {violations: 1, within: 0s, duration: 1h}]}\n", "detection.ban[1].within: must be at least 1ms"},
 		{"ban duration", "rules: []\ndetection: {ban: [{violations: 1, within: 1h}]}\n", "detection.ban[0].duration: must be at least 1ms"},
 		{"scan distinct", "rules: []\ndetection: {scan: {distinct_endpoints: 0, within: 10s, duration: 1h}}\n", "detection.scan.distinct_endpoints: must be at least 1"},
+		{"grace negative", "rules: []\ndetection: {grace: -1s}\n", "detection.grace: must be at least 1ms"},
+		{"grace sub-millisecond", "rules: []\ndetection: {grace: 10us}\n", "detection.grace: must be at least 1ms"},
+		{"escalation factor", "rules: []\ndetection: {escalation: {factor: -1}}\n", "detection.escalation.factor: must be at least 1"},
+		{"escalation cap", "rules: []\ndetection: {escalation: {cap: -1h}}\n", "detection.escalation.cap: must be at least 1ms"},
+		{"escalation period", "rules: []\ndetection: {escalation: {period: 1us}}\n", "detection.escalation.period: must be at least 1ms"},
+		{"samples too many", "rules: []\ndetection: {samples: 51}\n", "detection.samples: must be between 1 and 50"},
+		{"samples negative", "rules: []\ndetection: {samples: -1}\n", "detection.samples: must be between 1 and 50"},
+		{"escalation unknown field", "rules: []\ndetection: {escalation: {base: 2}}\n", "field base not found"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

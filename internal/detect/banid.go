@@ -1,0 +1,100 @@
+package detect
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"math"
+	"strconv"
+	"time"
+)
+
+// BanID derives the id of a ban or warning from what identifies one
+// detection: the offender (scope, subject), the detection rule (reason) and
+// the start of the window that crossed the threshold (anchor, at
+// millisecond precision). The same detection always gets the same id, so
+// consumers can deduplicate a republished message. The id is the first 128
+// bits of a SHA-256 over the length-prefixed fields, formatted as an RFC 9562
+// version 8 (custom) UUID. The engine passes "warn/"+reason for warnings, so
+// a warning never shares an id with a ban.
+func BanID(scope, subject, reason string, anchor time.Time) string {
+	h := sha256.New()
+	var n [8]byte
+	for _, f := range [...]string{scope, subject, reason, strconv.FormatInt(anchor.UnixMilli(), 10)} {
+		binary.BigEndian.PutUint64(n[:], uint64(len(f)))
+		h.Write(n[:])
+		h.Write([]byte(f))
+	}
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	u := sum[:16]
+	u[6] = u[6]&0x0f | 0x80 // version 8
+	u[8] = u[8]&0x3f | 0x80 // RFC 9562 variant
+	var out [36]byte
+	hex.Encode(out[0:8], u[0:4])
+	out[8] = '-'
+	hex.Encode(out[9:13], u[4:6])
+	out[13] = '-'
+	hex.Encode(out[14:18], u[6:8])
+	out[18] = '-'
+	hex.Encode(out[19:23], u[8:10])
+	out[23] = '-'
+	hex.Encode(out[24:36], u[10:16])
+	return string(out[:])
+}
+
+// ViolationReason is the reason of a violation ban or warning over a window
+// of length within: "violations_" and the window in its largest whole unit
+// ("violations_1h", "violations_5m", "violations_90s", "violations_500ms").
+func ViolationReason(within time.Duration) string {
+	return "violations_" + compactDuration(within)
+}
+
+// compactDuration writes d in its largest whole unit: 1h, 90m, 90s, 500ms.
+func compactDuration(d time.Duration) string {
+	if d == 0 {
+		return "0s"
+	}
+	for _, u := range [...]struct {
+		unit   time.Duration
+		suffix string
+	}{{time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}, {time.Millisecond, "ms"}, {time.Microsecond, "us"}} {
+		if d%u.unit == 0 {
+			return strconv.FormatInt(int64(d/u.unit), 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(int64(d), 10) + "ns"
+}
+
+// DurationMs is the escalated length in milliseconds of a ban whose base
+// length is baseMs, for an offender with n earlier bans within the period:
+// baseMs × Factor^n, at most Cap, computed in saturating integer
+// arithmetic. A Factor below 1 counts as 1; a Cap of zero or less means no
+// cap.
+func (e Escalation) DurationMs(baseMs, n int64) int64 {
+	capMs := e.Cap.Milliseconds()
+	if capMs <= 0 {
+		capMs = math.MaxInt64
+	}
+	d := max(baseMs, 0)
+	for i := int64(0); i < n && e.Factor > 1 && d < capMs && d > 0; i++ {
+		if d > math.MaxInt64/e.Factor {
+			d = math.MaxInt64
+			break
+		}
+		d *= e.Factor
+	}
+	return min(d, capMs)
+}
+
+// ceilSeconds is d in whole seconds, rounded up.
+func ceilSeconds(d time.Duration) int64 {
+	s := int64(d / time.Second)
+	if d%time.Second > 0 {
+		s++
+	}
+	return s
+}
+
+// msTime is the UTC time of a Unix millisecond count.
+func msTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }

@@ -1,0 +1,257 @@
+// Package detecttest holds the scenario tables shared by the tests of the
+// in-memory Windows and Ledger (internal/detect) and of their Redis
+// implementations (internal/redisstore), so both are held to the same
+// expected results.
+package detecttest
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/ratewarden/ratewarden/internal/detect"
+)
+
+// T0 is the time scenarios count from.
+var T0 = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+
+// At is T0 plus ms milliseconds.
+func At(ms int64) time.Time { return T0.Add(time.Duration(ms) * time.Millisecond) }
+
+// WindowsStep records Sightings in one Record call and expects Want.
+type WindowsStep struct {
+	Sightings []detect.Sighting
+	Want      []detect.Tally
+}
+
+// WindowsScenario is a sequence of Record calls on fresh Windows.
+type WindowsScenario struct {
+	Name  string
+	Spec  detect.WindowSpec
+	Steps []WindowsStep
+}
+
+// Spec is the spec of most scenarios: violation windows of 5s and 60s,
+// a 10s scan window tracking at most 4 endpoints, at most 5 violations,
+// 3 samples, 2s grace.
+var Spec = detect.WindowSpec{
+	Violations: []time.Duration{5 * time.Second, time.Minute},
+	Scan:       10 * time.Second, ScanCap: 4, MaxViolations: 5, Samples: 3, Grace: 2 * time.Second,
+}
+
+var ip = detect.Offender{Scope: "ip", Subject: "203.0.113.7"}
+
+// V is a violation of the ip offender; S a sighting that is not one.
+func V(id string, ms int64, endpoint string) detect.Sighting {
+	return detect.Sighting{Offender: ip, EventID: id, TS: At(ms), Endpoint: endpoint, Violation: true}
+}
+
+// S is a sighting of the ip offender that is not a violation.
+func S(id string, ms int64, endpoint string) detect.Sighting {
+	return detect.Sighting{Offender: ip, EventID: id, TS: At(ms), Endpoint: endpoint}
+}
+
+// Want builds a tally under Spec: newest, the violation counts and firsts
+// (ms, -1 for none) of the 5s and 60s windows, the last violation (-1: none),
+// the endpoint count, first and last (-1: none), the samples.
+func Want(newest int64, v5, first5, v60, first60, last int64, eps, firstEp, lastEp int64, samples ...string) detect.Tally {
+	return detect.Tally{
+		Newest:          At(newest),
+		Violations:      []int64{v5, v60},
+		FirstViolation:  []time.Time{opt(first5), opt(first60)},
+		LastViolation:   opt(last),
+		Endpoints:       eps,
+		FirstEndpoint:   opt(firstEp),
+		LastEndpoint:    opt(lastEp),
+		SampleEndpoints: samples,
+	}
+}
+
+func opt(ms int64) time.Time {
+	if ms < 0 {
+		return time.Time{}
+	}
+	return At(ms)
+}
+
+func step(s detect.Sighting, want detect.Tally) WindowsStep {
+	return WindowsStep{Sightings: []detect.Sighting{s}, Want: []detect.Tally{want}}
+}
+
+// WindowsScenarios returns the Windows scenarios.
+func WindowsScenarios() []WindowsScenario {
+	return []WindowsScenario{
+		{Name: "counts, firsts and samples", Spec: Spec, Steps: []WindowsStep{
+			step(V("a", 0, "/a"), Want(0, 1, 0, 1, 0, 0, 1, 0, 0, "/a")),
+			step(V("b", 1000, "/b"), Want(1000, 2, 0, 2, 0, 1000, 2, 0, 1000, "/b", "/a")),
+			step(S("c", 2000, "/a"), Want(2000, 2, 0, 2, 0, 1000, 2, 1000, 2000, "/a", "/b")),
+		}},
+		{Name: "sub-millisecond times are truncated", Spec: Spec, Steps: []WindowsStep{
+			step(detect.Sighting{Offender: ip, EventID: "a", TS: At(7).Add(999 * time.Microsecond), Endpoint: "/a", Violation: true},
+				Want(7, 1, 7, 1, 7, 7, 1, 7, 7, "/a")),
+		}},
+		{Name: "redelivery changes nothing", Spec: Spec, Steps: []WindowsStep{
+			{Sightings: []detect.Sighting{V("a", 0, "/a"), V("a", 0, "/a"), V("b", 500, "/b"), V("a", 0, "/a")}, Want: []detect.Tally{
+				Want(0, 1, 0, 1, 0, 0, 1, 0, 0, "/a"),
+				Want(0, 1, 0, 1, 0, 0, 1, 0, 0, "/a"),
+				Want(500, 2, 0, 2, 0, 500, 2, 0, 500, "/b", "/a"),
+				Want(500, 2, 0, 2, 0, 500, 2, 0, 500, "/b", "/a"),
+			}},
+			step(V("b", 500, "/b"), Want(500, 2, 0, 2, 0, 500, 2, 0, 500, "/b", "/a")),
+		}},
+		{Name: "first time of an event id wins", Spec: Spec, Steps: []WindowsStep{
+			step(V("a", 0, "/a"), Want(0, 1, 0, 1, 0, 0, 1, 0, 0, "/a")),
+			step(V("a", 6000, "/a"), Want(6000, 0, -1, 1, 0, 0, 1, 6000, 6000, "/a")),
+		}},
+		{Name: "windows slide on the newest time, bounds inclusive", Spec: Spec, Steps: []WindowsStep{
+			step(V("a", 0, "/a"), Want(0, 1, 0, 1, 0, 0, 1, 0, 0, "/a")),
+			step(V("b", 5000, "/a"), Want(5000, 2, 0, 2, 0, 5000, 1, 5000, 5000, "/a")),
+			step(V("c", 5001, "/a"), Want(5001, 2, 5000, 3, 0, 5001, 1, 5001, 5001, "/a")),
+			step(S("d", 60000, "/b"), Want(60000, 0, -1, 3, 0, 5001, 1, 60000, 60000, "/b")),
+			step(S("e", 60001, "/b"), Want(60001, 0, -1, 2, 5000, 5001, 1, 60001, 60001, "/b")),
+		}},
+		{Name: "late sightings count when inside the window", Spec: Spec, Steps: []WindowsStep{
+			step(V("a", 10000, "/a"), Want(10000, 1, 10000, 1, 10000, 10000, 1, 10000, 10000, "/a")),
+			step(V("b", 8000, "/b"), Want(10000, 2, 8000, 2, 8000, 10000, 2, 8000, 10000, "/a", "/b")),
+			step(V("c", 4000, "/c"), Want(10000, 2, 8000, 3, 4000, 10000, 3, 4000, 10000, "/a", "/b", "/c")),
+			// Older than the scan window: the endpoint is not tracked.
+			step(S("d", -1, "/d"), Want(10000, 2, 8000, 3, 4000, 10000, 3, 4000, 10000, "/a", "/b", "/c")),
+		}},
+		{Name: "endpoint cap", Spec: Spec, Steps: []WindowsStep{
+			step(S("1", 0, "/1"), Want(0, 0, -1, 0, -1, -1, 1, 0, 0, "/1")),
+			step(S("2", 1000, "/2"), Want(1000, 0, -1, 0, -1, -1, 2, 0, 1000, "/2", "/1")),
+			step(S("3", 2000, "/3"), Want(2000, 0, -1, 0, -1, -1, 3, 0, 2000, "/3", "/2", "/1")),
+			step(S("4", 3000, "/4"), Want(3000, 0, -1, 0, -1, -1, 4, 0, 3000, "/4", "/3", "/2")),
+			step(S("5", 4000, "/5"), Want(4000, 0, -1, 0, -1, -1, 4, 0, 3000, "/4", "/3", "/2")),
+			// A tracked endpoint is still refreshed at the cap.
+			step(S("6", 4500, "/1"), Want(4500, 0, -1, 0, -1, -1, 4, 1000, 4500, "/1", "/4", "/3")),
+			// Endpoints out of the scan window make room first.
+			step(S("7", 11500, "/7"), Want(11500, 0, -1, 0, -1, -1, 4, 2000, 11500, "/7", "/1", "/4")),
+		}},
+		{Name: "stale endpoints do not hide a new scan", Spec: Spec, Steps: []WindowsStep{
+			{Sightings: []detect.Sighting{S("1", 0, "/1"), S("2", 1000, "/2"), S("3", 2000, "/3"), S("4", 3000, "/4")}, Want: []detect.Tally{
+				Want(0, 0, -1, 0, -1, -1, 1, 0, 0, "/1"),
+				Want(1000, 0, -1, 0, -1, -1, 2, 0, 1000, "/2", "/1"),
+				Want(2000, 0, -1, 0, -1, -1, 3, 0, 2000, "/3", "/2", "/1"),
+				Want(3000, 0, -1, 0, -1, -1, 4, 0, 3000, "/4", "/3", "/2"),
+			}},
+			step(S("x", 11000, "/x"), Want(11000, 0, -1, 0, -1, -1, 4, 1000, 11000, "/x", "/4", "/3")),
+		}},
+		{Name: "samples: newest first, ties by name", Spec: Spec, Steps: []WindowsStep{
+			{Sightings: []detect.Sighting{S("1", 0, "/z"), S("2", 0, "/b"), S("3", 0, "/c"), S("4", 0, "/a")}, Want: []detect.Tally{
+				Want(0, 0, -1, 0, -1, -1, 1, 0, 0, "/z"),
+				Want(0, 0, -1, 0, -1, -1, 2, 0, 0, "/b", "/z"),
+				Want(0, 0, -1, 0, -1, -1, 3, 0, 0, "/b", "/c", "/z"),
+				Want(0, 0, -1, 0, -1, -1, 4, 0, 0, "/a", "/b", "/c"),
+			}},
+		}},
+		{Name: "at most MaxViolations, the newest kept", Spec: Spec, Steps: []WindowsStep{
+			{Sightings: []detect.Sighting{V("a", 0, "/"), V("b", 1000, "/"), V("c", 2000, "/"), V("d", 3000, "/"), V("e", 4000, "/"), V("f", 5000, "/"), V("g", 6000, "/")}, Want: []detect.Tally{
+				Want(0, 1, 0, 1, 0, 0, 1, 0, 0, "/"),
+				Want(1000, 2, 0, 2, 0, 1000, 1, 1000, 1000, "/"),
+				Want(2000, 3, 0, 3, 0, 2000, 1, 2000, 2000, "/"),
+				Want(3000, 4, 0, 4, 0, 3000, 1, 3000, 3000, "/"),
+				Want(4000, 5, 0, 5, 0, 4000, 1, 4000, 4000, "/"),
+				Want(5000, 5, 1000, 5, 1000, 5000, 1, 5000, 5000, "/"),
+				Want(6000, 5, 2000, 5, 2000, 6000, 1, 6000, 6000, "/"),
+			}},
+			// An older violation is dropped at once: the newest are kept.
+			step(V("h", 500, "/"), Want(6000, 5, 2000, 5, 2000, 6000, 1, 6000, 6000, "/")),
+			// Ties on time are dropped by event id.
+			{Sightings: []detect.Sighting{V("z", 6000, "/"), V("y", 6000, "/"), V("x", 6000, "/"), V("w", 6000, "/")}, Want: []detect.Tally{
+				Want(6000, 5, 3000, 5, 3000, 6000, 1, 6000, 6000, "/"),
+				Want(6000, 5, 4000, 5, 4000, 6000, 1, 6000, 6000, "/"),
+				Want(6000, 5, 5000, 5, 5000, 6000, 1, 6000, 6000, "/"),
+				Want(6000, 5, 6000, 5, 6000, 6000, 1, 6000, 6000, "/"),
+			}},
+			// g, w, x, y, z are kept; a, redelivered, is the first dropped.
+			step(V("a", 6000, "/"), Want(6000, 5, 6000, 5, 6000, 6000, 1, 6000, 6000, "/")),
+		}},
+		{Name: "state past the longest window plus grace is dropped", Spec: Spec, Steps: []WindowsStep{
+			step(V("a", 0, "/a"), Want(0, 1, 0, 1, 0, 0, 1, 0, 0, "/a")),
+			step(S("b", 62000, "/b"), Want(62000, 0, -1, 0, -1, 0, 1, 62000, 62000, "/b")),
+			step(S("c", 62001, "/b"), Want(62001, 0, -1, 0, -1, -1, 1, 62001, 62001, "/b")),
+			step(V("d", 0, "/d"), Want(62001, 0, -1, 0, -1, -1, 1, 62001, 62001, "/b")),
+		}},
+		{Name: "offenders are independent", Spec: Spec, Steps: []WindowsStep{
+			{Sightings: []detect.Sighting{
+				V("a", 0, "/a"),
+				{Offender: detect.Offender{Scope: "user", Subject: "203.0.113.7"}, EventID: "a", TS: At(0), Endpoint: "/a", Violation: true},
+				{Offender: detect.Offender{Scope: "ip", Subject: "203.0.113.8"}, EventID: "b", TS: At(9000), Endpoint: "/b"},
+				V("c", 1000, "/c"),
+			}, Want: []detect.Tally{
+				Want(0, 1, 0, 1, 0, 0, 1, 0, 0, "/a"),
+				Want(0, 1, 0, 1, 0, 0, 1, 0, 0, "/a"),
+				Want(9000, 0, -1, 0, -1, -1, 1, 9000, 9000, "/b"),
+				Want(1000, 2, 0, 2, 0, 1000, 2, 0, 1000, "/c", "/a"),
+			}},
+		}},
+		{Name: "no violation windows, no scan", Spec: detect.WindowSpec{Samples: 2, Grace: time.Second}, Steps: []WindowsStep{
+			step(V("a", 0, "/a"), detect.Tally{Newest: At(0), Violations: []int64{}, FirstViolation: []time.Time{}}),
+		}},
+	}
+}
+
+// RunWindows runs every Windows scenario on the Windows newWindows returns
+// (fresh for each scenario).
+func RunWindows(t *testing.T, newWindows func(t *testing.T) detect.Windows) {
+	for _, sc := range WindowsScenarios() {
+		t.Run(sc.Name, func(t *testing.T) {
+			w := newWindows(t)
+			for i, st := range sc.Steps {
+				got, err := w.Record(context.Background(), sc.Spec, st.Sightings)
+				if err != nil {
+					t.Fatalf("step %d: %v", i, err)
+				}
+				if len(got) != len(st.Want) {
+					t.Fatalf("step %d: %d tallies, want %d", i, len(got), len(st.Want))
+				}
+				for j := range got {
+					if !EqualTally(got[j], st.Want[j]) {
+						t.Errorf("step %d, sighting %d (%s at %s):\n got %s\nwant %s", i, j,
+							st.Sightings[j].EventID, st.Sightings[j].TS.Sub(T0), FormatTally(got[j]), FormatTally(st.Want[j]))
+					}
+				}
+			}
+		})
+	}
+}
+
+// EqualTally compares tallies: times with Equal, nil and empty slices alike.
+func EqualTally(a, b detect.Tally) bool {
+	eqTimes := func(x, y []time.Time) bool {
+		if len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !x[i].Equal(y[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	eqStrings := func(x, y []string) bool { return len(x) == len(y) && (len(x) == 0 || reflect.DeepEqual(x, y)) }
+	eqInts := func(x, y []int64) bool { return len(x) == len(y) && (len(x) == 0 || reflect.DeepEqual(x, y)) }
+	return a.Newest.Equal(b.Newest) && eqInts(a.Violations, b.Violations) && eqTimes(a.FirstViolation, b.FirstViolation) &&
+		a.LastViolation.Equal(b.LastViolation) && a.Endpoints == b.Endpoints &&
+		a.FirstEndpoint.Equal(b.FirstEndpoint) && a.LastEndpoint.Equal(b.LastEndpoint) &&
+		eqStrings(a.SampleEndpoints, b.SampleEndpoints)
+}
+
+// FormatTally writes t with times as offsets from T0, for test failures.
+func FormatTally(t detect.Tally) string {
+	rel := func(x time.Time) string {
+		if x.IsZero() {
+			return "-"
+		}
+		return x.Sub(T0).String()
+	}
+	firsts := make([]string, len(t.FirstViolation))
+	for i, f := range t.FirstViolation {
+		firsts[i] = rel(f)
+	}
+	return fmt.Sprintf("newest=%s violations=%v first=%v last=%s endpoints=%d [%s, %s] samples=%q",
+		rel(t.Newest), t.Violations, firsts, rel(t.LastViolation), t.Endpoints, rel(t.FirstEndpoint), rel(t.LastEndpoint), t.SampleEndpoints)
+}

@@ -1,0 +1,184 @@
+package detect
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/rules"
+)
+
+// SourceDetector is the Source of the bans and warnings the engine issues.
+const SourceDetector = "detector"
+
+// Config is what the engine detects.
+type Config struct {
+	// Detection holds the thresholds; NewEngine fills what is left out
+	// (rules.Detection.WithDefaults).
+	Detection rules.Detection
+	// Exempt reports offenders that are never banned (the service wires it
+	// to rules.Set.Exempt); their events are skipped. Nil: none.
+	Exempt func(*event.Decision) bool
+}
+
+// Input is one decision event and the partition it was read from.
+type Input struct {
+	Partition int
+	Event     event.Decision
+}
+
+// Stats counts what Process did with a batch.
+type Stats struct {
+	// Consumed counts every input; Late those older than their partition's
+	// newest event by more than the grace; Skipped those never counted
+	// (reason banned or exempt, or an exempt offender).
+	Consumed, Late, Skipped int
+	// Warnings and Bans count the outcomes to publish, by reason.
+	Warnings, Bans map[string]int
+}
+
+// Engine applies the detection thresholds to batches of decision events.
+// Its only state of its own is the newest event time per partition (for
+// lateness); the windows and the bans issued live in Windows and Ledger.
+// Process may be called concurrently.
+type Engine struct {
+	det      rules.Detection
+	exempt   func(*event.Decision) bool
+	spec     WindowSpec
+	windowOf map[time.Duration]int // violation window -> index in spec.Violations
+	w        Windows
+	l        Ledger
+
+	mu     sync.Mutex
+	newest map[int]int64 // partition -> newest event time seen (ms)
+}
+
+// NewEngine returns an engine keeping its windows in w and its bans in l.
+func NewEngine(cfg Config, w Windows, l Ledger) *Engine {
+	det := cfg.Detection.WithDefaults()
+	e := &Engine{det: det, exempt: cfg.Exempt, w: w, l: l, windowOf: map[time.Duration]int{}, newest: map[int]int64{}}
+	var windows []time.Duration
+	var maxV int64
+	if det.Warn != nil {
+		windows = append(windows, det.Warn.Within.Std())
+		maxV = det.Warn.Violations
+	}
+	for _, b := range det.Ban {
+		windows = append(windows, b.Within.Std())
+		maxV = max(maxV, b.Violations)
+	}
+	slices.Sort(windows)
+	windows = slices.Compact(windows)
+	for i, d := range windows {
+		e.windowOf[d] = i
+	}
+	e.spec = WindowSpec{
+		Violations:    windows,
+		MaxViolations: maxV,
+		Samples:       det.Samples,
+		Grace:         det.Grace.Std(),
+	}
+	if s := det.Scan; s != nil {
+		e.spec.Scan = s.Within.Std()
+		e.spec.ScanCap = s.DistinctEndpoints + 1
+	}
+	return e
+}
+
+// Spec returns the windows the engine asks Windows to tally.
+func (e *Engine) Spec() WindowSpec {
+	s := e.spec
+	s.Violations = slices.Clone(s.Violations)
+	return s
+}
+
+// Process counts a batch of events, in order, and claims the bans and
+// warnings they trigger. It returns the outcomes to publish (each ban id
+// once), in order; the caller publishes each, then settles it in the
+// Ledger. An event is late when it is older than the newest event seen on
+// its partition (skipped events included) by more than the grace. On error
+// nothing of the batch is kept by the engine (Windows and Ledger are
+// idempotent, so the batch can be processed again).
+func (e *Engine) Process(ctx context.Context, in []Input) ([]Outcome, Stats, error) {
+	st := Stats{Consumed: len(in), Warnings: map[string]int{}, Bans: map[string]int{}}
+	sightings := make([]Sighting, 0, 2*len(in))
+	events := make([]*event.Decision, 0, 2*len(in)) // the event of each sighting
+	e.mu.Lock()
+	marks := make(map[int]int64) // partition marks as this batch moves them
+	graceMs := e.spec.Grace.Milliseconds()
+	for i := range in {
+		ev := &in[i].Event
+		ts := ev.TS.UnixMilli()
+		mark, ok := marks[in[i].Partition]
+		if !ok {
+			mark, ok = e.newest[in[i].Partition]
+		}
+		if !ok || ts > mark {
+			marks[in[i].Partition] = ts
+		}
+		switch {
+		case ev.Reason == event.ReasonBanned || ev.Reason == event.ReasonExempt || (e.exempt != nil && e.exempt(ev)):
+			st.Skipped++
+			continue
+		case ok && ts < mark-graceMs:
+			st.Late++
+			continue
+		}
+		violation := !ev.Allowed || ev.Shadow
+		sightings = append(sightings, Sighting{
+			Offender: Offender{Scope: event.ScopeIP, Subject: ev.IP},
+			EventID:  ev.EventID, TS: ev.TS, Endpoint: ev.Endpoint, Violation: violation,
+		})
+		events = append(events, ev)
+		if ev.UserID != "" {
+			sightings = append(sightings, Sighting{
+				Offender: Offender{Scope: event.ScopeUser, Subject: ev.UserID},
+				EventID:  ev.EventID, TS: ev.TS, Endpoint: ev.Endpoint, Violation: violation,
+			})
+			events = append(events, ev)
+		}
+	}
+	e.mu.Unlock()
+
+	var outcomes []Outcome
+	if len(sightings) > 0 {
+		tallies, err := e.w.Record(ctx, e.spec, sightings)
+		if err != nil {
+			return nil, Stats{}, fmt.Errorf("record sightings: %w", err)
+		}
+		if len(tallies) != len(sightings) {
+			return nil, Stats{}, fmt.Errorf("record sightings: %d tallies for %d sightings", len(tallies), len(sightings))
+		}
+		published := make(map[string]bool)
+		for i := range sightings {
+			for _, c := range e.claims(&sightings[i], events[i], &tallies[i]) {
+				out, err := e.l.Claim(ctx, c)
+				if err != nil {
+					return nil, Stats{}, fmt.Errorf("claim %s %s for %s: %w", c.Ban.Action, c.Ban.Reason, c.Ban.Key(), err)
+				}
+				if !out.Publish || published[out.Ban.BanID] {
+					continue
+				}
+				published[out.Ban.BanID] = true
+				outcomes = append(outcomes, out)
+				if out.Ban.Action == event.ActionWarn {
+					st.Warnings[out.Ban.Reason]++
+				} else {
+					st.Bans[out.Ban.Reason]++
+				}
+			}
+		}
+	}
+
+	e.mu.Lock()
+	for p, ts := range marks {
+		if old, ok := e.newest[p]; !ok || ts > old {
+			e.newest[p] = ts
+		}
+	}
+	e.mu.Unlock()
+	return outcomes, st, nil
+}

@@ -1,0 +1,178 @@
+package detect_test
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/ratewarden/ratewarden/internal/detect"
+	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/rules"
+)
+
+func dur(d time.Duration) rules.Duration { return rules.Duration(d) }
+
+// deny is a rate-limited decision of ip at fixtureStart+ms.
+func deny(id string, ms int64, ip, user, endpoint string) event.Decision {
+	return event.Decision{EventID: id, TS: fixtureStart.Add(time.Duration(ms) * time.Millisecond), IP: ip, UserID: user,
+		Endpoint: endpoint, Reason: event.ReasonRateLimited}
+}
+
+func inputs(partition int, evs ...event.Decision) []detect.Input {
+	in := make([]detect.Input, len(evs))
+	for i, e := range evs {
+		in[i] = detect.Input{Partition: partition, Event: e}
+	}
+	return in
+}
+
+func TestEngineSpec(t *testing.T) {
+	det := rules.Detection{
+		Warn: &rules.WarnPolicy{Violations: 3, Within: dur(time.Minute)},
+		Ban: []rules.BanPolicy{
+			{Violations: 10, Within: dur(time.Hour), Duration: dur(time.Hour)},
+			{Violations: 7, Within: dur(time.Minute), Duration: dur(time.Minute)},
+		},
+		Scan: &rules.ScanPolicy{DistinctEndpoints: 20, Within: dur(5 * time.Second), Duration: dur(time.Hour)},
+	}
+	got := detect.NewEngine(detect.Config{Detection: det}, nil, nil).Spec()
+	want := detect.WindowSpec{
+		Violations: []time.Duration{time.Minute, time.Hour}, Scan: 5 * time.Second, ScanCap: 21,
+		MaxViolations: 10, Samples: 5, Grace: 30 * time.Second,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Spec() = %+v, want %+v", got, want)
+	}
+}
+
+// TestEngineBanChoice: one ban per offender and event, the longest base
+// duration winning, ties to scan, then to the first ban level.
+func TestEngineBanChoice(t *testing.T) {
+	level := func(v int64, within, d time.Duration) rules.BanPolicy {
+		return rules.BanPolicy{Violations: v, Within: dur(within), Duration: dur(d)}
+	}
+	tests := []struct {
+		name       string
+		scanFor    time.Duration
+		ban        []rules.BanPolicy
+		wantReason string
+		wantS      int64
+	}{
+		{"longest level wins", time.Minute, []rules.BanPolicy{level(2, 5*time.Second, time.Hour), level(2, 90*time.Second, 2*time.Hour)}, "violations_90s", 7200},
+		{"scan wins a tie", time.Hour, []rules.BanPolicy{level(2, time.Minute, time.Hour)}, "scan", 3600},
+		{"first level wins a tie", time.Minute, []rules.BanPolicy{level(2, 500*time.Millisecond+4500*time.Millisecond, time.Hour), level(2, time.Minute, time.Hour)}, "violations_5s", 3600},
+		{"scan longer", 3 * time.Hour, []rules.BanPolicy{level(2, time.Minute, time.Hour)}, "scan", 3 * 3600},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			det := rules.Detection{
+				Warn: &rules.WarnPolicy{Violations: 100, Within: dur(time.Minute)},
+				Ban:  tt.ban,
+				Scan: &rules.ScanPolicy{DistinctEndpoints: 2, Within: dur(10 * time.Second), Duration: dur(tt.scanFor)},
+			}
+			e := detect.NewEngine(detect.Config{Detection: det}, detect.NewMemoryWindows(), detect.NewMemoryLedger())
+			out, st, err := e.Process(context.Background(), inputs(0,
+				deny("a", 0, "192.0.2.1", "", "/a"), deny("b", 100, "192.0.2.1", "", "/b")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(out) != 1 || out[0].Ban.Reason != tt.wantReason || out[0].Ban.DurationS != tt.wantS {
+				t.Fatalf("outcomes = %+v, want one %s ban of %ds", out, tt.wantReason, tt.wantS)
+			}
+			if st.Bans[tt.wantReason] != 1 || len(st.Warnings) != 0 {
+				t.Errorf("stats = %+v", st)
+			}
+		})
+	}
+}
+
+func TestEngineLatenessPerPartition(t *testing.T) {
+	det := rules.DefaultDetection()
+	det.Warn = &rules.WarnPolicy{Violations: 2, Within: dur(time.Minute)}
+	e := detect.NewEngine(detect.Config{Detection: det}, detect.NewMemoryWindows(), detect.NewMemoryLedger())
+	ctx := context.Background()
+	steps := []struct {
+		name      string
+		in        []detect.Input
+		late      int
+		published int
+	}{
+		{"partition 0 reaches 60s", inputs(0, deny("p0", 60000, "192.0.2.9", "", "/")), 0, 0},
+		{"30s behind is in grace", inputs(0, deny("a", 30000, "192.0.2.1", "", "/")), 0, 0},
+		{"30.001s behind is late", inputs(0, deny("b", 29999, "192.0.2.1", "", "/")), 1, 0},
+		{"another partition has its own mark", inputs(1, deny("c", 29999, "192.0.2.1", "", "/")), 0, 1},
+	}
+	for _, st := range steps {
+		out, stats, err := e.Process(ctx, st.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stats.Late != st.late || len(out) != st.published {
+			t.Errorf("%s: late %d, %d outcomes; want %d, %d", st.name, stats.Late, len(out), st.late, st.published)
+		}
+	}
+}
+
+// A ban and a warning of the same window and anchor get distinct ids.
+func TestEngineWarnAndBanIDsDiffer(t *testing.T) {
+	det := rules.Detection{
+		Warn: &rules.WarnPolicy{Violations: 2, Within: dur(time.Minute)},
+		Ban:  []rules.BanPolicy{{Violations: 2, Within: dur(time.Minute), Duration: dur(time.Hour)}},
+	}
+	e := detect.NewEngine(detect.Config{Detection: det}, detect.NewMemoryWindows(), detect.NewMemoryLedger())
+	out, _, err := e.Process(context.Background(), inputs(0, deny("a", 0, "192.0.2.1", "", "/"), deny("b", 1, "192.0.2.1", "", "/")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != 2 || out[0].Ban.Action != event.ActionBan || out[1].Ban.Action != event.ActionWarn || out[0].Ban.BanID == out[1].Ban.BanID {
+		t.Fatalf("outcomes = %+v", out)
+	}
+}
+
+func TestEngineShadowAndScopes(t *testing.T) {
+	det := rules.DefaultDetection()
+	det.Warn = &rules.WarnPolicy{Violations: 1, Within: dur(time.Minute)}
+	e := detect.NewEngine(detect.Config{Detection: det}, detect.NewMemoryWindows(), detect.NewMemoryLedger())
+	shadow := event.Decision{EventID: "s", TS: fixtureStart, IP: "192.0.2.1", UserID: "u-1", Endpoint: "/", Allowed: true, Shadow: true, Reason: event.ReasonRateLimited}
+	allowed := event.Decision{EventID: "ok", TS: fixtureStart, IP: "192.0.2.2", Endpoint: "/", Allowed: true, Reason: event.ReasonOK}
+	out, _, err := e.Process(context.Background(), inputs(0, shadow, allowed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, o := range out {
+		got = append(got, o.Ban.Action+" "+o.Ban.Key())
+	}
+	if want := []string{"warn ip:192.0.2.1", "warn user:u-1"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("outcomes %v, want %v", got, want)
+	}
+}
+
+type failingWindows struct{ err error }
+
+func (f failingWindows) Record(context.Context, detect.WindowSpec, []detect.Sighting) ([]detect.Tally, error) {
+	return nil, f.err
+}
+
+// A failed batch leaves no trace in the engine: retried, it gives what a
+// first attempt would have.
+func TestEngineErrorKeepsNoState(t *testing.T) {
+	boom := errors.New("boom")
+	det := rules.DefaultDetection()
+	w := &switchWindows{Windows: failingWindows{boom}}
+	e := detect.NewEngine(detect.Config{Detection: det}, w, detect.NewMemoryLedger())
+	ctx := context.Background()
+	batch := inputs(0, deny("a", 10000, "192.0.2.1", "", "/a"), deny("b", 100000, "192.0.2.2", "", "/b"))
+	if _, _, err := e.Process(ctx, batch); !errors.Is(err, boom) {
+		t.Fatalf("err = %v", err)
+	}
+	w.Windows = detect.NewMemoryWindows()
+	_, st, err := e.Process(ctx, batch)
+	if err != nil || st.Late != 0 || st.Consumed != 2 {
+		t.Fatalf("retry: %+v, %v", st, err)
+	}
+}
+
+type switchWindows struct{ detect.Windows }

@@ -1,0 +1,88 @@
+package detect
+
+import (
+	"slices"
+	"time"
+
+	"github.com/ratewarden/ratewarden/internal/event"
+)
+
+// candidate is a ban one tally qualifies for.
+type candidate struct {
+	reason    string
+	count     int64
+	threshold int64
+	window    time.Duration
+	duration  time.Duration
+	first     time.Time // evidence start and id anchor
+	last      time.Time
+}
+
+// claims returns what one sighting's tally triggers: at most one ban (the
+// qualifying rule with the longest base duration; ties go to scan, then to
+// the ban levels in configuration order) and at most one warning.
+func (e *Engine) claims(s *Sighting, ev *event.Decision, t *Tally) []Claim {
+	var best *candidate
+	if sc := e.det.Scan; sc != nil && t.Endpoints >= sc.DistinctEndpoints {
+		best = &candidate{
+			reason: "scan", count: t.Endpoints, threshold: sc.DistinctEndpoints,
+			window: sc.Within.Std(), duration: sc.Duration.Std(),
+			first: t.FirstEndpoint, last: t.LastEndpoint,
+		}
+	}
+	for _, b := range e.det.Ban {
+		i := e.windowOf[b.Within.Std()]
+		if t.Violations[i] < b.Violations || (best != nil && b.Duration.Std() <= best.duration) {
+			continue
+		}
+		best = &candidate{
+			reason: ViolationReason(b.Within.Std()), count: t.Violations[i], threshold: b.Violations,
+			window: b.Within.Std(), duration: b.Duration.Std(),
+			first: t.FirstViolation[i], last: t.LastViolation,
+		}
+	}
+	var out []Claim
+	if best != nil {
+		out = append(out, Claim{
+			Ban:        e.ban(s, ev, t, event.ActionBan, best),
+			Escalation: Escalation{Factor: e.det.Escalation.Factor, Cap: e.det.Escalation.Cap.Std(), Period: e.det.Escalation.Period.Std()},
+		})
+	}
+	if w := e.det.Warn; w != nil {
+		i := e.windowOf[w.Within.Std()]
+		if t.Violations[i] >= w.Violations {
+			out = append(out, Claim{
+				Ban: e.ban(s, ev, t, event.ActionWarn, &candidate{
+					reason: ViolationReason(w.Within.Std()), count: t.Violations[i], threshold: w.Violations,
+					window: w.Within.Std(), first: t.FirstViolation[i], last: t.LastViolation,
+				}),
+				WarnFor: w.Within.Std(),
+			})
+		}
+	}
+	return out
+}
+
+func (e *Engine) ban(s *Sighting, ev *event.Decision, t *Tally, action string, c *candidate) event.Ban {
+	idReason := c.reason
+	if action == event.ActionWarn {
+		idReason = event.ActionWarn + "/" + c.reason
+	}
+	return event.Ban{
+		BanID:     BanID(s.Offender.Scope, s.Offender.Subject, idReason, c.first),
+		TS:        ev.TS,
+		Action:    action,
+		Scope:     s.Offender.Scope,
+		Subject:   s.Offender.Subject,
+		Reason:    c.reason,
+		Count:     c.count,
+		Threshold: c.threshold,
+		WindowS:   ceilSeconds(c.window),
+		DurationS: ceilSeconds(c.duration),
+		Source:    SourceDetector,
+		DryRun:    e.det.DryRun,
+		Evidence: event.Evidence{
+			FirstTS: c.first, LastTS: c.last, SampleEndpoints: slices.Clone(t.SampleEndpoints),
+		},
+	}
+}

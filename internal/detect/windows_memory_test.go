@@ -1,0 +1,16 @@
+package detect_test
+
+import (
+	"testing"
+
+	"github.com/ratewarden/ratewarden/internal/detect"
+	"github.com/ratewarden/ratewarden/internal/detect/detecttest"
+)
+
+func TestMemoryWindows(t *testing.T) {
+	detecttest.RunWindows(t, func(*testing.T) detect.Windows { return detect.NewMemoryWindows() })
+}
+
+func TestMemoryLedger(t *testing.T) {
+	detecttest.RunLedger(t, func(*testing.T) detect.Ledger { return detect.NewMemoryLedger() })
+}
