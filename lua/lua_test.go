@@ -43,3 +43,22 @@ func TestCompile(t *testing.T) {
 		}
 	}
 }
+
+// TestDetectScripts checks the detector's scripts stand alone and compile.
+func TestDetectScripts(t *testing.T) {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	t.Cleanup(func() { client.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for name, src := range map[string]string{"detect_windows": DetectWindows(), "detect_claim": DetectClaim()} {
+		if !strings.HasPrefix(src, "-- "+name+".lua") {
+			t.Errorf("%s does not start with its header comment", name)
+		}
+		if Source(name) != "" {
+			t.Errorf("Source(%q) is not empty: not an algorithm", name)
+		}
+		if err := client.ScriptLoad(ctx, src).Err(); err != nil {
+			t.Errorf("load %s: %v", name, err)
+		}
+	}
+}

@@ -1,0 +1,290 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratewarden/ratewarden/internal/detect"
+	"github.com/ratewarden/ratewarden/internal/event"
+)
+
+// Blacklist is the set of active bans the limiters enforce, written by the
+// detector and the admin API. Under the prefix P (one Redis Cluster slot):
+// P{bans} sorted set (member "<scope>|<subject>", score expiry ms),
+// P{bans}:details hash (same member, the ban's JSON) and the pub/sub channel
+// P{bans}:changes ("ban|<scope>|<expires_ms>|<subject>" or
+// "unban|<scope>|0|<subject>"). It is safe for concurrent use.
+type Blacklist struct {
+	client redis.UniversalClient
+	prefix string
+	now    func() time.Time
+}
+
+// Change is one message of the blacklist's channel.
+type Change struct {
+	Action    string // event.ActionBan or event.ActionUnban
+	Scope     string
+	Subject   string
+	ExpiresAt time.Time // zero for an unban
+}
+
+// addRetries bounds the optimistic transactions of Add under contention.
+const addRetries = 16
+
+// subscribeHealth is how long Subscribe waits for a message before it pings
+// the server to tell an idle connection from a dead one.
+const subscribeHealth = 15 * time.Second
+
+// NewBlacklist returns the blacklist under the key prefix (which must not
+// contain '{' or '}').
+func NewBlacklist(client redis.UniversalClient, prefix string) *Blacklist {
+	return &Blacklist{client: client, prefix: prefix, now: time.Now}
+}
+
+func (b *Blacklist) setKey() string     { return b.prefix + "{bans}" }
+func (b *Blacklist) detailsKey() string { return b.prefix + "{bans}:details" }
+
+// Channel is the pub/sub channel of the changes.
+func (b *Blacklist) Channel() string { return b.prefix + "{bans}:changes" }
+
+func member(scope, subject string) string { return scope + "|" + subject }
+
+// Add writes (or replaces) the ban of ban.Scope and ban.Subject until
+// ban.ExpiresAt, drops expired entries, then announces the change. A ban
+// that has already expired writes nothing.
+func (b *Blacklist) Add(ctx context.Context, ban event.Ban) error {
+	if ban.Action != event.ActionBan || ban.ExpiresAt.IsZero() {
+		return fmt.Errorf("redis blacklist add: not a ban with an expiry")
+	}
+	data, err := event.EncodeBan(ban)
+	if err != nil {
+		return fmt.Errorf("redis blacklist add: %w", err)
+	}
+	now, expires := b.now().UnixMilli(), ban.ExpiresAt.UnixMilli()
+	if expires <= now {
+		return nil
+	}
+	m := member(ban.Scope, ban.Subject)
+	write := func(tx *redis.Tx) error {
+		// Expired members are read under WATCH so that one re-added
+		// meanwhile is not deleted with its old details.
+		expired, err := tx.ZRangeByScore(ctx, b.setKey(), &redis.ZRangeBy{
+			Min: "-inf", Max: strconv.FormatInt(now, 10), Count: 1000,
+		}).Result()
+		if err != nil {
+			return err
+		}
+		last, err := tx.ZRangeWithScores(ctx, b.setKey(), -1, -1).Result()
+		if err != nil {
+			return err
+		}
+		until := expires
+		if len(last) == 1 {
+			until = max(until, int64(last[0].Score))
+		}
+		until += recordKeep.Milliseconds()
+		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.ZAdd(ctx, b.setKey(), redis.Z{Score: float64(expires), Member: m})
+			p.HSet(ctx, b.detailsKey(), m, data)
+			if stale := without(expired, m); len(stale) > 0 {
+				p.ZRem(ctx, b.setKey(), toAny(stale)...)
+				p.HDel(ctx, b.detailsKey(), stale...)
+			}
+			p.PExpireAt(ctx, b.setKey(), time.UnixMilli(until))
+			p.PExpireAt(ctx, b.detailsKey(), time.UnixMilli(until))
+			return nil
+		})
+		return err
+	}
+	for range addRetries {
+		if err = b.client.Watch(ctx, write, b.setKey()); !errors.Is(err, redis.TxFailedErr) {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("redis blacklist add: %w", err)
+	}
+	msg := "ban|" + ban.Scope + "|" + strconv.FormatInt(expires, 10) + "|" + ban.Subject
+	if err := b.client.Publish(ctx, b.Channel(), msg).Err(); err != nil {
+		return fmt.Errorf("redis blacklist add: publish: %w", err)
+	}
+	return nil
+}
+
+// Remove lifts the ban of scope and subject and reports whether there was
+// one. It also forgets the detector's current ban record of the offender,
+// so the detector may ban it again; its escalation history stays.
+func (b *Blacklist) Remove(ctx context.Context, scope, subject string) (bool, error) {
+	if err := validateScope(scope); err != nil {
+		return false, fmt.Errorf("redis blacklist remove: %w", err)
+	}
+	m := member(scope, subject)
+	var zrem *redis.IntCmd
+	if _, err := b.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		zrem = p.ZRem(ctx, b.setKey(), m)
+		p.HDel(ctx, b.detailsKey(), m)
+		return nil
+	}); err != nil {
+		return false, fmt.Errorf("redis blacklist remove: %w", err)
+	}
+	tag := offenderTag(b.prefix, detect.Offender{Scope: scope, Subject: subject})
+	if err := b.client.Del(ctx, tag+":"+event.ActionBan).Err(); err != nil {
+		return false, fmt.Errorf("redis blacklist remove: ledger record: %w", err)
+	}
+	removed := zrem.Val() > 0
+	if removed {
+		if err := b.client.Publish(ctx, b.Channel(), "unban|"+scope+"|0|"+subject).Err(); err != nil {
+			return true, fmt.Errorf("redis blacklist remove: publish: %w", err)
+		}
+	}
+	return removed, nil
+}
+
+// Active returns every ban that expires after now, with its details. An
+// entry whose details are missing or unreadable is returned with its
+// scope, subject and expiry only (it is still enforced).
+func (b *Blacklist) Active(ctx context.Context, now time.Time) ([]event.Ban, error) {
+	entries, err := b.client.ZRangeByScoreWithScores(ctx, b.setKey(), &redis.ZRangeBy{
+		Min: "(" + strconv.FormatInt(now.UnixMilli(), 10), Max: "+inf",
+	}).Result()
+	if err != nil {
+		return nil, fmt.Errorf("redis blacklist active: %w", err)
+	}
+	const chunk = 1000
+	bans := make([]event.Ban, 0, len(entries))
+	for start := 0; start < len(entries); start += chunk {
+		part := entries[start:min(start+chunk, len(entries))]
+		fields := make([]string, len(part))
+		for i, z := range part {
+			fields[i], _ = z.Member.(string)
+		}
+		details, err := b.client.HMGet(ctx, b.detailsKey(), fields...).Result()
+		if err != nil {
+			return nil, fmt.Errorf("redis blacklist active: %w", err)
+		}
+		for i, z := range part {
+			scope, subject, ok := strings.Cut(fields[i], "|")
+			if !ok {
+				continue
+			}
+			data, _ := details[i].(string)
+			ban, err := event.DecodeBan([]byte(data))
+			if err != nil || ban.Scope != scope || ban.Subject != subject {
+				ban = event.Ban{Action: event.ActionBan, Scope: scope, Subject: subject}
+			}
+			ban.ExpiresAt = time.UnixMilli(int64(z.Score)).UTC()
+			bans = append(bans, ban)
+		}
+	}
+	return bans, nil
+}
+
+// Subscribe calls onChange for each change of the blacklist until ctx ends,
+// then returns nil. See SubscribeResync for what it cannot see.
+func (b *Blacklist) Subscribe(ctx context.Context, onChange func(Change)) error {
+	return b.SubscribeResync(ctx, onChange, nil)
+}
+
+// SubscribeResync is Subscribe that also calls onResync (when not nil) each
+// time the subscription is established: at the start and after every
+// reconnection, since changes published while disconnected are lost. A
+// caller keeping a copy of the blacklist reloads Active there (and, as
+// pub/sub is at most once, periodically as well). Undecodable messages are
+// skipped. Both callbacks run on the caller's goroutine, one at a time.
+func (b *Blacklist) SubscribeResync(ctx context.Context, onChange func(Change), onResync func()) error {
+	for {
+		err := b.session(ctx, onChange, onResync)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err == nil {
+			continue
+		}
+		select { // the server is down or unreachable: retry, not in a loop
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// session subscribes on a PubSub of its own and delivers messages until ctx
+// ends or the connection looks dead (no answer to a ping).
+func (b *Blacklist) session(ctx context.Context, onChange func(Change), onResync func()) error {
+	ps := b.client.Subscribe(ctx, b.Channel())
+	defer ps.Close()
+	stop := context.AfterFunc(ctx, func() { _ = ps.Close() }) // unblocks Receive
+	defer stop()
+	pinged := false
+	for {
+		msg, err := ps.ReceiveTimeout(ctx, subscribeHealth)
+		if err != nil {
+			var nerr net.Error
+			if ctx.Err() == nil && !pinged && errors.As(err, &nerr) && nerr.Timeout() {
+				pinged = true
+				if err := ps.Ping(ctx); err != nil {
+					return err
+				}
+				continue
+			}
+			return err
+		}
+		pinged = false
+		switch m := msg.(type) {
+		case *redis.Subscription:
+			if m.Kind == "subscribe" && onResync != nil {
+				onResync()
+			}
+		case *redis.Message:
+			if c, ok := parseChange(m.Payload); ok {
+				onChange(c)
+			}
+		}
+	}
+}
+
+// parseChange decodes "<action>|<scope>|<expires_ms>|<subject>".
+func parseChange(msg string) (Change, bool) {
+	parts := strings.SplitN(msg, "|", 4)
+	if len(parts) != 4 || parts[3] == "" || validateScope(parts[1]) != nil {
+		return Change{}, false
+	}
+	ms, err := strconv.ParseInt(parts[2], 10, 64)
+	if err != nil {
+		return Change{}, false
+	}
+	c := Change{Action: parts[0], Scope: parts[1], Subject: parts[3]}
+	switch {
+	case c.Action == event.ActionBan && ms > 0:
+		c.ExpiresAt = time.UnixMilli(ms).UTC()
+	case c.Action == event.ActionUnban && ms == 0:
+	default:
+		return Change{}, false
+	}
+	return c, true
+}
+
+func without(list []string, s string) []string {
+	out := list[:0:0]
+	for _, x := range list {
+		if x != s {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func toAny(list []string) []any {
+	out := make([]any, len(list))
+	for i, s := range list {
+		out[i] = s
+	}
+	return out
+}

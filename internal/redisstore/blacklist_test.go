@@ -1,0 +1,219 @@
+package redisstore
+
+import (
+	"context"
+	"reflect"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/redistest"
+)
+
+func newTestBlacklist(tb testing.TB) (*Blacklist, string) {
+	tb.Helper()
+	client := redistest.Client(tb)
+	prefix := redistest.Prefix(tb, client)
+	bl := NewBlacklist(client, prefix)
+	bl.now = func() time.Time { return detectT0 }
+	return bl, prefix
+}
+
+// banUntil is a manual ban of subject expiring at t0 + d.
+func banUntil(subject string, d time.Duration) event.Ban {
+	return event.Ban{
+		BanID: "id-" + subject, TS: detectT0, Action: event.ActionBan, Scope: event.ScopeUser, Subject: subject,
+		Reason: "manual", DurationS: int64(d / time.Second), ExpiresAt: detectT0.Add(d), Source: "admin",
+		Evidence: event.Evidence{SampleEndpoints: []string{}},
+	}
+}
+
+func TestBlacklistRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	bl, prefix := newTestBlacklist(t)
+	a, b := banUntil("a|b", time.Hour), banUntil("{x}", 2*time.Hour)
+	for _, ban := range []event.Ban{a, b} {
+		if err := bl.Add(ctx, ban); err != nil {
+			t.Fatal(err)
+		}
+	}
+	active, err := bl.Active(ctx, detectT0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(active, []event.Ban{a, b}) {
+		t.Errorf("active\n got %+v\nwant %+v", active, []event.Ban{a, b})
+	}
+	if active, _ := bl.Active(ctx, detectT0.Add(time.Hour)); len(active) != 1 || active[0].Subject != "{x}" {
+		t.Errorf("active an hour later: %+v, want {x} only", active)
+	}
+	requireExpiry(t, redistest.Client(t), prefix)
+
+	for _, tc := range []struct {
+		scope, subject string
+		want           bool
+	}{{"user", "a|b", true}, {"user", "a|b", false}, {"ip", "{x}", false}, {"user", "nobody", false}} {
+		removed, err := bl.Remove(ctx, tc.scope, tc.subject)
+		if err != nil || removed != tc.want {
+			t.Errorf("remove %s %s: %v, %v; want %v", tc.scope, tc.subject, removed, err, tc.want)
+		}
+	}
+	if active, _ := bl.Active(ctx, detectT0); len(active) != 1 || active[0].Subject != "{x}" {
+		t.Errorf("active after remove: %+v, want {x} only", active)
+	}
+	if _, err := bl.Remove(ctx, "bad", "x"); err == nil {
+		t.Error("remove with an unknown scope accepted")
+	}
+}
+
+// TestBlacklistDropsExpired: an Add drops the entries and details that have
+// expired; an expired ban is not written.
+func TestBlacklistDropsExpired(t *testing.T) {
+	ctx := context.Background()
+	bl, _ := newTestBlacklist(t)
+	client := redistest.Client(t)
+	if err := bl.Add(ctx, banUntil("old", time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	bl.now = func() time.Time { return detectT0.Add(2 * time.Minute) }
+	if err := bl.Add(ctx, banUntil("expired", time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if err := bl.Add(ctx, banUntil("new", time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	members, _ := client.ZRange(ctx, bl.setKey(), 0, -1).Result()
+	fields, _ := client.HKeys(ctx, bl.detailsKey()).Result()
+	if want := []string{"user|new"}; !reflect.DeepEqual(members, want) || !reflect.DeepEqual(fields, want) {
+		t.Errorf("set %q, details %q; want %q", members, fields, want)
+	}
+	if err := bl.Add(ctx, event.Ban{BanID: "x", TS: detectT0, Action: event.ActionBan, Scope: "ip", Subject: "x"}); err == nil {
+		t.Error("ban without expiry accepted")
+	}
+}
+
+// TestBlacklistMissingDetails: an entry is enforced even without details.
+func TestBlacklistMissingDetails(t *testing.T) {
+	ctx := context.Background()
+	bl, _ := newTestBlacklist(t)
+	if err := bl.Add(ctx, banUntil("a", time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	redistest.Client(t).HSet(ctx, bl.detailsKey(), "user|a", "{not json")
+	active, err := bl.Active(ctx, detectT0)
+	if err != nil || len(active) != 1 || active[0].Subject != "a" || active[0].Scope != "user" ||
+		!active[0].ExpiresAt.Equal(detectT0.Add(time.Hour)) {
+		t.Errorf("active %+v, %v", active, err)
+	}
+}
+
+func TestBlacklistSubscribe(t *testing.T) {
+	bl, _ := newTestBlacklist(t)
+	changes, resyncs := make(chan Change, 10), make(chan struct{}, 10)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- bl.SubscribeResync(ctx, func(c Change) { changes <- c }, func() { resyncs <- struct{}{} })
+	}()
+	wait(t, resyncs)
+	// Foreign messages on the channel are skipped.
+	redistest.Client(t).Publish(context.Background(), bl.Channel(), "ban|ip|notanumber|x")
+	if err := bl.Add(context.Background(), banUntil("a|b|", time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bl.Remove(context.Background(), event.ScopeUser, "a|b|"); err != nil {
+		t.Fatal(err)
+	}
+	want := []Change{
+		{Action: "ban", Scope: "user", Subject: "a|b|", ExpiresAt: detectT0.Add(time.Hour)},
+		{Action: "unban", Scope: "user", Subject: "a|b|"},
+	}
+	for _, w := range want {
+		if got := wait(t, changes); got != w {
+			t.Errorf("change %+v, want %+v", got, w)
+		}
+	}
+	cancel()
+	if err := wait(t, done); err != nil {
+		t.Errorf("subscribe returned %v", err)
+	}
+}
+
+// TestBlacklistSubscribeReconnect: after the server drops the connection
+// the subscription comes back, with a resync.
+func TestBlacklistSubscribeReconnect(t *testing.T) {
+	client := privateRedis(t)
+	bl := NewBlacklist(client, "rw:")
+	changes, resyncs := make(chan Change, 10), make(chan struct{}, 10)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = bl.SubscribeResync(ctx, func(c Change) { changes <- c }, func() { resyncs <- struct{}{} }) }()
+	wait(t, resyncs)
+	if err := client.ClientKillByFilter(context.Background(), "TYPE", "pubsub").Err(); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, resyncs)
+	if err := bl.Add(context.Background(), banUntil("a", 24*time.Hour*365*10)); err != nil {
+		t.Fatal(err)
+	}
+	if got := wait(t, changes); got.Subject != "a" || got.Action != "ban" {
+		t.Errorf("change %+v", got)
+	}
+}
+
+func wait[T any](tb testing.TB, ch <-chan T) T {
+	tb.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(5 * time.Second):
+		tb.Fatalf("nothing received within 5 s")
+		panic("unreachable")
+	}
+}
+
+func TestParseChange(t *testing.T) {
+	tests := []struct {
+		msg  string
+		want Change
+		ok   bool
+	}{
+		{"ban|ip|1795255200000|203.0.113.7", Change{"ban", "ip", "203.0.113.7", time.UnixMilli(1795255200000).UTC()}, true},
+		{"unban|user|0|a|b", Change{"unban", "user", "a|b", time.Time{}}, true},
+		{"unban|user|5|a", Change{}, false},
+		{"ban|ip|0|a", Change{}, false},
+		{"ban|host|1|a", Change{}, false},
+		{"warn|ip|1|a", Change{}, false},
+		{"ban|ip|1|", Change{}, false},
+		{"ban|ip|1", Change{}, false},
+		{"", Change{}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.msg, func(t *testing.T) {
+			got, ok := parseChange(tt.msg)
+			if ok != tt.ok || got != tt.want {
+				t.Errorf("parseChange(%q) = %+v, %v; want %+v, %v", tt.msg, got, ok, tt.want, tt.ok)
+			}
+		})
+	}
+}
+
+func FuzzParseChange(f *testing.F) {
+	f.Add("ban|ip|1795255200000|203.0.113.7")
+	f.Add("unban|user|0|a|b")
+	f.Fuzz(func(t *testing.T, msg string) {
+		c, ok := parseChange(msg)
+		if !ok {
+			return
+		}
+		ms := int64(0)
+		if !c.ExpiresAt.IsZero() {
+			ms = c.ExpiresAt.UnixMilli()
+		}
+		again, ok := parseChange(c.Action + "|" + c.Scope + "|" + strconv.FormatInt(ms, 10) + "|" + c.Subject)
+		if !ok || again != c {
+			t.Errorf("%q parsed as %+v, which does not round-trip (%+v, %v)", msg, c, again, ok)
+		}
+	})
+}

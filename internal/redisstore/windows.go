@@ -1,0 +1,217 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/sha1"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratewarden/ratewarden/internal/detect"
+	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/lua"
+)
+
+// Windows is the detector's sliding windows in Redis (detect.Windows), run
+// by lua/detect_windows.lua: state survives a detector restart and is shared
+// by every detector instance. It is safe for concurrent use.
+//
+// An offender's keys share the hash tag {det|<scope>|<hash>}, where <hash>
+// is the first 32 hex digits of the SHA-256 of the subject, so each script
+// touches a single Redis Cluster slot whatever the subject holds.
+type Windows struct {
+	client redis.UniversalClient
+	prefix string
+	script script
+}
+
+// NewWindows returns the windows stored under the key prefix (which must not
+// contain '{' or '}', as it precedes the hash tag).
+func NewWindows(client redis.UniversalClient, prefix string) *Windows {
+	return &Windows{client: client, prefix: prefix, script: newScript(lua.DetectWindows())}
+}
+
+// Record records the sightings in one round trip (a pipeline of one script
+// call per sighting, in order) and returns their tallies, with the
+// semantics of detect.MemoryWindows. Dropping events later than the grace is
+// the caller's business.
+func (w *Windows) Record(ctx context.Context, spec detect.WindowSpec, sightings []detect.Sighting) ([]detect.Tally, error) {
+	if len(sightings) == 0 {
+		return nil, nil
+	}
+	if err := validateSpec(spec); err != nil {
+		return nil, fmt.Errorf("redis record windows: %w", err)
+	}
+	calls := make([]scriptCall, len(sightings))
+	for i, s := range sightings {
+		if err := validateScope(s.Offender.Scope); err != nil {
+			return nil, fmt.Errorf("redis record windows: sighting %d: %w", i, err)
+		}
+		calls[i] = w.call(spec, s)
+	}
+	cmds := runScript(ctx, w.client, &w.script, calls)
+	tallies := make([]detect.Tally, len(cmds))
+	for i, cmd := range cmds {
+		t, err := parseTally(cmd, len(spec.Violations))
+		if err != nil {
+			return nil, fmt.Errorf("redis record windows: sighting %d (event %.64q): %w", i, sightings[i].EventID, err)
+		}
+		tallies[i] = t
+	}
+	return tallies, nil
+}
+
+func (w *Windows) call(spec detect.WindowSpec, s detect.Sighting) scriptCall {
+	tag := offenderTag(w.prefix, s.Offender)
+	violation := int64(0)
+	if s.Violation {
+		violation = 1
+	}
+	args := make([]any, 0, 11+len(spec.Violations))
+	args = append(args, s.TS.UnixMilli(), violation, s.EventID, s.Endpoint,
+		spec.Grace.Milliseconds(), spec.Scan.Milliseconds(), spec.ScanCap, spec.MaxViolations,
+		int64(spec.Samples), windowsTTL(spec).Milliseconds(), int64(len(spec.Violations)))
+	for _, v := range spec.Violations {
+		args = append(args, v.Milliseconds())
+	}
+	return scriptCall{keys: []string{tag + ":v", tag + ":e", tag + ":n"}, args: args}
+}
+
+// windowsTTL is how long an offender's windows outlive its last sighting:
+// twice the largest window plus the grace, for slack.
+func windowsTTL(spec detect.WindowSpec) time.Duration {
+	longest := spec.Scan
+	for _, v := range spec.Violations {
+		longest = max(longest, v)
+	}
+	return max(2*(longest+spec.Grace), time.Second)
+}
+
+func validateSpec(spec detect.WindowSpec) error {
+	if spec.Scan < 0 || spec.Grace < 0 || spec.Samples < 0 {
+		return fmt.Errorf("window spec: negative scan, grace or samples")
+	}
+	for _, v := range spec.Violations {
+		if v <= 0 {
+			return fmt.Errorf("window spec: violation window %v is not positive", v)
+		}
+	}
+	return nil
+}
+
+// parseTally reads the reply of detect_windows.lua.
+func parseTally(cmd *redis.Cmd, windows int) (detect.Tally, error) {
+	v, err := cmd.Result()
+	if err != nil {
+		return detect.Tally{}, err
+	}
+	vals, ok := v.([]any)
+	if !ok || len(vals) < 6+2*windows+1 {
+		return detect.Tally{}, errReply
+	}
+	n := make([]int64, 6+2*windows+1)
+	for i := range n {
+		if n[i], ok = vals[i].(int64); !ok {
+			return detect.Tally{}, errReply
+		}
+	}
+	if n[5] != int64(windows) {
+		return detect.Tally{}, errReply
+	}
+	t := detect.Tally{
+		Newest:         msTime(n[0]),
+		LastViolation:  msTime(n[1]),
+		Endpoints:      n[2],
+		FirstEndpoint:  msTime(n[3]),
+		LastEndpoint:   msTime(n[4]),
+		Violations:     make([]int64, windows),
+		FirstViolation: make([]time.Time, windows),
+	}
+	for i := range windows {
+		t.Violations[i] = n[6+2*i]
+		t.FirstViolation[i] = msTime(n[7+2*i])
+	}
+	samples := vals[6+2*windows+1:]
+	if int64(len(samples)) != n[6+2*windows] {
+		return detect.Tally{}, errReply
+	}
+	if len(samples) > 0 {
+		t.SampleEndpoints = make([]string, len(samples))
+	}
+	for i, s := range samples {
+		if t.SampleEndpoints[i], ok = s.(string); !ok {
+			return detect.Tally{}, errReply
+		}
+	}
+	return t, nil
+}
+
+// msTime converts a script's ms to a UTC time, 0 to the zero time.
+func msTime(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
+}
+
+// offenderTag is the common part of an offender's keys, its hash tag
+// included: P{det|<scope>|<first 32 hex digits of SHA-256(subject)>}.
+func offenderTag(prefix string, o detect.Offender) string {
+	sum := sha256.Sum256([]byte(o.Subject))
+	return prefix + "{det|" + o.Scope + "|" + hex.EncodeToString(sum[:16]) + "}"
+}
+
+func validateScope(scope string) error {
+	if scope != event.ScopeIP && scope != event.ScopeUser {
+		return fmt.Errorf("scope %.16q is not one of ip, user", scope)
+	}
+	return nil
+}
+
+// scriptCall is the KEYS and ARGV of one script call.
+type scriptCall struct {
+	keys []string
+	args []any
+}
+
+func newScript(src string) script {
+	sum := sha1.Sum([]byte(src))
+	return script{src: src, sha: hex.EncodeToString(sum[:])}
+}
+
+// runScript runs sc once per call in one round trip (EVALSHA, pipelined
+// when there are several) and runs again with EVAL the calls the server had
+// no script for. Errors are read per command.
+func runScript(ctx context.Context, client redis.UniversalClient, sc *script, calls []scriptCall) []*redis.Cmd {
+	cmds := make([]*redis.Cmd, len(calls))
+	if len(calls) == 1 {
+		cmds[0] = client.EvalSha(ctx, sc.sha, calls[0].keys, calls[0].args...)
+	} else {
+		pipe := client.Pipeline()
+		for i, c := range calls {
+			cmds[i] = pipe.EvalSha(ctx, sc.sha, c.keys, c.args...)
+		}
+		_, _ = pipe.Exec(ctx)
+	}
+	var missing []int
+	for i, cmd := range cmds {
+		if isNoScript(cmd.Err()) {
+			missing = append(missing, i)
+		}
+	}
+	if len(missing) == 1 {
+		c := calls[missing[0]]
+		cmds[missing[0]] = client.Eval(ctx, sc.src, c.keys, c.args...)
+	} else if len(missing) > 1 {
+		// The first EVAL caches the script; order is kept within the pipeline.
+		pipe := client.Pipeline()
+		for _, i := range missing {
+			cmds[i] = pipe.Eval(ctx, sc.src, calls[i].keys, calls[i].args...)
+		}
+		_, _ = pipe.Exec(ctx)
+	}
+	return cmds
+}
