@@ -8,20 +8,19 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
-	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
-	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
 	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/httpapi"
 	"github.com/ratewarden/ratewarden/internal/kafkabus"
 	"github.com/ratewarden/ratewarden/internal/limiter"
@@ -67,7 +66,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	reg := telemetry.NewRegistry()
 
 	redisstore.RouteLogs(log.Named("redis"))
-	rdb, err := newRedis(cfg)
+	redisCfg := redisstore.ClientConfig{URL: cfg.RedisURL, ClusterAddrs: cfg.RedisClusterAddrs, Timeout: cfg.RedisTimeout,
+		PoolSize: cfg.RedisPipelines + 4} // one connection per pipeline, plus probes and ban sync
+	rdb, err := redisstore.Connect(redisCfg)
 	if err != nil {
 		return err
 	}
@@ -77,7 +78,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err := store.Load(loadCtx); err != nil {
 		// Not fatal: rules follow their failure policy until Redis answers,
 		// and scripts load themselves on first use.
-		log.Warn("redis unavailable at start", zap.String("redis", redisTarget(cfg)), zap.Error(err))
+		log.Warn("redis unavailable at start", zap.String("redis", redisCfg.Target()), zap.Error(err))
 	}
 	cancel()
 
@@ -104,9 +105,40 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return err
 	}
 
+	banPublisher, err := kafkabus.NewBanPublisher(cfg.KafkaBrokers, cfg.BansTopic)
+	if err != nil {
+		return err
+	}
+	defer banPublisher.Close()
+
+	// Bans: the whole blacklist now and every BAN_RESYNC_INTERVAL, changes as
+	// they happen in between; enforcement reads only memory.
+	bans := limiter.NewBanSet(reg)
+	blacklist := redisstore.NewBlacklist(rdb, cfg.RedisKeyPrefix)
+	banCtx, stopBans := context.WithCancel(context.WithoutCancel(ctx))
+	var banSync sync.WaitGroup
+	loadBans := func(ctx context.Context) ([]event.Ban, error) { return blacklist.Active(ctx, time.Now()) }
+	banSync.Go(func() {
+		// Every (re)subscription reloads the whole list, so no change is
+		// missed between a load and the subscription.
+		err := blacklist.SubscribeResync(banCtx,
+			func(c redisstore.Change) { bans.Apply(c.Action, c.Scope, c.Subject, c.ExpiresAt) },
+			func() {
+				if list, err := loadBans(banCtx); err == nil {
+					bans.Replace(list)
+				}
+			})
+		if err != nil && banCtx.Err() == nil {
+			log.Error("ban change subscription ended; bans now follow the periodic resync only", zap.Error(err))
+		}
+	})
+	banSync.Go(func() { limiter.SyncBans(banCtx, bans, loadBans, cfg.BanResync, log) })
+	defer func() { stopBans(); banSync.Wait() }()
+
 	svc := limiter.New(limiter.Config{
 		Instance:      cfg.Instance,
 		ClassifyError: redisstore.ClassifyError,
+		Bans:          bans,
 	}, set, counter, producer, log, reg)
 
 	handler := httpapi.NewHandler(httpapi.Config{
@@ -115,6 +147,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		AuthDenyStatus: cfg.AuthDenyStatus,
 		Metrics:        telemetry.MetricsHandler(reg),
 		Log:            log,
+		AdminToken:     cfg.AdminToken,
+		Blacklist:      blacklist,
+		BanPublisher:   banPublisher,
+		Bans:           bans,
 		Probes: []httpapi.Probe{
 			{Name: "redis", Required: true, Check: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }},
 			{Name: "kafka", Check: func(ctx context.Context) error { return kafkabus.Ping(ctx, cfg.KafkaBrokers) }},
@@ -126,7 +162,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return fmt.Errorf("LISTEN_ADDR %s: %w", cfg.ListenAddr, err)
 	}
 	log.Info("limiter listening", zap.String("addr", ln.Addr().String()), zap.Int("rules", len(set.Rules())),
-		zap.String("redis", redisTarget(cfg)), zap.Strings("kafka", cfg.KafkaBrokers), zap.String("instance", cfg.Instance))
+		zap.String("redis", redisCfg.Target()), zap.Strings("kafka", cfg.KafkaBrokers), zap.String("instance", cfg.Instance))
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -151,38 +187,4 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return nil
 	}
 	return err
-}
-
-func newRedis(cfg config.Limiter) (redis.UniversalClient, error) {
-	if len(cfg.RedisClusterAddrs) > 0 {
-		return redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs:                 cfg.RedisClusterAddrs,
-			DialTimeout:           time.Second,
-			ReadTimeout:           cfg.RedisTimeout,
-			WriteTimeout:          cfg.RedisTimeout,
-			ContextTimeoutEnabled: true,
-			PoolSize:              cfg.RedisPipelines + 4,
-		}), nil
-	}
-	opts, err := redis.ParseURL(cfg.RedisURL)
-	if err != nil {
-		return nil, fmt.Errorf("REDIS_URL: expected redis://[user:password@]host:port/db: %w", err)
-	}
-	opts.DialTimeout = time.Second
-	opts.ReadTimeout = cfg.RedisTimeout
-	opts.WriteTimeout = cfg.RedisTimeout
-	opts.ContextTimeoutEnabled = true
-	opts.PoolSize = max(opts.PoolSize, cfg.RedisPipelines+4) // one connection per pipeline, plus probes
-	return redis.NewClient(opts), nil
-}
-
-// redisTarget names the Redis in logs without its password.
-func redisTarget(cfg config.Limiter) string {
-	if len(cfg.RedisClusterAddrs) > 0 {
-		return "cluster " + strings.Join(cfg.RedisClusterAddrs, ",")
-	}
-	if u, err := url.Parse(cfg.RedisURL); err == nil {
-		return u.Redacted()
-	}
-	return "(unparsable REDIS_URL)"
 }

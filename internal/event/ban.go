@@ -34,6 +34,9 @@ type Ban struct {
 	Source    string
 	DryRun    bool
 	Evidence  Evidence
+	// Note is the operator's free text on a manual ban or unban (optional;
+	// an extension of the contract's fields).
+	Note string
 }
 
 // Evidence is what a ban was decided on.
@@ -61,6 +64,7 @@ type banWire struct {
 	Source    string       `json:"source"`
 	DryRun    bool         `json:"dry_run"`
 	Evidence  evidenceWire `json:"evidence"`
+	Note      string       `json:"note,omitempty"`
 }
 
 type evidenceWire struct {
@@ -81,7 +85,7 @@ func EncodeBan(b Ban) ([]byte, error) {
 	return json.Marshal(banWire{
 		BanID: b.BanID, TS: formatTime(b.TS), Action: b.Action, Scope: b.Scope, Subject: b.Subject,
 		Reason: b.Reason, Count: b.Count, Threshold: b.Threshold, WindowS: b.WindowS, DurationS: b.DurationS,
-		ExpiresAt: optionalTime(b.ExpiresAt), Source: b.Source, DryRun: b.DryRun,
+		ExpiresAt: optionalTime(b.ExpiresAt), Source: b.Source, DryRun: b.DryRun, Note: b.Note,
 		Evidence: evidenceWire{
 			FirstTS: optionalTime(b.Evidence.FirstTS), LastTS: optionalTime(b.Evidence.LastTS), SampleEndpoints: samples,
 		},
@@ -101,7 +105,7 @@ func DecodeBan(data []byte) (Ban, error) {
 	b := Ban{
 		BanID: w.BanID, Action: w.Action, Scope: w.Scope, Subject: w.Subject, Reason: w.Reason,
 		Count: w.Count, Threshold: w.Threshold, WindowS: w.WindowS, DurationS: w.DurationS,
-		Source: w.Source, DryRun: w.DryRun,
+		Source: w.Source, DryRun: w.DryRun, Note: w.Note,
 		Evidence: Evidence{SampleEndpoints: w.Evidence.SampleEndpoints},
 	}
 	var err error

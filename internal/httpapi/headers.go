@@ -17,6 +17,9 @@ import (
 func setRateLimitHeaders(h http.Header, d *limiter.Decision) {
 	applied, res, ok := d.EnforcedLimit()
 	if !ok {
+		if !d.Allowed && d.RetryAfter > 0 { // banned: no limit to describe, but a time to come back
+			h["Retry-After"] = []string{strconv.FormatInt(ceilSeconds(d.RetryAfter), 10)}
+		}
 		return
 	}
 	// Every value is written into one buffer and converted to one string;

@@ -37,12 +37,21 @@ type Config struct {
 	Probes         []Probe
 	Metrics        http.Handler
 	Log            *zap.Logger
+
+	// AdminToken enables the admin API (bearer token); empty disables it.
+	AdminToken   string
+	Blacklist    Blacklist
+	BanPublisher BanPublisher
+	// Bans, when set, learns admin bans at once (others learn them through
+	// the blacklist's change notifications).
+	Bans *limiter.BanSet
 }
 
 type handler struct {
 	cfg       Config
 	svc       *limiter.Service
 	decisions sync.Pool
+	tokenSum  []byte
 }
 
 // NewHandler returns the limiter's routes.
@@ -56,14 +65,28 @@ func NewHandler(cfg Config) http.Handler {
 	mux.HandleFunc("POST /v1/check", h.check)
 	mux.HandleFunc(authPath, h.auth)
 	mux.HandleFunc(authPath+"/", h.auth)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, []byte("{\"status\":\"ok\"}\n"))
-	})
+	mux.HandleFunc("GET /healthz", healthz)
 	mux.HandleFunc("GET /readyz", h.ready)
 	if cfg.Metrics != nil {
 		mux.Handle("GET /metrics", cfg.Metrics)
 	}
+	h.registerAdmin(mux)
 	return mux
+}
+
+// NewOpsHandler serves only /healthz, /readyz and /metrics: the routes of
+// the services that have no API of their own (detector, archiver).
+func NewOpsHandler(metrics http.Handler, probes []Probe) http.Handler {
+	h := &handler{cfg: Config{Probes: probes}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", healthz)
+	mux.HandleFunc("GET /readyz", h.ready)
+	mux.Handle("GET /metrics", metrics)
+	return mux
+}
+
+func healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, []byte("{\"status\":\"ok\"}\n"))
 }
 
 // NewServer returns an http.Server with timeouts and a header limit, so a
@@ -151,9 +174,12 @@ func (h *handler) ready(w http.ResponseWriter, r *http.Request) {
 	}
 	body := struct {
 		Status string            `json:"status"`
-		Mode   string            `json:"mode"`
+		Mode   string            `json:"mode,omitempty"` // the limiter's only
 		Checks map[string]string `json:"checks"`
-	}{Status: "ready", Mode: limiter.ModeRedis, Checks: map[string]string{}}
+	}{Status: "ready", Checks: map[string]string{}}
+	if h.svc != nil {
+		body.Mode = limiter.ModeRedis
+	}
 	status := http.StatusOK
 	required := map[string]bool{}
 	for _, p := range h.cfg.Probes {
@@ -164,7 +190,7 @@ func (h *handler) ready(w http.ResponseWriter, r *http.Request) {
 		body.Checks[res.name] = "up"
 		if res.err != nil {
 			body.Checks[res.name] = "down: " + res.err.Error()
-			if res.name == "redis" {
+			if res.name == "redis" && h.svc != nil {
 				body.Mode = limiter.ModeLocal
 			}
 			if required[res.name] {

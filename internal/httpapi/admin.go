@@ -1,0 +1,197 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+
+	"github.com/ratewarden/ratewarden/internal/event"
+)
+
+// Blacklist is what the admin API needs of the shared blacklist.
+type Blacklist interface {
+	Add(ctx context.Context, ban event.Ban) error
+	Remove(ctx context.Context, scope, subject string) (bool, error)
+	Active(ctx context.Context, now time.Time) ([]event.Ban, error)
+}
+
+// BanPublisher writes ban and unban messages to the ban topic, returning once
+// they are acknowledged.
+type BanPublisher interface {
+	Publish(ctx context.Context, bans ...event.Ban) error
+}
+
+const (
+	maxBanDuration = 365 * 24 * time.Hour
+	maxNote        = 256
+)
+
+// registerAdmin adds the admin routes when a token is configured; without
+// one the admin API does not exist (404).
+func (h *handler) registerAdmin(mux *http.ServeMux) {
+	if h.cfg.AdminToken == "" {
+		return
+	}
+	sum := sha256.Sum256([]byte(h.cfg.AdminToken))
+	h.tokenSum = sum[:]
+	mux.HandleFunc("GET /v1/admin/bans", h.authorized(h.listBans))
+	mux.HandleFunc("POST /v1/admin/bans", h.authorized(h.addBan))
+	mux.HandleFunc("DELETE /v1/admin/bans/{scope}/{subject...}", h.authorized(h.removeBan))
+}
+
+// authorized checks the bearer token in constant time: both sides are hashed
+// first, so neither the token nor its length leaks through timing.
+func (h *handler) authorized(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		sum := sha256.Sum256([]byte(token))
+		if !ok || subtle.ConstantTimeCompare(sum[:], h.tokenSum) != 1 {
+			h.cfg.Log.Warn("admin request refused", zap.String("source", r.RemoteAddr), zap.String("path", r.URL.Path))
+			w.Header().Set("WWW-Authenticate", `Bearer realm="ratewarden admin"`)
+			writeError(w, http.StatusUnauthorized, "admin API: missing or invalid bearer token")
+			return
+		}
+		next(w, r)
+	}
+}
+
+func (h *handler) listBans(w http.ResponseWriter, r *http.Request) {
+	bans, err := h.cfg.Blacklist.Active(r.Context(), time.Now())
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, "blacklist unavailable: "+err.Error())
+		return
+	}
+	out := make([]json.RawMessage, 0, len(bans))
+	for _, b := range bans {
+		if raw, err := event.EncodeBan(b); err == nil {
+			out = append(out, raw)
+		}
+	}
+	body, _ := json.Marshal(map[string]any{"bans": out})
+	writeJSON(w, http.StatusOK, append(body, '\n'))
+}
+
+type banRequest struct {
+	Scope    string `json:"scope"`
+	Subject  string `json:"subject"`
+	Duration string `json:"duration"`
+	Reason   string `json:"reason"`
+}
+
+// addBan bans a subject by hand through the detector's path: the message is
+// acknowledged on the ban topic first, then the ban is enforced.
+func (h *handler) addBan(w http.ResponseWriter, r *http.Request) {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	var req banRequest
+	if err := dec.Decode(&req); err != nil {
+		h.inputError(w, jsonError(err))
+		return
+	}
+	subject, err := banSubject(req.Scope, req.Subject)
+	if err != nil {
+		h.inputError(w, err)
+		return
+	}
+	d, err := time.ParseDuration(req.Duration)
+	if err != nil || d < time.Second || d > maxBanDuration {
+		h.inputError(w, badRequest("duration: a Go duration between 1s and %v, such as 30m or 24h", maxBanDuration))
+		return
+	}
+	if len(req.Reason) > maxNote {
+		h.inputError(w, badRequest("reason: at most %d bytes", maxNote))
+		return
+	}
+	now := time.Now().UTC()
+	ban := event.Ban{
+		BanID: uuid.NewString(), TS: now, Action: event.ActionBan, Scope: req.Scope, Subject: subject,
+		Reason: "manual", DurationS: int64(d / time.Second), ExpiresAt: now.Add(d), Source: "admin", Note: req.Reason,
+	}
+	if err := h.cfg.BanPublisher.Publish(r.Context(), ban); err != nil {
+		writeError(w, http.StatusServiceUnavailable, "ban not applied: "+err.Error())
+		return
+	}
+	if err := h.cfg.Blacklist.Add(r.Context(), ban); err != nil {
+		writeError(w, http.StatusServiceUnavailable, "ban published but not enforced (retry): "+err.Error())
+		return
+	}
+	if h.cfg.Bans != nil {
+		h.cfg.Bans.Apply(event.ActionBan, ban.Scope, ban.Subject, ban.ExpiresAt)
+	}
+	h.cfg.Log.Info("admin ban", zap.String("source", r.RemoteAddr), zap.String("scope", ban.Scope),
+		zap.String("subject", ban.Subject), zap.Duration("duration", d), zap.String("ban_id", ban.BanID))
+	raw, _ := event.EncodeBan(ban)
+	writeJSON(w, http.StatusCreated, append(raw, '\n'))
+}
+
+// removeBan lifts a ban everywhere and announces it on the ban topic.
+func (h *handler) removeBan(w http.ResponseWriter, r *http.Request) {
+	scope := r.PathValue("scope")
+	subject, err := banSubject(scope, r.PathValue("subject"))
+	if err != nil {
+		h.inputError(w, err)
+		return
+	}
+	removed, err := h.cfg.Blacklist.Remove(r.Context(), scope, subject)
+	switch {
+	case err != nil:
+		writeError(w, http.StatusServiceUnavailable, "blacklist unavailable: "+err.Error())
+		return
+	case !removed:
+		writeError(w, http.StatusNotFound, "no active ban for "+scope+" "+subject)
+		return
+	}
+	if h.cfg.Bans != nil {
+		h.cfg.Bans.Apply(event.ActionUnban, scope, subject, time.Time{})
+	}
+	h.cfg.Log.Info("admin unban", zap.String("source", r.RemoteAddr), zap.String("scope", scope), zap.String("subject", subject))
+	unban := event.Ban{BanID: uuid.NewString(), TS: time.Now().UTC(), Action: event.ActionUnban, Scope: scope,
+		Subject: subject, Reason: "manual", Source: "admin"}
+	if err := h.cfg.BanPublisher.Publish(r.Context(), unban); err != nil {
+		writeError(w, http.StatusBadGateway, "unbanned, but the unban message was not published: "+err.Error())
+		return
+	}
+	raw, _ := event.EncodeBan(unban)
+	writeJSON(w, http.StatusOK, append(raw, '\n'))
+}
+
+// banSubject validates a ban's scope and subject; IP subjects are
+// normalized as the limiter sees them (IPv4-mapped IPv6 as IPv4).
+func banSubject(scope, subject string) (string, error) {
+	switch {
+	case scope != event.ScopeIP && scope != event.ScopeUser:
+		return "", badRequest("scope: ip or user")
+	case subject == "" || len(subject) > maxUserID:
+		return "", badRequest("subject: 1 to %d bytes", maxUserID)
+	case scope == event.ScopeUser:
+		return subject, nil
+	}
+	addr, err := netip.ParseAddr(subject)
+	if err != nil {
+		return "", badRequest("subject: not an IP address")
+	}
+	return addr.Unmap().WithZone("").String(), nil
+}
+
+// jsonError maps an encoding/json decoding error of an admin body to its
+// answer.
+func jsonError(err error) error {
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return &inputError{status: http.StatusRequestEntityTooLarge, msg: "request body too large"}
+	case errors.Is(err, io.EOF):
+		return badRequest("invalid JSON: empty body")
+	}
+	return badRequest("invalid JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
+}

@@ -1,0 +1,55 @@
+package kafkabus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/ratewarden/ratewarden/internal/event"
+)
+
+// BanPublisher writes ban, unban and warning messages synchronously: bans are
+// rare and each must be acknowledged by the broker before the caller moves
+// on (enforces the ban, commits its input offsets), so none is lost.
+type BanPublisher struct {
+	writer *kafka.Writer
+}
+
+// NewBanPublisher returns a publisher on topic; messages are keyed
+// scope:subject (CONTRACT), so one offender's history stays in order.
+func NewBanPublisher(brokers []string, topic string) (*BanPublisher, error) {
+	if len(brokers) == 0 || topic == "" {
+		return nil, errors.New("ban publisher: brokers and topic are required")
+	}
+	return &BanPublisher{writer: &kafka.Writer{
+		Addr:         kafka.TCP(brokers...),
+		Topic:        topic,
+		Balancer:     kafka.Murmur2Balancer{},
+		BatchTimeout: 2 * time.Millisecond, // a synchronous write waits this long for company
+		RequiredAcks: kafka.RequireAll,
+		MaxAttempts:  5,
+		WriteTimeout: 5 * time.Second,
+	}}, nil
+}
+
+// Publish writes bans and returns once the broker has acknowledged them.
+func (p *BanPublisher) Publish(ctx context.Context, bans ...event.Ban) error {
+	msgs := make([]kafka.Message, 0, len(bans))
+	for _, b := range bans {
+		v, err := event.EncodeBan(b)
+		if err != nil {
+			return fmt.Errorf("publish ban %s: %w", b.BanID, err)
+		}
+		msgs = append(msgs, kafka.Message{Key: []byte(b.Key()), Value: v})
+	}
+	if err := p.writer.WriteMessages(ctx, msgs...); err != nil {
+		return fmt.Errorf("publish %d ban messages to %s: %w", len(msgs), p.writer.Topic, err)
+	}
+	return nil
+}
+
+// Close flushes and closes the writer.
+func (p *BanPublisher) Close() error { return p.writer.Close() }

@@ -1,0 +1,116 @@
+package kafkabus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"go.uber.org/zap"
+)
+
+// ConsumerConfig configures Consume.
+type ConsumerConfig struct {
+	Brokers []string
+	Topic   string
+	GroupID string
+	// BatchSize caps the messages handed to the handler at once (default
+	// 500); BatchWait is how long a batch waits to fill once it has its
+	// first message (default 20ms).
+	BatchSize int
+	BatchWait time.Duration
+	// SessionTimeout decides how long a dead member holds its partitions
+	// (default 10s).
+	SessionTimeout time.Duration
+	// OnLag, if set, is told the consumer lag after each batch.
+	OnLag func(lag int64)
+}
+
+// Consume reads topic in consumer group GroupID until ctx ends: it fetches a
+// batch, hands it to handle and commits its offsets only once handle has
+// succeeded. A failing handle is retried with capped backoff while the
+// offsets are held, so nothing is skipped; delivery is at least once and
+// handle must be idempotent.
+func Consume(ctx context.Context, cfg ConsumerConfig, log *zap.Logger, handle func(context.Context, []kafka.Message) error) error {
+	if len(cfg.Brokers) == 0 || cfg.Topic == "" || cfg.GroupID == "" {
+		return errors.New("consume: brokers, topic and group id are required")
+	}
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = 500
+	}
+	if cfg.BatchWait <= 0 {
+		cfg.BatchWait = 20 * time.Millisecond
+	}
+	if cfg.SessionTimeout <= 0 {
+		cfg.SessionTimeout = 10 * time.Second
+	}
+	debugLog, errorLog := kafkaLoggers(log, newThrottledLog(log, 10*time.Second))
+	r := kafka.NewReader(kafka.ReaderConfig{
+		Brokers:           cfg.Brokers,
+		GroupID:           cfg.GroupID,
+		Topic:             cfg.Topic,
+		MinBytes:          1,
+		MaxBytes:          16 << 20,
+		MaxWait:           250 * time.Millisecond,
+		StartOffset:       kafka.FirstOffset,
+		SessionTimeout:    cfg.SessionTimeout,
+		HeartbeatInterval: cfg.SessionTimeout / 5,
+		Logger:            debugLog,
+		ErrorLogger:       errorLog,
+	})
+	defer r.Close()
+	batch := make([]kafka.Message, 0, cfg.BatchSize)
+	for {
+		var err error
+		if batch, err = fetchBatch(ctx, r, cfg, batch[:0]); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("consume %s: %w", cfg.Topic, err)
+		}
+		for attempt := 0; ; attempt++ {
+			if err = handle(ctx, batch); err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				return nil // offsets not committed: the batch is delivered again
+			}
+			wait := min(100*time.Millisecond<<min(attempt, 6), 5*time.Second)
+			log.Warn("batch failed, retrying with offsets held", zap.Int("messages", len(batch)), zap.Duration("in", wait), zap.Error(err))
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(wait):
+			}
+		}
+		if err := r.CommitMessages(context.WithoutCancel(ctx), batch...); err != nil {
+			// The batch is handled; a failed commit only means it may be
+			// delivered again, which handlers tolerate.
+			log.Warn("offset commit failed", zap.Error(err))
+		}
+		if cfg.OnLag != nil {
+			cfg.OnLag(r.Stats().Lag)
+		}
+	}
+}
+
+// fetchBatch blocks for one message, then takes what arrives within
+// BatchWait, up to BatchSize.
+func fetchBatch(ctx context.Context, r *kafka.Reader, cfg ConsumerConfig, batch []kafka.Message) ([]kafka.Message, error) {
+	m, err := r.FetchMessage(ctx)
+	if err != nil {
+		return batch, err
+	}
+	batch = append(batch, m)
+	fill, cancel := context.WithTimeout(ctx, cfg.BatchWait)
+	defer cancel()
+	for len(batch) < cfg.BatchSize {
+		m, err := r.FetchMessage(fill)
+		if err != nil {
+			break
+		}
+		batch = append(batch, m)
+	}
+	return batch, nil
+}
