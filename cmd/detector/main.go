@@ -1,0 +1,122 @@
+// Command detector consumes the decision stream, finds abusive clients and
+// bans them: Redis blacklist entries the limiters enforce, and messages on
+// the ban topic for the security team.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/detect"
+	"github.com/ratewarden/ratewarden/internal/detector"
+	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/httpapi"
+	"github.com/ratewarden/ratewarden/internal/kafkabus"
+	"github.com/ratewarden/ratewarden/internal/redisstore"
+	"github.com/ratewarden/ratewarden/internal/rules"
+	"github.com/ratewarden/ratewarden/internal/telemetry"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "detector:", err)
+		os.Exit(1)
+	}
+}
+
+// run wires the detector and consumes until ctx is cancelled; the batch in
+// hand is finished (or left uncommitted) before it returns.
+func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	if len(args) > 0 {
+		return fmt.Errorf("unexpected arguments %q: configuration comes from the environment (see README)", args)
+	}
+	cfg, err := config.LoadDetector(getenv)
+	if err != nil {
+		return err
+	}
+	log, err := telemetry.NewLogger(stderr, cfg.LogLevel, cfg.LogFormat)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+	file, err := rules.LoadFile(cfg.RulesFile)
+	if err != nil {
+		return fmt.Errorf("RULES_FILE %s: %w", cfg.RulesFile, err)
+	}
+	set, err := rules.Compile(file, rules.Options{KeyPrefix: cfg.RedisKeyPrefix})
+	if err != nil {
+		return fmt.Errorf("RULES_FILE %s: %w", cfg.RulesFile, err)
+	}
+	reg := telemetry.NewRegistry()
+
+	redisstore.RouteLogs(log.Named("redis"))
+	// Detection batches are pipelined and not on a request path: a longer
+	// timeout than the limiter's suits them.
+	redisCfg := redisstore.ClientConfig{URL: cfg.RedisURL, ClusterAddrs: cfg.RedisClusterAddrs, Timeout: max(cfg.RedisTimeout, 2*time.Second)}
+	rdb, err := redisstore.Connect(redisCfg)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	publisher, err := kafkabus.NewBanPublisher(cfg.KafkaBrokers, cfg.BansTopic)
+	if err != nil {
+		return err
+	}
+	defer publisher.Close()
+
+	ledger := redisstore.NewLedger(rdb, cfg.RedisKeyPrefix, redisstore.NewBlacklist(rdb, cfg.RedisKeyPrefix))
+	engine := detect.NewEngine(detect.Config{
+		Detection: set.Detection(),
+		Exempt:    func(ev *event.Decision) bool { return exempt(set, ev) },
+	}, redisstore.NewWindows(rdb, cfg.RedisKeyPrefix), ledger)
+	svc := detector.New(engine, ledger, publisher, log, reg)
+
+	handler := httpapi.NewOpsHandler(telemetry.MetricsHandler(reg), []httpapi.Probe{
+		{Name: "redis", Required: true, Check: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }},
+		{Name: "kafka", Required: true, Check: func(ctx context.Context) error { return kafkabus.Ping(ctx, cfg.KafkaBrokers) }},
+	})
+	srv := httpapi.NewServer(cfg.ListenAddr, handler, log)
+	ln, err := net.Listen("tcp", cfg.ListenAddr)
+	if err != nil {
+		return fmt.Errorf("LISTEN_ADDR %s: %w", cfg.ListenAddr, err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	log.Info("detector consuming", zap.String("addr", ln.Addr().String()), zap.String("topic", cfg.DecisionsTopic),
+		zap.String("group", cfg.GroupID), zap.String("redis", redisCfg.Target()), zap.Strings("kafka", cfg.KafkaBrokers),
+		zap.Bool("dry_run", set.Detection().DryRun))
+
+	err = kafkabus.Consume(ctx, kafkabus.ConsumerConfig{
+		Brokers: cfg.KafkaBrokers, Topic: cfg.DecisionsTopic, GroupID: cfg.GroupID,
+		BatchSize: cfg.BatchSize, BatchWait: cfg.BatchWait, OnLag: svc.SetLag,
+	}, log.Named("consumer"), svc.Handle)
+
+	log.Info("shutting down")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	if serr := srv.Shutdown(shutdownCtx); serr != nil && !errors.Is(serr, http.ErrServerClosed) {
+		log.Warn("http shutdown", zap.Error(serr))
+	}
+	log.Info("stopped")
+	return err
+}
+
+// exempt reports whether the event's client is exempt in the rules file:
+// exempt clients are never banned.
+func exempt(set *rules.Set, ev *event.Decision) bool {
+	req := rules.Request{UserID: ev.UserID, IP: ev.IP, Endpoint: ev.Endpoint, Method: ev.Method, Tier: ev.Tier}
+	return set.Exempt(&req)
+}
