@@ -53,13 +53,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return err
 	}
 	defer func() { _ = log.Sync() }()
-	file, err := rules.LoadFile(cfg.RulesFile)
+	set, err := rules.LoadSet(cfg.RulesFile, rules.Options{KeyPrefix: cfg.RedisKeyPrefix})
 	if err != nil {
-		return fmt.Errorf("RULES_FILE %s: %w", cfg.RulesFile, err)
-	}
-	set, err := rules.Compile(file, rules.Options{KeyPrefix: cfg.RedisKeyPrefix})
-	if err != nil {
-		return fmt.Errorf("RULES_FILE %s: %w", cfg.RulesFile, err)
+		return err
 	}
 	reg := telemetry.NewRegistry()
 

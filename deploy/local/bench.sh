@@ -100,3 +100,9 @@ printf '%-44s %12s\n' "events published / dropped" "$published / $dropped"
 printf '%-44s %12s\n' "decisions per Redis round trip (mean)" "$pipeline_avg"
 printf '%-44s %12s\n' "redis errors during the run" "$redis_errors"
 [ -z "$errors" ] || echo "wrk: $errors"
+
+# 3. Detector throughput on a backlog and ban latency (scan threshold crossed
+# -> the limiter denies), with real processes.
+echo
+echo "== detector (go test -tags bench -run TestBenchDetector ./internal/e2e)"
+go test -tags bench -run TestBenchDetector -count=1 -v ./internal/e2e 2>&1 | grep -E '^(detector:|ban latency)|FAIL' || true

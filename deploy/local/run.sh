@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the local stack in the foreground on local defaults: devkafka (unless a
-# broker already answers at KAFKA_BROKERS) and the limiter. Ctrl-C stops
+# broker already answers at KAFKA_BROKERS), the detector and the limiter. Ctrl-C stops
 # everything cleanly. Binaries come from `make build` (bin/).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -52,6 +52,11 @@ if ! answers "$redis_addr"; then
 	echo "run: start one with: redis-server --port ${redis_addr##*:} --save ''   (Debian: apt-get install redis-server)" >&2
 fi
 
+DETECTOR_ADDR=${DETECTOR_ADDR:-127.0.0.1:8081}
+LISTEN_ADDR=$DETECTOR_ADDR setsid bin/detector &
+pids+=($!)
+wait_for "$DETECTOR_ADDR" detector
+
 LISTEN_ADDR=$LIMITER_ADDR setsid bin/limiter &
 pids+=($!)
 wait_for "$LIMITER_ADDR" limiter
@@ -61,6 +66,7 @@ cat <<MSG
 ratewarden is running. Try:
   curl -s -X POST http://$LIMITER_ADDR/v1/check -d '{"ip":"203.0.113.7","endpoint":"/api/login","method":"POST"}'
   curl -s http://$LIMITER_ADDR/readyz
+  curl -s http://$DETECTOR_ADDR/metrics | grep rate_limit_detector_bans_total
 Press Ctrl-C to stop.
 
 MSG

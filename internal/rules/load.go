@@ -128,3 +128,17 @@ func jsonError(err error) error {
 	}
 	return &FieldError{Field: te.Field, Reason: fmt.Sprintf("cannot use %s: want %s", te.Value, want)}
 }
+
+// LoadSet loads, validates and compiles the rules file at path; errors name
+// the file.
+func LoadSet(path string, opts Options) (*Set, error) {
+	f, err := LoadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("RULES_FILE %s: %w", path, err)
+	}
+	set, err := Compile(f, opts)
+	if err != nil {
+		return nil, fmt.Errorf("RULES_FILE %s: %w", path, err)
+	}
+	return set, nil
+}
