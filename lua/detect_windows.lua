@@ -16,22 +16,29 @@
 -- ARGV[7]  scan_cap        at most this many endpoints are tracked
 -- ARGV[8]  max_violations  newest violations kept (by time, then event id)
 -- ARGV[9]  samples         endpoints returned as evidence
--- ARGV[10] ttl_ms          expiry set on the three keys
--- ARGV[11] W, followed by W violation windows in ms
+-- ARGV[10] ttl_ms          expiry set on the three keys (positive)
+-- ARGV[11] scan_threshold  see below
+-- ARGV[12] W, followed by W violation windows in ms, then W thresholds
 --
--- Returns {newest, last_violation, endpoints, first_endpoint, last_endpoint,
---          W, then W pairs count, first_violation,
+-- Returns {newest, endpoints, first_endpoint, last_endpoint,
+--          W, then (W >= 0) last_violation and W pairs count, first_violation,
 --          S, then S endpoint names}
 -- where the times are ms (0: none), window i is [newest - w_i, newest], the
 -- endpoints are those tracked (all within [newest - scan, newest]), and the
 -- S samples are the most recent of them, newest first, ties by name in byte
--- order. Semantics are those of detect.MemoryWindows, the reference.
+-- order. Semantics are those of detect.MemoryWindows, the reference:
+--   - W is -1 (no violation tallies) unless the sighting is a violation, the
+--     only kind that can raise a violation count;
+--   - first_endpoint and last_endpoint are 0 when endpoints < scan_threshold;
+--   - S is 0 unless endpoints >= scan_threshold or some count_i >= the
+--     threshold of window i (evidence is only needed from a threshold on).
 --
 -- Recording is idempotent: a violation is added with ZADD NX under its event
 -- id and an endpoint only moves forward (ZADD GT), so a redelivered sighting
 -- changes no count. Endpoints older than newest - scan are dropped before a
 -- new one is admitted, so stale endpoints never take the place of fresh
--- ones under scan_cap.
+-- ones under scan_cap. Every sighting, violation or not, trims the
+-- violations and refreshes the expiry of the keys that exist.
 
 local function istr(x)
   return string.format('%d', x)
@@ -67,58 +74,88 @@ local violation = ARGV[2] == '1'
 local event_id, endpoint = ARGV[3], ARGV[4]
 local grace, scan = tonumber(ARGV[5]), tonumber(ARGV[6])
 local scan_cap, max_violations = tonumber(ARGV[7]), tonumber(ARGV[8])
-local nsamples, ttl = tonumber(ARGV[9]), tonumber(ARGV[10])
-local nw = tonumber(ARGV[11])
-local windows, max_window = {}, 0
+local nsamples, ttl = tonumber(ARGV[9]), ARGV[10]
+local scan_threshold = tonumber(ARGV[11])
+local nw = tonumber(ARGV[12])
+local windows, thresholds, max_window = {}, {}, 0
 for i = 1, nw do
-  windows[i] = tonumber(ARGV[11 + i])
+  windows[i] = tonumber(ARGV[12 + i])
+  thresholds[i] = tonumber(ARGV[12 + nw + i])
   if windows[i] > max_window then max_window = windows[i] end
 end
 
-local stored = tonumber(redis.call('GET', kn) or '')
+-- One round for the newest time: write ts and read the previous value; a
+-- late sighting (rare) puts the larger one back.
+local sts = istr(ts)
+local stored = tonumber(redis.call('SET', kn, sts, 'PX', ttl, 'GET') or '')
 local newest = ts
-if stored and stored > ts then newest = stored end
-redis.call('SET', kn, istr(newest))
-local sts, snewest = istr(ts), istr(newest)
-local scan_from = istr(newest - scan)
-
-redis.call('ZREMRANGEBYSCORE', ke, '-inf', '(' .. scan_from)
-if redis.call('ZSCORE', ke, endpoint) then
-  redis.call('ZADD', ke, 'GT', sts, endpoint)
-elseif ts >= newest - scan and redis.call('ZCARD', ke) < scan_cap then
-  redis.call('ZADD', ke, sts, endpoint)
+if stored and stored > ts then
+  newest = stored
+  redis.call('SET', kn, istr(newest), 'PX', ttl)
 end
+local snewest = istr(newest)
+local scan_from = newest - scan
 
+-- After the trim every tracked endpoint is in [newest - scan, newest], so
+-- ZCARD is the count. A sighting older than the scan window changes nothing:
+-- a tracked endpoint already has a larger score. A new endpoint over the cap
+-- is taken back out.
+redis.call('ZREMRANGEBYSCORE', ke, '-inf', '(' .. istr(scan_from))
+local endpoints
+if ts >= scan_from and redis.call('ZADD', ke, 'GT', sts, endpoint) == 1 then
+  endpoints = redis.call('ZCARD', ke)
+  if endpoints > scan_cap then
+    redis.call('ZREM', ke, endpoint)
+    endpoints = endpoints - 1
+  end
+else
+  endpoints = redis.call('ZCARD', ke)
+end
+redis.call('PEXPIRE', ke, ttl)
+
+-- Trimming before or after the expiry leaves the same state; a missing set
+-- (an offender without violations) needs neither.
+local trim = true
 if violation then
   redis.call('ZADD', kv, 'NX', sts, event_id)
+else
+  trim = redis.call('PEXPIRE', kv, ttl) == 1
 end
-redis.call('ZREMRANGEBYSCORE', kv, '-inf', '(' .. istr(newest - max_window - grace))
-redis.call('ZREMRANGEBYRANK', kv, 0, -(math.max(max_violations, 0) + 1))
+if trim then
+  redis.call('ZREMRANGEBYSCORE', kv, '-inf', '(' .. istr(newest - max_window - grace))
+  redis.call('ZREMRANGEBYRANK', kv, 0, -(math.max(max_violations, 0) + 1))
+end
+if violation then
+  redis.call('PEXPIRE', kv, ttl)
+end
 
-local last_violation = score(redis.call('ZRANGE', kv, -1, -1, 'WITHSCORES'))
-local endpoints = redis.call('ZCOUNT', ke, scan_from, snewest)
 local first_endpoint, last_endpoint = 0, 0
-if endpoints > 0 then
-  first_endpoint = score(redis.call('ZRANGEBYSCORE', ke, scan_from, snewest, 'WITHSCORES', 'LIMIT', 0, 1))
-  last_endpoint = score(redis.call('ZREVRANGEBYSCORE', ke, snewest, scan_from, 'WITHSCORES', 'LIMIT', 0, 1))
+local evidence = endpoints >= scan_threshold
+if evidence and endpoints > 0 then
+  first_endpoint = score(redis.call('ZRANGE', ke, 0, 0, 'WITHSCORES'))
+  last_endpoint = score(redis.call('ZRANGE', ke, -1, -1, 'WITHSCORES'))
 end
 
-local reply = {newest, last_violation, endpoints, first_endpoint, last_endpoint, nw}
-for i = 1, nw do
-  local from = istr(newest - windows[i])
-  local count = redis.call('ZCOUNT', kv, from, snewest)
-  local first = 0
-  if count > 0 then
-    first = score(redis.call('ZRANGEBYSCORE', kv, from, snewest, 'WITHSCORES', 'LIMIT', 0, 1))
+local reply = {newest, endpoints, first_endpoint, last_endpoint}
+if violation then
+  reply[#reply + 1] = nw
+  reply[#reply + 1] = score(redis.call('ZRANGE', kv, -1, -1, 'WITHSCORES'))
+  for i = 1, nw do
+    local from = istr(newest - windows[i])
+    local count = redis.call('ZCOUNT', kv, from, snewest)
+    local first = 0
+    if count > 0 then
+      first = score(redis.call('ZRANGEBYSCORE', kv, from, snewest, 'WITHSCORES', 'LIMIT', 0, 1))
+    end
+    if count >= thresholds[i] then evidence = true end
+    reply[#reply + 1] = count
+    reply[#reply + 1] = first
   end
-  reply[#reply + 1] = count
-  reply[#reply + 1] = first
+else
+  reply[#reply + 1] = -1
 end
-local names = samples(ke, nsamples)
+local names = {}
+if evidence and endpoints > 0 then names = samples(ke, nsamples) end
 reply[#reply + 1] = #names
 for i = 1, #names do reply[#reply + 1] = names[i] end
-
-redis.call('PEXPIRE', kv, ttl)
-redis.call('PEXPIRE', ke, ttl)
-redis.call('PEXPIRE', kn, ttl)
 return reply

@@ -47,26 +47,59 @@ type WindowSpec struct {
 	// Grace is how far behind the newest event an event may be and still be
 	// counted; state older than the largest window plus Grace is dropped.
 	Grace time.Duration
+	// ScanThreshold and ViolationThresholds say from which counts a Tally
+	// carries evidence (see Tally): ScanThreshold for Endpoints, and
+	// ViolationThresholds[i] for Violations[i] (per window, the smallest
+	// threshold using it; missing entries are zero). Zero means always.
+	ScanThreshold       int64
+	ViolationThresholds []int64
+}
+
+// ViolationThreshold returns ViolationThresholds[i], zero when missing.
+func (s WindowSpec) ViolationThreshold(i int) int64 {
+	if i < len(s.ViolationThresholds) {
+		return s.ViolationThresholds[i]
+	}
+	return 0
+}
+
+// needsSamples reports whether a tally with these counts carries samples.
+func (s WindowSpec) needsSamples(t *Tally) bool {
+	if t.Endpoints >= s.ScanThreshold {
+		return true
+	}
+	for i, n := range t.Violations {
+		if n >= s.ViolationThreshold(i) {
+			return true
+		}
+	}
+	return false
 }
 
 // Tally is an offender's windows right after recording a sighting, anchored
-// at the newest event time seen for that offender (Newest).
+// at the newest event time seen for that offender (Newest). Parts are left
+// out where no threshold can be crossed, so the engine, which reads them
+// only from its thresholds on, issues the same bans and warnings.
 type Tally struct {
 	Newest time.Time
 	// Violations[i] counts violations with time in [Newest-w, Newest] for
 	// w = spec.Violations[i]; FirstViolation[i] is the oldest of them (zero
-	// when none).
+	// when none); LastViolation is the newest violation kept. They are
+	// tallied only for a violation sighting (a count rises only when a
+	// violation is added): for any other sighting Violations and
+	// FirstViolation are nil and LastViolation is zero.
 	Violations     []int64
 	FirstViolation []time.Time
 	LastViolation  time.Time
 	// Endpoints counts distinct endpoints whose latest sighting is in
 	// [Newest-spec.Scan, Newest]; FirstEndpoint and LastEndpoint bound those
-	// sightings.
+	// sightings when Endpoints >= spec.ScanThreshold (zero times otherwise).
 	Endpoints     int64
 	FirstEndpoint time.Time
 	LastEndpoint  time.Time
 	// SampleEndpoints are the most recently seen endpoints, newest first, at
-	// most spec.Samples.
+	// most spec.Samples, only when Endpoints >= spec.ScanThreshold or some
+	// Violations[i] >= spec.ViolationThreshold(i) (nil otherwise).
 	SampleEndpoints []string
 }
 

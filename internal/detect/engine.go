@@ -3,6 +3,7 @@ package detect
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -81,9 +82,26 @@ func NewEngine(cfg Config, w Windows, l Ledger) *Engine {
 		Samples:       det.Samples,
 		Grace:         det.Grace.Std(),
 	}
+	// Evidence is only read from a threshold on (see claims).
+	e.spec.ViolationThresholds = make([]int64, len(windows))
+	for i := range e.spec.ViolationThresholds {
+		e.spec.ViolationThresholds[i] = math.MaxInt64
+	}
+	lower := func(within time.Duration, v int64) {
+		i := e.windowOf[within]
+		e.spec.ViolationThresholds[i] = min(e.spec.ViolationThresholds[i], v)
+	}
+	if det.Warn != nil {
+		lower(det.Warn.Within.Std(), det.Warn.Violations)
+	}
+	for _, b := range det.Ban {
+		lower(b.Within.Std(), b.Violations)
+	}
+	e.spec.ScanThreshold = math.MaxInt64 // no scan: endpoints never need evidence
 	if s := det.Scan; s != nil {
 		e.spec.Scan = s.Within.Std()
 		e.spec.ScanCap = s.DistinctEndpoints + 1
+		e.spec.ScanThreshold = s.DistinctEndpoints
 	}
 	return e
 }
@@ -92,6 +110,7 @@ func NewEngine(cfg Config, w Windows, l Ledger) *Engine {
 func (e *Engine) Spec() WindowSpec {
 	s := e.spec
 	s.Violations = slices.Clone(s.Violations)
+	s.ViolationThresholds = slices.Clone(s.ViolationThresholds)
 	return s
 }
 

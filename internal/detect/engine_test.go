@@ -41,6 +41,7 @@ func TestEngineSpec(t *testing.T) {
 	want := detect.WindowSpec{
 		Violations: []time.Duration{time.Minute, time.Hour}, Scan: 5 * time.Second, ScanCap: 21,
 		MaxViolations: 10, Samples: 5, Grace: 30 * time.Second,
+		ScanThreshold: 20, ViolationThresholds: []int64{3, 10},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Spec() = %+v, want %+v", got, want)

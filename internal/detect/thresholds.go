@@ -20,7 +20,11 @@ type candidate struct {
 
 // claims returns what one sighting's tally triggers: at most one ban (the
 // qualifying rule with the longest base duration; ties go to scan, then to
-// the ban levels in configuration order) and at most one warning.
+// the ban levels in configuration order) and at most one warning. A tally
+// without violation counts (not a violation sighting, which cannot raise
+// one) is only checked against the scan threshold. Evidence (endpoint
+// bounds, samples) is read only from a threshold on: Spec asks Windows for
+// no more.
 func (e *Engine) claims(s *Sighting, ev *event.Decision, t *Tally) []Claim {
 	var best *candidate
 	if sc := e.det.Scan; sc != nil && t.Endpoints >= sc.DistinctEndpoints {
@@ -30,9 +34,10 @@ func (e *Engine) claims(s *Sighting, ev *event.Decision, t *Tally) []Claim {
 			first: t.FirstEndpoint, last: t.LastEndpoint,
 		}
 	}
+	counted := t.Violations != nil
 	for _, b := range e.det.Ban {
 		i := e.windowOf[b.Within.Std()]
-		if t.Violations[i] < b.Violations || (best != nil && b.Duration.Std() <= best.duration) {
+		if !counted || t.Violations[i] < b.Violations || (best != nil && b.Duration.Std() <= best.duration) {
 			continue
 		}
 		best = &candidate{
@@ -48,7 +53,7 @@ func (e *Engine) claims(s *Sighting, ev *event.Decision, t *Tally) []Claim {
 			Escalation: Escalation{Factor: e.det.Escalation.Factor, Cap: e.det.Escalation.Cap.Std(), Period: e.det.Escalation.Period.Std()},
 		})
 	}
-	if w := e.det.Warn; w != nil {
+	if w := e.det.Warn; w != nil && counted {
 		i := e.windowOf[w.Within.Std()]
 		if t.Violations[i] >= w.Violations {
 			out = append(out, Claim{

@@ -26,6 +26,9 @@ import (
 //     an id wins. Those older than Newest-max(Violations)-Grace are
 //     dropped, then the oldest (by time, then event id) beyond
 //     MaxViolations.
+//   - The tally leaves out what Tally says it may: violation tallies for a
+//     sighting that is not a violation, endpoint bounds and samples below
+//     the spec's thresholds.
 type MemoryWindows struct {
 	mu        sync.Mutex
 	offenders map[Offender]*offenderWindows
@@ -60,7 +63,7 @@ func (w *MemoryWindows) Record(ctx context.Context, spec WindowSpec, sightings [
 			w.offenders[s.Offender] = o
 		}
 		o.record(spec, s, ts)
-		tallies[i] = o.tally(spec)
+		tallies[i] = o.tally(spec, s.Violation)
 	}
 	return tallies, nil
 }
@@ -101,12 +104,35 @@ func (o *offenderWindows) record(spec WindowSpec, s *Sighting, ts int64) {
 	}
 }
 
-func (o *offenderWindows) tally(spec WindowSpec) Tally {
-	t := Tally{
-		Newest:         msTime(o.newest),
-		Violations:     make([]int64, len(spec.Violations)),
-		FirstViolation: make([]time.Time, len(spec.Violations)),
+func (o *offenderWindows) tally(spec WindowSpec, violation bool) Tally {
+	t := Tally{Newest: msTime(o.newest)}
+	if violation {
+		o.tallyViolations(spec, &t)
 	}
+
+	// After record, every tracked endpoint is within [Newest-Scan, Newest].
+	eps := sortedEntries(o.endpoints)
+	t.Endpoints = int64(len(eps))
+	if len(eps) > 0 && t.Endpoints >= spec.ScanThreshold {
+		t.FirstEndpoint = msTime(eps[0].ts)
+		t.LastEndpoint = msTime(eps[len(eps)-1].ts)
+	}
+	n := min(len(eps), max(spec.Samples, 0))
+	if n > 0 && spec.needsSamples(&t) {
+		slices.SortFunc(eps, func(a, b entry) int {
+			return cmp.Or(cmp.Compare(b.ts, a.ts), cmp.Compare(a.name, b.name))
+		})
+		t.SampleEndpoints = make([]string, n)
+		for i := range n {
+			t.SampleEndpoints[i] = eps[i].name
+		}
+	}
+	return t
+}
+
+func (o *offenderWindows) tallyViolations(spec WindowSpec, t *Tally) {
+	t.Violations = make([]int64, len(spec.Violations))
+	t.FirstViolation = make([]time.Time, len(spec.Violations))
 	first := make([]int64, len(spec.Violations))
 	var last int64
 	seen := false
@@ -131,25 +157,6 @@ func (o *offenderWindows) tally(spec WindowSpec) Tally {
 	if seen {
 		t.LastViolation = msTime(last)
 	}
-
-	// After record, every tracked endpoint is within [Newest-Scan, Newest].
-	eps := sortedEntries(o.endpoints)
-	t.Endpoints = int64(len(eps))
-	if len(eps) > 0 {
-		t.FirstEndpoint = msTime(eps[0].ts)
-		t.LastEndpoint = msTime(eps[len(eps)-1].ts)
-	}
-	n := min(len(eps), max(spec.Samples, 0))
-	if n > 0 {
-		slices.SortFunc(eps, func(a, b entry) int {
-			return cmp.Or(cmp.Compare(b.ts, a.ts), cmp.Compare(a.name, b.name))
-		})
-		t.SampleEndpoints = make([]string, n)
-		for i := range n {
-			t.SampleEndpoints[i] = eps[i].name
-		}
-	}
-	return t
 }
 
 type entry struct {

@@ -70,12 +70,15 @@ func (w *Windows) call(spec detect.WindowSpec, s detect.Sighting) scriptCall {
 	if s.Violation {
 		violation = 1
 	}
-	args := make([]any, 0, 11+len(spec.Violations))
+	args := make([]any, 0, 12+2*len(spec.Violations))
 	args = append(args, s.TS.UnixMilli(), violation, s.EventID, s.Endpoint,
 		spec.Grace.Milliseconds(), spec.Scan.Milliseconds(), spec.ScanCap, spec.MaxViolations,
-		int64(spec.Samples), windowsTTL(spec).Milliseconds(), int64(len(spec.Violations)))
+		int64(spec.Samples), windowsTTL(spec).Milliseconds(), spec.ScanThreshold, int64(len(spec.Violations)))
 	for _, v := range spec.Violations {
 		args = append(args, v.Milliseconds())
+	}
+	for i := range spec.Violations {
+		args = append(args, spec.ViolationThreshold(i))
 	}
 	return scriptCall{keys: []string{tag + ":v", tag + ":e", tag + ":n"}, args: args}
 }
@@ -99,6 +102,9 @@ func validateSpec(spec detect.WindowSpec) error {
 			return fmt.Errorf("window spec: violation window %v is not positive", v)
 		}
 	}
+	if len(spec.ViolationThresholds) > len(spec.Violations) {
+		return fmt.Errorf("window spec: %d violation thresholds for %d windows", len(spec.ViolationThresholds), len(spec.Violations))
+	}
 	return nil
 }
 
@@ -109,33 +115,44 @@ func parseTally(cmd *redis.Cmd, windows int) (detect.Tally, error) {
 		return detect.Tally{}, err
 	}
 	vals, ok := v.([]any)
-	if !ok || len(vals) < 6+2*windows+1 {
+	if !ok || len(vals) < 6 {
 		return detect.Tally{}, errReply
 	}
-	n := make([]int64, 6+2*windows+1)
+	// newest, endpoints, first and last endpoint, W, then when W >= 0 the
+	// last violation and W pairs, then S.
+	head := 6
+	if w, ok := vals[4].(int64); ok && w >= 0 {
+		if w != int64(windows) {
+			return detect.Tally{}, errReply
+		}
+		head += 1 + 2*windows
+	}
+	if len(vals) < head {
+		return detect.Tally{}, errReply
+	}
+	n := make([]int64, head)
 	for i := range n {
 		if n[i], ok = vals[i].(int64); !ok {
 			return detect.Tally{}, errReply
 		}
 	}
-	if n[5] != int64(windows) {
-		return detect.Tally{}, errReply
-	}
 	t := detect.Tally{
-		Newest:         msTime(n[0]),
-		LastViolation:  msTime(n[1]),
-		Endpoints:      n[2],
-		FirstEndpoint:  msTime(n[3]),
-		LastEndpoint:   msTime(n[4]),
-		Violations:     make([]int64, windows),
-		FirstViolation: make([]time.Time, windows),
+		Newest:        msTime(n[0]),
+		Endpoints:     n[1],
+		FirstEndpoint: msTime(n[2]),
+		LastEndpoint:  msTime(n[3]),
 	}
-	for i := range windows {
-		t.Violations[i] = n[6+2*i]
-		t.FirstViolation[i] = msTime(n[7+2*i])
+	if n[4] >= 0 {
+		t.LastViolation = msTime(n[5])
+		t.Violations = make([]int64, windows)
+		t.FirstViolation = make([]time.Time, windows)
+		for i := range windows {
+			t.Violations[i] = n[6+2*i]
+			t.FirstViolation[i] = msTime(n[7+2*i])
+		}
 	}
-	samples := vals[6+2*windows+1:]
-	if int64(len(samples)) != n[6+2*windows] {
+	samples := vals[head:]
+	if int64(len(samples)) != n[head-1] {
 		return detect.Tally{}, errReply
 	}
 	if len(samples) > 0 {

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratewarden/ratewarden/internal/detect"
+	"github.com/ratewarden/ratewarden/internal/detect/detecttest"
 	"github.com/ratewarden/ratewarden/internal/redistest"
 )
 
@@ -123,7 +124,7 @@ func TestWindowsScenarios(t *testing.T) {
 		{
 			name:      "no violation at all",
 			sightings: []detect.Sighting{sight("e1", 0, "/a", false)},
-			want: summary{Newest: 0, Last: -1, Counts: []int64{0, 0}, Firsts: []time.Duration{-1, -1},
+			want: summary{Newest: 0, Last: -1,
 				Endpoints: 1, FirstEndp: 0, LastEndp: 0, Samples: []string{"/a"}},
 		},
 		{
@@ -146,9 +147,9 @@ func TestWindowsScenarios(t *testing.T) {
 		{
 			name: "old violations leave the windows",
 			sightings: []detect.Sighting{
-				sight("e1", 0, "/a", true), sight("e2", 30*m, "/a", true), sight("e3", 2*time.Hour, "/b", false),
+				sight("e1", 0, "/a", true), sight("e2", 30*m, "/a", true), sight("e3", 2*time.Hour, "/b", true),
 			},
-			want: summary{Newest: 2 * time.Hour, Last: -1, Counts: []int64{0, 0}, Firsts: []time.Duration{-1, -1},
+			want: summary{Newest: 2 * time.Hour, Last: 2 * time.Hour, Counts: []int64{1, 1}, Firsts: []time.Duration{2 * time.Hour, 2 * time.Hour},
 				Endpoints: 1, FirstEndp: 2 * time.Hour, LastEndp: 2 * time.Hour, Samples: []string{"/b"}},
 		},
 		{
@@ -166,7 +167,7 @@ func TestWindowsScenarios(t *testing.T) {
 				sight("e4", 3*s, "/d", false), sight("e5", 4*s, "/e", false), sight("e6", 5*s, "/f", false),
 				sight("e7", 6*s, "/a", false), // tracked: moves forward
 			},
-			want: summary{Newest: 6 * s, Last: -1, Counts: []int64{0, 0}, Firsts: []time.Duration{-1, -1},
+			want: summary{Newest: 6 * s, Last: -1,
 				Endpoints: 4, FirstEndp: 1 * s, LastEndp: 6 * s, Samples: []string{"/a", "/d", "/c"}},
 		},
 		{
@@ -175,7 +176,7 @@ func TestWindowsScenarios(t *testing.T) {
 				sight("e1", 0, "/a", false), sight("e2", 1*s, "/b", false), sight("e3", 2*s, "/c", false),
 				sight("e4", 3*s, "/d", false), sight("e5", 20*s, "/z", false),
 			},
-			want: summary{Newest: 20 * s, Last: -1, Counts: []int64{0, 0}, Firsts: []time.Duration{-1, -1},
+			want: summary{Newest: 20 * s, Last: -1,
 				Endpoints: 1, FirstEndp: 20 * s, LastEndp: 20 * s, Samples: []string{"/z"}},
 		},
 		{
@@ -194,7 +195,7 @@ func TestWindowsScenarios(t *testing.T) {
 				sight("e1", 0, "/c", false), sight("e2", 0, "/a", false), sight("e3", 0, "/b", false),
 				sight("e4", 1*s, "/z", false),
 			},
-			want: summary{Newest: 1 * s, Last: -1, Counts: []int64{0, 0}, Firsts: []time.Duration{-1, -1},
+			want: summary{Newest: 1 * s, Last: -1,
 				Endpoints: 4, FirstEndp: 0, LastEndp: 1 * s, Samples: []string{"/z", "/a", "/b"}},
 		},
 	}
@@ -235,11 +236,15 @@ func TestWindowsRedelivery(t *testing.T) {
 	first := record(t, w, testSpec, batch...)
 	second := record(t, w, testSpec, batch...)
 	third := record(t, w, testSpec, batch...)
-	last := first[len(first)-1]
+	last := first[len(first)-1] // a violation
 	for i := range batch {
-		if !reflect.DeepEqual(second[i], last) {
+		want := last
+		if !batch[i].Violation {
+			want.Violations, want.FirstViolation, want.LastViolation = nil, nil, time.Time{}
+		}
+		if !reflect.DeepEqual(second[i], want) {
 			t.Errorf("redelivery, sighting %d: %+v, want the state after the first delivery %+v",
-				i, summarize(second[i]), summarize(last))
+				i, summarize(second[i]), summarize(want))
 		}
 	}
 	if !reflect.DeepEqual(second, third) {
@@ -337,16 +342,28 @@ func TestWindowsInvalid(t *testing.T) {
 	}
 }
 
+// TestWindowsShared runs the scenario table shared with detect.MemoryWindows.
+func TestWindowsShared(t *testing.T) {
+	detecttest.RunWindows(t, func(t *testing.T) detect.Windows {
+		w, _, _ := newTestWindows(t)
+		return w
+	})
+}
+
 // TestWindowsDifferential records random batches (out of order, late,
 // redelivered, tied, jumping past every window) on Redis and on
-// detect.MemoryWindows, the reference, and compares every tally.
+// detect.MemoryWindows, the reference, and compares every tally; odd seeds
+// ask for evidence only from thresholds.
 func TestWindowsDifferential(t *testing.T) {
-	spec := detect.WindowSpec{
-		Violations: []time.Duration{2 * time.Second, 10 * time.Second},
-		Scan:       3 * time.Second, ScanCap: 5, MaxViolations: 8, Samples: 4, Grace: time.Second,
-	}
 	offenders := []detect.Offender{{Scope: "ip", Subject: "a"}, {Scope: "ip", Subject: "b"}, {Scope: "user", Subject: "a"}}
-	for seed := range uint64(4) {
+	for seed := range uint64(6) {
+		spec := detect.WindowSpec{
+			Violations: []time.Duration{2 * time.Second, 10 * time.Second},
+			Scan:       3 * time.Second, ScanCap: 5, MaxViolations: 8, Samples: 4, Grace: time.Second,
+		}
+		if seed%2 == 1 {
+			spec.ScanThreshold, spec.ViolationThresholds = 4, []int64{3, 6}
+		}
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			w, _, _ := newTestWindows(t)
 			mem := detect.NewMemoryWindows()

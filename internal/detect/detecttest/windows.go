@@ -41,6 +41,14 @@ var Spec = detect.WindowSpec{
 	Scan:       10 * time.Second, ScanCap: 4, MaxViolations: 5, Samples: 3, Grace: 2 * time.Second,
 }
 
+// ThresholdSpec is Spec with evidence only from 3 endpoints, 2 violations
+// in the 5s window or 4 in the 60s one.
+var ThresholdSpec = func() detect.WindowSpec {
+	s := Spec
+	s.ScanThreshold, s.ViolationThresholds = 3, []int64{2, 4}
+	return s
+}()
+
 var ip = detect.Offender{Scope: "ip", Subject: "203.0.113.7"}
 
 // V is a violation of the ip offender; S a sighting that is not one.
@@ -69,6 +77,14 @@ func Want(newest int64, v5, first5, v60, first60, last int64, eps, firstEp, last
 	}
 }
 
+// WantS builds the tally of a sighting that is not a violation under Spec:
+// no violation tallies, then as Want.
+func WantS(newest int64, eps, firstEp, lastEp int64, samples ...string) detect.Tally {
+	t := Want(newest, 0, -1, 0, -1, -1, eps, firstEp, lastEp, samples...)
+	t.Violations, t.FirstViolation = nil, nil
+	return t
+}
+
 func opt(ms int64) time.Time {
 	if ms < 0 {
 		return time.Time{}
@@ -86,7 +102,8 @@ func WindowsScenarios() []WindowsScenario {
 		{Name: "counts, firsts and samples", Spec: Spec, Steps: []WindowsStep{
 			step(V("a", 0, "/a"), Want(0, 1, 0, 1, 0, 0, 1, 0, 0, "/a")),
 			step(V("b", 1000, "/b"), Want(1000, 2, 0, 2, 0, 1000, 2, 0, 1000, "/b", "/a")),
-			step(S("c", 2000, "/a"), Want(2000, 2, 0, 2, 0, 1000, 2, 1000, 2000, "/a", "/b")),
+			step(S("c", 2000, "/a"), WantS(2000, 2, 1000, 2000, "/a", "/b")),
+			step(V("d", 2500, "/c"), Want(2500, 3, 0, 3, 0, 2500, 3, 1000, 2500, "/c", "/a", "/b")),
 		}},
 		{Name: "sub-millisecond times are truncated", Spec: Spec, Steps: []WindowsStep{
 			step(detect.Sighting{Offender: ip, EventID: "a", TS: At(7).Add(999 * time.Microsecond), Endpoint: "/a", Violation: true},
@@ -109,42 +126,43 @@ func WindowsScenarios() []WindowsScenario {
 			step(V("a", 0, "/a"), Want(0, 1, 0, 1, 0, 0, 1, 0, 0, "/a")),
 			step(V("b", 5000, "/a"), Want(5000, 2, 0, 2, 0, 5000, 1, 5000, 5000, "/a")),
 			step(V("c", 5001, "/a"), Want(5001, 2, 5000, 3, 0, 5001, 1, 5001, 5001, "/a")),
-			step(S("d", 60000, "/b"), Want(60000, 0, -1, 3, 0, 5001, 1, 60000, 60000, "/b")),
-			step(S("e", 60001, "/b"), Want(60001, 0, -1, 2, 5000, 5001, 1, 60001, 60001, "/b")),
+			step(S("d", 60000, "/b"), WantS(60000, 1, 60000, 60000, "/b")),
+			step(V("e", 60000, "/b"), Want(60000, 1, 60000, 4, 0, 60000, 1, 60000, 60000, "/b")),
+			step(V("f", 60001, "/b"), Want(60001, 2, 60000, 4, 5000, 60001, 1, 60001, 60001, "/b")),
 		}},
 		{Name: "late sightings count when inside the window", Spec: Spec, Steps: []WindowsStep{
 			step(V("a", 10000, "/a"), Want(10000, 1, 10000, 1, 10000, 10000, 1, 10000, 10000, "/a")),
 			step(V("b", 8000, "/b"), Want(10000, 2, 8000, 2, 8000, 10000, 2, 8000, 10000, "/a", "/b")),
 			step(V("c", 4000, "/c"), Want(10000, 2, 8000, 3, 4000, 10000, 3, 4000, 10000, "/a", "/b", "/c")),
 			// Older than the scan window: the endpoint is not tracked.
-			step(S("d", -1, "/d"), Want(10000, 2, 8000, 3, 4000, 10000, 3, 4000, 10000, "/a", "/b", "/c")),
+			step(S("d", -1, "/d"), WantS(10000, 3, 4000, 10000, "/a", "/b", "/c")),
 		}},
 		{Name: "endpoint cap", Spec: Spec, Steps: []WindowsStep{
-			step(S("1", 0, "/1"), Want(0, 0, -1, 0, -1, -1, 1, 0, 0, "/1")),
-			step(S("2", 1000, "/2"), Want(1000, 0, -1, 0, -1, -1, 2, 0, 1000, "/2", "/1")),
-			step(S("3", 2000, "/3"), Want(2000, 0, -1, 0, -1, -1, 3, 0, 2000, "/3", "/2", "/1")),
-			step(S("4", 3000, "/4"), Want(3000, 0, -1, 0, -1, -1, 4, 0, 3000, "/4", "/3", "/2")),
-			step(S("5", 4000, "/5"), Want(4000, 0, -1, 0, -1, -1, 4, 0, 3000, "/4", "/3", "/2")),
+			step(S("1", 0, "/1"), WantS(0, 1, 0, 0, "/1")),
+			step(S("2", 1000, "/2"), WantS(1000, 2, 0, 1000, "/2", "/1")),
+			step(S("3", 2000, "/3"), WantS(2000, 3, 0, 2000, "/3", "/2", "/1")),
+			step(S("4", 3000, "/4"), WantS(3000, 4, 0, 3000, "/4", "/3", "/2")),
+			step(S("5", 4000, "/5"), WantS(4000, 4, 0, 3000, "/4", "/3", "/2")),
 			// A tracked endpoint is still refreshed at the cap.
-			step(S("6", 4500, "/1"), Want(4500, 0, -1, 0, -1, -1, 4, 1000, 4500, "/1", "/4", "/3")),
+			step(S("6", 4500, "/1"), WantS(4500, 4, 1000, 4500, "/1", "/4", "/3")),
 			// Endpoints out of the scan window make room first.
-			step(S("7", 11500, "/7"), Want(11500, 0, -1, 0, -1, -1, 4, 2000, 11500, "/7", "/1", "/4")),
+			step(S("7", 11500, "/7"), WantS(11500, 4, 2000, 11500, "/7", "/1", "/4")),
 		}},
 		{Name: "stale endpoints do not hide a new scan", Spec: Spec, Steps: []WindowsStep{
 			{Sightings: []detect.Sighting{S("1", 0, "/1"), S("2", 1000, "/2"), S("3", 2000, "/3"), S("4", 3000, "/4")}, Want: []detect.Tally{
-				Want(0, 0, -1, 0, -1, -1, 1, 0, 0, "/1"),
-				Want(1000, 0, -1, 0, -1, -1, 2, 0, 1000, "/2", "/1"),
-				Want(2000, 0, -1, 0, -1, -1, 3, 0, 2000, "/3", "/2", "/1"),
-				Want(3000, 0, -1, 0, -1, -1, 4, 0, 3000, "/4", "/3", "/2"),
+				WantS(0, 1, 0, 0, "/1"),
+				WantS(1000, 2, 0, 1000, "/2", "/1"),
+				WantS(2000, 3, 0, 2000, "/3", "/2", "/1"),
+				WantS(3000, 4, 0, 3000, "/4", "/3", "/2"),
 			}},
-			step(S("x", 11000, "/x"), Want(11000, 0, -1, 0, -1, -1, 4, 1000, 11000, "/x", "/4", "/3")),
+			step(S("x", 11000, "/x"), WantS(11000, 4, 1000, 11000, "/x", "/4", "/3")),
 		}},
 		{Name: "samples: newest first, ties by name", Spec: Spec, Steps: []WindowsStep{
 			{Sightings: []detect.Sighting{S("1", 0, "/z"), S("2", 0, "/b"), S("3", 0, "/c"), S("4", 0, "/a")}, Want: []detect.Tally{
-				Want(0, 0, -1, 0, -1, -1, 1, 0, 0, "/z"),
-				Want(0, 0, -1, 0, -1, -1, 2, 0, 0, "/b", "/z"),
-				Want(0, 0, -1, 0, -1, -1, 3, 0, 0, "/b", "/c", "/z"),
-				Want(0, 0, -1, 0, -1, -1, 4, 0, 0, "/a", "/b", "/c"),
+				WantS(0, 1, 0, 0, "/z"),
+				WantS(0, 2, 0, 0, "/b", "/z"),
+				WantS(0, 3, 0, 0, "/b", "/c", "/z"),
+				WantS(0, 4, 0, 0, "/a", "/b", "/c"),
 			}},
 		}},
 		{Name: "at most MaxViolations, the newest kept", Spec: Spec, Steps: []WindowsStep{
@@ -171,8 +189,8 @@ func WindowsScenarios() []WindowsScenario {
 		}},
 		{Name: "state past the longest window plus grace is dropped", Spec: Spec, Steps: []WindowsStep{
 			step(V("a", 0, "/a"), Want(0, 1, 0, 1, 0, 0, 1, 0, 0, "/a")),
-			step(S("b", 62000, "/b"), Want(62000, 0, -1, 0, -1, 0, 1, 62000, 62000, "/b")),
-			step(S("c", 62001, "/b"), Want(62001, 0, -1, 0, -1, -1, 1, 62001, 62001, "/b")),
+			step(S("b", 62000, "/b"), WantS(62000, 1, 62000, 62000, "/b")),
+			step(S("c", 62001, "/b"), WantS(62001, 1, 62001, 62001, "/b")),
 			step(V("d", 0, "/d"), Want(62001, 0, -1, 0, -1, -1, 1, 62001, 62001, "/b")),
 		}},
 		{Name: "offenders are independent", Spec: Spec, Steps: []WindowsStep{
@@ -184,12 +202,37 @@ func WindowsScenarios() []WindowsScenario {
 			}, Want: []detect.Tally{
 				Want(0, 1, 0, 1, 0, 0, 1, 0, 0, "/a"),
 				Want(0, 1, 0, 1, 0, 0, 1, 0, 0, "/a"),
-				Want(9000, 0, -1, 0, -1, -1, 1, 9000, 9000, "/b"),
+				WantS(9000, 1, 9000, 9000, "/b"),
 				Want(1000, 2, 0, 2, 0, 1000, 2, 0, 1000, "/c", "/a"),
 			}},
 		}},
 		{Name: "no violation windows, no scan", Spec: detect.WindowSpec{Samples: 2, Grace: time.Second}, Steps: []WindowsStep{
 			step(V("a", 0, "/a"), detect.Tally{Newest: At(0), Violations: []int64{}, FirstViolation: []time.Time{}}),
+			step(S("b", 1, "/a"), detect.Tally{Newest: At(1)}),
+		}},
+		// Only a violation can raise a count, so only a violation sighting
+		// is tallied; the others still record (and trim) as usual.
+		{Name: "a sighting that is not a violation has no violation tallies", Spec: Spec, Steps: []WindowsStep{
+			step(V("a", 0, "/a"), Want(0, 1, 0, 1, 0, 0, 1, 0, 0, "/a")),
+			step(S("b", 1000, "/a"), WantS(1000, 1, 1000, 1000, "/a")),
+			{Sightings: []detect.Sighting{S("c", 7000, "/b"), V("d", 7000, "/b"), S("d", 7000, "/b")}, Want: []detect.Tally{
+				WantS(7000, 2, 1000, 7000, "/b", "/a"),
+				Want(7000, 1, 7000, 2, 0, 7000, 2, 1000, 7000, "/b", "/a"),
+				WantS(7000, 2, 1000, 7000, "/b", "/a"),
+			}},
+		}},
+		{Name: "evidence only from the thresholds", Spec: ThresholdSpec, Steps: []WindowsStep{
+			step(V("a", 0, "/a"), Want(0, 1, 0, 1, 0, 0, 1, -1, -1)),
+			// 2 in the 5s window: samples, but no endpoint bounds (1 < 3).
+			step(V("b", 1000, "/a"), Want(1000, 2, 0, 2, 0, 1000, 1, -1, -1, "/a")),
+			step(S("c", 7000, "/a"), WantS(7000, 1, -1, -1)),
+			step(V("d", 8000, "/a"), Want(8000, 1, 8000, 3, 0, 8000, 1, -1, -1)),
+			// 4 in the 60s window.
+			step(V("e", 20000, "/a"), Want(20000, 1, 20000, 4, 0, 20000, 1, -1, -1, "/a")),
+			step(S("f", 20500, "/b"), WantS(20500, 2, -1, -1)),
+			// 3 endpoints: bounds and samples.
+			step(S("g", 21000, "/c"), WantS(21000, 3, 20000, 21000, "/c", "/b", "/a")),
+			step(V("h", 21000, "/c"), Want(21000, 2, 20000, 5, 0, 21000, 3, 20000, 21000, "/c", "/b", "/a")),
 		}},
 	}
 }
