@@ -1,0 +1,35 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// BenchmarkWrite measures Write with violation batches of the archiver's
+// sizes, in rows per second, against the local Postgres.
+func BenchmarkWrite(b *testing.B) {
+	for _, size := range []int{100, 1000, 5000} {
+		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
+			s := benchStore(b)
+			now := time.Now().UTC()
+			if err := s.EnsurePartitions(context.Background(), now, 1); err != nil {
+				b.Fatal(err)
+			}
+			next := 0
+			batch := Batch{Violations: make([]Violation, size)}
+			b.ResetTimer()
+			for b.Loop() {
+				for i := range batch.Violations {
+					batch.Violations[i] = violation(next, now)
+					next++
+				}
+				if _, err := s.Write(context.Background(), batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(next)/b.Elapsed().Seconds(), "rows/s")
+		})
+	}
+}

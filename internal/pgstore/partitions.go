@@ -1,0 +1,156 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+const (
+	// ViolationsTable, BansTable and DeadLettersTable name the tables, as in
+	// RowError.Table.
+	ViolationsTable  = "rate_limit_violations"
+	BansTable        = "bans"
+	DeadLettersTable = "dead_letters"
+	defaultPartition = ViolationsTable + "_default"
+	partitionPrefix  = ViolationsTable + "_"
+	partitionLayout  = "20060102"
+	day              = 24 * time.Hour
+)
+
+// PartitionName is the name of the daily partition of
+// rate_limit_violations holding the UTC day of t: rate_limit_violations_YYYYMMDD.
+func PartitionName(t time.Time) string {
+	return partitionPrefix + t.UTC().Format(partitionLayout)
+}
+
+// EnsurePartitions creates the daily partitions of rate_limit_violations
+// for the UTC days from the day before now to ahead days after it, those
+// that do not exist yet. Rows of such a day already caught by the DEFAULT
+// partition (clock-skewed events from the future) are moved into the new
+// partition in the same transaction. It is idempotent and safe to run from
+// several archivers at once (a transaction-level advisory lock serialises
+// them).
+func (s *Store) EnsurePartitions(ctx context.Context, now time.Time, ahead int) error {
+	if ahead < 0 {
+		return fmt.Errorf("ensure partitions: ahead is %d, want at least 0", ahead)
+	}
+	today := now.UTC().Truncate(day)
+	for i := -1; i <= ahead; i++ {
+		from := today.Add(time.Duration(i) * day)
+		if err := s.ensurePartition(ctx, from); err != nil {
+			return fmt.Errorf("ensure partition %s: %w", PartitionName(from), err)
+		}
+	}
+	return nil
+}
+
+func (s *Store) ensurePartition(ctx context.Context, from time.Time) error {
+	name := PartitionName(from)
+	to := from.Add(day)
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", partitionLockKey); err != nil {
+			return err
+		}
+		var exists bool
+		if err := tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", name).Scan(&exists); err != nil {
+			return err
+		}
+		if exists {
+			return nil
+		}
+		// Block writers before looking into the DEFAULT partition, so no row
+		// for this day can arrive between the look and the DDL (which takes
+		// this lock anyway; taking it first keeps the parent-then-partition
+		// order of inserts, so no deadlock).
+		if _, err := tx.Exec(ctx, "LOCK TABLE "+ViolationsTable+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+			return err
+		}
+		// Bounds are literals in UTC: DDL takes no parameters.
+		bounds := fmt.Sprintf("FOR VALUES FROM ('%s') TO ('%s')", from.Format(time.RFC3339), to.Format(time.RFC3339))
+		ident := pgx.Identifier{name}.Sanitize()
+
+		var caught bool
+		if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+defaultPartition+
+			" WHERE occurred_at >= $1 AND occurred_at < $2)", from, to).Scan(&caught); err != nil {
+			return err
+		}
+		if !caught {
+			_, err := tx.Exec(ctx, "CREATE TABLE "+ident+" PARTITION OF "+ViolationsTable+" "+bounds)
+			return err
+		}
+		// Creating the partition directly would fail ("updated partition
+		// constraint for default partition would be violated"): build it
+		// apart, move the rows out of the default partition, then attach.
+		_, err := tx.Exec(ctx, "CREATE TABLE "+ident+" (LIKE "+ViolationsTable+" INCLUDING DEFAULTS INCLUDING CONSTRAINTS)")
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, "WITH moved AS (DELETE FROM "+defaultPartition+
+			" WHERE occurred_at >= $1 AND occurred_at < $2 RETURNING *) INSERT INTO "+ident+" SELECT * FROM moved", from, to)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, "ALTER TABLE "+ViolationsTable+" ATTACH PARTITION "+ident+" "+bounds)
+		return err
+	})
+}
+
+// DropPartitions drops the daily partitions of rate_limit_violations whose
+// whole day ended at least retentionDays days before now, and deletes the
+// rows of the DEFAULT partition older than that, so late events do not
+// outlive the retention either. It returns the names of the partitions
+// dropped, oldest first. retentionDays below 1 is an error: nothing is
+// dropped.
+func (s *Store) DropPartitions(ctx context.Context, now time.Time, retentionDays int) ([]string, error) {
+	if retentionDays < 1 {
+		return nil, fmt.Errorf("drop partitions: retention is %d days, want at least 1", retentionDays)
+	}
+	cutoff := now.UTC().Add(-time.Duration(retentionDays) * day)
+	var dropped []string
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", partitionLockKey); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT c.relname FROM pg_inherits i
+			JOIN pg_class c ON c.oid = i.inhrelid
+			WHERE i.inhparent = $1::regclass ORDER BY c.relname`, ViolationsTable)
+		if err != nil {
+			return err
+		}
+		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		for _, name := range names {
+			dayStart, ok := partitionDay(name)
+			if !ok || dayStart.Add(day).After(cutoff) {
+				continue
+			}
+			if _, err := tx.Exec(ctx, "DROP TABLE "+pgx.Identifier{name}.Sanitize()); err != nil {
+				return fmt.Errorf("drop %s: %w", name, err)
+			}
+			dropped = append(dropped, name)
+		}
+		_, err = tx.Exec(ctx, "DELETE FROM "+defaultPartition+" WHERE occurred_at < $1", cutoff)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("drop partitions: %w", err)
+	}
+	return dropped, nil
+}
+
+// partitionDay parses the day of a daily partition's name; ok is false for
+// any other table (the DEFAULT partition, one attached by hand).
+func partitionDay(name string) (time.Time, bool) {
+	suffix, ok := strings.CutPrefix(name, partitionPrefix)
+	if !ok || len(suffix) != len(partitionLayout) {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(partitionLayout, suffix)
+	return t, err == nil
+}

@@ -1,0 +1,200 @@
+package pgstore
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/ratewarden/ratewarden/internal/event"
+)
+
+// Violation is one row of rate_limit_violations.
+type Violation struct {
+	EventID    string // a UUID
+	OccurredAt time.Time
+	UserID     string // empty for an anonymous request: stored as NULL
+	IP         string
+	Endpoint   string
+	Method     string
+	Tier       string
+	RuleID     string
+	Algorithm  string
+	Reason     string
+	Limit      int64
+	// CurrentCount is the units used in the rule's window when it decided.
+	CurrentCount int64
+	RetryAfterMs int64
+	Shadow       bool
+	Instance     string
+}
+
+// ViolationFrom is the row of a decision. CurrentCount is Limit - Remaining
+// (units used), at least 0. Which decisions are violations (allowed = false
+// or shadow = true) is the caller's choice.
+func ViolationFrom(ev event.Decision) Violation {
+	return Violation{
+		EventID: ev.EventID, OccurredAt: ev.TS, UserID: ev.UserID, IP: ev.IP,
+		Endpoint: ev.Endpoint, Method: ev.Method, Tier: ev.Tier, RuleID: ev.RuleID,
+		Algorithm: ev.Algorithm, Reason: ev.Reason, Limit: ev.Limit,
+		CurrentCount: max(ev.Limit-ev.Remaining, 0),
+		RetryAfterMs: ev.RetryAfterMS, Shadow: ev.Shadow, Instance: ev.Instance,
+	}
+}
+
+// maxIndexedText caps text that goes into a btree index (user_id, rule_id,
+// ban_id, scope, subject): Postgres rejects an index entry over ~2.7 kB
+// ("index row size exceeds btree maximum"), which would fail a whole batch.
+const maxIndexedText = 1024
+
+// The range of timestamptz: 4714-11-24 BC to 294276-12-31 AD (Go numbers
+// years astronomically: 4714 BC is year -4713).
+var (
+	minTimestamp = time.Date(-4713, time.November, 24, 0, 0, 0, 0, time.UTC)
+	maxTimestamp = time.Date(294277, time.January, 1, 0, 0, 0, 0, time.UTC)
+)
+
+// Validate reports everything about v that Postgres would reject, so one bad
+// row can never fail the batch it travels with: event_id must be a UUID, IP
+// an address (inet, without zone), text valid UTF-8 without NUL bytes,
+// user_id and rule_id at most 1 KiB, occurred_at set and within the range of
+// timestamptz. Write relies on it: the archiver sends rows that fail it to
+// the dead-letter table instead.
+func (v Violation) Validate() error {
+	if _, err := parseUUID(v.EventID); err != nil {
+		return fmt.Errorf("field \"event_id\": %w", err)
+	}
+	if _, err := parseIP(v.IP); err != nil {
+		return fmt.Errorf("field \"ip\": %w", err)
+	}
+	if err := checkTime(v.OccurredAt); err != nil {
+		return fmt.Errorf("field \"ts\": %w", err)
+	}
+	for _, f := range [...]struct {
+		name, value string
+		max         int
+	}{
+		{"user_id", v.UserID, maxIndexedText}, {"rule_id", v.RuleID, maxIndexedText},
+		{"endpoint", v.Endpoint, 0}, {"method", v.Method, 0}, {"tier", v.Tier, 0},
+		{"algorithm", v.Algorithm, 0}, {"reason", v.Reason, 0}, {"instance", v.Instance, 0},
+	} {
+		if err := checkText(f.value, f.max); err != nil {
+			return fmt.Errorf("field %q: %w", f.name, err)
+		}
+	}
+	return nil
+}
+
+// ValidateBan reports everything about b that Postgres would reject, like
+// Violation.Validate: ban_id non-empty, text valid UTF-8 without NUL bytes
+// (also in the evidence, stored as jsonb), ban_id, scope and subject at most
+// 1 KiB, ts set, and every time within the range of timestamptz.
+func ValidateBan(b event.Ban) error {
+	if b.BanID == "" {
+		return fmt.Errorf("field %q is required", "ban_id")
+	}
+	if err := checkTime(b.TS); err != nil {
+		return fmt.Errorf("field \"ts\": %w", err)
+	}
+	for _, f := range [...]struct {
+		name string
+		t    time.Time
+	}{{"expires_at", b.ExpiresAt}, {"evidence.first_ts", b.Evidence.FirstTS}, {"evidence.last_ts", b.Evidence.LastTS}} {
+		if !f.t.IsZero() { // zero is stored as NULL
+			if err := checkTime(f.t); err != nil {
+				return fmt.Errorf("field %q: %w", f.name, err)
+			}
+		}
+	}
+	for _, f := range [...]struct {
+		name, value string
+		max         int
+	}{
+		{"ban_id", b.BanID, maxIndexedText}, {"scope", b.Scope, maxIndexedText}, {"subject", b.Subject, maxIndexedText},
+		{"action", b.Action, 0}, {"reason", b.Reason, 0}, {"source", b.Source, 0}, {"note", b.Note, 0},
+	} {
+		if err := checkText(f.value, f.max); err != nil {
+			return fmt.Errorf("field %q: %w", f.name, err)
+		}
+	}
+	for i, e := range b.Evidence.SampleEndpoints {
+		if err := checkText(e, 0); err != nil {
+			return fmt.Errorf("field \"evidence.sample_endpoints[%d]\": %w", i, err)
+		}
+	}
+	return nil
+}
+
+func checkText(s string, maxLen int) error {
+	switch {
+	case !utf8.ValidString(s):
+		return errors.New("not valid UTF-8")
+	case strings.IndexByte(s, 0) >= 0:
+		return errors.New("contains a NUL byte")
+	case maxLen > 0 && len(s) > maxLen:
+		return fmt.Errorf("%d bytes long, over the limit of %d", len(s), maxLen)
+	}
+	return nil
+}
+
+func checkTime(t time.Time) error {
+	switch {
+	case t.IsZero():
+		return errors.New("is required")
+	case t.Before(minTimestamp) || !t.Before(maxTimestamp):
+		return fmt.Errorf("%s is outside the range of timestamptz", t.UTC().Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
+// parseIP parses an address as Postgres inet stores it: no zone, no prefix
+// length.
+func parseIP(s string) (netip.Addr, error) {
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("%q is not an IP address", s)
+	}
+	if a.Zone() != "" {
+		return netip.Addr{}, fmt.Errorf("%q has a zone, which inet cannot store", s)
+	}
+	return a, nil
+}
+
+// parseUUID parses the canonical form xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx
+// (either case), the form the limiter writes.
+func parseUUID(s string) ([16]byte, error) {
+	var u [16]byte
+	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+		return u, fmt.Errorf("%q is not a UUID", s)
+	}
+	j := 0
+	for i := 0; i < 36; {
+		if i == 8 || i == 13 || i == 18 || i == 23 {
+			i++
+			continue
+		}
+		hi, ok1 := fromHex(s[i])
+		lo, ok2 := fromHex(s[i+1])
+		if !ok1 || !ok2 {
+			return u, fmt.Errorf("%q is not a UUID", s)
+		}
+		u[j] = hi<<4 | lo
+		j++
+		i += 2
+	}
+	return u, nil
+}
+
+func fromHex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}

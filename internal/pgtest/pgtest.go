@@ -1,0 +1,85 @@
+// Package pgtest gives integration tests a database of their own on the
+// local PostgreSQL server, dropped when the test ends, because the server is
+// shared with other tests and processes.
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// DefaultServerURL is the server the tests use when DATABASE_URL is unset.
+const DefaultServerURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+
+// ServerURL is the server the tests use: DATABASE_URL's server, or
+// DefaultServerURL. Only its host, port, user, password and options matter;
+// Database replaces its database name.
+func ServerURL() string {
+	if u := os.Getenv("DATABASE_URL"); u != "" {
+		return u
+	}
+	return DefaultServerURL
+}
+
+// Database creates a database with a fresh name (rwtest_<hex>) on the test
+// server and returns its URL. The database is dropped when the test ends,
+// after the test's own cleanups (which should close their pools), and
+// WITH (FORCE) so a leaked connection cannot keep it alive.
+func Database(tb testing.TB) string {
+	tb.Helper()
+	server, err := url.Parse(ServerURL())
+	if err != nil || (server.Scheme != "postgres" && server.Scheme != "postgresql") {
+		tb.Fatalf("DATABASE_URL %q: pgtest needs a postgres:// URL", redacted(ServerURL()))
+	}
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name := "rwtest_" + hex.EncodeToString(b)
+
+	admin := *server
+	admin.Path = "/postgres"
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, admin.String())
+	if err != nil {
+		tb.Fatalf("postgres at %s does not answer (is PostgreSQL running? set DATABASE_URL): %v", server.Host, err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		tb.Fatalf("create test database %s: %v", name, err)
+	}
+	tb.Cleanup(func() { drop(tb, admin.String(), name) })
+
+	db := *server
+	db.Path = "/" + name
+	return db.String()
+}
+
+func drop(tb testing.TB, adminURL, name string) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		tb.Logf("drop test database %s: %v", name, err)
+		return
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+		tb.Logf("drop test database %s: %v", name, err)
+	}
+}
+
+func redacted(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparsable)"
+	}
+	return u.Redacted()
+}
