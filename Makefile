@@ -10,7 +10,7 @@ all: build
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-## run: the local stack in the foreground (devkafka when no broker answers, detector, limiter); Ctrl-C stops it
+## run: the local stack in the foreground (devkafka when no broker answers, archiver, detector, limiter); Ctrl-C stops it
 run: build
 	deploy/local/run.sh
 

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Runs the local stack in the foreground on local defaults: devkafka (unless a
-# broker already answers at KAFKA_BROKERS), the detector and the limiter. Ctrl-C stops
+# broker already answers at KAFKA_BROKERS), the archiver (when Postgres answers
+# at DATABASE_URL), the detector and the limiter. Ctrl-C stops
 # everything cleanly. Binaries come from `make build` (bin/).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 export KAFKA_BROKERS=${KAFKA_BROKERS:-127.0.0.1:9092}
 export REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6379/0}
+export DATABASE_URL=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/ratewarden?sslmode=disable}
 export LOG_FORMAT=${LOG_FORMAT:-console}
 LIMITER_ADDR=${LIMITER_ADDR:-127.0.0.1:8080}
 
@@ -50,6 +52,18 @@ redis_addr=$(sed -E 's#^rediss?://([^@/]*@)?([^/?]+).*#\2#' <<<"$REDIS_URL")
 if ! answers "$redis_addr"; then
 	echo "run: warning: no Redis answers at $redis_addr (REDIS_URL); rules follow their on_redis_failure policy" >&2
 	echo "run: start one with: redis-server --port ${redis_addr##*:} --save ''   (Debian: apt-get install redis-server)" >&2
+fi
+
+ARCHIVER_ADDR=${ARCHIVER_ADDR:-127.0.0.1:8082}
+pg_addr=$(sed -E 's#^postgres(ql)?://([^@/]*@)?([^/?]+).*#\3#' <<<"$DATABASE_URL")
+if answers "$pg_addr"; then
+	# The archiver creates the database and its schema at start.
+	LISTEN_ADDR=$ARCHIVER_ADDR setsid bin/archiver &
+	pids+=($!)
+	wait_for "$ARCHIVER_ADDR" archiver
+else
+	echo "run: warning: no Postgres answers at $pg_addr (DATABASE_URL): the archiver is not started" >&2
+	echo "run: start one with: pg_ctlcluster 15 main start   (Debian: apt-get install postgresql)" >&2
 fi
 
 DETECTOR_ADDR=${DETECTOR_ADDR:-127.0.0.1:8081}

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -77,4 +78,19 @@ func TestBenchDetector(t *testing.T) {
 	fmt.Printf("detector: %.0f events consumed in %v = %.0f events/s (steady state, from a backlog)\n", backlog-from, took.Round(time.Millisecond), (backlog-from)/took.Seconds())
 	fmt.Printf("ban latency over %d scans (threshold crossed -> limiter denies): p50 %v, p99 %v, max %v\n",
 		trials, pct(0.50).Round(time.Millisecond), pct(0.99).Round(time.Millisecond), latencies[len(latencies)-1].Round(time.Millisecond))
+}
+
+// TestBenchArchiver (make bench) measures the archive rate: violations from
+// the topic to committed rows, on a backlog.
+func TestBenchArchiver(t *testing.T) {
+	e, db := archiverEnv(t)
+	const n = 200_000
+	produce(t, e, decisionsTopic, decisions(n, 1)...)
+	e.start("archiver", "ARCHIVER_BATCH_SIZE", "2000", "ARCHIVER_CONSUMERS", os.Getenv("ARCHIVER_CONSUMERS"))
+	waitFor(t, time.Minute, "the first rows", func() bool { return count(t, db, violations) > 0 })
+	start, from := time.Now(), count(t, db, violations)
+	waitFor(t, 5*time.Minute, "every row", func() bool { return count(t, db, violations) >= n })
+	took := time.Since(start)
+	fmt.Printf("archiver: %d rows committed in %v = %.0f rows/s (steady state, batches of 2000, ARCHIVER_CONSUMERS default 3 unless set, from a backlog)\n",
+		n-from, took.Round(time.Millisecond), float64(n-from)/took.Seconds())
 }

@@ -20,6 +20,9 @@ type ConsumerConfig struct {
 	// first message (default 20ms).
 	BatchSize int
 	BatchWait time.Duration
+	// Buffer bounds the messages fetched ahead while a batch is handled
+	// (default 10 000); when it is full, fetching stops: nothing is dropped.
+	Buffer int
 	// SessionTimeout decides how long a dead member holds its partitions
 	// (default 10s).
 	SessionTimeout time.Duration
@@ -42,6 +45,9 @@ func Consume(ctx context.Context, cfg ConsumerConfig, log *zap.Logger, handle fu
 	if cfg.BatchWait <= 0 {
 		cfg.BatchWait = 20 * time.Millisecond
 	}
+	if cfg.Buffer <= 0 {
+		cfg.Buffer = 10000
+	}
 	if cfg.SessionTimeout <= 0 {
 		cfg.SessionTimeout = 10 * time.Second
 	}
@@ -50,6 +56,7 @@ func Consume(ctx context.Context, cfg ConsumerConfig, log *zap.Logger, handle fu
 		Brokers:           cfg.Brokers,
 		GroupID:           cfg.GroupID,
 		Topic:             cfg.Topic,
+		QueueCapacity:     cfg.Buffer,
 		MinBytes:          1,
 		MaxBytes:          16 << 20,
 		MaxWait:           250 * time.Millisecond,

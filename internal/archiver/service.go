@@ -1,0 +1,219 @@
+// Package archiver is the archiver service core: it turns batches of
+// decision and ban messages into rows and writes each batch in one
+// transaction; messages that can never be stored become dead-letter rows in
+// the same transaction, so the stream always moves on and nothing is lost.
+package archiver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+	"github.com/segmentio/kafka-go"
+	"go.uber.org/zap"
+
+	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/pgstore"
+)
+
+// Store writes one batch in one transaction.
+type Store interface {
+	Write(ctx context.Context, b pgstore.Batch) (pgstore.Result, error)
+}
+
+// Service handles batches from the decisions and bans topics.
+type Service struct {
+	store          Store
+	decisionsTopic string
+	bansTopic      string
+	writeTimeout   time.Duration
+	metrics        *metrics
+	log            *zap.Logger
+}
+
+// Config names the topics and bounds one write.
+type Config struct {
+	DecisionsTopic, BansTopic string
+	// WriteTimeout bounds one transaction (default 30s).
+	WriteTimeout time.Duration
+}
+
+// New returns a Service.
+func New(cfg Config, store Store, log *zap.Logger, reg prometheus.Registerer) *Service {
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 30 * time.Second
+	}
+	return &Service{store: store, decisionsTopic: cfg.DecisionsTopic, bansTopic: cfg.BansTopic,
+		writeTimeout: cfg.WriteTimeout, metrics: newMetrics(reg), log: log}
+}
+
+// item is one message turned into what will be written for it.
+type item struct {
+	msg       kafka.Message
+	violation *pgstore.Violation
+	ban       *event.Ban
+	dead      *pgstore.DeadLetter
+}
+
+// Handle writes the rows of msgs. Decisions that are neither denied nor
+// shadow-limited are not archived. An error leaves the offsets uncommitted
+// (the caller retries the batch); duplicates are skipped by the database.
+// A shutdown does not interrupt a transaction under way: its context
+// ignores cancellation and has its own timeout.
+func (s *Service) Handle(ctx context.Context, msgs []kafka.Message) error {
+	items := make([]item, 0, len(msgs))
+	var oldest time.Time
+	for _, m := range msgs {
+		it := s.item(m)
+		if it.violation == nil && it.ban == nil && it.dead == nil {
+			continue // an allowed decision: nothing to archive
+		}
+		if v := it.violation; v != nil && (oldest.IsZero() || v.OccurredAt.Before(oldest)) {
+			oldest = v.OccurredAt
+		}
+		items = append(items, it)
+	}
+	if len(items) == 0 {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.writeTimeout)
+	defer cancel()
+	start := time.Now()
+	res, err := s.write(wctx, items)
+	if err != nil {
+		s.metrics.failures.Inc()
+		return fmt.Errorf("archive %d messages: %w", len(items), err)
+	}
+	s.metrics.observe(res, len(items), time.Since(start), oldest)
+	return nil
+}
+
+// item decodes and validates one message; whatever cannot be stored becomes
+// a dead letter carrying the raw bytes and the reason.
+func (s *Service) item(m kafka.Message) item {
+	dead := func(err error) item {
+		return item{msg: m, dead: &pgstore.DeadLetter{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Raw: m.Value, Error: err.Error()}}
+	}
+	switch m.Topic {
+	case s.decisionsTopic:
+		ev, err := event.DecodeDecision(m.Value)
+		if err != nil {
+			return dead(err)
+		}
+		if ev.Allowed && !ev.Shadow {
+			return item{msg: m}
+		}
+		v := pgstore.ViolationFrom(ev)
+		if err := v.Validate(); err != nil {
+			return dead(err)
+		}
+		return item{msg: m, violation: &v}
+	case s.bansTopic:
+		b, err := event.DecodeBan(m.Value)
+		if err != nil {
+			return dead(err)
+		}
+		if err := pgstore.ValidateBan(b); err != nil {
+			return dead(err)
+		}
+		return item{msg: m, ban: &b}
+	default:
+		return dead(fmt.Errorf("message from unexpected topic %q", m.Topic))
+	}
+}
+
+// write stores items in one transaction. Validation catches what Postgres
+// would reject, but if the database still refuses a row (pgstore.RowError,
+// nothing stored), that row becomes a dead letter and the batch is written
+// again, so one bad message never blocks the stream. Any other error
+// (transient, or a broken database that an operator must fix) is returned:
+// the batch is retried with its offsets held.
+func (s *Service) write(ctx context.Context, items []item) (pgstore.Result, error) {
+	for {
+		batch, rows := batchOf(items)
+		res, err := s.store.Write(ctx, batch)
+		var rowErr *pgstore.RowError
+		if err == nil || !errors.As(err, &rowErr) {
+			return res, err
+		}
+		idx := rows[rowErr.Table]
+		if rowErr.Index < 0 || rowErr.Index >= len(idx) || items[idx[rowErr.Index]].dead != nil {
+			return res, err
+		}
+		i := idx[rowErr.Index]
+		m := items[i].msg
+		s.log.Warn("row refused by the database, dead-lettered", zap.String("topic", m.Topic),
+			zap.Int("partition", m.Partition), zap.Int64("offset", m.Offset), zap.Error(rowErr.Err))
+		items[i] = item{msg: m, dead: &pgstore.DeadLetter{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Raw: m.Value, Error: rowErr.Err.Error()}}
+	}
+}
+
+// batchOf builds the batch of items and, per table, the item behind each
+// row.
+func batchOf(items []item) (pgstore.Batch, map[string][]int) {
+	var b pgstore.Batch
+	rows := map[string][]int{}
+	for i, it := range items {
+		switch {
+		case it.violation != nil:
+			b.Violations = append(b.Violations, *it.violation)
+			rows[pgstore.ViolationsTable] = append(rows[pgstore.ViolationsTable], i)
+		case it.ban != nil:
+			b.Bans = append(b.Bans, *it.ban)
+			rows[pgstore.BansTable] = append(rows[pgstore.BansTable], i)
+		case it.dead != nil:
+			b.DeadLetters = append(b.DeadLetters, *it.dead)
+			rows[pgstore.DeadLettersTable] = append(rows[pgstore.DeadLettersTable], i)
+		}
+	}
+	return b, rows
+}
+
+// SetLag reports a topic's consumer lag.
+func (s *Service) SetLag(topic string) func(int64) {
+	g := s.metrics.lag.WithLabelValues(topic)
+	return func(lag int64) { g.Set(float64(lag)) }
+}
+
+type metrics struct {
+	rows        *prometheus.CounterVec
+	duplicates  prometheus.Counter
+	deadLetters prometheus.Counter
+	failures    prometheus.Counter
+	flushSize   prometheus.Histogram
+	flushTime   prometheus.Histogram
+	oldestAge   prometheus.Gauge
+	lag         *prometheus.GaugeVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	f := promauto.With(reg)
+	return &metrics{
+		rows:        f.NewCounterVec(prometheus.CounterOpts{Name: "rate_limit_archiver_rows_inserted_total", Help: "Rows inserted, by table."}, []string{"table"}),
+		duplicates:  f.NewCounter(prometheus.CounterOpts{Name: "rate_limit_archiver_duplicates_total", Help: "Rows skipped because they were already archived (redelivery)."}),
+		deadLetters: f.NewCounter(prometheus.CounterOpts{Name: "rate_limit_archiver_dead_lettered_total", Help: "Messages stored in dead_letters instead of their table."}),
+		failures:    f.NewCounter(prometheus.CounterOpts{Name: "rate_limit_archiver_flush_failures_total", Help: "Transactions that failed and will be retried with offsets held."}),
+		flushSize: f.NewHistogram(prometheus.HistogramOpts{Name: "rate_limit_archiver_flush_rows", Help: "Rows per transaction.",
+			Buckets: prometheus.ExponentialBuckets(1, 4, 8)}),
+		flushTime: f.NewHistogram(prometheus.HistogramOpts{Name: "rate_limit_archiver_flush_duration_seconds", Help: "Time of one transaction.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
+		oldestAge: f.NewGauge(prometheus.GaugeOpts{Name: "rate_limit_archiver_oldest_unflushed_age_seconds", Help: "Age of the oldest violation in the last batch when it was committed."}),
+		lag:       f.NewGaugeVec(prometheus.GaugeOpts{Name: "rate_limit_archiver_consumer_lag", Help: "Messages behind the end of each topic."}, []string{"topic"}),
+	}
+}
+
+func (m *metrics) observe(r pgstore.Result, rows int, took time.Duration, oldest time.Time) {
+	m.rows.WithLabelValues("rate_limit_violations").Add(float64(r.Violations))
+	m.rows.WithLabelValues("bans").Add(float64(r.Bans))
+	m.rows.WithLabelValues("dead_letters").Add(float64(r.DeadLetters))
+	m.duplicates.Add(float64(r.Duplicates))
+	m.deadLetters.Add(float64(r.DeadLetters))
+	m.flushSize.Observe(float64(rows))
+	m.flushTime.Observe(took.Seconds())
+	if !oldest.IsZero() {
+		m.oldestAge.Set(time.Since(oldest).Seconds())
+	}
+}

@@ -1,0 +1,85 @@
+package archiver
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+	"go.uber.org/zap"
+
+	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/pgstore"
+)
+
+// refusingStore stands in for a database that refuses rows validation let
+// through (a case real Postgres cannot be made to produce on demand): it
+// refuses every violation whose endpoint is "/refused", the way
+// pgstore.Write reports it, storing nothing.
+type refusingStore struct {
+	written []pgstore.Batch
+	err     error
+}
+
+func (s *refusingStore) Write(_ context.Context, b pgstore.Batch) (pgstore.Result, error) {
+	if s.err != nil {
+		return pgstore.Result{}, s.err
+	}
+	for i, v := range b.Violations {
+		if v.Endpoint == "/refused" {
+			return pgstore.Result{}, &pgstore.RowError{Table: pgstore.ViolationsTable, Index: i, Err: errors.New("refused")}
+		}
+	}
+	s.written = append(s.written, b)
+	return pgstore.Result{Violations: len(b.Violations), DeadLetters: len(b.DeadLetters)}, nil
+}
+
+func message(t *testing.T, endpoint string, allowed bool, offset int64) kafka.Message {
+	t.Helper()
+	ev := event.Decision{EventID: uuid.NewString(), TS: time.Now().UTC(), IP: "192.0.2.1", Endpoint: endpoint,
+		Allowed: allowed, Reason: event.ReasonRateLimited}
+	if allowed {
+		ev.Reason = event.ReasonOK
+	}
+	return kafka.Message{Topic: "decisions", Offset: offset, Value: ev.AppendJSON(nil)}
+}
+
+func TestHandle(t *testing.T) {
+	msgs := func(t *testing.T) []kafka.Message {
+		return []kafka.Message{
+			message(t, "/a", false, 1), message(t, "/refused", false, 2), message(t, "/b", true, 3),
+			{Topic: "decisions", Offset: 4, Value: []byte("{oops")}, message(t, "/c", false, 5),
+		}
+	}
+	t.Run("refused row becomes a dead letter, the rest is written once", func(t *testing.T) {
+		store := &refusingStore{}
+		svc := New(Config{DecisionsTopic: "decisions", BansTopic: "bans"}, store, zap.NewNop(), prometheus.NewRegistry())
+		if err := svc.Handle(context.Background(), msgs(t)); err != nil {
+			t.Fatal(err)
+		}
+		if len(store.written) != 1 {
+			t.Fatalf("%d batches written, want 1", len(store.written))
+		}
+		b := store.written[0]
+		if len(b.Violations) != 2 || len(b.DeadLetters) != 2 || b.DeadLetters[0].Offset != 2 || b.DeadLetters[1].Offset != 4 {
+			t.Fatalf("batch: %d violations, dead letters %+v", len(b.Violations), b.DeadLetters)
+		}
+	})
+	t.Run("a database error that is not about a row is returned, offsets held", func(t *testing.T) {
+		store := &refusingStore{err: errors.New(`relation "rate_limit_violations" does not exist`)}
+		svc := New(Config{DecisionsTopic: "decisions", BansTopic: "bans"}, store, zap.NewNop(), prometheus.NewRegistry())
+		if err := svc.Handle(context.Background(), msgs(t)); err == nil {
+			t.Fatal("error swallowed: the batch would be committed unarchived")
+		}
+	})
+	t.Run("only allowed decisions: nothing to write", func(t *testing.T) {
+		store := &refusingStore{}
+		svc := New(Config{DecisionsTopic: "decisions", BansTopic: "bans"}, store, zap.NewNop(), prometheus.NewRegistry())
+		if err := svc.Handle(context.Background(), []kafka.Message{message(t, "/x", true, 9)}); err != nil || len(store.written) != 0 {
+			t.Fatalf("err %v, %d batches", err, len(store.written))
+		}
+	})
+}
