@@ -100,7 +100,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		wg.Go(func() {
 			cerr := kafkabus.Consume(runCtx, kafkabus.ConsumerConfig{
 				Brokers: cfg.KafkaBrokers, Topic: topic, GroupID: cfg.GroupID,
-				BatchSize: cfg.BatchSize, BatchWait: cfg.FlushInterval, OnLag: svc.SetLag(topic),
+				BatchSize: cfg.BatchSize, BatchWait: cfg.FlushInterval, OnStats: svc.ReportStats(topic),
 			}, log.Named("consumer").With(zap.String("topic", topic)), svc.Handle)
 			if cerr != nil {
 				failOnce.Do(func() { err = cerr })

@@ -97,7 +97,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 
 	err = kafkabus.Consume(ctx, kafkabus.ConsumerConfig{
 		Brokers: cfg.KafkaBrokers, Topic: cfg.DecisionsTopic, GroupID: cfg.GroupID,
-		BatchSize: cfg.BatchSize, BatchWait: cfg.BatchWait, OnLag: svc.SetLag,
+		BatchSize: cfg.BatchSize, BatchWait: cfg.BatchWait, OnStats: svc.ReportStats,
 	}, log.Named("consumer"), svc.Handle)
 
 	log.Info("shutting down")

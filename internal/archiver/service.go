@@ -172,10 +172,11 @@ func batchOf(items []item) (pgstore.Batch, map[string][]int) {
 	return b, rows
 }
 
-// SetLag reports a topic's consumer lag.
-func (s *Service) SetLag(topic string) func(int64) {
-	g := s.metrics.lag.WithLabelValues(topic)
-	return func(lag int64) { g.Set(float64(lag)) }
+// ReportStats returns the consumer-stats callback of a topic: its lag and
+// the fill of its fetch-ahead buffer.
+func (s *Service) ReportStats(topic string) func(lag, buffered int64) {
+	lag, buf := s.metrics.lag.WithLabelValues(topic), s.metrics.buffered.WithLabelValues(topic)
+	return func(l, b int64) { lag.Set(float64(l)); buf.Set(float64(b)) }
 }
 
 type metrics struct {
@@ -187,6 +188,7 @@ type metrics struct {
 	flushTime   prometheus.Histogram
 	oldestAge   prometheus.Gauge
 	lag         *prometheus.GaugeVec
+	buffered    *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -202,6 +204,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
 		oldestAge: f.NewGauge(prometheus.GaugeOpts{Name: "rate_limit_archiver_oldest_unflushed_age_seconds", Help: "Age of the oldest violation in the last batch when it was committed."}),
 		lag:       f.NewGaugeVec(prometheus.GaugeOpts{Name: "rate_limit_archiver_consumer_lag", Help: "Messages behind the end of each topic."}, []string{"topic"}),
+		buffered: f.NewGaugeVec(prometheus.GaugeOpts{Name: "rate_limit_archiver_buffered_messages",
+			Help: "Messages fetched ahead and waiting for a batch (bounded; when full, fetching pauses)."}, []string{"topic"}),
 	}
 }
 

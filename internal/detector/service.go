@@ -79,8 +79,8 @@ func (s *Service) Handle(ctx context.Context, msgs []kafka.Message) error {
 	return nil
 }
 
-// SetLag reports the consumer lag.
-func (s *Service) SetLag(lag int64) { s.metrics.lag.Set(float64(lag)) }
+// ReportStats reports the consumer lag (the buffer fill is not exported).
+func (s *Service) ReportStats(lag, _ int64) { s.metrics.lag.Set(float64(lag)) }
 
 type metrics struct {
 	events, late, skipped, undecodable prometheus.Counter

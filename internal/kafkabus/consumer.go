@@ -26,8 +26,9 @@ type ConsumerConfig struct {
 	// SessionTimeout decides how long a dead member holds its partitions
 	// (default 10s).
 	SessionTimeout time.Duration
-	// OnLag, if set, is told the consumer lag after each batch.
-	OnLag func(lag int64)
+	// OnStats, if set, is told after each batch the consumer lag and how
+	// many messages wait in the fetch-ahead buffer.
+	OnStats func(lag, buffered int64)
 }
 
 // Consume reads topic in consumer group GroupID until ctx ends: it fetches a
@@ -96,8 +97,9 @@ func Consume(ctx context.Context, cfg ConsumerConfig, log *zap.Logger, handle fu
 			// delivered again, which handlers tolerate.
 			log.Warn("offset commit failed", zap.Error(err))
 		}
-		if cfg.OnLag != nil {
-			cfg.OnLag(r.Stats().Lag)
+		if cfg.OnStats != nil {
+			st := r.Stats()
+			cfg.OnStats(st.Lag, st.QueueLength)
 		}
 	}
 }
