@@ -62,7 +62,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	redisstore.RouteLogs(log.Named("redis"))
 	// Detection batches are pipelined and not on a request path: a longer
 	// timeout than the limiter's suits them.
-	redisCfg := redisstore.ClientConfig{URL: cfg.RedisURL, ClusterAddrs: cfg.RedisClusterAddrs, Timeout: max(cfg.RedisTimeout, 2*time.Second)}
+	redisCfg := redisstore.ClientConfig{URL: cfg.RedisURL, ClusterAddrs: cfg.RedisClusterAddrs, SentinelAddrs: cfg.RedisSentinelAddrs,
+		SentinelMaster: cfg.RedisSentinelMaster, Timeout: max(cfg.RedisTimeout, 2*time.Second)}
 	rdb, err := redisstore.Connect(redisCfg)
 	if err != nil {
 		return err

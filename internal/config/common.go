@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"os"
 	"time"
 )
@@ -10,16 +11,21 @@ import (
 type Common struct {
 	RedisURL          string
 	RedisClusterAddrs []string
-	RedisKeyPrefix    string
-	RedisTimeout      time.Duration
-	KafkaBrokers      []string
-	DecisionsTopic    string
-	BansTopic         string
-	RulesFile         string
-	Instance          string
-	LogLevel          string
-	LogFormat         string
-	ShutdownTimeout   time.Duration
+	// RedisSentinelAddrs and RedisSentinelMaster, set together, find the
+	// primary through Redis Sentinel (REDIS_URL then gives only user,
+	// password and db).
+	RedisSentinelAddrs  []string
+	RedisSentinelMaster string
+	RedisKeyPrefix      string
+	RedisTimeout        time.Duration
+	KafkaBrokers        []string
+	DecisionsTopic      string
+	BansTopic           string
+	RulesFile           string
+	Instance            string
+	LogLevel            string
+	LogFormat           string
+	ShutdownTimeout     time.Duration
 }
 
 func (e *env) common(defaultInstance string) Common {
@@ -27,19 +33,38 @@ func (e *env) common(defaultInstance string) Common {
 	if hostname == "" {
 		hostname = defaultInstance
 	}
-	return Common{
-		RedisURL:          e.str("REDIS_URL", "redis://127.0.0.1:6379/0"),
-		RedisClusterAddrs: e.hostPorts("REDIS_CLUSTER_ADDRS", ""),
-		RedisKeyPrefix:    e.str("REDIS_KEY_PREFIX", "rw:"),
-		RedisTimeout:      e.duration("REDIS_TIMEOUT", 50*time.Millisecond),
-		KafkaBrokers:      e.hostPorts("KAFKA_BROKERS", "127.0.0.1:9092"),
-		DecisionsTopic:    e.str("DECISIONS_TOPIC", "ratelimit.decisions"),
-		BansTopic:         e.str("BANS_TOPIC", "ratelimit.bans"),
-		RulesFile:         e.str("RULES_FILE", "deploy/rules.example.yaml"),
-		Instance:          e.str("INSTANCE_ID", hostname),
-		LogLevel:          e.oneOf("LOG_LEVEL", "info", "debug", "info", "warn", "error"),
-		LogFormat:         e.oneOf("LOG_FORMAT", "json", "json", "console"),
-		ShutdownTimeout:   e.duration("SHUTDOWN_TIMEOUT", 10*time.Second),
+	c := Common{
+		RedisURL:            e.str("REDIS_URL", "redis://127.0.0.1:6379/0"),
+		RedisClusterAddrs:   e.hostPorts("REDIS_CLUSTER_ADDRS", ""),
+		RedisSentinelAddrs:  e.hostPorts("REDIS_SENTINEL_ADDRS", ""),
+		RedisSentinelMaster: e.str("REDIS_SENTINEL_MASTER", ""),
+		RedisKeyPrefix:      e.str("REDIS_KEY_PREFIX", "rw:"),
+		RedisTimeout:        e.duration("REDIS_TIMEOUT", 50*time.Millisecond),
+		KafkaBrokers:        e.hostPorts("KAFKA_BROKERS", "127.0.0.1:9092"),
+		DecisionsTopic:      e.str("DECISIONS_TOPIC", "ratelimit.decisions"),
+		BansTopic:           e.str("BANS_TOPIC", "ratelimit.bans"),
+		RulesFile:           e.str("RULES_FILE", "deploy/rules.example.yaml"),
+		Instance:            e.str("INSTANCE_ID", hostname),
+		LogLevel:            e.oneOf("LOG_LEVEL", "info", "debug", "info", "warn", "error"),
+		LogFormat:           e.oneOf("LOG_FORMAT", "json", "json", "console"),
+		ShutdownTimeout:     e.duration("SHUTDOWN_TIMEOUT", 10*time.Second),
+	}
+	e.redisTopology(c)
+	return c
+}
+
+// redisTopology checks that at most one of cluster and Sentinel is chosen,
+// and that Sentinel has both its addresses and its master name.
+func (e *env) redisTopology(c Common) {
+	sentinel := len(c.RedisSentinelAddrs) > 0 || c.RedisSentinelMaster != ""
+	switch {
+	case len(c.RedisSentinelAddrs) > 0 && c.RedisSentinelMaster == "":
+		e.errs = append(e.errs, errors.New("REDIS_SENTINEL_MASTER: required when REDIS_SENTINEL_ADDRS is set"))
+	case len(c.RedisSentinelAddrs) == 0 && c.RedisSentinelMaster != "":
+		e.errs = append(e.errs, errors.New("REDIS_SENTINEL_ADDRS: required when REDIS_SENTINEL_MASTER is set"))
+	}
+	if sentinel && len(c.RedisClusterAddrs) > 0 {
+		e.errs = append(e.errs, errors.New("REDIS_CLUSTER_ADDRS and REDIS_SENTINEL_ADDRS: choose one Redis topology, not both"))
 	}
 }
 
