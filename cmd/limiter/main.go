@@ -62,8 +62,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	reg := telemetry.NewRegistry()
 
 	redisstore.RouteLogs(log.Named("redis"))
-	redisCfg := redisstore.ClientConfig{URL: cfg.RedisURL, ClusterAddrs: cfg.RedisClusterAddrs, Timeout: cfg.RedisTimeout,
-		PoolSize: cfg.RedisPipelines + 4} // one connection per pipeline, plus probes and ban sync
+	redisCfg := redisstore.ClientConfig{URL: cfg.RedisURL, ClusterAddrs: cfg.RedisClusterAddrs,
+		SentinelAddrs: cfg.RedisSentinelAddrs, SentinelMaster: cfg.RedisSentinelMaster, Timeout: cfg.RedisTimeout,
+		PoolSize: cfg.RedisPipelines + 4} // one connection per pipeline, plus probes, heartbeats and ban sync
 	rdb, err := redisstore.Connect(redisCfg)
 	if err != nil {
 		return err
@@ -131,11 +132,31 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	banSync.Go(func() { limiter.SyncBans(banCtx, bans, loadBans, cfg.BanResync, log) })
 	defer func() { stopBans(); banSync.Wait() }()
 
+	// Heartbeats are the health checks: they prove Redis answers and count
+	// the live limiters, the divisor of local limits while Redis is away.
+	heartbeats := redisstore.NewHeartbeats(rdb, cfg.RedisKeyPrefix, cfg.Instance, cfg.RedisHealthInterval)
 	svc := limiter.New(limiter.Config{
 		Instance:      cfg.Instance,
 		ClassifyError: redisstore.ClassifyError,
 		Bans:          bans,
+		Mode: limiter.ModeConfig{
+			FailedChecks:    cfg.RedisFailedChecks,
+			PermissiveAfter: cfg.PermissiveAfter,
+			RecoverAfter:    cfg.RedisRecoverAfter,
+		},
+		BreakerFailures:     cfg.RedisBreakerFailures,
+		PermissiveDenyRules: cfg.PermissiveDenyRules,
+		Health:              heartbeats,
+		HealthInterval:      cfg.RedisHealthInterval,
+		HealthTimeout:       cfg.RedisTimeout,
 	}, set, counter, producer, log, reg)
+	svc.Start()
+	defer func() {
+		svc.Stop()
+		leaveCtx, cancel := context.WithTimeout(context.Background(), cfg.RedisTimeout)
+		_ = heartbeats.Leave(leaveCtx) // else the others count this one for three more intervals
+		cancel()
+	}()
 
 	handler := httpapi.NewHandler(httpapi.Config{
 		Service:        svc,
@@ -148,7 +169,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		BanPublisher:   banPublisher,
 		Bans:           bans,
 		Probes: []httpapi.Probe{
-			{Name: "redis", Required: true, Check: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }},
+			// Not required: without Redis the limiter still decides (its mode
+			// says how), so it must stay in the load balancer.
+			{Name: "redis", Check: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }},
 			{Name: "kafka", Check: func(ctx context.Context) error { return kafkabus.Ping(ctx, cfg.KafkaBrokers) }},
 		},
 	})

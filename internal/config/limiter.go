@@ -2,6 +2,7 @@ package config
 
 import (
 	"net/netip"
+	"strconv"
 	"time"
 )
 
@@ -17,6 +18,15 @@ type Limiter struct {
 	AdminToken     string
 	TrustedProxies []netip.Prefix
 	AuthDenyStatus int
+
+	// Redis failure handling: health checks (heartbeats), the breaker and
+	// the mode machine's durations.
+	RedisHealthInterval  time.Duration
+	RedisFailedChecks    int
+	RedisBreakerFailures int
+	RedisRecoverAfter    time.Duration
+	PermissiveAfter      time.Duration // 0: never permissive
+	PermissiveDenyRules  bool
 }
 
 // LoadLimiter reads the limiter's configuration through getenv (os.Getenv in
@@ -34,6 +44,13 @@ func LoadLimiter(getenv func(string) string) (Limiter, error) {
 		AdminToken:     e.str("ADMIN_TOKEN", ""),
 		TrustedProxies: e.prefixes("TRUSTED_PROXIES"),
 		AuthDenyStatus: e.integer("AUTH_DENY_STATUS", 429, 401, 429),
+
+		RedisHealthInterval:  e.duration("REDIS_HEALTH_INTERVAL", 5*time.Second),
+		RedisFailedChecks:    e.integer("REDIS_FAILED_CHECKS", 3, 1, 1000),
+		RedisBreakerFailures: e.integer("REDIS_BREAKER_FAILURES", 5, 1, 1_000_000),
+		RedisRecoverAfter:    e.duration("REDIS_RECOVER_AFTER", 60*time.Second),
+		PermissiveAfter:      e.durationOrZero("PERMISSIVE_AFTER", 5*time.Minute),
+		PermissiveDenyRules:  e.onOff("LIMITER_PERMISSIVE_DENY_RULES", false),
 	}
 	switch c.AuthDenyStatus {
 	case 401, 403, 429:
@@ -41,4 +58,18 @@ func LoadLimiter(getenv func(string) string) (Limiter, error) {
 		e.fail("AUTH_DENY_STATUS", "401, 403 or 429", getenv("AUTH_DENY_STATUS"))
 	}
 	return c, e.err()
+}
+
+// onOff reads a boolean (true/false, 1/0).
+func (e *env) onOff(name string, def bool) bool {
+	raw := e.str(name, "")
+	if raw == "" {
+		return def
+	}
+	v, err := strconv.ParseBool(raw)
+	if err != nil {
+		e.fail(name, "true or false", raw)
+		return def
+	}
+	return v
 }

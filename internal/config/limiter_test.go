@@ -21,6 +21,28 @@ func TestLoadLimiterDefaults(t *testing.T) {
 		c.RedisTimeout != 50*time.Millisecond || len(c.KafkaBrokers) != 1 || c.KafkaBrokers[0] != "127.0.0.1:9092" {
 		t.Fatalf("unexpected defaults: %+v", c)
 	}
+	if c.RedisHealthInterval != 5*time.Second || c.RedisFailedChecks != 3 || c.RedisBreakerFailures != 5 ||
+		c.RedisRecoverAfter != time.Minute || c.PermissiveAfter != 5*time.Minute || c.PermissiveDenyRules {
+		t.Fatalf("unexpected redis failure defaults: %+v", c)
+	}
+}
+
+func TestLoadLimiterRedisFailureValues(t *testing.T) {
+	c, err := LoadLimiter(mapEnv(map[string]string{
+		"REDIS_HEALTH_INTERVAL":         "200ms",
+		"REDIS_FAILED_CHECKS":           "2",
+		"REDIS_BREAKER_FAILURES":        "10",
+		"REDIS_RECOVER_AFTER":           "1s",
+		"PERMISSIVE_AFTER":              "0",
+		"LIMITER_PERMISSIVE_DENY_RULES": "true",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.RedisHealthInterval != 200*time.Millisecond || c.RedisFailedChecks != 2 || c.RedisBreakerFailures != 10 ||
+		c.RedisRecoverAfter != time.Second || c.PermissiveAfter != 0 || !c.PermissiveDenyRules {
+		t.Fatalf("unexpected config: %+v", c)
+	}
 }
 
 func TestLoadLimiterValues(t *testing.T) {
@@ -50,6 +72,12 @@ func TestLoadLimiterErrorsNameTheVariable(t *testing.T) {
 		{"bad queue", "EVENT_QUEUE_SIZE", "0"},
 		{"bad log level", "LOG_LEVEL", "loud"},
 		{"bad listen", "LISTEN_ADDR", "8080"},
+		{"zero health interval", "REDIS_HEALTH_INTERVAL", "0"},
+		{"zero failed checks", "REDIS_FAILED_CHECKS", "0"},
+		{"bad breaker", "REDIS_BREAKER_FAILURES", "many"},
+		{"negative recover", "REDIS_RECOVER_AFTER", "-1s"},
+		{"negative permissive", "PERMISSIVE_AFTER", "-5m"},
+		{"bad permissive deny", "LIMITER_PERMISSIVE_DENY_RULES", "sometimes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

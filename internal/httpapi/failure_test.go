@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -10,7 +11,9 @@ import (
 )
 
 // A Redis that does not answer: each rule follows its on_redis_failure
-// policy — local limiting in memory, allow, or deny with 503.
+// policy — local limiting in memory, allow, or deny with 503 — and after
+// five failed round trips the breaker opens: the mode is local and Redis is
+// no longer called.
 func TestRedisFailurePolicies(t *testing.T) {
 	redisstore.RouteLogs(zap.NewNop())
 	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
@@ -44,14 +47,26 @@ rules:
 		t.Fatalf("local policy must limit in memory: %+v", local)
 	}
 	for range 3 {
-		if r := s.check(`{"ip":"192.0.2.7","endpoint":"/allow"}`); r.Status != 200 || !r.Allowed || r.Mode != "permissive" {
+		if r := s.check(`{"ip":"192.0.2.7","endpoint":"/allow"}`); r.Status != 200 || !r.Allowed || r.Mode != "local" {
 			t.Fatalf("allow policy: %+v", r)
 		}
 	}
 	if r := s.check(`{"ip":"192.0.2.7","endpoint":"/deny"}`); r.Status != 503 || r.Error == "" {
 		t.Fatalf("deny policy must answer 503: %+v", r)
 	}
-	if got := s.metric("rate_limit_redis_errors_total", nil); got < 7 {
-		t.Fatalf("redis errors counted = %v, want 7", got)
+	if got := s.metric("rate_limit_redis_errors_total", nil); got != 5 {
+		t.Fatalf("redis errors counted = %v, want 5: the breaker opens after 5 failed round trips", got)
+	}
+	if got := s.metric("rate_limit_mode", map[string]string{"mode": "local"}); got != 1 {
+		t.Fatalf("rate_limit_mode{mode=local} = %v, want 1", got)
+	}
+	resp, err := s.client.Get(s.srv.URL + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var ready struct{ Mode string }
+	if err := json.NewDecoder(resp.Body).Decode(&ready); err != nil || resp.StatusCode != 200 || ready.Mode != "local" {
+		t.Fatalf("readyz: status %d mode %q (%v), want 200 local", resp.StatusCode, ready.Mode, err)
 	}
 }

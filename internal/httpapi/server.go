@@ -48,10 +48,11 @@ type Config struct {
 }
 
 type handler struct {
-	cfg       Config
-	svc       *limiter.Service
-	decisions sync.Pool
-	tokenSum  []byte
+	cfg        Config
+	svc        *limiter.Service
+	decisions  sync.Pool
+	tokenSum   []byte
+	adminLimit *adminLimiter
 }
 
 // NewHandler returns the limiter's routes.
@@ -160,7 +161,7 @@ func (h *handler) inputError(w http.ResponseWriter, err error) {
 }
 
 // ready answers 200 when every required dependency answers; the body says
-// which are up and the decision mode that follows.
+// which are up and, for the limiter, the service's decision mode.
 func (h *handler) ready(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
@@ -178,7 +179,7 @@ func (h *handler) ready(w http.ResponseWriter, r *http.Request) {
 		Checks map[string]string `json:"checks"`
 	}{Status: "ready", Checks: map[string]string{}}
 	if h.svc != nil {
-		body.Mode = limiter.ModeRedis
+		body.Mode = h.svc.Mode()
 	}
 	status := http.StatusOK
 	required := map[string]bool{}
@@ -190,9 +191,6 @@ func (h *handler) ready(w http.ResponseWriter, r *http.Request) {
 		body.Checks[res.name] = "up"
 		if res.err != nil {
 			body.Checks[res.name] = "down: " + res.err.Error()
-			if res.name == "redis" && h.svc != nil {
-				body.Mode = limiter.ModeLocal
-			}
 			if required[res.name] {
 				body.Status, status = "unready", http.StatusServiceUnavailable
 			}

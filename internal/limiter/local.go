@@ -19,11 +19,35 @@ type localLimiter struct {
 
 func newLocalLimiter() *localLimiter { return &localLimiter{mem: decide.NewMemory()} }
 
-func (l *localLimiter) decide(c decide.Call, now time.Time) decide.Result {
+// decide decides c in memory with each of its limits divided among
+// instances, the live limiter instances, so together they admit about what
+// the rule admits.
+func (l *localLimiter) decide(c decide.Call, instances int64, now time.Time) decide.Result {
+	if instances > 1 {
+		c.Limits = divideLimits(c.Limits, instances)
+	}
 	ms := now.UnixMilli()
 	if last := l.lastSweep.Load(); ms-last >= sweepEvery.Milliseconds() && l.lastSweep.CompareAndSwap(last, ms) {
 		l.mem.Sweep(ms)
 	}
 	c.NowMs = 0
 	return l.mem.Decide(c, ms)
+}
+
+// divideLimits returns a copy of limits with Requests, Rate and Burst divided
+// by n, rounded down but at least 1 (0 stays 0: the field is unused).
+func divideLimits(limits []decide.Limit, n int64) []decide.Limit {
+	out := make([]decide.Limit, len(limits))
+	for i, l := range limits {
+		l.Requests, l.Rate, l.Burst = share(l.Requests, n), share(l.Rate, n), share(l.Burst, n)
+		out[i] = l
+	}
+	return out
+}
+
+func share(v, n int64) int64 {
+	if v == 0 {
+		return 0
+	}
+	return max(1, v/n)
 }

@@ -13,6 +13,10 @@ type metrics struct {
 	requests    *prometheus.CounterVec
 	duration    *prometheus.HistogramVec
 	redisErrors *prometheus.CounterVec
+
+	mode           *prometheus.GaugeVec
+	live           prometheus.Gauge
+	healthFailures *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -31,6 +35,29 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "rate_limit_redis_errors_total",
 			Help: "Redis decision round trips that failed, by error class.",
 		}, []string{"class"}),
+		mode: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "rate_limit_mode",
+			Help: "Decision mode: 1 for the current one (redis, local or permissive), 0 for the others.",
+		}, []string{"mode"}),
+		live: f.NewGauge(prometheus.GaugeOpts{
+			Name: "rate_limit_live_instances",
+			Help: "Live limiter instances last seen in the Redis heartbeats: the divisor of local limits.",
+		}),
+		healthFailures: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "rate_limit_redis_health_check_failures_total",
+			Help: "Redis health checks (heartbeats) that failed, by error class.",
+		}, []string{"class"}),
+	}
+}
+
+// setMode reports mode as the current one.
+func (m *metrics) setMode(mode string) {
+	for _, name := range []string{ModeRedis, ModeLocal, ModePermissive} {
+		v := 0.0
+		if name == mode {
+			v = 1
+		}
+		m.mode.WithLabelValues(name).Set(v)
 	}
 }
 

@@ -1,11 +1,14 @@
 // Package limiter is the decision service: it matches a request to the rules,
 // decides every applicable rule in one Redis round trip, applies each rule's
 // failure policy when Redis cannot answer, and hands one event per decision
-// to the event bus without waiting for it.
+// to the event bus without waiting for it. A breaker and a health checker
+// drive its mode (redis, local, permissive; see ModeMachine), so no request
+// waits on a Redis that is known to be down.
 package limiter
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,6 +32,12 @@ type Publisher interface {
 	Publish(key, value []byte) bool
 }
 
+// Health checks Redis and learns the number of live limiter instances: one
+// heartbeat round trip. It must honour ctx's deadline.
+type Health interface {
+	Beat(ctx context.Context, now time.Time) (live int, err error)
+}
+
 // Config holds the service's settings and injected dependencies.
 type Config struct {
 	// Instance names this limiter in events.
@@ -37,6 +46,20 @@ type Config struct {
 	ClassifyError func(error) string
 	// Bans, when set, denies banned client IPs and users before any rule.
 	Bans *BanSet
+	// Mode sets when the mode changes; BreakerFailures is the number of
+	// consecutive failed decision round trips that open the breaker
+	// (default 5).
+	Mode            ModeConfig
+	BreakerFailures int
+	// PermissiveDenyRules lets rules whose failure policy is deny through in
+	// permissive mode too; by default they keep answering 503.
+	PermissiveDenyRules bool
+	// Health, when set, is called every HealthInterval (default 5s), each
+	// call bounded by HealthTimeout (default 50ms), by the goroutine Start
+	// starts. Without it the mode never returns to redis once it left it.
+	Health         Health
+	HealthInterval time.Duration
+	HealthTimeout  time.Duration
 	// Now and NewEventID default to time.Now and random UUIDs.
 	Now        func() time.Time
 	NewEventID func() string
@@ -52,6 +75,15 @@ type Service struct {
 	local   *localLimiter
 	metrics *metrics
 	log     *zap.Logger
+
+	breaker *breaker
+	mode    atomic.Value // string: the machine's mode, read on every decision
+	live    atomic.Int64 // live limiter instances, last known
+	mu      sync.Mutex   // guards machine
+	machine *ModeMachine
+
+	stopHealth context.CancelFunc
+	health     sync.WaitGroup
 }
 
 // ruleSet is a compiled rule set with the metric labels derived from it.
@@ -71,7 +103,18 @@ func New(cfg Config, set *rules.Set, counter Counter, pub Publisher, log *zap.Lo
 	if cfg.ClassifyError == nil {
 		cfg.ClassifyError = func(error) string { return "other" }
 	}
-	s := &Service{cfg: cfg, counter: counter, pub: pub, local: newLocalLimiter(), metrics: newMetrics(reg), log: log}
+	if cfg.HealthInterval <= 0 {
+		cfg.HealthInterval = 5 * time.Second
+	}
+	if cfg.HealthTimeout <= 0 {
+		cfg.HealthTimeout = 50 * time.Millisecond
+	}
+	s := &Service{cfg: cfg, counter: counter, pub: pub, local: newLocalLimiter(), metrics: newMetrics(reg), log: log,
+		breaker: newBreaker(cfg.BreakerFailures), machine: NewModeMachine(cfg.Mode, cfg.Now())}
+	s.mode.Store(ModeRedis)
+	s.live.Store(1)
+	s.metrics.setMode(ModeRedis)
+	s.metrics.live.Set(1)
 	s.SetRules(set)
 	return s
 }
@@ -90,7 +133,7 @@ func (s *Service) Rules() *rules.Set { return s.rules.Load().Set }
 func (s *Service) Check(ctx context.Context, req *rules.Request, d *Decision) {
 	start := s.cfg.Now()
 	d.Reset()
-	d.Mode = ModeRedis
+	d.Mode = s.Mode()
 	set := s.rules.Load()
 	switch {
 	case set.Exempt(req):
@@ -127,7 +170,16 @@ func (s *Service) banned(req *rules.Request, now time.Time, d *Decision) bool {
 	return ok
 }
 
+// decide decides the applied rules: in Redis in redis mode, else (or when
+// the round trip fails) by each rule's failure policy.
 func (s *Service) decide(ctx context.Context, d *Decision, now time.Time) {
+	if d.Mode != ModeRedis || s.breaker.isOpen() {
+		if d.Mode == ModeRedis { // the breaker just opened; the mode follows
+			d.Mode = ModeLocal
+		}
+		s.finish(d, s.fallback(d, now))
+		return
+	}
 	for _, a := range d.Applied {
 		d.calls = append(d.calls, a.Call)
 	}
@@ -137,26 +189,38 @@ func (s *Service) decide(ctx context.Context, d *Decision, now time.Time) {
 	results, err := s.counter.Decide(context.WithoutCancel(ctx), d.calls)
 	if err != nil {
 		s.metrics.redisErrors.WithLabelValues(s.cfg.ClassifyError(err)).Inc()
-		s.log.Warn("redis decision failed, applying failure policies", zap.Error(err))
-		results = s.fallback(d, now)
-		if d.Unavailable {
-			return
+		if s.breaker.failure() {
+			s.log.Warn("redis decisions keep failing, breaker open", zap.Error(err))
+			s.breakerOpened()
 		}
+		d.Mode = ModeLocal
+		results = s.fallback(d, now)
+	} else {
+		s.breaker.success()
+	}
+	s.finish(d, results)
+}
+
+func (s *Service) finish(d *Decision, results []decide.Result) {
+	if d.Unavailable {
+		return
 	}
 	d.Results = append(d.Results, results...)
 	d.aggregate()
 }
 
-// fallback decides without Redis, rule by rule, as each rule's
-// on_redis_failure policy says: local (in-memory limiting), allow, or deny
-// (the whole request is refused with 503 unless the rule is in shadow mode).
+// fallback decides without Redis in d.Mode, rule by rule, as each rule's
+// on_redis_failure policy says. local: in-memory limiting with the limits
+// divided among the live instances (permissive mode: allowed); allow:
+// allowed; deny: the whole request is refused with 503 unless the rule is in
+// shadow mode (or permissive mode lets deny rules through).
 func (s *Service) fallback(d *Decision, now time.Time) []decide.Result {
 	results := make([]decide.Result, len(d.Applied))
-	d.Mode = ModePermissive
+	permissive := d.Mode == ModePermissive
 	for i, a := range d.Applied {
 		switch a.Rule.OnRedisFailure {
 		case rules.FailDeny:
-			if !a.Rule.Shadow {
+			if !a.Rule.Shadow && !(permissive && s.cfg.PermissiveDenyRules) {
 				d.Unavailable, d.RuleID, d.Algorithm = true, a.Rule.ID, a.Rule.Algorithm
 				return nil
 			}
@@ -164,8 +228,11 @@ func (s *Service) fallback(d *Decision, now time.Time) []decide.Result {
 		case rules.FailAllow:
 			results[i] = unlimited(a.Call)
 		default:
-			d.Mode = ModeLocal
-			results[i] = s.local.decide(a.Call, now)
+			if permissive {
+				results[i] = unlimited(a.Call)
+			} else {
+				results[i] = s.local.decide(a.Call, s.live.Load(), now)
+			}
 		}
 	}
 	return results

@@ -1,0 +1,89 @@
+package limiter
+
+import (
+	"context"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Mode returns the service's decision mode: redis, local or permissive.
+func (s *Service) Mode() string { return s.mode.Load().(string) }
+
+// LiveInstances returns the number of live limiter instances last learned
+// from the heartbeats (1 until the first one), the divisor of local limits.
+func (s *Service) LiveInstances() int64 { return s.live.Load() }
+
+// Start starts the health checker when Config.Health is set: a heartbeat
+// now and every HealthInterval, feeding the mode machine. Stop stops it.
+func (s *Service) Start() {
+	if s.cfg.Health == nil || s.stopHealth != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stopHealth = cancel
+	s.health.Go(func() { s.runHealth(ctx) })
+}
+
+// Stop stops the health checker and waits for it; the mode stays as it is.
+func (s *Service) Stop() {
+	if s.stopHealth != nil {
+		s.stopHealth()
+	}
+	s.health.Wait()
+}
+
+func (s *Service) runHealth(ctx context.Context) {
+	t := time.NewTicker(s.cfg.HealthInterval)
+	defer t.Stop()
+	for {
+		s.checkHealth(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// checkHealth runs one heartbeat and feeds its outcome to the machine.
+func (s *Service) checkHealth(ctx context.Context) {
+	beatCtx, cancel := context.WithTimeout(ctx, s.cfg.HealthTimeout)
+	live, err := s.cfg.Health.Beat(beatCtx, s.cfg.Now())
+	cancel()
+	if ctx.Err() != nil { // stopping: not a verdict on Redis
+		return
+	}
+	if err == nil {
+		s.live.Store(int64(max(1, live)))
+		s.metrics.live.Set(float64(max(1, live)))
+	} else {
+		s.metrics.healthFailures.WithLabelValues(s.cfg.ClassifyError(err)).Inc()
+		s.log.Debug("redis health check failed", zap.Error(err))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t, ok := s.machine.CheckResult(err == nil, s.cfg.Now()); ok {
+		s.apply(t)
+	}
+}
+
+// breakerOpened moves the mode out of redis at once.
+func (s *Service) breakerOpened() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t, ok := s.machine.BreakerOpened(s.cfg.Now()); ok {
+		s.apply(t)
+	}
+}
+
+// apply makes t the service's mode; s.mu is held.
+func (s *Service) apply(t Transition) {
+	if t.To == ModeRedis {
+		s.breaker.reset()
+	}
+	s.mode.Store(t.To)
+	s.metrics.setMode(t.To)
+	s.log.Warn("limiter mode changed", zap.String("old", t.From), zap.String("new", t.To),
+		zap.String("reason", t.Reason), zap.Int64("live_instances", s.live.Load()))
+}
