@@ -9,7 +9,9 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -34,6 +36,12 @@ type BanPublisher interface {
 const (
 	maxBanDuration = 365 * 24 * time.Hour
 	maxNote        = 256
+
+	// The admin API is for people and scripts: a few requests per second per
+	// source is plenty, and it bounds token guessing.
+	adminRate    = 10 // requests per second per source
+	adminBurst   = 20
+	adminSources = 4096 // sources tracked; beyond it new sources share one bucket
 )
 
 // registerAdmin adds the admin routes when a token is configured; without
@@ -44,15 +52,30 @@ func (h *handler) registerAdmin(mux *http.ServeMux) {
 	}
 	sum := sha256.Sum256([]byte(h.cfg.AdminToken))
 	h.tokenSum = sum[:]
+	if h.adminLimit == nil {
+		h.adminLimit = newAdminLimiter(adminRate, adminBurst, adminSources, time.Now)
+	}
 	mux.HandleFunc("GET /v1/admin/bans", h.authorized(h.listBans))
 	mux.HandleFunc("POST /v1/admin/bans", h.authorized(h.addBan))
 	mux.HandleFunc("DELETE /v1/admin/bans/{scope}/{subject...}", h.authorized(h.removeBan))
 }
 
-// authorized checks the bearer token in constant time: both sides are hashed
-// first, so neither the token nor its length leaks through timing.
+// authorized rate-limits the source, then checks the bearer token in
+// constant time: both sides are hashed first, so neither the token nor its
+// length leaks through timing. The limit comes first so it also bounds token
+// guessing.
 func (h *handler) authorized(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		source := h.clientIP(r)
+		if wait, first := h.adminLimit.allow(source); wait > 0 {
+			if first { // once per burst of refusals, so a flood cannot flood the log
+				h.cfg.Log.Warn("admin request refused: rate limited", zap.String("source", r.RemoteAddr),
+					zap.String("client", source.String()), zap.String("path", r.URL.Path))
+			}
+			w.Header().Set("Retry-After", strconv.FormatInt(int64((wait+time.Second-1)/time.Second), 10))
+			writeError(w, http.StatusTooManyRequests, "admin API: too many requests")
+			return
+		}
 		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		sum := sha256.Sum256([]byte(token))
 		if !ok || subtle.ConstantTimeCompare(sum[:], h.tokenSum) != 1 {
@@ -194,4 +217,73 @@ func jsonError(err error) error {
 		return badRequest("invalid JSON: empty body")
 	}
 	return badRequest("invalid JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
+}
+
+// adminLimiter is a token bucket per source address, in memory: rate tokens
+// a second up to burst. At most max sources are tracked; when the table is
+// full, sources whose bucket has refilled are forgotten, and if none has,
+// new sources share one overflow bucket, so memory stays bounded whatever
+// the number of addresses a client controls.
+type adminLimiter struct {
+	rate, burst float64
+	max         int
+	now         func() time.Time
+
+	mu       sync.Mutex
+	buckets  map[netip.Addr]*adminBucket
+	overflow adminBucket
+}
+
+type adminBucket struct {
+	tokens  float64
+	last    time.Time
+	refused bool // a refusal was logged since the last admitted request
+}
+
+func newAdminLimiter(rate, burst float64, max int, now func() time.Time) *adminLimiter {
+	return &adminLimiter{rate: rate, burst: burst, max: max, now: now,
+		buckets: make(map[netip.Addr]*adminBucket), overflow: adminBucket{tokens: burst}}
+}
+
+// allow takes a token for source. When there is none it returns how long
+// until there is, and whether this is the first refusal since the source
+// was last admitted.
+func (l *adminLimiter) allow(source netip.Addr) (wait time.Duration, firstRefusal bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	b := l.buckets[source]
+	if b == nil {
+		if len(l.buckets) >= l.max {
+			l.sweep(now)
+		}
+		if len(l.buckets) >= l.max {
+			b = &l.overflow
+		} else {
+			b = &adminBucket{tokens: l.burst, last: now}
+			l.buckets[source] = b
+		}
+	}
+	if !b.last.IsZero() {
+		b.tokens = min(l.burst, b.tokens+now.Sub(b.last).Seconds()*l.rate)
+	}
+	b.last = now
+	if b.tokens >= 1 {
+		b.tokens--
+		b.refused = false
+		return 0, false
+	}
+	first := !b.refused
+	b.refused = true
+	return time.Duration((1 - b.tokens) / l.rate * float64(time.Second)), first
+}
+
+// sweep forgets the sources whose bucket would be full by now: they lose
+// nothing by starting over.
+func (l *adminLimiter) sweep(now time.Time) {
+	for a, b := range l.buckets {
+		if b.tokens+now.Sub(b.last).Seconds()*l.rate >= l.burst {
+			delete(l.buckets, a)
+		}
+	}
 }

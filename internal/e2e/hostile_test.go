@@ -1,0 +1,246 @@
+package e2e
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// hostileRules: /once/** admits one request per client IP (an hour-long
+// token bucket of one), /api/** is generous.
+const hostileRules = `
+rules:
+  - id: once-per-ip
+    match: {endpoints: ["/once/**"]}
+    key: [ip]
+    algorithm: token_bucket
+    limits: [{rate: 1, per: 1h, burst: 1}]
+  - id: api
+    match: {endpoints: ["/api/**"]}
+    key: [ip]
+    algorithm: token_bucket
+    limits: [{rate: 1000, per: 1s, burst: 1000}]
+`
+
+// hostileCase is one hostile request and the answer the limiter documents
+// for it. closeOK: the server may instead close the connection (net/http
+// does when a client keeps writing what it refuses to read).
+type hostileCase struct {
+	name    string
+	method  string
+	path    string
+	header  http.Header
+	body    string
+	want    int
+	closeOK bool
+	errHas  string // part of the {"error": ...} message, when set
+}
+
+func manyHeaders(n int) http.Header {
+	h := http.Header{}
+	for i := range n {
+		h.Set(fmt.Sprintf("X-Hostile-%d", i), "v")
+	}
+	return h
+}
+
+// The hostile-input table of issue 5 against the real limiter process: each
+// input gets its documented answer and the process keeps serving.
+func TestHostileInput(t *testing.T) {
+	e := newEnv(t)
+	path := filepath.Join(t.TempDir(), "hostile.yaml")
+	if err := os.WriteFile(path, []byte(hostileRules), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	lim := e.start("limiter", "RULES_FILE", path)
+	base := "http://" + lim.addr
+
+	auth := func(kv ...string) http.Header {
+		h := http.Header{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			h[http.CanonicalHeaderKey(kv[i])] = []string{kv[i+1]}
+		}
+		return h
+	}
+	huge := strings.Repeat("u", 10<<10)
+	cases := []hostileCase{
+		{name: "malformed JSON", method: "POST", path: "/v1/check", body: `{"ip":"198.51.100.1","endpoint":`, want: 400, errHas: "invalid JSON"},
+		{name: "not an object", method: "POST", path: "/v1/check", body: `[1,2,3]`, want: 400, errHas: "invalid JSON"},
+		{name: "trailing garbage", method: "POST", path: "/v1/check", body: `{"ip":"198.51.100.1","endpoint":"/api/a"} {}`, want: 400, errHas: "invalid JSON"},
+		{name: "unknown field", method: "POST", path: "/v1/check", body: `{"ip":"198.51.100.1","endpoint":"/api/a","evil":1}`, want: 400},
+		{name: "1 MB body", method: "POST", path: "/v1/check", body: `{"ip":"198.51.100.1","endpoint":"/api/a","user_id":"` + strings.Repeat("x", 1<<20) + `"}`, want: 413, closeOK: true},
+		{name: "1 MB admin body", method: "POST", path: "/v1/admin/bans", header: auth("Authorization", "Bearer s3cret"), body: `{"scope":"user","subject":"` + strings.Repeat("x", 1<<20) + `"}`, want: 413, closeOK: true},
+		{name: "10 000 headers", method: "POST", path: "/v1/check", header: manyHeaders(10_000), body: `{"ip":"198.51.100.1","endpoint":"/api/a"}`, want: 431, closeOK: true},
+		{name: "one 100 KiB header", method: "GET", path: "/v1/auth", header: auth("X-Forwarded-Uri", "/api/"+strings.Repeat("a", 100<<10)), want: 431, closeOK: true},
+		{name: "invalid UTF-8 in endpoint", method: "POST", path: "/v1/check", body: "{\"ip\":\"198.51.100.1\",\"endpoint\":\"/api/\xff\xfe\"}", want: 400, errHas: "UTF-8"},
+		{name: "invalid UTF-8 in user_id", method: "POST", path: "/v1/check", body: "{\"ip\":\"198.51.100.1\",\"endpoint\":\"/api/a\",\"user_id\":\"\xc0\xaf\"}", want: 400, errHas: "UTF-8"},
+		{name: "invalid UTF-8 in X-User-Id", method: "GET", path: "/v1/auth", header: auth("X-Forwarded-Uri", "/api/a", "X-User-Id", "\xff\xfe"), want: 400, errHas: "user_id"},
+		{name: "10 KB user_id", method: "POST", path: "/v1/check", body: `{"ip":"198.51.100.1","endpoint":"/api/a","user_id":"` + huge + `"}`, want: 400, errHas: "user_id: must be valid UTF-8 of at most 512 bytes"},
+		{name: "10 KB X-User-Id", method: "GET", path: "/v1/auth", header: auth("X-Forwarded-Uri", "/api/a", "X-User-Id", huge), want: 400, errHas: "user_id: must be valid UTF-8 of at most 512 bytes"},
+		{name: "10 KB endpoint (limit 8 KiB)", method: "POST", path: "/v1/check", body: `{"ip":"198.51.100.1","endpoint":"/api/` + huge + `"}`, want: 400, errHas: "endpoint: longer than"},
+		{name: "hostile key separators in user id are data", method: "POST", path: "/v1/check", body: `{"ip":"198.51.100.1","endpoint":"/api/a","user_id":"a:b}{*\r\n"}`, want: 200},
+		{name: "not an IP", method: "POST", path: "/v1/check", body: `{"ip":"198.51.100.1; DROP","endpoint":"/api/a"}`, want: 400, errHas: "ip"},
+		{name: "no endpoint for forward-auth", method: "GET", path: "/v1/auth", want: 400, errHas: "endpoint"},
+		{name: "method not a token", method: "GET", path: "/v1/auth", header: auth("X-Forwarded-Uri", "/api/a", "X-Forwarded-Method", "GET /x"), want: 400, errHas: "method"},
+		{name: "spoofed XFF, first request", method: "GET", path: "/v1/auth", header: auth("X-Forwarded-Uri", "/once/a", "X-Forwarded-For", "203.0.113.1"), want: 200},
+		// The peer (127.0.0.1) is not a trusted proxy: its X-Forwarded-For
+		// is ignored, so this request shares the first one's limit of 1.
+		{name: "spoofed XFF, second request keyed on the peer", method: "GET", path: "/v1/auth", header: auth("X-Forwarded-Uri", "/once/a", "X-Forwarded-For", "203.0.113.2", "X-Real-IP", "203.0.113.3"), want: 429},
+	}
+	client := &http.Client{Timeout: 10 * time.Second}
+	defer client.CloseIdleConnections()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequest(tc.method, base+tc.path, strings.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, v := range tc.header {
+				req.Header[k] = v
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				if tc.closeOK && !errors.Is(err, os.ErrDeadlineExceeded) {
+					t.Logf("connection closed instead of %d (documented): %v", tc.want, err)
+					return
+				}
+				t.Fatalf("%v, want %d", err, tc.want)
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			if resp.StatusCode != tc.want {
+				t.Fatalf("status %d (%s), want %d", resp.StatusCode, body, tc.want)
+			}
+			if tc.errHas != "" && !strings.Contains(string(body), tc.errHas) {
+				t.Fatalf("body %s, want an error naming %q", body, tc.errHas)
+			}
+		})
+		assertServes(t, lim)
+	}
+
+	t.Run("slow loris", func(t *testing.T) { slowLoris(t, lim) })
+
+	t.Run("admin flood", func(t *testing.T) {
+		codes := map[int]int{}
+		for range 40 {
+			code, _ := admin(t, lim, "GET", "/v1/admin/bans", "wrong", "")
+			codes[code]++
+		}
+		if codes[http.StatusTooManyRequests] == 0 || codes[http.StatusUnauthorized] == 0 || len(codes) != 2 {
+			t.Fatalf("40 rapid admin requests answered %v, want 401s then 429s", codes)
+		}
+	})
+
+	assertServes(t, lim)
+	select {
+	case <-lim.done:
+		t.Fatal("the limiter exited during the hostile input")
+	default:
+	}
+	// Its output is read once it has stopped: the process writes it until then.
+	lim.stop(syscall.SIGTERM)
+	out := lim.out.String()
+	for _, want := range []string{`"msg":"admin request refused: rate limited"`, `"msg":"admin request refused","source":"127.0.0.1:`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no log line with %s: refusals must be logged with their source", want)
+		}
+	}
+	if strings.Contains(out, "panic") {
+		t.Errorf("the limiter panicked:\n%s", out)
+	}
+}
+
+// assertServes: the process answers a normal check with 200.
+func assertServes(t *testing.T, lim *proc) {
+	t.Helper()
+	if d := check(t, lim, "198.51.100.200", "/api/ok"); d.Status != http.StatusOK || !d.Allowed {
+		t.Fatalf("a normal check after hostile input: %+v", d)
+	}
+}
+
+// slowLoris opens connections that send their headers one byte a second:
+// others are served meanwhile, and the server closes each one after its
+// ReadHeaderTimeout (5 s) instead of waiting for the headers to end.
+func slowLoris(t *testing.T, lim *proc) {
+	const conns, readHeaderTimeout = 20, 5 * time.Second
+	start := time.Now()
+	var wg sync.WaitGroup
+	closedAfter := make([]time.Duration, conns)
+	for i := range conns {
+		c, err := net.Dial("tcp", lim.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := io.WriteString(c, "POST /v1/check HTTP/1.1\r\nHost: x\r\nX-Slow: "); err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			// Keep dribbling until the server hangs up; its close shows as
+			// EOF (or a reset) on the read side.
+			closed := make(chan struct{})
+			go func() {
+				_, _ = bufio.NewReader(c).ReadString('\n')
+				close(closed)
+			}()
+			tick := time.NewTicker(time.Second)
+			defer tick.Stop()
+			for {
+				select {
+				case <-closed:
+					closedAfter[i] = time.Since(start)
+					return
+				case <-tick.C:
+					if time.Since(start) > 3*readHeaderTimeout {
+						closedAfter[i] = -1
+						c.Close()
+						return
+					}
+					_, _ = c.Write([]byte("a"))
+				}
+			}
+		})
+	}
+	// Meanwhile normal clients are served promptly.
+	for range 10 {
+		t0 := time.Now()
+		assertServes(t, lim)
+		if took := time.Since(t0); took > time.Second {
+			t.Errorf("a normal check took %v while slow clients hold connections", took)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	wg.Wait()
+	for i, d := range closedAfter {
+		if d < 0 || d > readHeaderTimeout+3*time.Second {
+			t.Fatalf("slow connection %d still open after %v (closed after %v), want closed after about %v", i, 3*readHeaderTimeout, d, readHeaderTimeout)
+		}
+	}
+	t.Logf("slow connections closed after %v..%v", minDur(closedAfter), maxDur(closedAfter))
+}
+
+func minDur(ds []time.Duration) time.Duration {
+	m := ds[0]
+	for _, d := range ds {
+		m = min(m, d)
+	}
+	return m
+}
+
+func maxDur(ds []time.Duration) time.Duration {
+	m := ds[0]
+	for _, d := range ds {
+		m = max(m, d)
+	}
+	return m
+}
