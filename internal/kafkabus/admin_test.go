@@ -39,34 +39,6 @@ func TestPing(t *testing.T) {
 	}
 }
 
-func TestEnsureTopics(t *testing.T) {
-	b := kafkatest.StartBroker(t, "existing")
-	ctx := context.Background()
-	specs := []kafkabus.TopicSpec{
-		{Name: "new.topic", Partitions: 5, Configs: map[string]string{"retention.ms": "3600000"}},
-		{Name: "existing", Partitions: 7},
-	}
-	if err := kafkabus.EnsureTopics(ctx, b.Brokers(), specs...); err != nil {
-		t.Fatalf("EnsureTopics: %v", err)
-	}
-	if err := kafkabus.EnsureTopics(ctx, b.Brokers(), specs...); err != nil {
-		t.Fatalf("EnsureTopics again: %v", err)
-	}
-	if got := len(kafkatest.Partitions(t, b.Brokers(), "new.topic")); got != 5 {
-		t.Fatalf("new.topic has %d partitions, want 5", got)
-	}
-	if got := len(kafkatest.Partitions(t, b.Brokers(), "existing")); got != kafkatest.DefaultPartitions {
-		t.Fatalf("existing topic changed to %d partitions", got)
-	}
-	err := kafkabus.EnsureTopics(ctx, b.Brokers(), kafkabus.TopicSpec{Name: "bad", Partitions: 1, ReplicationFactor: 3})
-	if err == nil || !strings.Contains(err.Error(), `"bad"`) {
-		t.Fatalf("replication factor above the broker count: %v, want an error naming the topic", err)
-	}
-	if err := kafkabus.EnsureTopics(ctx, nil, specs...); err == nil {
-		t.Fatal("EnsureTopics without brokers succeeded")
-	}
-}
-
 func TestErrorClass(t *testing.T) {
 	for _, tc := range []struct {
 		err  error

@@ -81,8 +81,6 @@ func (m *metrics) observe(d *Decision, tier string, took time.Duration) {
 // anything else a client sends is reported as "other".
 type tierLabels []string
 
-func newTierLabels(known []string) tierLabels { return tierLabels(known) }
-
 func (t tierLabels) label(tier string) string {
 	if tier == "" {
 		return "none"

@@ -122,7 +122,7 @@ func New(cfg Config, set *rules.Set, counter Counter, pub Publisher, log *zap.Lo
 // SetRules atomically replaces the rule set; requests in flight finish with
 // the set they started with.
 func (s *Service) SetRules(set *rules.Set) {
-	s.rules.Store(&ruleSet{Set: set, tiers: newTierLabels(set.Tiers())})
+	s.rules.Store(&ruleSet{Set: set, tiers: tierLabels(set.Tiers())})
 }
 
 // Rules returns the rule set in force.

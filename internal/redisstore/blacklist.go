@@ -38,7 +38,7 @@ type Change struct {
 // addRetries bounds the optimistic transactions of Add under contention.
 const addRetries = 16
 
-// subscribeHealth is how long Subscribe waits for a message before it pings
+// subscribeHealth is how long SubscribeResync waits for a message before it pings
 // the server to tell an idle connection from a dead one.
 const subscribeHealth = 15 * time.Second
 
@@ -186,14 +186,9 @@ func (b *Blacklist) Active(ctx context.Context, now time.Time) ([]event.Ban, err
 	return bans, nil
 }
 
-// Subscribe calls onChange for each change of the blacklist until ctx ends,
-// then returns nil. See SubscribeResync for what it cannot see.
-func (b *Blacklist) Subscribe(ctx context.Context, onChange func(Change)) error {
-	return b.SubscribeResync(ctx, onChange, nil)
-}
-
-// SubscribeResync is Subscribe that also calls onResync (when not nil) each
-// time the subscription is established: at the start and after every
+// SubscribeResync calls onChange for each change of the blacklist until ctx
+// ends, then returns nil, and calls onResync (when not nil) each time the
+// subscription is established: at the start and after every
 // reconnection, since changes published while disconnected are lost. A
 // caller keeping a copy of the blacklist reloads Active there (and, as
 // pub/sub is at most once, periodically as well). Undecodable messages are
