@@ -70,7 +70,7 @@ func (e *env) redisTopology(c Common) {
 
 func (e *env) listen(def string) string {
 	addr := e.str("LISTEN_ADDR", def)
-	if _, _, err := splitHostPort(addr); err != nil {
+	if !validHostPort(addr, false) {
 		e.fail("LISTEN_ADDR", "host:port or :port", addr)
 	}
 	return addr

@@ -6,6 +6,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -96,22 +97,22 @@ func (e *env) oneOf(name, def string, allowed ...string) string {
 func (e *env) hostPorts(name, def string) []string {
 	addrs := e.list(name, def)
 	for _, a := range addrs {
-		if host, port, err := splitHostPort(a); err != nil || host == "" || port == "" {
+		if !validHostPort(a, true) {
 			e.fail(name, "a comma-separated list of host:port", a)
 		}
 	}
 	return addrs
 }
 
-func splitHostPort(a string) (string, string, error) {
-	i := strings.LastIndexByte(a, ':')
-	if i < 0 {
-		return "", "", errors.New("missing port")
+// validHostPort reports whether a is host:port (or :port when the host is
+// optional) with a numeric port.
+func validHostPort(a string, needHost bool) bool {
+	host, port, err := net.SplitHostPort(a)
+	if err != nil || (needHost && host == "") {
+		return false
 	}
-	if _, err := strconv.ParseUint(a[i+1:], 10, 16); err != nil {
-		return "", "", err
-	}
-	return strings.Trim(a[:i], "[]"), a[i+1:], nil
+	_, err = strconv.ParseUint(port, 10, 16)
+	return err == nil
 }
 
 func (e *env) prefixes(name string) []netip.Prefix {

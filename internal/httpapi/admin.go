@@ -209,11 +209,10 @@ func banSubject(scope, subject string) (string, error) {
 // jsonError maps an encoding/json decoding error of an admin body to its
 // answer.
 func jsonError(err error) error {
-	var tooBig *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooBig):
-		return &inputError{status: http.StatusRequestEntityTooLarge, msg: "request body too large"}
-	case errors.Is(err, io.EOF):
+	if tooBig := bodyTooLarge(err); tooBig != nil {
+		return tooBig
+	}
+	if errors.Is(err, io.EOF) {
 		return badRequest("invalid JSON: empty body")
 	}
 	return badRequest("invalid JSON: %s", strings.TrimPrefix(err.Error(), "json: "))

@@ -61,9 +61,8 @@ func decodeCheck(w http.ResponseWriter, r *http.Request) (rules.Request, error) 
 	defer bodies.Put(buf)
 	buf.Reset()
 	if _, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, maxBody)); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return rules.Request{}, &inputError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("request body larger than %d bytes", maxBody)}
+		if tooBig := bodyTooLarge(err); tooBig != nil {
+			return rules.Request{}, tooBig
 		}
 		return rules.Request{}, badRequest("reading the body: %v", err)
 	}
@@ -83,6 +82,16 @@ func decodeCheck(w http.ResponseWriter, r *http.Request) (rules.Request, error) 
 		}
 	}
 	return newRequest(body.UserID, body.IP, body.Endpoint, body.Method, body.Tier, body.Cost, body.Attributes)
+}
+
+// bodyTooLarge is the 413 answer when err comes from a body over maxBody
+// (http.MaxBytesReader), else nil.
+func bodyTooLarge(err error) error {
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return &inputError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("request body larger than %d bytes", maxBody)}
+	}
+	return nil
 }
 
 // newRequest validates and normalizes the subject of a decision, from either

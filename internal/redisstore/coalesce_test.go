@@ -15,51 +15,21 @@ import (
 // Concurrent callers share pipelines and still get exactly the limit.
 func TestCoalescerExactUnderConcurrency(t *testing.T) {
 	client := newClient(t, redisAddr())
-	avoidDayBoundary(t, client)
-	for _, tc := range []struct {
-		alg   decide.Algorithm
-		limit decide.Limit
-	}{
-		{decide.FixedWindow, decide.Limit{Requests: 100, Per: 24 * time.Hour}},
-		{decide.SlidingWindow, decide.Limit{Requests: 100, Per: time.Hour}},
-		{decide.TokenBucket, decide.Limit{Rate: 1, Per: time.Hour, Burst: 100}},
-	} {
-		t.Run(string(tc.alg), func(t *testing.T) {
-			var largest atomic.Int64
-			co := NewCoalescer(New(client), CoalesceConfig{Pipelines: 4, OnFlush: func(n int) {
-				if int64(n) > largest.Load() {
-					largest.Store(int64(n))
-				}
-			}})
-			defer co.Close()
-			c := decide.Call{Keys: decidetest.Keys(testPrefix(t, client), "hot"), Algorithm: tc.alg, Limits: []decide.Limit{tc.limit}, Cost: 1}
-			var admitted, failed atomic.Int64
-			var wg sync.WaitGroup
-			for range 200 {
-				wg.Go(func() {
-					for range 5 {
-						r, err := co.Decide(context.Background(), []decide.Call{c})
-						switch {
-						case err != nil:
-							failed.Add(1)
-						case r[0].Allowed:
-							admitted.Add(1)
-						}
-					}
-				})
+	exactUnderConcurrency(t, client, func(t *testing.T) decider {
+		var shared atomic.Int64 // pipelines that carried more than one call
+		co := NewCoalescer(New(client), CoalesceConfig{Pipelines: 4, OnFlush: func(n int) {
+			if n > 1 {
+				shared.Add(1)
 			}
-			wg.Wait()
-			if n := failed.Load(); n > 0 {
-				t.Fatalf("%d calls failed", n)
-			}
-			if n := admitted.Load(); n != 100 {
-				t.Errorf("admitted %d, want 100", n)
-			}
-			if largest.Load() < 2 {
-				t.Errorf("largest pipeline had %d calls: 200 concurrent callers on 4 connections were never coalesced", largest.Load())
+		}})
+		t.Cleanup(func() {
+			co.Close()
+			if shared.Load() == 0 {
+				t.Errorf("200 concurrent callers on 4 connections never shared a pipeline")
 			}
 		})
-	}
+		return co.Decide
+	})
 }
 
 // Every caller gets its own results back, and a failing call fails only its

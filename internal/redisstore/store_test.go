@@ -169,10 +169,19 @@ func evalCalls(tb testing.TB, client *redis.Client) int {
 func TestDecideExactUnderConcurrency(t *testing.T) {
 	client := newClient(t, redisAddr())
 	store := New(client)
-	ctx := context.Background()
-	if err := store.Load(ctx); err != nil {
+	if err := store.Load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	exactUnderConcurrency(t, client, func(*testing.T) decider { return store.Decide })
+}
+
+// decider is Store.Decide or Coalescer.Decide.
+type decider func(context.Context, []decide.Call) ([]decide.Result, error)
+
+// exactUnderConcurrency runs, for each algorithm with a limit of 100, 200
+// goroutines × 5 calls through the decider that newDecider returns, and
+// requires exactly 100 admitted and no failure.
+func exactUnderConcurrency(t *testing.T, client *redis.Client, newDecider func(*testing.T) decider) {
 	avoidDayBoundary(t, client)
 	for _, tc := range []struct {
 		alg   decide.Algorithm
@@ -183,14 +192,14 @@ func TestDecideExactUnderConcurrency(t *testing.T) {
 		{decide.TokenBucket, decide.Limit{Rate: 1, Per: time.Hour, Burst: 100}},
 	} {
 		t.Run(string(tc.alg), func(t *testing.T) {
-			prefix := testPrefix(t, client)
-			c := decide.Call{Keys: decidetest.Keys(prefix, "hot"), Algorithm: tc.alg, Limits: []decide.Limit{tc.limit}, Cost: 1}
+			decideFn := newDecider(t)
+			c := decide.Call{Keys: decidetest.Keys(testPrefix(t, client), "hot"), Algorithm: tc.alg, Limits: []decide.Limit{tc.limit}, Cost: 1}
 			var admitted, failed atomic.Int64
 			var wg sync.WaitGroup
 			for range 200 {
 				wg.Go(func() {
 					for range 5 {
-						r, err := store.Decide(ctx, []decide.Call{c})
+						r, err := decideFn(context.Background(), []decide.Call{c})
 						switch {
 						case err != nil:
 							failed.Add(1)
