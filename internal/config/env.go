@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ratewarden/ratewarden/internal/rules"
 )
 
 // env reads variables with defaults and collects one error per bad value, so
@@ -118,7 +120,7 @@ func validHostPort(a string, needHost bool) bool {
 func (e *env) prefixes(name string) []netip.Prefix {
 	var out []netip.Prefix
 	for _, raw := range e.list(name, "") {
-		p, err := parsePrefix(raw)
+		p, err := rules.ParsePrefix(raw)
 		if err != nil {
 			e.fail(name, "a comma-separated list of IP addresses or CIDR prefixes", raw)
 			continue
@@ -126,17 +128,4 @@ func (e *env) prefixes(name string) []netip.Prefix {
 		out = append(out, p)
 	}
 	return out
-}
-
-func parsePrefix(raw string) (netip.Prefix, error) {
-	if strings.Contains(raw, "/") {
-		p, err := netip.ParsePrefix(raw)
-		return p.Masked(), err
-	}
-	a, err := netip.ParseAddr(raw)
-	if err != nil {
-		return netip.Prefix{}, err
-	}
-	a = a.Unmap()
-	return netip.PrefixFrom(a, a.BitLen()), nil
 }

@@ -88,3 +88,20 @@ func TestLoadLimiterErrorsNameTheVariable(t *testing.T) {
 		})
 	}
 }
+
+// TRUSTED_PROXIES reads addresses as exempt.ips does: IPv4-mapped forms
+// are reduced to IPv4, so they contain the IPv4 peers the server sees.
+func TestTrustedProxiesNormalized(t *testing.T) {
+	c, err := LoadLimiter(mapEnv(map[string]string{"TRUSTED_PROXIES": "::ffff:10.0.0.0/104, ::ffff:192.0.2.1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{"10.0.0.0/8", "192.0.2.1/32"} {
+		if got := c.TrustedProxies[i].String(); got != want {
+			t.Errorf("TrustedProxies[%d] = %s, want %s", i, got, want)
+		}
+	}
+	if _, err := LoadLimiter(mapEnv(map[string]string{"TRUSTED_PROXIES": "fe80::1%eth0"})); err == nil {
+		t.Error("a zoned address was accepted")
+	}
+}

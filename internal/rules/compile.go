@@ -197,7 +197,7 @@ func compileExempt(e Exempt) compiledExempt {
 		ce.tiers = append(ce.tiers, strings.ToUpper(t))
 	}
 	for _, s := range e.IPs {
-		p, _ := parsePrefix(s) // validated
+		p, _ := ParsePrefix(s) // validated
 		ce.prefixes = append(ce.prefixes, p)
 	}
 	for _, s := range e.Endpoints {

@@ -39,7 +39,7 @@ func validateExempt(e Exempt, p problems) {
 		}
 	}
 	for i, s := range e.IPs {
-		if _, err := parsePrefix(s); err != nil {
+		if _, err := ParsePrefix(s); err != nil {
 			p.add(fmt.Sprintf("ips[%d]", i), "%q is not an IP address or CIDR", truncate(s, 80))
 		}
 	}
@@ -55,9 +55,9 @@ func validateExempt(e Exempt, p problems) {
 	}
 }
 
-// parsePrefix parses an IP (as a single-address prefix) or a CIDR, masked
+// ParsePrefix parses an IP (as a single-address prefix) or a CIDR, masked
 // and with IPv4-mapped IPv6 addresses unmapped.
-func parsePrefix(s string) (netip.Prefix, error) {
+func ParsePrefix(s string) (netip.Prefix, error) {
 	if a, err := netip.ParseAddr(s); err == nil {
 		if a.Zone() != "" {
 			return netip.Prefix{}, fmt.Errorf("zone not allowed")
