@@ -1,7 +1,7 @@
 # ratewarden: the two set-up commands are `make run` and `make test`.
 GO       ?= go
 BIN      := bin
-FUZZTIME ?= 3s
+FUZZTIME ?= 5000x
 
 .PHONY: all build run test vet unit fuzz-short fuzz bench clean
 
@@ -28,7 +28,7 @@ fuzz-short:
 
 ## fuzz: each fuzz target for longer (FUZZTIME=1m make fuzz)
 fuzz:
-	deploy/local/fuzz.sh $(if $(filter 3s,$(FUZZTIME)),1m,$(FUZZTIME))
+	deploy/local/fuzz.sh $(if $(filter 5000x,$(FUZZTIME)),1m,$(FUZZTIME))
 
 ## bench: throughput and latency of POST /v1/check next to redis-benchmark's EVALSHA rate
 bench: build

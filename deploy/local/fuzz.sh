@@ -1,11 +1,28 @@
 #!/usr/bin/env bash
-# Runs every Fuzz target of the module for the given time each (default 3s).
+# Runs every Fuzz target of the module, each for FUZZTIME: a duration (1m)
+# or an execution count (5000x).
+#
+# Go 1.26's fuzz coordinator can fail a duration-bounded run with a bare
+# "context deadline exceeded" at the deadline although no input failed
+# (golang/go#75804, fixed in Go 1.27). Count-bounded runs have no deadline;
+# for duration-bounded ones that exact signature, with no failing input
+# written, is reported and not counted as a failure.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-fuzztime=${1:-3s}
+fuzztime=${1:-5000x}
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
 for pkg in $(go list ./...); do
 	for target in $(go test -list '^Fuzz' "$pkg" | grep '^Fuzz' || true); do
 		echo "fuzz $pkg $target ($fuzztime)"
-		go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "$pkg" >/tmp/ratewarden-fuzz.log 2>&1 || { cat /tmp/ratewarden-fuzz.log; exit 1; }
+		if go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" -fuzzminimizetime 200x "$pkg" >"$log" 2>&1; then
+			continue
+		fi
+		if grep -q 'context deadline exceeded' "$log" && ! grep -q 'Failing input written to' "$log"; then
+			echo "  (go fuzz coordinator deadline race, golang/go#75804: no failing input; not counted)"
+			continue
+		fi
+		cat "$log"
+		exit 1
 	done
 done
