@@ -1,0 +1,152 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Tables of the dynamic rules (migration 0004).
+const (
+	TableDynamicRules = "dynamic_rules"
+	TableRuleChanges  = "rule_changes"
+)
+
+// StoredRule is one dynamic rule as stored: the rule in the rules-file
+// schema as JSON, and which change last wrote it.
+type StoredRule struct {
+	ID        string
+	Rule      json.RawMessage
+	Version   int64
+	UpdatedAt time.Time
+	UpdatedBy string
+}
+
+// RuleChange describes who changes a dynamic rule, for the audit trail.
+type RuleChange struct {
+	Actor      string // as declared by the caller
+	SourceAddr string // the client address
+	Instance   string // the limiter that served the change
+}
+
+// Change is a committed change: the set version it produced and the rule
+// before and after (nil when absent).
+type Change struct {
+	Version   int64
+	ChangedAt time.Time
+	Before    json.RawMessage
+	After     json.RawMessage
+}
+
+// ErrNoSuchRule is returned when deleting a rule that is not stored.
+var ErrNoSuchRule = errors.New("no such dynamic rule")
+
+// RulesVersion returns the version of the dynamic rule set: cheap enough to
+// poll.
+func (s *Store) RulesVersion(ctx context.Context) (int64, error) {
+	var v int64
+	if err := s.pool.QueryRow(ctx, "SELECT version FROM dynamic_rules_version").Scan(&v); err != nil {
+		return 0, fmt.Errorf("read dynamic rules version: %w", err)
+	}
+	return v, nil
+}
+
+// DynamicRules returns the dynamic rule set and its version, read in one
+// snapshot so the two agree.
+func (s *Store) DynamicRules(ctx context.Context) (int64, []StoredRule, error) {
+	var (
+		version int64
+		out     []StoredRule
+	)
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
+		func(tx pgx.Tx) error {
+			if err := tx.QueryRow(ctx, "SELECT version FROM dynamic_rules_version").Scan(&version); err != nil {
+				return err
+			}
+			rows, err := tx.Query(ctx, "SELECT rule_id, rule, version, updated_at, updated_by FROM dynamic_rules ORDER BY rule_id")
+			if err != nil {
+				return err
+			}
+			out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (StoredRule, error) {
+				var r StoredRule
+				err := row.Scan(&r.ID, &r.Rule, &r.Version, &r.UpdatedAt, &r.UpdatedBy)
+				return r, err
+			})
+			return err
+		})
+	if err != nil {
+		return 0, nil, fmt.Errorf("read dynamic rules: %w", err)
+	}
+	return version, out, nil
+}
+
+// PutRule stores rule (valid JSON of one rule) under id, with a new set
+// version and its audit row, in one transaction.
+func (s *Store) PutRule(ctx context.Context, id string, rule json.RawMessage, who RuleChange) (Change, error) {
+	return s.change(ctx, id, "put", rule, who)
+}
+
+// DeleteRule removes the dynamic rule id, with a new set version and its
+// audit row; ErrNoSuchRule when it is not stored.
+func (s *Store) DeleteRule(ctx context.Context, id string, who RuleChange) (Change, error) {
+	return s.change(ctx, id, "delete", nil, who)
+}
+
+func (s *Store) change(ctx context.Context, id, action string, after json.RawMessage, who RuleChange) (Change, error) {
+	var c Change
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		// Taking the version row's lock first serializes changes, so the
+		// before image and the version order agree.
+		err := tx.QueryRow(ctx, `UPDATE dynamic_rules_version SET version = version + 1, changed_at = clock_timestamp()
+			RETURNING version, changed_at`).Scan(&c.Version, &c.ChangedAt)
+		if err != nil {
+			return err
+		}
+		err = tx.QueryRow(ctx, "SELECT rule FROM dynamic_rules WHERE rule_id = $1", id).Scan(&c.Before)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			if action == "delete" {
+				return ErrNoSuchRule
+			}
+		case err != nil:
+			return err
+		}
+		if action == "delete" {
+			_, err = tx.Exec(ctx, "DELETE FROM dynamic_rules WHERE rule_id = $1", id)
+		} else {
+			c.After = after
+			_, err = tx.Exec(ctx, `INSERT INTO dynamic_rules (rule_id, rule, version, updated_at, updated_by)
+				VALUES ($1, $2, $3, $4, $5)
+				ON CONFLICT (rule_id) DO UPDATE SET rule = EXCLUDED.rule, version = EXCLUDED.version,
+					updated_at = EXCLUDED.updated_at, updated_by = EXCLUDED.updated_by`,
+				id, string(after), c.Version, c.ChangedAt, who.Actor)
+		}
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO rule_changes
+			(version, rule_id, action, actor, source_addr, instance, changed_at, before, after)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+			c.Version, id, action, who.Actor, who.SourceAddr, who.Instance, c.ChangedAt, jsonOrNil(c.Before), jsonOrNil(c.After))
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, ErrNoSuchRule) {
+			return Change{}, err
+		}
+		return Change{}, fmt.Errorf("%s dynamic rule %s: %w", action, id, err)
+	}
+	return c, nil
+}
+
+// jsonOrNil passes an absent image as SQL NULL rather than JSON null.
+func jsonOrNil(b json.RawMessage) any {
+	if b == nil {
+		return nil
+	}
+	return string(b)
+}

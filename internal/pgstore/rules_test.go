@@ -1,0 +1,142 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+)
+
+// Each change bumps the set version once, writes the rule and one audit row
+// with the before and after images; a failed change leaves all three alone.
+func TestDynamicRuleChanges(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	who := RuleChange{Actor: "alice", SourceAddr: "192.0.2.1", Instance: "l1"}
+
+	if v, rules, err := s.DynamicRules(ctx); err != nil || v != 0 || len(rules) != 0 {
+		t.Fatalf("fresh database: version %d, %d rules, %v; want 0, 0", v, len(rules), err)
+	}
+	first := json.RawMessage(`{"id": "login", "limits": [{"requests": 100, "per": "1m"}]}`)
+	c1, err := s.PutRule(ctx, "login", first, who)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c1.Version != 1 || c1.Before != nil || c1.ChangedAt.IsZero() {
+		t.Fatalf("first put: %+v; want version 1, no before image", c1)
+	}
+	second := json.RawMessage(`{"id": "login", "limits": [{"requests": 50, "per": "1m"}]}`)
+	c2, err := s.PutRule(ctx, "login", second, RuleChange{Actor: "bob", SourceAddr: "192.0.2.2", Instance: "l2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c2.Version != 2 || !sameJSON(t, c2.Before, first) {
+		t.Fatalf("second put: version %d, before %s; want 2 and the first rule", c2.Version, c2.Before)
+	}
+	v, rules, err := s.DynamicRules(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v != 2 || len(rules) != 1 || rules[0].ID != "login" || rules[0].Version != 2 || rules[0].UpdatedBy != "bob" ||
+		!sameJSON(t, rules[0].Rule, second) {
+		t.Fatalf("after two puts: version %d, rules %+v", v, rules)
+	}
+
+	if _, err := s.DeleteRule(ctx, "absent", who); !errors.Is(err, ErrNoSuchRule) {
+		t.Fatalf("delete of an absent rule: %v; want ErrNoSuchRule", err)
+	}
+	if v, _ := s.RulesVersion(ctx); v != 2 {
+		t.Fatalf("a refused delete moved the version to %d", v)
+	}
+	c3, err := s.DeleteRule(ctx, "login", who)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c3.Version != 3 || !sameJSON(t, c3.Before, second) || c3.After != nil {
+		t.Fatalf("delete: %+v", c3)
+	}
+	if v, rules, _ := s.DynamicRules(ctx); v != 3 || len(rules) != 0 {
+		t.Fatalf("after delete: version %d, %d rules", v, len(rules))
+	}
+
+	type audit struct {
+		version             int64
+		rule, action, actor string
+		source, instance    string
+		hasBefore, hasAfter bool
+	}
+	rows, err := s.pool.Query(ctx, `SELECT version, rule_id, action, actor, source_addr, instance,
+		before IS NOT NULL, after IS NOT NULL FROM rule_changes ORDER BY version`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []audit
+	for rows.Next() {
+		var a audit
+		if err := rows.Scan(&a.version, &a.rule, &a.action, &a.actor, &a.source, &a.instance, &a.hasBefore, &a.hasAfter); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, a)
+	}
+	want := []audit{
+		{1, "login", "put", "alice", "192.0.2.1", "l1", false, true},
+		{2, "login", "put", "bob", "192.0.2.2", "l2", true, true},
+		{3, "login", "delete", "alice", "192.0.2.1", "l1", true, false},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("audit rows:\n got %v\nwant %v", got, want)
+	}
+}
+
+// Concurrent writers get distinct, gapless versions, and the last one
+// stored for a rule is the one with the highest version.
+func TestDynamicRuleVersionsUnderConcurrency(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	const writers = 20
+	var wg sync.WaitGroup
+	versions := make(chan int64, writers)
+	for i := range writers {
+		wg.Go(func() {
+			c, err := s.PutRule(ctx, fmt.Sprintf("r%d", i%4), json.RawMessage(fmt.Sprintf(`{"n": %d}`, i)), RuleChange{Actor: "t"})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			versions <- c.Version
+		})
+	}
+	wg.Wait()
+	close(versions)
+	seen := map[int64]bool{}
+	for v := range versions {
+		if seen[v] || v < 1 || v > writers {
+			t.Fatalf("version %d repeated or out of 1..%d", v, writers)
+		}
+		seen[v] = true
+	}
+	v, rules, err := s.DynamicRules(ctx)
+	if err != nil || v != writers || len(rules) != 4 {
+		t.Fatalf("version %d, %d rules, %v; want %d, 4", v, len(rules), err, writers)
+	}
+	for _, r := range rules {
+		var last int64
+		if err := s.pool.QueryRow(ctx, "SELECT max(version) FROM rule_changes WHERE rule_id = $1", r.ID).Scan(&last); err != nil {
+			t.Fatal(err)
+		}
+		if r.Version != last {
+			t.Errorf("rule %s stored at version %d, its last change is %d", r.ID, r.Version, last)
+		}
+	}
+}
+
+func sameJSON(t *testing.T, a, b json.RawMessage) bool {
+	t.Helper()
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	return fmt.Sprint(x) == fmt.Sprint(y)
+}
