@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -37,10 +36,6 @@ type Change struct {
 
 // addRetries bounds the optimistic transactions of Add under contention.
 const addRetries = 16
-
-// subscribeHealth is how long SubscribeResync waits for a message before it pings
-// the server to tell an idle connection from a dead one.
-const subscribeHealth = 15 * time.Second
 
 // NewBlacklist returns the blacklist under the key prefix (which must not
 // contain '{' or '}').
@@ -194,55 +189,11 @@ func (b *Blacklist) Active(ctx context.Context, now time.Time) ([]event.Ban, err
 // pub/sub is at most once, periodically as well). Undecodable messages are
 // skipped. Both callbacks run on the caller's goroutine, one at a time.
 func (b *Blacklist) SubscribeResync(ctx context.Context, onChange func(Change), onResync func()) error {
-	for {
-		err := b.session(ctx, onChange, onResync)
-		if ctx.Err() != nil {
-			return nil
+	return subscribe(ctx, b.client, b.Channel(), func(payload string) {
+		if c, ok := parseChange(payload); ok {
+			onChange(c)
 		}
-		if err == nil {
-			continue
-		}
-		select { // the server is down or unreachable: retry, not in a loop
-		case <-ctx.Done():
-			return nil
-		case <-time.After(time.Second):
-		}
-	}
-}
-
-// session subscribes on a PubSub of its own and delivers messages until ctx
-// ends or the connection looks dead (no answer to a ping).
-func (b *Blacklist) session(ctx context.Context, onChange func(Change), onResync func()) error {
-	ps := b.client.Subscribe(ctx, b.Channel())
-	defer ps.Close()
-	stop := context.AfterFunc(ctx, func() { _ = ps.Close() }) // unblocks Receive
-	defer stop()
-	pinged := false
-	for {
-		msg, err := ps.ReceiveTimeout(ctx, subscribeHealth)
-		if err != nil {
-			var nerr net.Error
-			if ctx.Err() == nil && !pinged && errors.As(err, &nerr) && nerr.Timeout() {
-				pinged = true
-				if err := ps.Ping(ctx); err != nil {
-					return err
-				}
-				continue
-			}
-			return err
-		}
-		pinged = false
-		switch m := msg.(type) {
-		case *redis.Subscription:
-			if m.Kind == "subscribe" && onResync != nil {
-				onResync()
-			}
-		case *redis.Message:
-			if c, ok := parseChange(m.Payload); ok {
-				onChange(c)
-			}
-		}
-	}
+	}, onResync)
 }
 
 // parseChange decodes "<action>|<scope>|<expires_ms>|<subject>".

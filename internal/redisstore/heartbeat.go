@@ -2,8 +2,12 @@ package redisstore
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -20,16 +24,37 @@ const staleAfter = 3
 //
 // Scores are the limiters' own clocks: a skew of a few seconds between
 // instances only delays when a stopped one stops being counted.
+//
+// Each instance also reports the rule-set version it runs in the hash
+// <prefix>{instances}:rules (field: instance id, value: RulesReport JSON),
+// written when its rules change and again with every beat, so the report
+// outlives a Redis restart.
 type Heartbeats struct {
 	client   redis.UniversalClient
 	key      string
+	rulesKey string
 	instance string
 	interval time.Duration
+	rules    atomic.Pointer[string] // the last RulesReport, encoded
+}
+
+// RulesReport is the rule set an instance runs.
+type RulesReport struct {
+	Version   string    `json:"version"`
+	AppliedAt time.Time `json:"applied_at"`
+}
+
+// Instance is a live limiter and the rules it reported.
+type Instance struct {
+	ID       string
+	LastSeen time.Time
+	Rules    RulesReport // zero when it has not reported
 }
 
 // NewHeartbeats returns the heartbeats of instance, beating every interval.
 func NewHeartbeats(client redis.UniversalClient, prefix, instance string, interval time.Duration) *Heartbeats {
-	return &Heartbeats{client: client, key: prefix + "{instances}", instance: instance, interval: interval}
+	return &Heartbeats{client: client, key: prefix + "{instances}", rulesKey: prefix + "{instances}:rules",
+		instance: instance, interval: interval}
 }
 
 // Beat records this instance as alive at now, drops the instances not seen
@@ -45,6 +70,10 @@ func (h *Heartbeats) Beat(ctx context.Context, now time.Time) (int, error) {
 		count = p.ZCount(ctx, h.key, stale, "+inf")
 		// The set disappears when every limiter is gone.
 		p.PExpire(ctx, h.key, 2*staleAfter*h.interval)
+		if report := h.rules.Load(); report != nil {
+			p.HSet(ctx, h.rulesKey, h.instance, *report)
+			p.PExpire(ctx, h.rulesKey, 2*staleAfter*h.interval)
+		}
 		return nil
 	})
 	if err != nil {
@@ -56,8 +85,70 @@ func (h *Heartbeats) Beat(ctx context.Context, now time.Time) (int, error) {
 // Leave removes this instance from the live set, so the others stop counting
 // it at once rather than after three intervals.
 func (h *Heartbeats) Leave(ctx context.Context) error {
-	if err := h.client.ZRem(ctx, h.key, h.instance).Err(); err != nil {
+	_, err := h.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.ZRem(ctx, h.key, h.instance)
+		p.HDel(ctx, h.rulesKey, h.instance)
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("redis heartbeat leave: %w", err)
 	}
 	return nil
+}
+
+// ReportRules records the rule set this instance runs: at once (ctx bounds
+// the round trip) and with every later beat, so a report that fails now is
+// made at the next beat.
+func (h *Heartbeats) ReportRules(ctx context.Context, r RulesReport) error {
+	raw, _ := json.Marshal(r)
+	report := string(raw)
+	h.rules.Store(&report)
+	_, err := h.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.HSet(ctx, h.rulesKey, h.instance, report)
+		p.PExpire(ctx, h.rulesKey, 2*staleAfter*h.interval)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("redis report rules version: %w", err)
+	}
+	return nil
+}
+
+// Instances returns the live limiters (seen within three intervals of now)
+// with the rules each reported, ordered by id. Reports of instances no
+// longer live are removed on the way.
+func (h *Heartbeats) Instances(ctx context.Context, now time.Time) ([]Instance, error) {
+	stale := strconv.FormatInt(now.UnixMilli()-staleAfter*h.interval.Milliseconds(), 10)
+	var (
+		live    *redis.ZSliceCmd
+		reports *redis.MapStringStringCmd
+	)
+	_, err := h.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		live = p.ZRangeByScoreWithScores(ctx, h.key, &redis.ZRangeBy{Min: stale, Max: "+inf"})
+		reports = p.HGetAll(ctx, h.rulesKey)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("redis list instances: %w", err)
+	}
+	byID := reports.Val()
+	out := make([]Instance, 0, len(live.Val()))
+	for _, z := range live.Val() {
+		id, _ := z.Member.(string)
+		in := Instance{ID: id, LastSeen: time.UnixMilli(int64(z.Score)).UTC()}
+		if raw, ok := byID[id]; ok {
+			_ = json.Unmarshal([]byte(raw), &in.Rules) // an undecodable report shows as none
+			delete(byID, id)
+		}
+		out = append(out, in)
+	}
+	if len(byID) > 0 {
+		gone := make([]string, 0, len(byID))
+		for id := range byID {
+			gone = append(gone, id)
+		}
+		_ = h.client.HDel(ctx, h.rulesKey, gone...).Err() // best effort: they expire with the hash anyway
+	}
+	slices.SortFunc(out, func(a, b Instance) int { return strings.Compare(a.ID, b.ID) })
+	return out, nil
 }

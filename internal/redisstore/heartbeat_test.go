@@ -65,3 +65,83 @@ func TestHeartbeatFailsFastOnDeadRedis(t *testing.T) {
 		t.Fatalf("beat took %v", took)
 	}
 }
+
+// Instances lists the live limiters with the rules each reported; a report
+// written before a Redis flush comes back with the next beat, and the
+// report of an instance that left or went stale is gone.
+func TestHeartbeatsReportRules(t *testing.T) {
+	client := newClient(t, redisAddr())
+	prefix := testPrefix(t, client)
+	ctx := context.Background()
+	const interval = time.Second
+	now := time.Now()
+	a := NewHeartbeats(client, prefix, "a", interval)
+	b := NewHeartbeats(client, prefix, "b", interval)
+	c := NewHeartbeats(client, prefix, "c", interval)
+	applied := now.Add(-time.Second).UTC().Truncate(time.Millisecond)
+	for _, h := range []*Heartbeats{a, b, c} {
+		if _, err := h.Beat(ctx, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// b reports nothing until the flush below, then goes stale.
+	if err := a.ReportRules(ctx, RulesReport{Version: "3-abc", AppliedAt: applied}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ReportRules(ctx, RulesReport{Version: "2-abc", AppliedAt: applied}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := a.Instances(ctx, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Instance{
+		{ID: "a", LastSeen: now.Truncate(time.Millisecond).UTC(), Rules: RulesReport{"3-abc", applied}},
+		{ID: "b", LastSeen: now.Truncate(time.Millisecond).UTC()},
+		{ID: "c", LastSeen: now.Truncate(time.Millisecond).UTC(), Rules: RulesReport{"2-abc", applied}},
+	}
+	if !equalInstances(got, want) {
+		t.Fatalf("instances:\n got %+v\nwant %+v", got, want)
+	}
+
+	// The hash is lost (as in a Redis restart): the next beat restores a's.
+	client.Del(ctx, prefix+"{instances}:rules")
+	if _, err := a.Beat(ctx, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.ReportRules(ctx, RulesReport{Version: "1-abc", AppliedAt: applied}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Later: b is stale (no beat for three intervals), a beats on.
+	later := now.Add(3*interval + 100*time.Millisecond)
+	if _, err := a.Beat(ctx, later); err != nil {
+		t.Fatal(err)
+	}
+	got, err = a.Instances(ctx, later)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = []Instance{{ID: "a", LastSeen: later.Truncate(time.Millisecond).UTC(), Rules: RulesReport{"3-abc", applied}}}
+	if !equalInstances(got, want) {
+		t.Fatalf("after a flush, a leave and a stale instance:\n got %+v\nwant %+v", got, want)
+	}
+	if fields := client.HKeys(ctx, prefix+"{instances}:rules").Val(); len(fields) != 1 || fields[0] != "a" {
+		t.Fatalf("reports left in Redis: %v; want only a's", fields)
+	}
+}
+
+func equalInstances(a, b []Instance) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].ID != b[i].ID || !a[i].LastSeen.Equal(b[i].LastSeen) ||
+			a[i].Rules.Version != b[i].Rules.Version || !a[i].Rules.AppliedAt.Equal(b[i].Rules.AppliedAt) {
+			return false
+		}
+	}
+	return true
+}
