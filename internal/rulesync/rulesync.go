@@ -1,0 +1,600 @@
+// Package rulesync keeps a limiter's rules current. The rules in force are
+// the rules file merged with the dynamic rules of the rule store (Postgres):
+// a dynamic rule overrides the file's rule of the same id. The file is
+// reloaded on SIGHUP and when its content changes; the dynamic rules are
+// reloaded when a change is announced on Redis pub/sub and when the store's
+// version moves (polled), so a lost announcement delays an update but never
+// loses it. A file or rule set that does not validate is refused and the
+// running rules stay.
+//
+// The Manager also makes the changes of the admin API: it validates a rule
+// exactly as the file loader does, stores it with its audit row, applies it
+// at once on this instance and announces it to the others.
+package rulesync
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/ratewarden/ratewarden/internal/pgstore"
+	"github.com/ratewarden/ratewarden/internal/rules"
+)
+
+// Store is the dynamic rule store (pgstore.Store).
+type Store interface {
+	RulesVersion(ctx context.Context) (int64, error)
+	DynamicRules(ctx context.Context) (int64, []pgstore.StoredRule, error)
+	PutRule(ctx context.Context, id string, rule json.RawMessage, who pgstore.RuleChange) (pgstore.Change, error)
+	DeleteRule(ctx context.Context, id string, who pgstore.RuleChange) (pgstore.Change, error)
+	Close()
+}
+
+// Announcer carries "the dynamic rules are at version N" between limiters
+// (redisstore.RuleChanges).
+type Announcer interface {
+	Publish(ctx context.Context, version int64) error
+	Subscribe(ctx context.Context, onVersion func(int64), onResync func()) error
+}
+
+// Config wires a Manager.
+type Config struct {
+	// File is the rules file (RULES_FILE).
+	File    string
+	Options rules.Options
+	// Apply puts a rule set in force (limiter.Service.SetRules).
+	Apply func(*rules.Set)
+	// Connect opens the rule store; it is retried every StorePoll until it
+	// succeeds. Nil turns dynamic rules off.
+	Connect func(ctx context.Context) (Store, error)
+	// Changes, when set, announces and learns changes between limiters.
+	Changes Announcer
+	// Report, when set, tells the others which version this instance runs
+	// (redisstore.Heartbeats.ReportRules, bounded by its own timeout).
+	Report func(version string, appliedAt time.Time)
+	// FilePoll is how often the file is read for changes (default 1s);
+	// StorePoll how often the store's version is read (default 1s); Timeout
+	// bounds each background store operation (default 2s).
+	FilePoll, StorePoll, Timeout time.Duration
+	Log                          *zap.Logger
+	Registerer                   prometheus.Registerer
+	Now                          func() time.Time
+}
+
+// Errors of the admin changes.
+var (
+	// ErrUnavailable: the rule store could not be reached; nothing changed.
+	ErrUnavailable = errors.New("dynamic rule store unavailable")
+	// ErrNotFound: no such rule.
+	ErrNotFound = errors.New("no such rule")
+)
+
+// InvalidError is a rule or rule set refused by validation; nothing changed.
+// rules.FieldErrors(err) lists the fields at fault.
+type InvalidError struct{ Err error }
+
+func (e *InvalidError) Error() string { return e.Err.Error() }
+func (e *InvalidError) Unwrap() error { return e.Err }
+
+// Sources of a rule.
+const (
+	SourceFile    = "file"
+	SourceDynamic = "dynamic"
+)
+
+// View is the rule set in force on this instance.
+type View struct {
+	// Version names the merged rule set: "<dynamic version>-<file hash>".
+	Version        string
+	DynamicVersion int64
+	File           string
+	FileHash       string // first 12 hex digits of the file's SHA-256
+	AppliedAt      time.Time
+	Rules          []RuleView // evaluation order
+	Set            *rules.Set // the compiled set
+}
+
+// RuleView is one rule in force and where it comes from.
+type RuleView struct {
+	Rule          rules.Rule
+	Source        string // SourceFile or SourceDynamic
+	OverridesFile bool   // a dynamic rule replacing the file's rule of its id
+	// Version, UpdatedAt and UpdatedBy describe a dynamic rule's last change.
+	Version   int64
+	UpdatedAt time.Time
+	UpdatedBy string
+}
+
+// Result is a change made through the Manager.
+type Result struct {
+	Change pgstore.Change
+	// View is the rule set in force on this instance after the change.
+	View *View
+	// AnnounceErr is set when the others could not be told at once; they
+	// learn the change from their next poll.
+	AnnounceErr error
+}
+
+type dynamicRule struct {
+	rule   rules.Rule
+	stored pgstore.StoredRule
+}
+
+// Manager keeps the rules in force and makes dynamic changes. Its methods
+// are safe for concurrent use.
+type Manager struct {
+	cfg     Config
+	metrics *metrics
+
+	mu         sync.Mutex // serializes loads, changes and applies
+	file       *rules.File
+	fileHash   string
+	refused    string // hash of the last file content refused, reported once
+	dynamic    []dynamicRule
+	dynVersion int64
+	// refusedVersion is a version of the dynamic rules that was refused:
+	// polls skip it until the version moves.
+	refusedVersion int64
+	store          Store
+	storeErr       atomic.Pointer[error] // nil: the store answered last time
+	view           atomic.Pointer[View]
+	wake           chan struct{}
+}
+
+// New returns a Manager; Start loads the rules.
+func New(cfg Config) *Manager {
+	if cfg.FilePoll <= 0 {
+		cfg.FilePoll = time.Second
+	}
+	if cfg.StorePoll <= 0 {
+		cfg.StorePoll = time.Second
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 2 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Log == nil {
+		cfg.Log = zap.NewNop()
+	}
+	if cfg.Registerer == nil {
+		cfg.Registerer = prometheus.NewRegistry()
+	}
+	return &Manager{cfg: cfg, metrics: newMetrics(cfg.Registerer), wake: make(chan struct{}, 1)}
+}
+
+// Start loads the rules file (an error is fatal: there is nothing to run),
+// then the dynamic rules when the store answers within the timeout (else
+// the file's rules run and the store is retried by Run), and applies them.
+func (m *Manager) Start(ctx context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f, hash, err := readFile(m.cfg.File)
+	if err != nil {
+		m.metrics.reload(SourceFile, false)
+		return err
+	}
+	m.file, m.fileHash = f, hash
+	if m.cfg.Connect != nil {
+		sctx, cancel := context.WithTimeout(ctx, m.cfg.Timeout)
+		if m.connectLocked(sctx) == nil && m.loadDynamicLocked(sctx) == nil {
+			m.metrics.reload(SourceDynamic, true)
+		} // else logged; the file's rules run until the store answers
+		cancel()
+	}
+	if err := m.applyLocked(); err != nil {
+		return fmt.Errorf("RULES_FILE %s: %w", m.cfg.File, err)
+	}
+	m.metrics.reload(SourceFile, true)
+	return nil
+}
+
+// Run keeps the rules current until ctx ends: the file on every signal
+// from reload (SIGHUP) and every FilePoll, the dynamic rules on every
+// announcement and every StorePoll. It closes the store when it returns.
+func (m *Manager) Run(ctx context.Context, reload <-chan os.Signal) {
+	var wg sync.WaitGroup
+	defer func() {
+		wg.Wait()
+		m.mu.Lock()
+		if m.store != nil {
+			m.store.Close()
+		}
+		m.mu.Unlock()
+	}()
+	if m.cfg.Changes != nil && m.cfg.Connect != nil {
+		wg.Go(func() {
+			_ = m.cfg.Changes.Subscribe(ctx, func(v int64) {
+				if v != m.DynamicVersion() {
+					m.poke()
+				}
+			}, m.poke) // after a reconnection, announcements may have been missed
+		})
+	}
+	fileTick := time.NewTicker(m.cfg.FilePoll)
+	defer fileTick.Stop()
+	var storeTick <-chan time.Time
+	if m.cfg.Connect != nil {
+		t := time.NewTicker(m.cfg.StorePoll)
+		defer t.Stop()
+		storeTick = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-reload:
+			m.cfg.Log.Info("reloading rules file on signal", zap.String("file", m.cfg.File))
+			_ = m.ReloadFile(true)
+		case <-fileTick.C:
+			_ = m.ReloadFile(false)
+		case <-m.wake:
+			m.refresh(ctx)
+		case <-storeTick:
+			m.refresh(ctx)
+		}
+	}
+}
+
+func (m *Manager) poke() {
+	select {
+	case m.wake <- struct{}{}:
+	default: // a refresh is already due
+	}
+}
+
+// ReloadFile reads the rules file and applies it if its content changed.
+// An invalid file is refused (counted, and logged once per content unless
+// force: an operator's SIGHUP hears about it again) and the running rules
+// stay.
+func (m *Manager) ReloadFile(force bool) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if force {
+		m.refused = ""
+	}
+	data, err := os.ReadFile(m.cfg.File)
+	if err != nil {
+		return m.refuseFile("read:"+err.Error(), err)
+	}
+	hash := hashOf(data)
+	if hash == m.fileHash || hash == m.refused {
+		return nil
+	}
+	f, err := rules.Parse(data)
+	if err != nil {
+		return m.refuseFile(hash, err)
+	}
+	old, oldHash := m.file, m.fileHash
+	m.file, m.fileHash = f, hash
+	if err := m.applyLocked(); err != nil {
+		m.file, m.fileHash = old, oldHash
+		return m.refuseFile(hash, err)
+	}
+	m.refused = ""
+	m.metrics.reload(SourceFile, true)
+	m.cfg.Log.Info("rules file reloaded", zap.String("file", m.cfg.File), zap.String("version", m.view.Load().Version))
+	return nil
+}
+
+// refuseFile counts a refused file and logs it unless the same content (or
+// read error), named by key, was already logged.
+func (m *Manager) refuseFile(key string, err error) error {
+	m.metrics.reload(SourceFile, false)
+	if key != m.refused {
+		m.refused = key
+		m.cfg.Log.Error("rules file refused; the running rules stay", zap.String("file", m.cfg.File), zap.Error(err))
+	}
+	return fmt.Errorf("RULES_FILE %s: %w", m.cfg.File, err)
+}
+
+// refresh connects to the store if need be and reloads the dynamic rules
+// when their version moved.
+func (m *Manager) refresh(ctx context.Context) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	sctx, cancel := context.WithTimeout(ctx, m.cfg.Timeout)
+	defer cancel()
+	if m.connectLocked(sctx) != nil {
+		return
+	}
+	v, err := m.store.RulesVersion(sctx)
+	m.setStoreErr(err)
+	if err != nil || v == m.dynVersion || v == m.refusedVersion {
+		return
+	}
+	m.reloadDynamicLocked(sctx)
+}
+
+// reloadDynamicLocked loads the dynamic rules and applies them; if they do
+// not load or compile the running rules stay.
+func (m *Manager) reloadDynamicLocked(ctx context.Context) {
+	oldDyn, oldVersion := m.dynamic, m.dynVersion
+	if err := m.loadDynamicLocked(ctx); err != nil {
+		return
+	}
+	if err := m.applyLocked(); err != nil {
+		m.refuseDynamicLocked(m.dynVersion, err)
+		m.dynamic, m.dynVersion = oldDyn, oldVersion
+		return
+	}
+	m.refusedVersion = 0
+	m.metrics.reload(SourceDynamic, true)
+	m.cfg.Log.Info("dynamic rules applied", zap.String("version", m.view.Load().Version))
+}
+
+// refuseDynamicLocked counts and logs a refused version of the dynamic
+// rules; polls skip it until the version moves.
+func (m *Manager) refuseDynamicLocked(version int64, err error) {
+	m.refusedVersion = version
+	m.metrics.reload(SourceDynamic, false)
+	m.cfg.Log.Error("dynamic rules refused; the running rules stay", zap.Int64("version", version), zap.Error(err))
+}
+
+// connectLocked opens the store if it is not open.
+func (m *Manager) connectLocked(ctx context.Context) error {
+	if m.store != nil {
+		return nil
+	}
+	if m.cfg.Connect == nil {
+		return ErrUnavailable
+	}
+	s, err := m.cfg.Connect(ctx)
+	m.setStoreErr(err)
+	if err != nil {
+		return err
+	}
+	m.store = s
+	return nil
+}
+
+// setStoreErr records whether the store answered, logging the transitions.
+func (m *Manager) setStoreErr(err error) {
+	prev := m.storeErr.Load()
+	switch {
+	case err == nil && prev != nil:
+		m.storeErr.Store(nil)
+		m.cfg.Log.Info("dynamic rule store reachable")
+	case err != nil && prev == nil:
+		m.cfg.Log.Warn("dynamic rule store unavailable; the rules in force stay until it answers", zap.Error(err))
+		fallthrough
+	case err != nil:
+		m.storeErr.Store(&err)
+	}
+}
+
+// StoreError returns why the rule store did not answer last time, or nil
+// (for /readyz: no I/O).
+func (m *Manager) StoreError() error {
+	if m.cfg.Connect == nil {
+		return errors.New("dynamic rules off")
+	}
+	if p := m.storeErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// loadDynamicLocked reads every dynamic rule; a rule that does not parse
+// (stored by a newer version, or by hand) refuses the whole load.
+func (m *Manager) loadDynamicLocked(ctx context.Context) error {
+	v, stored, err := m.store.DynamicRules(ctx)
+	m.setStoreErr(err)
+	if err != nil {
+		return err
+	}
+	dyn := make([]dynamicRule, 0, len(stored))
+	for _, s := range stored {
+		r, err := rules.ParseRuleJSON(s.Rule)
+		if err == nil && r.ID != s.ID {
+			err = fmt.Errorf("stored under id %q", s.ID)
+		}
+		if err != nil {
+			err = fmt.Errorf("dynamic rule %s: %w", s.ID, err)
+			m.refuseDynamicLocked(v, err)
+			return err
+		}
+		dyn = append(dyn, dynamicRule{rule: r, stored: s})
+	}
+	m.dynamic, m.dynVersion = dyn, v
+	return nil
+}
+
+// applyLocked compiles the file merged with the dynamic rules and puts the
+// set in force.
+func (m *Manager) applyLocked() error {
+	dyn := make([]rules.Rule, len(m.dynamic))
+	for i, d := range m.dynamic {
+		dyn[i] = d.rule
+	}
+	set, err := rules.Compile(rules.Merge(m.file, dyn), m.cfg.Options)
+	if err != nil {
+		return err
+	}
+	m.cfg.Apply(set)
+	now := m.cfg.Now()
+	view := m.viewOf(set, now)
+	prev := m.view.Swap(view)
+	m.metrics.applied(view)
+	if m.cfg.Report != nil && (prev == nil || prev.Version != view.Version) {
+		m.cfg.Report(view.Version, now)
+	}
+	return nil
+}
+
+func (m *Manager) viewOf(set *rules.Set, now time.Time) *View {
+	v := &View{DynamicVersion: m.dynVersion, File: m.cfg.File, FileHash: m.fileHash[:12], AppliedAt: now, Set: set}
+	v.Version = fmt.Sprintf("%d-%s", v.DynamicVersion, v.FileHash)
+	inFile := make(map[string]*rules.Rule, len(m.file.Rules))
+	for i := range m.file.Rules {
+		inFile[m.file.Rules[i].ID] = &m.file.Rules[i]
+	}
+	dyn := make(map[string]*dynamicRule, len(m.dynamic))
+	for i := range m.dynamic {
+		dyn[m.dynamic[i].rule.ID] = &m.dynamic[i]
+	}
+	for _, r := range set.Rules() {
+		if d, ok := dyn[r.ID]; ok {
+			v.Rules = append(v.Rules, RuleView{Rule: d.rule, Source: SourceDynamic, OverridesFile: inFile[r.ID] != nil,
+				Version: d.stored.Version, UpdatedAt: d.stored.UpdatedAt, UpdatedBy: d.stored.UpdatedBy})
+		} else {
+			v.Rules = append(v.Rules, RuleView{Rule: *inFile[r.ID], Source: SourceFile})
+		}
+	}
+	return v
+}
+
+// View returns the rule set in force.
+func (m *Manager) View() *View { return m.view.Load() }
+
+// DynamicVersion returns the version of the dynamic rules in force.
+func (m *Manager) DynamicVersion() int64 {
+	if v := m.view.Load(); v != nil {
+		return v.DynamicVersion
+	}
+	return 0
+}
+
+// Put validates body (one rule as JSON, the rules-file schema) exactly as
+// the file loader does, then stores it under id, applies it here and
+// announces it. An invalid rule returns an *InvalidError and changes
+// nothing.
+func (m *Manager) Put(ctx context.Context, id string, body []byte, who pgstore.RuleChange) (Result, error) {
+	r, err := rules.ParseRuleJSON(body)
+	if err != nil {
+		return Result{}, &InvalidError{err}
+	}
+	if r.ID != id {
+		return Result{}, &InvalidError{&rules.FieldError{Field: "id",
+			Reason: fmt.Sprintf("%q differs from the id in the path, %q", r.ID, id)}}
+	}
+	return m.change(ctx, id, func(_ *rules.Rule) (*rules.Rule, error) { return &r, nil }, who)
+}
+
+// SetShadow puts the rule id in force (from the file or the store) into
+// shadow mode, or out of it, as a dynamic rule.
+func (m *Manager) SetShadow(ctx context.Context, id string, shadow bool, who pgstore.RuleChange) (Result, error) {
+	return m.change(ctx, id, func(current *rules.Rule) (*rules.Rule, error) {
+		if current == nil {
+			return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+		}
+		r := *current
+		r.Shadow = shadow
+		return &r, nil
+	}, who)
+}
+
+// Delete removes the dynamic rule id; a file rule it overrode comes back.
+func (m *Manager) Delete(ctx context.Context, id string, who pgstore.RuleChange) (Result, error) {
+	return m.change(ctx, id, nil, who)
+}
+
+// change stores the rule edit returns for id (nil edit: delete), then
+// reloads the dynamic rules here and announces the new version.
+func (m *Manager) change(ctx context.Context, id string, edit func(current *rules.Rule) (*rules.Rule, error),
+	who pgstore.RuleChange) (Result, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.connectLocked(ctx); err != nil {
+		return Result{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	var (
+		c   pgstore.Change
+		err error
+	)
+	if edit == nil {
+		c, err = m.store.DeleteRule(ctx, id, who)
+		if errors.Is(err, pgstore.ErrNoSuchRule) {
+			if m.fileRule(id) != nil {
+				return Result{}, fmt.Errorf("%w: %s comes from the rules file, not the API (edit the file, or override it with PUT)", ErrNotFound, id)
+			}
+			return Result{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+		}
+	} else {
+		var r *rules.Rule
+		if r, err = edit(m.currentRule(id)); err != nil {
+			return Result{}, err
+		}
+		if err := m.validateWith(*r); err != nil {
+			return Result{}, &InvalidError{err}
+		}
+		raw, _ := json.Marshal(r)
+		c, err = m.store.PutRule(ctx, id, raw, who)
+	}
+	m.setStoreErr(err)
+	if err != nil {
+		return Result{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	m.cfg.Log.Info("dynamic rule changed", zap.String("rule", id), zap.Int64("version", c.Version),
+		zap.String("actor", who.Actor), zap.String("source", who.SourceAddr), zap.Bool("deleted", edit == nil))
+
+	// Committed. Apply it here at once (read your writes), then tell the
+	// others; if either fails the pollers catch up.
+	m.reloadDynamicLocked(ctx)
+	res := Result{Change: c, View: m.view.Load()}
+	if m.cfg.Changes != nil {
+		if res.AnnounceErr = m.cfg.Changes.Publish(ctx, c.Version); res.AnnounceErr != nil {
+			m.cfg.Log.Warn("rule change not announced; the other limiters will poll it", zap.Error(res.AnnounceErr))
+		}
+	}
+	return res, nil
+}
+
+// currentRule returns the rule id as its source has it, or nil.
+func (m *Manager) currentRule(id string) *rules.Rule {
+	for i := range m.dynamic {
+		if m.dynamic[i].rule.ID == id {
+			return &m.dynamic[i].rule
+		}
+	}
+	return m.fileRule(id)
+}
+
+func (m *Manager) fileRule(id string) *rules.Rule {
+	for i := range m.file.Rules {
+		if m.file.Rules[i].ID == id {
+			return &m.file.Rules[i]
+		}
+	}
+	return nil
+}
+
+// validateWith checks that the rule set in force with r stored compiles.
+func (m *Manager) validateWith(r rules.Rule) error {
+	dyn := make([]rules.Rule, 0, len(m.dynamic)+1)
+	for _, d := range m.dynamic {
+		if d.rule.ID != r.ID {
+			dyn = append(dyn, d.rule)
+		}
+	}
+	_, err := rules.Compile(rules.Merge(m.file, append(dyn, r)), m.cfg.Options)
+	return err
+}
+
+func readFile(path string) (*rules.File, string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, "", fmt.Errorf("RULES_FILE: %w", err)
+	}
+	f, err := rules.Parse(data)
+	if err != nil {
+		return nil, "", fmt.Errorf("RULES_FILE %s: %w", path, err)
+	}
+	return f, hashOf(data), nil
+}
+
+func hashOf(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
