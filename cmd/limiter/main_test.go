@@ -11,6 +11,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/kafkatest"
+	"github.com/ratewarden/ratewarden/internal/pgtest"
 	"github.com/ratewarden/ratewarden/internal/redistest"
 )
 
@@ -36,6 +37,7 @@ func TestRunServesAndStopsCleanly(t *testing.T) {
 		"REDIS_URL":        redistest.URL(),
 		"REDIS_KEY_PREFIX": prefix,
 		"RULES_FILE":       "../../deploy/rules.example.yaml",
+		"DATABASE_URL":     pgtest.Database(t),
 		"INSTANCE_ID":      "run-test",
 		"LOG_LEVEL":        "warn",
 	}
@@ -78,7 +80,7 @@ func TestRunServesAndStopsCleanly(t *testing.T) {
 	}
 	mbody, _ := io.ReadAll(metrics.Body)
 	metrics.Body.Close()
-	if !strings.Contains(string(mbody), `rate_limit_requests_total{result="ok",rule="login-per-ip",tier="none"} 1`) {
+	if !strings.Contains(string(mbody), `rate_limit_requests_total{result="ok",rule="login-per-ip",shadow="false",tier="none"} 1`) {
 		t.Fatalf("metrics lack the decision:\n%s", mbody)
 	}
 

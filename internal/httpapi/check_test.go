@@ -219,8 +219,8 @@ exempt:
 	if r := s.check(`{"ip":"192.0.2.1","endpoint":"/elsewhere"}`); !r.Allowed || r.Reason != "no_rule" || r.Header.Get("RateLimit") != "" {
 		t.Fatalf("no rule: %+v", r)
 	}
-	if got := s.metric("rate_limit_requests_total", map[string]string{"result": "shadow_limited", "rule": "shadowed"}); got != 1 {
-		t.Errorf("shadow_limited metric = %v, want 1", got)
+	if got := s.metric("rate_limit_requests_total", map[string]string{"result": "rate_limited", "rule": "shadowed", "shadow": "true"}); got != 1 {
+		t.Errorf("shadow rate_limited metric = %v, want 1", got)
 	}
 }
 

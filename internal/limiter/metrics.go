@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,8 +25,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return &metrics{
 		requests: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "rate_limit_requests_total",
-			Help: "Decisions by result (ok, rate_limited, shadow_limited, banned, exempt, no_rule, unavailable), reporting rule and tier.",
-		}, []string{"result", "rule", "tier"}),
+			Help: "Decisions by result (ok, rate_limited, banned, exempt, no_rule, unavailable), reporting rule, tier, and shadow (true: a rule in shadow mode would have denied; the request was allowed).",
+		}, []string{"result", "rule", "tier", "shadow"}),
 		duration: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "rate_limit_check_duration_seconds",
 			Help:    "Time to decide one request, by the algorithm of the reporting rule (none when no rule applied).",
@@ -63,13 +64,10 @@ func (m *metrics) setMode(mode string) {
 
 func (m *metrics) observe(d *Decision, tier string, took time.Duration) {
 	result := d.Reason
-	switch {
-	case d.Unavailable:
+	if d.Unavailable {
 		result = "unavailable"
-	case d.Shadow && d.Allowed:
-		result = "shadow_limited"
 	}
-	m.requests.WithLabelValues(result, d.RuleID, tier).Inc()
+	m.requests.WithLabelValues(result, d.RuleID, tier, strconv.FormatBool(d.Shadow)).Inc()
 	alg := string(d.Algorithm)
 	if alg == "" {
 		alg = "none"
