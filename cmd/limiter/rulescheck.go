@@ -1,0 +1,478 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/ratewarden/ratewarden/internal/decide"
+	"github.com/ratewarden/ratewarden/internal/rules"
+)
+
+// rulesUsage is printed by "limiter rules -h" and after every usage error.
+const rulesUsage = `usage: limiter rules check FILE...
+
+Check validates each rules file as the limiter would load it (strict YAML,
+every rule and setting validated, then compiled) and prints the rules it
+defines, in evaluation order. Every file is checked, even after a failure.
+
+Exit status: 0 if every file is valid, 1 if any file is invalid or cannot be
+read, 2 on a usage error.
+`
+
+// Exit statuses of rulesCommand, as promtool check uses them so that CI
+// scripts can tell a bad rules file from a bad invocation.
+const (
+	rulesExitOK      = 0
+	rulesExitInvalid = 1
+	rulesExitUsage   = 2
+)
+
+// rulesCommand runs "limiter rules <subcommand> ..." and returns the exit status.
+func rulesCommand(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		return rulesUsageError(stderr, "no subcommand given")
+	}
+	switch args[0] {
+	case "check":
+		return rulesCheck(args[1:], stdout, stderr)
+	case "-h", "-help", "--help", "help":
+		_, _ = io.WriteString(stdout, rulesUsage)
+		return rulesExitOK
+	}
+	return rulesUsageError(stderr, fmt.Sprintf("unknown subcommand %q", args[0]))
+}
+
+// rulesUsageError reports a usage error with the usage text, on stderr so
+// that it is not mistaken for check output.
+func rulesUsageError(stderr io.Writer, msg string) int {
+	fmt.Fprintf(stderr, "limiter rules: %s\n%s", msg, rulesUsage)
+	return rulesExitUsage
+}
+
+// rulesCheck runs "limiter rules check FILE...". Arguments are parsed by
+// hand rather than with package flag so that a help flag after a file name
+// still prints the usage; "--" ends the flags for files named like one.
+func rulesCheck(args []string, stdout, stderr io.Writer) int {
+	var files []string
+	for i, a := range args {
+		if a == "--" {
+			files = append(files, args[i+1:]...)
+			break
+		}
+		switch {
+		case a == "-h" || a == "-help" || a == "--help":
+			_, _ = io.WriteString(stdout, rulesUsage)
+			return rulesExitOK
+		case len(a) > 1 && a[0] == '-':
+			return rulesUsageError(stderr, fmt.Sprintf("check: unknown flag %q", a))
+		}
+		files = append(files, a)
+	}
+	if len(files) == 0 {
+		return rulesUsageError(stderr, "check: no file given")
+	}
+	status := rulesExitOK
+	wrote := false // separates the reports of successive valid files
+	for _, path := range files {
+		f, set, err := loadRulesForCheck(path)
+		if err != nil {
+			status = rulesExitInvalid
+			var b strings.Builder
+			fmt.Fprintf(&b, "%s: FAILED\n", path)
+			for _, line := range checkErrorLines(path, err) {
+				fmt.Fprintf(&b, "  %s\n", line)
+			}
+			_, _ = io.WriteString(stderr, b.String())
+			continue
+		}
+		var b strings.Builder
+		if wrote {
+			b.WriteByte('\n')
+		}
+		writeRulesReport(&b, path, f, set)
+		_, _ = io.WriteString(stdout, b.String())
+		wrote = true
+	}
+	return status
+}
+
+// loadRulesForCheck loads and compiles path exactly as the limiter does at
+// start (LoadFile then Compile with the default options), so that a file
+// that passes the check also loads in production. The File is returned too
+// because the compiled Set does not expose the exemptions.
+func loadRulesForCheck(path string) (*rules.File, *rules.Set, error) {
+	f, err := rules.LoadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	set, err := rules.Compile(f, rules.Options{})
+	if err != nil {
+		return nil, nil, err
+	}
+	return f, set, nil
+}
+
+// rulesYAMLLineRE finds the line number that YAML decoding errors start with,
+// possibly after indentation or a "yaml: " prefix.
+var rulesYAMLLineRE = regexp.MustCompile(`^(\s*)((?:yaml: )?line (\d+):)`)
+
+// checkErrorLines splits err (validation problems are joined one per line)
+// into the lines to print under "FILE: FAILED". The "FILE: " prefix that
+// LoadFile adds is dropped, since the header already names the file.
+// Decoder errors (unknown field, bad duration) only give a line number, so
+// they are prefixed with the rule written at that line, the way validation
+// errors name their rule.
+func checkErrorLines(path string, err error) []string {
+	msg := strings.TrimPrefix(err.Error(), path+": ")
+	var lines []string
+	needSpans := false
+	for line := range strings.SplitSeq(msg, "\n") {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		lines = append(lines, line)
+		needSpans = needSpans || rulesYAMLLineRE.MatchString(line)
+	}
+	if !needSpans {
+		return lines
+	}
+	// The file is read again only to name rules; if it changed meanwhile,
+	// the worst outcome is a missing or wrong rule name in a message.
+	data, rerr := os.ReadFile(path)
+	if rerr != nil {
+		return lines
+	}
+	spans := ruleSpans(data)
+	for i, line := range lines {
+		lines[i] = nameRuleAtLine(line, spans)
+	}
+	return lines
+}
+
+// nameRuleAtLine prefixes a "line N: ..." error with the rule written at
+// line N, keeping its indentation. Lines that already name a rule, or whose
+// line is outside every rule, are returned unchanged.
+func nameRuleAtLine(line string, spans []ruleSpan) string {
+	m := rulesYAMLLineRE.FindStringSubmatchIndex(line)
+	if m == nil || strings.Contains(line, `rule "`) || strings.Contains(line, "rules[") {
+		return line
+	}
+	n, err := strconv.Atoi(line[m[6]:m[7]])
+	if err != nil {
+		return line
+	}
+	for _, s := range spans {
+		if s.first <= n && n <= s.last {
+			return line[:m[3]] + s.name + ": " + line[m[3]:]
+		}
+	}
+	return line
+}
+
+// ruleSpan is the range of lines (inclusive) where a rule is written, and
+// the name to report it by.
+type ruleSpan struct {
+	first, last int
+	name        string
+}
+
+// ruleSpans returns where each rule of the rules list is written in data,
+// or nil when data is not YAML of the expected shape. Rules are named as
+// validation names them: rule "<id>", or rules[<index>] without an id.
+func ruleSpans(data []byte) []ruleSpan {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) == 0 {
+		return nil
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		list := root.Content[i+1]
+		if root.Content[i].Value != "rules" || list.Kind != yaml.SequenceNode {
+			continue
+		}
+		spans := make([]ruleSpan, 0, len(list.Content))
+		for j, item := range list.Content {
+			spans = append(spans, ruleSpan{first: item.Line, last: yamlLastLine(item), name: ruleNodeName(item, j)})
+		}
+		return spans
+	}
+	return nil
+}
+
+// yamlLastLine returns the last line of n's subtree. Aliases are not followed:
+// their target is written elsewhere.
+func yamlLastLine(n *yaml.Node) int {
+	last := n.Line
+	for _, c := range n.Content {
+		last = max(last, yamlLastLine(c))
+	}
+	return last
+}
+
+// ruleNodeName names the rule at index i of the rules list.
+func ruleNodeName(n *yaml.Node, i int) string {
+	if n.Kind == yaml.MappingNode {
+		for k := 0; k+1 < len(n.Content); k += 2 {
+			if v := n.Content[k+1]; n.Content[k].Value == "id" && v.Kind == yaml.ScalarNode && v.Value != "" {
+				return fmt.Sprintf("rule %q", v.Value)
+			}
+		}
+	}
+	return fmt.Sprintf("rules[%d]", i)
+}
+
+// rulesLabelWidth aligns the values of a rule's description; longer labels are
+// followed by a single space.
+const rulesLabelWidth = 10
+
+// rulesContIndent starts the continuation lines of a value (tier overrides,
+// further schedule entries) under the value column.
+var rulesContIndent = strings.Repeat(" ", 2+rulesLabelWidth+1)
+
+// writeRulesReport describes a valid rules file: the rules in evaluation
+// order (Set.Rules: priority, then id), then the exemptions and the
+// detection settings (defaults filled in, as the detector applies them).
+func writeRulesReport(b *strings.Builder, path string, f *rules.File, set *rules.Set) {
+	rs := set.Rules()
+	fmt.Fprintf(b, "Checking %s\n  SUCCESS: %d %s found\n\n", path, len(rs), rulesPlural(int64(len(rs)), "rule", "rules"))
+	for _, r := range rs {
+		writeRule(b, r)
+	}
+	fmt.Fprintf(b, "exempt: %s\n", describeExempt(f.Exempt))
+	fmt.Fprintf(b, "detection: %s\n", describeDetection(set.Detection()))
+}
+
+// writeRule describes one compiled rule.
+func writeRule(b *strings.Builder, r *rules.Rule) {
+	mode := ""
+	if r.Shadow {
+		mode = ", shadow"
+	}
+	fmt.Fprintf(b, "%s (priority %d, %s%s)\n", r.ID, r.Priority, r.Algorithm, mode)
+	if r.Shadow {
+		writeField(b, "shadow:", "reports only, never denies")
+	}
+	writeField(b, "matches:", describeMatch(r.Match))
+	writeField(b, "key:", describeKey(r.Key))
+	writeField(b, "limits:", describeLimits(r.Algorithm, r.Limits))
+	writeTierLimits(b, rulesContIndent, r.Algorithm, r.Tiers)
+	if r.Penalty != 0 {
+		writeField(b, "penalty:", rulesDuration(r.Penalty.Std()))
+	}
+	if len(r.Schedule) > 0 {
+		writeField(b, "schedule:", "while an entry is active (the first one wins), its limits and tier overrides replace the rule's")
+		for _, e := range r.Schedule {
+			b.WriteString(rulesContIndent + describeSchedule(r.Algorithm, e) + "\n")
+			writeTierLimits(b, rulesContIndent+"  ", r.Algorithm, e.Tiers)
+		}
+	}
+	for i, e := range r.Escalate {
+		label := ""
+		if i == 0 {
+			label = "escalate:"
+		}
+		writeField(b, label, describeEscalation(e))
+	}
+	writeField(b, "on Redis failure:", string(r.OnRedisFailure))
+}
+
+// writeField writes one "label: value" line of a rule's description.
+func writeField(b *strings.Builder, label, value string) {
+	fmt.Fprintf(b, "  %-*s %s\n", rulesLabelWidth, label, value)
+}
+
+// writeTierLimits writes the per-tier overrides of a limit list, one line
+// each, in tier order so that the output does not depend on map order.
+func writeTierLimits(b *strings.Builder, indent string, alg decide.Algorithm, tiers map[string][]rules.Limit) {
+	names := make([]string, 0, len(tiers))
+	for t := range tiers {
+		names = append(names, t)
+	}
+	slices.Sort(names)
+	for _, t := range names {
+		fmt.Fprintf(b, "%stier %s: %s\n", indent, t, describeLimits(alg, tiers[t]))
+	}
+}
+
+// describeMatch says which requests a rule applies to; an empty list
+// matches anything.
+func describeMatch(m rules.Match) string {
+	var s strings.Builder
+	if len(m.Methods) == 0 {
+		s.WriteString("requests of any method")
+	} else {
+		// Methods compare case-insensitively; the compiled rule keeps them
+		// upper-cased and deduplicated, and so does the description.
+		var methods []string
+		for _, v := range m.Methods {
+			if v = strings.ToUpper(v); !slices.Contains(methods, v) {
+				methods = append(methods, v)
+			}
+		}
+		s.WriteString(strings.Join(methods, ", ") + " requests")
+	}
+	if len(m.Endpoints) == 0 {
+		s.WriteString(" to any endpoint")
+	} else {
+		s.WriteString(" to " + strings.Join(m.Endpoints, ", "))
+	}
+	switch len(m.Tiers) {
+	case 0:
+		s.WriteString("; any tier")
+	case 1:
+		s.WriteString("; tier " + m.Tiers[0])
+	default:
+		s.WriteString("; tiers " + strings.Join(m.Tiers, ", "))
+	}
+	return s.String()
+}
+
+// describeKey lists the key dimensions. A rule does not apply to a request
+// that has no value for one of its dimensions (rules.Set.Match), which
+// matters for the dimensions a request may lack: user_id, tier and
+// attributes. ip, endpoint and method always have a value (the API requires
+// ip and endpoint, and defaults method to GET), so they get no note.
+func describeKey(key []string) string {
+	var optional []string
+	for _, k := range key {
+		if k == "user_id" || k == "tier" || strings.HasPrefix(k, "attr:") {
+			optional = append(optional, k)
+		}
+	}
+	s := strings.Join(key, ", ")
+	if len(optional) > 0 {
+		s += fmt.Sprintf(" (requests without %s are not limited by this rule)", strings.Join(optional, " or "))
+	}
+	return s
+}
+
+// describeLimits renders a limit list in the terms of its algorithm:
+// requests per window, or tokens per interval with a burst.
+func describeLimits(alg decide.Algorithm, ls []rules.Limit) string {
+	parts := make([]string, len(ls))
+	for i, l := range ls {
+		per := rulesDuration(l.Per.Std())
+		if alg == decide.TokenBucket {
+			parts[i] = fmt.Sprintf("%d %s per %s, burst %d", l.Rate, rulesPlural(l.Rate, "token", "tokens"), per, l.Burst)
+		} else {
+			parts[i] = fmt.Sprintf("%d per %s", l.Requests, per)
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// describeSchedule renders a schedule entry: when it is active, then its
+// limits and penalty. Tier overrides are written separately.
+func describeSchedule(alg decide.Algorithm, e rules.ScheduleEntry) string {
+	var when string
+	if d := e.Daily; d != nil {
+		tz := d.TZ
+		if tz == "" {
+			tz = "UTC" // the default zone of daily entries
+		}
+		when = fmt.Sprintf("daily %s-%s %s", d.From, d.To, tz)
+	} else {
+		when = fmt.Sprintf("from %s to %s", rulesTime(e.From.Time), rulesTime(e.To.Time))
+	}
+	s := when + ": " + describeLimits(alg, e.Limits)
+	if e.Penalty != nil {
+		s += "; penalty " + rulesDuration(e.Penalty.Std())
+	}
+	return s
+}
+
+// describeEscalation renders an escalation entry and the period it is
+// bounded to, if any.
+func describeEscalation(e rules.Escalation) string {
+	s := fmt.Sprintf("after %d %s within %s, denied for %s", e.Triggers, rulesPlural(e.Triggers, "denial", "denials"),
+		rulesDuration(e.Within.Std()), rulesDuration(e.Penalty.Std()))
+	switch {
+	case !e.From.IsZero() && !e.To.IsZero():
+		s += fmt.Sprintf(" (from %s to %s)", rulesTime(e.From.Time), rulesTime(e.To.Time))
+	case !e.From.IsZero():
+		s += fmt.Sprintf(" (from %s)", rulesTime(e.From.Time))
+	case !e.To.IsZero():
+		s += fmt.Sprintf(" (until %s)", rulesTime(e.To.Time))
+	}
+	return s
+}
+
+// describeExempt lists what is never limited nor banned.
+func describeExempt(e rules.Exempt) string {
+	var parts []string
+	for _, l := range []struct {
+		name string
+		list []string
+	}{{"tiers", e.Tiers}, {"ips", e.IPs}, {"endpoints", e.Endpoints}, {"users", e.Users}} {
+		if len(l.list) > 0 {
+			parts = append(parts, l.name+" "+strings.Join(l.list, ", "))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// describeDetection summarizes the abuse detector's warn, ban and scan
+// policies. d has its defaults filled in, so the sections are never nil;
+// the nil checks only keep a hand-built value from crashing the check.
+func describeDetection(d rules.Detection) string {
+	var parts []string
+	if w := d.Warn; w != nil {
+		parts = append(parts, fmt.Sprintf("warn after %d %s in %s", w.Violations, rulesPlural(w.Violations, "violation", "violations"), rulesDuration(w.Within.Std())))
+	}
+	if len(d.Ban) == 0 {
+		parts = append(parts, "no violation bans")
+	}
+	for _, p := range d.Ban {
+		parts = append(parts, fmt.Sprintf("ban %s after %d %s in %s", rulesDuration(p.Duration.Std()), p.Violations,
+			rulesPlural(p.Violations, "violation", "violations"), rulesDuration(p.Within.Std())))
+	}
+	if s := d.Scan; s != nil {
+		parts = append(parts, fmt.Sprintf("scan ban %s after %d distinct %s in %s", rulesDuration(s.Duration.Std()), s.DistinctEndpoints,
+			rulesPlural(s.DistinctEndpoints, "endpoint", "endpoints"), rulesDuration(s.Within.Std())))
+	}
+	if d.DryRun {
+		parts = append(parts, "dry run (bans are published, not enforced)")
+	}
+	return strings.Join(parts, "; ")
+}
+
+// rulesDuration renders d as time.Duration.String does without the zero
+// trailing units ("5m" rather than "5m0s", "1h" rather than "1h0m0s"), the
+// way durations are usually written in the rules file. It is used for every
+// duration of the report so they all read alike.
+func rulesDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// rulesTime renders a schedule or escalation bound in RFC 3339, in the
+// offset it was written with.
+func rulesTime(t time.Time) string { return t.Format(time.RFC3339Nano) }
+
+// rulesPlural returns one when n is 1, else many.
+func rulesPlural(n int64, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

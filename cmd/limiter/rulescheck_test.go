@@ -1,0 +1,261 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Fixtures of the rules check. The example file is the one operators copy,
+// so it must always pass.
+const (
+	rulesExamplePath      = "../../deploy/rules.example.yaml"
+	rulesFullPath         = "testdata/rules/full.yaml"
+	rulesInvalidPath      = "testdata/rules/invalid.yaml"
+	rulesUnknownFieldPath = "testdata/rules/unknown-field.yaml"
+)
+
+// runRulesCommand runs rulesCommand and returns its exit status and output.
+func runRulesCommand(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut strings.Builder
+	code = rulesCommand(args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// rulesCheckContains fails for every want missing from got.
+func rulesCheckContains(t *testing.T, stream, got string, wants []string) {
+	t.Helper()
+	for _, w := range wants {
+		if !strings.Contains(got, w) {
+			t.Errorf("%s does not contain %q:\n%s", stream, w, got)
+		}
+	}
+}
+
+// writeTempRules writes content to a rules file in a fresh temporary directory
+// and returns its path.
+func writeTempRules(t *testing.T, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// Usage errors exit 2 with the usage on stderr; help exits 0 with the usage
+// on stdout.
+func TestRulesCommandUsage(t *testing.T) {
+	const usage = "usage: limiter rules check FILE..."
+	tests := []struct {
+		name       string
+		args       []string
+		wantCode   int
+		wantStdout []string // empty: stdout must be empty
+		wantStderr []string // empty: stderr must be empty
+	}{
+		{name: "no subcommand", args: nil, wantCode: 2,
+			wantStderr: []string{"limiter rules: no subcommand given", usage}},
+		{name: "unknown subcommand", args: []string{"lint", "a.yaml"}, wantCode: 2,
+			wantStderr: []string{`limiter rules: unknown subcommand "lint"`, usage}},
+		{name: "no file", args: []string{"check"}, wantCode: 2,
+			wantStderr: []string{"limiter rules: check: no file given", usage}},
+		{name: "unknown flag", args: []string{"check", "--strict", rulesFullPath}, wantCode: 2,
+			wantStderr: []string{`check: unknown flag "--strict"`, usage}},
+		{name: "help flag", args: []string{"--help"}, wantCode: 0, wantStdout: []string{usage, "Exit status"}},
+		{name: "short help flag", args: []string{"-h"}, wantCode: 0, wantStdout: []string{usage}},
+		{name: "help subcommand", args: []string{"help"}, wantCode: 0, wantStdout: []string{usage}},
+		{name: "check help", args: []string{"check", "-h"}, wantCode: 0, wantStdout: []string{usage}},
+		// Help wins over the files: nothing is checked.
+		{name: "help after a file", args: []string{"check", rulesInvalidPath, "--help"}, wantCode: 0, wantStdout: []string{usage}},
+		// After "--" a dash is part of a file name, not a flag.
+		{name: "double dash", args: []string{"check", "--", "-h"}, wantCode: 1,
+			wantStderr: []string{"-h: FAILED", "open -h:"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := runRulesCommand(t, tt.args...)
+			if code != tt.wantCode {
+				t.Errorf("exit status %d, want %d", code, tt.wantCode)
+			}
+			if len(tt.wantStdout) == 0 && stdout != "" {
+				t.Errorf("unexpected stdout:\n%s", stdout)
+			}
+			if len(tt.wantStderr) == 0 && stderr != "" {
+				t.Errorf("unexpected stderr:\n%s", stderr)
+			}
+			rulesCheckContains(t, "stdout", stdout, tt.wantStdout)
+			rulesCheckContains(t, "stderr", stderr, tt.wantStderr)
+		})
+	}
+}
+
+// The report of a file using every feature is pinned exactly: it is what CI
+// logs show, and it must not depend on map order.
+func TestRulesCommandReport(t *testing.T) {
+	const want = `Checking testdata/rules/full.yaml
+  SUCCESS: 3 rules found
+
+api-keys (priority 50, sliding_window, shadow)
+  shadow:    reports only, never denies
+  matches:   GET, POST requests to /api/**; tiers FREE, pro
+  key:       attr:app_key, user_id (requests without attr:app_key or user_id are not limited by this rule)
+  limits:    10 per 1s; 1 per 1h30m
+             tier FREE: 5 per 1s
+             tier pro: 20 per 1s
+  penalty:   1h30m
+  schedule:  while an entry is active (the first one wins), its limits and tier overrides replace the rule's
+             from 2026-11-27T00:00:00Z to 2026-11-28T00:00:00+01:00: 2 per 1s; penalty 15m
+               tier pro: 4 per 1s
+             daily 22:00-06:00 Europe/Paris: 3 per 500ms
+             daily 12:00-24:00 UTC: 8 per 1s
+  escalate:  after 1 denial within 10m, denied for 30m
+             after 10 denials within 1h, denied for 24h (from 2026-11-27T00:00:00Z to 2026-12-01T00:00:00Z)
+             after 20 denials within 1h, denied for 48h (from 2026-11-27T00:00:00Z)
+  on Redis failure: deny
+uploads (priority 50, token_bucket)
+  matches:   requests of any method to /upload; any tier
+  key:       tier, endpoint (requests without tier are not limited by this rule)
+  limits:    1 token per 1s, burst 1; 100 tokens per 1h, burst 20
+  on Redis failure: local
+zz-catch-all (priority 100, fixed_window)
+  matches:   requests of any method to any endpoint; any tier
+  key:       ip
+  limits:    1000 per 1m
+  on Redis failure: allow
+exempt: users ops-bot
+detection: warn after 20 violations in 5m; no violation bans; scan ban 2h after 1 distinct endpoint in 30s; dry run (bans are published, not enforced)
+`
+	for range 3 { // map iteration order differs between runs
+		code, stdout, stderr := runRulesCommand(t, "check", rulesFullPath)
+		if code != 0 || stderr != "" {
+			t.Fatalf("exit status %d, stderr:\n%s", code, stderr)
+		}
+		if stdout != want {
+			t.Fatalf("report:\n%s\nwant:\n%s", stdout, want)
+		}
+	}
+}
+
+// The shipped example passes, and its rules are described in evaluation
+// order.
+func TestRulesCommandExampleFile(t *testing.T) {
+	code, stdout, stderr := runRulesCommand(t, "check", rulesExamplePath)
+	if code != 0 || stderr != "" {
+		t.Fatalf("exit status %d, stderr:\n%s", code, stderr)
+	}
+	rulesCheckContains(t, "stdout", stdout, []string{
+		"Checking " + rulesExamplePath + "\n  SUCCESS: 2 rules found\n",
+		"login-per-ip (priority 10, sliding_window)",
+		"  matches:   POST requests to /api/login, /api/auth/**; any tier\n",
+		"  limits:    5 per 1s; 100 per 1m\n",
+		"books-by-tier (priority 100, token_bucket)",
+		"  key:       user_id (requests without user_id are not limited by this rule)\n",
+		"             tier VIP: 5 tokens per 1s, burst 50\n",
+		"exempt: tiers SUPER_ADMIN; ips 10.0.0.0/8; endpoints /healthz\n",
+		"detection: warn after 20 violations in 5m;",
+	})
+	// Evaluation order: priority 10 before the default 100.
+	if i, j := strings.Index(stdout, "login-per-ip ("), strings.Index(stdout, "books-by-tier ("); i < 0 || j < i {
+		t.Errorf("rules not in evaluation order:\n%s", stdout)
+	}
+}
+
+// An invalid or unreadable file exits 1 and is reported on stderr with the
+// file, the rule and the field at fault.
+func TestRulesCommandInvalidFiles(t *testing.T) {
+	tests := []struct {
+		name       string
+		path       string // a fixture; empty: content in a temporary file
+		content    string
+		wantStderr []string
+	}{
+		{name: "bad algorithm and duplicate id", path: rulesInvalidPath, wantStderr: []string{
+			rulesInvalidPath + ": FAILED\n",
+			// Every problem, one per line, without the path repeated.
+			"\n  rule \"login\": algorithm: unknown \"leaky\" (want fixed_window, sliding_window or token_bucket)\n",
+			"\n  rule \"login\": id: duplicate (also rules[0])\n",
+			"\n  rule \"login\": limits[0].per: must be at least 1ms\n",
+		}},
+		{name: "unknown field", path: rulesUnknownFieldPath, wantStderr: []string{
+			rulesUnknownFieldPath + ": FAILED\n",
+			// The decoder only gives the line: the check names the rule.
+			`rule "search": line 11: field penalti not found`,
+		}},
+		{name: "bad duration", content: "rules:\n  - id: a\n    key: [ip]\n    algorithm: fixed_window\n    limits: [{requests: 1, per: 1x}]\n",
+			wantStderr: []string{`  rule "a": line 5: invalid duration "1x"`}},
+		{name: "rule without id", content: "rules:\n  - key: [ip]\n    algorithm: fixed_window\n    limits: [{requests: 1, per: 1s}]\n",
+			wantStderr: []string{"  rules[0].id: required\n"}},
+		{name: "empty file", content: "", wantStderr: []string{`rules file is empty (write "rules: []" for no rules)`}},
+		{name: "missing file", path: "testdata/rules/no-such-file.yaml", wantStderr: []string{
+			"testdata/rules/no-such-file.yaml: FAILED\n",
+			"  open testdata/rules/no-such-file.yaml: ", // then the system's reason
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := tt.path
+			if path == "" {
+				path = writeTempRules(t, tt.content)
+			}
+			code, stdout, stderr := runRulesCommand(t, "check", path)
+			if code != 1 {
+				t.Errorf("exit status %d, want 1", code)
+			}
+			if stdout != "" {
+				t.Errorf("unexpected stdout:\n%s", stdout)
+			}
+			rulesCheckContains(t, "stderr", stderr, append([]string{path + ": FAILED\n"}, tt.wantStderr...))
+		})
+	}
+}
+
+// A failure does not stop the check: every file is reported, and the exit
+// status says that one failed.
+func TestRulesCommandChecksEveryFile(t *testing.T) {
+	code, stdout, stderr := runRulesCommand(t, "check", rulesExamplePath, rulesInvalidPath, rulesFullPath)
+	if code != 1 {
+		t.Errorf("exit status %d, want 1", code)
+	}
+	rulesCheckContains(t, "stdout", stdout, []string{
+		"Checking " + rulesExamplePath + "\n",
+		// Reports of successive files are separated by a blank line.
+		"\n\nChecking " + rulesFullPath + "\n  SUCCESS: 3 rules found\n",
+	})
+	rulesCheckContains(t, "stderr", stderr, []string{rulesInvalidPath + ": FAILED\n", `rule "login": algorithm`})
+	if strings.Contains(stderr, rulesExamplePath) || strings.Contains(stdout, rulesInvalidPath) {
+		t.Errorf("a file is reported on the wrong stream:\nstdout:\n%s\nstderr:\n%s", stdout, stderr)
+	}
+
+	code, _, _ = runRulesCommand(t, "check", rulesExamplePath, rulesFullPath)
+	if code != 0 {
+		t.Errorf("two valid files: exit status %d, want 0", code)
+	}
+}
+
+// Durations drop their zero trailing units, as they are written in rules
+// files.
+func TestRulesCommandShortDuration(t *testing.T) {
+	tests := []struct {
+		d    time.Duration
+		want string
+	}{
+		{0, "0s"},
+		{500 * time.Millisecond, "500ms"},
+		{10 * time.Second, "10s"},
+		{5 * time.Minute, "5m"},
+		{90 * time.Second, "1m30s"},
+		{time.Hour, "1h"},
+		{90 * time.Minute, "1h30m"},
+		{time.Hour + time.Second, "1h0m1s"},
+		{48 * time.Hour, "48h"},
+	}
+	for _, tt := range tests {
+		if got := rulesDuration(tt.d); got != tt.want {
+			t.Errorf("rulesDuration(%v) = %q, want %q", tt.d, got, tt.want)
+		}
+	}
+}
