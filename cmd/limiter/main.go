@@ -24,12 +24,17 @@ import (
 	"github.com/ratewarden/ratewarden/internal/httpapi"
 	"github.com/ratewarden/ratewarden/internal/kafkabus"
 	"github.com/ratewarden/ratewarden/internal/limiter"
+	"github.com/ratewarden/ratewarden/internal/pgstore"
 	"github.com/ratewarden/ratewarden/internal/redisstore"
 	"github.com/ratewarden/ratewarden/internal/rules"
+	"github.com/ratewarden/ratewarden/internal/rulesync"
 	"github.com/ratewarden/ratewarden/internal/telemetry"
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "rules" {
+		os.Exit(rulesCommand(os.Args[2:], os.Stdout, os.Stderr))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stderr)
 	stop()
@@ -43,7 +48,8 @@ func main() {
 // in reverse start order: stop intake, flush events, close Redis.
 func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
 	if len(args) > 0 {
-		return fmt.Errorf("unexpected arguments %q: configuration comes from the environment (see README)", args)
+		return fmt.Errorf("unexpected arguments %q: configuration comes from the environment (see README); "+
+			"the only subcommand is \"rules check FILE...\"", args)
 	}
 	cfg, err := config.LoadLimiter(getenv)
 	if err != nil {
@@ -54,10 +60,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return err
 	}
 	defer func() { _ = log.Sync() }()
-	set, err := rules.LoadSet(cfg.RulesFile, rules.Options{KeyPrefix: cfg.RedisKeyPrefix})
-	if err != nil {
-		return err
-	}
 	uuid.EnableRandPool()
 	reg := telemetry.NewRegistry()
 
@@ -134,8 +136,36 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 
 	// Heartbeats are the health checks: they prove Redis answers and count
 	// the live limiters, the divisor of local limits while Redis is away.
+	// They also carry the rule-set version each limiter runs.
 	heartbeats := redisstore.NewHeartbeats(rdb, cfg.RedisKeyPrefix, cfg.Instance, cfg.RedisHealthInterval)
-	svc := limiter.New(limiter.Config{
+
+	// Rules: the file merged with the dynamic rules, kept current by the
+	// manager (SIGHUP, file and store polls, announcements on Redis).
+	var svc *limiter.Service // nil while the manager's Start applies the first set
+	rulesMgr := rulesync.New(rulesync.Config{
+		File:    cfg.RulesFile,
+		Options: rules.Options{KeyPrefix: cfg.RedisKeyPrefix},
+		Apply: func(set *rules.Set) {
+			if svc != nil {
+				svc.SetRules(set)
+			}
+		},
+		Connect: ruleStore(cfg),
+		Changes: redisstore.NewRuleChanges(rdb, cfg.RedisKeyPrefix),
+		Report: func(version string, appliedAt time.Time) {
+			ctx, cancel := context.WithTimeout(context.Background(), cfg.RedisTimeout)
+			defer cancel()
+			_ = heartbeats.ReportRules(ctx, redisstore.RulesReport{Version: version, AppliedAt: appliedAt}) // else the next beat reports it
+		},
+		FilePoll:   cfg.RulesPoll,
+		StorePoll:  cfg.RulesPoll,
+		Log:        log.Named("rules"),
+		Registerer: reg,
+	})
+	if err := rulesMgr.Start(ctx); err != nil {
+		return err
+	}
+	svc = limiter.New(limiter.Config{
 		Instance:      cfg.Instance,
 		ClassifyError: redisstore.ClassifyError,
 		Bans:          bans,
@@ -149,8 +179,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		Health:              heartbeats,
 		HealthInterval:      cfg.RedisHealthInterval,
 		HealthTimeout:       cfg.RedisTimeout,
-	}, set, counter, producer, log, reg)
+	}, rulesMgr.View().Set, counter, producer, log, reg)
 	svc.Start()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	rulesCtx, stopRules := context.WithCancel(context.WithoutCancel(ctx))
+	var rulesSync sync.WaitGroup
+	rulesSync.Go(func() { rulesMgr.Run(rulesCtx, hup) })
+	defer func() { signal.Stop(hup); stopRules(); rulesSync.Wait() }()
 	defer func() {
 		svc.Stop()
 		leaveCtx, cancel := context.WithTimeout(context.Background(), cfg.RedisTimeout)
@@ -168,11 +204,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		Blacklist:      blacklist,
 		BanPublisher:   banPublisher,
 		Bans:           bans,
+		Rules:          rulesMgr,
+		Instances:      heartbeats.Instances,
+		Instance:       cfg.Instance,
 		Probes: []httpapi.Probe{
 			// Not required: without Redis the limiter still decides (its mode
 			// says how), so it must stay in the load balancer.
 			{Name: "redis", Check: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }},
 			{Name: "kafka", Check: func(ctx context.Context) error { return kafkabus.Ping(ctx, cfg.KafkaBrokers) }},
+			// The last answer of the rule store: without it the rules in
+			// force stay, and only changes wait.
+			{Name: "postgres", Check: func(context.Context) error { return rulesMgr.StoreError() }},
 		},
 	})
 	srv := httpapi.NewServer(cfg.ListenAddr, handler, log)
@@ -180,7 +222,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return fmt.Errorf("LISTEN_ADDR %s: %w", cfg.ListenAddr, err)
 	}
-	log.Info("limiter listening", zap.String("addr", ln.Addr().String()), zap.Int("rules", len(set.Rules())),
+	log.Info("limiter listening", zap.String("addr", ln.Addr().String()), zap.Int("rules", len(rulesMgr.View().Rules)), zap.String("rules_version", rulesMgr.View().Version),
 		zap.String("redis", redisCfg.Target()), zap.Strings("kafka", cfg.KafkaBrokers), zap.String("instance", cfg.Instance))
 
 	served := make(chan error, 1)
@@ -206,4 +248,27 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return nil
 	}
 	return err
+}
+
+// ruleStore opens the dynamic rule store, creating the database and schema
+// if need be (as the archiver does; migrations take a lock), or returns nil
+// when DYNAMIC_RULES is off.
+func ruleStore(cfg config.Limiter) func(context.Context) (rulesync.Store, error) {
+	if !cfg.DynamicRules {
+		return nil
+	}
+	return func(ctx context.Context) (rulesync.Store, error) {
+		if err := pgstore.EnsureDatabase(ctx, cfg.DatabaseURL); err != nil {
+			return nil, err
+		}
+		store, err := pgstore.Open(ctx, cfg.DatabaseURL)
+		if err != nil {
+			return nil, err
+		}
+		if err := store.Migrate(ctx); err != nil {
+			store.Close()
+			return nil, fmt.Errorf("DATABASE_URL: %w", err)
+		}
+		return store, nil
+	}
 }

@@ -2,6 +2,10 @@ package config
 
 import "time"
 
+// DefaultDatabaseURL is DATABASE_URL's default: the local server, trust
+// authentication, database ratewarden.
+const DefaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/ratewarden?sslmode=disable"
+
 // Archiver is the configuration of cmd/archiver.
 type Archiver struct {
 	Common
@@ -21,7 +25,7 @@ func LoadArchiver(getenv func(string) string) (Archiver, error) {
 	c := Archiver{
 		Common:          e.common("archiver"),
 		ListenAddr:      e.listen(":8082"),
-		DatabaseURL:     e.str("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/ratewarden?sslmode=disable"),
+		DatabaseURL:     e.str("DATABASE_URL", DefaultDatabaseURL),
 		GroupID:         e.str("ARCHIVER_GROUP_ID", "ratewarden-archiver"),
 		BatchSize:       e.integer("ARCHIVER_BATCH_SIZE", 1000, 1, 100_000),
 		Consumers:       e.integer("ARCHIVER_CONSUMERS", 3, 1, 64),

@@ -27,6 +27,11 @@ type Limiter struct {
 	RedisRecoverAfter    time.Duration
 	PermissiveAfter      time.Duration // 0: never permissive
 	PermissiveDenyRules  bool
+
+	// Dynamic rules (admin API, stored in Postgres) and reloading.
+	DynamicRules bool
+	DatabaseURL  string
+	RulesPoll    time.Duration // how often the rules file and the rule store's version are read
 }
 
 // LoadLimiter reads the limiter's configuration through getenv (os.Getenv in
@@ -51,6 +56,10 @@ func LoadLimiter(getenv func(string) string) (Limiter, error) {
 		RedisRecoverAfter:    e.duration("REDIS_RECOVER_AFTER", 60*time.Second),
 		PermissiveAfter:      e.durationOrZero("PERMISSIVE_AFTER", 5*time.Minute),
 		PermissiveDenyRules:  e.onOff("LIMITER_PERMISSIVE_DENY_RULES", false),
+
+		DynamicRules: e.onOff("DYNAMIC_RULES", true),
+		DatabaseURL:  e.str("DATABASE_URL", DefaultDatabaseURL),
+		RulesPoll:    e.duration("RULES_POLL_INTERVAL", time.Second),
 	}
 	switch c.AuthDenyStatus {
 	case 401, 403, 429:

@@ -17,15 +17,13 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/kafkabus"
-	"github.com/ratewarden/ratewarden/internal/pgtest"
 )
 
 // archiverEnv is an env with its own database.
 func archiverEnv(t *testing.T) (*env, string) {
 	t.Helper()
 	e := newEnv(t)
-	db := pgtest.Database(t)
-	e.vars["DATABASE_URL"] = db
+	db := e.vars["DATABASE_URL"]
 	e.vars["ARCHIVER_GROUP_ID"] = "archiver-" + fmt.Sprint(time.Now().UnixNano())
 	e.vars["ARCHIVER_FLUSH_INTERVAL"] = "200ms"
 	return e, db

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/kafkatest"
+	"github.com/ratewarden/ratewarden/internal/pgtest"
 	"github.com/ratewarden/ratewarden/internal/redistest"
 )
 
@@ -55,6 +56,7 @@ func newEnv(t *testing.T) *env {
 		"RULES_FILE":        rules,
 		"DETECTOR_GROUP_ID": "detector-" + fmt.Sprint(time.Now().UnixNano()),
 		"ADMIN_TOKEN":       "s3cret",
+		"DATABASE_URL":      pgtest.Database(t), // dynamic rules; the archiver's tables too
 	}}
 }
 

@@ -115,6 +115,7 @@ func TestRedisKilledUnderLoad(t *testing.T) {
 		"REDIS_RECOVER_AFTER":    "1s",
 		"PERMISSIVE_AFTER":       "0",
 		"REDIS_BREAKER_FAILURES": "5",
+		"DYNAMIC_RULES":          "false", // the rules file alone: no database
 	})
 	waitFor(t, 5*time.Second, "mode redis", func() bool { return readyMode(t, lim) == "redis" })
 

@@ -58,6 +58,7 @@ func (h *handler) registerAdmin(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/admin/bans", h.authorized(h.listBans))
 	mux.HandleFunc("POST /v1/admin/bans", h.authorized(h.addBan))
 	mux.HandleFunc("DELETE /v1/admin/bans/{scope}/{subject...}", h.authorized(h.removeBan))
+	h.registerRuleAdmin(mux)
 }
 
 // authorized rate-limits the source, then checks the bearer token in

@@ -45,6 +45,12 @@ type Config struct {
 	// Bans, when set, learns admin bans at once (others learn them through
 	// the blacklist's change notifications).
 	Bans *limiter.BanSet
+	// Rules, when set, serves the dynamic rules of the admin API; Instances
+	// lists the live limiters with their rule-set versions; Instance names
+	// this one in the audit trail.
+	Rules     RuleAdmin
+	Instances instancesFunc
+	Instance  string
 }
 
 type handler struct {

@@ -1,0 +1,229 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/ratewarden/ratewarden/internal/pgstore"
+	"github.com/ratewarden/ratewarden/internal/redisstore"
+	"github.com/ratewarden/ratewarden/internal/rules"
+	"github.com/ratewarden/ratewarden/internal/rulesync"
+)
+
+// RuleAdmin is what the admin API needs of the rule manager
+// (rulesync.Manager).
+type RuleAdmin interface {
+	View() *rulesync.View
+	Put(ctx context.Context, id string, body []byte, who pgstore.RuleChange) (rulesync.Result, error)
+	SetShadow(ctx context.Context, id string, shadow bool, who pgstore.RuleChange) (rulesync.Result, error)
+	Delete(ctx context.Context, id string, who pgstore.RuleChange) (rulesync.Result, error)
+}
+
+// maxActor bounds the self-declared actor recorded in the audit trail.
+const maxActor = 128
+
+// actorHeader names who makes a change, for the audit trail. The bearer
+// token authenticates; this header only attributes.
+const actorHeader = "X-Actor"
+
+func (h *handler) registerRuleAdmin(mux *http.ServeMux) {
+	if h.cfg.Rules == nil {
+		return
+	}
+	mux.HandleFunc("GET /v1/admin/rules", h.authorized(h.listRules))
+	mux.HandleFunc("PUT /v1/admin/rules/{id}", h.authorized(h.putRule))
+	mux.HandleFunc("DELETE /v1/admin/rules/{id}", h.authorized(h.deleteRule))
+	mux.HandleFunc("PUT /v1/admin/rules/{id}/shadow", h.authorized(h.shadowRule))
+}
+
+type ruleJSON struct {
+	ID            string     `json:"id"`
+	Source        string     `json:"source"`
+	OverridesFile bool       `json:"overrides_file,omitzero"`
+	Version       int64      `json:"version,omitzero"`
+	UpdatedAt     time.Time  `json:"updated_at,omitzero"`
+	UpdatedBy     string     `json:"updated_by,omitzero"`
+	Rule          rules.Rule `json:"rule"`
+}
+
+type instanceJSON struct {
+	Instance  string    `json:"instance"`
+	Version   string    `json:"version"` // empty: not reported yet
+	AppliedAt time.Time `json:"applied_at,omitzero"`
+	LastSeen  time.Time `json:"last_seen"`
+	InSync    bool      `json:"in_sync"` // runs the version this instance runs
+}
+
+type rulesJSON struct {
+	Version        string         `json:"version"`
+	DynamicVersion int64          `json:"dynamic_version"`
+	Instance       string         `json:"instance"`
+	File           string         `json:"file"`
+	FileHash       string         `json:"file_hash"`
+	AppliedAt      time.Time      `json:"applied_at"`
+	Rules          []ruleJSON     `json:"rules"`
+	Instances      []instanceJSON `json:"instances"`
+	InstancesError string         `json:"instances_error,omitempty"`
+}
+
+// listRules shows the rules in force here with their sources, the merged
+// version, and the version every live limiter reports.
+func (h *handler) listRules(w http.ResponseWriter, r *http.Request) {
+	v := h.cfg.Rules.View()
+	out := rulesJSON{Version: v.Version, DynamicVersion: v.DynamicVersion, Instance: h.cfg.Instance, File: v.File,
+		FileHash: v.FileHash, AppliedAt: v.AppliedAt, Rules: make([]ruleJSON, len(v.Rules)), Instances: []instanceJSON{}}
+	for i, rv := range v.Rules {
+		out.Rules[i] = ruleJSON{ID: rv.Rule.ID, Source: rv.Source, OverridesFile: rv.OverridesFile, Version: rv.Version,
+			UpdatedAt: rv.UpdatedAt, UpdatedBy: rv.UpdatedBy, Rule: rv.Rule}
+	}
+	if h.cfg.Instances != nil {
+		list, err := h.cfg.Instances(r.Context(), time.Now())
+		if err != nil {
+			out.InstancesError = err.Error()
+		}
+		for _, in := range list {
+			out.Instances = append(out.Instances, instanceJSON{Instance: in.ID, Version: in.Rules.Version,
+				AppliedAt: in.Rules.AppliedAt, LastSeen: in.LastSeen, InSync: in.Rules.Version == v.Version})
+		}
+	}
+	body, _ := json.Marshal(out)
+	writeJSON(w, http.StatusOK, append(body, '\n'))
+}
+
+func (h *handler) putRule(w http.ResponseWriter, r *http.Request) {
+	who, err := h.changer(r)
+	if err != nil {
+		h.inputError(w, err)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		h.inputError(w, jsonError(err))
+		return
+	}
+	res, err := h.cfg.Rules.Put(r.Context(), r.PathValue("id"), body, who)
+	h.answerChange(w, r.PathValue("id"), res, err)
+}
+
+func (h *handler) deleteRule(w http.ResponseWriter, r *http.Request) {
+	who, err := h.changer(r)
+	if err != nil {
+		h.inputError(w, err)
+		return
+	}
+	res, err := h.cfg.Rules.Delete(r.Context(), r.PathValue("id"), who)
+	h.answerChange(w, r.PathValue("id"), res, err)
+}
+
+func (h *handler) shadowRule(w http.ResponseWriter, r *http.Request) {
+	who, err := h.changer(r)
+	if err != nil {
+		h.inputError(w, err)
+		return
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	var req struct {
+		Shadow *bool `json:"shadow"`
+	}
+	if err := dec.Decode(&req); err != nil {
+		h.inputError(w, jsonError(err))
+		return
+	}
+	if req.Shadow == nil {
+		h.inputError(w, badRequest(`shadow: required, true or false`))
+		return
+	}
+	res, err := h.cfg.Rules.SetShadow(r.Context(), r.PathValue("id"), *req.Shadow, who)
+	h.answerChange(w, r.PathValue("id"), res, err)
+}
+
+// changer describes who makes a change: the declared actor (X-Actor,
+// default "admin"), the client address and this instance.
+func (h *handler) changer(r *http.Request) (pgstore.RuleChange, error) {
+	actor := r.Header.Get(actorHeader)
+	if actor == "" {
+		actor = "admin"
+	}
+	if len(actor) > maxActor || !printable(actor) {
+		return pgstore.RuleChange{}, badRequest("%s: at most %d printable characters", actorHeader, maxActor)
+	}
+	return pgstore.RuleChange{Actor: actor, SourceAddr: h.clientIP(r).String(), Instance: h.cfg.Instance}, nil
+}
+
+func printable(s string) bool {
+	for _, c := range []byte(s) {
+		if c < 0x20 || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+type fieldJSON struct {
+	Field  string `json:"field"`
+	Reason string `json:"reason"`
+}
+
+type changeJSON struct {
+	ID             string          `json:"id"`
+	Action         string          `json:"action"` // put or delete
+	Version        string          `json:"version"`
+	DynamicVersion int64           `json:"dynamic_version"`
+	ChangedAt      time.Time       `json:"changed_at"`
+	Before         json.RawMessage `json:"before"`
+	After          json.RawMessage `json:"after"`
+	Announced      bool            `json:"announced"`
+	AnnounceError  string          `json:"announce_error,omitempty"`
+}
+
+// answerChange maps the outcome of a change: 200 (201 for a new rule),
+// 400 with the fields at fault, 404, or 503 when the store is down.
+func (h *handler) answerChange(w http.ResponseWriter, id string, res rulesync.Result, err error) {
+	var invalid *rulesync.InvalidError
+	switch {
+	case errors.As(err, &invalid):
+		fields := []fieldJSON{}
+		for _, fe := range rules.FieldErrors(err) {
+			fields = append(fields, fieldJSON{Field: fe.Field, Reason: fe.Reason})
+		}
+		body, _ := json.Marshal(map[string]any{"error": "invalid rule: " + err.Error(), "fields": fields})
+		writeJSON(w, http.StatusBadRequest, append(body, '\n'))
+		return
+	case errors.Is(err, rulesync.ErrNotFound):
+		writeError(w, http.StatusNotFound, err.Error())
+		return
+	case err != nil:
+		writeError(w, http.StatusServiceUnavailable, "rule not changed: "+err.Error())
+		return
+	}
+	out := changeJSON{ID: id, Action: "put", Version: res.View.Version, DynamicVersion: res.Change.Version,
+		ChangedAt: res.Change.ChangedAt, Before: orNull(res.Change.Before), After: orNull(res.Change.After),
+		Announced: res.AnnounceErr == nil}
+	if res.Change.After == nil {
+		out.Action = "delete"
+	}
+	if res.AnnounceErr != nil {
+		out.AnnounceError = res.AnnounceErr.Error()
+	}
+	status := http.StatusOK
+	if res.Change.Before == nil {
+		status = http.StatusCreated
+	}
+	body, _ := json.Marshal(out)
+	writeJSON(w, status, append(body, '\n'))
+}
+
+func orNull(b json.RawMessage) json.RawMessage {
+	if b == nil {
+		return json.RawMessage("null")
+	}
+	return b
+}
+
+// instancesFunc lists the live limiters (redisstore.Heartbeats.Instances).
+type instancesFunc = func(ctx context.Context, now time.Time) ([]redisstore.Instance, error)

@@ -1,0 +1,269 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/ratewarden/ratewarden/internal/httpapi"
+	"github.com/ratewarden/ratewarden/internal/pgstore"
+	"github.com/ratewarden/ratewarden/internal/pgtest"
+	"github.com/ratewarden/ratewarden/internal/redisstore"
+	"github.com/ratewarden/ratewarden/internal/redistest"
+	"github.com/ratewarden/ratewarden/internal/rules"
+	"github.com/ratewarden/ratewarden/internal/rulesync"
+)
+
+const adminRulesYAML = `
+rules:
+  - id: login
+    match: {endpoints: ["/login"]}
+    key: [ip]
+    algorithm: fixed_window
+    limits: [{requests: 5, per: 1m}]
+`
+
+// ruleStack is a limiter with dynamic rules on the real Redis and a
+// database of its own.
+type ruleStack struct {
+	*stack
+	db string
+}
+
+func newRuleStack(t *testing.T) *ruleStack {
+	t.Helper()
+	db := pgtest.Database(t)
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(path, []byte(adminRulesYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t, rdb)
+	s := newStack(t, stackOptions{rules: adminRulesYAML, rdb: rdb, prefix: prefix, configure: func(cfg *httpapi.Config) {
+		mgr := rulesync.New(rulesync.Config{
+			File:    path,
+			Options: rules.Options{KeyPrefix: prefix},
+			Apply:   cfg.Service.SetRules,
+			Connect: func(ctx context.Context) (rulesync.Store, error) {
+				st, err := pgstore.Open(ctx, db)
+				if err != nil {
+					return nil, err
+				}
+				return st, st.Migrate(ctx)
+			},
+			Changes:    redisstore.NewRuleChanges(rdb, prefix),
+			Registerer: prometheus.NewRegistry(),
+			Log:        zap.NewNop(),
+		})
+		if err := mgr.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		cfg.AdminToken = "tok"
+		cfg.Rules = mgr
+		cfg.Instance = "l1"
+		hb := redisstore.NewHeartbeats(rdb, prefix, "l1", time.Second)
+		if _, err := hb.Beat(context.Background(), time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		cfg.Instances = hb.Instances
+	}})
+	return &ruleStack{stack: s, db: db}
+}
+
+// admin sends an authorized admin request and returns the status and the
+// decoded JSON body.
+func (s *ruleStack) admin(method, path, body string, header ...string) (int, map[string]any) {
+	s.t.Helper()
+	req, _ := http.NewRequest(method, s.srv.URL+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer tok")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		s.t.Fatalf("%s %s: %d %q", method, path, resp.StatusCode, raw)
+	}
+	return resp.StatusCode, out
+}
+
+const login = `{"ip": "198.51.100.7", "endpoint": "/login"}`
+
+func loginRule(algorithm string, requests int) string {
+	return `{"id": "login", "match": {"endpoints": ["/login"]}, "key": ["ip"], "algorithm": "` + algorithm +
+		`", "limits": [{"requests": ` + itoa(requests) + `, "per": "1m"}]}`
+}
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// Raising a limit keeps the window's count (same key, same algorithm);
+// changing the algorithm starts the rule fresh. Each change is answered
+// with its version and leaves an audit row naming the actor.
+func TestAdminRuleEditKeepsOrResetsCounters(t *testing.T) {
+	s := newRuleStack(t)
+	for i := range 5 {
+		if r := s.check(login); !r.Allowed {
+			t.Fatalf("request %d denied under the file's limit of 5", i+1)
+		}
+	}
+	if r := s.check(login); r.Allowed {
+		t.Fatal("6th request allowed under a limit of 5")
+	}
+
+	status, body := s.admin(http.MethodPut, "/v1/admin/rules/login", loginRule("fixed_window", 10), "X-Actor", "alice")
+	if status != http.StatusCreated || body["dynamic_version"] != 1.0 || body["action"] != "put" || body["announced"] != true {
+		t.Fatalf("PUT: %d %v", status, body)
+	}
+	r := s.check(login)
+	if !r.Allowed || r.Limit != 10 || r.Remaining != 4 {
+		t.Fatalf("after raising to 10: allowed %v, limit %d, remaining %d; want allowed, 10, 4 (the window's 5 kept)",
+			r.Allowed, r.Limit, r.Remaining)
+	}
+
+	status, body = s.admin(http.MethodPut, "/v1/admin/rules/login", loginRule("sliding_window", 10))
+	if status != http.StatusOK || body["before"] == nil {
+		t.Fatalf("second PUT: %d %v", status, body)
+	}
+	if r := s.check(login); !r.Allowed || r.Remaining != 9 {
+		t.Fatalf("after the algorithm change: allowed %v, remaining %d; want a fresh window (9)", r.Allowed, r.Remaining)
+	}
+
+	conn, err := pgx.Connect(context.Background(), s.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var actor, instance, source, algBefore, algAfter string
+	err = conn.QueryRow(context.Background(), `SELECT actor, instance, source_addr, before->>'algorithm', after->>'algorithm'
+		FROM rule_changes WHERE version = 2`).Scan(&actor, &instance, &source, &algBefore, &algAfter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if actor != "admin" || instance != "l1" || source != "127.0.0.1" || algBefore != "fixed_window" || algAfter != "sliding_window" {
+		t.Fatalf("audit row: actor %q instance %q source %q before %q after %q", actor, instance, source, algBefore, algAfter)
+	}
+	var firstActor string
+	if err := conn.QueryRow(context.Background(), "SELECT actor FROM rule_changes WHERE version = 1").Scan(&firstActor); err != nil || firstActor != "alice" {
+		t.Fatalf("first change's actor %q, %v; want alice (X-Actor)", firstActor, err)
+	}
+}
+
+// GET shows each rule with its source and version, the merged version, and
+// the live instances with theirs.
+func TestAdminRulesList(t *testing.T) {
+	s := newRuleStack(t)
+	if status, _ := s.admin(http.MethodPut, "/v1/admin/rules/extra",
+		`{"id": "extra", "key": ["ip"], "algorithm": "token_bucket", "limits": [{"rate": 1, "per": "1s", "burst": 5}]}`); status != http.StatusCreated {
+		t.Fatalf("PUT extra: %d", status)
+	}
+	status, body := s.admin(http.MethodGet, "/v1/admin/rules", "")
+	if status != http.StatusOK {
+		t.Fatalf("GET: %d %v", status, body)
+	}
+	version, _ := body["version"].(string)
+	if !strings.HasPrefix(version, "1-") || body["dynamic_version"] != 1.0 || body["instance"] != "l1" {
+		t.Fatalf("GET: %v", body)
+	}
+	list, _ := body["rules"].([]any)
+	sources := map[string]string{}
+	for _, x := range list {
+		r := x.(map[string]any)
+		sources[r["id"].(string)] = r["source"].(string)
+		if r["id"] == "extra" && (r["version"] != 1.0 || r["rule"].(map[string]any)["algorithm"] != "token_bucket") {
+			t.Fatalf("extra: %v", r)
+		}
+	}
+	if sources["login"] != "file" || sources["extra"] != "dynamic" || len(sources) != 2 {
+		t.Fatalf("sources %v", sources)
+	}
+	instances, _ := body["instances"].([]any)
+	if len(instances) != 1 || instances[0].(map[string]any)["instance"] != "l1" {
+		t.Fatalf("instances %v", body["instances"])
+	}
+}
+
+// Invalid changes answer 400 with the field at fault, unknown rules 404,
+// and none of them changes the rules in force; the admin token is required.
+func TestAdminRuleRefusals(t *testing.T) {
+	s := newRuleStack(t)
+	cases := []struct {
+		name, method, path, body string
+		status                   int
+		field                    string
+	}{
+		{"zero limit", http.MethodPut, "/v1/admin/rules/login", loginRule("fixed_window", 0), 400, "limits[0].requests"},
+		{"unknown algorithm", http.MethodPut, "/v1/admin/rules/login", loginRule("leaky_bucket", 5), 400, "algorithm"},
+		{"id differs from path", http.MethodPut, "/v1/admin/rules/other", loginRule("fixed_window", 5), 400, "id"},
+		{"not JSON", http.MethodPut, "/v1/admin/rules/login", `{"id": `, 400, ""},
+		{"delete of a file rule", http.MethodDelete, "/v1/admin/rules/login", "", 404, ""},
+		{"delete of no rule", http.MethodDelete, "/v1/admin/rules/nope", "", 404, ""},
+		{"shadow of no rule", http.MethodPut, "/v1/admin/rules/nope/shadow", `{"shadow": true}`, 404, ""},
+		{"shadow without value", http.MethodPut, "/v1/admin/rules/login/shadow", `{}`, 400, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			status, body := s.admin(tc.method, tc.path, tc.body)
+			if status != tc.status || body["error"] == nil {
+				t.Fatalf("%d %v; want %d with an error", status, body, tc.status)
+			}
+			if tc.field != "" {
+				fields, _ := body["fields"].([]any)
+				if len(fields) == 0 || fields[0].(map[string]any)["field"] != tc.field {
+					t.Fatalf("fields %v; want %s first", body["fields"], tc.field)
+				}
+			}
+		})
+	}
+	if r := s.do(http.MethodGet, "/v1/admin/rules", "", nil); r.Status != http.StatusUnauthorized {
+		t.Fatalf("GET without token: %d", r.Status)
+	}
+	_, body := s.admin(http.MethodGet, "/v1/admin/rules", "")
+	if body["dynamic_version"] != 0.0 {
+		t.Fatalf("refused changes moved the dynamic version: %v", body["dynamic_version"])
+	}
+	if r := s.check(login); r.Limit != 5 {
+		t.Fatalf("limit in force %d; want the file's 5", r.Limit)
+	}
+}
+
+// A rule switched to shadow through the API reports but never denies; its
+// decisions say shadow=true in the answer and the metrics.
+func TestAdminShadowSwitch(t *testing.T) {
+	s := newRuleStack(t)
+	if status, body := s.admin(http.MethodPut, "/v1/admin/rules/login/shadow", `{"shadow": true}`); status != http.StatusCreated {
+		t.Fatalf("shadow on: %d %v", status, body)
+	}
+	for range 7 {
+		if r := s.check(login); !r.Allowed {
+			t.Fatal("a shadow rule denied")
+		}
+	}
+	r := s.check(login)
+	if !r.Shadow || r.Reason != "rate_limited" {
+		t.Fatalf("over the limit in shadow: %+v; want rate_limited with shadow", r)
+	}
+	if got := s.metric("rate_limit_requests_total", map[string]string{"rule": "login", "shadow": "true", "result": "rate_limited"}); got != 3 {
+		t.Fatalf("shadow denials in metrics = %v; want 3", got)
+	}
+	if status, _ := s.admin(http.MethodPut, "/v1/admin/rules/login/shadow", `{"shadow": false}`); status != http.StatusOK {
+		t.Fatalf("shadow off: %d", status)
+	}
+	if r := s.check(login); r.Allowed {
+		t.Fatal("the rule out of shadow mode still allows over its limit")
+	}
+}
