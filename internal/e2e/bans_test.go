@@ -76,6 +76,7 @@ type decision struct {
 	Status  int
 	Allowed bool   `json:"allowed"`
 	Reason  string `json:"reason"`
+	Limit   int64  `json:"limit"`
 }
 
 func check(t *testing.T, limiter *proc, ip, endpoint string) decision {
