@@ -104,5 +104,6 @@ printf '%-44s %12s\n' "redis errors during the run" "$redis_errors"
 # 3. Detector throughput on a backlog and ban latency (scan threshold crossed
 # -> the limiter denies), with real processes.
 echo
-echo "== detector and archiver (go test -tags bench -run 'TestBench(Detector|Archiver)' ./internal/e2e)"
-go test -tags bench -run 'TestBench(Detector|Archiver)' -count=1 -v ./internal/e2e 2>&1 | grep -E '^(detector:|ban latency|archiver:)|FAIL' || true
+echo "== detector, archiver, rule propagation (go test -tags bench -run 'TestBench(Detector|Archiver|RulePropagation)' ./internal/e2e)"
+go test -tags bench -run 'TestBench(Detector|Archiver|RulePropagation)' -count=1 -v ./internal/e2e 2>&1 |
+	grep -E '^(detector:|ban latency|archiver:|rule propagation)|FAIL' || true

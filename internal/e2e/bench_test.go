@@ -4,9 +4,12 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +19,8 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/kafkabus"
+	"github.com/ratewarden/ratewarden/internal/redisstore"
+	"github.com/ratewarden/ratewarden/internal/redistest"
 )
 
 // TestBenchDetector (make bench) measures the detector's throughput on a
@@ -93,4 +98,59 @@ func TestBenchArchiver(t *testing.T) {
 	took := time.Since(start)
 	fmt.Printf("archiver: %d rows committed in %v = %.0f rows/s (steady state, batches of 2000, ARCHIVER_CONSUMERS default 3 unless set, from a backlog)\n",
 		n-from, took.Round(time.Millisecond), float64(n-from)/took.Seconds())
+}
+
+// TestBenchRulePropagation (make bench) measures how long a dynamic rule
+// change takes to be in force on three limiters: from the moment the PUT is
+// sent to one of them to the moment each instance applied the new version
+// (the time it reports in Redis with the version). 100 updates, sent to the
+// instances in turn, paced under the admin API's rate limit.
+func TestBenchRulePropagation(t *testing.T) {
+	e, _ := rulesEnv(t)
+	var lims []*proc
+	for i := 1; i <= 3; i++ {
+		lims = append(lims, e.start("limiter", "INSTANCE_ID", fmt.Sprintf("l%d", i), "LOG_LEVEL", "warn"))
+	}
+	rdb := redistest.Client(t)
+	reports := e.vars["REDIS_KEY_PREFIX"] + "{instances}:rules"
+	const updates = 100
+	var writer, others []time.Duration
+	for i := range updates {
+		body := strings.Replace(loginAt3, `"requests": 3`, fmt.Sprintf(`"requests": %d`, 10+i), 1)
+		sent := time.Now()
+		status, answer := adminAs(t, lims[i%3], http.MethodPut, "/v1/admin/rules/login", body, "bench")
+		if status != http.StatusOK && status != http.StatusCreated {
+			t.Fatalf("PUT %d: %d %s", i, status, answer)
+		}
+		want := fmt.Sprintf("%d-", i+1) // the version starts with the dynamic version
+		applied := map[string]time.Time{}
+		deadline := time.Now().Add(5 * time.Second)
+		for len(applied) < 3 {
+			if time.Now().After(deadline) {
+				t.Fatalf("update %d: applied by %d of 3 instances after 5s", i+1, len(applied))
+			}
+			for id, raw := range rdb.HGetAll(context.Background(), reports).Val() {
+				var r redisstore.RulesReport
+				if json.Unmarshal([]byte(raw), &r) == nil && strings.HasPrefix(r.Version, want) {
+					applied[id] = r.AppliedAt
+				}
+			}
+			time.Sleep(time.Millisecond)
+		}
+		for id, at := range applied {
+			if id == fmt.Sprintf("l%d", i%3+1) {
+				writer = append(writer, at.Sub(sent))
+			} else {
+				others = append(others, at.Sub(sent))
+			}
+		}
+		time.Sleep(150 * time.Millisecond) // the admin API allows 10 requests/s per client
+	}
+	slices.Sort(writer)
+	slices.Sort(others)
+	fmt.Printf("rule propagation over %d updates, 3 limiters (PUT sent -> applied): other instances p50 %v, p99 %v, max %v; "+
+		"the instance serving the PUT p50 %v, p99 %v\n", updates,
+		others[len(others)/2].Round(10*time.Microsecond), others[len(others)*99/100].Round(10*time.Microsecond),
+		others[len(others)-1].Round(10*time.Microsecond),
+		writer[len(writer)/2].Round(10*time.Microsecond), writer[len(writer)*99/100].Round(10*time.Microsecond))
 }
