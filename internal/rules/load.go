@@ -134,7 +134,7 @@ func jsonError(err error) error {
 func LoadSet(path string, opts Options) (*Set, error) {
 	f, err := LoadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("RULES_FILE %s: %w", path, err)
+		return nil, fmt.Errorf("RULES_FILE: %w", err) // names the file already
 	}
 	set, err := Compile(f, opts)
 	if err != nil {

@@ -41,10 +41,12 @@ func validateDaily(d Daily, p problems) {
 	if ok1 && ok2 && from == to {
 		p.add("to", "must differ from from")
 	}
-	if d.TZ != "" {
-		if _, err := time.LoadLocation(d.TZ); err != nil {
-			p.add("tz", "unknown time zone %q", truncate(d.TZ, 64))
-		}
+	switch _, err := time.LoadLocation(d.TZ); {
+	case d.TZ == "Local":
+		// The host's zone: limiters in different zones would disagree.
+		p.add("tz", `"Local" is the zone of each host; name the zone (e.g. Europe/Paris) or leave it out for UTC`)
+	case d.TZ != "" && err != nil:
+		p.add("tz", "unknown time zone %q", truncate(d.TZ, 64))
 	}
 }
 

@@ -113,6 +113,9 @@ func TestRuleValidateErrors(t *testing.T) {
 		{"schedule daily tz", func(r *Rule) {
 			r.Schedule = []ScheduleEntry{{Daily: &Daily{From: "09:00", To: "10:00", TZ: "Mars/Olympus"}, Limits: r.Limits}}
 		}, `rule "r1": schedule[0].daily.tz: unknown time zone "Mars/Olympus"`},
+		{"schedule daily tz of the host", func(r *Rule) {
+			r.Schedule = []ScheduleEntry{{Daily: &Daily{From: "09:00", To: "10:00", TZ: "Local"}, Limits: r.Limits}}
+		}, `rule "r1": schedule[0].daily.tz: "Local" is the zone of each host`},
 		{"schedule limits missing", func(r *Rule) { r.Schedule = []ScheduleEntry{{Daily: &Daily{From: "09:00", To: "10:00"}}} }, `rule "r1": schedule[0].limits: required`},
 		{"schedule limits invalid", func(r *Rule) {
 			r.Schedule = []ScheduleEntry{{Daily: &Daily{From: "09:00", To: "10:00"}, Limits: []Limit{reqs(0, time.Second)}}}
