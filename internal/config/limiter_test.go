@@ -25,6 +25,9 @@ func TestLoadLimiterDefaults(t *testing.T) {
 		c.RedisRecoverAfter != time.Minute || c.PermissiveAfter != 5*time.Minute || c.PermissiveDenyRules {
 		t.Fatalf("unexpected redis failure defaults: %+v", c)
 	}
+	if !c.DynamicRules || c.DatabaseURL != DefaultDatabaseURL || c.RulesPoll != time.Second {
+		t.Fatalf("unexpected dynamic rules defaults: %+v", c)
+	}
 }
 
 func TestLoadLimiterRedisFailureValues(t *testing.T) {
@@ -78,6 +81,8 @@ func TestLoadLimiterErrorsNameTheVariable(t *testing.T) {
 		{"negative recover", "REDIS_RECOVER_AFTER", "-1s"},
 		{"negative permissive", "PERMISSIVE_AFTER", "-5m"},
 		{"bad permissive deny", "LIMITER_PERMISSIVE_DENY_RULES", "sometimes"},
+		{"bad dynamic rules switch", "DYNAMIC_RULES", "maybe"},
+		{"zero rules poll", "RULES_POLL_INTERVAL", "0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
