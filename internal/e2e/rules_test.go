@@ -164,6 +164,7 @@ func TestRulesFileReloadOnSIGHUP(t *testing.T) {
 	if got := loginLimit(t, lim); got != 7 {
 		t.Fatalf("limit %d after an invalid file; want the running 7", got)
 	}
+	lim.stop(syscall.SIGTERM) // its output is complete and no longer written to
 	if out := lim.out.String(); !strings.Contains(out, "rules file refused") || !strings.Contains(out, "fixed_widow") {
 		t.Fatalf("the refusal is not logged with its cause:\n%s", out)
 	}
