@@ -212,11 +212,16 @@ func TestDetectorRestartAndRedelivery(t *testing.T) {
 	}
 }
 
-func admin(t *testing.T, limiter *proc, method, path, token, body string) (int, string) {
+// admin sends an admin API request with token (none when empty) and the
+// header name/value pairs, and returns the status and body.
+func admin(t *testing.T, limiter *proc, method, path, token, body string, header ...string) (int, string) {
 	t.Helper()
 	req, _ := http.NewRequest(method, "http://"+limiter.addr+path, strings.NewReader(body))
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

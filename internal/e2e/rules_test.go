@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -208,16 +207,5 @@ func rewrite(t *testing.T, path, old, new string) {
 // adminAs sends an admin request with the env's token, as actor.
 func adminAs(t *testing.T, lim *proc, method, path, body, actor string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(method, "http://"+lim.addr+path, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer s3cret")
-	if actor != "" {
-		req.Header.Set("X-Actor", actor)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(raw)
+	return admin(t, lim, method, path, "s3cret", body, "X-Actor", actor)
 }
