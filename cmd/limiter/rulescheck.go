@@ -3,14 +3,9 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
-
-	"go.yaml.in/yaml/v3"
 
 	"github.com/ratewarden/ratewarden/internal/decide"
 	"github.com/ratewarden/ratewarden/internal/rules"
@@ -120,116 +115,17 @@ func loadRulesForCheck(path string) (*rules.File, *rules.Set, error) {
 	return f, set, nil
 }
 
-// rulesYAMLLineRE finds the line number that YAML decoding errors start with,
-// possibly after indentation or a "yaml: " prefix.
-var rulesYAMLLineRE = regexp.MustCompile(`^(\s*)((?:yaml: )?line (\d+):)`)
-
-// checkErrorLines splits err (validation problems are joined one per line)
-// into the lines to print under "FILE: FAILED". The "FILE: " prefix that
-// LoadFile adds is dropped, since the header already names the file.
-// Decoder errors (unknown field, bad duration) only give a line number, so
-// they are prefixed with the rule written at that line, the way validation
-// errors name their rule.
+// checkErrorLines splits err (problems are joined one per line) into the
+// lines to print under "FILE: FAILED", without the "FILE: " prefix that
+// LoadFile adds, since the header names the file.
 func checkErrorLines(path string, err error) []string {
-	msg := strings.TrimPrefix(err.Error(), path+": ")
 	var lines []string
-	needSpans := false
-	for line := range strings.SplitSeq(msg, "\n") {
-		if strings.TrimSpace(line) == "" {
-			continue
+	for line := range strings.SplitSeq(strings.TrimPrefix(err.Error(), path+": "), "\n") {
+		if strings.TrimSpace(line) != "" {
+			lines = append(lines, line)
 		}
-		lines = append(lines, line)
-		needSpans = needSpans || rulesYAMLLineRE.MatchString(line)
-	}
-	if !needSpans {
-		return lines
-	}
-	// The file is read again only to name rules; if it changed meanwhile,
-	// the worst outcome is a missing or wrong rule name in a message.
-	data, rerr := os.ReadFile(path)
-	if rerr != nil {
-		return lines
-	}
-	spans := ruleSpans(data)
-	for i, line := range lines {
-		lines[i] = nameRuleAtLine(line, spans)
 	}
 	return lines
-}
-
-// nameRuleAtLine prefixes a "line N: ..." error with the rule written at
-// line N, keeping its indentation. Lines that already name a rule, or whose
-// line is outside every rule, are returned unchanged.
-func nameRuleAtLine(line string, spans []ruleSpan) string {
-	m := rulesYAMLLineRE.FindStringSubmatchIndex(line)
-	if m == nil || strings.Contains(line, `rule "`) || strings.Contains(line, "rules[") {
-		return line
-	}
-	n, err := strconv.Atoi(line[m[6]:m[7]])
-	if err != nil {
-		return line
-	}
-	for _, s := range spans {
-		if s.first <= n && n <= s.last {
-			return line[:m[3]] + s.name + ": " + line[m[3]:]
-		}
-	}
-	return line
-}
-
-// ruleSpan is the range of lines (inclusive) where a rule is written, and
-// the name to report it by.
-type ruleSpan struct {
-	first, last int
-	name        string
-}
-
-// ruleSpans returns where each rule of the rules list is written in data,
-// or nil when data is not YAML of the expected shape. Rules are named as
-// validation names them: rule "<id>", or rules[<index>] without an id.
-func ruleSpans(data []byte) []ruleSpan {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) == 0 {
-		return nil
-	}
-	root := doc.Content[0]
-	if root.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(root.Content); i += 2 {
-		list := root.Content[i+1]
-		if root.Content[i].Value != "rules" || list.Kind != yaml.SequenceNode {
-			continue
-		}
-		spans := make([]ruleSpan, 0, len(list.Content))
-		for j, item := range list.Content {
-			spans = append(spans, ruleSpan{first: item.Line, last: yamlLastLine(item), name: ruleNodeName(item, j)})
-		}
-		return spans
-	}
-	return nil
-}
-
-// yamlLastLine returns the last line of n's subtree. Aliases are not followed:
-// their target is written elsewhere.
-func yamlLastLine(n *yaml.Node) int {
-	last := n.Line
-	for _, c := range n.Content {
-		last = max(last, yamlLastLine(c))
-	}
-	return last
-}
-
-// ruleNodeName names the rule at index i of the rules list.
-func ruleNodeName(n *yaml.Node, i int) string {
-	if n.Kind == yaml.MappingNode {
-		for k := 0; k+1 < len(n.Content); k += 2 {
-			if v := n.Content[k+1]; n.Content[k].Value == "id" && v.Kind == yaml.ScalarNode && v.Value != "" {
-				return fmt.Sprintf("rule %q", v.Value)
-			}
-		}
-	}
-	return fmt.Sprintf("rules[%d]", i)
 }
 
 // rulesLabelWidth aligns the values of a rule's description; longer labels are

@@ -15,7 +15,7 @@ import (
 const defaultPriority = 100
 
 // Parse decodes and validates a rules file. Unknown fields are rejected; a
-// YAML error names its line; validation reports every problem (errors.Join
+// YAML error names its line and the rule written there; validation reports every problem (errors.Join
 // of *FieldError). Left-out detection sections get DefaultDetection's. An
 // empty document is refused (write "rules: []" for no rules), so a
 // truncated file never silently drops every limit.
@@ -27,7 +27,7 @@ func Parse(data []byte) (*File, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, errors.New("rules file is empty (write \"rules: []\" for no rules)")
 		}
-		return nil, err
+		return nil, nameRulesInDecodeError(data, err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
