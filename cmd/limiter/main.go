@@ -194,6 +194,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		cancel()
 	}()
 
+	// None is required: without Redis the limiter still decides (its mode
+	// says how), without Postgres the rules in force stay (only changes
+	// wait), so it must stay in the load balancer.
+	probes := []httpapi.Probe{
+		{Name: "redis", Check: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }},
+		{Name: "kafka", Check: func(ctx context.Context) error { return kafkabus.Ping(ctx, cfg.KafkaBrokers) }},
+	}
+	if cfg.DynamicRules { // the rule store's last answer, no I/O
+		probes = append(probes, httpapi.Probe{Name: "postgres", Check: func(context.Context) error { return rulesMgr.StoreError() }})
+	}
 	handler := httpapi.NewHandler(httpapi.Config{
 		Service:        svc,
 		TrustedProxies: cfg.TrustedProxies,
@@ -207,15 +217,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		Rules:          rulesMgr,
 		Instances:      heartbeats.Instances,
 		Instance:       cfg.Instance,
-		Probes: []httpapi.Probe{
-			// Not required: without Redis the limiter still decides (its mode
-			// says how), so it must stay in the load balancer.
-			{Name: "redis", Check: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }},
-			{Name: "kafka", Check: func(ctx context.Context) error { return kafkabus.Ping(ctx, cfg.KafkaBrokers) }},
-			// The last answer of the rule store: without it the rules in
-			// force stay, and only changes wait.
-			{Name: "postgres", Check: func(context.Context) error { return rulesMgr.StoreError() }},
-		},
+		Probes:         probes,
 	})
 	srv := httpapi.NewServer(cfg.ListenAddr, handler, log)
 	ln, err := net.Listen("tcp", cfg.ListenAddr)

@@ -10,12 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Tables of the dynamic rules (migration 0004).
-const (
-	TableDynamicRules = "dynamic_rules"
-	TableRuleChanges  = "rule_changes"
-)
-
 // StoredRule is one dynamic rule as stored: the rule in the rules-file
 // schema as JSON, and which change last wrote it.
 type StoredRule struct {

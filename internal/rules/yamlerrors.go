@@ -108,4 +108,3 @@ func ruleNodeName(n *yaml.Node, i int) string {
 	}
 	return fmt.Sprintf("rules[%d]", i)
 }
-

@@ -377,9 +377,6 @@ func (m *Manager) setStoreErr(err error) {
 // StoreError returns why the rule store did not answer last time, or nil
 // (for /readyz: no I/O).
 func (m *Manager) StoreError() error {
-	if m.cfg.Connect == nil {
-		return errors.New("dynamic rules off")
-	}
 	if p := m.storeErr.Load(); p != nil {
 		return *p
 	}
