@@ -16,7 +16,7 @@ var files embed.FS
 
 // Algorithms lists the names of the algorithms that have a script, as
 // written in the rules file.
-var Algorithms = []string{"fixed_window", "sliding_window", "token_bucket"}
+var Algorithms = []string{"fixed_window", "sliding_window", "sliding_window_counter", "token_bucket"}
 
 // Source returns the complete script (prelude and body) of the algorithm,
 // or "" when there is no script of that name.

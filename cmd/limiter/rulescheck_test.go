@@ -176,7 +176,7 @@ func TestRulesCommandInvalidFiles(t *testing.T) {
 		{name: "bad algorithm and duplicate id", path: rulesInvalidPath, wantStderr: []string{
 			rulesInvalidPath + ": FAILED\n",
 			// Every problem, one per line, without the path repeated.
-			"\n  rule \"login\": algorithm: unknown \"leaky\" (want fixed_window, sliding_window or token_bucket)\n",
+			"\n  rule \"login\": algorithm: unknown \"leaky\" (want fixed_window, sliding_window, sliding_window_counter or token_bucket)\n",
 			"\n  rule \"login\": id: duplicate (also rules[0])\n",
 			"\n  rule \"login\": limits[0].per: must be at least 1ms\n",
 		}},

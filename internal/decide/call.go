@@ -9,7 +9,8 @@ import (
 // Validate reports whether the call can be decided: at least one limit, every
 // duration a positive whole number of milliseconds, positive quotas and
 // rates, a non-negative cost. Both the model and the scripts assume a valid
-// call; the rules validator also bounds burst*1000*per below 2^53.
+// call; the rules validator also bounds burst*1000*per (token bucket) and
+// requests*per (sliding window counter) by 2^53.
 func (c Call) Validate() error {
 	if len(c.Limits) == 0 {
 		return errors.New("no limits")
@@ -28,7 +29,7 @@ func (c Call) Validate() error {
 			return errors.New("limit " + strconv.Itoa(i) + ": per is not a positive whole number of milliseconds")
 		}
 		switch c.Algorithm {
-		case FixedWindow, SlidingWindow:
+		case FixedWindow, SlidingWindow, SlidingWindowCounter:
 			if l.Requests <= 0 {
 				return errors.New("limit " + strconv.Itoa(i) + ": requests must be positive")
 			}

@@ -11,11 +11,14 @@ import "time"
 // Algorithm names a rate-limiting algorithm as written in the rules file.
 type Algorithm string
 
-// The supported algorithms.
+// The supported algorithms. SlidingWindowCounter approximates
+// SlidingWindow from the counts of two aligned fixed windows, in constant
+// memory per limit.
 const (
-	FixedWindow   Algorithm = "fixed_window"
-	SlidingWindow Algorithm = "sliding_window"
-	TokenBucket   Algorithm = "token_bucket"
+	FixedWindow          Algorithm = "fixed_window"
+	SlidingWindow        Algorithm = "sliding_window"
+	SlidingWindowCounter Algorithm = "sliding_window_counter"
+	TokenBucket          Algorithm = "token_bucket"
 )
 
 // Limit is one limit of a rule. Window algorithms use Requests per Per; the

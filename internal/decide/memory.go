@@ -28,12 +28,13 @@ type shard struct {
 type entry struct {
 	expireAt int64   // ms; the key is gone once now >= expireAt
 	hold     int64   // hold key: denied until (ms)
-	fields   []field // fixed window or token bucket hash, one per distinct per
+	fields   []field // window counter or bucket hash, one per distinct per
 	log      []run   // sliding window log or escalation hits, ascending scores
 }
 
 // field holds the hash fields of one per_ms: s and c for the fixed window
-// (a, b), t, r and u for the token bucket (a, b, c).
+// (a, b), s, c and p for the sliding window counter (a, b, c), t, r and u for
+// the token bucket (a, b, c).
 type field struct {
 	per, a, b, c int64
 }
@@ -155,6 +156,8 @@ func (sh *shard) decide(c Call, now int64) Result {
 		outs, admitted = sh.fixedWindow(c, now, outs)
 	case SlidingWindow:
 		outs, admitted = sh.slidingWindow(c, now, outs)
+	case SlidingWindowCounter:
+		outs, admitted = sh.slidingWindowCounter(c, now, outs)
 	default:
 		outs, admitted = sh.tokenBucket(c, now, outs)
 	}

@@ -52,9 +52,10 @@ func TestMemoryNowArgument(t *testing.T) {
 func TestMemorySweep(t *testing.T) {
 	m := decide.NewMemory()
 	limits := map[decide.Algorithm][]decide.Limit{
-		decide.FixedWindow:   {{Requests: 1, Per: time.Second}},
-		decide.SlidingWindow: {{Requests: 1, Per: time.Second}},
-		decide.TokenBucket:   {{Rate: 1, Per: time.Second, Burst: 1}},
+		decide.FixedWindow:          {{Requests: 1, Per: time.Second}},
+		decide.SlidingWindow:        {{Requests: 1, Per: time.Second}},
+		decide.SlidingWindowCounter: {{Requests: 1, Per: time.Second}},
+		decide.TokenBucket:          {{Rate: 1, Per: time.Second, Burst: 1}},
 	}
 	for alg, l := range limits {
 		for i := range 100 {
@@ -70,16 +71,20 @@ func TestMemorySweep(t *testing.T) {
 			m.Decide(c, 10_000) // denied: hold and hits
 		}
 	}
-	if n := m.Len(); n != 900 {
-		t.Fatalf("Len = %d, want 900 (state, hold, hits of 300 subjects)", n)
+	if n := m.Len(); n != 1200 {
+		t.Fatalf("Len = %d, want 1200 (state, hold, hits of 400 subjects)", n)
 	}
-	m.Sweep(11_001) // state of all three algorithms has expired
-	if n := m.Len(); n != 600 {
-		t.Errorf("after state expiry Len = %d, want 600", n)
+	m.Sweep(11_001) // state of the window log, fixed window and bucket has expired
+	if n := m.Len(); n != 900 {
+		t.Errorf("after state expiry Len = %d, want 900", n)
+	}
+	m.Sweep(12_000) // the window counter's count weighs until the next window ends
+	if n := m.Len(); n != 800 {
+		t.Errorf("after window counter expiry Len = %d, want 800", n)
 	}
 	m.Sweep(13_000) // holds expired
-	if n := m.Len(); n != 300 {
-		t.Errorf("after hold expiry Len = %d, want 300", n)
+	if n := m.Len(); n != 400 {
+		t.Errorf("after hold expiry Len = %d, want 400", n)
 	}
 	m.Sweep(14_001) // hits expired
 	if n := m.Len(); n != 0 {
@@ -94,6 +99,7 @@ func TestMemoryConcurrent(t *testing.T) {
 	}{
 		{decide.FixedWindow, decide.Limit{Requests: 100, Per: time.Hour}},
 		{decide.SlidingWindow, decide.Limit{Requests: 100, Per: time.Hour}},
+		{decide.SlidingWindowCounter, decide.Limit{Requests: 100, Per: time.Hour}},
 		{decide.TokenBucket, decide.Limit{Rate: 1, Per: time.Hour, Burst: 100}},
 	} {
 		t.Run(string(tc.alg), func(t *testing.T) {
@@ -135,6 +141,11 @@ func TestValidate(t *testing.T) {
 			c.Limits = []decide.Limit{{Burst: 1, Per: time.Second}}
 		}, false},
 		{"unknown algorithm", func(c *decide.Call) { c.Algorithm = "leaky" }, false},
+		{"window counter", func(c *decide.Call) { c.Algorithm = decide.SlidingWindowCounter }, true},
+		{"window counter without requests", func(c *decide.Call) {
+			c.Algorithm = decide.SlidingWindowCounter
+			c.Limits = []decide.Limit{{Rate: 1, Burst: 1, Per: time.Second}}
+		}, false},
 		{"escalation without triggers", func(c *decide.Call) {
 			c.Escalations = []decide.Escalation{{Within: time.Second, Penalty: time.Second}}
 		}, false},
@@ -153,7 +164,7 @@ func TestValidate(t *testing.T) {
 
 func BenchmarkMemoryDecide(b *testing.B) {
 	m := decide.NewMemory()
-	for _, alg := range []decide.Algorithm{decide.FixedWindow, decide.SlidingWindow, decide.TokenBucket} {
+	for _, alg := range []decide.Algorithm{decide.FixedWindow, decide.SlidingWindow, decide.SlidingWindowCounter, decide.TokenBucket} {
 		b.Run(string(alg), func(b *testing.B) {
 			limits := []decide.Limit{{Requests: 1000, Rate: 1000, Burst: 1000, Per: time.Second}}
 			var n atomic.Int64

@@ -58,7 +58,7 @@ func TestDecideRandom(t *testing.T) {
 }
 
 func randomRule(rng *rand.Rand) decide.Call {
-	algs := []decide.Algorithm{decide.FixedWindow, decide.SlidingWindow, decide.TokenBucket}
+	algs := []decide.Algorithm{decide.FixedWindow, decide.SlidingWindow, decide.SlidingWindowCounter, decide.TokenBucket}
 	pers := []time.Duration{time.Second, 2 * time.Second, 5 * time.Second, time.Minute, 1500 * time.Millisecond}
 	c := decide.Call{Algorithm: algs[rng.IntN(len(algs))]}
 	for range 1 + rng.IntN(3) {

@@ -29,7 +29,7 @@ type script struct {
 // concurrent use.
 type Store struct {
 	client  redis.UniversalClient
-	scripts [3]script // indexed by algorithmIndex
+	scripts [4]script // indexed by algorithmIndex
 }
 
 // New returns a Store on client (a *redis.Client, *redis.ClusterClient or
@@ -38,7 +38,7 @@ type Store struct {
 // one (restart, SCRIPT FLUSH, new cluster node).
 func New(client redis.UniversalClient) *Store {
 	s := &Store{client: client}
-	for i, alg := range []decide.Algorithm{decide.FixedWindow, decide.SlidingWindow, decide.TokenBucket} {
+	for i, alg := range []decide.Algorithm{decide.FixedWindow, decide.SlidingWindow, decide.TokenBucket, decide.SlidingWindowCounter} {
 		src := lua.Source(string(alg))
 		sum := sha1.Sum([]byte(src))
 		s.scripts[i] = script{src: src, sha: hex.EncodeToString(sum[:])}
@@ -166,7 +166,9 @@ func (s *Store) script(c decide.Call) (*script, error) {
 		return &s.scripts[0], nil
 	case decide.SlidingWindow:
 		return &s.scripts[1], nil
-	default: // Validate admits only the three algorithms
+	case decide.SlidingWindowCounter:
+		return &s.scripts[3], nil
+	default: // Validate admits only the four algorithms
 		return &s.scripts[2], nil
 	}
 }

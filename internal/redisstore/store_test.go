@@ -97,6 +97,7 @@ func TestNoScript(t *testing.T) {
 	}
 	batch := []decide.Call{
 		call(decide.FixedWindow, "fixed"), call(decide.SlidingWindow, "sliding"), call(decide.TokenBucket, "bucket"),
+		call(decide.SlidingWindowCounter, "counter"),
 	}
 
 	if _, err := store.Decide(ctx, batch[:1]); err != nil {
@@ -112,8 +113,8 @@ func TestNoScript(t *testing.T) {
 	if err != nil {
 		t.Fatalf("batch after flush: %v", err)
 	}
-	if n := evalCalls(t, client); n != 4 {
-		t.Fatalf("EVAL ran %d times after the flushed batch, want 4", n)
+	if n := evalCalls(t, client); n != 1+len(batch) {
+		t.Fatalf("EVAL ran %d times after the flushed batch, want %d", n, 1+len(batch))
 	}
 	for i, r := range got {
 		want := int64(1)
@@ -189,6 +190,9 @@ func exactUnderConcurrency(t *testing.T, client *redis.Client, newDecider func(*
 	}{
 		{decide.FixedWindow, decide.Limit{Requests: 100, Per: 24 * time.Hour}},
 		{decide.SlidingWindow, decide.Limit{Requests: 100, Per: time.Hour}},
+		// a window boundary would let the previous window's weight decide:
+		// one aligned day, away from its end, keeps every call in one window
+		{decide.SlidingWindowCounter, decide.Limit{Requests: 100, Per: 24 * time.Hour}},
 		{decide.TokenBucket, decide.Limit{Rate: 1, Per: time.Hour, Burst: 100}},
 	} {
 		t.Run(string(tc.alg), func(t *testing.T) {
@@ -221,7 +225,8 @@ func exactUnderConcurrency(t *testing.T, client *redis.Client, newDecider func(*
 }
 
 // avoidDayBoundary waits when the server clock is within a minute of the
-// end of a UTC day, where a 24h fixed window would restart mid-test.
+// end of a UTC day, where a 24h fixed window or window counter would start a
+// new window mid-test.
 func avoidDayBoundary(tb testing.TB, client *redis.Client) {
 	tb.Helper()
 	now, err := client.Time(context.Background()).Result()
@@ -241,7 +246,7 @@ func TestKeysExpire(t *testing.T) {
 	store := New(client)
 	prefix := testPrefix(t, client)
 	ctx := context.Background()
-	for _, alg := range []decide.Algorithm{decide.FixedWindow, decide.SlidingWindow, decide.TokenBucket} {
+	for _, alg := range []decide.Algorithm{decide.FixedWindow, decide.SlidingWindow, decide.SlidingWindowCounter, decide.TokenBucket} {
 		c := decide.Call{
 			Keys:        decidetest.Keys(prefix, string(alg)),
 			Algorithm:   alg,
@@ -269,8 +274,8 @@ func TestKeysExpire(t *testing.T) {
 			}
 		}
 	}
-	if n := requireExpiry(t, client, prefix); n != 9 {
-		t.Errorf("%d keys written, want 9", n)
+	if n := requireExpiry(t, client, prefix); n != 12 {
+		t.Errorf("%d keys written, want 12", n)
 	}
 }
 
@@ -325,7 +330,7 @@ func BenchmarkDecide(b *testing.B) {
 	if err := store.Load(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	for _, alg := range []decide.Algorithm{decide.FixedWindow, decide.SlidingWindow, decide.TokenBucket} {
+	for _, alg := range []decide.Algorithm{decide.FixedWindow, decide.SlidingWindow, decide.SlidingWindowCounter, decide.TokenBucket} {
 		b.Run(string(alg), func(b *testing.B) {
 			limits := []decide.Limit{{Requests: 1000, Rate: 1000, Burst: 1000, Per: time.Second}}
 			var n atomic.Int64

@@ -14,10 +14,10 @@ import (
 //
 //	<prefix>{<rule id>|<subject>}<suffix>
 //
-// with suffix ":fw", ":sw" or ":tb" for the state (by algorithm, so changing
-// a rule's algorithm starts from fresh state), ":hold" and ":hits". The hash
-// tag {<rule id>|<subject>} is the same for all three, so a script touching
-// them stays on one Redis Cluster slot. The subject is "name=value" per key
+// with suffix ":fw", ":sw", ":swc" or ":tb" for the state (by algorithm, so
+// changing a rule's algorithm starts from fresh state), ":hold" and ":hits".
+// The hash tag {<rule id>|<subject>} is the same for all three, so a script
+// touching them stays on one Redis Cluster slot. The subject is "name=value" per key
 // dimension, in key order, joined by '|'; each value is escaped (see
 // escapeByte) so it can contain no '{', '}', '|' or '=': the hash tag always
 // ends at our '}' and distinct values give distinct subjects. A subject
@@ -42,6 +42,8 @@ func stateSuffix(a decide.Algorithm) string {
 		return ":fw"
 	case decide.SlidingWindow:
 		return ":sw"
+	case decide.SlidingWindowCounter:
+		return ":swc"
 	case decide.TokenBucket:
 		return ":tb"
 	}

@@ -11,6 +11,7 @@ rules:
   - {id: by-ip, key: [ip], algorithm: sliding_window, limits: [{requests: 1, per: 1s}]}
   - {id: fw, key: [ip], algorithm: fixed_window, limits: [{requests: 1, per: 1s}]}
   - {id: tb, key: [ip], algorithm: token_bucket, limits: [{rate: 1, per: 1s, burst: 1}]}
+  - {id: swc, key: [ip], algorithm: sliding_window_counter, limits: [{requests: 1, per: 1s}]}
   - id: multi
     key: [user_id, attr:app_key, method, tier, endpoint]
     algorithm: token_bucket
@@ -77,6 +78,7 @@ func TestKeysLayout(t *testing.T) {
 		{"by-ip", "rw:{by-ip|ip=203.0.113.7}:sw"},
 		{"fw", "rw:{fw|ip=203.0.113.7}:fw"},
 		{"tb", "rw:{tb|ip=203.0.113.7}:tb"},
+		{"swc", "rw:{swc|ip=203.0.113.7}:swc"},
 		{"multi", "rw:{multi|user_id=u-42|attr:app_key=k-1|method=GET|tier=VIP|endpoint=/api/books/17}:tb"},
 	}
 	for _, tt := range tests {

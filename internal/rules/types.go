@@ -61,9 +61,10 @@ type Match struct {
 	Tiers []string `yaml:"tiers,omitempty" json:"tiers,omitempty"`
 }
 
-// Limit is one limit as written in the rules file. Window algorithms use
-// Requests per Per; token_bucket uses Rate tokens every Per and a capacity
-// of Burst. The fields of the other kind must be absent (zero).
+// Limit is one limit as written in the rules file. Window algorithms
+// (fixed_window, sliding_window, sliding_window_counter) use Requests per
+// Per; token_bucket uses Rate tokens every Per and a capacity of Burst. The
+// fields of the other kind must be absent (zero).
 type Limit struct {
 	Requests int64    `yaml:"requests,omitempty" json:"requests,omitzero"`
 	Rate     int64    `yaml:"rate,omitempty" json:"rate,omitzero"`

@@ -19,6 +19,9 @@ const (
 	maxQuota       = 1 << 53 // Lua numbers are doubles: integers are exact up to 2^53
 )
 
+// algorithmNames lists the algorithms for error messages.
+const algorithmNames = "fixed_window, sliding_window, sliding_window_counter or token_bucket"
+
 // Validate reports every problem of r as a FieldError, joined. It is the
 // validation of the rules file, for one rule (the admin API uses it); it does
 // not check that the id is unique in a set (File.Validate and Compile do). A
@@ -43,12 +46,12 @@ func validateRule(r *Rule, p problems) {
 	validateKey(r.Key, p)
 	algOK := true
 	switch r.Algorithm {
-	case decide.FixedWindow, decide.SlidingWindow, decide.TokenBucket:
+	case decide.FixedWindow, decide.SlidingWindow, decide.SlidingWindowCounter, decide.TokenBucket:
 	case "":
-		p.add("algorithm", "required (fixed_window, sliding_window or token_bucket)")
+		p.add("algorithm", "required (%s)", algorithmNames)
 		algOK = false
 	default:
-		p.add("algorithm", "unknown %q (want fixed_window, sliding_window or token_bucket)", truncate(string(r.Algorithm), 40))
+		p.add("algorithm", "unknown %q (want %s)", truncate(string(r.Algorithm), 40), algorithmNames)
 		algOK = false
 	}
 	validateLimits(p, "limits", r.Limits, r.Algorithm, algOK)
@@ -185,6 +188,9 @@ func validateLimits(p problems, field string, ls []Limit, alg decide.Algorithm, 
 		}
 		if l.Requests < 1 || l.Requests > maxQuota {
 			lp.add("requests", "must be between 1 and 2^53")
+		} else if ms := l.Per.Std().Milliseconds(); alg == decide.SlidingWindowCounter && ms > 0 && l.Requests > maxQuota/ms {
+			// The script weighs counts by ms in integers up to requests × per.
+			lp.add("requests", "requests × per (in ms) must be at most 2^53")
 		}
 		if l.Rate != 0 {
 			lp.add("rate", "not allowed with algorithm %s (use requests)", alg)

@@ -34,6 +34,7 @@ func ts(s string) Timestamp {
 
 func TestRuleValidateErrors(t *testing.T) {
 	tb := func(r *Rule) { r.Algorithm = decide.TokenBucket; r.Limits = []Limit{bucket(1, 10, time.Second)} }
+	swc := func(r *Rule) { r.Algorithm = decide.SlidingWindowCounter }
 	tests := []struct {
 		name string
 		mod  func(r *Rule)
@@ -60,8 +61,8 @@ func TestRuleValidateErrors(t *testing.T) {
 		{"key too many", func(r *Rule) {
 			r.Key = []string{"ip", "user_id", "endpoint", "method", "tier", "attr:a", "attr:b", "attr:c", "attr:d"}
 		}, `key: at most 8 dimensions`},
-		{"algorithm missing", func(r *Rule) { r.Algorithm = "" }, `rule "r1": algorithm: required`},
-		{"algorithm unknown", func(r *Rule) { r.Algorithm = "leaky_bucket" }, `rule "r1": algorithm: unknown "leaky_bucket"`},
+		{"algorithm missing", func(r *Rule) { r.Algorithm = "" }, `rule "r1": algorithm: required (fixed_window, sliding_window, sliding_window_counter or token_bucket)`},
+		{"algorithm unknown", func(r *Rule) { r.Algorithm = "leaky_bucket" }, `rule "r1": algorithm: unknown "leaky_bucket" (want fixed_window, sliding_window, sliding_window_counter or token_bucket)`},
 		{"limits missing", func(r *Rule) { r.Limits = nil }, `rule "r1": limits: required (1 to 8 limits)`},
 		{"limits too many", func(r *Rule) {
 			r.Limits = nil
@@ -76,6 +77,17 @@ func TestRuleValidateErrors(t *testing.T) {
 		{"requests huge", func(r *Rule) { r.Limits[0].Requests = 1<<53 + 1 }, `limits[0].requests: must be between 1 and 2^53`},
 		{"window with rate", func(r *Rule) { r.Limits[0].Rate = 1 }, `rule "r1": limits[0].rate: not allowed with algorithm sliding_window (use requests)`},
 		{"window with burst", func(r *Rule) { r.Algorithm = decide.FixedWindow; r.Limits[0].Burst = 1 }, `limits[0].burst: not allowed with algorithm fixed_window`},
+		{"counter with rate", func(r *Rule) { swc(r); r.Limits[0].Rate = 1 }, `rule "r1": limits[0].rate: not allowed with algorithm sliding_window_counter (use requests)`},
+		{"counter requests zero", func(r *Rule) { swc(r); r.Limits[0].Requests = 0 }, `rule "r1": limits[0].requests: must be between 1 and 2^53`},
+		{"counter requests × per overflow", func(r *Rule) { swc(r); r.Limits[0].Requests = (1<<53)/1000 + 1 }, `rule "r1": limits[0].requests: requests × per (in ms) must be at most 2^53`},
+		{"counter tier override overflow", func(r *Rule) {
+			swc(r)
+			r.Tiers = map[string][]Limit{"VIP": {reqs(1<<43, time.Hour)}}
+		}, `rule "r1": tiers.VIP[0].requests: requests × per (in ms) must be at most 2^53`},
+		{"counter schedule overflow", func(r *Rule) {
+			swc(r)
+			r.Schedule = []ScheduleEntry{{Daily: &Daily{From: "09:00", To: "10:00"}, Limits: []Limit{reqs(1<<40, 24*time.Hour)}}}
+		}, `rule "r1": schedule[0].limits[0].requests: requests × per (in ms) must be at most 2^53`},
 		{"bucket with requests", func(r *Rule) { tb(r); r.Limits[0].Requests = 5 }, `rule "r1": limits[0].requests: not allowed with algorithm token_bucket (use rate and burst)`},
 		{"bucket rate zero", func(r *Rule) { tb(r); r.Limits[0].Rate = 0 }, `rule "r1": limits[0].rate: must be between 1 and 2^53`},
 		{"bucket burst zero", func(r *Rule) { tb(r); r.Limits[0].Burst = 0 }, `rule "r1": limits[0].burst: must be at least 1`},
@@ -159,6 +171,17 @@ func TestValidRulesPass(t *testing.T) {
 		"token bucket bound": func(r *Rule) {
 			r.Algorithm = decide.TokenBucket
 			r.Limits = []Limit{bucket(1, (1<<53)/1000/1000, time.Second)}
+		},
+		"sliding window counter": func(r *Rule) {
+			r.Algorithm = decide.SlidingWindowCounter
+			r.Limits = []Limit{reqs(5, time.Second), reqs(100, time.Minute)}
+		},
+		"sliding window counter bound": func(r *Rule) {
+			r.Algorithm = decide.SlidingWindowCounter
+			r.Limits = []Limit{reqs((1<<53)/1000, time.Second), reqs((1<<53)/86_400_000, 24*time.Hour)}
+		},
+		"sliding window log has no per bound": func(r *Rule) {
+			r.Limits = []Limit{reqs(1<<53, time.Hour)}
 		},
 		"daily to 24:00": func(r *Rule) {
 			r.Schedule = []ScheduleEntry{{Daily: &Daily{From: "00:00", To: "24:00"}, Limits: r.Limits}}

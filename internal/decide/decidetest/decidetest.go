@@ -45,6 +45,7 @@ func Scenarios() []Scenario {
 	var all []Scenario
 	all = append(all, FixedWindow()...)
 	all = append(all, SlidingWindow()...)
+	all = append(all, SlidingWindowCounter()...)
 	all = append(all, TokenBucket()...)
 	return all
 }
