@@ -24,6 +24,10 @@ const recordOverhead = 128
 // costs ~48 bytes a slot.
 type record struct{ key, value []byte }
 
+// drainLinger is how long the drainer waits for more events when the queue
+// holds less than a batch.
+const drainLinger = time.Millisecond
+
 var errTooLarge = errors.New("event larger than the producer's batch bytes")
 
 // Producer publishes events to one topic without ever blocking the caller.
@@ -188,6 +192,13 @@ func (p *Producer) drain() {
 			return
 		}
 		batch = append(batch[:0], r)
+		if len(p.queue) < cap(batch)-1 {
+			// Let a batch gather: kafka-go's WriteMessages costs about as
+			// much for one event as for hundreds (partition lookup,
+			// wake-ups), and the writer holds a batch for BatchTimeout
+			// anyway.
+			time.Sleep(drainLinger)
+		}
 	gather:
 		for len(batch) < cap(batch) {
 			select {
