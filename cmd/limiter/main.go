@@ -176,6 +176,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		},
 		BreakerFailures:     cfg.RedisBreakerFailures,
 		PermissiveDenyRules: cfg.PermissiveDenyRules,
+		OverLimitCacheSize:  cfg.OverLimitCache,
 		Health:              heartbeats,
 		HealthInterval:      cfg.RedisHealthInterval,
 		HealthTimeout:       cfg.RedisTimeout,
@@ -229,6 +230,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
+	if cfg.PprofAddr != "" {
+		stopProfiles, err := serveProfiles(cfg.PprofAddr, log)
+		if err != nil {
+			_ = srv.Close()
+			return err
+		}
+		defer stopProfiles()
+	}
 	select {
 	case err = <-served:
 		err = fmt.Errorf("http server: %w", err)
@@ -273,4 +282,18 @@ func ruleStore(cfg config.Limiter) func(context.Context) (rulesync.Store, error)
 		}
 		return store, nil
 	}
+}
+
+// serveProfiles serves the pprof endpoints on addr until the returned
+// function is called.
+func serveProfiles(addr string, log *zap.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("PPROF_ADDR %s: %w", addr, err)
+	}
+	// No write timeout: a CPU profile or trace streams for its whole duration.
+	srv := &http.Server{Handler: telemetry.ProfileHandler(), ReadHeaderTimeout: 5 * time.Second, ErrorLog: zap.NewStdLog(log.Named("pprof"))}
+	go func() { _ = srv.Serve(ln) }()
+	log.Info("profiles served", zap.String("addr", ln.Addr().String()))
+	return func() { _ = srv.Close() }, nil
 }

@@ -13,6 +13,7 @@ type Limiter struct {
 	RedisPipelines int
 	PipelineLimit  int
 	PipelineWindow time.Duration
+	OverLimitCache int // entries; 0: off
 	EventQueueSize int
 	BanResync      time.Duration
 	AdminToken     string
@@ -32,6 +33,9 @@ type Limiter struct {
 	DynamicRules bool
 	DatabaseURL  string
 	RulesPoll    time.Duration // how often the rules file and the rule store's version are read
+
+	// PprofAddr, when set, serves net/http/pprof on a listener of its own.
+	PprofAddr string
 }
 
 // LoadLimiter reads the limiter's configuration through getenv (os.Getenv in
@@ -44,6 +48,7 @@ func LoadLimiter(getenv func(string) string) (Limiter, error) {
 		RedisPipelines: e.integer("REDIS_PIPELINES", 4, 1, 1024),
 		PipelineLimit:  e.integer("REDIS_PIPELINE_LIMIT", 64, 1, 10000),
 		PipelineWindow: e.durationOrZero("REDIS_PIPELINE_WINDOW", 0),
+		OverLimitCache: e.integer("OVER_LIMIT_CACHE_SIZE", 100_000, 0, 100_000_000),
 		EventQueueSize: e.integer("EVENT_QUEUE_SIZE", 10000, 1, 10_000_000),
 		BanResync:      e.duration("BAN_RESYNC_INTERVAL", 30*time.Second),
 		AdminToken:     e.str("ADMIN_TOKEN", ""),
@@ -60,6 +65,11 @@ func LoadLimiter(getenv func(string) string) (Limiter, error) {
 		DynamicRules: e.onOff("DYNAMIC_RULES", true),
 		DatabaseURL:  e.str("DATABASE_URL", DefaultDatabaseURL),
 		RulesPoll:    e.duration("RULES_POLL_INTERVAL", time.Second),
+
+		PprofAddr: e.str("PPROF_ADDR", ""),
+	}
+	if c.PprofAddr != "" && !validHostPort(c.PprofAddr, false) {
+		e.fail("PPROF_ADDR", "host:port or :port", c.PprofAddr)
 	}
 	switch c.AuthDenyStatus {
 	case 401, 403, 429:

@@ -28,6 +28,9 @@ func TestLoadLimiterDefaults(t *testing.T) {
 	if !c.DynamicRules || c.DatabaseURL != DefaultDatabaseURL || c.RulesPoll != time.Second {
 		t.Fatalf("unexpected dynamic rules defaults: %+v", c)
 	}
+	if c.OverLimitCache != 100_000 || c.PprofAddr != "" {
+		t.Fatalf("unexpected performance defaults: %+v", c)
+	}
 }
 
 func TestLoadLimiterRedisFailureValues(t *testing.T) {
@@ -50,17 +53,19 @@ func TestLoadLimiterRedisFailureValues(t *testing.T) {
 
 func TestLoadLimiterValues(t *testing.T) {
 	c, err := LoadLimiter(mapEnv(map[string]string{
-		"KAFKA_BROKERS":       "a:9092, b:9093",
-		"REDIS_CLUSTER_ADDRS": "10.0.0.1:7000,[::1]:7001",
-		"TRUSTED_PROXIES":     "10.0.0.0/8, 192.168.1.1, ::1",
-		"AUTH_DENY_STATUS":    "403",
-		"REDIS_TIMEOUT":       "2s",
+		"KAFKA_BROKERS":         "a:9092, b:9093",
+		"REDIS_CLUSTER_ADDRS":   "10.0.0.1:7000,[::1]:7001",
+		"TRUSTED_PROXIES":       "10.0.0.0/8, 192.168.1.1, ::1",
+		"AUTH_DENY_STATUS":      "403",
+		"REDIS_TIMEOUT":         "2s",
+		"OVER_LIMIT_CACHE_SIZE": "0",
+		"PPROF_ADDR":            "127.0.0.1:6060",
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(c.KafkaBrokers) != 2 || len(c.RedisClusterAddrs) != 2 || len(c.TrustedProxies) != 3 ||
-		c.AuthDenyStatus != 403 || c.RedisTimeout != 2*time.Second {
+		c.AuthDenyStatus != 403 || c.RedisTimeout != 2*time.Second || c.OverLimitCache != 0 || c.PprofAddr != "127.0.0.1:6060" {
 		t.Fatalf("unexpected config: %+v", c)
 	}
 }
@@ -83,6 +88,8 @@ func TestLoadLimiterErrorsNameTheVariable(t *testing.T) {
 		{"bad permissive deny", "LIMITER_PERMISSIVE_DENY_RULES", "sometimes"},
 		{"bad dynamic rules switch", "DYNAMIC_RULES", "maybe"},
 		{"zero rules poll", "RULES_POLL_INTERVAL", "0"},
+		{"negative over-limit cache", "OVER_LIMIT_CACHE_SIZE", "-1"},
+		{"bad pprof address", "PPROF_ADDR", "6060"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -30,6 +30,7 @@ var exactCases = []struct {
 	{"fixed_window", "[{requests: 100, per: 1m}]"},
 	{"sliding_window", "[{requests: 100, per: 1m}]"},
 	{"token_bucket", "[{rate: 1, per: 1h, burst: 100}]"},
+	{"sliding_window_counter", "[{requests: 100, per: 1m}]"},
 }
 
 // awayFromMinuteBoundary waits out the end of the current minute when little
@@ -37,7 +38,7 @@ var exactCases = []struct {
 // restart mid-test and rightly admit more.
 func awayFromMinuteBoundary(t *testing.T, algorithm string) {
 	t.Helper()
-	if algorithm != "fixed_window" {
+	if algorithm != "fixed_window" && algorithm != "sliding_window_counter" {
 		return
 	}
 	if left := time.Minute - time.Duration(time.Now().UnixNano())%time.Minute; left < 15*time.Second {
@@ -74,17 +75,25 @@ func hammer(t *testing.T, stacks []*stack, clients, perClient int) (admitted, de
 	return ok.Load(), no.Load()
 }
 
-// 200 clients × 5 requests against a limit of 100: exactly 100 admitted.
+// 200 clients × 5 requests against a limit of 100: exactly 100 admitted,
+// with and without the over-limit cache answering repeated denials.
 func TestExactUnderConcurrency(t *testing.T) {
 	for _, tc := range exactCases {
-		t.Run(tc.algorithm, func(t *testing.T) {
-			s := newStack(t, stackOptions{rules: ruleFor(tc.algorithm, tc.limits)})
-			awayFromMinuteBoundary(t, tc.algorithm)
-			admitted, denied := hammer(t, []*stack{s}, 200, 5)
-			if admitted != 100 || denied != 900 {
-				t.Fatalf("admitted %d, denied %d; want exactly 100 and 900", admitted, denied)
-			}
-		})
+		for _, cache := range []int{0, 1000} {
+			t.Run(fmt.Sprintf("%s/over-limit cache %d", tc.algorithm, cache), func(t *testing.T) {
+				s := newStack(t, stackOptions{rules: ruleFor(tc.algorithm, tc.limits), overLimitCache: cache})
+				awayFromMinuteBoundary(t, tc.algorithm)
+				admitted, denied := hammer(t, []*stack{s}, 200, 5)
+				if admitted != 100 || denied != 900 {
+					t.Fatalf("admitted %d, denied %d; want exactly 100 and 900", admitted, denied)
+				}
+				hits := s.metric("rate_limit_over_limit_cache_hits_total", nil)
+				if (cache > 0) != (hits > 0) {
+					t.Fatalf("over-limit cache hits = %v with a cache of %d", hits, cache)
+				}
+				t.Logf("%v of 900 denials answered from the over-limit cache", hits)
+			})
+		}
 	}
 }
 
@@ -92,9 +101,9 @@ func TestExactUnderConcurrency(t *testing.T) {
 func TestTwoInstancesShareLimit(t *testing.T) {
 	for _, tc := range exactCases {
 		t.Run(tc.algorithm, func(t *testing.T) {
-			first := newStack(t, stackOptions{rules: ruleFor(tc.algorithm, tc.limits)})
+			first := newStack(t, stackOptions{rules: ruleFor(tc.algorithm, tc.limits), overLimitCache: 1000})
 			rdb, prefix, broker := first.shared()
-			second := newStack(t, stackOptions{rules: ruleFor(tc.algorithm, tc.limits), rdb: rdb, prefix: prefix, broker: broker})
+			second := newStack(t, stackOptions{rules: ruleFor(tc.algorithm, tc.limits), rdb: rdb, prefix: prefix, broker: broker, overLimitCache: 1000})
 			awayFromMinuteBoundary(t, tc.algorithm)
 			admitted, denied := hammer(t, []*stack{first, second}, 200, 5)
 			if admitted != 100 || denied != 900 {

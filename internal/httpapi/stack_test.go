@@ -51,7 +51,9 @@ type stackOptions struct {
 	rdb       redis.UniversalClient
 	broker    *kafkatest.Broker
 	queueSize int
-	configure func(*httpapi.Config)
+	// overLimitCache sizes the limiter's over-limit cache; 0: off.
+	overLimitCache int
+	configure      func(*httpapi.Config)
 }
 
 func newStack(t testing.TB, o stackOptions) *stack {
@@ -88,7 +90,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	// As in production: decisions share pipelines through the coalescer.
 	counter := redisstore.NewCoalescer(redisstore.New(o.rdb), redisstore.CoalesceConfig{Timeout: 5 * time.Second})
 	t.Cleanup(counter.Close)
-	svc := limiter.New(limiter.Config{Instance: "test", ClassifyError: redisstore.ClassifyError},
+	svc := limiter.New(limiter.Config{Instance: "test", ClassifyError: redisstore.ClassifyError, OverLimitCacheSize: o.overLimitCache},
 		set, counter, producer, log, reg)
 	cfg := httpapi.Config{Service: svc, Log: log, Metrics: telemetry.MetricsHandler(reg)}
 	if o.configure != nil {

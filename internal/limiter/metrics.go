@@ -18,6 +18,8 @@ type metrics struct {
 	mode           *prometheus.GaugeVec
 	live           prometheus.Gauge
 	healthFailures *prometheus.CounterVec
+
+	overLimitHits prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -48,7 +50,19 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "rate_limit_redis_health_check_failures_total",
 			Help: "Redis health checks (heartbeats) that failed, by error class.",
 		}, []string{"class"}),
+		overLimitHits: f.NewCounter(prometheus.CounterOpts{
+			Name: "rate_limit_over_limit_cache_hits_total",
+			Help: "Rule decisions answered from the over-limit cache (a key Redis denied, until its retry time) without a Redis round trip.",
+		}),
 	}
+}
+
+// watchOverLimit reports the over-limit cache's size on reg at scrape time.
+func (m *metrics) watchOverLimit(reg prometheus.Registerer, c *overLimitCache) {
+	promauto.With(reg).NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "rate_limit_over_limit_cache_entries",
+		Help: "Denials held by the over-limit cache, expired ones not yet dropped included.",
+	}, func() float64 { return float64(c.len()) })
 }
 
 // setMode reports mode as the current one.

@@ -54,6 +54,9 @@ type Config struct {
 	// PermissiveDenyRules lets rules whose failure policy is deny through in
 	// permissive mode too; by default they keep answering 503.
 	PermissiveDenyRules bool
+	// OverLimitCacheSize bounds the entries of the over-limit cache (denials
+	// answered from memory until they lapse); 0 turns it off.
+	OverLimitCacheSize int
 	// Health, when set, is called every HealthInterval (default 5s), each
 	// call bounded by HealthTimeout (default 50ms), by the goroutine Start
 	// starts. Without it the mode never returns to redis once it left it.
@@ -73,6 +76,7 @@ type Service struct {
 	counter Counter
 	pub     Publisher
 	local   *localLimiter
+	over    *overLimitCache // nil: off
 	metrics *metrics
 	log     *zap.Logger
 
@@ -109,20 +113,24 @@ func New(cfg Config, set *rules.Set, counter Counter, pub Publisher, log *zap.Lo
 	if cfg.HealthTimeout <= 0 {
 		cfg.HealthTimeout = 50 * time.Millisecond
 	}
-	s := &Service{cfg: cfg, counter: counter, pub: pub, local: newLocalLimiter(), metrics: newMetrics(reg), log: log,
+	s := &Service{cfg: cfg, counter: counter, pub: pub, local: newLocalLimiter(),
+		over: newOverLimitCache(cfg.OverLimitCacheSize), metrics: newMetrics(reg), log: log,
 		breaker: newBreaker(cfg.BreakerFailures), machine: NewModeMachine(cfg.Mode, cfg.Now())}
 	s.mode.Store(ModeRedis)
 	s.live.Store(1)
 	s.metrics.setMode(ModeRedis)
 	s.metrics.live.Set(1)
+	s.metrics.watchOverLimit(reg, s.over)
 	s.SetRules(set)
 	return s
 }
 
 // SetRules atomically replaces the rule set; requests in flight finish with
-// the set they started with.
+// the set they started with. Cached denials are forgotten: a limit raised
+// admits at once.
 func (s *Service) SetRules(set *rules.Set) {
 	s.rules.Store(&ruleSet{Set: set, tiers: tierLabels(set.Tiers())})
+	s.over.clear()
 }
 
 // Rules returns the rule set in force.
@@ -180,8 +188,25 @@ func (s *Service) decide(ctx context.Context, d *Decision, now time.Time) {
 		s.finish(d, s.fallback(d, now))
 		return
 	}
-	for _, a := range d.Applied {
+	// Rules whose key is known to be over its limit are answered from the
+	// over-limit cache; the others go to Redis in one round trip.
+	var cached uint64 // bit i: d.Applied[i] answered from the cache
+	for i := range d.Applied {
+		a := &d.Applied[i]
+		if r, ok := s.over.get(&a.Call, now); ok && i < 64 {
+			cached |= 1 << i
+			d.Results = append(d.Results, r)
+			continue
+		}
+		d.Results = append(d.Results, decide.Result{})
 		d.calls = append(d.calls, a.Call)
+	}
+	if cached != 0 {
+		s.metrics.overLimitHits.Add(float64(len(d.Applied) - len(d.calls)))
+	}
+	if len(d.calls) == 0 {
+		d.aggregate()
+		return
 	}
 	// A client that hangs up must not look like a Redis failure, so the
 	// request's cancellation is not passed on; the Counter bounds its own
@@ -194,11 +219,21 @@ func (s *Service) decide(ctx context.Context, d *Decision, now time.Time) {
 			s.breakerOpened()
 		}
 		d.Mode = ModeLocal
-		results = s.fallback(d, now)
-	} else {
-		s.breaker.success()
+		d.Results = d.Results[:0]
+		s.finish(d, s.fallback(d, now))
+		return
 	}
-	s.finish(d, results)
+	s.breaker.success()
+	j := 0
+	for i := range d.Applied {
+		if i < 64 && cached&(1<<i) != 0 {
+			continue
+		}
+		d.Results[i] = results[j]
+		s.over.put(&d.Applied[i].Call, results[j], now)
+		j++
+	}
+	d.aggregate()
 }
 
 func (s *Service) finish(d *Decision, results []decide.Result) {

@@ -1,0 +1,180 @@
+package limiter
+
+import (
+	"hash/maphash"
+	"sync"
+	"time"
+
+	"github.com/ratewarden/ratewarden/internal/decide"
+)
+
+const overLimitShards = 64
+
+// overLimitCache remembers the keys Redis has just denied, each until the
+// time Redis said a request could next be admitted, so a client hammering a
+// limit it already exceeded is answered from memory, without a round trip.
+// Only denials are cached, and only those that Redis would repeat without
+// changing any state until they expire, so every answer it gives is the one
+// Redis would have given:
+//
+//   - a limit denial counts nothing in any algorithm's script, and a hold
+//     (penalty or escalation) is read, never extended, while it lasts;
+//   - a limit denial of a rule with a penalty or escalations is not cached:
+//     Redis renews the penalty or records a hit toward the next escalation.
+//     The hold that follows is;
+//   - an entry serves only calls with the same limits (the compiled slice, so
+//     a tier or schedule with other limits misses) and the cost it was
+//     denied for: a cheaper request may fit sooner, a costlier one later;
+//   - its expiry counts from the time the request started, before the round
+//     trip, so it lapses early rather than late;
+//   - an admission of the key on this instance drops its entry.
+//
+// Admissions of the key on other instances can only deepen a denial (every
+// algorithm's usage only grows until time replenishes it), so the verdict
+// stays right; the remaining count and retry time it reports are then those
+// of the first denial, possibly optimistic, never a wrong allow or deny.
+//
+// Memory is bounded: each of 64 shards holds at most size/64 entries; a full
+// shard drops one entry from a small random sample (see evict).
+type overLimitCache struct {
+	seed     maphash.Seed
+	perShard int
+	shards   [overLimitShards]overLimitShard
+}
+
+type overLimitShard struct {
+	mu      sync.Mutex
+	entries map[string]overLimitEntry
+}
+
+type overLimitEntry struct {
+	limits *decide.Limit // identity of the compiled limits it was denied under
+	cost   int64
+	stored time.Time
+	until  time.Time
+	result decide.Result
+}
+
+// newOverLimitCache returns a cache of about size entries, or nil (no cache)
+// when size is zero or less.
+func newOverLimitCache(size int) *overLimitCache {
+	if size <= 0 {
+		return nil
+	}
+	c := &overLimitCache{seed: maphash.MakeSeed(), perShard: max(1, size/overLimitShards)}
+	for i := range c.shards {
+		c.shards[i].entries = make(map[string]overLimitEntry)
+	}
+	return c
+}
+
+func (c *overLimitCache) shard(key string) *overLimitShard {
+	return &c.shards[maphash.String(c.seed, key)%overLimitShards]
+}
+
+// get returns the denial cached for call at now, with its times counted from
+// now, and whether there is one.
+func (c *overLimitCache) get(call *decide.Call, now time.Time) (decide.Result, bool) {
+	if c == nil || len(call.Limits) == 0 {
+		return decide.Result{}, false
+	}
+	sh := c.shard(call.Keys.State)
+	sh.mu.Lock()
+	e, ok := sh.entries[call.Keys.State]
+	if ok && !now.Before(e.until) {
+		delete(sh.entries, call.Keys.State)
+		ok = false
+	}
+	sh.mu.Unlock()
+	if !ok || e.limits != &call.Limits[0] || call.Cost != e.cost {
+		return decide.Result{}, false
+	}
+	r := e.result
+	r.RetryAfter = e.until.Sub(now)
+	r.ResetAfter = max(r.RetryAfter, r.ResetAfter-now.Sub(e.stored))
+	return r, true
+}
+
+// put caches r, Redis's answer to call for a request that started at start,
+// when it is a denial Redis would repeat unchanged until it expires.
+// An admission drops the key's entry: a cheaper request fitted, so the
+// entry's remaining count is stale.
+func (c *overLimitCache) put(call *decide.Call, r decide.Result, start time.Time) {
+	if c == nil {
+		return
+	}
+	if r.Allowed {
+		if call.Cost > 0 {
+			sh := c.shard(call.Keys.State)
+			sh.mu.Lock()
+			delete(sh.entries, call.Keys.State)
+			sh.mu.Unlock()
+		}
+		return
+	}
+	if r.RetryAfter <= 0 || call.Cost <= 0 || call.NowMs != 0 || len(call.Limits) == 0 ||
+		(!r.Held && (call.Penalty > 0 || len(call.Escalations) > 0)) {
+		return
+	}
+	e := overLimitEntry{limits: &call.Limits[0], cost: call.Cost, stored: start, until: start.Add(r.RetryAfter), result: r}
+	sh := c.shard(call.Keys.State)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if _, ok := sh.entries[call.Keys.State]; !ok && len(sh.entries) >= c.perShard {
+		sh.evict(start)
+	}
+	sh.entries[call.Keys.State] = e
+}
+
+// evict makes room for one entry in O(1), as Redis evicts: of a few
+// entries sampled at random (map order), the expired ones go, else the one
+// that expires first.
+func (sh *overLimitShard) evict(now time.Time) {
+	const samples = 8
+	var victim string
+	var soonest time.Time
+	seen, freed := 0, false
+	for k, e := range sh.entries {
+		if !now.Before(e.until) {
+			delete(sh.entries, k)
+			freed = true
+		} else if victim == "" || e.until.Before(soonest) {
+			victim, soonest = k, e.until
+		}
+		if seen++; seen == samples {
+			break
+		}
+	}
+	if !freed && victim != "" {
+		delete(sh.entries, victim)
+	}
+}
+
+// clear forgets every entry: the rules changed, and a raised limit must
+// admit at once.
+func (c *overLimitCache) clear() {
+	if c == nil {
+		return
+	}
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.Lock()
+		clear(sh.entries)
+		sh.mu.Unlock()
+	}
+}
+
+// len returns the number of entries held, expired or not.
+func (c *overLimitCache) len() int {
+	if c == nil {
+		return 0
+	}
+	n := 0
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.Lock()
+		n += len(sh.entries)
+		sh.mu.Unlock()
+	}
+	return n
+}
