@@ -1,0 +1,119 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"net"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// rawServer answers every request read on its connections with one canned
+// decision, allocating nothing itself, so that a benchmark's allocation
+// count is the client's (an httptest server would add net/http's).
+func rawServer(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	answer := []byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
+		strconv.Itoa(len(decisionBody)) + "\r\n\r\n" + decisionBody)
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	tb.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, conn)
+			mu.Unlock()
+			wg.Go(func() { serveRaw(conn, answer) })
+		}
+	})
+	return ln.Addr().String()
+}
+
+func serveRaw(conn net.Conn, answer []byte) {
+	r := bufio.NewReader(conn)
+	for {
+		length := 0
+		for {
+			line, err := r.ReadSlice('\n')
+			if err != nil {
+				return
+			}
+			if len(line) <= 2 {
+				break
+			}
+			if v, ok := bytes.CutPrefix(line, []byte("Content-Length: ")); ok {
+				n, _ := parseDecimal(bytes.TrimSpace(v))
+				length = int(n)
+			}
+		}
+		if _, err := r.Discard(length); err != nil {
+			return
+		}
+		if _, err := conn.Write(answer); err != nil {
+			return
+		}
+	}
+}
+
+// BenchmarkRequest is the whole per-request path of a worker: draw a body
+// over a million keys, build the request, send it, read and classify the
+// answer, count it.
+func BenchmarkRequest(b *testing.B) {
+	addr := rawServer(b)
+	sched := newSchedule(time.Now(), 0, time.Hour, 0, 0)
+	traffic := testTraffic(Mix{Normal: 1}, func(c *TrafficConfig) { c.Keys = 1_000_000 })
+	w := newWorker(0, 1, sched, traffic, newRequestBuilder(target{addr: addr, host: addr, path: checkPath}), newClient(addr, 5*time.Second))
+	defer w.client.drop()
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		var o outcome
+		now := time.Now()
+		w.body, o.profile = w.traffic.Next(w.rng, w.body[:0])
+		w.req = w.builder.append(w.req[:0], w.body)
+		res, class, err := w.client.roundTrip(ctx, w.req, now)
+		if err != nil {
+			b.Fatal(class, err)
+		}
+		classify(&o, res)
+		o.latency = time.Since(now)
+		w.record(&o, true)
+	}
+	if w.tally.denied != uint64(b.N) {
+		b.Fatalf("%d denials in %d requests", w.tally.denied, b.N)
+	}
+}
+
+// BenchmarkBuildRequest is the part of a request that prebuilt requests
+// would save: drawing a key and writing its body and head.
+func BenchmarkBuildRequest(b *testing.B) {
+	traffic := testTraffic(Mix{90, 8, 2, 0}, func(c *TrafficConfig) { c.Keys = 1_000_000 })
+	w := newWorker(0, 1, nil, traffic, newRequestBuilder(target{addr: "127.0.0.1:8080", host: "127.0.0.1:8080", path: checkPath}), nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		w.body, _ = w.traffic.Next(w.rng, w.body[:0])
+		w.req = w.builder.append(w.req[:0], w.body)
+	}
+}

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"net/netip"
+	"strings"
+	"time"
+)
+
+// config is the validated command line.
+type config struct {
+	rawURL      string
+	target      target
+	workers     int
+	rate        float64
+	duration    time.Duration
+	requests    uint64
+	warmup      time.Duration
+	timeout     time.Duration
+	progress    time.Duration
+	traffic     TrafficConfig
+	seed        uint64
+	summaryFile string
+	maxErrors   float64
+}
+
+// errFlagParse marks the errors the flag package has already printed.
+var errFlagParse = errors.New("invalid command line")
+
+const usageHead = `Usage: loadgen [flags]
+
+Sends POST /v1/check requests to a ratewarden limiter over keep-alive
+HTTP/1.1 connections and reports throughput, verdicts, errors and latency.
+
+Closed loop (default): -workers connections each send back to back.
+Open loop (-rate R): R requests/s spread evenly over -workers connections;
+a request no connection is free to send on time counts its latency from its
+due time, so a slow limiter shows in it, and as late when over 1ms behind.
+
+Progress goes to stderr every -progress; the summary to stdout, and with
+-summary-file as key=value lines a shell can source (p50_ms, p99_ms, rps...).
+Exit status: 0 ok, 1 limiter unreachable or error ratio over -max-errors,
+2 bad flags.
+
+Traffic profiles (-mix):
+  normal      -keys clients (IPs -ip-base + n), book/author/search endpoints
+              (or -endpoint), GET; a share (-users) with user_id and tier
+  bursty      -attackers IPs in 198.51.100.0/24, each a run of -burst
+              consecutive bursty requests, then quiet while the others run
+  scanner     -attackers IPs in 203.0.113.0/24, runs of 200 requests to
+              distinct paths (/.env, /wp-login.php, /api/admin/<random>...)
+  bruteforce  -attackers IPs in 192.0.2.0/24, runs of 200 POST /api/login
+              with a new user_id each
+A profile's requests are its share of the total rate: a scanner trips a
+"50 distinct endpoints in 10s" rule only if it sends over 5 requests/s.
+
+Flags:
+`
+
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	var cfg config
+	var mix, keyOrder, ipBase string
+	var keys int
+	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usageHead)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&cfg.rawURL, "url", "http://127.0.0.1:8080", "limiter base `URL` (http only); /v1/check is appended")
+	fs.IntVar(&cfg.workers, "workers", 16, "connections, one per worker")
+	fs.Float64Var(&cfg.rate, "rate", 0, "open loop: requests per second over all connections; 0: closed loop")
+	fs.DurationVar(&cfg.duration, "duration", 10*time.Second, "measurement length; 0: until -requests are sent")
+	fs.Uint64Var(&cfg.requests, "requests", 0, "stop after this many measured requests; 0: no limit")
+	fs.DurationVar(&cfg.warmup, "warmup", 0, "load sent before the measurement and left out of it")
+	fs.DurationVar(&cfg.timeout, "timeout", 5*time.Second, "connection timeout, and how long a request may take (at least half of it: the deadline is moved every timeout/2, not per request)")
+	fs.DurationVar(&cfg.progress, "progress", time.Second, "progress line interval on stderr; 0: none")
+	fs.StringVar(&mix, "mix", "normal=100", "traffic mix as profile=weight,...: normal, bursty, scanner, bruteforce")
+	fs.IntVar(&keys, "keys", 10000, "distinct normal clients (IP addresses)")
+	fs.StringVar(&keyOrder, "key-order", "random", "`order` of the normal clients: random, or sequential (every key touched once per -keys normal requests)")
+	fs.StringVar(&ipBase, "ip-base", "100.64.0.0", "IPv4 `address` of normal client 0; client n is this + n (10.0.0.0/8 is exempt in deploy/rules.example.yaml)")
+	fs.Float64Var(&cfg.traffic.Users, "users", 0.5, "`fraction` of normal clients that send a user_id (u-<n>) and a tier (VIP for one in ten, else BASIC)")
+	fs.StringVar(&cfg.traffic.Endpoint, "endpoint", "", "normal profile's endpoint for every request (e.g. /api/books/17); default: a realistic spread")
+	fs.IntVar(&cfg.traffic.Burst, "burst", 50, "requests in a bursty IP's run")
+	fs.IntVar(&cfg.traffic.Attackers, "attackers", 8, "IPs of each attacker profile (bursty, scanner, bruteforce), 1-254")
+	fs.Uint64Var(&cfg.seed, "seed", 1, "seed of the random draws (each worker derives its own)")
+	fs.StringVar(&cfg.summaryFile, "summary-file", "", "also write the summary to this `file` as shell-sourceable key=value lines")
+	fs.Float64Var(&cfg.maxErrors, "max-errors", 0.01, "highest error ratio (errors/requests) that still exits 0")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return cfg, err
+		}
+		return cfg, &usageError{fmt.Errorf("%w: %w", errFlagParse, err)}
+	}
+	if fs.NArg() > 0 {
+		return cfg, &usageError{fmt.Errorf("unexpected argument %q (see -h)", fs.Arg(0))}
+	}
+	if err := cfg.finish(mix, keyOrder, ipBase, keys); err != nil {
+		return cfg, &usageError{err}
+	}
+	return cfg, nil
+}
+
+// finish validates the flags and fills in what derives from them.
+func (cfg *config) finish(mix, keyOrder, ipBase string, keys int) error {
+	var err error
+	if cfg.target, err = parseTarget(cfg.rawURL); err != nil {
+		return fmt.Errorf("-url: %w", err)
+	}
+	if cfg.traffic.Mix, err = ParseMix(mix); err != nil {
+		return fmt.Errorf("-mix: %w", err)
+	}
+	switch {
+	case cfg.workers < 1 || cfg.workers > 10000:
+		return fmt.Errorf("-workers %d: want 1 to 10000", cfg.workers)
+	case cfg.rate < 0 || math.IsNaN(cfg.rate) || math.IsInf(cfg.rate, 0):
+		return fmt.Errorf("-rate %g: want a non-negative number", cfg.rate)
+	case cfg.duration < 0:
+		return fmt.Errorf("-duration %s: want a non-negative duration", cfg.duration)
+	case cfg.duration == 0 && cfg.requests == 0:
+		return errors.New("-duration 0 needs -requests: the run would never end")
+	case cfg.warmup < 0:
+		return fmt.Errorf("-warmup %s: want a non-negative duration", cfg.warmup)
+	case cfg.timeout <= 0:
+		return fmt.Errorf("-timeout %s: want a positive duration", cfg.timeout)
+	case cfg.progress < 0:
+		return fmt.Errorf("-progress %s: want a non-negative duration", cfg.progress)
+	case keys < 1:
+		return fmt.Errorf("-keys %d: want at least 1", keys)
+	case !(cfg.traffic.Users >= 0 && cfg.traffic.Users <= 1):
+		return fmt.Errorf("-users %g: want a fraction between 0 and 1", cfg.traffic.Users)
+	case cfg.traffic.Endpoint != "" && !strings.HasPrefix(cfg.traffic.Endpoint, "/"):
+		return fmt.Errorf("-endpoint %q: want a path starting with /", cfg.traffic.Endpoint)
+	case cfg.traffic.Burst < 1:
+		return fmt.Errorf("-burst %d: want at least 1", cfg.traffic.Burst)
+	case cfg.traffic.Attackers < 1 || cfg.traffic.Attackers > 254:
+		return fmt.Errorf("-attackers %d: want 1 to 254", cfg.traffic.Attackers)
+	case !(cfg.maxErrors >= 0 && cfg.maxErrors <= 1):
+		return fmt.Errorf("-max-errors %g: want a fraction between 0 and 1", cfg.maxErrors)
+	}
+	cfg.traffic.Keys = keys
+	switch keyOrder {
+	case "random":
+	case "sequential":
+		cfg.traffic.Sequential = true
+	default:
+		return fmt.Errorf("-key-order %q: want random or sequential", keyOrder)
+	}
+	addr, err := netip.ParseAddr(ipBase)
+	if err != nil || !addr.Is4() {
+		return fmt.Errorf("-ip-base %q: want an IPv4 address", ipBase)
+	}
+	b := addr.As4()
+	cfg.traffic.IPBase = uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+	if uint64(cfg.traffic.IPBase)+uint64(keys)-1 > math.MaxUint32 {
+		return fmt.Errorf("-keys %d from -ip-base %s: past 255.255.255.255", keys, ipBase)
+	}
+	return nil
+}
