@@ -1,15 +1,27 @@
 #!/usr/bin/env bash
-# make bench: POST /v1/check throughput and latency over loopback HTTP
-# (keep-alive, 64 connections, random client IPs over 10k keys, one
-# sliding-window rule, events on) next to redis-benchmark's EVALSHA rate of the
-# same script at -c 50, measured in the same run on the same Redis.
-# Needs redis-benchmark and wrk (Debian: apt-get install redis-tools wrk).
+# make bench: the benchmark suite, in one run on one machine and one Redis.
+#  1. redis-benchmark EVALSHA of each algorithm's script at -c 50 and at
+#     -c 50 -P 16 (the pipelined ceiling);
+#  2. the limiter's POST /v1/check over loopback HTTP (cmd/loadgen, keep-alive,
+#     events on) per algorithm, its ratio to (1), and the CPU per decision of
+#     the limiter beside Redis's (from /proc);
+#  3. p50/p99/p99.9 at a fixed rate of half the maximum measured in (2);
+#  4. the in-process decision path (no HTTP) and its ratio to the ceiling;
+#  5. limiter peak RSS over 1 M distinct keys, Redis memory per key;
+#  6. detector events/s, archiver rows/s, rule propagation.
+# The table goes to stdout and to $OUT (docs/benchmark.md), which README
+# quotes. Needs redis-benchmark and redis-cli (Debian: redis-tools), Redis and
+# Postgres as for make test. Knobs: DURATION, CONNS, KEYS, ALGORITHMS,
+# RSS_KEYS, OUT.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-DURATION=${DURATION:-15s}
+DURATION=${DURATION:-10s}
 CONNS=${CONNS:-64}
 KEYS=${KEYS:-10000}
+ALGORITHMS=${ALGORITHMS:-fixed_window sliding_window sliding_window_counter token_bucket}
+RSS_KEYS=${RSS_KEYS:-1000000}
+OUT=${OUT:-docs/benchmark.md}
 REDIS_HOST=${REDIS_HOST:-127.0.0.1}
 REDIS_PORT=${REDIS_PORT:-6379}
 LIMITER_ADDR=127.0.0.1:18080
@@ -17,93 +29,192 @@ BROKER_ADDR=127.0.0.1:19092
 PREFIX="rwbench:$$:"
 work=$(mktemp -d)
 
-for tool in wrk redis-benchmark redis-cli; do
-	command -v "$tool" >/dev/null || { echo "bench: $tool not found (Debian: apt-get install wrk redis-tools)" >&2; exit 1; }
+for tool in redis-benchmark redis-cli curl; do
+	command -v "$tool" >/dev/null || { echo "bench: $tool not found (Debian: apt-get install redis-tools curl)" >&2; exit 1; }
 done
+rcli() { redis-cli -h "$REDIS_HOST" -p "$REDIS_PORT" "$@"; }
+rcli ping >/dev/null || { echo "bench: Redis does not answer at $REDIS_HOST:$REDIS_PORT" >&2; exit 1; }
 
 pids=()
+limiter_pid=
 cleanup() {
 	for ((i = ${#pids[@]} - 1; i >= 0; i--)); do kill -TERM "${pids[i]}" 2>/dev/null || true; wait "${pids[i]}" 2>/dev/null || true; done
-	redis-cli -h "$REDIS_HOST" -p "$REDIS_PORT" --scan --pattern "${PREFIX}*" | xargs -r -n 500 redis-cli -h "$REDIS_HOST" -p "$REDIS_PORT" del >/dev/null
+	clear_keys
 	rm -rf "$work"
 }
+clear_keys() { rcli --scan --pattern "${PREFIX}*" | xargs -r -n 1000 redis-cli -h "$REDIS_HOST" -p "$REDIS_PORT" del >/dev/null; } # del, not unlink: memory is measured right after
 trap cleanup EXIT INT TERM
 
-cat >"$work/rules.yaml" <<'RULES'
-rules:
-  - id: bench
-    match: {endpoints: ["/api/**"]}
-    key: [ip]
-    algorithm: sliding_window
-    limits: [{requests: 1000, per: 1s}]
-RULES
-
-# 1. The ceiling: redis-benchmark running the limiter's own script.
-sha=$(cat lua/prelude.lua lua/sliding_window.lua | redis-cli -h "$REDIS_HOST" -p "$REDIS_PORT" -x script load)
-key="${PREFIX}{bench|ip=__rand_int__}"
-redis_rps=$(redis-benchmark -h "$REDIS_HOST" -p "$REDIS_PORT" -c 50 -n 300000 -r "$KEYS" -q \
-	EVALSHA "$sha" 3 "$key:sw" "$key:hold" "$key:hits" 0 1 0 0 1 1000 1000 |
-	tr '\r' '\n' | sed -nE 's/.*: ([0-9.]+) requests per second.*/\1/p' | tail -1)
-
-# 2. The limiter over HTTP, with a local broker taking its events.
-LISTEN_ADDR=$BROKER_ADDR bin/devkafka -partitions 3 2>"$work/devkafka.log" &
-pids+=($!)
-for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/19092) 2>/dev/null && break; sleep 0.1; done
-LISTEN_ADDR=$LIMITER_ADDR RULES_FILE="$work/rules.yaml" REDIS_KEY_PREFIX="$PREFIX" KAFKA_BROKERS=$BROKER_ADDR \
-	REDIS_URL="redis://$REDIS_HOST:$REDIS_PORT/0" LOG_LEVEL=warn REDIS_PIPELINES=${REDIS_PIPELINES:-4} INSTANCE_ID=bench bin/limiter 2>"$work/limiter.log" &
-limiter_pid=$!
-pids+=($limiter_pid)
-for _ in $(seq 100); do curl -fs "http://$LIMITER_ADDR/readyz" >/dev/null && break; sleep 0.1; done
-
-cat >"$work/check.lua" <<LUA
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-request = function()
-  local n = math.random(0, $KEYS - 1)
-  local ip = "10." .. math.floor(n / 65536) .. "." .. (math.floor(n / 256) % 256) .. "." .. (n % 256)
-  return wrk.format(nil, "/v1/check", nil, '{"ip":"' .. ip .. '","endpoint":"/api/books/17"}')
-end
-LUA
-wrk -t2 -c16 -d3s -s "$work/check.lua" "http://$LIMITER_ADDR" >/dev/null # warm-up
+suffix() { case $1 in fixed_window) echo fw ;; sliding_window) echo sw ;; sliding_window_counter) echo swc ;; token_bucket) echo tb ;; esac; }
+# limit_args ALG PER_MS: a limit of 1000 per PER_MS as the script's ARGV.
+limit_args() { if [ "$1" = token_bucket ]; then echo "1000 $2 1000"; else echo "1000 $2"; fi; }
 # cpu PID: user+system clock ticks the process has used so far.
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-redis_pid=$(redis-cli -h "$REDIS_HOST" -p "$REDIS_PORT" info server | tr -d '\r' | awk -F: '$1 == "process_id" {print $2}')
+# per_decision TICKS DECISIONS: CPU µs per decision.
+per_decision() { awk -v t="$1" -v hz="$(getconf CLK_TCK)" -v n="$2" 'BEGIN {printf "%.1f", t / hz * 1e6 / n}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
+# rb ARGS...: redis-benchmark's requests/s.
+rb() { redis-benchmark -h "$REDIS_HOST" -p "$REDIS_PORT" -q "$@" | tr '\r' '\n' | sed -nE 's/.*: ([0-9.]+) requests per second.*/\1/p' | tail -1; }
+redis_pid=$(rcli info server | tr -d '\r' | awk -F: '$1 == "process_id" {print $2}')
 [ -r "/proc/$redis_pid/stat" ] || redis_pid=
-before=($(cpu "$limiter_pid") $(cpu "${pids[0]}") ${redis_pid:+$(cpu "$redis_pid")})
-wrk -t"${WRK_THREADS:-2}" -c"$CONNS" -d"$DURATION" --latency -s "$work/check.lua" "http://$LIMITER_ADDR" >"$work/wrk.txt"
-after=($(cpu "$limiter_pid") $(cpu "${pids[0]}") ${redis_pid:+$(cpu "$redis_pid")})
 
-http_rps=$(awk '/^Requests\/sec/ {print $2}' "$work/wrk.txt")
-total=$(awk '/requests in/ {print $1}' "$work/wrk.txt")
-p50=$(awk '$1 == "50%" {print $2}' "$work/wrk.txt")
-p99=$(awk '$1 == "99%" {print $2}' "$work/wrk.txt")
-errors=$(grep -E 'Non-2xx|Socket errors' "$work/wrk.txt" || true)
-# per_decision I: CPU µs per decision of the i-th process sampled above.
-per_decision() { awk -v t=$((after[$1] - before[$1])) -v hz="$(getconf CLK_TCK)" -v n="$total" 'BEGIN {printf "%.1f µs", t / hz * 1e6 / n}'; }
-metrics=$(curl -fs "http://$LIMITER_ADDR/metrics")
-dropped=$(awk '/^rate_limit_events_dropped_total/ {s += $2} END {print s + 0}' <<<"$metrics")
-published=$(awk '/^rate_limit_events_published_total/ {s += $2} END {print s + 0}' <<<"$metrics")
-pipeline_avg=$(awk '/^rate_limit_redis_pipeline_calls_sum/ {s = $2} /^rate_limit_redis_pipeline_calls_count/ {c = $2} END {if (c) printf "%.1f", s / c}' <<<"$metrics")
-redis_errors=$(awk '/^rate_limit_redis_errors_total/ {s += $2} END {print s + 0}' <<<"$metrics")
+declare -A sha c50 p16 http lim_us redis_us kafka_us pipe half_p50 half_p99 half_p999 half_rps inproc inproc_lim inproc_redis mem_key
 
+# 1. The ceiling: redis-benchmark running the limiter's own scripts.
+for alg in $ALGORITHMS; do
+	sha[$alg]=$(cat lua/prelude.lua <(echo) "lua/$alg.lua" | rcli -x script load)
+	key="${PREFIX}{bench|ip=__rand_int__}"
+	args=(EVALSHA "${sha[$alg]}" 3 "$key:$(suffix "$alg")" "$key:hold" "$key:hits" 0 1 0 0 1 $(limit_args "$alg" 1000))
+	c50[$alg]=$(rb -c 50 -n 300000 -r "$KEYS" "${args[@]}")
+	p16[$alg]=$(rb -c 50 -P 16 -n 1000000 -r "$KEYS" "${args[@]}")
+	echo "redis-benchmark $alg: -c 50 ${c50[$alg]}/s, -c 50 -P 16 ${p16[$alg]}/s" >&2
+done
+clear_keys
+
+# 2 and 3. The limiter over HTTP, one rule per algorithm, events to a local
+# broker.
+{
+	echo "rules:"
+	for alg in $ALGORITHMS; do
+		s=$(suffix "$alg")
+		echo "  - {id: bench-$s, match: {endpoints: [\"/$s/**\"]}, key: [ip], algorithm: $alg,"
+		if [ "$alg" = token_bucket ]; then echo "     limits: [{rate: 1000, per: 1s, burst: 1000}]}"; else echo "     limits: [{requests: 1000, per: 1s}]}"; fi
+	done
+	echo "  - {id: bench-rss, match: {endpoints: [\"/rss/**\"]}, key: [ip], algorithm: sliding_window_counter, limits: [{requests: 1, per: 1h}]}"
+} >"$work/rules.yaml"
+
+# The embedded broker keeps every event in memory and slows down as it
+# grows, so each run gets a fresh one.
+start_broker() {
+	LISTEN_ADDR=$BROKER_ADDR bin/devkafka -partitions 3 2>>"$work/devkafka.log" &
+	broker_pid=$!
+	pids+=($broker_pid)
+	for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/19092) 2>/dev/null && return; sleep 0.1; done
+	echo "bench: devkafka did not start" >&2
+	exit 1
+}
+stop_broker() { kill -TERM "$broker_pid"; wait "$broker_pid" 2>/dev/null || true; }
+start_limiter() {
+	LISTEN_ADDR=$LIMITER_ADDR RULES_FILE="$work/rules.yaml" REDIS_KEY_PREFIX="$PREFIX" KAFKA_BROKERS=$BROKER_ADDR DYNAMIC_RULES=false \
+		REDIS_URL="redis://$REDIS_HOST:$REDIS_PORT/0" LOG_LEVEL=warn INSTANCE_ID=bench bin/limiter 2>>"$work/limiter.log" &
+	limiter_pid=$!
+	pids+=($limiter_pid)
+	for _ in $(seq 100); do curl -fs "http://$LIMITER_ADDR/readyz" >/dev/null && return; sleep 0.1; done
+	echo "bench: the limiter did not become ready:" >&2
+	cat "$work/limiter.log" >&2
+	exit 1
+}
+stop_limiter() { kill -TERM "$limiter_pid"; wait "$limiter_pid" 2>/dev/null || true; }
+metric_sum() { curl -fs "http://$LIMITER_ADDR/metrics" | awk -v m="$1" '$1 == m || index($1, m "{") == 1 {s += $2} END {print s + 0}'; }
+loadgen() { bin/loadgen -url "http://$LIMITER_ADDR" -progress 0 -mix normal=100 -users 0 "$@" >"$work/loadgen.txt" 2>&1 || { cat "$work/loadgen.txt" >&2; exit 1; }; }
+
+published=0
+dropped=0
+for alg in $ALGORITHMS; do
+	s=$(suffix "$alg")
+	start_broker
+	start_limiter
+	loadgen -workers "$CONNS" -duration 3s -keys "$KEYS" -endpoint "/$s/books/17" # warm-up
+	calls0=$(metric_sum rate_limit_redis_pipeline_calls_sum)
+	trips0=$(metric_sum rate_limit_redis_pipeline_calls_count)
+	before=($(cpu "$limiter_pid") $(cpu "$broker_pid") ${redis_pid:+$(cpu "$redis_pid")})
+	loadgen -workers "$CONNS" -duration "$DURATION" -keys "$KEYS" -endpoint "/$s/books/17" -summary-file "$work/max.env"
+	after=($(cpu "$limiter_pid") $(cpu "$broker_pid") ${redis_pid:+$(cpu "$redis_pid")})
+	(source "$work/max.env"; echo "$rps $requests $errors") >"$work/max.txt"
+	read -r rps n errors <"$work/max.txt"
+	[ "$errors" = 0 ] || echo "bench: $errors errors in the $alg run" >&2
+	http[$alg]=$rps
+	lim_us[$alg]=$(per_decision $((after[0] - before[0])) "$n")
+	kafka_us[$alg]=$(per_decision $((after[1] - before[1])) "$n")
+	redis_us[$alg]=n/a
+	[ -z "$redis_pid" ] || redis_us[$alg]=$(per_decision $((after[2] - before[2])) "$n")
+	pipe[$alg]=$(awk -v c=$(($(metric_sum rate_limit_redis_pipeline_calls_sum) - calls0)) -v t=$(($(metric_sum rate_limit_redis_pipeline_calls_count) - trips0)) 'BEGIN {printf "%.1f", c / t}')
+
+	half=$(awk -v r="$rps" 'BEGIN {printf "%d", r / 2}')
+	loadgen -workers "$CONNS" -rate "$half" -duration "$DURATION" -keys "$KEYS" -endpoint "/$s/books/17" -summary-file "$work/half.env"
+	(source "$work/half.env"; echo "$rps $p50_ms $p99_ms $p999_ms") >"$work/half.txt"
+	read -r half_rps[$alg] half_p50[$alg] half_p99[$alg] half_p999[$alg] <"$work/half.txt"
+	echo "limiter $alg: ${http[$alg]}/s, CPU/decision limiter ${lim_us[$alg]} µs redis ${redis_us[$alg]} µs; at ${half_rps[$alg]}/s p99 ${half_p99[$alg]} ms" >&2
+	published=$((published + $(metric_sum rate_limit_events_published_total)))
+	dropped=$((dropped + $(metric_sum rate_limit_events_dropped_total)))
+	stop_limiter
+	stop_broker
+done
+
+# 5a. Limiter peak RSS: a fresh limiter, 1 M distinct client IPs in order,
+# then half of them again (each denied, so the over-limit cache fills up to
+# its bound).
+start_broker
+start_limiter
+loadgen -workers "$CONNS" -duration 0 -requests $((RSS_KEYS * 3 / 2)) -keys "$RSS_KEYS" -key-order sequential -endpoint /rss/books/17 -summary-file "$work/rss.env"
+(source "$work/rss.env"; echo "$rps $requests $denied") >"$work/rss.txt"
+read -r rss_rps rss_requests rss_denied <"$work/rss.txt"
+rss_mb=$(awk '/^VmHWM/ {printf "%.0f", $2 / 1024}' "/proc/$limiter_pid/status")
+rss_cache=$(metric_sum rate_limit_over_limit_cache_entries)
+stop_limiter
+stop_broker
+clear_keys
+
+# 5b. Redis memory per key: 50 000 keys, about 10 requests each inside the
+# window (a limit of 1000 per minute), named as the limiter names them;
+# MEMORY USAGE (key, value and overhead) averaged over 1000 of them.
+for alg in $ALGORITHMS; do
+	key="${PREFIX}{bench|ip=__rand_int__}"
+	rb -c 50 -P 16 -n 500000 -r 50000 EVALSHA "${sha[$alg]}" 3 "$key:$(suffix "$alg")" "$key:hold" "$key:hits" 0 1 0 0 1 $(limit_args "$alg" 60000) >/dev/null
+	mem_key[$alg]=$(rcli --scan --pattern "${PREFIX}*" | awk "NR <= 1000" | sed 's/^/MEMORY USAGE /' | rcli | awk '{s += $1; n++} END {printf "%.0f", s / n}')
+	clear_keys
+done
+
+# 4. The in-process decision path, events to a broker.
+start_broker
+BENCH_KAFKA_BROKERS=$BROKER_ADDR BENCH_DURATION=$DURATION BENCH_ALGORITHMS="$ALGORITHMS" \
+	go test -tags bench -run TestBenchDecisionPath -count=1 -v ./internal/limiter >"$work/inproc.txt" 2>&1 || { cat "$work/inproc.txt" >&2; exit 1; }
+for alg in $ALGORITHMS; do
+	line=$(grep "^in-process $alg:" "$work/inproc.txt")
+	inproc[$alg]=$(sed -E 's/.*: ([0-9]+) decisions.*/\1/' <<<"$line")
+	inproc_lim[$alg]=$(sed -E 's/.*limiter ([0-9.]+) µs.*/\1/' <<<"$line")
+	inproc_redis[$alg]=$(sed -E 's/.*redis ([0-9.n\/a]+) µs.*/\1/' <<<"$line")
+done
+stop_broker
+
+# 6. Detector, archiver and rule propagation, with real processes.
+go test -tags bench -run 'TestBench(Detector|Archiver|RulePropagation)' -count=1 -v ./internal/e2e >"$work/e2e.txt" 2>&1 || { cat "$work/e2e.txt" >&2; exit 1; }
+
+{
+	echo "# Benchmark"
+	echo
+	echo "\`make bench\` on $(date -u +%Y-%m-%d), commit $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (with local changes)'):"
+	echo "$(nproc) cores ($(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -sr), $(go version | awk '{print $3}'), $(redis-server --version | awk '{print $1, $3}')."
+	echo "Load generator, limiter, broker and Redis share these cores. Load runs: $DURATION each, $CONNS keep-alive connections, $KEYS client IPs, one rule (limit 1000/s per IP) per algorithm, events on."
+	echo
+	echo "| algorithm | redis-benchmark -c 50 | -c 50 -P 16 | limiter HTTP | HTTP / -c 50 | CPU µs/decision limiter | Redis | broker | calls per round trip | in-process | in-process / -P 16 | in-process CPU µs limiter / Redis |"
+	echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+	for alg in $ALGORITHMS; do
+		echo "| $alg | ${c50[$alg]}/s | ${p16[$alg]}/s | ${http[$alg]}/s | $(ratio "${http[$alg]}" "${c50[$alg]}") | ${lim_us[$alg]} | ${redis_us[$alg]} | ${kafka_us[$alg]} | ${pipe[$alg]} | ${inproc[$alg]}/s | $(ratio "${inproc[$alg]}" "${p16[$alg]}") | ${inproc_lim[$alg]} / ${inproc_redis[$alg]} |"
+	done
+	echo
+	echo "Latency at a fixed rate of half the maximum (cmd/loadgen, open loop, measured from each request's scheduled time):"
+	echo
+	echo "| algorithm | rate | p50 | p99 | p99.9 |"
+	echo "|---|---|---|---|---|"
+	for alg in $ALGORITHMS; do
+		echo "| $alg | ${half_rps[$alg]}/s | ${half_p50[$alg]} ms | ${half_p99[$alg]} ms | ${half_p999[$alg]} ms |"
+	done
+	echo
+	echo "Memory:"
+	echo
+	echo "| measure | value |"
+	echo "|---|---|"
+	echo "| limiter peak RSS (VmHWM), $RSS_KEYS distinct client IPs then half again ($rss_requests requests at ${rss_rps}/s, $rss_denied denied) | $rss_mb MB (over-limit cache: $rss_cache entries) |"
+	for alg in $ALGORITHMS; do
+		echo "| Redis memory per key (MEMORY USAGE), $alg, ~10 requests in the window | ${mem_key[$alg]} bytes |"
+	done
+	echo
+	echo "Events during the HTTP runs: $published published, $dropped dropped."
+	echo
+	echo "Pipeline (go test -tags bench ./internal/e2e):"
+	echo
+	grep -E '^(detector:|ban latency|archiver:|rule propagation)' "$work/e2e.txt" | sed 's/^/- /'
+} | tee "$OUT"
 echo
-echo "== make bench: POST /v1/check, one sliding-window rule, $KEYS keys, $CONNS connections, $DURATION, events on"
-echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -sr); $(redis-server --version | awk '{print $1, $3}')"
-printf '%-44s %12s\n' "redis-benchmark EVALSHA sliding_window -c 50" "$redis_rps/s"
-printf '%-44s %12s\n' "limiter POST /v1/check (wrk -c $CONNS)" "$http_rps/s"
-printf '%-44s %12s\n' "ratio limiter / redis-benchmark" "$(awk -v a="$http_rps" -v b="$redis_rps" 'BEGIN {printf "%.2f", a / b}')"
-printf '%-44s %12s\n' "latency p50 / p99" "$p50 / $p99"
-printf '%-44s %12s\n' "CPU per decision: limiter" "$(per_decision 0)"
-[ -z "$redis_pid" ] || printf '%-44s %12s\n' "CPU per decision: redis-server" "$(per_decision 2)"
-printf '%-44s %12s\n' "CPU per decision: devkafka (event broker)" "$(per_decision 1)"
-printf '%-44s %12s\n' "events published / dropped" "$published / $dropped"
-printf '%-44s %12s\n' "decisions per Redis round trip (mean)" "$pipeline_avg"
-printf '%-44s %12s\n' "redis errors during the run" "$redis_errors"
-[ -z "$errors" ] || echo "wrk: $errors"
-
-# 3. Detector throughput on a backlog and ban latency (scan threshold crossed
-# -> the limiter denies), with real processes.
-echo
-echo "== detector, archiver, rule propagation (go test -tags bench -run 'TestBench(Detector|Archiver|RulePropagation)' ./internal/e2e)"
-go test -tags bench -run 'TestBench(Detector|Archiver|RulePropagation)' -count=1 -v ./internal/e2e 2>&1 |
-	grep -E '^(detector:|ban latency|archiver:|rule propagation)|FAIL' || true
+echo "bench: table written to $OUT"

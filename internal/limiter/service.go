@@ -193,7 +193,7 @@ func (s *Service) decide(ctx context.Context, d *Decision, now time.Time) {
 	var cached uint64 // bit i: d.Applied[i] answered from the cache
 	for i := range d.Applied {
 		a := &d.Applied[i]
-		if r, ok := s.over.get(&a.Call, now); ok && i < 64 {
+		if r, ok := s.over.get(&a.Call, now); ok && i < 64 { // past 64 rules, always Redis
 			cached |= 1 << i
 			d.Results = append(d.Results, r)
 			continue
@@ -226,7 +226,7 @@ func (s *Service) decide(ctx context.Context, d *Decision, now time.Time) {
 	s.breaker.success()
 	j := 0
 	for i := range d.Applied {
-		if i < 64 && cached&(1<<i) != 0 {
+		if cached&(1<<i) != 0 { // 0 from i = 64 on
 			continue
 		}
 		d.Results[i] = results[j]
