@@ -3,7 +3,7 @@ GO       ?= go
 BIN      := bin
 FUZZTIME ?= 5000x
 
-.PHONY: all build run test vet unit fuzz-short fuzz bench clean
+.PHONY: all build run demo test vet unit fuzz-short fuzz bench clean
 
 all: build
 
@@ -13,6 +13,11 @@ build:
 ## run: the local stack in the foreground (devkafka when no broker answers, archiver, detector, limiter); Ctrl-C stops it
 run: build
 	deploy/local/run.sh
+
+## demo: the stack under synthetic traffic (normal users, a brute forcer, a scanner): live summary, bans as they
+##       arrive on the ban topic, the analysts' views; stops by itself
+demo: build
+	deploy/local/demo.sh
 
 ## test: vet, every test (integration tests use the local Redis and an embedded broker), each fuzz target briefly
 test: vet fuzz-short unit
@@ -30,7 +35,8 @@ fuzz-short:
 fuzz:
 	deploy/local/fuzz.sh $(if $(filter 5000x,$(FUZZTIME)),1m,$(FUZZTIME))
 
-## bench: throughput and latency of POST /v1/check next to redis-benchmark's EVALSHA rate
+## bench: the benchmark suite (per algorithm: redis-benchmark ceiling, HTTP and in-process throughput, CPU per decision,
+##        latency at half load, memory; detector, archiver, rule propagation); writes docs/benchmark.md
 bench: build
 	deploy/local/bench.sh
 

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs the local stack in the foreground on local defaults: devkafka (unless a
-# broker already answers at KAFKA_BROKERS), the archiver (when Postgres answers
-# at DATABASE_URL), the detector and the limiter. Ctrl-C stops
-# everything cleanly. Binaries come from `make build` (bin/).
+# broker already answers at KAFKA_BROKERS), the archiver, the detector and the
+# limiter. When Redis or Postgres does not answer at its URL, a private
+# instance is started under .local/run/ (git-ignored) if its server is
+# installed; if not, the script stops and says what to install. Ctrl-C stops
+# everything it started. Binaries come from `make build` (bin/).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -48,23 +50,51 @@ else
 	wait_for "$broker" devkafka
 fi
 
+state=.local/run
+
+# private NAME ADDR PACKAGES: says a private NAME is being started, or stops
+# the script when its server is not installed.
+missing() {
+	echo "run: nothing answers at $2 and $1 is not installed: apt-get install $3 (or run the whole stack with: docker compose up)" >&2
+	exit 1
+}
+
 redis_addr=$(sed -E 's#^rediss?://([^@/]*@)?([^/?]+).*#\2#' <<<"$REDIS_URL")
 if ! answers "$redis_addr"; then
-	echo "run: warning: no Redis answers at $redis_addr (REDIS_URL); rules follow their on_redis_failure policy" >&2
-	echo "run: start one with: redis-server --port ${redis_addr##*:} --save ''   (Debian: apt-get install redis-server)" >&2
+	command -v redis-server >/dev/null || missing redis-server "$redis_addr (REDIS_URL)" redis-server
+	echo "run: no Redis at $redis_addr, starting a private redis-server in $state/redis"
+	mkdir -p "$state/redis"
+	setsid redis-server --bind "${redis_addr%:*}" --port "${redis_addr##*:}" --dir "$state/redis" --save "" --appendonly no \
+		--logfile "$PWD/$state/redis/redis.log" &
+	pids+=($!)
+	wait_for "$redis_addr" redis-server
+fi
+
+pg_addr=$(sed -E 's#^postgres(ql)?://([^@/]*@)?([^/?]+).*#\3#' <<<"$DATABASE_URL")
+if ! answers "$pg_addr"; then
+	pg_bin=$(dirname "$( (command -v initdb || ls -d /usr/lib/postgresql/*/bin/initdb 2>/dev/null) | sort -V | tail -1)")
+	[ -x "$pg_bin/postgres" ] || missing PostgreSQL "$pg_addr (DATABASE_URL)" postgresql
+	echo "run: no Postgres at $pg_addr, starting a private one in $state/postgres"
+	# PostgreSQL refuses to run as root: then it runs as the postgres user.
+	as_pg=()
+	if [ "$(id -u)" = 0 ]; then as_pg=(runuser -u postgres --); fi
+	mkdir -p "$state/postgres"
+	[ "$(id -u)" != 0 ] || chown postgres "$state/postgres"
+	if [ ! -s "$state/postgres/data/PG_VERSION" ]; then
+		"${as_pg[@]}" "$pg_bin/initdb" -D "$state/postgres/data" -U postgres --auth=trust >"$state/postgres/initdb.log" 2>&1 ||
+			{ cat "$state/postgres/initdb.log" >&2; exit 1; }
+	fi
+	setsid "${as_pg[@]}" "$pg_bin/postgres" -D "$PWD/$state/postgres/data" -p "${pg_addr##*:}" -c listen_addresses="${pg_addr%:*}" \
+		-k "$PWD/$state/postgres" >>"$state/postgres/postgres.log" 2>&1 &
+	pids+=($!)
+	wait_for "$pg_addr" postgres
 fi
 
 ARCHIVER_ADDR=${ARCHIVER_ADDR:-127.0.0.1:8082}
-pg_addr=$(sed -E 's#^postgres(ql)?://([^@/]*@)?([^/?]+).*#\3#' <<<"$DATABASE_URL")
-if answers "$pg_addr"; then
-	# The archiver creates the database and its schema at start.
-	LISTEN_ADDR=$ARCHIVER_ADDR setsid bin/archiver &
-	pids+=($!)
-	wait_for "$ARCHIVER_ADDR" archiver
-else
-	echo "run: warning: no Postgres answers at $pg_addr (DATABASE_URL): the archiver is not started" >&2
-	echo "run: start one with: pg_ctlcluster 15 main start   (Debian: apt-get install postgresql)" >&2
-fi
+# The archiver creates the database and its schema at start.
+LISTEN_ADDR=$ARCHIVER_ADDR setsid bin/archiver &
+pids+=($!)
+wait_for "$ARCHIVER_ADDR" archiver
 
 DETECTOR_ADDR=${DETECTOR_ADDR:-127.0.0.1:8081}
 LISTEN_ADDR=$DETECTOR_ADDR setsid bin/detector &

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# make demo: the local stack (make run) under synthetic gateway traffic from
+# cmd/loadgen: normal users, one brute forcer and one scanner. It shows the
+# traffic live, each ban as it arrives on the ban topic (kcat), and the
+# analysts' views in Postgres (psql), then stops by itself.
+# Needs kcat and psql (Debian: apt-get install kcat postgresql-client).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+DURATION=${DURATION:-30s}
+RATE=${RATE:-300}
+export KAFKA_BROKERS=${KAFKA_BROKERS:-127.0.0.1:9092}
+export DATABASE_URL=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/ratewarden?sslmode=disable}
+export LIMITER_ADDR=${LIMITER_ADDR:-127.0.0.1:8080}
+export LOG_LEVEL=${LOG_LEVEL:-warn}
+BANS_TOPIC=${BANS_TOPIC:-ratelimit.bans}
+
+for tool in kcat psql curl; do
+	command -v "$tool" >/dev/null || { echo "demo: $tool not found (Debian: apt-get install kcat postgresql-client curl)" >&2; exit 1; }
+done
+
+mkdir -p .local/run
+log=.local/run/demo-stack.log
+stack=
+watcher=
+finish() {
+	trap - EXIT INT TERM
+	[ -z "$watcher" ] || { kill "$watcher" 2>/dev/null || true; wait "$watcher" 2>/dev/null || true; }
+	if [ -n "$stack" ]; then
+		echo "demo: stopping the stack"
+		kill -TERM "$stack" 2>/dev/null || true # a background job ignores SIGINT
+		wait "$stack" 2>/dev/null || true
+	fi
+}
+trap finish EXIT
+trap "finish; exit 130" INT TERM
+
+echo "demo: starting the stack (log: $log)"
+deploy/local/run.sh >"$log" 2>&1 &
+stack=$!
+for _ in $(seq 300); do
+	curl -fs "http://$LIMITER_ADDR/readyz" >/dev/null 2>&1 && break
+	kill -0 "$stack" 2>/dev/null || { echo "demo: the stack did not start:" >&2; tail -20 "$log" >&2; exit 1; }
+	sleep 0.1
+done
+
+# Bans as the detector publishes them (from the end of the topic: this run's).
+kcat -q -C -u -b "${KAFKA_BROKERS%%,*}" -t "$BANS_TOPIC" -o end \
+	-f '\n>>> ban on %t: %s\n\n' 2>/dev/null &
+watcher=$!
+sleep 1
+
+echo "demo: $DURATION of traffic at $RATE requests/s: normal users, a brute forcer on /api/login, a scanner"
+bin/loadgen -url "http://$LIMITER_ADDR" -rate "$RATE" -workers 16 -duration "$DURATION" -progress 2s \
+	-mix normal=80,bruteforce=10,scanner=10 -attackers 1 -max-errors 1 || true
+
+sleep 3 # the archiver flushes at least every second
+echo
+echo "demo: what analysts see in Postgres"
+for view in top_offenders_1h violations_per_endpoint_hourly active_bans; do
+	echo
+	echo "== $view"
+	psql "$DATABASE_URL" -X -q -P pager=off -c "SELECT * FROM $view LIMIT 5" || true
+done
