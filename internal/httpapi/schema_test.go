@@ -1,0 +1,357 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/ratewarden/ratewarden/internal/detect"
+	"github.com/ratewarden/ratewarden/internal/detector"
+	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/eventschema"
+	"github.com/ratewarden/ratewarden/internal/httpapi"
+	"github.com/ratewarden/ratewarden/internal/kafkabus"
+	"github.com/ratewarden/ratewarden/internal/kafkatest"
+	"github.com/ratewarden/ratewarden/internal/limiter"
+	"github.com/ratewarden/ratewarden/internal/redisstore"
+	"github.com/ratewarden/ratewarden/internal/redistest"
+	"github.com/ratewarden/ratewarden/internal/rules"
+)
+
+const (
+	bansTopic   = "ratelimit.bans"
+	schemaToken = "schema-token"
+)
+
+// One rule per algorithm (two units each), a shadow rule, exemptions, and
+// detection thresholds low enough for a few requests to cross them.
+const schemaRules = `
+rules:
+  - id: fixed
+    match: {endpoints: ["/api/fixed/**"]}
+    key: [ip]
+    algorithm: fixed_window
+    limits: [{requests: 2, per: 1h}]
+  - id: sliding
+    match: {endpoints: ["/api/sliding/**"]}
+    key: [ip]
+    algorithm: sliding_window
+    limits: [{requests: 2, per: 1h}]
+  - id: counter
+    match: {endpoints: ["/api/counter/**"]}
+    key: [ip]
+    algorithm: sliding_window_counter
+    limits: [{requests: 2, per: 1h}]
+  - id: bucket_1.x
+    match: {endpoints: ["/api/bucket/**"]}
+    key: [ip]
+    algorithm: token_bucket
+    limits: [{rate: 1, per: 1h, burst: 2}]
+  - id: shadow-rule
+    match: {endpoints: ["/api/shadow/**"]}
+    key: [ip]
+    algorithm: sliding_window
+    limits: [{requests: 1, per: 1h}]
+    shadow: true
+exempt:
+  tiers: [SUPER_ADMIN]
+  ips: ["10.0.0.0/8"]
+detection:
+  warn: {violations: 2, within: 1m}
+  ban:
+    - {violations: 3, within: 1m, duration: 1h}
+  scan: {distinct_endpoints: 4, within: 10s, duration: 30m}
+  samples: 3
+`
+
+func compileSchema(t *testing.T, name string) *eventschema.Schema {
+	t.Helper()
+	s, err := eventschema.Compile("../../deploy/schemas/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// schemaStack is the test stack with what it lacks for bans: a limiter
+// that enforces the blacklist (it replaces the stack's, on the same Redis,
+// rules and broker) and the admin ban API publishing to the ban topic.
+type schemaStack struct {
+	*stack
+	rules  *rules.Set
+	banPub *kafkabus.BanPublisher
+}
+
+func newSchemaStack(t *testing.T) *schemaStack {
+	t.Helper()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t, rdb)
+	broker := kafkatest.StartBroker(t, topic, bansTopic)
+	banPub, err := kafkabus.NewBanPublisher(broker.Brokers(), bansTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = banPub.Close() })
+	ss := &schemaStack{banPub: banPub}
+	ss.stack = newStack(t, stackOptions{rules: schemaRules, rdb: rdb, prefix: prefix, broker: broker,
+		configure: func(cfg *httpapi.Config) {
+			log, reg := zap.NewNop(), prometheus.NewRegistry()
+			producer, err := kafkabus.NewProducer(kafkabus.ProducerConfig{Brokers: broker.Brokers(), Topic: topic}, log, reg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				_ = producer.Close(ctx)
+			})
+			counter := redisstore.NewCoalescer(redisstore.New(rdb), redisstore.CoalesceConfig{Timeout: 5 * time.Second})
+			t.Cleanup(counter.Close)
+			bans := limiter.NewBanSet(reg)
+			ss.rules = cfg.Service.Rules()
+			cfg.Service = limiter.New(limiter.Config{Instance: "schema-test", ClassifyError: redisstore.ClassifyError, Bans: bans},
+				ss.rules, counter, producer, log, reg)
+			cfg.Bans = bans
+			cfg.AdminToken = schemaToken
+			cfg.Blacklist = redisstore.NewBlacklist(rdb, prefix)
+			cfg.BanPublisher = banPub
+		}})
+	return ss
+}
+
+// checkJSON posts the body built from fields and returns the decision.
+func (s *schemaStack) checkJSON(fields map[string]any) response {
+	s.t.Helper()
+	body, err := json.Marshal(fields)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	r := s.check(string(body))
+	if r.Status != http.StatusOK || r.EventID == "" {
+		s.t.Fatalf("check %s: %+v", body, r)
+	}
+	return r
+}
+
+// admin calls the admin API and returns the status and the raw body.
+func (s *schemaStack) admin(method, path, body string) (int, []byte) {
+	s.t.Helper()
+	req, err := http.NewRequest(method, s.srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+schemaToken)
+	resp, err := s.client.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, raw
+}
+
+// recordingPublisher is the detector's real ban publisher, remembering what
+// it published.
+type recordingPublisher struct {
+	pub  *kafkabus.BanPublisher
+	bans []event.Ban
+}
+
+func (p *recordingPublisher) Publish(ctx context.Context, bans ...event.Ban) error {
+	if err := p.pub.Publish(ctx, bans...); err != nil {
+		return err
+	}
+	p.bans = append(p.bans, bans...)
+	return nil
+}
+
+// Every event the services emit passes the schemas of deploy/schemas: the
+// limiter's decisions (every reason and algorithm, shadow, forward-auth,
+// hostile strings), the admin API's bans and unbans, and the bans and
+// warnings the detector derives from those very decisions, enforced and dry
+// run.
+func TestSchemaEmittedEvents(t *testing.T) {
+	decisionSchema, banSchema := compileSchema(t, "decision.schema.json"), compileSchema(t, "ban.schema.json")
+	s := newSchemaStack(t)
+	const (
+		attacker = "203.0.113.7"
+		scanner  = "198.51.100.20"
+		banned   = "198.51.100.9"
+	)
+	checks := 0
+	check := func(fields map[string]any) response {
+		t.Helper()
+		checks++
+		return s.checkJSON(fields)
+	}
+	// ok, then rate_limited, under every algorithm; the shadow rule reports
+	// without denying.
+	for _, path := range []string{"/api/fixed/a", "/api/sliding/b", "/api/counter/c", "/api/bucket/d"} {
+		for i := range 3 {
+			r := check(map[string]any{"ip": attacker, "endpoint": path, "user_id": "attacker-ü", "tier": "BASIC", "method": "post"})
+			if want := i == 2; (r.Reason == "rate_limited") != want {
+				t.Fatalf("%s #%d: %+v", path, i, r)
+			}
+		}
+	}
+	for i := range 2 {
+		if r := check(map[string]any{"ip": attacker, "endpoint": "/api/shadow/x"}); !r.Allowed || r.Shadow != (i == 1) {
+			t.Fatalf("shadow #%d: %+v", i, r)
+		}
+	}
+	// exempt by tier and by IP, no_rule, and breadth for the scan detection.
+	check(map[string]any{"ip": "203.0.113.8", "endpoint": "/api/fixed/a", "tier": "SUPER_ADMIN"})
+	check(map[string]any{"ip": "10.1.2.3", "endpoint": "/api/fixed/a"})
+	for i := range 5 {
+		check(map[string]any{"ip": scanner, "endpoint": "/scan/" + string(rune('a'+i))})
+	}
+	// Strings that need escaping or normalization on their way to the event.
+	check(map[string]any{"ip": "::ffff:203.0.113.9", "endpoint": `/api//bucket/../fixed/b%C3%BCcher/世界?q="x"&y=<z>#frag`,
+		"user_id": "\"quoted\" \\ <script>&amp; \u2028 ユーザー 🎉", "tier": "ÜBER\t", "method": "M-SEARCH"})
+	check(map[string]any{"ip": "2001:db8::1", "endpoint": "/raw%FF%00%0A%22", "user_id": "\u0001\u007f"})
+	// Forward-auth: Traefik headers, and Envoy's path after /v1/auth.
+	for _, call := range []struct {
+		path   string
+		header map[string]string
+	}{
+		{"/v1/auth", map[string]string{"X-Forwarded-Uri": "/api/sliding/z?x=1", "X-Forwarded-Method": "delete", "X-User-Id": "fa-user", "X-User-Tier": "VIP"}},
+		{"/v1/auth/api/counter/%E2%9C%93", nil},
+	} {
+		checks++
+		if r := s.do(http.MethodGet, call.path, "", call.header); r.Status != http.StatusOK || r.EventID == "" {
+			t.Fatalf("auth %s: %+v", call.path, r)
+		}
+	}
+	// Manual bans through the admin API, then requests they deny, then an unban.
+	adminBodies := map[string][]byte{}
+	for _, c := range []struct{ method, path, body string }{
+		{"POST", "/v1/admin/bans", `{"scope":"ip","subject":"` + banned + `","duration":"1h","reason":"incident 42: <b>\"é\"</b>"}`},
+		{"POST", "/v1/admin/bans", `{"scope":"user","subject":"mallory \"é\" 🎉","duration":"90s"}`},
+	} {
+		code, body := s.admin(c.method, c.path, c.body)
+		if code != http.StatusCreated {
+			t.Fatalf("%s %s %s: %d %s", c.method, c.path, c.body, code, body)
+		}
+		adminBodies[c.body] = body
+	}
+	if r := check(map[string]any{"ip": banned, "endpoint": "/api/fixed/a"}); r.Reason != "banned" {
+		t.Fatalf("banned ip: %+v", r)
+	}
+	if r := check(map[string]any{"ip": "203.0.113.10", "endpoint": "/elsewhere", "user_id": "mallory \"é\" 🎉"}); r.Reason != "banned" {
+		t.Fatalf("banned user: %+v", r)
+	}
+	code, body := s.admin("DELETE", "/v1/admin/bans/ip/"+url.PathEscape(banned), "")
+	if code != http.StatusOK {
+		t.Fatalf("unban: %d %s", code, body)
+	}
+	adminBodies["unban"] = body
+	if r := check(map[string]any{"ip": banned, "endpoint": "/other"}); r.Reason != "no_rule" {
+		t.Fatalf("after the unban: %+v", r)
+	}
+
+	decisions := kafkatest.ReadMessages(t, s.opts.broker.Brokers(), topic, checks, 30*time.Second)
+	t.Run("decisions", func(t *testing.T) {
+		reasons, algorithms, shadow := map[string]int{}, map[string]int{}, 0
+		for _, m := range decisions {
+			if err := decisionSchema.Validate(m.Value); err != nil {
+				t.Errorf("%s\n%v", m.Value, err)
+			}
+			ev, err := event.DecodeDecision(m.Value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			reasons[ev.Reason]++
+			algorithms[ev.Algorithm]++
+			if ev.Shadow {
+				shadow++
+			}
+		}
+		for _, r := range []string{"ok", "rate_limited", "banned", "exempt", "no_rule"} {
+			if reasons[r] == 0 {
+				t.Errorf("no %s decision among %v", r, reasons)
+			}
+		}
+		for _, a := range []string{"fixed_window", "sliding_window", "sliding_window_counter", "token_bucket", ""} {
+			if algorithms[a] == 0 {
+				t.Errorf("no decision with algorithm %q among %v", a, algorithms)
+			}
+		}
+		if shadow == 0 {
+			t.Error("no shadow decision")
+		}
+		t.Logf("%d decisions checked: %v", len(decisions), reasons)
+	})
+
+	t.Run("admin responses", func(t *testing.T) {
+		for req, body := range adminBodies {
+			if err := banSchema.Validate(body); err != nil {
+				t.Errorf("answer to %s: %s\n%v", req, body, err)
+			}
+		}
+	})
+
+	// The detector's path, as cmd/detector wires it (Redis windows and
+	// ledger, Kafka ban publisher), over the decisions just read, once
+	// enforcing and once in dry run, each on keys of its own.
+	var detected []event.Ban
+	for _, dryRun := range []bool{false, true} {
+		rdb, _, _ := s.shared()
+		prefix := redistest.Prefix(t, rdb)
+		det := s.rules.Detection()
+		det.DryRun = dryRun
+		ledger := redisstore.NewLedger(rdb, prefix, redisstore.NewBlacklist(rdb, prefix))
+		engine := detect.NewEngine(detect.Config{
+			Detection: det,
+			Exempt: func(ev *event.Decision) bool {
+				req := rules.Request{UserID: ev.UserID, IP: ev.IP, Endpoint: ev.Endpoint, Method: ev.Method, Tier: ev.Tier}
+				return s.rules.Exempt(&req)
+			},
+		}, redisstore.NewWindows(rdb, prefix), ledger)
+		pub := &recordingPublisher{pub: s.banPub}
+		svc := detector.New(engine, ledger, pub, zap.NewNop(), prometheus.NewRegistry())
+		if err := svc.Handle(context.Background(), decisions); err != nil {
+			t.Fatalf("detector (dry run %v): %v", dryRun, err)
+		}
+		detected = append(detected, pub.bans...)
+	}
+
+	bans := kafkatest.ReadMessages(t, s.opts.broker.Brokers(), bansTopic, 3+len(detected), 30*time.Second)
+	t.Run("ban topic", func(t *testing.T) {
+		if n := kafkatest.CountMessages(t, s.opts.broker.Brokers(), bansTopic); n != int64(3+len(detected)) {
+			t.Errorf("%d messages on %s, want 3 from the admin API and %d from the detector", n, bansTopic, len(detected))
+		}
+		seen := map[string]int{}
+		for _, m := range bans {
+			if err := banSchema.Validate(m.Value); err != nil {
+				t.Errorf("%s\n%v", m.Value, err)
+			}
+			b, err := event.DecodeBan(m.Value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(m.Key) != b.Key() {
+				t.Errorf("key %q, want %q", m.Key, b.Key())
+			}
+			seen[b.Source+" "+b.Action+" "+b.Scope]++
+			seen["reason "+b.Reason]++
+			if b.DryRun {
+				seen["dry run"]++
+			}
+		}
+		for _, want := range []string{"admin ban ip", "admin ban user", "admin unban ip", "detector ban ip", "detector ban user",
+			"detector warn ip", "detector warn user", "reason scan", "reason violations_1m", "reason manual", "dry run"} {
+			if seen[want] == 0 {
+				t.Errorf("no %q among the ban messages: %v", want, seen)
+			}
+		}
+		t.Logf("%d ban messages checked: %v", len(bans), seen)
+	})
+}
