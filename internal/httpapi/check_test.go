@@ -179,6 +179,9 @@ rules:
 		{"traefik headers", 0, "/v1/auth", map[string]string{"X-Forwarded-Uri": "/api/a?x=1", "X-Forwarded-Method": "GET"}, http.StatusTooManyRequests},
 		{"nginx with 403", http.StatusForbidden, "/v1/auth", map[string]string{"X-Original-URI": "/api/a", "X-Original-Method": "POST"}, http.StatusForbidden},
 		{"envoy path suffix", 0, "/v1/auth/api/a", nil, http.StatusTooManyRequests},
+		// The path is the client's: normalized as an endpoint, never
+		// redirected to a cleaned path as a mux would.
+		{"envoy path suffix, unclean", 0, "/v1/auth//api//b/../a", nil, http.StatusTooManyRequests},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

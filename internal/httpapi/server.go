@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net/http"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -71,14 +72,23 @@ func NewHandler(cfg Config) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/check", h.check)
 	mux.HandleFunc(authPath, h.auth)
-	mux.HandleFunc(authPath+"/", h.auth)
 	mux.HandleFunc("GET /healthz", healthz)
 	mux.HandleFunc("GET /readyz", h.ready)
 	if cfg.Metrics != nil {
 		mux.Handle("GET /metrics", cfg.Metrics)
 	}
 	h.registerAdmin(mux)
-	return mux
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Below /v1/auth/ the path is the client's request path (Envoy's
+		// ext_authz path_prefix): it is normalized as an endpoint, while the
+		// mux would answer an unclean one ("//", "..") with a redirect that
+		// the gateway hands to its client.
+		if strings.HasPrefix(r.URL.Path, authPath+"/") {
+			h.auth(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
 
 // NewOpsHandler serves only /healthz, /readyz and /metrics: the routes of

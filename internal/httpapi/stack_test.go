@@ -103,7 +103,9 @@ func newStack(t testing.TB, o stackOptions) *stack {
 		defer cancel()
 		_ = producer.Close(ctx)
 	})
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}, Timeout: 30 * time.Second}
+	// Redirects are not followed: a gateway would hand them to its client.
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}, Timeout: 30 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	t.Cleanup(client.CloseIdleConnections)
 	return &stack{t: t, srv: srv, reg: reg, producer: producer, client: client, opts: o}
 }
