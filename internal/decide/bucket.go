@@ -55,13 +55,7 @@ func (sh *shard) tokenBucket(c Call, now int64, outs []outcome) ([]outcome, bool
 		ttl = max(ttl, f.c+o.reset+1-now)
 	}
 	if admitted {
-		if e == nil {
-			e = sh.create(c.Keys.State)
-		}
-		for _, f := range state {
-			e.setField(f)
-		}
-		e.expireAt = now + ttl
+		sh.setFields(c.Keys.State, state, now+ttl)
 	}
 	return outs, admitted
 }

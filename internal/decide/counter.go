@@ -74,13 +74,7 @@ func (sh *shard) slidingWindowCounter(c Call, now int64, outs []outcome) ([]outc
 		ttl = max(ttl, f.a+2*f.per-now)
 	}
 	if admitted {
-		if e == nil {
-			e = sh.create(c.Keys.State)
-		}
-		for _, f := range state {
-			e.setField(f)
-		}
-		e.expireAt = now + ttl
+		sh.setFields(c.Keys.State, state, now+ttl)
 	}
 	return outs, admitted
 }

@@ -22,6 +22,16 @@ func (e *entry) setField(f field) {
 	e.fields = append(e.fields, f)
 }
 
+// setFields writes fields into the hash at key, as the scripts' HSET, and
+// its expiry, as their PEXPIRE.
+func (sh *shard) setFields(key string, fields []field, expireAt int64) {
+	e := sh.create(key)
+	for _, f := range fields {
+		e.setField(f)
+	}
+	e.expireAt = expireAt
+}
+
 // fixedWindow mirrors lua/fixed_window.lua. Field a is the window start, b
 // the count.
 func (sh *shard) fixedWindow(c Call, now int64, outs []outcome) ([]outcome, bool) {
