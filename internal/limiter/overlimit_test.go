@@ -84,18 +84,50 @@ func TestOverLimitCacheIsBoundedAndCleared(t *testing.T) {
 		t.Fatalf("len = %d after 10 000 live denials, want at most 640 (and the shards filled)", n)
 	}
 	last := decide.Call{Keys: decide.Keys{State: "k9999"}, Algorithm: decide.FixedWindow, Limits: limits, Cost: 1}
-	if _, ok := c.get(&last, t0.Add(10*time.Second)); !ok {
-		t.Fatal("the newest denial was evicted; eviction should prefer the entries expiring first")
-	}
 	c.clear()
 	if n := c.len(); n != 0 {
 		t.Fatalf("len = %d after clear", n)
 	}
-	var off *overLimitCache = newOverLimitCache(0)
+	off := newOverLimitCache(0)
 	off.put(&last, denied, t0)
 	if _, ok := off.get(&last, t0); ok || off.len() != 0 {
 		t.Fatal("a cache of size 0 must hold nothing")
 	}
+}
+
+// A full shard's eviction drops the expired entries it samples, else the
+// sampled entry expiring first; never a live one while an expired one is
+// found.
+func TestOverLimitEvict(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+	shard := func(untils ...time.Duration) *overLimitShard {
+		sh := &overLimitShard{entries: make(map[string]overLimitEntry)}
+		for i, u := range untils {
+			sh.entries["k"+strconv.Itoa(i)] = overLimitEntry{until: t0.Add(u)}
+		}
+		return sh
+	}
+	t.Run("expired entries go first", func(t *testing.T) {
+		// 10 entries, 5 expired: any sample of 8 holds at least 3 of them.
+		sh := shard(-5, -4, -3, -2, -1, 1, 2, 3, 4, 5)
+		sh.evict(t0)
+		for i := 5; i < 10; i++ {
+			if _, ok := sh.entries["k"+strconv.Itoa(i)]; !ok {
+				t.Fatalf("live entry k%d evicted while expired ones were there", i)
+			}
+		}
+		if n := len(sh.entries); n > 7 {
+			t.Fatalf("%d entries left, want at least 3 expired ones dropped", n)
+		}
+	})
+	t.Run("else the one expiring first", func(t *testing.T) {
+		// 8 live entries: the sample is all of them.
+		sh := shard(7, 3, 8, 1, 5, 2, 6, 4)
+		sh.evict(t0)
+		if _, ok := sh.entries["k3"]; ok || len(sh.entries) != 7 {
+			t.Fatalf("entries %v: want exactly k3 (expiring first) gone", sh.entries)
+		}
+	})
 }
 
 // modelCounter decides in the reference model of the Lua scripts at the
@@ -163,14 +195,7 @@ rules:
 // cache and one without: every decision must be identical, and the cache
 // must have spared round trips.
 func TestOverLimitCacheChangesNoDecision(t *testing.T) {
-	file, err := rules.Parse([]byte(cacheRules))
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, err := rules.Compile(file, rules.Options{KeyPrefix: "t:"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := compileRules(t, cacheRules)
 	clock := &fakeClock{now: time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)}
 	newSvc := func(cacheSize int) (*Service, *modelCounter, *prometheus.Registry) {
 		counter := &modelCounter{mem: decide.NewMemory(), clock: clock}
@@ -226,22 +251,14 @@ func TestOverLimitCacheChangesNoDecision(t *testing.T) {
 // TestOverLimitCacheClearedOnRuleChange: a limit raised admits at once.
 func TestOverLimitCacheClearedOnRuleChange(t *testing.T) {
 	compile := func(requests int) *rules.Set {
-		file, err := rules.Parse([]byte(`
+		return compileRules(t, `
 rules:
   - id: r
     match: {endpoints: ["/x"]}
     key: [ip]
     algorithm: fixed_window
-    limits: [{requests: ` + strconv.Itoa(requests) + `, per: 1h}]
-`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		set, err := rules.Compile(file, rules.Options{KeyPrefix: "t:"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return set
+    limits: [{requests: `+strconv.Itoa(requests)+`, per: 1h}]
+`)
 	}
 	clock := &fakeClock{now: time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)}
 	counter := &modelCounter{mem: decide.NewMemory(), clock: clock}

@@ -95,6 +95,20 @@ rules:
     on_redis_failure: deny
 `
 
+// compileRules parses and compiles a rules file under the key prefix "t:".
+func compileRules(t *testing.T, yaml string) *rules.Set {
+	t.Helper()
+	file, err := rules.Parse([]byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := rules.Compile(file, rules.Options{KeyPrefix: "t:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
+}
+
 type modeFixture struct {
 	svc     *Service
 	counter *fakeCounter
@@ -106,14 +120,7 @@ type modeFixture struct {
 
 func newModeFixture(t *testing.T, permissiveDeny bool) *modeFixture {
 	t.Helper()
-	file, err := rules.Parse([]byte(modeRules))
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, err := rules.Compile(file, rules.Options{KeyPrefix: "t:"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := compileRules(t, modeRules)
 	core, logs := observer.New(zap.InfoLevel)
 	f := &modeFixture{counter: &fakeCounter{}, health: &fakeHealth{live: 1},
 		clock: &fakeClock{now: time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)}, reg: prometheus.NewRegistry(), logs: logs}
