@@ -52,8 +52,8 @@ fi
 
 state=.local/run
 
-# private NAME ADDR PACKAGES: says a private NAME is being started, or stops
-# the script when its server is not installed.
+# missing NAME ADDR PACKAGES: stops the script, saying that nothing answers at
+# ADDR and NAME is not installed, and what to install instead.
 missing() {
 	echo "run: nothing answers at $2 and $1 is not installed: apt-get install $3 (or run the whole stack with: docker compose up)" >&2
 	exit 1
