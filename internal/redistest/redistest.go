@@ -52,10 +52,27 @@ func Prefix(tb testing.TB, c redis.UniversalClient) string {
 	return prefix
 }
 
-// DeletePrefix deletes every key starting with prefix.
+// DeletePrefix deletes every key starting with prefix, on every primary of
+// a cluster.
 func DeletePrefix(tb testing.TB, c redis.UniversalClient, prefix string) {
 	tb.Helper()
 	ctx := context.Background()
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		err := cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+			deletePrefix(tb, ctx, node, prefix)
+			return nil
+		})
+		if err != nil {
+			tb.Logf("delete %s*: %v", prefix, err)
+		}
+		return
+	}
+	deletePrefix(tb, ctx, c, prefix)
+}
+
+// deletePrefix deletes the keys under prefix of one server, one DEL per key
+// in pipelines (keys of different cluster slots cannot share a DEL).
+func deletePrefix(tb testing.TB, ctx context.Context, c redis.Cmdable, prefix string) {
 	iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
 	var keys []string
 	for iter.Next(ctx) {
@@ -67,8 +84,13 @@ func DeletePrefix(tb testing.TB, c redis.UniversalClient, prefix string) {
 	}
 	for len(keys) > 0 {
 		n := min(len(keys), 500)
-		if err := c.Del(ctx, keys[:n]...).Err(); err != nil {
+		pipe := c.Pipeline()
+		for _, k := range keys[:n] {
+			pipe.Del(ctx, k)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
 			tb.Logf("delete %s*: %v", prefix, err)
+			return
 		}
 		keys = keys[n:]
 	}

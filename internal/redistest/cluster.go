@@ -1,0 +1,285 @@
+package redistest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// NodeTimeout is the cluster-node-timeout of the clusters StartCluster
+// builds: how long a primary must be unreachable before its replica takes
+// over. Short, so failover tests take seconds.
+const NodeTimeout = time.Second
+
+// Cluster is a Redis Cluster of private redis-server processes on loopback,
+// built by StartCluster and killed when the test ends.
+type Cluster struct {
+	Nodes []*Node
+}
+
+// Node is one redis-server of a Cluster.
+type Node struct {
+	Addr   string
+	dir    string
+	cmd    *exec.Cmd
+	done   chan struct{}
+	client *redis.Client
+}
+
+// StartCluster starts primaries×(1+replicas) redis-server processes with
+// cluster mode on and joins them with `redis-cli --cluster create`, then
+// waits until every node reports cluster_state:ok. Queries on the slots of
+// surviving primaries keep working while one is down
+// (cluster-require-full-coverage no), as in a limiter deployment.
+func StartCluster(tb testing.TB, primaries, replicas int) *Cluster {
+	tb.Helper()
+	for _, bin := range []string{"redis-server", "redis-cli"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			tb.Fatalf("%s not found: install Debian's redis-server package (it brings both)", bin)
+		}
+	}
+	c := &Cluster{}
+	for range primaries * (1 + replicas) {
+		c.Nodes = append(c.Nodes, startNode(tb))
+	}
+	args := []string{"--cluster", "create"}
+	args = append(args, c.Addrs()...)
+	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "redis-cli", args...).CombinedOutput(); err != nil {
+		tb.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+	}
+	c.WaitHealthy(tb, 30*time.Second)
+	return c
+}
+
+// startNode starts one cluster-enabled redis-server on a free port whose
+// cluster bus port (port+10000) is free too.
+func startNode(tb testing.TB) *Node {
+	tb.Helper()
+	n := &Node{dir: tb.TempDir(), done: make(chan struct{})}
+	port := freeClusterPort(tb)
+	n.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	n.cmd = exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(n.dir, "nodes.conf"),
+		"--cluster-node-timeout", strconv.FormatInt(NodeTimeout.Milliseconds(), 10),
+		"--cluster-require-full-coverage", "no",
+		"--dir", n.dir, "--save", "", "--appendonly", "no", "--repl-diskless-sync-delay", "0",
+		"--logfile", filepath.Join(n.dir, "redis.log"))
+	if err := n.cmd.Start(); err != nil {
+		tb.Fatalf("redis-server: %v", err)
+	}
+	go func() { _ = n.cmd.Wait(); close(n.done) }()
+	n.client = redis.NewClient(&redis.Options{Addr: n.Addr, DialTimeout: 500 * time.Millisecond,
+		ReadTimeout: time.Second, MaxRetries: -1, PoolSize: 4})
+	tb.Cleanup(func() {
+		_ = n.client.Close()
+		n.Kill()
+		if tb.Failed() {
+			log, _ := os.ReadFile(filepath.Join(n.dir, "redis.log"))
+			tb.Logf("--- redis-server %s log (last 3000 bytes) ---\n%s", n.Addr, tail(log, 3000))
+		}
+	})
+	deadline := time.Now().Add(5 * time.Second)
+	for n.client.Ping(context.Background()).Err() != nil {
+		if time.Now().After(deadline) {
+			tb.Fatalf("redis-server on %s does not answer after 5s", n.Addr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return n
+}
+
+func freeClusterPort(tb testing.TB) int {
+	tb.Helper()
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		_ = ln.Close()
+		if port+10000 > 65535 {
+			continue
+		}
+		bus, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port+10000)))
+		if err != nil {
+			continue
+		}
+		_ = bus.Close()
+		return port
+	}
+	tb.Fatal("no free port pair (port, port+10000) for a cluster node")
+	return 0
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
+// Addrs are the nodes' host:port, the seed list of a cluster client.
+func (c *Cluster) Addrs() []string {
+	addrs := make([]string, len(c.Nodes))
+	for i, n := range c.Nodes {
+		addrs[i] = n.Addr
+	}
+	return addrs
+}
+
+// Client returns a cluster client of c, closed when the test ends.
+func (c *Cluster) Client(tb testing.TB) *redis.ClusterClient {
+	tb.Helper()
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), DialTimeout: 500 * time.Millisecond,
+		ReadTimeout: time.Second, WriteTimeout: time.Second, PoolSize: 32})
+	tb.Cleanup(func() { _ = cc.Close() })
+	return cc
+}
+
+// Node returns the node listening on addr, or nil.
+func (c *Cluster) Node(addr string) *Node {
+	for _, n := range c.Nodes {
+		if n.Addr == addr {
+			return n
+		}
+	}
+	return nil
+}
+
+// PrimaryOf returns the node serving key's slot, as the live nodes see it.
+func (c *Cluster) PrimaryOf(tb testing.TB, key string) *Node {
+	tb.Helper()
+	ctx := context.Background()
+	for _, n := range c.Nodes {
+		if !n.Alive() {
+			continue
+		}
+		slot, err := n.Client().ClusterKeySlot(ctx, key).Result()
+		if err != nil {
+			continue
+		}
+		slots, err := n.Client().ClusterSlots(ctx).Result()
+		if err != nil {
+			continue
+		}
+		for _, s := range slots {
+			if int64(s.Start) <= slot && slot <= int64(s.End) && len(s.Nodes) > 0 {
+				if p := c.Node(s.Nodes[0].Addr); p != nil {
+					return p
+				}
+			}
+		}
+	}
+	tb.Fatalf("no live node knows which primary serves %q", key)
+	return nil
+}
+
+// Primaries returns the nodes that are primaries now, as the live nodes see
+// it, in node order.
+func (c *Cluster) Primaries() []*Node {
+	var out []*Node
+	for _, n := range c.Nodes {
+		if n.Alive() && n.Role() == "master" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// WaitHealthy waits until every live node reports cluster_state:ok and sees
+// every slot served by a live primary (after a failover: the replica has
+// been promoted and the others know it).
+func (c *Cluster) WaitHealthy(tb testing.TB, timeout time.Duration) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		why := c.unhealthy()
+		if why == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("redis cluster not healthy after %v: %s", timeout, why)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// unhealthy says why the cluster is not healthy yet, or "" when it is.
+func (c *Cluster) unhealthy() string {
+	ctx := context.Background()
+	for _, n := range c.Nodes {
+		if !n.Alive() {
+			continue
+		}
+		cl := n.Client()
+		info, err := cl.ClusterInfo(ctx).Result()
+		if err != nil {
+			return n.Addr + ": " + err.Error()
+		}
+		if !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, "cluster_slots_ok:16384") {
+			return n.Addr + " reports " + strings.ReplaceAll(strings.TrimSpace(firstLines(info, 3)), "\r\n", ", ")
+		}
+		slots, err := cl.ClusterSlots(ctx).Result()
+		if err != nil {
+			return n.Addr + ": " + err.Error()
+		}
+		for _, s := range slots {
+			if p := c.Node(s.Nodes[0].Addr); p == nil || !p.Alive() {
+				return fmt.Sprintf("%s maps slots %d-%d to %s, which is down", n.Addr, s.Start, s.End, s.Nodes[0].Addr)
+			}
+		}
+	}
+	return ""
+}
+
+func firstLines(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n+1)
+	return strings.Join(lines[:min(n, len(lines))], "\n")
+}
+
+// Client is a plain client of this node alone (no redirections), closed
+// when the test ends.
+func (n *Node) Client() *redis.Client { return n.client }
+
+// Role is the node's replication role ("master" or "slave"), or "" when it
+// does not answer.
+func (n *Node) Role() string {
+	s, err := n.Client().Info(context.Background(), "replication").Result()
+	if err != nil {
+		return ""
+	}
+	for line := range strings.SplitSeq(s, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "role:"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// Alive reports whether the process still runs.
+func (n *Node) Alive() bool {
+	select {
+	case <-n.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Kill sends SIGKILL and waits for the exit: a crash, nothing flushed.
+func (n *Node) Kill() {
+	_ = n.cmd.Process.Kill()
+	<-n.done
+}
