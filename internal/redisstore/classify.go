@@ -10,6 +10,36 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// ErrNodeDown is the error of calls to a node whose breaker is open: they
+// fail without a round trip until the next probe.
+var ErrNodeDown = errors.New("node down: not tried until the next probe")
+
+// NodeError is the error of a call whose Redis Cluster node failed.
+type NodeError struct {
+	Addr string
+	// Partial is true when other nodes answered meanwhile: the failure
+	// concerns the slots of this node only.
+	Partial bool
+	Err     error
+}
+
+func (e *NodeError) Error() string { return "redis node " + e.Addr + ": " + e.Err.Error() }
+
+func (e *NodeError) Unwrap() error { return e.Err }
+
+// PartialFailure reports whether the rest of the cluster answers.
+func (e *NodeError) PartialFailure() bool { return e.Partial }
+
+// nodeFailure reports whether err means the node did not serve the call
+// (as opposed to a fault of the call itself).
+func nodeFailure(err error) bool {
+	switch ClassifyError(err) {
+	case "timeout", "connection":
+		return true
+	}
+	return false
+}
+
 // ClassifyError returns a bounded class of err for metric labels: "timeout",
 // "connection", "noscript", "script", "canceled" or "other" ("" for nil).
 func ClassifyError(err error) string {
@@ -25,7 +55,7 @@ func ClassifyError(err error) string {
 		return "timeout"
 	case isNoScript(err):
 		return "noscript"
-	case errors.Is(err, redis.ErrClosed), errors.Is(err, redis.ErrPoolExhausted),
+	case errors.Is(err, redis.ErrClosed), errors.Is(err, redis.ErrPoolExhausted), errors.Is(err, ErrNodeDown),
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
 		errors.Is(err, syscall.EPIPE), errors.As(err, new(*net.OpError)):

@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"context"
 	"fmt"
 	"net/url"
 	"strings"
@@ -30,14 +31,17 @@ type ClientConfig struct {
 // found through Sentinel.
 func Connect(cfg ClientConfig) (redis.UniversalClient, error) {
 	if len(cfg.ClusterAddrs) > 0 {
-		return redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs:                 cfg.ClusterAddrs,
-			DialTimeout:           time.Second,
-			ReadTimeout:           cfg.Timeout,
-			WriteTimeout:          cfg.Timeout,
-			ContextTimeoutEnabled: true,
-			PoolSize:              cfg.PoolSize,
-		}), nil
+		c := redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs:                      cfg.ClusterAddrs,
+			DialTimeout:                time.Second,
+			ReadTimeout:                cfg.Timeout,
+			WriteTimeout:               cfg.Timeout,
+			ContextTimeoutEnabled:      true,
+			PoolSize:                   cfg.PoolSize,
+			ClusterStateReloadInterval: 10 * time.Second,
+		})
+		c.AddHook(reloadOnFailure{c})
+		return c, nil
 	}
 	if len(cfg.SentinelAddrs) > 0 {
 		return connectSentinel(cfg)
@@ -52,6 +56,38 @@ func Connect(cfg ClientConfig) (redis.UniversalClient, error) {
 	opts.ContextTimeoutEnabled = true
 	opts.PoolSize = max(opts.PoolSize, cfg.PoolSize)
 	return redis.NewClient(opts), nil
+}
+
+// reloadOnFailure makes a cluster client reload its slot map when a command
+// fails for want of a node. go-redis reloads it on MOVED, ASK and READONLY
+// replies and every ClusterStateReloadInterval, but a killed primary
+// replies nothing: without this, calls would keep going to it after its
+// replica took over. Reloads are asynchronous and coalesced by go-redis.
+type reloadOnFailure struct{ client *redis.ClusterClient }
+
+func (h reloadOnFailure) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h reloadOnFailure) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if err != nil && nodeFailure(err) {
+			h.client.ReloadState(ctx)
+		}
+		return err
+	}
+}
+
+func (h reloadOnFailure) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			if e := cmd.Err(); e != nil && nodeFailure(e) {
+				h.client.ReloadState(ctx)
+				break
+			}
+		}
+		return err
+	}
 }
 
 func connectSentinel(cfg ClientConfig) (redis.UniversalClient, error) {

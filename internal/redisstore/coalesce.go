@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/ratewarden/ratewarden/internal/decide"
 )
@@ -14,8 +17,8 @@ var ErrClosed = errors.New("redis coalescer closed")
 
 // CoalesceConfig tunes a Coalescer.
 type CoalesceConfig struct {
-	// Pipelines is the number of round trips in flight at once, each on its
-	// own connection (default 4).
+	// Pipelines is the number of round trips in flight at once per Redis
+	// node, each on its own connection (default 4).
 	Pipelines int
 	// Limit caps the calls sent in one pipeline (default 64).
 	Limit int
@@ -27,6 +30,11 @@ type CoalesceConfig struct {
 	// Timeout bounds one pipeline round trip (default 1s); each caller's own
 	// context still bounds its wait.
 	Timeout time.Duration
+	// NodeFailures is the number of consecutive failed round trips after
+	// which a node's calls fail at once, without a round trip, for
+	// NodeRetry (defaults 3 and 1s); then one round trip probes the node.
+	NodeFailures int
+	NodeRetry    time.Duration
 	// OnFlush, if set, is told the number of calls of every pipeline sent.
 	OnFlush func(calls int)
 }
@@ -36,25 +44,68 @@ type CoalesceConfig struct {
 // fewer reads and writes for Redis, so throughput approaches what Redis
 // itself can execute. Every call is still one atomic script, so batching
 // changes no decision.
+//
+// Calls are grouped per Redis node: on a cluster each primary has its own
+// lane (queue, pipelines and breaker), so a slow or dead primary delays and
+// fails only the calls whose keys it serves. A request whose calls live on
+// several nodes is split between their lanes and answered when all are done.
 type Coalescer struct {
 	store   *Store
+	cluster *redis.ClusterClient // nil: a single server, one lane
 	cfg     CoalesceConfig
-	queue   chan *pending
 	quit    chan struct{}
 	workers sync.WaitGroup
 	close   sync.Once
 	items   sync.Pool
+
+	single *lane // the lane of a single server
+	mu     sync.RWMutex
+	lanes  map[string]*lane // by node address, on a cluster; guarded by mu
+	closed bool             // guarded by mu
 }
 
-// pending is one caller's calls waiting for a pipeline.
+// pending is one caller's calls, decided by one lane or split among several.
 type pending struct {
 	calls   []decide.Call
-	results []decide.Result
+	results []decide.Result // written by the lanes at their calls' positions
+	left    atomic.Int32    // parts not yet decided
+	mu      sync.Mutex      // guards err
 	err     error
 	done    chan struct{}
 }
 
-// NewCoalescer starts the pipeline workers; Close stops them.
+// fail records err as the caller's error unless one is recorded already.
+func (p *pending) fail(err error) {
+	p.mu.Lock()
+	if p.err == nil {
+		p.err = err
+	}
+	p.mu.Unlock()
+}
+
+// finish marks one part decided and wakes the caller after the last.
+func (p *pending) finish() {
+	if p.left.Add(-1) == 0 {
+		p.done <- struct{}{}
+	}
+}
+
+// part is the share of a pending that one lane decides.
+type part struct {
+	p   *pending
+	idx []int // positions in p.calls; nil: all of them
+}
+
+func (pt part) size() int {
+	if pt.idx == nil {
+		return len(pt.p.calls)
+	}
+	return len(pt.idx)
+}
+
+// NewCoalescer starts the pipeline workers; Close stops them. On a cluster
+// (store's client is a *redis.ClusterClient) the lanes of the nodes are
+// started as their first calls arrive.
 func NewCoalescer(store *Store, cfg CoalesceConfig) *Coalescer {
 	if cfg.Pipelines <= 0 {
 		cfg.Pipelines = 4
@@ -65,16 +116,24 @@ func NewCoalescer(store *Store, cfg CoalesceConfig) *Coalescer {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = time.Second
 	}
-	c := &Coalescer{store: store, cfg: cfg, queue: make(chan *pending, cfg.Limit*cfg.Pipelines), quit: make(chan struct{})}
+	if cfg.NodeFailures <= 0 {
+		cfg.NodeFailures = 3
+	}
+	if cfg.NodeRetry <= 0 {
+		cfg.NodeRetry = time.Second
+	}
+	c := &Coalescer{store: store, cfg: cfg, quit: make(chan struct{}), lanes: map[string]*lane{}}
 	c.items.New = func() any { return &pending{done: make(chan struct{}, 1)} }
-	for range cfg.Pipelines {
-		c.workers.Go(c.work)
+	c.cluster, _ = store.client.(*redis.ClusterClient)
+	if c.cluster == nil {
+		c.single = c.startLane("")
 	}
 	return c
 }
 
-// Decide decides calls in a pipeline shared with other callers. It returns
-// when the results arrive or ctx ends, whichever is first.
+// Decide decides calls in pipelines shared with other callers. It returns
+// when the results arrive or ctx ends, whichever is first. On a cluster, an
+// error of a call whose node fails is a *NodeError.
 func (c *Coalescer) Decide(ctx context.Context, calls []decide.Call) ([]decide.Result, error) {
 	if len(calls) == 0 {
 		return nil, nil
@@ -82,17 +141,29 @@ func (c *Coalescer) Decide(ctx context.Context, calls []decide.Call) ([]decide.R
 	if err := ctx.Err(); err != nil { // select below picks at random among ready cases
 		return nil, err
 	}
+	lanes, parts, err := c.route(ctx, calls)
+	if err != nil {
+		return nil, err
+	}
 	p := c.items.Get().(*pending)
 	p.calls, p.err = calls, nil
-	p.results = p.results[:0]
-	select {
-	case c.queue <- p:
-	case <-ctx.Done():
-		c.items.Put(p)
-		return nil, ctx.Err()
-	case <-c.quit:
-		c.items.Put(p)
-		return nil, ErrClosed
+	p.results = append(p.results[:0], make([]decide.Result, len(calls))...)
+	p.left.Store(int32(len(lanes)))
+	for i, l := range lanes {
+		pt := part{p: p}
+		if parts != nil {
+			pt.idx = parts[i]
+		}
+		select {
+		case l.queue <- pt:
+		case <-ctx.Done():
+			if i == 0 { // no lane has p: it can be reused
+				c.items.Put(p)
+			}
+			return nil, ctx.Err()
+		case <-c.quit:
+			return nil, ErrClosed
+		}
 	}
 	select {
 	case <-p.done:
@@ -101,7 +172,7 @@ func (c *Coalescer) Decide(ctx context.Context, calls []decide.Call) ([]decide.R
 		c.items.Put(p)
 		return results, err
 	case <-ctx.Done():
-		// The worker may still own p and write to it: leave it to the
+		// A worker may still own p and write to it: leave it to the
 		// garbage collector rather than reuse it.
 		return nil, ctx.Err()
 	case <-c.quit:
@@ -109,92 +180,114 @@ func (c *Coalescer) Decide(ctx context.Context, calls []decide.Call) ([]decide.R
 	}
 }
 
+// route returns the lanes that decide calls and, when there are several,
+// the positions of the calls each decides (parts[i] for lanes[i]; nil when
+// one lane decides them all, the usual case, which allocates nothing).
+func (c *Coalescer) route(ctx context.Context, calls []decide.Call) ([]*lane, [][]int, error) {
+	if c.cluster == nil {
+		return c.single.alone, nil, nil
+	}
+	first, err := c.laneOf(ctx, calls[0].Keys.State)
+	if err != nil {
+		return nil, nil, callError(calls[0], err)
+	}
+	same := true
+	for i := 1; i < len(calls) && same; i++ {
+		l, err := c.laneOf(ctx, calls[i].Keys.State)
+		if err != nil {
+			return nil, nil, callError(calls[i], err)
+		}
+		same = l == first
+	}
+	if same {
+		return first.alone, nil, nil
+	}
+	var lanes []*lane
+	var parts [][]int
+	for i := range calls {
+		l, err := c.laneOf(ctx, calls[i].Keys.State)
+		if err != nil {
+			return nil, nil, callError(calls[i], err)
+		}
+		j := 0
+		for j < len(lanes) && lanes[j] != l {
+			j++
+		}
+		if j == len(lanes) {
+			lanes = append(lanes, l)
+			parts = append(parts, nil)
+		}
+		parts[j] = append(parts[j], i)
+	}
+	return lanes, parts, nil
+}
+
+// laneOf returns the lane of the primary serving key, as the cluster
+// client's slot map has it, starting the lane at its first call.
+func (c *Coalescer) laneOf(ctx context.Context, key string) (*lane, error) {
+	node, err := c.cluster.MasterForKey(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	addr := node.Options().Addr
+	c.mu.RLock()
+	l := c.lanes[addr]
+	c.mu.RUnlock()
+	if l != nil {
+		return l, nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	if l = c.lanes[addr]; l == nil {
+		l = c.startLane(addr)
+		c.lanes[addr] = l
+	}
+	return l, nil
+}
+
+// othersHealthy reports whether a lane other than l has its breaker closed:
+// then l's failure concerns part of Redis only.
+func (c *Coalescer) othersHealthy(l *lane) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for _, o := range c.lanes {
+		if o != l && !o.isOpen() {
+			return true
+		}
+	}
+	return false
+}
+
 // Close stops the workers after their current round trip; callers waiting
-// in the queue get ErrClosed.
+// in the queues get ErrClosed.
 func (c *Coalescer) Close() {
-	c.close.Do(func() { close(c.quit) })
+	c.close.Do(func() {
+		c.mu.Lock()
+		c.closed = true
+		c.mu.Unlock()
+		close(c.quit)
+	})
 	c.workers.Wait()
-	for {
-		select {
-		case p := <-c.queue:
-			p.err = ErrClosed
-			p.done <- struct{}{}
-		default:
-			return
-		}
-	}
-}
-
-func (c *Coalescer) work() {
-	var (
-		batch   []*pending
-		calls   []decide.Call
-		results []decide.Result
-	)
-	for {
-		select {
-		case p := <-c.queue:
-			batch = append(batch[:0], p)
-		case <-c.quit:
-			return
-		}
-		batch = c.fill(batch)
-		calls = calls[:0]
-		for _, p := range batch {
-			calls = append(calls, p.calls...)
-		}
-		results = append(results[:0], make([]decide.Result, len(calls))...)
-		if c.cfg.OnFlush != nil {
-			c.cfg.OnFlush(len(calls))
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.Timeout)
-		errs := c.store.run(ctx, calls, results)
-		cancel()
-		off := 0
-		for _, p := range batch {
-			n := len(p.calls)
-			p.results = append(p.results, results[off:off+n]...)
-			for i := off; errs != nil && i < off+n; i++ {
-				if errs[i] != nil {
-					p.err = errs[i]
-					break
-				}
+	drain := func(l *lane) {
+		for {
+			select {
+			case pt := <-l.queue:
+				pt.p.fail(ErrClosed)
+				pt.p.finish()
+			default:
+				return
 			}
-			off += n
-			p.done <- struct{}{}
-		}
-		clear(calls) // drop references to the callers' keys
-	}
-}
-
-// fill adds the calls already waiting, and with a window those arriving
-// within it, up to the limit.
-func (c *Coalescer) fill(batch []*pending) []*pending {
-	n := len(batch[0].calls)
-	var timeout <-chan time.Time
-	if c.cfg.Window > 0 {
-		t := time.NewTimer(c.cfg.Window)
-		defer t.Stop()
-		timeout = t.C
-	}
-	for n < c.cfg.Limit {
-		select {
-		case p := <-c.queue:
-			batch = append(batch, p)
-			n += len(p.calls)
-			continue
-		default:
-		}
-		if timeout == nil {
-			return batch
-		}
-		select {
-		case p := <-c.queue:
-			batch = append(batch, p)
-			n += len(p.calls)
-		case <-timeout:
-			return batch
 		}
 	}
-	return batch
+	if c.single != nil {
+		drain(c.single)
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for _, l := range c.lanes {
+		drain(l)
+	}
 }

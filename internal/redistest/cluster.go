@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -277,6 +278,11 @@ func (n *Node) Alive() bool {
 		return true
 	}
 }
+
+// Pause stops the process (SIGSTOP): a node that hangs, holding its
+// connections open without answering. Resume continues it.
+func (n *Node) Pause()  { _ = n.cmd.Process.Signal(syscall.SIGSTOP) }
+func (n *Node) Resume() { _ = n.cmd.Process.Signal(syscall.SIGCONT) }
 
 // Kill sends SIGKILL and waits for the exit: a crash, nothing flushed.
 func (n *Node) Kill() {

@@ -1,0 +1,208 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratewarden/ratewarden/internal/decide"
+	"github.com/ratewarden/ratewarden/internal/decide/decidetest"
+	"github.com/ratewarden/ratewarden/internal/redistest"
+)
+
+// subjectsOn returns one subject per primary of c (in c.Primaries order)
+// whose hash tag lands on it.
+func subjectsOn(t *testing.T, c *redistest.Cluster, prefix string) []string {
+	t.Helper()
+	primaries := c.Primaries()
+	out := make([]string, len(primaries))
+	found := 0
+	for i := 0; found < len(primaries); i++ {
+		if i > 10000 {
+			t.Fatal("no subject found for every primary")
+		}
+		subject := fmt.Sprintf("s%d", i)
+		p := c.PrimaryOf(t, decidetest.Keys(prefix, subject).State)
+		for j, q := range primaries {
+			if p == q && out[j] == "" {
+				out[j] = subject
+				found++
+			}
+		}
+	}
+	return out
+}
+
+func fixedWindowCall(prefix, subject string, limit int64) decide.Call {
+	return decide.Call{Keys: decidetest.Keys(prefix, subject), Algorithm: decide.FixedWindow,
+		Limits: []decide.Limit{{Requests: limit, Per: time.Hour}}, Cost: 1}
+}
+
+// On a cluster every primary gets its own lane; a request whose calls live
+// on three primaries is split and answered in order, and concurrent callers
+// are admitted exactly up to the limit on every node.
+func TestCoalescerLanePerPrimary(t *testing.T) {
+	c := redistest.StartCluster(t, 3, 0)
+	client := c.Client(t)
+	prefix := redistest.Prefix(t, client)
+	subjects := subjectsOn(t, c, prefix)
+	co := NewCoalescer(New(client), CoalesceConfig{})
+	defer co.Close()
+
+	const limit, callers = 50, 40
+	var admitted [3]atomic.Int64
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Go(func() {
+			for range 3 {
+				// Each caller names the three subjects in its own order.
+				calls := make([]decide.Call, 3)
+				for j := range calls {
+					s := subjects[(i+j)%3]
+					calls[j] = fixedWindowCall(prefix, s, int64(limit+(i+j)%3))
+				}
+				r, err := co.Decide(context.Background(), calls)
+				if err != nil {
+					t.Errorf("caller %d: %v", i, err)
+					return
+				}
+				for j := range calls {
+					k := (i + j) % 3
+					if r[j].Limit != int64(limit+k) {
+						t.Errorf("caller %d, call %d: limit %d, want %d: results out of order", i, j, r[j].Limit, limit+k)
+					}
+					if r[j].Allowed {
+						admitted[k].Add(1)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for k := range admitted {
+		if got := admitted[k].Load(); got != int64(limit+k) {
+			t.Errorf("subject %s: %d admitted, want %d", subjects[k], got, limit+k)
+		}
+	}
+	co.mu.RLock()
+	lanes := len(co.lanes)
+	for _, p := range c.Primaries() {
+		if co.lanes[p.Addr] == nil {
+			t.Errorf("no lane for primary %s", p.Addr)
+		}
+	}
+	co.mu.RUnlock()
+	if lanes != 3 {
+		t.Errorf("%d lanes, want one per primary (3)", lanes)
+	}
+}
+
+// A primary that hangs delays and fails only the calls it serves: the other
+// primaries' callers are answered while it is stopped, its own callers get
+// a partial *NodeError, first after the round-trip timeout, then at once
+// while its breaker is open; once it answers again, a probe closes it.
+func TestCoalescerIsolatesHungPrimary(t *testing.T) {
+	c := redistest.StartCluster(t, 3, 0)
+	client := c.Client(t)
+	prefix := redistest.Prefix(t, client)
+	subjects := subjectsOn(t, c, prefix)
+	const timeout, retry = 300 * time.Millisecond, 500 * time.Millisecond
+	co := NewCoalescer(New(client), CoalesceConfig{Timeout: timeout, NodeFailures: 2, NodeRetry: retry})
+	defer co.Close()
+	decideOne := func(subject string) (time.Duration, error) {
+		start := time.Now()
+		_, err := co.Decide(context.Background(), []decide.Call{fixedWindowCall(prefix, subject, 1000)})
+		return time.Since(start), err
+	}
+	for _, s := range subjects { // every lane started and healthy
+		if _, err := decideOne(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	hung := c.PrimaryOf(t, decidetest.Keys(prefix, subjects[0]).State)
+	hung.Pause()
+	defer hung.Resume()
+	var wg sync.WaitGroup
+	for range 2 { // two failed round trips open the breaker
+		wg.Go(func() {
+			took, err := decideOne(subjects[0])
+			var ne *NodeError
+			if !errors.As(err, &ne) || ne.Addr != hung.Addr || !ne.Partial {
+				t.Errorf("call on the hung primary: %v (took %v), want a partial NodeError of %s", err, took, hung.Addr)
+			}
+		})
+	}
+	for _, s := range subjects[1:] { // meanwhile the others answer
+		if took, err := decideOne(s); err != nil || took >= timeout {
+			t.Errorf("call on a healthy primary while another hangs: %v after %v", err, took)
+		}
+	}
+	wg.Wait()
+	took, err := decideOne(subjects[0])
+	if !errors.Is(err, ErrNodeDown) || took >= timeout/2 {
+		t.Fatalf("breaker open: got %v after %v, want ErrNodeDown at once", err, took)
+	}
+	if ClassifyError(err) != "connection" {
+		t.Errorf("ClassifyError(%v) = %q, want connection", err, ClassifyError(err))
+	}
+	for _, s := range subjects[1:] { // the breaker is the hung node's alone
+		if _, err := decideOne(s); err != nil {
+			t.Errorf("call on a healthy primary while another's breaker is open: %v", err)
+		}
+	}
+
+	hung.Resume()
+	time.Sleep(retry)
+	if _, err := decideOne(subjects[0]); err != nil {
+		t.Fatalf("probe after the node answers again: %v", err)
+	}
+}
+
+// A killed primary's calls fail until its replica is promoted, then
+// succeed again through the same client, which learns the new slot map
+// without waiting for its periodic reload.
+func TestCoalescerFollowsFailover(t *testing.T) {
+	c := redistest.StartCluster(t, 3, 1)
+	client, err := Connect(ClientConfig{ClusterAddrs: c.Addrs(), Timeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	prefix := redistest.Prefix(t, c.Client(t))
+	subjects := subjectsOn(t, c, prefix)
+	co := NewCoalescer(New(client), CoalesceConfig{Timeout: 300 * time.Millisecond, NodeRetry: 200 * time.Millisecond})
+	defer co.Close()
+	call := fixedWindowCall(prefix, subjects[0], 1000)
+	if _, err := co.Decide(context.Background(), []decide.Call{call}); err != nil {
+		t.Fatal(err)
+	}
+	old := c.PrimaryOf(t, call.Keys.State)
+	old.Kill()
+	killed := time.Now()
+	var failures int
+	for {
+		r, err := co.Decide(context.Background(), []decide.Call{call})
+		if err == nil {
+			// The promoted replica holds the count written before the kill.
+			if r[0].Remaining != 998 {
+				t.Errorf("after the failover: remaining %d, want 998 (the replicated count, then this call)", r[0].Remaining)
+			}
+			break
+		}
+		failures++
+		if time.Since(killed) > 15*time.Second {
+			t.Fatalf("still failing 15s after the kill: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if failures == 0 {
+		t.Fatal("no call failed: the killed primary's slot cannot have been served during the failover")
+	}
+	t.Logf("calls on the killed primary's slot failed for %v (%d attempts), then succeeded on %s",
+		time.Since(killed).Round(time.Millisecond), failures, c.PrimaryOf(t, call.Keys.State).Addr)
+}

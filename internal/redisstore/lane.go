@@ -1,0 +1,176 @@
+package redisstore
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratewarden/ratewarden/internal/decide"
+)
+
+// lane is the queue, pipeline workers and breaker of one Redis node.
+type lane struct {
+	c     *Coalescer
+	addr  string // "" on a single server
+	queue chan part
+	alone []*lane // itself: the route of calls it decides alone
+
+	failures  atomic.Int64 // consecutive failed round trips
+	openUntil atomic.Int64 // unix ns until which calls fail at once; 0: closed
+}
+
+// startLane starts the workers of the lane of the node at addr.
+func (c *Coalescer) startLane(addr string) *lane {
+	l := &lane{c: c, addr: addr, queue: make(chan part, c.cfg.Limit*c.cfg.Pipelines)}
+	l.alone = []*lane{l}
+	for range c.cfg.Pipelines {
+		c.workers.Go(l.work)
+	}
+	return l
+}
+
+func (l *lane) work() {
+	var (
+		batch   []part
+		calls   []decide.Call
+		results []decide.Result
+	)
+	for {
+		select {
+		case pt := <-l.queue:
+			batch = append(batch[:0], pt)
+		case <-l.c.quit:
+			return
+		}
+		batch = l.fill(batch)
+		calls = calls[:0]
+		for _, pt := range batch {
+			if pt.idx == nil {
+				calls = append(calls, pt.p.calls...)
+				continue
+			}
+			for _, i := range pt.idx {
+				calls = append(calls, pt.p.calls[i])
+			}
+		}
+		results = append(results[:0], make([]decide.Result, len(calls))...)
+		errs := l.roundTrip(calls, results)
+		off := 0
+		for _, pt := range batch {
+			n, p := pt.size(), pt.p
+			if pt.idx == nil {
+				copy(p.results, results[off:off+n])
+			} else {
+				for j, i := range pt.idx {
+					p.results[i] = results[off+j]
+				}
+			}
+			for j := off; errs != nil && j < off+n; j++ { // errs is nil when all succeeded
+				if errs[j] != nil {
+					p.fail(errs[j])
+					break
+				}
+			}
+			off += n
+			p.finish()
+		}
+		clear(calls) // drop references to the callers' keys
+	}
+}
+
+// roundTrip decides calls in one pipeline to the node, unless its breaker
+// is open, and feeds the breaker. Errors of a failing node of a cluster are
+// *NodeError.
+func (l *lane) roundTrip(calls []decide.Call, results []decide.Result) []error {
+	cfg := &l.c.cfg
+	if l.isOpen() {
+		if l.c.cluster != nil {
+			// No command reaches a node known down, so nothing else tells
+			// the client when its replica has been promoted.
+			l.c.cluster.ReloadState(context.Background())
+		}
+		errs := make([]error, len(calls))
+		for i := range calls {
+			errs[i] = l.nodeError(callError(calls[i], ErrNodeDown))
+		}
+		return errs
+	}
+	if cfg.OnFlush != nil {
+		cfg.OnFlush(len(calls))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
+	errs := l.c.store.run(ctx, calls, results)
+	cancel()
+	failed := false
+	for i, err := range errs {
+		if err != nil && nodeFailure(err) {
+			failed = true
+			errs[i] = l.nodeError(err)
+		}
+	}
+	l.record(failed)
+	return errs
+}
+
+// nodeError wraps err of a cluster node; a single server's errors stay as
+// they are.
+func (l *lane) nodeError(err error) error {
+	if l.addr == "" {
+		return err
+	}
+	return &NodeError{Addr: l.addr, Partial: l.c.othersHealthy(l), Err: err}
+}
+
+// record feeds the breaker one round trip: NodeFailures failed in a row
+// open it for NodeRetry; the round trip after that is the probe, and a
+// success closes it.
+func (l *lane) record(failed bool) {
+	if !failed {
+		if l.failures.Load() != 0 || l.openUntil.Load() != 0 { // no write when healthy
+			l.failures.Store(0)
+			l.openUntil.Store(0)
+		}
+		return
+	}
+	if l.failures.Add(1) >= int64(l.c.cfg.NodeFailures) {
+		l.openUntil.Store(time.Now().Add(l.c.cfg.NodeRetry).UnixNano())
+	}
+}
+
+// isOpen reports whether the node's calls fail without a round trip.
+func (l *lane) isOpen() bool {
+	until := l.openUntil.Load()
+	return until != 0 && time.Now().UnixNano() < until
+}
+
+// fill adds the parts already waiting, and with a window those arriving
+// within it, up to the limit of calls.
+func (l *lane) fill(batch []part) []part {
+	n := batch[0].size()
+	var timeout <-chan time.Time
+	if l.c.cfg.Window > 0 {
+		t := time.NewTimer(l.c.cfg.Window)
+		defer t.Stop()
+		timeout = t.C
+	}
+	for n < l.c.cfg.Limit {
+		select {
+		case pt := <-l.queue:
+			batch = append(batch, pt)
+			n += pt.size()
+			continue
+		default:
+		}
+		if timeout == nil {
+			return batch
+		}
+		select {
+		case pt := <-l.queue:
+			batch = append(batch, pt)
+			n += pt.size()
+		case <-timeout:
+			return batch
+		}
+	}
+	return batch
+}
