@@ -8,6 +8,7 @@ package limiter
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,6 +25,16 @@ import (
 // It must bound its own time: the context it gets carries no deadline.
 type Counter interface {
 	Decide(ctx context.Context, calls []decide.Call) ([]decide.Result, error)
+}
+
+// partialFailure is implemented by Counter errors that may concern part of
+// Redis only, such as one Redis Cluster node failing while the others
+// answer; PartialFailure reports whether that is the case.
+type partialFailure interface{ PartialFailure() bool }
+
+func isPartial(err error) bool {
+	var p partialFailure
+	return errors.As(err, &p) && p.PartialFailure()
 }
 
 // Publisher hands an encoded event to the event bus. It must never block;
@@ -214,7 +225,9 @@ func (s *Service) decide(ctx context.Context, d *Decision, now time.Time) {
 	results, err := s.counter.Decide(context.WithoutCancel(ctx), d.calls)
 	if err != nil {
 		s.metrics.redisErrors.WithLabelValues(s.cfg.ClassifyError(err)).Inc()
-		if s.breaker.failure() {
+		// One cluster node down while the others answer: this request falls
+		// back, the keys of the other nodes stay exact in redis mode.
+		if !isPartial(err) && s.breaker.failure() {
 			s.log.Warn("redis decisions keep failing, breaker open", zap.Error(err))
 			s.breakerOpened()
 		}

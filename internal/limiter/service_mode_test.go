@@ -3,6 +3,7 @@ package limiter
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +25,7 @@ var errDown = errors.New("redis down")
 type fakeCounter struct {
 	mu    sync.Mutex
 	down  bool
+	err   error // the error while down; nil: errDown
 	calls int
 }
 
@@ -32,6 +34,9 @@ func (c *fakeCounter) Decide(_ context.Context, calls []decide.Call) ([]decide.R
 	defer c.mu.Unlock()
 	c.calls++
 	if c.down {
+		if c.err != nil {
+			return nil, c.err
+		}
 		return nil, errDown
 	}
 	out := make([]decide.Result, len(calls))
@@ -214,6 +219,46 @@ func TestBreakerOpensAndHealthClosesIt(t *testing.T) {
 		f.check("/local", "192.0.2.1")
 	}
 	f.requireMode(t, ModeRedis)
+}
+
+// nodeDown is the error of a Redis Cluster node failing; partial while
+// other nodes answer.
+type nodeDown struct{ partial bool }
+
+func (e nodeDown) Error() string        { return "redis node 127.0.0.1:7000: connection refused" }
+func (e nodeDown) PartialFailure() bool { return e.partial }
+
+// One cluster node failing falls back the requests it serves, but leaves the
+// mode in redis for the others; the whole cluster failing opens the breaker.
+func TestPartialFailureKeepsRedisMode(t *testing.T) {
+	f := newModeFixture(t, false)
+	f.counter.mu.Lock()
+	f.counter.down, f.counter.err = true, fmt.Errorf("decide: %w", nodeDown{partial: true})
+	f.counter.mu.Unlock()
+	before, allowed := f.counter.trips(), 0
+	for i := range 20 {
+		d := f.check("/local", "192.0.2.1")
+		if d.Mode != ModeLocal {
+			t.Fatalf("request %d on the failing node: mode %s, want local", i, d.Mode)
+		}
+		if d.Allowed {
+			allowed++
+		}
+	}
+	if allowed != 10 { // the rule's limit, one live instance
+		t.Fatalf("%d of 20 allowed in local mode, want the local limit 10", allowed)
+	}
+	f.requireMode(t, ModeRedis)
+	if got := f.counter.trips() - before; got != 20 {
+		t.Fatalf("%d round trips for 20 requests, want 20: the breaker must stay closed", got)
+	}
+	f.counter.mu.Lock()
+	f.counter.err = nodeDown{partial: false}
+	f.counter.mu.Unlock()
+	for range 5 {
+		f.check("/local", "192.0.2.1")
+	}
+	f.requireMode(t, ModeLocal)
 }
 
 func TestFailedHealthChecksGoLocalThenPermissive(t *testing.T) {
