@@ -39,24 +39,10 @@ func TestBenchDecisionPath(t *testing.T) {
 	limit := envInt(t, "REDIS_PIPELINE_LIMIT", 64)
 	rdb := redistest.Client(t)
 	redisPID := redisProcess(t, rdb)
-	limits := map[string]string{
-		"fixed_window":           "[{requests: 1000, per: 1s}]",
-		"sliding_window":         "[{requests: 1000, per: 1s}]",
-		"sliding_window_counter": "[{requests: 1000, per: 1s}]",
-		"token_bucket":           "[{rate: 1000, per: 1s, burst: 1000}]",
-	}
 	for _, alg := range strings.Fields(envString("BENCH_ALGORITHMS", "fixed_window sliding_window sliding_window_counter token_bucket")) {
 		t.Run(alg, func(t *testing.T) {
 			prefix := redistest.Prefix(t, rdb)
-			file, err := rules.Parse([]byte("rules:\n  - id: bench\n    match: {endpoints: [\"/api/**\"]}\n    key: [ip]\n    algorithm: " +
-				alg + "\n    limits: " + limits[alg] + "\n"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			set, err := rules.Compile(file, rules.Options{KeyPrefix: prefix})
-			if err != nil {
-				t.Fatal(err)
-			}
+			set := benchRules(t, alg, prefix)
 			var calls, trips atomic.Int64
 			coalescer := redisstore.NewCoalescer(redisstore.New(rdb), redisstore.CoalesceConfig{Pipelines: pipelines, Limit: limit,
 				OnFlush: func(n int) { calls.Add(int64(n)); trips.Add(1) }})
@@ -65,44 +51,12 @@ func TestBenchDecisionPath(t *testing.T) {
 			defer closePub()
 			svc := limiter.New(limiter.Config{Instance: "bench", OverLimitCacheSize: 100_000}, set, coalescer, pub, zap.NewNop(), prometheus.NewRegistry())
 
-			run := func(d time.Duration) int64 {
-				var n atomic.Int64
-				stop := make(chan struct{})
-				var wg sync.WaitGroup
-				for w := range workers {
-					wg.Go(func() {
-						var dec limiter.Decision
-						var count int64
-						for i := w; ; i += workers {
-							select {
-							case <-stop:
-								n.Add(count)
-								return
-							default:
-							}
-							k := i % 10_000
-							req := rules.Request{IP: "10.0." + strconv.Itoa(k/256) + "." + strconv.Itoa(k%256), Endpoint: "/api/books/17", Method: "GET", Cost: 1}
-							svc.Check(context.Background(), &req, &dec)
-							if dec.Reason != "ok" && dec.Reason != "rate_limited" {
-								t.Errorf("decision %s (mode %s)", dec.Reason, dec.Mode)
-								n.Add(count)
-								return
-							}
-							count++
-						}
-					})
-				}
-				time.Sleep(d)
-				close(stop)
-				wg.Wait()
-				return n.Load()
-			}
-			run(time.Second) // warm-up: connections, scripts, keys
+			checkLoop(t, svc, workers, time.Second) // warm-up: connections, scripts, keys
 			calls.Store(0)
 			trips.Store(0)
 			selfBefore, redisBefore := cpuTime(t, "self"), cpuTime(t, redisPID)
 			start := time.Now()
-			n := run(duration)
+			n := checkLoop(t, svc, workers, duration)
 			elapsed := time.Since(start)
 			self, redisCPU := cpuTime(t, "self")-selfBefore, cpuTime(t, redisPID)-redisBefore
 			redisPer := "n/a"
@@ -113,6 +67,63 @@ func TestBenchDecisionPath(t *testing.T) {
 				alg, float64(n)/elapsed.Seconds(), self.Seconds()*1e6/float64(n), redisPer, float64(calls.Load())/float64(max(trips.Load(), 1)), workers, pipelines)
 		})
 	}
+}
+
+// benchRules is one rule of algorithm alg limiting /api/** per client IP,
+// at 1000 a second: the 10 000 IPs of checkLoop are rarely limited.
+func benchRules(t *testing.T, alg, prefix string) *rules.Set {
+	limits := map[string]string{
+		"fixed_window":           "[{requests: 1000, per: 1s}]",
+		"sliding_window":         "[{requests: 1000, per: 1s}]",
+		"sliding_window_counter": "[{requests: 1000, per: 1s}]",
+		"token_bucket":           "[{rate: 1000, per: 1s, burst: 1000}]",
+	}
+	file, err := rules.Parse([]byte("rules:\n  - id: bench\n    match: {endpoints: [\"/api/**\"]}\n    key: [ip]\n    algorithm: " +
+		alg + "\n    limits: " + limits[alg] + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := rules.Compile(file, rules.Options{KeyPrefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
+}
+
+// checkLoop runs Service.Check from workers goroutines for d, each request
+// from one of 10 000 client IPs, and returns the decisions made. A decision
+// other than ok or rate_limited (Redis failing) fails the test.
+func checkLoop(t *testing.T, svc *limiter.Service, workers int, d time.Duration) int64 {
+	var n atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			var dec limiter.Decision
+			var count int64
+			for i := w; ; i += workers {
+				select {
+				case <-stop:
+					n.Add(count)
+					return
+				default:
+				}
+				k := i % 10_000
+				req := rules.Request{IP: "10.0." + strconv.Itoa(k/256) + "." + strconv.Itoa(k%256), Endpoint: "/api/books/17", Method: "GET", Cost: 1}
+				svc.Check(context.Background(), &req, &dec)
+				if dec.Reason != "ok" && dec.Reason != "rate_limited" {
+					t.Errorf("decision %s (mode %s)", dec.Reason, dec.Mode)
+					n.Add(count)
+					return
+				}
+				count++
+			}
+		})
+	}
+	time.Sleep(d)
+	close(stop)
+	wg.Wait()
+	return n.Load()
 }
 
 // publisher returns the real producer to BENCH_KAFKA_BROKERS, or one that

@@ -37,7 +37,8 @@ type Node struct {
 }
 
 // StartCluster starts primaries×(1+replicas) redis-server processes with
-// cluster mode on and joins them with `redis-cli --cluster create`, then
+// cluster mode on and joins them with `redis-cli --cluster create` (or, for
+// a single primary without replicas, gives it every slot), then
 // waits until every node reports cluster_state:ok. Queries on the slots of
 // surviving primaries keep working while one is down
 // (cluster-require-full-coverage no), as in a limiter deployment.
@@ -52,13 +53,24 @@ func StartCluster(tb testing.TB, primaries, replicas int) *Cluster {
 	for range primaries * (1 + replicas) {
 		c.Nodes = append(c.Nodes, startNode(tb))
 	}
-	args := []string{"--cluster", "create"}
-	args = append(args, c.Addrs()...)
-	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if out, err := exec.CommandContext(ctx, "redis-cli", args...).CombinedOutput(); err != nil {
-		tb.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+	switch {
+	case primaries >= 3:
+		args := []string{"--cluster", "create"}
+		args = append(args, c.Addrs()...)
+		args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
+		if out, err := exec.CommandContext(ctx, "redis-cli", args...).CombinedOutput(); err != nil {
+			tb.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+		}
+	case primaries == 1 && replicas == 0:
+		// redis-cli creates clusters of three primaries or more; one node
+		// takes every slot itself.
+		if err := c.Nodes[0].client.ClusterAddSlotsRange(ctx, 0, 16383).Err(); err != nil {
+			tb.Fatalf("cluster addslotsrange: %v", err)
+		}
+	default:
+		tb.Fatalf("StartCluster: %d primaries with %d replicas each: want 3 or more primaries, or one alone", primaries, replicas)
 	}
 	c.WaitHealthy(tb, 30*time.Second)
 	return c
@@ -74,7 +86,7 @@ func startNode(tb testing.TB) *Node {
 	n.cmd = exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 		"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(n.dir, "nodes.conf"),
 		"--cluster-node-timeout", strconv.FormatInt(NodeTimeout.Milliseconds(), 10),
-		"--cluster-require-full-coverage", "no",
+		"--cluster-require-full-coverage", "no", "--cluster-announce-ip", "127.0.0.1",
 		"--dir", n.dir, "--save", "", "--appendonly", "no", "--repl-diskless-sync-delay", "0",
 		"--logfile", filepath.Join(n.dir, "redis.log"))
 	if err := n.cmd.Start(); err != nil {
@@ -268,6 +280,9 @@ func (n *Node) Role() string {
 	}
 	return ""
 }
+
+// PID is the redis-server's process id.
+func (n *Node) PID() int { return n.cmd.Process.Pid }
 
 // Alive reports whether the process still runs.
 func (n *Node) Alive() bool {
