@@ -195,3 +195,54 @@ func TestClusterExactAcrossLimiters(t *testing.T) {
 	}
 	t.Logf("%d checks, %d keys; keys per primary %v", len(all), len(targets(ips)), perPrimary)
 }
+
+// On a cluster, what the limiters share outside the decision scripts still
+// reaches all of them: heartbeats (each counts three live instances), a ban
+// made through one limiter's admin API (pub/sub on the blacklist's slot)
+// and a rule changed through another's (the rule-change announcement; the
+// poll is an hour here, so only the announcement can deliver it in time).
+func TestClusterBansRulesAndHeartbeats(t *testing.T) {
+	s := startClusterSystem(t, 3, 20, "DYNAMIC_RULES", "true", "RULES_POLL_INTERVAL", "1h", "REDIS_HEALTH_INTERVAL", "200ms")
+	lims := s.limiters
+	waitFor(t, 5*time.Second, "every limiter to count 3 live instances", func() bool {
+		for _, l := range lims {
+			if l.metric(t, "rate_limit_live_instances") != 3 {
+				return false
+			}
+		}
+		return true
+	})
+
+	const banned = "203.0.113.9"
+	if code, body := admin(t, lims[0], http.MethodPost, "/v1/admin/bans", "s3cret",
+		`{"scope":"ip","subject":"`+banned+`","duration":"1h","reason":"cluster test"}`); code != http.StatusCreated {
+		t.Fatalf("ban: %d %s", code, body)
+	}
+	for _, l := range lims[1:] {
+		waitFor(t, time.Second, "the ban on "+l.addr, func() bool { return check(t, l, banned, "/fw").Reason == "banned" })
+	}
+
+	const fwAt2 = `{"id": "fw", "match": {"endpoints": ["/fw"]}, "key": ["ip"],
+		"algorithm": "fixed_window", "limits": [{"requests": 2, "per": "24h"}]}`
+	if code, body := admin(t, lims[1], http.MethodPut, "/v1/admin/rules/fw", "s3cret", fwAt2); code != http.StatusCreated {
+		t.Fatalf("PUT rule: %d %s", code, body)
+	}
+	for i, l := range lims {
+		waitFor(t, time.Second, "the lowered limit on "+l.addr, func() bool {
+			return check(t, l, fmt.Sprintf("203.0.113.%d", 100+i), "/fw").Limit == 2
+		})
+	}
+	allowed := 0
+	for _, l := range []*proc{lims[0], lims[1], lims[2], lims[0]} {
+		if check(t, l, "203.0.113.200", "/fw").Allowed {
+			allowed++
+		}
+	}
+	if allowed != 2 {
+		t.Fatalf("%d of 4 requests allowed across the limiters under the new limit of 2", allowed)
+	}
+	waitFor(t, 5*time.Second, "every instance to report the same rules", func() bool {
+		_, body := admin(t, lims[2], http.MethodGet, "/v1/admin/rules", "s3cret", "")
+		return strings.Count(body, `"in_sync":true`) == 3
+	})
+}
