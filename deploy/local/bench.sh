@@ -8,7 +8,9 @@
 #  3. p50/p99/p99.9 at a fixed rate of half the maximum measured in (2);
 #  4. the in-process decision path (no HTTP) and its ratio to the ceiling;
 #  5. limiter peak RSS over 1 M distinct keys, Redis memory per key;
-#  6. detector events/s, archiver rows/s, rule propagation.
+#  6. detector events/s, archiver rows/s, rule propagation;
+#  7. the in-process path against a Redis Cluster of one primary and of
+#     three (private redis-server processes, no replicas).
 # The table goes to stdout and to $OUT (docs/benchmark.md), which README
 # quotes. Needs redis-benchmark and redis-cli (Debian: redis-tools), Redis and
 # Postgres as for make test. Knobs: DURATION, CONNS, KEYS, ALGORITHMS,
@@ -180,6 +182,12 @@ stop_broker
 # 6. Detector, archiver and rule propagation, with real processes.
 go test -tags bench -run 'TestBench(Detector|Archiver|RulePropagation)' -count=1 -v ./internal/e2e >"$work/e2e.txt" 2>&1 || { cat "$work/e2e.txt" >&2; exit 1; }
 
+# 7. One primary against three: the in-process path on a Redis Cluster.
+start_broker
+BENCH_KAFKA_BROKERS=$BROKER_ADDR BENCH_DURATION=$DURATION \
+	go test -tags bench -run TestBenchClusterScaling -count=1 -v ./internal/limiter >"$work/cluster.txt" 2>&1 || { cat "$work/cluster.txt" >&2; exit 1; }
+stop_broker
+
 {
 	echo "# Benchmark"
 	echo
@@ -215,6 +223,10 @@ go test -tags bench -run 'TestBench(Detector|Archiver|RulePropagation)' -count=1
 	echo "Pipeline (go test -tags bench ./internal/e2e):"
 	echo
 	grep -E '^(detector:|ban latency|archiver:|rule propagation)' "$work/e2e.txt" | sed 's/^/- /'
+	echo
+	echo "Redis Cluster, one primary against three (go test -tags bench -run TestBenchClusterScaling ./internal/limiter; no replicas, events on):"
+	echo
+	grep -E '^cluster [0-9]+ primaries' "$work/cluster.txt" | sed 's/^/- /'
 } | tee "$OUT"
 echo
 echo "bench: table written to $OUT"
