@@ -99,6 +99,7 @@ func TestClusterPrimaryFailover(t *testing.T) {
 		}
 		return true
 	})
+	s.cluster.WaitReplicated(t, 10*time.Second) // replicas linked and acknowledging
 	tgs := targets(ips)
 	load := startFailoverLoad(s, tgs, 40*time.Millisecond)
 	defer load.stop()

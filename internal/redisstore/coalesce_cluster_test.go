@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,27 +13,10 @@ import (
 	"github.com/ratewarden/ratewarden/internal/redistest"
 )
 
-// subjectsOn returns one subject per primary of c (in c.Primaries order)
-// whose hash tag lands on it.
-func subjectsOn(t *testing.T, c *redistest.Cluster, prefix string) []string {
+// subjectsOn returns one subject per primary of e, in e.primaries order.
+func subjectsOn(t *testing.T, e *clusterEnv, prefix string) []string {
 	t.Helper()
-	primaries := c.Primaries()
-	out := make([]string, len(primaries))
-	found := 0
-	for i := 0; found < len(primaries); i++ {
-		if i > 10000 {
-			t.Fatal("no subject found for every primary")
-		}
-		subject := fmt.Sprintf("s%d", i)
-		p := c.PrimaryOf(t, decidetest.Keys(prefix, subject).State)
-		for j, q := range primaries {
-			if p == q && out[j] == "" {
-				out[j] = subject
-				found++
-			}
-		}
-	}
-	return out
+	return e.spread(t, len(e.primaries), func(s string) string { return decidetest.Keys(prefix, s).State })
 }
 
 func fixedWindowCall(prefix, subject string, limit int64) decide.Call {
@@ -46,10 +28,10 @@ func fixedWindowCall(prefix, subject string, limit int64) decide.Call {
 // on three primaries is split and answered in order, and concurrent callers
 // are admitted exactly up to the limit on every node.
 func TestCoalescerLanePerPrimary(t *testing.T) {
-	c := redistest.StartCluster(t, 3, 0)
-	client := c.Client(t)
+	e := startClusterEnv(t, 0)
+	c, client := e.cluster, e.client
 	prefix := redistest.Prefix(t, client)
-	subjects := subjectsOn(t, c, prefix)
+	subjects := subjectsOn(t, e, prefix)
 	co := NewCoalescer(New(client), CoalesceConfig{})
 	defer co.Close()
 
@@ -106,10 +88,10 @@ func TestCoalescerLanePerPrimary(t *testing.T) {
 // a partial *NodeError, first after the round-trip timeout, then at once
 // while its breaker is open; once it answers again, a probe closes it.
 func TestCoalescerIsolatesHungPrimary(t *testing.T) {
-	c := redistest.StartCluster(t, 3, 0)
-	client := c.Client(t)
+	e := startClusterEnv(t, 0)
+	c, client := e.cluster, e.client
 	prefix := redistest.Prefix(t, client)
-	subjects := subjectsOn(t, c, prefix)
+	subjects := subjectsOn(t, e, prefix)
 	const timeout, retry = 300 * time.Millisecond, 500 * time.Millisecond
 	co := NewCoalescer(New(client), CoalesceConfig{Timeout: timeout, NodeFailures: 2, NodeRetry: retry})
 	defer co.Close()
@@ -167,20 +149,22 @@ func TestCoalescerIsolatesHungPrimary(t *testing.T) {
 // succeed again through the same client, which learns the new slot map
 // without waiting for its periodic reload.
 func TestCoalescerFollowsFailover(t *testing.T) {
-	c := redistest.StartCluster(t, 3, 1)
+	e := startClusterEnv(t, 1)
+	c := e.cluster
 	client, err := Connect(ClientConfig{ClusterAddrs: c.Addrs(), Timeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer client.Close()
 	prefix := redistest.Prefix(t, c.Client(t))
-	subjects := subjectsOn(t, c, prefix)
+	subjects := subjectsOn(t, e, prefix)
 	co := NewCoalescer(New(client), CoalesceConfig{Timeout: 300 * time.Millisecond, NodeRetry: 200 * time.Millisecond})
 	defer co.Close()
 	call := fixedWindowCall(prefix, subjects[0], 1000)
 	if _, err := co.Decide(context.Background(), []decide.Call{call}); err != nil {
 		t.Fatal(err)
 	}
+	c.WaitReplicated(t, 10*time.Second)
 	old := c.PrimaryOf(t, call.Keys.State)
 	old.Kill()
 	killed := time.Now()

@@ -47,7 +47,10 @@ func New(client redis.UniversalClient) *Store {
 }
 
 // Load caches every script on the server; on a cluster ClusterClient sends
-// SCRIPT LOAD to every node (primaries and replicas).
+// SCRIPT LOAD to every primary and to the replicas CLUSTER SLOTS lists
+// (Redis 7 omits those that have no replication offset yet, and does not
+// propagate SCRIPT LOAD), so a promoted replica may lack them: the EVAL
+// fallback covers it.
 func (s *Store) Load(ctx context.Context) error {
 	for _, sc := range s.scripts {
 		sha, err := s.client.ScriptLoad(ctx, sc.src).Result()

@@ -27,6 +27,14 @@ func subscribe(ctx context.Context, client redis.UniversalClient, channel string
 		if err == nil {
 			continue
 		}
+		// A cluster client dials the subscription's node from its slot map,
+		// refreshed on MOVED replies, on a timer and (Connect's hook) when a
+		// command fails, none of which a subscription sees: without this, a
+		// client that only subscribes would keep dialing a dead primary
+		// until the timer, long after its replica took over.
+		if cc, ok := client.(*redis.ClusterClient); ok {
+			cc.ReloadState(ctx)
+		}
 		select { // the server is down or unreachable: retry, not in a loop
 		case <-ctx.Done():
 			return nil

@@ -244,6 +244,9 @@ func (c *Cluster) unhealthy() string {
 		if !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, "cluster_slots_ok:16384") {
 			return n.Addr + " reports " + strings.ReplaceAll(strings.TrimSpace(firstLines(info, 3)), "\r\n", ", ")
 		}
+		if role, link := n.replication("role"), n.replication("master_link_status"); role == "slave" && link != "up" {
+			return n.Addr + " is a replica whose link to its primary is " + link
+		}
 		slots, err := cl.ClusterSlots(ctx).Result()
 		if err != nil {
 			return n.Addr + ": " + err.Error()
@@ -268,17 +271,64 @@ func (n *Node) Client() *redis.Client { return n.client }
 
 // Role is the node's replication role ("master" or "slave"), or "" when it
 // does not answer.
-func (n *Node) Role() string {
+func (n *Node) Role() string { return n.replication("role") }
+
+// replication returns one field of the node's INFO replication, "" when it
+// does not answer or has no such field.
+func (n *Node) replication(field string) string {
 	s, err := n.Client().Info(context.Background(), "replication").Result()
 	if err != nil {
 		return ""
 	}
 	for line := range strings.SplitSeq(s, "\r\n") {
-		if v, ok := strings.CutPrefix(line, "role:"); ok {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			return v
 		}
 	}
 	return ""
+}
+
+// WaitReplicated waits until every replica of every live primary has
+// acknowledged all the primary's writes, so that a primary killed next
+// loses none. Replicas acknowledge once a second (REPLCONF ACK).
+func (c *Cluster) WaitReplicated(tb testing.TB, timeout time.Duration) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for _, p := range c.Primaries() {
+		for !p.replicated() {
+			if time.Now().After(deadline) {
+				tb.Fatalf("replicas of %s not in sync after %v", p.Addr, timeout)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+// replicated reports whether every replica of this primary acknowledged
+// its replication offset (INFO lines "slaveN:ip=...,offset=N,...").
+func (n *Node) replicated() bool {
+	s, err := n.Client().Info(context.Background(), "replication").Result()
+	if err != nil {
+		return false
+	}
+	var offset string
+	var acked []string
+	for line := range strings.SplitSeq(s, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "master_repl_offset:"); ok {
+			offset = v
+		}
+		if strings.HasPrefix(line, "slave") && strings.Contains(line, ",offset=") {
+			_, rest, _ := strings.Cut(line, ",offset=")
+			ack, _, _ := strings.Cut(rest, ",")
+			acked = append(acked, ack)
+		}
+	}
+	for _, a := range acked {
+		if a != offset {
+			return false
+		}
+	}
+	return offset != ""
 }
 
 // PID is the redis-server's process id.

@@ -22,6 +22,7 @@ func TestClusterFailover(t *testing.T) {
 	if err := client.Set(ctx, "{k}", "v", time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
+	c.WaitReplicated(t, 10*time.Second)
 	old := c.PrimaryOf(t, "{k}")
 	old.Kill()
 	start := time.Now()

@@ -1,0 +1,171 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/ratewarden/ratewarden/internal/detect"
+	"github.com/ratewarden/ratewarden/internal/detect/detecttest"
+	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/redistest"
+)
+
+// spreadOffenders returns n offenders of scope whose keys are served by
+// primary i mod 3, and checks that they cover every primary.
+func (e *clusterEnv) spreadOffenders(tb testing.TB, n int, scope string) []detect.Offender {
+	tb.Helper()
+	tagKey := func(s string) string { return offenderTag("", detect.Offender{Scope: scope, Subject: s}) + ":v" }
+	subjects := e.spread(tb, n, tagKey)
+	offenders := make([]detect.Offender, n)
+	keys := make([]string, n)
+	for i, s := range subjects {
+		offenders[i] = detect.Offender{Scope: scope, Subject: s}
+		keys[i] = tagKey(s)
+	}
+	e.requireSpread(tb, keys)
+	return offenders
+}
+
+// testClusterWindows: the shared scenario table, then random batches whose
+// sightings of six offenders on three primaries go in one pipeline, against
+// detect.MemoryWindows.
+func testClusterWindows(t *testing.T, e *clusterEnv) {
+	t.Run("shared scenarios", func(t *testing.T) {
+		detecttest.RunWindows(t, func(t *testing.T) detect.Windows {
+			return NewWindows(e.client, redistest.Prefix(t, e.client))
+		})
+	})
+
+	t.Run("differential across primaries", func(t *testing.T) {
+		prefix := redistest.Prefix(t, e.client)
+		offenders := append(e.spreadOffenders(t, 3, event.ScopeIP), e.spreadOffenders(t, 3, event.ScopeUser)...)
+		spec := detect.WindowSpec{
+			Violations: []time.Duration{2 * time.Second, 10 * time.Second},
+			Scan:       3 * time.Second, ScanCap: 5, MaxViolations: 8, Samples: 4, Grace: time.Second,
+			ScanThreshold: 4, ViolationThresholds: []int64{3, 6},
+		}
+		w, mem := NewWindows(e.client, prefix), detect.NewMemoryWindows()
+		rng := rand.New(rand.NewPCG(3, 9))
+		at := time.Duration(0)
+		var seen []detect.Sighting
+		for batch := range 40 {
+			var sightings []detect.Sighting
+			for range 1 + rng.IntN(30) {
+				if len(seen) > 0 && rng.IntN(8) == 0 { // redelivery
+					sightings = append(sightings, seen[rng.IntN(len(seen))])
+					continue
+				}
+				if rng.IntN(4) == 0 {
+					at -= time.Duration(rng.IntN(2000)) * time.Millisecond
+				} else {
+					at += time.Duration(rng.IntN(400)) * time.Millisecond
+				}
+				s := detect.Sighting{
+					Offender: offenders[rng.IntN(len(offenders))], EventID: fmt.Sprintf("e%d", len(seen)),
+					TS: detectT0.Add(at), Endpoint: fmt.Sprintf("/p/%d", rng.IntN(10)), Violation: rng.IntN(3) > 0,
+				}
+				seen = append(seen, s)
+				sightings = append(sightings, s)
+			}
+			got := record(t, w, spec, sightings...)
+			want, err := mem.Record(context.Background(), spec, sightings)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range got {
+				if !reflect.DeepEqual(got[i], want[i]) {
+					t.Fatalf("batch %d sighting %d %+v:\n redis %+v\nmemory %+v",
+						batch, i, sightings[i], summarize(got[i]), summarize(want[i]))
+				}
+			}
+		}
+		if n := requireClusterExpiry(t, e.client, prefix); n == 0 {
+			t.Errorf("no key written under %s", prefix)
+		}
+	})
+}
+
+// testClusterLedger: the shared scenario table (settling into a blacklist
+// on another slot), then random claims of offenders on three primaries
+// against detect.MemoryLedger, settled into the blacklist.
+func testClusterLedger(t *testing.T, e *clusterEnv) {
+	newLedger := func(t *testing.T) (*Ledger, *Blacklist, string) {
+		prefix := redistest.Prefix(t, e.client)
+		bl := NewBlacklist(e.client, prefix)
+		l := NewLedger(e.client, prefix, bl)
+		l.now = func() time.Time { return detectT0 }
+		bl.now = l.now
+		return l, bl, prefix
+	}
+
+	t.Run("shared scenarios", func(t *testing.T) {
+		detecttest.RunLedger(t, func(t *testing.T) detect.Ledger {
+			l, _, _ := newLedger(t)
+			return l
+		})
+	})
+
+	t.Run("differential across primaries", func(t *testing.T) {
+		l, bl, prefix := newLedger(t)
+		mem := detect.NewMemoryLedger()
+		offenders := e.spreadOffenders(t, 3, event.ScopeIP)
+		rng := rand.New(rand.NewPCG(5, 11))
+		esc := detect.Escalation{Factor: 3, Cap: 20 * time.Hour, Period: 12 * time.Hour}
+		at := time.Duration(0)
+		enforced := map[string]bool{}
+		for i := range 150 {
+			at += time.Duration(rng.IntN(40)) * time.Minute
+			action := event.ActionBan
+			if rng.IntN(3) == 0 {
+				action = event.ActionWarn
+			}
+			c := claimAt(action, offenders[rng.IntN(len(offenders))].Subject, []string{"scan", "violations_1h"}[rng.IntN(2)], at)
+			c.Escalation = esc
+			c.WarnFor = time.Duration(rng.IntN(30)) * time.Minute
+			c.Ban.DurationS = int64(1 + rng.IntN(7200))
+			got, want := claim(t, l, c), claim(t, mem, c)
+			if got.Publish != want.Publish || got.Ban.BanID != want.Ban.BanID || got.Ban.DurationS != want.Ban.DurationS ||
+				!got.Ban.ExpiresAt.Equal(want.Ban.ExpiresAt) || !got.Ban.TS.Equal(want.Ban.TS) {
+				t.Fatalf("claim %d %+v:\n redis %+v\nmemory %+v", i, c.Ban, got, want)
+			}
+			if !got.Publish || rng.IntN(4) == 0 {
+				continue
+			}
+			// The wall clock follows event time, so Settle enforces the
+			// ban (on the blacklist's slot) and its record is settled (on
+			// the offender's).
+			now := c.Ban.TS
+			l.now, bl.now = func() time.Time { return now }, func() time.Time { return now }
+			settle(t, l, got.Ban, true)
+			settle(t, mem, want.Ban, true)
+			if again := claim(t, l, c); again.Publish != claim(t, mem, c).Publish {
+				t.Fatalf("claim %d again after settling: publish %v, memory differs", i, again.Publish)
+			}
+			if got.Ban.Action != event.ActionBan || !got.Ban.ExpiresAt.After(now) {
+				continue
+			}
+			enforced[got.Ban.Subject] = true
+			active, err := bl.Active(context.Background(), now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := false
+			for _, b := range active {
+				if b.Subject == got.Ban.Subject {
+					found = b.BanID == got.Ban.BanID && b.ExpiresAt.Equal(got.Ban.ExpiresAt)
+				}
+			}
+			if !found {
+				t.Errorf("claim %d: blacklist %+v lacks the ban just enforced %+v", i, active, got.Ban)
+			}
+		}
+		if len(enforced) != len(offenders) {
+			t.Errorf("%d of %d offenders had a ban enforced: change the seed", len(enforced), len(offenders))
+		}
+		requireClusterExpiry(t, e.client, prefix)
+	})
+}
