@@ -3,6 +3,7 @@ package kafkatest_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"runtime"
 	"strings"
 	"sync"
@@ -89,5 +90,102 @@ func TestReadMessagesTimesOutWithCount(t *testing.T) {
 	}
 	if !strings.Contains(ftb.msg, "2 of 5 messages arrived") {
 		t.Fatalf("failure message %q", ftb.msg)
+	}
+}
+
+// A broker of 12 partitions keeps them across a restart, and a consumer
+// group's assignment and committed offsets can be read back.
+func TestStartBrokerPartitionsAndGroupState(t *testing.T) {
+	b := kafkatest.StartBrokerPartitions(t, 12, "a")
+	if got := len(kafkatest.Partitions(t, b.Brokers(), "a")); got != 12 {
+		t.Fatalf("a has %d partitions, want 12", got)
+	}
+	write(t, b.Brokers(), "a", 100)
+	ends := kafkatest.EndOffsets(t, b.Brokers(), "a")
+	var total int64
+	for _, end := range ends {
+		total += end
+	}
+	if len(ends) != 12 || total != 100 {
+		t.Fatalf("end offsets %v: %d partitions, %d messages; want 12, 100", ends, len(ends), total)
+	}
+	if got := kafkatest.CommittedOffsets(t, b.Brokers(), "g", "a"); len(got) != 12 || got[0] != -1 {
+		t.Fatalf("committed offsets before any consumer: %v, want 12 × -1", got)
+	}
+	if state, members := kafkatest.GroupAssignment(t, b.Brokers(), "g", "a"); state != "Dead" || len(members) != 0 {
+		t.Fatalf("group before any consumer: %s %v, want Dead and no members", state, members)
+	}
+
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: b.Brokers(), GroupID: "g", Topic: "a", MaxWait: 100 * time.Millisecond,
+		StartOffset: kafka.FirstOffset, SessionTimeout: time.Second, HeartbeatInterval: 200 * time.Millisecond})
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for range 100 {
+		m, err := r.FetchMessage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.CommitMessages(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state, members := kafkatest.GroupAssignment(t, b.Brokers(), "g", "a")
+	if len(members) != 1 {
+		t.Fatalf("group %s with members %v, want one", state, members)
+	}
+	for _, parts := range members {
+		if state != "Stable" || len(parts) != 12 {
+			t.Fatalf("group %s, partitions %v; want Stable, all 12", state, parts)
+		}
+	}
+	if got := kafkatest.CommittedOffsets(t, b.Brokers(), "g", "a"); !maps.Equal(got, ends) {
+		t.Fatalf("committed offsets %v, want the end offsets %v", got, ends)
+	}
+	if _, members := kafkatest.GroupAssignment(t, b.Brokers(), "g", "other"); len(members) != 0 {
+		t.Fatalf("members on a topic nobody reads: %v", members)
+	}
+
+	b.Restart(t, "a")
+	if got := len(kafkatest.Partitions(t, b.Brokers(), "a")); got != 12 {
+		t.Fatalf("a has %d partitions after a restart, want 12", got)
+	}
+}
+
+// While FailCommits holds, the commits of the named group fail and those of
+// others succeed; once restored, the group commits again.
+func TestFailCommits(t *testing.T) {
+	b := kafkatest.StartBroker(t, "a")
+	write(t, b.Brokers(), "a", 10)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	first := func(group string) (*kafka.Reader, kafka.Message) {
+		r := kafka.NewReader(kafka.ReaderConfig{Brokers: b.Brokers(), GroupID: group, Topic: "a", MaxWait: 100 * time.Millisecond,
+			StartOffset: kafka.FirstOffset, SessionTimeout: time.Second, HeartbeatInterval: 200 * time.Millisecond})
+		t.Cleanup(func() { r.Close() })
+		m, err := r.FetchMessage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r, m
+	}
+	restore := b.FailCommits("held")
+	held, m := first("held")
+	if err := held.CommitMessages(ctx, m); err == nil {
+		t.Fatal("a commit of the held group succeeded")
+	}
+	if got := kafkatest.CommittedOffsets(t, b.Brokers(), "held", "a")[m.Partition]; got != -1 {
+		t.Fatalf("held group's committed offset %d after a refused commit, want -1", got)
+	}
+	free, fm := first("free")
+	if err := free.CommitMessages(ctx, fm); err != nil {
+		t.Fatalf("a commit of another group: %v", err)
+	}
+	restore()
+	if err := held.CommitMessages(ctx, m); err != nil {
+		t.Fatalf("a commit after restore: %v", err)
+	}
+	if got := kafkatest.CommittedOffsets(t, b.Brokers(), "held", "a")[m.Partition]; got != m.Offset+1 {
+		t.Fatalf("held group's committed offset %d after restore, want %d", got, m.Offset+1)
 	}
 }
