@@ -17,7 +17,9 @@ import (
 
 func write(t *testing.T, brokers []string, topic string, n int) {
 	t.Helper()
-	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: topic, Balancer: &kafka.Hash{}, BatchTimeout: time.Millisecond}
+	// RequireAll: kafka-go's default is not to wait for the broker at all.
+	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: topic, Balancer: &kafka.Hash{}, BatchTimeout: time.Millisecond,
+		RequiredAcks: kafka.RequireAll}
 	defer w.Close()
 	msgs := make([]kafka.Message, n)
 	for i := range msgs {
