@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratewarden/ratewarden/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -62,20 +63,6 @@ func (s *redisServer) client(t *testing.T) *redis.Client {
 	return c
 }
 
-// info returns one field of INFO section (empty when Redis does not answer).
-func info(c *redis.Client, section, field string) string {
-	s, err := c.Info(context.Background(), section).Result()
-	if err != nil {
-		return ""
-	}
-	for line := range strings.SplitSeq(s, "\r\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			return v
-		}
-	}
-	return ""
-}
-
 // countKeys counts the keys under prefix.
 func countKeys(c *redis.Client, prefix string) int {
 	keys, _, err := c.Scan(context.Background(), 0, prefix+"*", 10000).Result()
@@ -108,7 +95,7 @@ sentinel failover-timeout %[1]s 2000
 	rc := replica.client(t)
 	waitFor(t, 10*time.Second, "the replica to sync and the sentinel to know it", func() bool {
 		replicas, err := sc.Replicas(context.Background(), master).Result()
-		return err == nil && len(replicas) == 1 && info(rc, "replication", "master_link_status") == "up"
+		return err == nil && len(replicas) == 1 && redistest.Info(rc, "replication", "master_link_status") == "up"
 	})
 
 	prefix := "rwsentinel:" + fmt.Sprint(time.Now().UnixNano()) + ":"
@@ -146,7 +133,7 @@ sentinel failover-timeout %[1]s 2000
 	var promoted time.Time
 	waitFor(t, 15*time.Second, "the sentinel to promote the replica", func() bool {
 		addr, err := sc.GetMasterAddrByName(context.Background(), master).Result()
-		if err == nil && net.JoinHostPort(addr[0], addr[1]) == replica.addr && info(rc, "replication", "role") == "master" {
+		if err == nil && net.JoinHostPort(addr[0], addr[1]) == replica.addr && redistest.Info(rc, "replication", "role") == "master" {
 			promoted = time.Now()
 			return true
 		}

@@ -169,6 +169,6 @@ func testClusterBlacklist(t *testing.T, e *clusterEnv) {
 		if want := []string{"user|late"}; !reflect.DeepEqual(members, want) || !reflect.DeepEqual(fields, want) {
 			t.Errorf("set %q, details %q; want %q", members, fields, want)
 		}
-		requireClusterExpiry(t, e.client, prefix)
+		requireExpiry(t, e.client, prefix)
 	})
 }

@@ -140,24 +140,6 @@ func clusterKeys(tb testing.TB, client *redis.ClusterClient, prefix string) []st
 	return keys
 }
 
-// requireClusterExpiry fails when a key under prefix, on any primary, has
-// no TTL, and returns the number of keys.
-func requireClusterExpiry(tb testing.TB, client *redis.ClusterClient, prefix string) int {
-	tb.Helper()
-	ctx := context.Background()
-	keys := clusterKeys(tb, client, prefix)
-	for _, key := range keys {
-		ttl, err := client.PTTL(ctx, key).Result()
-		if err != nil {
-			tb.Fatalf("pttl %s: %v", key, err)
-		}
-		if ttl == -1 { // -2: expired meanwhile
-			tb.Errorf("key %s has no expiry", key)
-		}
-	}
-	return len(keys)
-}
-
 // eventually runs try (each run bounded by a second) until it succeeds,
 // and fails the test with the last error when deadline passes first.
 func eventually(t *testing.T, killed, deadline time.Time, try func(ctx context.Context) error) {

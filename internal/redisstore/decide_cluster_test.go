@@ -53,7 +53,7 @@ func testClusterDecide(t *testing.T, e *clusterEnv) {
 		}
 		written := clusterKeys(t, e.client, prefix)
 		e.requireSpread(t, written)
-		if n := requireClusterExpiry(t, e.client, prefix); n < len(scenarios) {
+		if n := requireExpiry(t, e.client, prefix); n < len(scenarios) {
 			t.Errorf("%d keys written for %d scenarios", n, len(scenarios))
 		}
 	})

@@ -2,9 +2,7 @@ package redisstore
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
-	"reflect"
 	"testing"
 	"time"
 
@@ -48,42 +46,8 @@ func testClusterWindows(t *testing.T, e *clusterEnv) {
 			Scan:       3 * time.Second, ScanCap: 5, MaxViolations: 8, Samples: 4, Grace: time.Second,
 			ScanThreshold: 4, ViolationThresholds: []int64{3, 6},
 		}
-		w, mem := NewWindows(e.client, prefix), detect.NewMemoryWindows()
-		rng := rand.New(rand.NewPCG(3, 9))
-		at := time.Duration(0)
-		var seen []detect.Sighting
-		for batch := range 40 {
-			var sightings []detect.Sighting
-			for range 1 + rng.IntN(30) {
-				if len(seen) > 0 && rng.IntN(8) == 0 { // redelivery
-					sightings = append(sightings, seen[rng.IntN(len(seen))])
-					continue
-				}
-				if rng.IntN(4) == 0 {
-					at -= time.Duration(rng.IntN(2000)) * time.Millisecond
-				} else {
-					at += time.Duration(rng.IntN(400)) * time.Millisecond
-				}
-				s := detect.Sighting{
-					Offender: offenders[rng.IntN(len(offenders))], EventID: fmt.Sprintf("e%d", len(seen)),
-					TS: detectT0.Add(at), Endpoint: fmt.Sprintf("/p/%d", rng.IntN(10)), Violation: rng.IntN(3) > 0,
-				}
-				seen = append(seen, s)
-				sightings = append(sightings, s)
-			}
-			got := record(t, w, spec, sightings...)
-			want, err := mem.Record(context.Background(), spec, sightings)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := range got {
-				if !reflect.DeepEqual(got[i], want[i]) {
-					t.Fatalf("batch %d sighting %d %+v:\n redis %+v\nmemory %+v",
-						batch, i, sightings[i], summarize(got[i]), summarize(want[i]))
-				}
-			}
-		}
-		if n := requireClusterExpiry(t, e.client, prefix); n == 0 {
+		windowsDifferential(t, NewWindows(e.client, prefix), spec, offenders, rand.New(rand.NewPCG(3, 9)), 40, 30)
+		if n := requireExpiry(t, e.client, prefix); n == 0 {
 			t.Errorf("no key written under %s", prefix)
 		}
 	})
@@ -166,6 +130,6 @@ func testClusterLedger(t *testing.T, e *clusterEnv) {
 		if len(enforced) != len(offenders) {
 			t.Errorf("%d of %d offenders had a ban enforced: change the seed", len(enforced), len(offenders))
 		}
-		requireClusterExpiry(t, e.client, prefix)
+		requireExpiry(t, e.client, prefix)
 	})
 }

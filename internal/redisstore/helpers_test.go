@@ -53,11 +53,21 @@ func scanKeys(tb testing.TB, ctx context.Context, client *redis.Client, prefix s
 	return keys
 }
 
-// requireExpiry fails when a key under prefix has no TTL.
-func requireExpiry(tb testing.TB, client *redis.Client, prefix string) int {
+// requireExpiry fails when a key under prefix has no TTL, on a single
+// server or on every primary of a cluster, and returns how many keys there
+// are.
+func requireExpiry(tb testing.TB, client redis.UniversalClient, prefix string) int {
 	tb.Helper()
 	ctx := context.Background()
-	keys := scanKeys(tb, ctx, client, prefix)
+	var keys []string
+	switch c := client.(type) {
+	case *redis.ClusterClient:
+		keys = clusterKeys(tb, c, prefix)
+	case *redis.Client:
+		keys = scanKeys(tb, ctx, c, prefix)
+	default:
+		tb.Fatalf("requireExpiry: client %T", client)
+	}
 	for _, key := range keys {
 		ttl, err := client.PTTL(ctx, key).Result()
 		if err != nil {

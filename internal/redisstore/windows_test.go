@@ -366,45 +366,53 @@ func TestWindowsDifferential(t *testing.T) {
 		}
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			w, _, _ := newTestWindows(t)
-			mem := detect.NewMemoryWindows()
-			rng := rand.New(rand.NewPCG(seed, 7))
-			at := time.Duration(0)
-			var seen []detect.Sighting
-			for batch := range 60 {
-				var sightings []detect.Sighting
-				for range 1 + rng.IntN(20) {
-					if len(seen) > 0 && rng.IntN(8) == 0 { // redelivery
-						sightings = append(sightings, seen[rng.IntN(len(seen))])
-						continue
-					}
-					switch r := rng.IntN(20); {
-					case r == 0:
-						at += 15 * time.Second
-					case r < 3:
-						at -= time.Duration(rng.IntN(3000)) * time.Millisecond
-					case r < 6: // same ms: ties
-					default:
-						at += time.Duration(rng.IntN(400)) * time.Millisecond
-					}
-					s := detect.Sighting{
-						Offender: offenders[rng.IntN(len(offenders))], EventID: fmt.Sprintf("e%d", len(seen)),
-						TS: detectT0.Add(at), Endpoint: fmt.Sprintf("/p/%d", rng.IntN(10)), Violation: rng.IntN(3) > 0,
-					}
-					seen = append(seen, s)
-					sightings = append(sightings, s)
-				}
-				got := record(t, w, spec, sightings...)
-				want, err := mem.Record(context.Background(), spec, sightings)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for i := range got {
-					if !reflect.DeepEqual(got[i], want[i]) {
-						t.Fatalf("batch %d sighting %d %+v:\n redis %+v\nmemory %+v",
-							batch, i, sightings[i], summarize(got[i]), summarize(want[i]))
-					}
-				}
-			}
+			windowsDifferential(t, w, spec, offenders, rand.New(rand.NewPCG(seed, 7)), 60, 20)
 		})
+	}
+}
+
+// windowsDifferential records batches random sightings of offenders (1 to
+// maxBatch each: out of order, late, redelivered, tied, jumping past every
+// window) on w and on detect.MemoryWindows, the reference, and requires the
+// same tallies.
+func windowsDifferential(t *testing.T, w *Windows, spec detect.WindowSpec, offenders []detect.Offender, rng *rand.Rand, batches, maxBatch int) {
+	t.Helper()
+	mem := detect.NewMemoryWindows()
+	at := time.Duration(0)
+	var seen []detect.Sighting
+	for batch := range batches {
+		var sightings []detect.Sighting
+		for range 1 + rng.IntN(maxBatch) {
+			if len(seen) > 0 && rng.IntN(8) == 0 { // redelivery
+				sightings = append(sightings, seen[rng.IntN(len(seen))])
+				continue
+			}
+			switch r := rng.IntN(20); {
+			case r == 0:
+				at += 15 * time.Second
+			case r < 3:
+				at -= time.Duration(rng.IntN(3000)) * time.Millisecond
+			case r < 6: // same ms: ties
+			default:
+				at += time.Duration(rng.IntN(400)) * time.Millisecond
+			}
+			s := detect.Sighting{
+				Offender: offenders[rng.IntN(len(offenders))], EventID: fmt.Sprintf("e%d", len(seen)),
+				TS: detectT0.Add(at), Endpoint: fmt.Sprintf("/p/%d", rng.IntN(10)), Violation: rng.IntN(3) > 0,
+			}
+			seen = append(seen, s)
+			sightings = append(sightings, s)
+		}
+		got := record(t, w, spec, sightings...)
+		want, err := mem.Record(context.Background(), spec, sightings)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range got {
+			if !reflect.DeepEqual(got[i], want[i]) {
+				t.Fatalf("batch %d sighting %d %+v:\n redis %+v\nmemory %+v",
+					batch, i, sightings[i], summarize(got[i]), summarize(want[i]))
+			}
+		}
 	}
 }

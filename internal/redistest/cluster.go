@@ -273,10 +273,13 @@ func (n *Node) Client() *redis.Client { return n.client }
 // does not answer.
 func (n *Node) Role() string { return n.replication("role") }
 
-// replication returns one field of the node's INFO replication, "" when it
-// does not answer or has no such field.
-func (n *Node) replication(field string) string {
-	s, err := n.Client().Info(context.Background(), "replication").Result()
+// replication returns one field of the node's INFO replication.
+func (n *Node) replication(field string) string { return Info(n.client, "replication", field) }
+
+// Info returns one field of an INFO section of the server c talks to, ""
+// when it does not answer or has no such field.
+func Info(c *redis.Client, section, field string) string {
+	s, err := c.Info(context.Background(), section).Result()
 	if err != nil {
 		return ""
 	}
