@@ -78,24 +78,15 @@ func testClusterLedger(t *testing.T, e *clusterEnv) {
 		mem := detect.NewMemoryLedger()
 		offenders := e.spreadOffenders(t, 3, event.ScopeIP)
 		rng := rand.New(rand.NewPCG(5, 11))
-		esc := detect.Escalation{Factor: 3, Cap: 20 * time.Hour, Period: 12 * time.Hour}
+		subjects := make([]string, len(offenders))
+		for i, o := range offenders {
+			subjects[i] = o.Subject
+		}
 		at := time.Duration(0)
 		enforced := map[string]bool{}
 		for i := range 150 {
-			at += time.Duration(rng.IntN(40)) * time.Minute
-			action := event.ActionBan
-			if rng.IntN(3) == 0 {
-				action = event.ActionWarn
-			}
-			c := claimAt(action, offenders[rng.IntN(len(offenders))].Subject, []string{"scan", "violations_1h"}[rng.IntN(2)], at)
-			c.Escalation = esc
-			c.WarnFor = time.Duration(rng.IntN(30)) * time.Minute
-			c.Ban.DurationS = int64(1 + rng.IntN(7200))
-			got, want := claim(t, l, c), claim(t, mem, c)
-			if got.Publish != want.Publish || got.Ban.BanID != want.Ban.BanID || got.Ban.DurationS != want.Ban.DurationS ||
-				!got.Ban.ExpiresAt.Equal(want.Ban.ExpiresAt) || !got.Ban.TS.Equal(want.Ban.TS) {
-				t.Fatalf("claim %d %+v:\n redis %+v\nmemory %+v", i, c.Ban, got, want)
-			}
+			c := randomClaim(rng, &at, subjects...)
+			got, want := claimBoth(t, i, l, mem, c)
 			if !got.Publish || rng.IntN(4) == 0 {
 				continue
 			}

@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -220,26 +219,41 @@ func TestLedgerDifferential(t *testing.T) {
 	l, _, _, _ := newTestLedger(t)
 	mem := detect.NewMemoryLedger()
 	rng := rand.New(rand.NewPCG(1, 2))
-	esc := detect.Escalation{Factor: 3, Cap: 20 * time.Hour, Period: 12 * time.Hour}
 	at := time.Duration(0)
 	for i := range 400 {
-		at += time.Duration(rng.IntN(40)) * time.Minute
-		action := event.ActionBan
-		if rng.IntN(3) == 0 {
-			action = event.ActionWarn
-		}
-		c := claimAt(action, fmt.Sprintf("s%d", rng.IntN(3)), []string{"scan", "violations_1h"}[rng.IntN(2)], at)
-		c.Escalation = esc
-		c.WarnFor = time.Duration(rng.IntN(30)) * time.Minute
-		c.Ban.DurationS = int64(1 + rng.IntN(7200))
-		got, want := claim(t, l, c), claim(t, mem, c)
-		if got.Publish != want.Publish || got.Ban.BanID != want.Ban.BanID || got.Ban.DurationS != want.Ban.DurationS ||
-			!got.Ban.ExpiresAt.Equal(want.Ban.ExpiresAt) || !got.Ban.TS.Equal(want.Ban.TS) {
-			t.Fatalf("claim %d %+v:\n redis %+v\nmemory %+v", i, c.Ban, got, want)
-		}
+		c := randomClaim(rng, &at, "s0", "s1", "s2")
+		got, want := claimBoth(t, i, l, mem, c)
 		if got.Publish && rng.IntN(4) != 0 {
 			settle(t, l, got.Ban, false)
 			settle(t, mem, want.Ban, false)
 		}
 	}
+}
+
+// randomClaim moves *at up to 40 minutes on and returns a random ban (or,
+// one time in three, warning) claim at *at of one of subjects, with random
+// durations under one escalation policy.
+func randomClaim(rng *rand.Rand, at *time.Duration, subjects ...string) detect.Claim {
+	*at += time.Duration(rng.IntN(40)) * time.Minute
+	action := event.ActionBan
+	if rng.IntN(3) == 0 {
+		action = event.ActionWarn
+	}
+	c := claimAt(action, subjects[rng.IntN(len(subjects))], []string{"scan", "violations_1h"}[rng.IntN(2)], *at)
+	c.Escalation = detect.Escalation{Factor: 3, Cap: 20 * time.Hour, Period: 12 * time.Hour}
+	c.WarnFor = time.Duration(rng.IntN(30)) * time.Minute
+	c.Ban.DurationS = int64(1 + rng.IntN(7200))
+	return c
+}
+
+// claimBoth claims c (the i-th) on the Redis ledger l and on mem, the
+// reference, and fails unless the outcomes agree.
+func claimBoth(t *testing.T, i int, l *Ledger, mem detect.Ledger, c detect.Claim) (got, want detect.Outcome) {
+	t.Helper()
+	got, want = claim(t, l, c), claim(t, mem, c)
+	if got.Publish != want.Publish || got.Ban.BanID != want.Ban.BanID || got.Ban.DurationS != want.Ban.DurationS ||
+		!got.Ban.ExpiresAt.Equal(want.Ban.ExpiresAt) || !got.Ban.TS.Equal(want.Ban.TS) {
+		t.Fatalf("claim %d %+v:\n redis %+v\nmemory %+v", i, c.Ban, got, want)
+	}
+	return got, want
 }
