@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -169,32 +170,13 @@ func parseUUID(s string) ([16]byte, error) {
 	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
 		return u, fmt.Errorf("%q is not a UUID", s)
 	}
-	j := 0
-	for i := 0; i < 36; {
-		if i == 8 || i == 13 || i == 18 || i == 23 {
-			i++
-			continue
-		}
-		hi, ok1 := fromHex(s[i])
-		lo, ok2 := fromHex(s[i+1])
-		if !ok1 || !ok2 {
+	out := u[:]
+	for _, group := range [5]string{s[:8], s[9:13], s[14:18], s[19:23], s[24:]} {
+		n, err := hex.Decode(out, []byte(group))
+		if err != nil {
 			return u, fmt.Errorf("%q is not a UUID", s)
 		}
-		u[j] = hi<<4 | lo
-		j++
-		i += 2
+		out = out[n:]
 	}
 	return u, nil
-}
-
-func fromHex(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	case 'A' <= c && c <= 'F':
-		return c - 'A' + 10, true
-	}
-	return 0, false
 }
