@@ -80,6 +80,9 @@ func (h reloadOnFailure) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (h reloadOnFailure) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := next(ctx, cmds)
+		if err == nil { // the first command error, if any: nothing to look at
+			return nil
+		}
 		for _, cmd := range cmds {
 			if e := cmd.Err(); e != nil && nodeFailure(e) {
 				h.client.ReloadState(ctx)
