@@ -84,7 +84,9 @@ func (b *Blacklist) Add(ctx context.Context, ban event.Ban) error {
 		if len(last) == 1 {
 			until = max(until, int64(last[0].Score))
 		}
-		until += recordKeep.Milliseconds()
+		// A TTL, not PEXPIREAT: every instant here is on this process's
+		// clock, and Redis's own clock may differ from it.
+		ttl := time.Duration(until-now)*time.Millisecond + recordKeep
 		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			p.ZAdd(ctx, b.setKey(), redis.Z{Score: float64(expires), Member: m})
 			p.HSet(ctx, b.detailsKey(), m, data)
@@ -92,8 +94,8 @@ func (b *Blacklist) Add(ctx context.Context, ban event.Ban) error {
 				p.ZRem(ctx, b.setKey(), toAny(stale)...)
 				p.HDel(ctx, b.detailsKey(), stale...)
 			}
-			p.PExpireAt(ctx, b.setKey(), time.UnixMilli(until))
-			p.PExpireAt(ctx, b.detailsKey(), time.UnixMilli(until))
+			p.PExpire(ctx, b.setKey(), ttl)
+			p.PExpire(ctx, b.detailsKey(), ttl)
 			return nil
 		})
 		return err
