@@ -152,11 +152,13 @@ func (c *Cluster) Addrs() []string {
 	return addrs
 }
 
-// Client returns a cluster client of c, closed when the test ends.
+// Client returns a cluster client of c, closed when the test ends, that
+// fails the test as Client does on an absolute expiry that has passed.
 func (c *Cluster) Client(tb testing.TB) *redis.ClusterClient {
 	tb.Helper()
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), DialTimeout: 500 * time.Millisecond,
 		ReadTimeout: time.Second, WriteTimeout: time.Second, PoolSize: 32})
+	guardExpiries(tb, cc)
 	tb.Cleanup(func() { _ = cc.Close() })
 	return cc
 }

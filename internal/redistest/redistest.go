@@ -23,7 +23,8 @@ func URL() string {
 }
 
 // Client returns a client of the test Redis, failing the test with a clear
-// message when it does not answer.
+// message when it does not answer, and whenever a command sets an absolute
+// expiry that has passed.
 func Client(tb testing.TB) *redis.Client {
 	tb.Helper()
 	opts, err := redis.ParseURL(URL())
@@ -37,6 +38,7 @@ func Client(tb testing.TB) *redis.Client {
 	if err := c.Ping(ctx).Err(); err != nil {
 		tb.Fatalf("redis at %s does not answer (start it with: redis-server --save ''): %v", opts.Addr, err)
 	}
+	guardExpiries(tb, c)
 	tb.Cleanup(func() { _ = c.Close() })
 	return c
 }
