@@ -63,7 +63,7 @@ func testClusterBlacklist(t *testing.T, e *clusterEnv) {
 	t.Run("add is read and announced through another client", func(t *testing.T) {
 		var want []event.Ban
 		for i, s := range subjects {
-			ban := banUntil(s, time.Duration(i+1)*time.Hour)
+			ban := banUntil(detectT0, s, time.Duration(i+1)*time.Hour)
 			if err := writer.Add(ctx, ban); err != nil {
 				t.Fatal(err)
 			}
@@ -99,7 +99,7 @@ func testClusterBlacklist(t *testing.T, e *clusterEnv) {
 		l := NewLedger(writerClient, prefix, writer)
 		l.now = writer.now
 		for _, s := range subjects {
-			c := claimAt(event.ActionBan, s, "scan", 0)
+			c := claimAt(detectT0, event.ActionBan, s, "scan", 0)
 			c.Ban.Scope = event.ScopeUser
 			out := claim(t, l, c)
 			if !out.Publish {
@@ -136,7 +136,7 @@ func testClusterBlacklist(t *testing.T, e *clusterEnv) {
 		for w, bl := range []*Blacklist{writer, reader} {
 			wg.Go(func() {
 				for i := range each {
-					if err := bl.Add(ctx, banUntil(fmt.Sprintf("c%d-%d", w, i), time.Hour)); err != nil {
+					if err := bl.Add(ctx, banUntil(detectT0, fmt.Sprintf("c%d-%d", w, i), time.Hour)); err != nil {
 						errs <- err
 					}
 				}
@@ -155,7 +155,7 @@ func testClusterBlacklist(t *testing.T, e *clusterEnv) {
 
 	t.Run("add drops expired entries", func(t *testing.T) {
 		writer.now = func() time.Time { return detectT0.Add(2 * time.Hour) }
-		if err := writer.Add(ctx, banUntil("late", 3*time.Hour)); err != nil {
+		if err := writer.Add(ctx, banUntil(detectT0, "late", 3*time.Hour)); err != nil {
 			t.Fatal(err)
 		}
 		members, err := readerClient.ZRange(ctx, writer.setKey(), 0, -1).Result()

@@ -11,133 +11,149 @@ import (
 	"github.com/ratewarden/ratewarden/internal/redistest"
 )
 
-func newTestBlacklist(tb testing.TB) (*Blacklist, string) {
+// newTestBlacklist is a blacklist whose clock stands still at t0.
+func newTestBlacklist(tb testing.TB, t0 time.Time) (*Blacklist, string) {
 	tb.Helper()
 	client := redistest.Client(tb)
 	prefix := redistest.Prefix(tb, client)
 	bl := NewBlacklist(client, prefix)
-	bl.now = func() time.Time { return detectT0 }
+	bl.now = func() time.Time { return t0 }
 	return bl, prefix
 }
 
-// banUntil is a manual ban of subject expiring at t0 + d.
-func banUntil(subject string, d time.Duration) event.Ban {
+// banUntil is a manual ban of subject issued at t0, expiring at t0 + d.
+func banUntil(t0 time.Time, subject string, d time.Duration) event.Ban {
 	return event.Ban{
-		BanID: "id-" + subject, TS: detectT0, Action: event.ActionBan, Scope: event.ScopeUser, Subject: subject,
-		Reason: "manual", DurationS: int64(d / time.Second), ExpiresAt: detectT0.Add(d), Source: "admin",
+		BanID: "id-" + subject, TS: t0, Action: event.ActionBan, Scope: event.ScopeUser, Subject: subject,
+		Reason: "manual", DurationS: int64(d / time.Second), ExpiresAt: t0.Add(d), Source: "admin",
 		Evidence: event.Evidence{SampleEndpoints: []string{}},
 	}
 }
 
 func TestBlacklistRoundTrip(t *testing.T) {
-	ctx := context.Background()
-	bl, prefix := newTestBlacklist(t)
-	a, b := banUntil("a|b", time.Hour), banUntil("{x}", 2*time.Hour)
-	for _, ban := range []event.Ban{a, b} {
-		if err := bl.Add(ctx, ban); err != nil {
+	forEachClock(t, func(t *testing.T, t0 time.Time) {
+		ctx := context.Background()
+		bl, prefix := newTestBlacklist(t, t0)
+		a, b := banUntil(t0, "a|b", time.Hour), banUntil(t0, "{x}", 2*time.Hour)
+		for _, ban := range []event.Ban{a, b} {
+			if err := bl.Add(ctx, ban); err != nil {
+				t.Fatal(err)
+			}
+		}
+		active, err := bl.Active(ctx, t0)
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	active, err := bl.Active(ctx, detectT0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(active, []event.Ban{a, b}) {
-		t.Errorf("active\n got %+v\nwant %+v", active, []event.Ban{a, b})
-	}
-	if active, _ := bl.Active(ctx, detectT0.Add(time.Hour)); len(active) != 1 || active[0].Subject != "{x}" {
-		t.Errorf("active an hour later: %+v, want {x} only", active)
-	}
-	requireExpiry(t, redistest.Client(t), prefix)
-
-	for _, tc := range []struct {
-		scope, subject string
-		want           bool
-	}{{"user", "a|b", true}, {"user", "a|b", false}, {"ip", "{x}", false}, {"user", "nobody", false}} {
-		removed, err := bl.Remove(ctx, tc.scope, tc.subject)
-		if err != nil || removed != tc.want {
-			t.Errorf("remove %s %s: %v, %v; want %v", tc.scope, tc.subject, removed, err, tc.want)
+		if !reflect.DeepEqual(active, []event.Ban{a, b}) {
+			t.Errorf("active\n got %+v\nwant %+v", active, []event.Ban{a, b})
 		}
-	}
-	if active, _ := bl.Active(ctx, detectT0); len(active) != 1 || active[0].Subject != "{x}" {
-		t.Errorf("active after remove: %+v, want {x} only", active)
-	}
-	if _, err := bl.Remove(ctx, "bad", "x"); err == nil {
-		t.Error("remove with an unknown scope accepted")
-	}
+		if active, _ := bl.Active(ctx, t0.Add(time.Hour)); len(active) != 1 || active[0].Subject != "{x}" {
+			t.Errorf("active an hour later: %+v, want {x} only", active)
+		}
+		requireExpiry(t, redistest.Client(t), prefix)
+		// The keys outlive the last ban by recordKeep, on any clock.
+		for _, key := range []string{bl.setKey(), bl.detailsKey()} {
+			ttl := redistest.Client(t).PTTL(ctx, key).Val()
+			if longest := 2*time.Hour + recordKeep; ttl <= longest-time.Minute || ttl > longest {
+				t.Errorf("%s expires in %v, want %v", key, ttl, longest)
+			}
+		}
+
+		for _, tc := range []struct {
+			scope, subject string
+			want           bool
+		}{{"user", "a|b", true}, {"user", "a|b", false}, {"ip", "{x}", false}, {"user", "nobody", false}} {
+			removed, err := bl.Remove(ctx, tc.scope, tc.subject)
+			if err != nil || removed != tc.want {
+				t.Errorf("remove %s %s: %v, %v; want %v", tc.scope, tc.subject, removed, err, tc.want)
+			}
+		}
+		if active, _ := bl.Active(ctx, t0); len(active) != 1 || active[0].Subject != "{x}" {
+			t.Errorf("active after remove: %+v, want {x} only", active)
+		}
+		if _, err := bl.Remove(ctx, "bad", "x"); err == nil {
+			t.Error("remove with an unknown scope accepted")
+		}
+	})
 }
 
 // TestBlacklistDropsExpired: an Add drops the entries and details that have
 // expired; an expired ban is not written.
 func TestBlacklistDropsExpired(t *testing.T) {
-	ctx := context.Background()
-	bl, _ := newTestBlacklist(t)
-	client := redistest.Client(t)
-	if err := bl.Add(ctx, banUntil("old", time.Minute)); err != nil {
-		t.Fatal(err)
-	}
-	bl.now = func() time.Time { return detectT0.Add(2 * time.Minute) }
-	if err := bl.Add(ctx, banUntil("expired", time.Minute)); err != nil {
-		t.Fatal(err)
-	}
-	if err := bl.Add(ctx, banUntil("new", time.Hour)); err != nil {
-		t.Fatal(err)
-	}
-	members, _ := client.ZRange(ctx, bl.setKey(), 0, -1).Result()
-	fields, _ := client.HKeys(ctx, bl.detailsKey()).Result()
-	if want := []string{"user|new"}; !reflect.DeepEqual(members, want) || !reflect.DeepEqual(fields, want) {
-		t.Errorf("set %q, details %q; want %q", members, fields, want)
-	}
-	if err := bl.Add(ctx, event.Ban{BanID: "x", TS: detectT0, Action: event.ActionBan, Scope: "ip", Subject: "x"}); err == nil {
-		t.Error("ban without expiry accepted")
-	}
+	forEachClock(t, func(t *testing.T, t0 time.Time) {
+		ctx := context.Background()
+		bl, _ := newTestBlacklist(t, t0)
+		client := redistest.Client(t)
+		if err := bl.Add(ctx, banUntil(t0, "old", time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		bl.now = func() time.Time { return t0.Add(2 * time.Minute) }
+		if err := bl.Add(ctx, banUntil(t0, "expired", time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if err := bl.Add(ctx, banUntil(t0, "new", time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		members, _ := client.ZRange(ctx, bl.setKey(), 0, -1).Result()
+		fields, _ := client.HKeys(ctx, bl.detailsKey()).Result()
+		if want := []string{"user|new"}; !reflect.DeepEqual(members, want) || !reflect.DeepEqual(fields, want) {
+			t.Errorf("set %q, details %q; want %q", members, fields, want)
+		}
+		if err := bl.Add(ctx, event.Ban{BanID: "x", TS: t0, Action: event.ActionBan, Scope: "ip", Subject: "x"}); err == nil {
+			t.Error("ban without expiry accepted")
+		}
+	})
 }
 
 // TestBlacklistMissingDetails: an entry is enforced even without details.
 func TestBlacklistMissingDetails(t *testing.T) {
-	ctx := context.Background()
-	bl, _ := newTestBlacklist(t)
-	if err := bl.Add(ctx, banUntil("a", time.Hour)); err != nil {
-		t.Fatal(err)
-	}
-	redistest.Client(t).HSet(ctx, bl.detailsKey(), "user|a", "{not json")
-	active, err := bl.Active(ctx, detectT0)
-	if err != nil || len(active) != 1 || active[0].Subject != "a" || active[0].Scope != "user" ||
-		!active[0].ExpiresAt.Equal(detectT0.Add(time.Hour)) {
-		t.Errorf("active %+v, %v", active, err)
-	}
+	forEachClock(t, func(t *testing.T, t0 time.Time) {
+		ctx := context.Background()
+		bl, _ := newTestBlacklist(t, t0)
+		if err := bl.Add(ctx, banUntil(t0, "a", time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		redistest.Client(t).HSet(ctx, bl.detailsKey(), "user|a", "{not json")
+		active, err := bl.Active(ctx, t0)
+		if err != nil || len(active) != 1 || active[0].Subject != "a" || active[0].Scope != "user" ||
+			!active[0].ExpiresAt.Equal(t0.Add(time.Hour)) {
+			t.Errorf("active %+v, %v", active, err)
+		}
+	})
 }
 
 func TestBlacklistSubscribe(t *testing.T) {
-	bl, _ := newTestBlacklist(t)
-	changes, resyncs := make(chan Change, 10), make(chan struct{}, 10)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- bl.SubscribeResync(ctx, func(c Change) { changes <- c }, func() { resyncs <- struct{}{} })
-	}()
-	wait(t, resyncs)
-	// Foreign messages on the channel are skipped.
-	redistest.Client(t).Publish(context.Background(), bl.Channel(), "ban|ip|notanumber|x")
-	if err := bl.Add(context.Background(), banUntil("a|b|", time.Hour)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := bl.Remove(context.Background(), event.ScopeUser, "a|b|"); err != nil {
-		t.Fatal(err)
-	}
-	want := []Change{
-		{Action: "ban", Scope: "user", Subject: "a|b|", ExpiresAt: detectT0.Add(time.Hour)},
-		{Action: "unban", Scope: "user", Subject: "a|b|"},
-	}
-	for _, w := range want {
-		if got := wait(t, changes); got != w {
-			t.Errorf("change %+v, want %+v", got, w)
+	forEachClock(t, func(t *testing.T, t0 time.Time) {
+		bl, _ := newTestBlacklist(t, t0)
+		changes, resyncs := make(chan Change, 10), make(chan struct{}, 10)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			done <- bl.SubscribeResync(ctx, func(c Change) { changes <- c }, func() { resyncs <- struct{}{} })
+		}()
+		wait(t, resyncs)
+		// Foreign messages on the channel are skipped.
+		redistest.Client(t).Publish(context.Background(), bl.Channel(), "ban|ip|notanumber|x")
+		if err := bl.Add(context.Background(), banUntil(t0, "a|b|", time.Hour)); err != nil {
+			t.Fatal(err)
 		}
-	}
-	cancel()
-	if err := wait(t, done); err != nil {
-		t.Errorf("subscribe returned %v", err)
-	}
+		if _, err := bl.Remove(context.Background(), event.ScopeUser, "a|b|"); err != nil {
+			t.Fatal(err)
+		}
+		want := []Change{
+			{Action: "ban", Scope: "user", Subject: "a|b|", ExpiresAt: t0.Add(time.Hour)},
+			{Action: "unban", Scope: "user", Subject: "a|b|"},
+		}
+		for _, w := range want {
+			if got := wait(t, changes); got != w {
+				t.Errorf("change %+v, want %+v", got, w)
+			}
+		}
+		cancel()
+		if err := wait(t, done); err != nil {
+			t.Errorf("subscribe returned %v", err)
+		}
+	})
 }
 
 // TestBlacklistSubscribeReconnect: after the server drops the connection
@@ -154,7 +170,7 @@ func TestBlacklistSubscribeReconnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait(t, resyncs)
-	if err := bl.Add(context.Background(), banUntil("a", 24*time.Hour*365*10)); err != nil {
+	if err := bl.Add(context.Background(), banUntil(time.Now(), "a", 24*time.Hour*365*10)); err != nil {
 		t.Fatal(err)
 	}
 	if got := wait(t, changes); got.Subject != "a" || got.Action != "ban" {

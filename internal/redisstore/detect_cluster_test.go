@@ -85,7 +85,7 @@ func testClusterLedger(t *testing.T, e *clusterEnv) {
 		at := time.Duration(0)
 		enforced := map[string]bool{}
 		for i := range 150 {
-			c := randomClaim(rng, &at, subjects...)
+			c := randomClaim(rng, detectT0, &at, subjects...)
 			got, want := claimBoth(t, i, l, mem, c)
 			if !got.Publish || rng.IntN(4) == 0 {
 				continue

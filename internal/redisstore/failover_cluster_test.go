@@ -78,7 +78,7 @@ func testClusterFailover(t *testing.T, e *clusterEnv) {
 			return nil
 		}},
 		{"blacklist add and active", func(ctx context.Context, try string) error {
-			ban := banUntil("probe-"+try, time.Hour)
+			ban := banUntil(detectT0, "probe-"+try, time.Hour)
 			ban.ExpiresAt = time.Now().Add(time.Hour).Truncate(time.Millisecond).UTC()
 			if err := bans.Add(ctx, ban); err != nil {
 				return err
@@ -117,7 +117,7 @@ func testClusterFailover(t *testing.T, e *clusterEnv) {
 			return err
 		}},
 		{"ledger claim and settle", func(ctx context.Context, try string) error {
-			c := claimAt(event.ActionBan, victimOffender.Subject, "scan", 0)
+			c := claimAt(detectT0, event.ActionBan, victimOffender.Subject, "scan", 0)
 			c.Ban.BanID, c.Ban.TS = "probe-"+try, time.Now().UTC()
 			out, err := ledger.Claim(ctx, c)
 			if err != nil {
@@ -216,7 +216,7 @@ func testClusterFailover(t *testing.T, e *clusterEnv) {
 					}
 				}
 				tries++
-				ban := banUntil("sub-"+strconv.Itoa(tries), time.Hour)
+				ban := banUntil(detectT0, "sub-"+strconv.Itoa(tries), time.Hour)
 				ban.ExpiresAt = time.Now().Add(time.Hour).UTC()
 				if err := bans.Add(ctx, ban); err != nil {
 					return err

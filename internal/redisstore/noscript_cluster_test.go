@@ -132,7 +132,7 @@ func testClusterNoScript(t *testing.T, e *clusterEnv) {
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("round %d: tallies\n got %+v\nwant %+v", round, got, want)
 			}
-			c := claimAt(event.ActionBan, ips[0], "scan", time.Duration(round)*24*time.Hour)
+			c := claimAt(detectT0, event.ActionBan, ips[0], "scan", time.Duration(round)*24*time.Hour)
 			if out, err := l.Claim(ctx, c); err != nil || !out.Publish {
 				t.Errorf("round %d: claim on the victim: %+v, %v; want a new ban", round, out, err)
 			}

@@ -16,8 +16,6 @@ import (
 	"github.com/ratewarden/ratewarden/internal/redistest"
 )
 
-var detectT0 = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
-
 // testSpec: windows 5 min and 1 h, scan 10 s tracking at most 4 endpoints,
 // 3 samples, 30 s grace.
 var testSpec = detect.WindowSpec{

@@ -14,8 +14,11 @@ import (
 	"github.com/ratewarden/ratewarden/internal/detect"
 )
 
-// T0 is the time scenarios count from.
-var T0 = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+// T0 is the time scenarios count from: the start of the current second.
+// The scenarios also run on Redis, where a ledger settles bans into a
+// blacklist that expires on the wall clock, so T0 follows the calendar
+// rather than naming a date that will pass.
+var T0 = time.Now().UTC().Truncate(time.Second)
 
 // At is T0 plus ms milliseconds.
 func At(ms int64) time.Time { return T0.Add(time.Duration(ms) * time.Millisecond) }
