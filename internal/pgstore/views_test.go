@@ -74,7 +74,7 @@ func TestTopOffenders1h(t *testing.T) {
 func TestViolationsPerEndpointHourly(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
-	h10 := time.Date(2020, 5, 1, 10, 0, 0, 0, time.UTC)
+	h10 := time.Now().UTC().Truncate(time.Hour).Add(-24 * time.Hour) // an hour of yesterday, whatever the date
 	at := func(i int, min int, endpoint, rule string, shadow bool) Violation {
 		v := violation(i, h10.Add(time.Duration(min)*time.Minute))
 		v.Endpoint, v.RuleID, v.Shadow = endpoint, rule, shadow
