@@ -14,18 +14,20 @@ type failoverLoad struct {
 	admitted map[target]int
 	modes    map[target]map[string]int
 	// redisAfter is the first time a target was decided in Redis after
-	// the cluster was healthy again (zero: not yet).
-	redisAfter map[target]time.Time
-	healthyAt  time.Time
-	failures   []error
-	stopping   chan struct{}
-	stopOnce   sync.Once
-	wg         sync.WaitGroup
+	// the cluster was healthy again (zero: not yet); deniedAfter says it
+	// was also denied there, so its count in Redis had reached the limit.
+	redisAfter  map[target]time.Time
+	deniedAfter map[target]bool
+	healthyAt   time.Time
+	failures    []error
+	stopping    chan struct{}
+	stopOnce    sync.Once
+	wg          sync.WaitGroup
 }
 
 func startFailoverLoad(s *clusterSystem, tgs []target, pause time.Duration) *failoverLoad {
 	l := &failoverLoad{admitted: map[target]int{}, modes: map[target]map[string]int{},
-		redisAfter: map[target]time.Time{}, stopping: make(chan struct{})}
+		redisAfter: map[target]time.Time{}, deniedAfter: map[target]bool{}, stopping: make(chan struct{})}
 	httpc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: len(tgs)}}
 	for _, tg := range tgs {
 		l.modes[tg] = map[string]int{}
@@ -58,9 +60,26 @@ func (l *failoverLoad) record(tg target, a clusterAnswer) {
 	if a.allowed {
 		l.admitted[tg]++
 	}
-	if a.mode == "redis" && !l.healthyAt.IsZero() && l.redisAfter[tg].IsZero() {
-		l.redisAfter[tg] = time.Now()
+	if a.mode == "redis" && !l.healthyAt.IsZero() {
+		if l.redisAfter[tg].IsZero() {
+			l.redisAfter[tg] = time.Now()
+		}
+		l.deniedAfter[tg] = l.deniedAfter[tg] || !a.allowed
 	}
+}
+
+// exhausted reports whether every target was denied in Redis since the
+// cluster was healthy again: every answer that Redis counted was
+// received, so each has then had at least its limit admitted.
+func (l *failoverLoad) exhausted(tgs []target) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, tg := range tgs {
+		if !l.deniedAfter[tg] {
+			return false
+		}
+	}
+	return true
 }
 
 // stop ends the run and waits for every client; safe to call twice.
@@ -135,8 +154,9 @@ func TestClusterPrimaryFailover(t *testing.T) {
 		}
 		return true
 	})
-	// Run on until every key is exhausted by any count.
-	time.Sleep(2 * time.Second)
+	// Run on until every key is exhausted in Redis, by a condition rather
+	// than a time: a slow machine sends fewer checks in any given time.
+	waitFor(t, time.Minute, "every key denied in Redis after the failover", func() bool { return load.exhausted(tgs) })
 	load.stop()
 	for _, lim := range s.limiters {
 		if m := readyMode(t, lim); m != "redis" {
