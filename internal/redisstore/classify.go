@@ -30,18 +30,35 @@ func (e *NodeError) Unwrap() error { return e.Err }
 // PartialFailure reports whether the rest of the cluster answers.
 func (e *NodeError) PartialFailure() bool { return e.Partial }
 
+// The classes ClassifyError returns.
+const (
+	classTimeout    = "timeout"
+	classConnection = "connection"
+	classNoScript   = "noscript"
+	classScript     = "script"
+	classCanceled   = "canceled"
+	classOther      = "other"
+)
+
+// ErrorClasses returns every class ClassifyError can return for an error,
+// so that metrics labelled by class can start each series at 0.
+func ErrorClasses() []string {
+	return []string{classTimeout, classConnection, classNoScript, classScript, classCanceled, classOther}
+}
+
 // nodeFailure reports whether err means the node did not serve the call
 // (as opposed to a fault of the call itself).
 func nodeFailure(err error) bool {
 	switch ClassifyError(err) {
-	case "timeout", "connection":
+	case classTimeout, classConnection:
 		return true
 	}
 	return false
 }
 
 // ClassifyError returns a bounded class of err for metric labels: "timeout",
-// "connection", "noscript", "script", "canceled" or "other" ("" for nil).
+// "connection", "noscript", "script", "canceled" or "other" ("" for nil);
+// ErrorClasses lists them.
 func ClassifyError(err error) string {
 	var netErr net.Error
 	var redisErr redis.Error
@@ -49,26 +66,26 @@ func ClassifyError(err error) string {
 	case err == nil:
 		return ""
 	case errors.Is(err, context.Canceled):
-		return "canceled"
+		return classCanceled
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, redis.ErrPoolTimeout),
 		errors.As(err, &netErr) && netErr.Timeout():
-		return "timeout"
+		return classTimeout
 	case isNoScript(err):
-		return "noscript"
+		return classNoScript
 	case errors.Is(err, redis.ErrClosed), errors.Is(err, redis.ErrPoolExhausted), errors.Is(err, ErrNodeDown),
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
 		errors.Is(err, syscall.EPIPE), errors.As(err, new(*net.OpError)):
-		return "connection"
+		return classConnection
 	case errors.As(err, &redisErr):
 		if unavailable(err) {
-			return "connection"
+			return classConnection
 		}
-		return "script"
+		return classScript
 	case errors.Is(err, errReply):
-		return "script"
+		return classScript
 	default:
-		return "other"
+		return classOther
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -37,12 +38,25 @@ func TestClassifyError(t *testing.T) {
 		{"bad reply", errReply, "script"},
 		{"anything else", errors.New("boom"), "other"},
 	}
+	seen := map[string]bool{}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := ClassifyError(tt.err); got != tt.want {
+			got := ClassifyError(tt.err)
+			if got != tt.want {
 				t.Errorf("ClassifyError(%v) = %q, want %q", tt.err, got, tt.want)
 			}
+			if tt.err != nil && !slices.Contains(ErrorClasses(), got) {
+				t.Errorf("ClassifyError(%v) = %q, which ErrorClasses() %q does not list: its series would not start at 0", tt.err, got, ErrorClasses())
+			}
+			seen[got] = true
 		})
+	}
+	// Every listed class is one ClassifyError returns, so the list names no
+	// series that can never move.
+	for _, c := range ErrorClasses() {
+		if !seen[c] {
+			t.Errorf("ErrorClasses() lists %q, which no case above returns", c)
+		}
 	}
 }
 
