@@ -168,6 +168,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	svc = limiter.New(limiter.Config{
 		Instance:      cfg.Instance,
 		ClassifyError: redisstore.ClassifyError,
+		ErrorClasses:  redisstore.ErrorClasses(),
 		Bans:          bans,
 		Mode: limiter.ModeConfig{
 			FailedChecks:    cfg.RedisFailedChecks,

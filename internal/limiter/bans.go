@@ -22,15 +22,18 @@ type BanSet struct {
 	sizes *prometheus.GaugeVec
 }
 
-// NewBanSet returns an empty set reporting rate_limit_blacklist_size{scope}.
+// NewBanSet returns an empty set reporting rate_limit_blacklist_size{scope},
+// 0 for every scope until the first sync.
 func NewBanSet(reg prometheus.Registerer) *BanSet {
-	return &BanSet{
+	b := &BanSet{
 		bans: map[string]map[string]time.Time{event.ScopeIP: {}, event.ScopeUser: {}},
 		sizes: promauto.With(reg).NewGaugeVec(prometheus.GaugeOpts{
 			Name: "rate_limit_blacklist_size",
 			Help: "Bans held in the limiter's memory, by scope.",
 		}, []string{"scope"}),
 	}
+	b.report()
+	return b
 }
 
 // Banned reports until when subject is banned in scope, if it is at now.

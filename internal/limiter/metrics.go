@@ -8,6 +8,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/rules"
 )
 
 type metrics struct {
@@ -76,17 +79,67 @@ func (m *metrics) setMode(mode string) {
 	}
 }
 
+// Labels of the decision metrics besides the reasons of a decision.
+const (
+	resultUnavailable = "unavailable" // a deny-policy rule could not be decided
+	algorithmNone     = "none"        // no rule applied
+)
+
 func (m *metrics) observe(d *Decision, tier string, took time.Duration) {
 	result := d.Reason
 	if d.Unavailable {
-		result = "unavailable"
+		result = resultUnavailable
 	}
 	m.requests.WithLabelValues(result, d.RuleID, tier, strconv.FormatBool(d.Shadow)).Inc()
 	alg := string(d.Algorithm)
 	if alg == "" {
-		alg = "none"
+		alg = algorithmNone
 	}
 	m.duration.WithLabelValues(alg).Observe(took.Seconds())
+}
+
+// initErrorClasses starts the series of every Redis error class at 0, so
+// dashboards and alerts read 0 rather than nothing before the first error.
+func (m *metrics) initErrorClasses(classes []string) {
+	for _, c := range classes {
+		m.redisErrors.WithLabelValues(c)
+		m.healthFailures.WithLabelValues(c)
+	}
+}
+
+// initRules starts at 0 the decision series set can produce: for each rule,
+// every tier its match admits, with the results ok and rate_limited
+// (enforced and shadow: the dashboard reads shadow denials, which are 0
+// rather than missing while no rule is in shadow mode) and, for a rule
+// that denies when Redis fails, unavailable; without a rule, the results
+// exempt, banned and no_rule for every tier. Series of rules since removed
+// are kept: they hold the counts already made.
+func (m *metrics) initRules(set *rules.Set, tiers tierLabels) {
+	all := tiers.all()
+	for _, r := range set.Rules() {
+		admitted := all
+		if len(r.Match.Tiers) > 0 {
+			admitted = make([]string, 0, len(r.Match.Tiers))
+			for _, t := range r.Match.Tiers {
+				admitted = append(admitted, tiers.label(t))
+			}
+		}
+		for _, t := range admitted {
+			m.requests.WithLabelValues(event.ReasonOK, r.ID, t, "false")
+			m.requests.WithLabelValues(event.ReasonRateLimited, r.ID, t, "false")
+			m.requests.WithLabelValues(event.ReasonRateLimited, r.ID, t, "true")
+			if r.OnRedisFailure == rules.FailDeny && !r.Shadow {
+				m.requests.WithLabelValues(resultUnavailable, r.ID, t, "false")
+			}
+		}
+		m.duration.WithLabelValues(string(r.Algorithm))
+	}
+	for _, t := range all {
+		for _, reason := range []string{event.ReasonExempt, event.ReasonBanned, event.ReasonNoRule} {
+			m.requests.WithLabelValues(reason, "", t, "false")
+		}
+	}
+	m.duration.WithLabelValues(algorithmNone)
 }
 
 // tierLabels bounds the tier metric label to the tiers named in the rules:
@@ -95,15 +148,26 @@ type tierLabels []string
 
 func (t tierLabels) label(tier string) string {
 	if tier == "" {
-		return "none"
+		return tierNone
 	}
 	for _, k := range t {
 		if strings.EqualFold(k, tier) {
 			return k
 		}
 	}
-	return "other"
+	return tierOther
 }
+
+// all returns every value label can return.
+func (t tierLabels) all() []string {
+	return append([]string{tierNone, tierOther}, t...)
+}
+
+// Tier labels of requests without a tier and with one no rule names.
+const (
+	tierNone  = "none"
+	tierOther = "other"
+)
 
 // newEventID returns a time-ordered UUID (v7), which keeps the archive's
 // event_id index append-friendly.

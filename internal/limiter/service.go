@@ -53,8 +53,11 @@ type Health interface {
 type Config struct {
 	// Instance names this limiter in events.
 	Instance string
-	// ClassifyError maps a Counter error to a bounded metric label.
+	// ClassifyError maps a Counter or Health error to a bounded metric
+	// label; ErrorClasses lists the labels it can return, whose series start
+	// at 0 (default: "other", the label of the default classifier).
 	ClassifyError func(error) string
+	ErrorClasses  []string
 	// Bans, when set, denies banned client IPs and users before any rule.
 	Bans *BanSet
 	// Mode sets when the mode changes; BreakerFailures is the number of
@@ -117,6 +120,7 @@ func New(cfg Config, set *rules.Set, counter Counter, pub Publisher, log *zap.Lo
 	}
 	if cfg.ClassifyError == nil {
 		cfg.ClassifyError = func(error) string { return "other" }
+		cfg.ErrorClasses = []string{"other"}
 	}
 	if cfg.HealthInterval <= 0 {
 		cfg.HealthInterval = 5 * time.Second
@@ -130,6 +134,7 @@ func New(cfg Config, set *rules.Set, counter Counter, pub Publisher, log *zap.Lo
 	s.mode.Store(ModeRedis)
 	s.live.Store(1)
 	s.metrics.setMode(ModeRedis)
+	s.metrics.initErrorClasses(cfg.ErrorClasses)
 	s.metrics.live.Set(1)
 	s.metrics.watchOverLimit(reg, s.over)
 	s.SetRules(set)
@@ -138,9 +143,11 @@ func New(cfg Config, set *rules.Set, counter Counter, pub Publisher, log *zap.Lo
 
 // SetRules atomically replaces the rule set; requests in flight finish with
 // the set they started with. Cached denials are forgotten: a limit raised
-// admits at once.
+// admits at once. The decision series the new rules can produce start at 0.
 func (s *Service) SetRules(set *rules.Set) {
-	s.rules.Store(&ruleSet{Set: set, tiers: tierLabels(set.Tiers())})
+	rs := &ruleSet{Set: set, tiers: tierLabels(set.Tiers())}
+	s.metrics.initRules(set, rs.tiers)
+	s.rules.Store(rs)
 	s.over.clear()
 }
 
