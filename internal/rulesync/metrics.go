@@ -12,9 +12,19 @@ type metrics struct {
 	loaded         *prometheus.GaugeVec
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+// Results of a load, the result label of rate_limit_rules_reloads_total.
+const (
+	resultSuccess = "success"
+	resultFailure = "failure"
+)
+
+// newMetrics registers the metrics of the rule sources in use (file, and
+// dynamic when dynamic is true), their reload counts starting at 0. The
+// last-reload gauge is left without a series until a load reports one: a
+// 0 there would read as a refused load.
+func newMetrics(reg prometheus.Registerer, dynamic bool) *metrics {
 	f := promauto.With(reg)
-	return &metrics{
+	m := &metrics{
 		reloads: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "rate_limit_rules_reloads_total",
 			Help: "Rule loads by source (file, dynamic) and result (success, failure: refused, the running rules stayed).",
@@ -32,12 +42,21 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Rules in force by source (file, dynamic).",
 		}, []string{"source"}),
 	}
+	sources := []string{SourceFile}
+	if dynamic {
+		sources = append(sources, SourceDynamic)
+	}
+	for _, source := range sources {
+		m.reloads.WithLabelValues(source, resultSuccess)
+		m.reloads.WithLabelValues(source, resultFailure)
+	}
+	return m
 }
 
 func (m *metrics) reload(source string, ok bool) {
-	result, v := "success", 1.0
+	result, v := resultSuccess, 1.0
 	if !ok {
-		result, v = "failure", 0
+		result, v = resultFailure, 0
 	}
 	m.reloads.WithLabelValues(source, result).Inc()
 	m.lastSuccessful.WithLabelValues(source).Set(v)

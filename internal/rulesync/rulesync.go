@@ -171,7 +171,7 @@ func New(cfg Config) *Manager {
 	if cfg.Registerer == nil {
 		cfg.Registerer = prometheus.NewRegistry()
 	}
-	return &Manager{cfg: cfg, metrics: newMetrics(cfg.Registerer), wake: make(chan struct{}, 1)}
+	return &Manager{cfg: cfg, metrics: newMetrics(cfg.Registerer, cfg.Connect != nil), wake: make(chan struct{}, 1)}
 }
 
 // Start loads the rules file (an error is fatal: there is nothing to run),
