@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -85,6 +86,9 @@ func TestEngineBanChoice(t *testing.T) {
 			if st.Bans[tt.wantReason] != 1 || len(st.Warnings) != 0 {
 				t.Errorf("stats = %+v", st)
 			}
+			if !slices.Contains(e.BanReasons(), tt.wantReason) {
+				t.Errorf("BanReasons() = %q lacks %q: its series would not start at 0", e.BanReasons(), tt.wantReason)
+			}
 		})
 	}
 }
@@ -114,6 +118,60 @@ func TestEngineLatenessPerPartition(t *testing.T) {
 			t.Errorf("%s: late %d, %d outcomes; want %d, %d", st.name, stats.Late, len(out), st.late, st.published)
 		}
 	}
+}
+
+// The reasons the engine lists for its bans and warnings follow the
+// detection settings, and are those its outcomes carry.
+func TestEngineReasons(t *testing.T) {
+	level := func(within time.Duration) rules.BanPolicy {
+		return rules.BanPolicy{Violations: 2, Within: dur(within), Duration: dur(time.Hour)}
+	}
+	tests := []struct {
+		name     string
+		det      rules.Detection
+		bans     []string
+		warnings []string
+	}{
+		{"defaults", rules.Detection{}, []string{"scan", "violations_1h"}, []string{"violations_5m"}},
+		{"levels in order, once each", rules.Detection{
+			Warn: &rules.WarnPolicy{Violations: 2, Within: dur(90 * time.Second)},
+			Ban:  []rules.BanPolicy{level(time.Hour), level(time.Minute), level(time.Hour)},
+			Scan: &rules.ScanPolicy{DistinctEndpoints: 2, Within: dur(10 * time.Second), Duration: dur(time.Hour)},
+		}, []string{"scan", "violations_1h", "violations_1m"}, []string{"violations_90s"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := detect.NewEngine(detect.Config{Detection: tt.det}, detect.NewMemoryWindows(), detect.NewMemoryLedger())
+			if got := e.BanReasons(); !slices.Equal(got, tt.bans) {
+				t.Errorf("BanReasons() = %q, want %q", got, tt.bans)
+			}
+			if got := e.WarnReasons(); !slices.Equal(got, tt.warnings) {
+				t.Errorf("WarnReasons() = %q, want %q", got, tt.warnings)
+			}
+		})
+	}
+	t.Run("outcomes carry listed reasons", func(t *testing.T) {
+		e := detect.NewEngine(detect.Config{Detection: tests[1].det}, detect.NewMemoryWindows(), detect.NewMemoryLedger())
+		_, st, err := e.Process(context.Background(), inputs(0,
+			deny("a", 0, "192.0.2.1", "", "/a"), deny("b", 1, "192.0.2.1", "", "/a"), // violations
+			deny("c", 2, "192.0.2.2", "", "/a"), deny("d", 3, "192.0.2.2", "", "/b"))) // scan
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Bans) == 0 || len(st.Warnings) == 0 {
+			t.Fatalf("stats = %+v, want bans and warnings", st)
+		}
+		for reason := range st.Bans {
+			if !slices.Contains(e.BanReasons(), reason) {
+				t.Errorf("a ban for %q, which BanReasons() %q does not list", reason, e.BanReasons())
+			}
+		}
+		for reason := range st.Warnings {
+			if !slices.Contains(e.WarnReasons(), reason) {
+				t.Errorf("a warning for %q, which WarnReasons() %q does not list", reason, e.WarnReasons())
+			}
+		}
+	})
 }
 
 // A ban and a warning of the same window and anchor get distinct ids.

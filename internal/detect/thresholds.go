@@ -7,6 +7,36 @@ import (
 	"github.com/ratewarden/ratewarden/internal/event"
 )
 
+// ReasonScan is the reason of a ban for requests to too many distinct
+// endpoints; violation bans and warnings carry ViolationReason of their
+// window.
+const ReasonScan = "scan"
+
+// BanReasons returns the reasons the engine's bans can carry: scan when a
+// scan threshold is configured and one per ban level's window, in
+// configuration order, so that metrics labelled by reason start each at 0.
+func (e *Engine) BanReasons() []string {
+	var out []string
+	if e.det.Scan != nil {
+		out = append(out, ReasonScan)
+	}
+	for _, b := range e.det.Ban {
+		if r := ViolationReason(b.Within.Std()); !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// WarnReasons returns the reasons the engine's warnings can carry: the
+// warning window's, when one is configured.
+func (e *Engine) WarnReasons() []string {
+	if e.det.Warn == nil {
+		return nil
+	}
+	return []string{ViolationReason(e.det.Warn.Within.Std())}
+}
+
 // candidate is a ban one tally qualifies for.
 type candidate struct {
 	reason    string
@@ -29,7 +59,7 @@ func (e *Engine) claims(s *Sighting, ev *event.Decision, t *Tally) []Claim {
 	var best *candidate
 	if sc := e.det.Scan; sc != nil && t.Endpoints >= sc.DistinctEndpoints {
 		best = &candidate{
-			reason: "scan", count: t.Endpoints, threshold: sc.DistinctEndpoints,
+			reason: ReasonScan, count: t.Endpoints, threshold: sc.DistinctEndpoints,
 			window: sc.Within.Std(), duration: sc.Duration.Std(),
 			first: t.FirstEndpoint, last: t.LastEndpoint,
 		}

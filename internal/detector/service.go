@@ -32,9 +32,12 @@ type Service struct {
 	log     *zap.Logger
 }
 
-// New returns a Service.
+// New returns a Service. Its ban and warning counts start at 0 for every
+// reason the engine's detection settings can produce.
 func New(engine *detect.Engine, ledger detect.Ledger, pub Publisher, log *zap.Logger, reg prometheus.Registerer) *Service {
-	return &Service{engine: engine, ledger: ledger, pub: pub, metrics: newMetrics(reg), log: log}
+	m := newMetrics(reg)
+	m.initReasons(engine.BanReasons(), engine.WarnReasons())
+	return &Service{engine: engine, ledger: ledger, pub: pub, metrics: m, log: log}
 }
 
 // Handle processes one batch. An error leaves the batch to be delivered
@@ -101,6 +104,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		duration: f.NewHistogram(prometheus.HistogramOpts{Name: "rate_limit_detector_batch_duration_seconds", Help: "Time to process one batch of events.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
 		lag: f.NewGauge(prometheus.GaugeOpts{Name: "rate_limit_detector_consumer_lag", Help: "Messages behind the end of the decisions topic."}),
+	}
+}
+
+// initReasons starts the ban and warning series of the reasons given at 0,
+// so dashboards and alerts read 0 rather than nothing before the first one.
+func (m *metrics) initReasons(bans, warnings []string) {
+	for _, r := range bans {
+		m.bans.WithLabelValues(r)
+	}
+	for _, r := range warnings {
+		m.warnings.WithLabelValues(r)
 	}
 }
 

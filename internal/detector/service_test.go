@@ -1,0 +1,52 @@
+package detector
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/ratewarden/ratewarden/internal/detect"
+	"github.com/ratewarden/ratewarden/internal/rules"
+)
+
+// The ban and warning counts have a series at 0 for every reason the
+// detection settings can produce, before any event.
+func TestReasonSeriesStartAtZero(t *testing.T) {
+	det := rules.Detection{
+		Warn: &rules.WarnPolicy{Violations: 20, Within: rules.Duration(5 * time.Minute)},
+		Ban: []rules.BanPolicy{
+			{Violations: 100, Within: rules.Duration(time.Hour), Duration: rules.Duration(time.Hour)},
+			{Violations: 30, Within: rules.Duration(time.Minute), Duration: rules.Duration(10 * time.Minute)},
+		},
+		Scan: &rules.ScanPolicy{DistinctEndpoints: 50, Within: rules.Duration(10 * time.Second), Duration: rules.Duration(time.Hour)},
+	}
+	reg := prometheus.NewRegistry()
+	New(detect.NewEngine(detect.Config{Detection: det}, nil, nil), nil, nil, zap.NewNop(), reg)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]string{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "reason" && m.GetCounter().GetValue() == 0 {
+					got[f.GetName()] = append(got[f.GetName()], l.GetValue())
+				}
+			}
+		}
+		slices.Sort(got[f.GetName()])
+	}
+	want := map[string][]string{
+		"rate_limit_detector_bans_total":     {"scan", "violations_1h", "violations_1m"},
+		"rate_limit_detector_warnings_total": {"violations_5m"},
+	}
+	for family, reasons := range want {
+		if !slices.Equal(got[family], reasons) {
+			t.Errorf("%s reasons at 0: %q, want %q", family, got[family], reasons)
+		}
+	}
+}
