@@ -47,7 +47,7 @@ func New(cfg Config, store Store, log *zap.Logger, reg prometheus.Registerer) *S
 		cfg.WriteTimeout = 30 * time.Second
 	}
 	return &Service{store: store, decisionsTopic: cfg.DecisionsTopic, bansTopic: cfg.BansTopic,
-		writeTimeout: cfg.WriteTimeout, metrics: newMetrics(reg), log: log}
+		writeTimeout: cfg.WriteTimeout, metrics: newMetrics(reg, cfg.DecisionsTopic, cfg.BansTopic), log: log}
 }
 
 // item is one message turned into what will be written for it.
@@ -191,9 +191,12 @@ type metrics struct {
 	buffered    *prometheus.GaugeVec
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+// newMetrics registers the archiver's metrics, the series of every table
+// and of the topics given starting at 0, so dashboards and alerts read 0
+// rather than nothing before the first batch.
+func newMetrics(reg prometheus.Registerer, topics ...string) *metrics {
 	f := promauto.With(reg)
-	return &metrics{
+	m := &metrics{
 		rows:        f.NewCounterVec(prometheus.CounterOpts{Name: "rate_limit_archiver_rows_inserted_total", Help: "Rows inserted, by table."}, []string{"table"}),
 		duplicates:  f.NewCounter(prometheus.CounterOpts{Name: "rate_limit_archiver_duplicates_total", Help: "Rows skipped because they were already archived (redelivery)."}),
 		deadLetters: f.NewCounter(prometheus.CounterOpts{Name: "rate_limit_archiver_dead_lettered_total", Help: "Messages stored in dead_letters instead of their table."}),
@@ -207,12 +210,36 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		buffered: f.NewGaugeVec(prometheus.GaugeOpts{Name: "rate_limit_archiver_buffered_messages",
 			Help: "Messages fetched ahead and waiting for a batch (bounded; when full, fetching pauses)."}, []string{"topic"}),
 	}
+	for _, t := range rowsByTable(pgstore.Result{}) {
+		m.rows.WithLabelValues(t.table)
+	}
+	for _, topic := range topics {
+		m.lag.WithLabelValues(topic)
+		m.buffered.WithLabelValues(topic)
+	}
+	return m
+}
+
+// tableRows is the number of rows a batch inserted into one table.
+type tableRows struct {
+	table string
+	rows  int
+}
+
+// rowsByTable lists the rows r inserted, for every table the archiver
+// writes.
+func rowsByTable(r pgstore.Result) []tableRows {
+	return []tableRows{
+		{pgstore.ViolationsTable, r.Violations},
+		{pgstore.BansTable, r.Bans},
+		{pgstore.DeadLettersTable, r.DeadLetters},
+	}
 }
 
 func (m *metrics) observe(r pgstore.Result, rows int, took time.Duration, oldest time.Time) {
-	m.rows.WithLabelValues("rate_limit_violations").Add(float64(r.Violations))
-	m.rows.WithLabelValues("bans").Add(float64(r.Bans))
-	m.rows.WithLabelValues("dead_letters").Add(float64(r.DeadLetters))
+	for _, t := range rowsByTable(r) {
+		m.rows.WithLabelValues(t.table).Add(float64(t.rows))
+	}
 	m.duplicates.Add(float64(r.Duplicates))
 	m.deadLetters.Add(float64(r.DeadLetters))
 	m.flushSize.Observe(float64(rows))

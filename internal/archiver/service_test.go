@@ -3,6 +3,7 @@ package archiver
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -82,4 +83,34 @@ func TestHandle(t *testing.T) {
 			t.Fatalf("err %v, %d batches", err, len(store.written))
 		}
 	})
+}
+
+// The rows of every table and the lag and buffer of both topics have a
+// series at 0 before the first batch.
+func TestSeriesStartAtZero(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	New(Config{DecisionsTopic: "decisions", BansTopic: "bans"}, &refusingStore{}, zap.NewNop(), reg)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]string{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				got[f.GetName()] = append(got[f.GetName()], l.GetName()+"="+l.GetValue())
+			}
+		}
+		slices.Sort(got[f.GetName()])
+	}
+	want := map[string][]string{
+		"rate_limit_archiver_rows_inserted_total": {"table=bans", "table=dead_letters", "table=rate_limit_violations"},
+		"rate_limit_archiver_consumer_lag":        {"topic=bans", "topic=decisions"},
+		"rate_limit_archiver_buffered_messages":   {"topic=bans", "topic=decisions"},
+	}
+	for family, series := range want {
+		if !slices.Equal(got[family], series) {
+			t.Errorf("%s at start: %q, want %q", family, got[family], series)
+		}
+	}
 }
