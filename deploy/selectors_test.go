@@ -8,7 +8,6 @@ import (
 	"maps"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -262,7 +261,7 @@ func missingSeries(expr string, scraped []series) ([]string, error) {
 				return nil, err
 			}
 			if !found {
-				problems = append(problems, "no series "+want.String()+" ("+seriesOfName(want.name, scraped)+")")
+				problems = append(problems, "no series "+want.String()+" ("+present(want, scraped)+")")
 			}
 		}
 	}
@@ -279,29 +278,34 @@ func anyMatch(sel selector, scraped []series) (bool, error) {
 	return false, nil
 }
 
-// seriesOfName describes the series of name in scraped, for a failure
-// message.
-func seriesOfName(name string, scraped []series) string {
-	var sets []string
+// present describes what scraped holds of the metric of sel, for a failure
+// message: the values of the labels sel matches on.
+func present(sel selector, scraped []series) string {
+	values := map[string][]string{}
+	found := false
 	for _, s := range scraped {
-		if s.name != name {
+		if s.name != sel.name {
 			continue
 		}
-		var ls []string
-		for k, v := range s.labels {
-			if k != "instance" {
-				ls = append(ls, k+"="+strconv.Quote(v))
+		found = true
+		for _, m := range sel.matchers {
+			if v := s.labels[m.label]; !slices.Contains(values[m.label], v) {
+				values[m.label] = append(values[m.label], v)
 			}
 		}
-		sort.Strings(ls)
-		sets = append(sets, "{"+strings.Join(ls, ", ")+"}")
 	}
-	if len(sets) == 0 {
+	if !found {
 		return "the metric has no series at all"
 	}
-	slices.Sort(sets)
-	sets = slices.Compact(sets)
-	return "its series: " + strings.Join(sets, " ")
+	var parts []string
+	for _, m := range sel.matchers {
+		if vs, ok := values[m.label]; ok {
+			slices.Sort(vs)
+			parts = append(parts, m.label+": "+strings.Join(vs, " "))
+			delete(values, m.label)
+		}
+	}
+	return "values present: " + strings.Join(parts, "; ")
 }
 
 // flatten turns scraped metric families into series, as Prometheus stores
