@@ -17,9 +17,14 @@ import (
 )
 
 // hostileRules: /once/** admits one request per client IP (an hour-long
-// token bucket of one), /api/** is generous.
+// token bucket of one), and so does POST /login; /api/** is generous.
 const hostileRules = `
 rules:
+  - id: login-once
+    match: {endpoints: ["/login"], methods: [POST]}
+    key: [ip]
+    algorithm: token_bucket
+    limits: [{rate: 1, per: 1h, burst: 1}]
   - id: once-per-ip
     match: {endpoints: ["/once/**"]}
     key: [ip]
@@ -43,7 +48,7 @@ type hostileCase struct {
 	body    string
 	want    int
 	closeOK bool
-	errHas  string // part of the {"error": ...} message, when set
+	bodyHas string // part of the body (an error message, a decision's fields), when set
 }
 
 func manyHeaders(n int) http.Header {
@@ -74,24 +79,29 @@ func TestHostileInput(t *testing.T) {
 	}
 	huge := strings.Repeat("u", 10<<10)
 	cases := []hostileCase{
-		{name: "malformed JSON", method: "POST", path: "/v1/check", body: `{"ip":"198.51.100.1","endpoint":`, want: 400, errHas: "invalid JSON"},
-		{name: "not an object", method: "POST", path: "/v1/check", body: `[1,2,3]`, want: 400, errHas: "invalid JSON"},
-		{name: "trailing garbage", method: "POST", path: "/v1/check", body: `{"ip":"198.51.100.1","endpoint":"/api/a"} {}`, want: 400, errHas: "invalid JSON"},
+		{name: "malformed JSON", method: "POST", path: "/v1/check", body: `{"ip":"198.51.100.1","endpoint":`, want: 400, bodyHas: "invalid JSON"},
+		{name: "not an object", method: "POST", path: "/v1/check", body: `[1,2,3]`, want: 400, bodyHas: "invalid JSON"},
+		{name: "trailing garbage", method: "POST", path: "/v1/check", body: `{"ip":"198.51.100.1","endpoint":"/api/a"} {}`, want: 400, bodyHas: "invalid JSON"},
 		{name: "unknown field", method: "POST", path: "/v1/check", body: `{"ip":"198.51.100.1","endpoint":"/api/a","evil":1}`, want: 400},
 		{name: "1 MB body", method: "POST", path: "/v1/check", body: `{"ip":"198.51.100.1","endpoint":"/api/a","user_id":"` + strings.Repeat("x", 1<<20) + `"}`, want: 413, closeOK: true},
 		{name: "1 MB admin body", method: "POST", path: "/v1/admin/bans", header: auth("Authorization", "Bearer s3cret"), body: `{"scope":"user","subject":"` + strings.Repeat("x", 1<<20) + `"}`, want: 413, closeOK: true},
 		{name: "10 000 headers", method: "POST", path: "/v1/check", header: manyHeaders(10_000), body: `{"ip":"198.51.100.1","endpoint":"/api/a"}`, want: 431, closeOK: true},
 		{name: "one 100 KiB header", method: "GET", path: "/v1/auth", header: auth("X-Forwarded-Uri", "/api/"+strings.Repeat("a", 100<<10)), want: 431, closeOK: true},
-		{name: "invalid UTF-8 in endpoint", method: "POST", path: "/v1/check", body: "{\"ip\":\"198.51.100.1\",\"endpoint\":\"/api/\xff\xfe\"}", want: 400, errHas: "UTF-8"},
-		{name: "invalid UTF-8 in user_id", method: "POST", path: "/v1/check", body: "{\"ip\":\"198.51.100.1\",\"endpoint\":\"/api/a\",\"user_id\":\"\xc0\xaf\"}", want: 400, errHas: "UTF-8"},
-		{name: "invalid UTF-8 in X-User-Id", method: "GET", path: "/v1/auth", header: auth("X-Forwarded-Uri", "/api/a", "X-User-Id", "\xff\xfe"), want: 400, errHas: "user_id"},
-		{name: "10 KB user_id", method: "POST", path: "/v1/check", body: `{"ip":"198.51.100.1","endpoint":"/api/a","user_id":"` + huge + `"}`, want: 400, errHas: "user_id: must be valid UTF-8 of at most 512 bytes"},
-		{name: "10 KB X-User-Id", method: "GET", path: "/v1/auth", header: auth("X-Forwarded-Uri", "/api/a", "X-User-Id", huge), want: 400, errHas: "user_id: must be valid UTF-8 of at most 512 bytes"},
-		{name: "10 KB endpoint (limit 8 KiB)", method: "POST", path: "/v1/check", body: `{"ip":"198.51.100.1","endpoint":"/api/` + huge + `"}`, want: 400, errHas: "endpoint: longer than"},
+		{name: "invalid UTF-8 in endpoint", method: "POST", path: "/v1/check", body: "{\"ip\":\"198.51.100.1\",\"endpoint\":\"/api/\xff\xfe\"}", want: 400, bodyHas: "UTF-8"},
+		{name: "invalid UTF-8 in user_id", method: "POST", path: "/v1/check", body: "{\"ip\":\"198.51.100.1\",\"endpoint\":\"/api/a\",\"user_id\":\"\xc0\xaf\"}", want: 400, bodyHas: "UTF-8"},
+		{name: "invalid UTF-8 in X-User-Id", method: "GET", path: "/v1/auth", header: auth("X-Forwarded-Uri", "/api/a", "X-User-Id", "\xff\xfe"), want: 400, bodyHas: "user_id"},
+		{name: "10 KB user_id", method: "POST", path: "/v1/check", body: `{"ip":"198.51.100.1","endpoint":"/api/a","user_id":"` + huge + `"}`, want: 400, bodyHas: "user_id: must be valid UTF-8 of at most 512 bytes"},
+		{name: "10 KB X-User-Id", method: "GET", path: "/v1/auth", header: auth("X-Forwarded-Uri", "/api/a", "X-User-Id", huge), want: 400, bodyHas: "user_id: must be valid UTF-8 of at most 512 bytes"},
+		{name: "10 KB endpoint (limit 8 KiB)", method: "POST", path: "/v1/check", body: `{"ip":"198.51.100.1","endpoint":"/api/` + huge + `"}`, want: 400, bodyHas: "endpoint: longer than"},
 		{name: "hostile key separators in user id are data", method: "POST", path: "/v1/check", body: `{"ip":"198.51.100.1","endpoint":"/api/a","user_id":"a:b}{*\r\n"}`, want: 200},
-		{name: "not an IP", method: "POST", path: "/v1/check", body: `{"ip":"198.51.100.1; DROP","endpoint":"/api/a"}`, want: 400, errHas: "ip"},
-		{name: "no endpoint for forward-auth", method: "GET", path: "/v1/auth", want: 400, errHas: "endpoint"},
-		{name: "method not a token", method: "GET", path: "/v1/auth", header: auth("X-Forwarded-Uri", "/api/a", "X-Forwarded-Method", "GET /x"), want: 400, errHas: "method"},
+		{name: "not an IP", method: "POST", path: "/v1/check", body: `{"ip":"198.51.100.1; DROP","endpoint":"/api/a"}`, want: 400, bodyHas: "ip"},
+		{name: "no endpoint for forward-auth", method: "GET", path: "/v1/auth", want: 400, bodyHas: "endpoint"},
+		{name: "method not a token", method: "GET", path: "/v1/auth", header: auth("X-Forwarded-Uri", "/api/a", "X-Forwarded-Method", "GET /x"), want: 400, bodyHas: "method"},
+		// Path parameters cannot dodge a rule on an exact path: all three
+		// share the one request POST /login admits per IP.
+		{name: "path parameter matches the exact rule", method: "POST", path: "/v1/check", body: `{"ip":"198.51.100.60","endpoint":"/login;jsessionid=1","method":"POST"}`, want: 200, bodyHas: `"allowed":true,"reason":"ok","rule_id":"login-once"`},
+		{name: "the plain path shares its budget", method: "POST", path: "/v1/check", body: `{"ip":"198.51.100.60","endpoint":"/login","method":"POST"}`, want: 200, bodyHas: `"allowed":false,"reason":"rate_limited","rule_id":"login-once"`},
+		{name: "dotdot with a parameter resolves", method: "POST", path: "/v1/check", body: `{"ip":"198.51.100.60","endpoint":"/x/..;/login%3Bv=2","method":"POST"}`, want: 200, bodyHas: `"allowed":false,"reason":"rate_limited","rule_id":"login-once"`},
 		{name: "spoofed XFF, first request", method: "GET", path: "/v1/auth", header: auth("X-Forwarded-Uri", "/once/a", "X-Forwarded-For", "203.0.113.1"), want: 200},
 		// The peer (127.0.0.1) is not a trusted proxy: its X-Forwarded-For
 		// is ignored, so this request shares the first one's limit of 1.
@@ -121,8 +131,8 @@ func TestHostileInput(t *testing.T) {
 			if resp.StatusCode != tc.want {
 				t.Fatalf("status %d (%s), want %d", resp.StatusCode, body, tc.want)
 			}
-			if tc.errHas != "" && !strings.Contains(string(body), tc.errHas) {
-				t.Fatalf("body %s, want an error naming %q", body, tc.errHas)
+			if tc.bodyHas != "" && !strings.Contains(string(body), tc.bodyHas) {
+				t.Fatalf("body %s, want an error naming %q", body, tc.bodyHas)
 			}
 		})
 		assertServes(t, lim)

@@ -7,12 +7,16 @@ import (
 
 // NormalizeEndpoint returns the canonical form of a request path, the form
 // rules and keys see: the query and fragment are cut, valid percent-escapes
-// are decoded once (an invalid '%' stays as is), then the path is cleaned as
+// are decoded once (an invalid '%' stays as is), path parameters (from a
+// ';' to the end of its segment) are removed, then the path is cleaned as
 // by path.Clean ("//", "/./" and "/../" resolved, trailing '/' removed) with
 // a leading '/' ensured. So "/api//login", "/api/./login",
-// "/api/x/../login", "/api/%6Cogin" and "/api/login?x" all become
-// "/api/login". Decoding %2F to '/' is deliberate: a backend that decodes it
-// must not see a path the limiter did not.
+// "/api/x/../login", "/api/%6Cogin", "/api/login;jsessionid=1" and
+// "/api/login?x" all become "/api/login". Decoding %2F to '/' is deliberate:
+// a backend that decodes it must not see a path the limiter did not. Path
+// parameters go after decoding and before cleaning for the same reason:
+// servlet containers and many frameworks route "/api/login;x" (and
+// "%3B"-encoded ones) to "/api/login", and treat "..;" as "..".
 //
 // An already clean path is returned without allocating.
 func NormalizeEndpoint(raw string) string {
@@ -22,10 +26,32 @@ func NormalizeEndpoint(raw string) string {
 	if strings.IndexByte(raw, '%') >= 0 {
 		raw = percentDecode(raw)
 	}
+	if strings.IndexByte(raw, ';') >= 0 {
+		raw = cutPathParams(raw)
+	}
 	if raw == "" || raw[0] != '/' {
 		raw = "/" + raw
 	}
 	return path.Clean(raw)
+}
+
+// cutPathParams removes every ';' and what follows it up to the next '/'.
+func cutPathParams(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for {
+		i := strings.IndexByte(s, ';')
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		b.WriteString(s[:i])
+		j := strings.IndexByte(s[i:], '/')
+		if j < 0 {
+			return b.String()
+		}
+		s = s[i+j:]
+	}
 }
 
 // percentDecode decodes every valid %XX once and keeps other bytes as they

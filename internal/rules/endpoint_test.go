@@ -33,6 +33,15 @@ func TestNormalizeEndpoint(t *testing.T) {
 		{"lone percent", "/100%", "/100%"},
 		{"space", "/a%20b", "/a b"},
 		{"only query", "?x=1", "/"},
+		{"path parameter", "/api/login;jsessionid=1", "/api/login"},
+		{"path parameter then slash", "/api/login;a=b/", "/api/login"},
+		{"path parameter mid path", "/api;v=2/login", "/api/login"},
+		{"parameters on every segment", "/a;x/b;y=1;z/c;", "/a/b/c"},
+		{"segment of parameters only", "/api/;x/login", "/api/login"},
+		{"dotdot with parameter", "/x/..;/api/login", "/api/login"},
+		{"encoded semicolon", "/api/login%3Bjsessionid=1", "/api/login"},
+		{"semicolon in query kept out", "/api/login?a=1;b=2", "/api/login"},
+		{"only a parameter", ";x", "/"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -45,7 +54,8 @@ func TestNormalizeEndpoint(t *testing.T) {
 
 func TestNormalizeEndpointBypassesMatchTheRule(t *testing.T) {
 	p := MustCompilePattern("/api/login")
-	for _, raw := range []string{"/api//login", "/api/%6Cogin", "/api/./login", "/x/../api/login", "/api/login/", "/api/login?a=b", "/api%2flogin", "//api///login//"} {
+	for _, raw := range []string{"/api//login", "/api/%6Cogin", "/api/./login", "/x/../api/login", "/api/login/", "/api/login?a=b", "/api%2flogin", "//api///login//",
+		"/api/login;jsessionid=1", "/api;x/login", "/x/..;/api/login", "/api/login%3bx"} {
 		t.Run(raw, func(t *testing.T) {
 			if !p.Match(NormalizeEndpoint(raw)) {
 				t.Errorf("%q normalizes to %q, which escapes /api/login", raw, NormalizeEndpoint(raw))
@@ -65,7 +75,7 @@ func TestNormalizeEndpointCleanDoesNotAllocate(t *testing.T) {
 }
 
 func FuzzNormalizeEndpoint(f *testing.F) {
-	for _, s := range []string{"/api//login", "/a/%2e%2e/b", "%", "/a%2F..%2F..%2Fb?x#y", "", "a/b/../../.."} {
+	for _, s := range []string{"/api//login", "/a/%2e%2e/b", "%", "/a%2F..%2F..%2Fb?x#y", "", "a/b/../../..", "/a;x/..;/b", "/a%3B/b"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
@@ -75,6 +85,9 @@ func FuzzNormalizeEndpoint(f *testing.F) {
 		}
 		if path.Clean(got) != got {
 			t.Fatalf("NormalizeEndpoint(%q) = %q: not clean", raw, got)
+		}
+		if strings.Contains(got, ";") {
+			t.Fatalf("NormalizeEndpoint(%q) = %q: path parameters left", raw, got)
 		}
 	})
 }
