@@ -11,16 +11,20 @@ import (
 
 // BanID derives the id of a ban or warning from what identifies one
 // detection: the offender (scope, subject), the detection rule (reason) and
-// the start of the window that crossed the threshold (anchor, at
-// millisecond precision). The same detection always gets the same id, so
-// consumers can deduplicate a republished message. The id is the first 128
-// bits of a SHA-256 over the length-prefixed fields, formatted as an RFC 9562
-// version 8 (custom) UUID. The engine passes "warn/"+reason for warnings, so
-// a warning never shares an id with a ban.
-func BanID(scope, subject, reason string, anchor time.Time) string {
+// the event that crossed the threshold (trigger, its event_id). The same
+// detection, redelivered or replayed, always gets the same id, so consumers
+// can deduplicate a republished message; the next ban of the offender by
+// the same rule is triggered by a later event and gets an id of its own.
+// (An id anchored on the start of the window gave a repeat ban within one
+// window the id of the first: escalation, which counts ids, stalled, and
+// the archiver dropped the later ban as a duplicate.) The id is the first
+// 128 bits of a SHA-256 over the length-prefixed fields, formatted as an
+// RFC 9562 version 8 (custom) UUID. The engine passes "warn/"+reason for
+// warnings, so a warning never shares an id with a ban.
+func BanID(scope, subject, reason, trigger string) string {
 	h := sha256.New()
 	var n [8]byte
-	for _, f := range [...]string{scope, subject, reason, strconv.FormatInt(anchor.UnixMilli(), 10)} {
+	for _, f := range [...]string{scope, subject, reason, trigger} {
 		binary.BigEndian.PutUint64(n[:], uint64(len(f)))
 		h.Write(n[:])
 		h.Write([]byte(f))

@@ -235,3 +235,49 @@ func TestEngineErrorKeepsNoState(t *testing.T) {
 }
 
 type switchWindows struct{ detect.Windows }
+
+// TestEngineRepeatBanIDs: a ban shorter than its window, then the same
+// offender over the same threshold again once it has expired: the second
+// ban has an id of its own and escalates. A redelivered detection that was
+// not yet settled is published again under its first id.
+func TestEngineRepeatBanIDs(t *testing.T) {
+	det := rules.Detection{
+		Ban:        []rules.BanPolicy{{Violations: 3, Within: dur(time.Hour), Duration: dur(time.Minute)}},
+		Escalation: rules.EscalationPolicy{Factor: 2, Cap: dur(time.Hour), Period: dur(time.Hour)},
+	}
+	ctx := context.Background()
+	ledger := detect.NewMemoryLedger()
+	e := detect.NewEngine(detect.Config{Detection: det}, detect.NewMemoryWindows(), ledger)
+	process := func(evs ...event.Decision) []detect.Outcome {
+		t.Helper()
+		out, _, err := e.Process(ctx, inputs(0, evs...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	const ip = "192.0.2.1"
+	first := process(deny("a", 0, ip, "", "/"), deny("b", 1000, ip, "", "/"), deny("c", 2000, ip, "", "/"))
+	if len(first) != 1 {
+		t.Fatalf("first crossing: %+v, want one ban", first)
+	}
+	// Redelivered before it was settled: published again, same id.
+	if again := process(deny("c", 2000, ip, "", "/")); len(again) != 1 || again[0].Ban.BanID != first[0].Ban.BanID {
+		t.Fatalf("redelivered detection: %+v, want the ban %s again", again, first[0].Ban.BanID)
+	}
+	if err := ledger.Settle(ctx, first[0].Ban, true); err != nil {
+		t.Fatal(err)
+	}
+	// Five minutes on, the one-minute ban has expired; the window still
+	// holds the first violations.
+	second := process(deny("d", 5*60_000, ip, "", "/"))
+	if len(second) != 1 {
+		t.Fatalf("crossing again after the ban expired: %+v, want one ban", second)
+	}
+	if second[0].Ban.BanID == first[0].Ban.BanID {
+		t.Errorf("second ban reuses the first ban's id %s", first[0].Ban.BanID)
+	}
+	if second[0].Ban.Reason != first[0].Ban.Reason || second[0].Ban.DurationS != 120 {
+		t.Errorf("second ban %s for %ds, want %s escalated to 120s", second[0].Ban.Reason, second[0].Ban.DurationS, first[0].Ban.Reason)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -164,6 +165,7 @@ func checkReplay(t *testing.T, r replay, events []event.Decision, w want) {
 		got[i] = wantOutcome{b.Action, b.Scope, b.Subject, b.Reason, b.Count, b.Threshold, b.WindowS, b.DurationS, b.DryRun}
 		checkBan(t, b)
 	}
+	checkBanIDs(t, r.outcomes, events)
 	if len(got) != len(w.Outcomes) || (len(got) > 0 && !reflect.DeepEqual(got, w.Outcomes)) {
 		t.Errorf("outcomes:\n got %+v\nwant %+v", got, w.Outcomes)
 	}
@@ -210,11 +212,27 @@ func checkBan(t *testing.T, b event.Ban) {
 	case b.Action == event.ActionWarn && !b.ExpiresAt.IsZero():
 		t.Errorf("%s: warning expires %s", b.BanID, b.ExpiresAt)
 	}
-	idReason := b.Reason
-	if b.Action == event.ActionWarn {
-		idReason = "warn/" + b.Reason
-	}
-	if id := detect.BanID(b.Scope, b.Subject, idReason, ev.FirstTS); id != b.BanID {
-		t.Errorf("ban id %s, want %s (anchored at the evidence start)", b.BanID, id)
+}
+
+// checkBanIDs checks that every outcome has an id of its own, derived from
+// an event of the stream (the one that triggered it).
+func checkBanIDs(t *testing.T, outcomes []detect.Outcome, events []event.Decision) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, o := range outcomes {
+		b := o.Ban
+		if seen[b.BanID] {
+			t.Errorf("%s %s of %s: id %s issued before", b.Action, b.Reason, b.Key(), b.BanID)
+		}
+		seen[b.BanID] = true
+		idReason := b.Reason
+		if b.Action == event.ActionWarn {
+			idReason = "warn/" + b.Reason
+		}
+		if !slices.ContainsFunc(events, func(ev event.Decision) bool {
+			return detect.BanID(b.Scope, b.Subject, idReason, ev.EventID) == b.BanID
+		}) {
+			t.Errorf("%s %s of %s: id %s is not derived from any event of the stream", b.Action, b.Reason, b.Key(), b.BanID)
+		}
 	}
 }

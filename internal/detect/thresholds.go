@@ -44,7 +44,7 @@ type candidate struct {
 	threshold int64
 	window    time.Duration
 	duration  time.Duration
-	first     time.Time // evidence start and id anchor
+	first     time.Time // evidence start
 	last      time.Time
 }
 
@@ -104,7 +104,7 @@ func (e *Engine) ban(s *Sighting, ev *event.Decision, t *Tally, action string, c
 		idReason = event.ActionWarn + "/" + c.reason
 	}
 	return event.Ban{
-		BanID:     BanID(s.Offender.Scope, s.Offender.Subject, idReason, c.first),
+		BanID:     BanID(s.Offender.Scope, s.Offender.Subject, idReason, ev.EventID),
 		TS:        ev.TS,
 		Action:    action,
 		Scope:     s.Offender.Scope,

@@ -38,7 +38,7 @@ func claimAt(t0 time.Time, action, subject, reason string, at time.Duration) det
 	}
 	return detect.Claim{
 		Ban: event.Ban{
-			BanID: detect.BanID(event.ScopeIP, subject, id, ts), TS: ts, Action: action,
+			BanID: detect.BanID(event.ScopeIP, subject, id, ts.Format(time.RFC3339Nano)), TS: ts, Action: action,
 			Scope: event.ScopeIP, Subject: subject, Reason: reason, Count: 100, Threshold: 100,
 			WindowS: 3600, DurationS: 3600, Source: "detector",
 			Evidence: event.Evidence{FirstTS: ts.Add(-time.Minute), LastTS: ts, SampleEndpoints: []string{"/a"}},
