@@ -122,11 +122,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		// missed between a load and the subscription.
 		err := blacklist.SubscribeResync(banCtx,
 			func(c redisstore.Change) { bans.Apply(c.Action, c.Scope, c.Subject, c.ExpiresAt) },
-			func() {
-				if list, err := loadBans(banCtx); err == nil {
-					bans.Replace(list)
-				}
-			})
+			func() { _ = bans.Load(banCtx, loadBans) }) // on failure the periodic resync retries
 		if err != nil && banCtx.Err() == nil {
 			log.Error("ban change subscription ended; bans now follow the periodic resync only", zap.Error(err))
 		}
