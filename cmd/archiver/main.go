@@ -121,7 +121,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 }
 
 // maintainPartitions creates daily partitions ahead of time and drops those
-// past retention, at start and every hour.
+// past retention, with the dead letters past retention, at start and every
+// hour.
 func maintainPartitions(ctx context.Context, store *pgstore.Store, cfg config.Archiver, log *zap.Logger) {
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
@@ -136,6 +137,11 @@ func maintainPartitions(ctx context.Context, store *pgstore.Store, cfg config.Ar
 		}
 		if len(dropped) > 0 {
 			log.Info("dropped partitions past retention", zap.Strings("partitions", dropped))
+		}
+		if n, err := store.PruneDeadLetters(ctx, cfg.RetentionDays); err != nil && ctx.Err() == nil {
+			log.Warn("deleting old dead letters", zap.Error(err))
+		} else if n > 0 {
+			log.Info("deleted dead letters past retention", zap.Int64("rows", n))
 		}
 		select {
 		case <-ctx.Done():

@@ -127,6 +127,11 @@ func (h *handler) addBan(w http.ResponseWriter, r *http.Request) {
 		h.inputError(w, err)
 		return
 	}
+	who, err := actor(r)
+	if err != nil {
+		h.inputError(w, err)
+		return
+	}
 	d, err := time.ParseDuration(req.Duration)
 	if err != nil || d < time.Second || d > maxBanDuration {
 		h.inputError(w, badRequest("duration: a Go duration between 1s and %v, such as 30m or 24h", maxBanDuration))
@@ -152,7 +157,8 @@ func (h *handler) addBan(w http.ResponseWriter, r *http.Request) {
 	if h.cfg.Bans != nil {
 		h.cfg.Bans.Apply(event.ActionBan, ban.Scope, ban.Subject, ban.ExpiresAt)
 	}
-	h.cfg.Log.Info("admin ban", zap.String("source", r.RemoteAddr), zap.String("scope", ban.Scope),
+	h.cfg.Log.Info("admin ban", zap.String("actor", who), zap.String("client", h.clientIP(r).String()),
+		zap.String("source", r.RemoteAddr), zap.String("scope", ban.Scope),
 		zap.String("subject", ban.Subject), zap.Duration("duration", d), zap.String("ban_id", ban.BanID))
 	raw, _ := event.EncodeBan(ban)
 	writeJSON(w, http.StatusCreated, append(raw, '\n'))
@@ -162,6 +168,11 @@ func (h *handler) addBan(w http.ResponseWriter, r *http.Request) {
 func (h *handler) removeBan(w http.ResponseWriter, r *http.Request) {
 	scope := r.PathValue("scope")
 	subject, err := banSubject(scope, r.PathValue("subject"))
+	if err != nil {
+		h.inputError(w, err)
+		return
+	}
+	who, err := actor(r)
 	if err != nil {
 		h.inputError(w, err)
 		return
@@ -178,7 +189,8 @@ func (h *handler) removeBan(w http.ResponseWriter, r *http.Request) {
 	if h.cfg.Bans != nil {
 		h.cfg.Bans.Apply(event.ActionUnban, scope, subject, time.Time{})
 	}
-	h.cfg.Log.Info("admin unban", zap.String("source", r.RemoteAddr), zap.String("scope", scope), zap.String("subject", subject))
+	h.cfg.Log.Info("admin unban", zap.String("actor", who), zap.String("client", h.clientIP(r).String()),
+		zap.String("source", r.RemoteAddr), zap.String("scope", scope), zap.String("subject", subject))
 	unban := event.Ban{BanID: uuid.NewString(), TS: time.Now().UTC(), Action: event.ActionUnban, Scope: scope,
 		Subject: subject, Reason: "manual", Source: "admin"}
 	if err := h.cfg.BanPublisher.Publish(r.Context(), unban); err != nil {

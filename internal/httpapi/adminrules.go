@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ratewarden/ratewarden/internal/pgstore"
 	"github.com/ratewarden/ratewarden/internal/redisstore"
@@ -142,26 +143,27 @@ func (h *handler) shadowRule(w http.ResponseWriter, r *http.Request) {
 	h.answerChange(w, r.PathValue("id"), res, err)
 }
 
-// changer describes who makes a change: the declared actor (X-Actor,
-// default "admin"), the client address and this instance.
+// changer describes who makes a change: the declared actor, the client
+// address and this instance.
 func (h *handler) changer(r *http.Request) (pgstore.RuleChange, error) {
-	actor := r.Header.Get(actorHeader)
-	if actor == "" {
-		actor = "admin"
+	a, err := actor(r)
+	if err != nil {
+		return pgstore.RuleChange{}, err
 	}
-	if len(actor) > maxActor || !printable(actor) {
-		return pgstore.RuleChange{}, badRequest("%s: at most %d printable characters", actorHeader, maxActor)
-	}
-	return pgstore.RuleChange{Actor: actor, SourceAddr: h.clientIP(r).String(), Instance: h.cfg.Instance}, nil
+	return pgstore.RuleChange{Actor: a, SourceAddr: h.clientIP(r).String(), Instance: h.cfg.Instance}, nil
 }
 
-func printable(s string) bool {
-	for _, c := range []byte(s) {
-		if c < 0x20 || c == 0x7f {
-			return false
-		}
+// actor is the self-declared author of an admin change (X-Actor, default
+// "admin"), checked before it reaches logs or the audit table.
+func actor(r *http.Request) (string, error) {
+	a := r.Header.Get(actorHeader)
+	if a == "" {
+		return "admin", nil
 	}
-	return true
+	if len(a) > maxActor || !utf8.ValidString(a) || hasControl(a) {
+		return "", badRequest("%s: valid UTF-8 of at most %d bytes without control characters", actorHeader, maxActor)
+	}
+	return a, nil
 }
 
 type fieldJSON struct {

@@ -255,6 +255,11 @@ func TestBadInput(t *testing.T) {
 		{"wrong type", "POST", `{"ip":7,"endpoint":"/a"}`, 400, "invalid JSON"},
 		{"huge user id", "POST", `{"ip":"1.2.3.4","endpoint":"/a","user_id":"` + strings.Repeat("u", 600) + `"}`, 400, "user_id"},
 		{"oversized body", "POST", `{"ip":"1.2.3.4","endpoint":"/a","user_id":"` + strings.Repeat("u", 70<<10) + `"}`, 413, "larger than"},
+		{"NUL in user id", "POST", `{"ip":"1.2.3.4","endpoint":"/a","user_id":"u\u0000"}`, 400, "user_id: control characters"},
+		{"escape in tier", "POST", `{"ip":"1.2.3.4","endpoint":"/a","tier":"\u001b[31m"}`, 400, "tier: control characters"},
+		{"NUL in endpoint", "POST", `{"ip":"1.2.3.4","endpoint":"/a\u0000"}`, 400, "endpoint: control characters"},
+		{"encoded NUL in endpoint", "POST", `{"ip":"1.2.3.4","endpoint":"/a%00b"}`, 400, "endpoint: control characters"},
+		{"encoded DEL in endpoint", "POST", `{"ip":"1.2.3.4","endpoint":"/a%7F"}`, 400, "endpoint: control characters"},
 		{"wrong method", "GET", ``, 405, ""},
 	}
 	for _, tt := range tests {

@@ -116,6 +116,14 @@ func newRequest(userID, ip, endpoint, method, tier string, cost int64, attrs map
 		return rules.Request{}, badRequest("user_id: must be valid UTF-8 of at most %d bytes", maxUserID)
 	case len(tier) > maxTier || !utf8.ValidString(tier):
 		return rules.Request{}, badRequest("tier: must be valid UTF-8 of at most %d bytes", maxTier)
+	case hasControl(userID):
+		return rules.Request{}, badRequest("user_id: control characters are not allowed")
+	case hasControl(tier):
+		return rules.Request{}, badRequest("tier: control characters are not allowed")
+	}
+	normalized := rules.NormalizeEndpoint(endpoint)
+	if hasControl(normalized) { // percent-decoded: "%00" is a NUL here
+		return rules.Request{}, badRequest("endpoint: control characters are not allowed")
 	}
 	if method == "" {
 		method = http.MethodGet
@@ -129,12 +137,25 @@ func newRequest(userID, ip, endpoint, method, tier string, cost int64, attrs map
 		UserID:     userID,
 		IP:         addr.String(),
 		Addr:       addr,
-		Endpoint:   rules.NormalizeEndpoint(endpoint),
+		Endpoint:   normalized,
 		Method:     strings.ToUpper(method),
 		Tier:       tier,
 		Attributes: attrs,
 		Cost:       cost,
 	}, nil
+}
+
+// hasControl reports whether s holds an ASCII control character (C0 or
+// DEL). They reach events and logs, and Postgres cannot store NUL in text:
+// a violation carrying one would leave the analysts' tables for
+// dead_letters.
+func hasControl(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] == 0x7f {
+			return true
+		}
+	}
+	return false
 }
 
 func validMethod(m string) bool {

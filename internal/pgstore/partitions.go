@@ -144,6 +144,21 @@ func (s *Store) DropPartitions(ctx context.Context, now time.Time, retentionDays
 	return dropped, nil
 }
 
+// PruneDeadLetters deletes the dead letters received more than
+// retentionDays days ago and returns how many. Their received_at is stamped
+// by Postgres, so Postgres's clock judges them, whatever the archiver's
+// says. retentionDays below 1 is an error: nothing is deleted.
+func (s *Store) PruneDeadLetters(ctx context.Context, retentionDays int) (int64, error) {
+	if retentionDays < 1 {
+		return 0, fmt.Errorf("prune dead letters: retention is %d days, want at least 1", retentionDays)
+	}
+	tag, err := s.pool.Exec(ctx, "DELETE FROM dead_letters WHERE received_at < now() - make_interval(days => $1)", retentionDays)
+	if err != nil {
+		return 0, fmt.Errorf("prune dead letters: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
 // partitionDay parses the day of a daily partition's name; ok is false for
 // any other table (the DEFAULT partition, one attached by hand).
 func partitionDay(name string) (time.Time, bool) {

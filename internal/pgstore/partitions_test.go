@@ -150,3 +150,25 @@ func TestEnsurePartitionsConcurrently(t *testing.T) {
 		t.Errorf("%d partitions, want 6", got)
 	}
 }
+
+// TestPruneDeadLetters: dead letters older than the retention, by
+// Postgres's clock, are deleted; newer ones stay.
+func TestPruneDeadLetters(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	for i, age := range []string{"31 days", "29 days", "1 minute"} {
+		if _, err := s.pool.Exec(ctx, `INSERT INTO dead_letters (topic, "partition", "offset", raw, error, received_at)
+			VALUES ('t', 0, $1, '\x00', 'test', now() - $2::interval)`, i, age); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := s.PruneDeadLetters(ctx, 30); err != nil || n != 1 {
+		t.Fatalf("PruneDeadLetters = %d, %v; want 1 deleted", n, err)
+	}
+	if got := queryString(t, s, "SELECT string_agg(\"offset\"::text, ',' ORDER BY \"offset\") FROM dead_letters"); got != "1,2" {
+		t.Errorf("dead letters left at offsets %s, want 1,2", got)
+	}
+	if _, err := s.PruneDeadLetters(ctx, 0); err == nil {
+		t.Error("PruneDeadLetters with 0 days of retention succeeded")
+	}
+}
