@@ -290,3 +290,27 @@ func TestAdminAuditNamesActorAndClient(t *testing.T) {
 		}
 	}
 }
+
+// /readyz reports each dependency's state and the class of its error, never
+// the error's text, which names addresses of the network behind the limiter.
+func TestReadyzNamesNoAddresses(t *testing.T) {
+	e := newEnv(t)
+	deadRedis, deadKafka := freeAddr(t), freeAddr(t) // nothing listens there
+	lim := e.start("limiter", "REDIS_URL", "redis://"+deadRedis+"/0", "KAFKA_BROKERS", deadKafka)
+	resp, err := http.Get("http://" + lim.addr + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{`"redis":"down: connection refused"`, `"kafka":"down: connection refused"`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/readyz %s, want %s", body, want)
+		}
+	}
+	for _, addr := range []string{deadRedis, deadKafka, "127.0.0.1"} {
+		if strings.Contains(string(body), addr) {
+			t.Errorf("/readyz %s names %s", body, addr)
+		}
+	}
+}

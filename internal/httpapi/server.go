@@ -206,7 +206,12 @@ func (h *handler) ready(w http.ResponseWriter, r *http.Request) {
 		res := <-results
 		body.Checks[res.name] = "up"
 		if res.err != nil {
-			body.Checks[res.name] = "down: " + res.err.Error()
+			// The class only: the error's text can name internal addresses,
+			// and /readyz may be reachable by more than the operators.
+			body.Checks[res.name] = "down: " + probeErrorClass(res.err)
+			if h.cfg.Log != nil {
+				h.cfg.Log.Debug("readiness probe failed", zap.String("probe", res.name), zap.Error(res.err))
+			}
 			if required[res.name] {
 				body.Status, status = "unready", http.StatusServiceUnavailable
 			}
