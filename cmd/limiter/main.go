@@ -174,6 +174,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		BreakerFailures:     cfg.RedisBreakerFailures,
 		PermissiveDenyRules: cfg.PermissiveDenyRules,
 		OverLimitCacheSize:  cfg.OverLimitCache,
+		LocalMaxKeys:        cfg.LocalMaxKeys,
 		Health:              heartbeats,
 		HealthInterval:      cfg.RedisHealthInterval,
 		HealthTimeout:       cfg.RedisTimeout,

@@ -14,6 +14,7 @@ type Limiter struct {
 	PipelineLimit  int
 	PipelineWindow time.Duration
 	OverLimitCache int // entries; 0: off
+	LocalMaxKeys   int // keys of local-mode state
 	EventQueueSize int
 	BanResync      time.Duration
 	AdminToken     string
@@ -49,6 +50,7 @@ func LoadLimiter(getenv func(string) string) (Limiter, error) {
 		PipelineLimit:  e.integer("REDIS_PIPELINE_LIMIT", 64, 1, 10000),
 		PipelineWindow: e.durationOrZero("REDIS_PIPELINE_WINDOW", 0),
 		OverLimitCache: e.integer("OVER_LIMIT_CACHE_SIZE", 100_000, 0, 100_000_000),
+		LocalMaxKeys:   e.integer("LOCAL_MAX_KEYS", 100_000, 1_000, 100_000_000),
 		EventQueueSize: e.integer("EVENT_QUEUE_SIZE", 10000, 1, 10_000_000),
 		BanResync:      e.duration("BAN_RESYNC_INTERVAL", 30*time.Second),
 		AdminToken:     e.str("ADMIN_TOKEN", ""),

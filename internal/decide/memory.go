@@ -3,7 +3,10 @@ package decide
 import (
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/ratewarden/ratewarden/internal/evict"
 )
 
 const shardCount = 64
@@ -16,13 +19,18 @@ const shardCount = 64
 // expired state. The zero value is ready to use; a Memory must not be copied
 // after first use.
 type Memory struct {
-	shards [shardCount]shard
+	shards    [shardCount]shard
+	evictions atomic.Int64
 }
 
 type shard struct {
 	mu   sync.Mutex
 	keys map[string]*entry
+	max  int // keys the shard may hold; 0: no bound
 }
+
+// callKeys is the most keys one call creates: state, hold and hits.
+const callKeys = 3
 
 // entry is one Redis key. Which fields are used depends on the key's role.
 type entry struct {
@@ -44,6 +52,27 @@ func NewMemory() *Memory {
 	return &Memory{}
 }
 
+// NewBoundedMemory returns an empty model that holds at most about maxKeys
+// keys (rounded up to a multiple of the shard count, at least callKeys a
+// shard). When a call may need room, it first evicts keys (evict.Sampled):
+// the expired keys of a small sample, else the one that would expire
+// soonest.
+// That is the state Redis would forget first, so losing it changes the
+// fewest later decisions: a token bucket's key expires when it is full
+// again, so the least used bucket goes first, and a penalty goes only when
+// it is about to end anyway.
+func NewBoundedMemory(maxKeys int) *Memory {
+	m := &Memory{}
+	per := max((maxKeys+shardCount-1)/shardCount, callKeys)
+	for i := range m.shards {
+		m.shards[i].max = per
+	}
+	return m
+}
+
+// Evictions returns how many keys were evicted to stay within the bound.
+func (m *Memory) Evictions() int64 { return m.evictions.Load() }
+
 // Decide decides c at nowMs, or at c.NowMs when that is non-zero (as the
 // scripts do), and records the outcome. c must be valid (see Call.Validate).
 func (m *Memory) Decide(c Call, nowMs int64) Result {
@@ -55,6 +84,11 @@ func (m *Memory) Decide(c Call, nowMs int64) Result {
 	defer sh.mu.Unlock()
 	if sh.keys == nil {
 		sh.keys = make(map[string]*entry)
+	}
+	if sh.max > 0 {
+		for len(sh.keys) > sh.max-callKeys {
+			m.evictions.Add(int64(evict.Sampled(sh.keys, nowMs, func(e *entry) int64 { return e.expireAt })))
+		}
 	}
 	return sh.decide(c, nowMs)
 }

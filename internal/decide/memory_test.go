@@ -180,3 +180,56 @@ func BenchmarkMemoryDecide(b *testing.B) {
 		})
 	}
 }
+
+// TestBoundedMemory: a flood of distinct subjects stays within the bound,
+// and what it evicts is state that expires sooner than an exhausted
+// subject's: that subject stays denied throughout.
+func TestBoundedMemory(t *testing.T) {
+	const maxKeys, flood = 640, 20_000
+	m := decide.NewBoundedMemory(maxKeys)
+	bucket := func(subject string) decide.Call {
+		return decide.Call{
+			Keys: decidetest.Keys("test:", subject), Algorithm: decide.TokenBucket, Cost: 1,
+			Limits: []decide.Limit{{Rate: 1, Per: time.Minute, Burst: 5}},
+		}
+	}
+	const now = 1_000_000
+	for i := range 5 {
+		if r := m.Decide(bucket("heavy"), now); !r.Allowed {
+			t.Fatalf("request %d of a burst of 5 denied", i+1)
+		}
+	}
+	for i := range flood {
+		m.Decide(bucket("fresh-"+strconv.Itoa(i)), now)
+		if n := m.Len(); n > maxKeys {
+			t.Fatalf("%d keys after %d subjects, bound %d", n, i+1, maxKeys)
+		}
+	}
+	if r := m.Decide(bucket("heavy"), now); r.Allowed {
+		t.Error("the exhausted subject was admitted again after the flood: its state was evicted")
+	}
+	if got, least := m.Evictions(), int64(flood+1-maxKeys); got < least {
+		t.Errorf("%d evictions, want at least %d", got, least)
+	}
+}
+
+// TestBoundedMemoryEvictsExpiredFirst: at the bound, expired keys go before
+// live ones.
+func TestBoundedMemoryEvictsExpiredFirst(t *testing.T) {
+	m := decide.NewBoundedMemory(64 * 10) // 10 keys a shard
+	window := func(subject string) decide.Call {
+		return decide.Call{Keys: decidetest.Keys("test:", subject), Algorithm: decide.FixedWindow, Cost: 1,
+			Limits: []decide.Limit{{Requests: 1, Per: time.Second}}}
+	}
+	for i := range 2_000 { // all expired by the next second
+		m.Decide(window("old-"+strconv.Itoa(i)), 1_000)
+	}
+	for i := range 100 { // far fewer than the bound: nothing live is evicted
+		m.Decide(window("new-"+strconv.Itoa(i)), 5_000)
+	}
+	for i := range 100 {
+		if r := m.Decide(window("new-"+strconv.Itoa(i)), 5_000); r.Allowed {
+			t.Fatalf("new-%d admitted twice in its window: its live state was evicted while expired keys were left", i)
+		}
+	}
+}

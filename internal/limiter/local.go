@@ -10,6 +10,10 @@ import (
 // sweepEvery bounds how long expired local state is kept.
 const sweepEvery = 10 * time.Second
 
+// DefaultLocalMaxKeys bounds local-mode state unless configured otherwise:
+// about 30 MB of keys (see README, Security model).
+const DefaultLocalMaxKeys = 100_000
+
 // localLimiter decides in process memory with the same model the Lua scripts
 // implement, for rules whose failure policy is local while Redis is away.
 type localLimiter struct {
@@ -17,7 +21,12 @@ type localLimiter struct {
 	lastSweep atomic.Int64
 }
 
-func newLocalLimiter() *localLimiter { return &localLimiter{mem: decide.NewMemory()} }
+// newLocalLimiter returns a local limiter holding at most about maxKeys
+// keys: a flood of distinct subjects during a Redis outage evicts state
+// rather than growing without bound.
+func newLocalLimiter(maxKeys int) *localLimiter {
+	return &localLimiter{mem: decide.NewBoundedMemory(maxKeys)}
+}
 
 // decide decides c in memory with each of its limits divided among
 // instances, the live limiter instances, so together they admit about what

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"github.com/ratewarden/ratewarden/internal/decide"
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/rules"
 )
@@ -66,6 +67,20 @@ func (m *metrics) watchOverLimit(reg prometheus.Registerer, c *overLimitCache) {
 		Name: "rate_limit_over_limit_cache_entries",
 		Help: "Denials held by the over-limit cache, expired ones not yet dropped included.",
 	}, func() float64 { return float64(c.len()) })
+}
+
+// watchLocal reports the size and evictions of local-mode state on reg at
+// scrape time.
+func (m *metrics) watchLocal(reg prometheus.Registerer, mem *decide.Memory) {
+	f := promauto.With(reg)
+	f.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "rate_limit_local_keys",
+		Help: "Keys of local-mode state held in memory (bounded by LOCAL_MAX_KEYS), expired ones not yet swept included.",
+	}, func() float64 { return float64(mem.Len()) })
+	f.NewCounterFunc(prometheus.CounterOpts{
+		Name: "rate_limit_local_evictions_total",
+		Help: "Keys of local-mode state evicted to stay within LOCAL_MAX_KEYS (the sampled key that would expire soonest).",
+	}, func() float64 { return float64(mem.Evictions()) })
 }
 
 // setMode reports mode as the current one.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/decide"
+	"github.com/ratewarden/ratewarden/internal/evict"
 )
 
 const overLimitShards = 64
@@ -35,7 +36,7 @@ const overLimitShards = 64
 // of the first denial, possibly optimistic, never a wrong allow or deny.
 //
 // Memory is bounded: each of 64 shards holds at most size/64 entries; a full
-// shard drops one entry from a small random sample (see evict).
+// shard drops an entry of a small random sample (see evict.Sampled).
 type overLimitCache struct {
 	seed     maphash.Seed
 	perShard int
@@ -121,33 +122,9 @@ func (c *overLimitCache) put(call *decide.Call, r decide.Result, start time.Time
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if _, ok := sh.entries[call.Keys.State]; !ok && len(sh.entries) >= c.perShard {
-		sh.evict(start)
+		evict.Sampled(sh.entries, start.UnixNano(), func(e overLimitEntry) int64 { return e.until.UnixNano() })
 	}
 	sh.entries[call.Keys.State] = e
-}
-
-// evict makes room for one entry in O(1), as Redis evicts: of a few
-// entries sampled at random (map order), the expired ones go, else the one
-// that expires first.
-func (sh *overLimitShard) evict(now time.Time) {
-	const samples = 8
-	var victim string
-	var soonest time.Time
-	seen, freed := 0, false
-	for k, e := range sh.entries {
-		if !now.Before(e.until) {
-			delete(sh.entries, k)
-			freed = true
-		} else if victim == "" || e.until.Before(soonest) {
-			victim, soonest = k, e.until
-		}
-		if seen++; seen == samples {
-			break
-		}
-	}
-	if !freed && victim != "" {
-		delete(sh.entries, victim)
-	}
 }
 
 // clear forgets every entry: the rules changed, and a raised limit must

@@ -95,41 +95,6 @@ func TestOverLimitCacheIsBoundedAndCleared(t *testing.T) {
 	}
 }
 
-// A full shard's eviction drops the expired entries it samples, else the
-// sampled entry expiring first; never a live one while an expired one is
-// found.
-func TestOverLimitEvict(t *testing.T) {
-	t0 := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
-	shard := func(untils ...time.Duration) *overLimitShard {
-		sh := &overLimitShard{entries: make(map[string]overLimitEntry)}
-		for i, u := range untils {
-			sh.entries["k"+strconv.Itoa(i)] = overLimitEntry{until: t0.Add(u)}
-		}
-		return sh
-	}
-	t.Run("expired entries go first", func(t *testing.T) {
-		// 10 entries, 5 expired: any sample of 8 holds at least 3 of them.
-		sh := shard(-5, -4, -3, -2, -1, 1, 2, 3, 4, 5)
-		sh.evict(t0)
-		for i := 5; i < 10; i++ {
-			if _, ok := sh.entries["k"+strconv.Itoa(i)]; !ok {
-				t.Fatalf("live entry k%d evicted while expired ones were there", i)
-			}
-		}
-		if n := len(sh.entries); n > 7 {
-			t.Fatalf("%d entries left, want at least 3 expired ones dropped", n)
-		}
-	})
-	t.Run("else the one expiring first", func(t *testing.T) {
-		// 8 live entries: the sample is all of them.
-		sh := shard(7, 3, 8, 1, 5, 2, 6, 4)
-		sh.evict(t0)
-		if _, ok := sh.entries["k3"]; ok || len(sh.entries) != 7 {
-			t.Fatalf("entries %v: want exactly k3 (expiring first) gone", sh.entries)
-		}
-	})
-}
-
 // modelCounter decides in the reference model of the Lua scripts at the
 // fake clock's time, as Redis would, and counts the calls it was sent.
 type modelCounter struct {

@@ -71,6 +71,9 @@ type Config struct {
 	// OverLimitCacheSize bounds the entries of the over-limit cache (denials
 	// answered from memory until they lapse); 0 turns it off.
 	OverLimitCacheSize int
+	// LocalMaxKeys bounds the keys of local-mode state (as many as Redis
+	// would hold for the same calls); 0: DefaultLocalMaxKeys.
+	LocalMaxKeys int
 	// Health, when set, is called every HealthInterval (default 5s), each
 	// call bounded by HealthTimeout (default 50ms), by the goroutine Start
 	// starts. Without it the mode never returns to redis once it left it.
@@ -128,7 +131,10 @@ func New(cfg Config, set *rules.Set, counter Counter, pub Publisher, log *zap.Lo
 	if cfg.HealthTimeout <= 0 {
 		cfg.HealthTimeout = 50 * time.Millisecond
 	}
-	s := &Service{cfg: cfg, counter: counter, pub: pub, local: newLocalLimiter(),
+	if cfg.LocalMaxKeys <= 0 {
+		cfg.LocalMaxKeys = DefaultLocalMaxKeys
+	}
+	s := &Service{cfg: cfg, counter: counter, pub: pub, local: newLocalLimiter(cfg.LocalMaxKeys),
 		over: newOverLimitCache(cfg.OverLimitCacheSize), metrics: newMetrics(reg), log: log,
 		breaker: newBreaker(cfg.BreakerFailures), machine: NewModeMachine(cfg.Mode, cfg.Now())}
 	s.mode.Store(ModeRedis)
@@ -137,6 +143,7 @@ func New(cfg Config, set *rules.Set, counter Counter, pub Publisher, log *zap.Lo
 	s.metrics.initErrorClasses(cfg.ErrorClasses)
 	s.metrics.live.Set(1)
 	s.metrics.watchOverLimit(reg, s.over)
+	s.metrics.watchLocal(reg, s.local.mem)
 	s.SetRules(set)
 	return s
 }
