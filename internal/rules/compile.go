@@ -44,6 +44,7 @@ type compiled struct {
 	methods     []string  // upper-case; empty: any
 	tiers       []string  // upper-case; empty: any
 	dims        []dimension
+	ipv6Bits    int    // grouping of IPv6 clients for the ip dimension, 1..128
 	head        string // "<prefix>{<rule id>|"
 	suffix      string // state key suffix
 	limits      limitSet
@@ -155,6 +156,7 @@ func compileRule(r *Rule, prefix string) *compiled {
 		limits:      compileLimitSet(r.Limits, r.Tiers),
 		penalty:     r.Penalty.Std(),
 		escalations: compileEscalations(r.Escalate),
+		ipv6Bits:    cmp.Or(r.IPv6Prefix, DefaultIPv6Prefix),
 	}
 	for _, e := range r.Match.Endpoints {
 		c.endpoints = append(c.endpoints, MustCompilePattern(e))

@@ -114,6 +114,7 @@ func validateDetection(d Detection, p problems) {
 	if d.Samples < 0 || d.Samples > maxSamples {
 		p.add("samples", "must be between 1 and %d", maxSamples)
 	}
+	validateIPv6Prefix(p, "ipv6_prefix", d.IPv6Prefix)
 }
 
 // optionalPositive accepts zero (the default) or at least 1ms.

@@ -24,7 +24,9 @@ import (
 // longer than maxSubject bytes escaped is replaced by "#" and 32 hex digits
 // of SHA-256 over a length-prefixed encoding of the names and values; an
 // escaped subject starts with a dimension name, never '#', so the two forms
-// cannot collide.
+// cannot collide. The ip dimension's value of an IPv6 client is its prefix
+// ("ip=2001:db8:1:2::/64", see IPSubject), so the addresses of one prefix
+// share the keys.
 const (
 	maxSubject  = 96
 	maxKeyDims  = 8
@@ -104,7 +106,8 @@ func validAttrName(s string) bool {
 }
 
 // value returns the request's value for d. Method and tier are upper-cased
-// since they match case-insensitively.
+// since they match case-insensitively. For ip it is the address as sent;
+// keys use compiled.ipValue instead, which groups IPv6 clients by prefix.
 func (d dimension) value(r *Request) string {
 	switch d.kind {
 	case dimIP:

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 const keysYAML = `
@@ -109,6 +110,71 @@ func TestKeysLayout(t *testing.T) {
 			t.Error("get/vip and GET/VIP give different keys")
 		}
 	})
+}
+
+const ipv6KeysYAML = `
+rules:
+  - {id: v6-default, key: [ip], algorithm: fixed_window, limits: [{requests: 1, per: 1s}]}
+  - {id: v6-48, key: [ip], algorithm: fixed_window, limits: [{requests: 1, per: 1s}], ipv6_prefix: 48}
+  - {id: v6-none, key: [ip], algorithm: fixed_window, limits: [{requests: 1, per: 1s}], ipv6_prefix: 128}
+  - {id: v6-pair, key: [ip, user_id], algorithm: fixed_window, limits: [{requests: 1, per: 1s}]}
+`
+
+// The ip dimension of an IPv6 client is its prefix (default /64, per
+// rule), so the addresses of one prefix share their keys; IPv4 addresses
+// are never grouped.
+func TestKeysGroupIPv6ByPrefix(t *testing.T) {
+	s := mustCompile(t, ipv6KeysYAML)
+	tests := []struct{ rule, ip, state string }{
+		{"v6-default", "2001:db8:1:2:3:4:5:6", "rw:{v6-default|ip=2001:db8:1:2::/64}:fw"},
+		{"v6-default", "2001:db8:1:2::ffff", "rw:{v6-default|ip=2001:db8:1:2::/64}:fw"},
+		{"v6-default", "2001:db8:1:3::1", "rw:{v6-default|ip=2001:db8:1:3::/64}:fw"},
+		{"v6-default", "203.0.113.7", "rw:{v6-default|ip=203.0.113.7}:fw"},
+		{"v6-48", "2001:db8:1:2:3:4:5:6", "rw:{v6-48|ip=2001:db8:1::/48}:fw"},
+		{"v6-48", "2001:db8:1:ffff::1", "rw:{v6-48|ip=2001:db8:1::/48}:fw"},
+		{"v6-48", "203.0.113.7", "rw:{v6-48|ip=203.0.113.7}:fw"},
+		{"v6-none", "2001:db8:1:2:3:4:5:6", "rw:{v6-none|ip=2001:db8:1:2:3:4:5:6}:fw"},
+		{"v6-pair", "2001:db8:1:2:3:4:5:6", "rw:{v6-pair|ip=2001:db8:1:2::/64|user_id=u-1}:fw"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.rule+" "+tt.ip, func(t *testing.T) {
+			r := request(tt.ip, "/x")
+			r.UserID = "u-1"
+			k := keysFor(t, s, tt.rule, r)
+			if k.State != tt.state {
+				t.Errorf("state = %q, want %q", k.State, tt.state)
+			}
+			checkKeyShape(t, "rw:", tt.rule, k)
+			// A request built from the text alone (no Addr) keys the same.
+			if k2 := keysFor(t, s, tt.rule, &Request{IP: r.IP, UserID: "u-1"}); k2 != k {
+				t.Errorf("without Addr: %q, want %q", k2.State, k.State)
+			}
+		})
+	}
+	t.Run("match agrees with Keys", func(t *testing.T) {
+		r := request("2001:db8:1:2:3:4:5:6", "/x")
+		r.UserID = "u-1"
+		for _, a := range s.Match(r, time.Now(), nil) {
+			if k := keysFor(t, s, a.Rule.ID, r); k != keysOf(a.Call.Keys) {
+				t.Errorf("rule %s: Match keys %q, Keys %q", a.Rule.ID, a.Call.Keys.State, k.State)
+			}
+		}
+	})
+}
+
+// Rules sharing a grouping format an IPv6 client's prefix once per request.
+func TestMatchAllocatesOnceMoreForAnIPv6Client(t *testing.T) {
+	s := mustCompile(t, ipv6KeysYAML)
+	r := request("2001:db8:1:2:3:4:5:6", "/x")
+	r.UserID = "u-1"
+	out := make([]Applied, 0, 8)
+	now := time.Now()
+	n := len(s.Match(r, now, out))
+	// v6-default and v6-pair share /64; v6-48 formats its own; v6-none
+	// uses the address as it is.
+	if allocs := testing.AllocsPerRun(100, func() { out = s.Match(r, now, out[:0]) }); allocs != float64(n+2) {
+		t.Errorf("Match allocates %v times for %d rules, want %d", allocs, n, n+2)
+	}
 }
 
 func TestKeyPrefixValidation(t *testing.T) {

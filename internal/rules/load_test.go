@@ -258,12 +258,12 @@ func TestParseRuleJSON(t *testing.T) {
 		}
 	})
 	t.Run("round trip", func(t *testing.T) {
-		f := mustParse(t, "rules:\n  - {id: rt, key: [ip], algorithm: fixed_window, limits: [{requests: 5, per: 1m30s}], penalty: 250ms}\n")
+		f := mustParse(t, "rules:\n  - {id: rt, key: [ip], algorithm: fixed_window, limits: [{requests: 5, per: 1m30s}], penalty: 250ms, ipv6_prefix: 56}\n")
 		data, err := json.Marshal(f.Rules[0])
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(string(data), `"per":"1m30s"`) || !strings.Contains(string(data), `"penalty":"250ms"`) {
+		if !strings.Contains(string(data), `"per":"1m30s"`) || !strings.Contains(string(data), `"penalty":"250ms"`) || !strings.Contains(string(data), `"ipv6_prefix":56`) {
 			t.Errorf("JSON = %s", data)
 		}
 		r, err := ParseRuleJSON(data)
@@ -282,6 +282,8 @@ func TestParseRuleJSON(t *testing.T) {
 		{"trailing data", `{"id": "a"} {}`, "unexpected data"},
 		{"syntax", `{"id": `, "unexpected EOF"},
 		{"invalid rule", `{"id": "a", "key": ["ip"], "algorithm": "fixed_window", "limits": [{"requests": 1, "per": "0s"}]}`, `rule "a": limits[0].per: must be at least 1ms`},
+		{"ipv6 prefix out of range", `{"id": "a", "key": ["ip"], "algorithm": "fixed_window", "limits": [{"requests": 1, "per": "1s"}], "ipv6_prefix": 129}`, `rule "a": ipv6_prefix: must be between 32 and 128`},
+		{"ipv6 prefix as string", `{"id": "a", "ipv6_prefix": "64"}`, "ipv6_prefix: cannot use string: want an integer"},
 		{"missing id", `{"key": ["ip"], "algorithm": "fixed_window", "limits": [{"requests": 1, "per": "1s"}]}`, "id: required"},
 	}
 	for _, tt := range errTests {

@@ -70,12 +70,13 @@ func (s *Set) Exempt(r *Request) bool {
 // active at now, and Cost = r.Cost. Limits and Escalations are shared: do
 // not modify them. Match allocates once per applied rule (its keys).
 func (s *Set) Match(r *Request, now time.Time, out []Applied) []Applied {
+	var group ipGroupMemo
 	for _, rule := range s.rules {
 		c := rule.c
 		if !c.matches(r) {
 			continue
 		}
-		keys, ok := c.keys(r)
+		keys, ok := c.keys(r, &group)
 		if !ok {
 			continue
 		}
@@ -98,7 +99,7 @@ func (r *Rule) Keys(req *Request) (decide.Keys, bool) {
 	if r.c == nil {
 		return decide.Keys{}, false
 	}
-	return r.c.keys(req)
+	return r.c.keys(req, nil)
 }
 
 func (c *compiled) matches(r *Request) bool {
@@ -119,15 +120,57 @@ func (c *compiled) matches(r *Request) bool {
 	return false
 }
 
-func (c *compiled) keys(r *Request) (decide.Keys, bool) {
+// keys builds the rule's keys for r; group (nil: none) remembers the ip
+// dimension's value across the rules of one request.
+func (c *compiled) keys(r *Request, group *ipGroupMemo) (decide.Keys, bool) {
 	var buf [maxKeyDims]string
 	vals := buf[:len(c.dims)]
 	for i, d := range c.dims {
-		if vals[i] = d.value(r); vals[i] == "" {
+		if d.kind == dimIP {
+			vals[i] = c.ipValue(r, group)
+		} else {
+			vals[i] = d.value(r)
+		}
+		if vals[i] == "" {
 			return decide.Keys{}, false
 		}
 	}
 	return buildKeys(c.head, c.suffix, c.dims, vals), true
+}
+
+// ipGroupMemo is the ip dimension's value of an IPv6 client for one
+// grouping, kept while one request is matched: rules sharing an
+// ipv6_prefix (most keep the default) format the prefix once.
+type ipGroupMemo struct {
+	bits  int
+	value string
+}
+
+// ipValue returns the ip dimension's value of r: the address for IPv4 (no
+// allocation) and for a rule without IPv6 grouping, else the client's IPv6
+// prefix in CIDR form (IPSubject).
+func (c *compiled) ipValue(r *Request, group *ipGroupMemo) string {
+	if r.IP == "" || c.ipv6Bits == 128 {
+		return r.IP
+	}
+	a := r.Addr
+	if !a.IsValid() {
+		var err error
+		if a, err = netip.ParseAddr(r.IP); err != nil {
+			return r.IP
+		}
+	}
+	if !a.Is6() || a.Is4In6() { // IPv4-mapped addresses are IPv4 clients (httpapi unmaps them)
+		return r.IP
+	}
+	if group != nil && group.bits == c.ipv6Bits {
+		return group.value
+	}
+	v := IPSubject(a, c.ipv6Bits)
+	if group != nil {
+		*group = ipGroupMemo{bits: c.ipv6Bits, value: v}
+	}
+	return v
 }
 
 // limitsAt returns the limits and penalty in force for tier at now.

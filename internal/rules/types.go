@@ -46,6 +46,11 @@ type Rule struct {
 	Schedule []ScheduleEntry `yaml:"schedule,omitempty" json:"schedule,omitempty"`
 	// Escalate holds a key denied for longer when it keeps being denied.
 	Escalate []Escalation `yaml:"escalate,omitempty" json:"escalate,omitempty"`
+	// IPv6Prefix groups IPv6 clients for the ip key dimension: every
+	// address of one /IPv6Prefix shares one budget. 0 (absent) means
+	// DefaultIPv6Prefix (64), 128 no grouping; at least MinIPv6Prefix.
+	// IPv4 addresses are never grouped.
+	IPv6Prefix int `yaml:"ipv6_prefix,omitempty" json:"ipv6_prefix,omitzero"`
 
 	c *compiled // set by Compile on the Set's own copy
 }
@@ -147,6 +152,11 @@ type Detection struct {
 	// Samples is how many recently seen endpoints a ban carries as
 	// evidence, 1 to 50. Default 5.
 	Samples int `yaml:"samples,omitempty" json:"samples,omitzero"`
+	// IPv6Prefix groups IPv6 offenders: the detector counts every address
+	// of one /IPv6Prefix as one offender and bans the prefix, and the
+	// limiters' admin API bans IPv6 addresses by it. MinIPv6Prefix to 128
+	// (no grouping). Default DefaultIPv6Prefix (64).
+	IPv6Prefix int `yaml:"ipv6_prefix,omitempty" json:"ipv6_prefix,omitzero"`
 }
 
 // EscalationPolicy makes a new ban last base duration × Factor^n, at most
@@ -202,7 +212,8 @@ func DefaultDetection() Detection {
 			Cap:    Duration(DefaultEscalationCap),
 			Period: Duration(DefaultEscalationPeriod),
 		},
-		Samples: DefaultSamples,
+		Samples:    DefaultSamples,
+		IPv6Prefix: DefaultIPv6Prefix,
 	}
 }
 
@@ -234,6 +245,9 @@ func (d Detection) WithDefaults() Detection {
 	}
 	if d.Samples == 0 {
 		d.Samples = def.Samples
+	}
+	if d.IPv6Prefix == 0 {
+		d.IPv6Prefix = def.IPv6Prefix
 	}
 	return d
 }

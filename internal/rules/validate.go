@@ -44,6 +44,9 @@ func validateRule(r *Rule, p problems) {
 	}
 	validateMatch(r.Match, p.at("match"))
 	validateKey(r.Key, p)
+	if validateIPv6Prefix(p, "ipv6_prefix", r.IPv6Prefix) && r.IPv6Prefix != 0 && !slices.Contains(r.Key, "ip") {
+		p.add("ipv6_prefix", "applies to the ip key dimension only, and key has no ip")
+	}
 	algOK := true
 	switch r.Algorithm {
 	case decide.FixedWindow, decide.SlidingWindow, decide.SlidingWindowCounter, decide.TokenBucket:
@@ -157,6 +160,16 @@ func validateKey(key []string, p problems) {
 			p.add(fmt.Sprintf("key[%d]", i), "duplicate dimension %q (also key[%d])", k, j)
 		}
 	}
+}
+
+// validateIPv6Prefix checks an IPv6 grouping: 0 (the default) or
+// MinIPv6Prefix to 128. It reports whether the value is valid.
+func validateIPv6Prefix(p problems, field string, bits int) bool {
+	if bits == 0 || (bits >= MinIPv6Prefix && bits <= 128) {
+		return true
+	}
+	p.add(field, "must be between %d and 128 (a shorter prefix would group unrelated networks; 128: no grouping)", MinIPv6Prefix)
+	return false
 }
 
 // validateLimits checks a list of limits for algorithm alg; kind-specific

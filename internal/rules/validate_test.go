@@ -58,6 +58,10 @@ func TestRuleValidateErrors(t *testing.T) {
 		{"key unknown", func(r *Rule) { r.Key = []string{"host"} }, `rule "r1": key[0]: "host": unknown dimension`},
 		{"key attr empty", func(r *Rule) { r.Key = []string{"attr:"} }, `key[0]: "attr:": attribute name must match`},
 		{"key attr bad char", func(r *Rule) { r.Key = []string{"attr:a.b"} }, "attribute name must match"},
+		{"ipv6 prefix below the bound", func(r *Rule) { r.IPv6Prefix = 31 }, `rule "r1": ipv6_prefix: must be between 32 and 128`},
+		{"ipv6 prefix above 128", func(r *Rule) { r.IPv6Prefix = 129 }, `rule "r1": ipv6_prefix: must be between 32 and 128`},
+		{"ipv6 prefix negative", func(r *Rule) { r.IPv6Prefix = -64 }, `rule "r1": ipv6_prefix: must be between 32 and 128`},
+		{"ipv6 prefix without ip", func(r *Rule) { r.Key = []string{"user_id"}; r.IPv6Prefix = 56 }, `rule "r1": ipv6_prefix: applies to the ip key dimension only`},
 		{"key too many", func(r *Rule) {
 			r.Key = []string{"ip", "user_id", "endpoint", "method", "tier", "attr:a", "attr:b", "attr:c", "attr:d"}
 		}, `key: at most 8 dimensions`},
@@ -186,8 +190,11 @@ func TestValidRulesPass(t *testing.T) {
 		"daily to 24:00": func(r *Rule) {
 			r.Schedule = []ScheduleEntry{{Daily: &Daily{From: "00:00", To: "24:00"}, Limits: r.Limits}}
 		},
-		"zero penalty":  func(r *Rule) { r.Penalty = 0 },
-		"empty failure": func(r *Rule) { r.OnRedisFailure = "" },
+		"ipv6 prefix at the bound":      func(r *Rule) { r.IPv6Prefix = 32 },
+		"ipv6 prefix 128 (no grouping)": func(r *Rule) { r.IPv6Prefix = 128 },
+		"ipv6 prefix with a pair key":   func(r *Rule) { r.Key = []string{"user_id", "ip"}; r.IPv6Prefix = 56 },
+		"zero penalty":                  func(r *Rule) { r.Penalty = 0 },
+		"empty failure":                 func(r *Rule) { r.OnRedisFailure = "" },
 		"eight limits": func(r *Rule) {
 			r.Limits = nil
 			for i := range 8 {
@@ -254,6 +261,9 @@ func TestFileValidateErrors(t *testing.T) {
 		{"escalation period", "rules: []\ndetection: {escalation: {period: 1us}}\n", "detection.escalation.period: must be at least 1ms"},
 		{"samples too many", "rules: []\ndetection: {samples: 51}\n", "detection.samples: must be between 1 and 50"},
 		{"samples negative", "rules: []\ndetection: {samples: -1}\n", "detection.samples: must be between 1 and 50"},
+		{"ipv6 prefix too short", "rules: []\ndetection: {ipv6_prefix: 16}\n", "detection.ipv6_prefix: must be between 32 and 128"},
+		{"ipv6 prefix too long", "rules: []\ndetection: {ipv6_prefix: 129}\n", "detection.ipv6_prefix: must be between 32 and 128"},
+		{"rule ipv6 prefix", "rules:\n  - {id: a, key: [ip], algorithm: fixed_window, limits: [{requests: 1, per: 1s}], ipv6_prefix: 8}\n", `rule "a": ipv6_prefix: must be between 32 and 128`},
 		{"escalation unknown field", "rules: []\ndetection: {escalation: {base: 2}}\n", "field base not found"},
 	}
 	for _, tt := range tests {
