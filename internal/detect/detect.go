@@ -16,6 +16,9 @@ import (
 )
 
 // Offender is who a ban applies to: scope event.ScopeIP or event.ScopeUser.
+// An ip offender's Subject is an IPv4 address or, for IPv6 clients, their
+// prefix as rules.IPSubject writes it ("2001:db8:1:2::/64", or the address
+// when detection.ipv6_prefix is 128).
 type Offender struct {
 	Scope   string
 	Subject string

@@ -147,8 +147,10 @@ func (e *Engine) Process(ctx context.Context, in []Input) ([]Outcome, Stats, err
 			continue
 		}
 		violation := !ev.Allowed || ev.Shadow
+		// An IPv6 client is its prefix: a scan or a flood spread over the
+		// addresses of one /64 is one offender, and its ban covers them all.
 		sightings = append(sightings, Sighting{
-			Offender: Offender{Scope: event.ScopeIP, Subject: ev.IP},
+			Offender: Offender{Scope: event.ScopeIP, Subject: rules.IPSubjectOf(ev.IP, e.det.IPv6Prefix)},
 			EventID:  ev.EventID, TS: ev.TS, Endpoint: ev.Endpoint, Violation: violation,
 		})
 		events = append(events, ev)

@@ -3,6 +3,7 @@ package detect_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"testing"
@@ -280,4 +281,64 @@ func TestEngineRepeatBanIDs(t *testing.T) {
 	if second[0].Ban.Reason != first[0].Ban.Reason || second[0].Ban.DurationS != 120 {
 		t.Errorf("second ban %s for %ds, want %s escalated to 120s", second[0].Ban.Reason, second[0].Ban.DurationS, first[0].Ban.Reason)
 	}
+}
+
+// The addresses of one IPv6 /64 are one offender: a scan spread over them
+// is banned, and the ban names the prefix. Another /64 counts apart;
+// ipv6_prefix 128 counts every address apart.
+func TestEngineGroupsIPv6Offenders(t *testing.T) {
+	scanOf3 := func(bits int) rules.Detection {
+		return rules.Detection{
+			Warn:       &rules.WarnPolicy{Violations: 100, Within: dur(time.Minute)},
+			Ban:        []rules.BanPolicy{},
+			Scan:       &rules.ScanPolicy{DistinctEndpoints: 3, Within: dur(10 * time.Second), Duration: dur(time.Hour)},
+			IPv6Prefix: bits,
+		}
+	}
+	spread := inputs(0,
+		deny("a", 0, "2001:db8:1:2::a", "", "/a"),
+		deny("b", 100, "2001:db8:1:2:ffff::b", "", "/b"),
+		deny("x", 150, "2001:db8:1:3::a", "", "/x"), // the next /64
+		deny("c", 200, "2001:db8:1:2:1:2:3:4", "", "/c"))
+	tests := []struct {
+		name string
+		det  rules.Detection
+		want []string
+	}{
+		{"default /64", scanOf3(0), []string{"ban ip:2001:db8:1:2::/64 scan 3"}},
+		{"/48 takes in the next /64", scanOf3(48), []string{"ban ip:2001:db8:1::/48 scan 3"}},
+		{"128 counts each address", scanOf3(128), nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := detect.NewEngine(detect.Config{Detection: tt.det}, detect.NewMemoryWindows(), detect.NewMemoryLedger())
+			out, _, err := e.Process(context.Background(), spread)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, o := range out {
+				got = append(got, fmt.Sprintf("%s %s %s %d", o.Ban.Action, o.Ban.Key(), o.Ban.Reason, o.Ban.Count))
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("outcomes %q, want %q", got, tt.want)
+			}
+		})
+	}
+	t.Run("violations add up over the prefix", func(t *testing.T) {
+		det := rules.Detection{
+			Warn: &rules.WarnPolicy{Violations: 100, Within: dur(time.Minute)},
+			Ban:  []rules.BanPolicy{{Violations: 3, Within: dur(time.Minute), Duration: dur(time.Hour)}},
+		}
+		e := detect.NewEngine(detect.Config{Detection: det}, detect.NewMemoryWindows(), detect.NewMemoryLedger())
+		out, _, err := e.Process(context.Background(), inputs(0,
+			deny("a", 0, "2001:db8::1", "", "/"), deny("b", 1, "2001:db8::2", "", "/"), deny("c", 2, "2001:db8::3", "", "/"),
+			deny("d", 3, "203.0.113.1", "", "/"), deny("e", 4, "203.0.113.2", "", "/"), deny("f", 5, "203.0.113.3", "", "/")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out) != 1 || out[0].Ban.Subject != "2001:db8::/64" || out[0].Ban.Reason != "violations_1m" {
+			t.Fatalf("outcomes %+v, want one violations ban of 2001:db8::/64 (IPv4 addresses are never grouped)", out)
+		}
+	})
 }
