@@ -308,6 +308,12 @@ func banCases() map[string]Ban {
 	return map[string]Ban{
 		"detector scan ban":     base,
 		"detector ipv6 ban":     with(func(b *Ban) { b.Subject = "2001:db8::7" }),
+		"detector ipv6 /64 ban": with(func(b *Ban) { b.Subject = "2001:db8:1:2::/64" }),
+		"detector ipv6 /48 ban": with(func(b *Ban) { b.Subject = "2001:db8:1::/48" }),
+		"detector ipv6 /32 ban": with(func(b *Ban) { b.Subject = "2001:db8::/32" }),
+		"detector ipv6 /127":    with(func(b *Ban) { b.Subject = "2001:db8:ffff:ffff:ffff:ffff:ffff:fffe/127" }),
+		"ipv6 /64 of ::":        with(func(b *Ban) { b.Subject = "::/64" }),
+		"ipv6 warning":          with(func(b *Ban) { warn(b); b.Subject = "2001:db8:1:2::/64" }),
 		"detector user ban":     with(func(b *Ban) { b.Scope, b.Subject, b.Reason = ScopeUser, "u-42", "violations_1h" }),
 		"detector dry run":      with(func(b *Ban) { b.DryRun = true }),
 		"detector warning":      with(warn),
@@ -335,6 +341,7 @@ func banCases() map[string]Ban {
 		"admin user ban":          with(func(b *Ban) { admin(b, ActionBan); b.Scope, b.Subject = ScopeUser, "u 42/é" }),
 		"admin unban":             with(func(b *Ban) { admin(b, ActionUnban) }),
 		"admin unban ipv6":        with(func(b *Ban) { admin(b, ActionUnban); b.Subject = "fe80::1" }),
+		"admin ban ipv6 prefix":   with(func(b *Ban) { admin(b, ActionBan); b.Subject = "2001:db8:0:7::/64" }),
 	}
 }
 
@@ -409,6 +416,13 @@ func TestSchemaRejectsBans(t *testing.T) {
 		{"dry_run as string", set(good, "dry_run", "false"), "'/dry_run'"},
 		{"subject empty", set(good, "subject", ""), "'/subject'"},
 		{"ip subject not an ip", set(good, "subject", "u-42"), "'/subject'"},
+		{"ip subject an ipv4 prefix", set(good, "subject", "203.0.113.0/24"), "'/subject'"},
+		{"ip subject an ipv6 prefix under /32", set(good, "subject", "2001::/16"), "'/subject'"},
+		{"ip subject an ipv6 /128", set(good, "subject", "2001:db8::1/128"), "'/subject'"},
+		{"ip subject an upper-case prefix", set(good, "subject", "2001:DB8::/64"), "'/subject'"},
+		{"ip subject a prefix with a zone", set(good, "subject", "fe80::%eth0/64"), "'/subject'"},
+		{"ip subject a prefix of garbage", set(good, "subject", "2001:db8:::/64"), "'/subject'"},
+		{"ip subject a prefix with a bad length", set(good, "subject", "2001:db8::/064"), "'/subject'"},
 		{"evidence null", set(good, "evidence", nil), "'/evidence'"},
 		{"samples null", setEvidence("sample_endpoints", nil), "'/evidence/sample_endpoints'"},
 		{"samples not strings", setEvidence("sample_endpoints", []any{1}), "'/evidence/sample_endpoints/0'"},

@@ -157,7 +157,10 @@ func TestActiveBans(t *testing.T) {
 		b(unban, "ip", "6.6.6.6", 5*m, 0, true),
 		b(unban, "ip", "7.7.7.7", 20*m, 0, false), // unbanned, then banned again
 		b(ban, "ip", "7.7.7.7", 5*m, 55*m, false),
-		b(ban, "user", "u-9", 10*m, 0, false), // no expiry: permanent
+		b(ban, "user", "u-9", 10*m, 0, false),                // no expiry: permanent
+		b(ban, "ip", "2001:db8:1:2::/64", 10*m, 50*m, false), // an IPv6 prefix (detection.ipv6_prefix)
+		b(ban, "ip", "2001:db8:9::/48", 10*m, 50*m, false),   // lifted
+		b(unban, "ip", "2001:db8:9::/48", 5*m, 0, false),
 	}
 	if _, err := s.Write(ctx, Batch{Bans: bans}); err != nil {
 		t.Fatal(err)
@@ -170,7 +173,7 @@ func TestActiveBans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"ip:1.1.1.1", "ip:5.5.5.5", "ip:6.6.6.6", "ip:7.7.7.7", "user:u-9"}
+	want := []string{"ip:1.1.1.1", "ip:2001:db8:1:2::/64", "ip:5.5.5.5", "ip:6.6.6.6", "ip:7.7.7.7", "user:u-9"}
 	if !slices.Equal(got, want) {
 		t.Errorf("active_bans = %v, want %v", got, want)
 	}

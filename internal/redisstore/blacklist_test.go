@@ -156,6 +156,50 @@ func TestBlacklistSubscribe(t *testing.T) {
 	})
 }
 
+// An IPv6 prefix (the subject of a grouped IPv6 client, with '/' and ':')
+// goes through the set, the details, the change channel and removal as
+// it is.
+func TestBlacklistIPv6PrefixSubject(t *testing.T) {
+	forEachClock(t, func(t *testing.T, t0 time.Time) {
+		ctx := context.Background()
+		bl, _ := newTestBlacklist(t, t0)
+		changes, resyncs := make(chan Change, 10), make(chan struct{}, 10)
+		sctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			_ = bl.SubscribeResync(sctx, func(c Change) { changes <- c }, func() { resyncs <- struct{}{} })
+		}()
+		wait(t, resyncs)
+
+		const prefix, address = "2001:db8:1:2::/64", "2001:db8:1:2::7"
+		ban := banUntil(t0, prefix, time.Hour)
+		ban.Scope = event.ScopeIP
+		other := banUntil(t0, address, time.Hour) // an address of the prefix is a subject of its own
+		other.Scope = event.ScopeIP
+		for _, b := range []event.Ban{ban, other} {
+			if err := bl.Add(ctx, b); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := wait(t, changes), (Change{Action: "ban", Scope: "ip", Subject: b.Subject, ExpiresAt: b.ExpiresAt}); got != want {
+				t.Errorf("change %+v, want %+v", got, want)
+			}
+		}
+		active, err := bl.Active(ctx, t0)
+		if err != nil || !reflect.DeepEqual(active, []event.Ban{ban, other}) {
+			t.Fatalf("active %+v, %v; want %+v", active, err, []event.Ban{ban, other})
+		}
+		if removed, err := bl.Remove(ctx, event.ScopeIP, prefix); !removed || err != nil {
+			t.Fatalf("remove %s: %v, %v", prefix, removed, err)
+		}
+		if got := wait(t, changes); got != (Change{Action: "unban", Scope: "ip", Subject: prefix}) {
+			t.Errorf("change %+v", got)
+		}
+		if active, _ := bl.Active(ctx, t0); len(active) != 1 || active[0].Subject != address {
+			t.Errorf("active after removing the prefix: %+v, want %s only", active, address)
+		}
+	})
+}
+
 // TestBlacklistSubscribeReconnect: after the server drops the connection
 // the subscription comes back, with a resync.
 func TestBlacklistSubscribeReconnect(t *testing.T) {
@@ -197,6 +241,8 @@ func TestParseChange(t *testing.T) {
 	}{
 		{"ban|ip|1795255200000|203.0.113.7", Change{"ban", "ip", "203.0.113.7", time.UnixMilli(1795255200000).UTC()}, true},
 		{"unban|user|0|a|b", Change{"unban", "user", "a|b", time.Time{}}, true},
+		{"ban|ip|1795255200000|2001:db8:1:2::/64", Change{"ban", "ip", "2001:db8:1:2::/64", time.UnixMilli(1795255200000).UTC()}, true},
+		{"unban|ip|0|2001:db8::1", Change{"unban", "ip", "2001:db8::1", time.Time{}}, true},
 		{"unban|user|5|a", Change{}, false},
 		{"ban|ip|0|a", Change{}, false},
 		{"ban|host|1|a", Change{}, false},
