@@ -3,6 +3,8 @@ package limiter
 import (
 	"context"
 	"errors"
+	"net/netip"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/rules"
 )
 
 func TestBanSet(t *testing.T) {
@@ -136,6 +139,156 @@ func TestBanSetLoadKeepsNewerChanges(t *testing.T) {
 			load(tt.third, none)
 			if got := banned(); got != tt.afterThird {
 				t.Errorf("after the next load: banned = %v, want %v", got, tt.afterThird)
+			}
+		})
+	}
+}
+
+// An IPv6 ban names an address or a prefix; BannedAddr finds a client by
+// any ban that covers it, whatever the length, and IPv4 stays exact.
+func TestBanSetIPv6Prefixes(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	set := NewBanSet(prometheus.NewRegistry())
+	ban := func(subject string, d time.Duration) event.Ban {
+		return event.Ban{Action: event.ActionBan, Scope: event.ScopeIP, Subject: subject, ExpiresAt: now.Add(d)}
+	}
+	set.replace([]event.Ban{
+		ban("203.0.113.7", time.Hour),
+		ban("2001:db8:1:2::/64", time.Hour),     // a grouped client (detection.ipv6_prefix 64)
+		ban("2001:db8:7::/48", 2*time.Hour),     // another grouping
+		ban("2001:db8:7:1::/64", 3*time.Hour),   // inside the /48, longer
+		ban("2001:db8:9::5", time.Hour),         // an address (ipv6_prefix 128, or before grouping)
+		ban("2001:DB8:A::1:0/112", time.Minute), // written by hand: kept in canonical form
+		ban("2001:db8:b::/64", -time.Minute),    // expired
+		ban("not an ip", time.Hour),             // listed, bans nobody
+		ban("::ffff:198.51.100.1", time.Hour),   // IPv4-mapped: an IPv4 ban
+	}, 0)
+	tests := []struct {
+		ip   string
+		want time.Duration // 0: not banned
+	}{
+		{"203.0.113.7", time.Hour},
+		{"203.0.113.8", 0},
+		{"198.51.100.1", time.Hour},
+		{"::ffff:198.51.100.1", time.Hour},
+		{"2001:db8:1:2::1", time.Hour},
+		{"2001:db8:1:2:ffff:ffff:ffff:ffff", time.Hour},
+		{"2001:db8:1:3::1", 0},
+		{"2001:db8:7:ffff::1", 2 * time.Hour},
+		{"2001:db8:7:1::1", 3 * time.Hour}, // the latest of the bans covering it
+		{"2001:db8:9::5", time.Hour},
+		{"2001:db8:9::6", 0},
+		{"2001:db8:a::1:1234", time.Minute},
+		{"2001:db8:b::1", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.ip, func(t *testing.T) {
+			a := netip.MustParseAddr(tt.ip)
+			for _, addr := range []netip.Addr{a, {}} { // an invalid Addr: parsed from the text
+				until, ok := set.BannedAddr(addr, tt.ip, now)
+				if ok != (tt.want != 0) || (ok && !until.Equal(now.Add(tt.want))) {
+					t.Fatalf("BannedAddr(%v, %s) = %v, %v; want banned for %v", addr, tt.ip, until, ok, tt.want)
+				}
+			}
+		})
+	}
+	if _, ok := set.Banned(event.ScopeIP, "2001:db8:a::1:0/112", now); !ok {
+		t.Error("a hand-written prefix is not listed in canonical form")
+	}
+
+	set.Apply(event.ActionUnban, event.ScopeIP, "2001:db8:7::/48", time.Time{})
+	if _, ok := set.BannedAddr(netip.MustParseAddr("2001:db8:7:ffff::1"), "2001:db8:7:ffff::1", now); ok {
+		t.Error("unban of the /48 not applied")
+	}
+	if _, ok := set.BannedAddr(netip.MustParseAddr("2001:db8:7:1::1"), "2001:db8:7:1::1", now); !ok {
+		t.Error("unban of the /48 lifted the /64 inside it")
+	}
+	set.Apply(event.ActionBan, event.ScopeIP, "2001:db8:c::/56", now.Add(time.Hour))
+	if _, ok := set.BannedAddr(netip.MustParseAddr("2001:db8:c:ff::1"), "2001:db8:c:ff::1", now); !ok {
+		t.Error("a ban of a new prefix length not applied")
+	}
+	set.Prune(now.Add(90 * time.Minute))
+	for _, ip := range []string{"2001:db8:1:2::1", "2001:db8:c::1", "2001:db8:9::5"} {
+		if _, ok := set.BannedAddr(netip.MustParseAddr(ip), ip, now); ok {
+			t.Errorf("%s still banned after the prune", ip)
+		}
+	}
+	if _, ok := set.BannedAddr(netip.MustParseAddr("2001:db8:7:1::1"), "2001:db8:7:1::1", now); !ok {
+		t.Error("the prune dropped a ban that lasts")
+	}
+	if got := testutil.ToFloat64(set.sizes.WithLabelValues(event.ScopeIP)); got != 1 {
+		t.Errorf("ip bans = %v, want 1 (2001:db8:7:1::/64)", got)
+	}
+}
+
+// The ban check is on every decision: it must not allocate, IPv6 included.
+func TestBannedAddrDoesNotAllocate(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	set := NewBanSet(prometheus.NewRegistry())
+	set.replace([]event.Ban{
+		{Action: event.ActionBan, Scope: event.ScopeIP, Subject: "2001:db8:1:2::/64", ExpiresAt: now.Add(time.Hour)},
+		{Action: event.ActionBan, Scope: event.ScopeIP, Subject: "2001:db8::9", ExpiresAt: now.Add(time.Hour)},
+	}, 0)
+	v4, v6 := netip.MustParseAddr("203.0.113.7"), netip.MustParseAddr("2001:db8:1:2::1")
+	if n := testing.AllocsPerRun(100, func() {
+		set.BannedAddr(v4, "203.0.113.7", now)
+		set.BannedAddr(v6, "2001:db8:1:2::1", now)
+	}); n != 0 {
+		t.Errorf("BannedAddr allocates %v times", n)
+	}
+}
+
+// capturePublisher keeps the events it is given.
+type capturePublisher struct {
+	mu     sync.Mutex
+	events [][]byte
+}
+
+func (p *capturePublisher) Publish(_, value []byte) bool {
+	p.mu.Lock()
+	p.events = append(p.events, value)
+	p.mu.Unlock()
+	return true
+}
+
+// A ban of an IPv6 /64 denies every address in it, and the events keep
+// the full address; an IPv4 ban is of its address alone, as before.
+func TestServiceDeniesEveryAddressOfABannedPrefix(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+	bans := NewBanSet(prometheus.NewRegistry())
+	bans.Apply(event.ActionBan, event.ScopeIP, "2001:db8:1:2::/64", now.Add(time.Hour))
+	bans.Apply(event.ActionBan, event.ScopeIP, "203.0.113.7", now.Add(time.Hour))
+	pub := &capturePublisher{}
+	svc := New(Config{Instance: "test", Now: func() time.Time { return now }, Bans: bans},
+		compileRules(t, modeRules), &fakeCounter{}, pub, zap.NewNop(), prometheus.NewRegistry())
+	tests := []struct {
+		ip     string
+		banned bool
+	}{
+		{"2001:db8:1:2::1", true},
+		{"2001:db8:1:2:dead:beef:0:1", true},
+		{"2001:db8:1:2:ffff:ffff:ffff:ffff", true},
+		{"2001:db8:1:3::1", false},
+		{"203.0.113.7", true},
+		{"203.0.113.8", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.ip, func(t *testing.T) {
+			a := netip.MustParseAddr(tt.ip)
+			d := new(Decision)
+			svc.Check(context.Background(), &rules.Request{IP: a.String(), Addr: a, Endpoint: "/local", Method: "GET", Cost: 1}, d)
+			if tt.banned != (d.Reason == event.ReasonBanned) || d.Allowed == tt.banned {
+				t.Fatalf("decision %s allowed=%v; want banned=%v", d.Reason, d.Allowed, tt.banned)
+			}
+			if tt.banned && d.RetryAfter != time.Hour {
+				t.Errorf("retry after %v, want 1h", d.RetryAfter)
+			}
+			pub.mu.Lock()
+			last := pub.events[len(pub.events)-1]
+			pub.mu.Unlock()
+			ev, err := event.DecodeDecision(last)
+			if err != nil || ev.IP != tt.ip {
+				t.Errorf("event ip %q (%v), want the full address %q", ev.IP, err, tt.ip)
 			}
 		})
 	}

@@ -187,13 +187,14 @@ func (s *Service) Check(ctx context.Context, req *rules.Request, d *Decision) {
 	s.metrics.observe(d, set.tiers.label(req.Tier), s.cfg.Now().Sub(start))
 }
 
-// banned denies d when the client IP or the user is on the blacklist; it
-// costs two map lookups, no round trip.
+// banned denies d when the client IP (for IPv6, any banned prefix holding
+// it) or the user is on the blacklist; it costs a few map lookups, no round
+// trip.
 func (s *Service) banned(req *rules.Request, now time.Time, d *Decision) bool {
 	if s.cfg.Bans == nil {
 		return false
 	}
-	until, ok := s.cfg.Bans.Banned(event.ScopeIP, req.IP, now)
+	until, ok := s.cfg.Bans.BannedAddr(req.Addr, req.IP, now)
 	if !ok && req.UserID != "" {
 		until, ok = s.cfg.Bans.Banned(event.ScopeUser, req.UserID, now)
 	}
