@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/rules"
 )
 
 // Blacklist is what the admin API needs of the shared blacklist.
@@ -42,6 +43,13 @@ const (
 	adminRate    = 10 // requests per second per source
 	adminBurst   = 20
 	adminSources = 4096 // sources tracked; beyond it new sources share one bucket
+
+	// adminSourcePrefix groups IPv6 sources of the admin API: a /64 is one
+	// source, so a client cannot multiply its token guesses by rotating
+	// addresses. Fixed rather than detection.ipv6_prefix, so that a
+	// detection setting (128 turns grouping off) cannot loosen the guard on
+	// the token.
+	adminSourcePrefix = rules.DefaultIPv6Prefix
 )
 
 // registerAdmin adds the admin routes when a token is configured; without
@@ -122,7 +130,7 @@ func (h *handler) addBan(w http.ResponseWriter, r *http.Request) {
 		h.inputError(w, jsonError(err))
 		return
 	}
-	subject, err := banSubject(req.Scope, req.Subject)
+	subject, err := banSubject(req.Scope, req.Subject, h.ipv6Prefix())
 	if err != nil {
 		h.inputError(w, err)
 		return
@@ -164,10 +172,14 @@ func (h *handler) addBan(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, append(raw, '\n'))
 }
 
-// removeBan lifts a ban everywhere and announces it on the ban topic.
+// removeBan lifts a ban everywhere and announces it on the ban topic. An
+// IPv6 address lifts the ban of its group, or else a ban of the address
+// itself (issued with ipv6_prefix 128, or before grouping existed); an
+// IPv6 prefix of any length lifts the ban of that prefix, so every ban the
+// list shows can be lifted after detection.ipv6_prefix changed.
 func (h *handler) removeBan(w http.ResponseWriter, r *http.Request) {
 	scope := r.PathValue("scope")
-	subject, err := banSubject(scope, r.PathValue("subject"))
+	subjects, err := unbanSubjects(scope, r.PathValue("subject"), h.ipv6Prefix())
 	if err != nil {
 		h.inputError(w, err)
 		return
@@ -177,7 +189,13 @@ func (h *handler) removeBan(w http.ResponseWriter, r *http.Request) {
 		h.inputError(w, err)
 		return
 	}
-	removed, err := h.cfg.Blacklist.Remove(r.Context(), scope, subject)
+	var subject string
+	var removed bool
+	for _, subject = range subjects {
+		if removed, err = h.cfg.Blacklist.Remove(r.Context(), scope, subject); removed || err != nil {
+			break
+		}
+	}
 	switch {
 	case err != nil:
 		writeError(w, http.StatusServiceUnavailable, "blacklist unavailable: "+err.Error())
@@ -201,9 +219,20 @@ func (h *handler) removeBan(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, append(raw, '\n'))
 }
 
-// banSubject validates a ban's scope and subject; IP subjects are
-// normalized as the limiter sees them (IPv4-mapped IPv6 as IPv4).
-func banSubject(scope, subject string) (string, error) {
+// ipv6Prefix is the grouping of IPv6 clients in bans: the rules file's
+// detection.ipv6_prefix, which the detector applies too.
+func (h *handler) ipv6Prefix() int {
+	if h.svc == nil {
+		return rules.DefaultIPv6Prefix
+	}
+	return h.svc.Rules().Detection().IPv6Prefix
+}
+
+// banSubject validates the scope and subject of a new ban. IP subjects are
+// normalized as the limiter and the detector see clients: IPv4-mapped IPv6
+// as IPv4, an IPv6 address as its group (the /bits prefix, see
+// rules.IPSubject); an IPv6 prefix of exactly bits is taken as that group.
+func banSubject(scope, subject string, bits int) (string, error) {
 	switch {
 	case scope != event.ScopeIP && scope != event.ScopeUser:
 		return "", badRequest("scope: ip or user")
@@ -212,11 +241,36 @@ func banSubject(scope, subject string) (string, error) {
 	case scope == event.ScopeUser:
 		return subject, nil
 	}
-	addr, err := netip.ParseAddr(subject)
-	if err != nil {
-		return "", badRequest("subject: not an IP address")
+	if addr, err := netip.ParseAddr(subject); err == nil {
+		return rules.IPSubject(addr, bits), nil
 	}
-	return addr.Unmap().WithZone("").String(), nil
+	p, ok := rules.ParseIPSubject(subject)
+	if !ok || p.Bits() != bits {
+		return "", badRequest("subject: an IP address, or an IPv6 prefix of length %d (detection.ipv6_prefix)", bits)
+	}
+	return rules.IPSubject(p.Addr(), bits), nil
+}
+
+// unbanSubjects validates the scope and subject of an unban and returns the
+// subjects to try, in order: an IPv6 address's group, then the address; an
+// IPv6 prefix of any length (at least rules.MinIPv6Prefix) as written.
+func unbanSubjects(scope, subject string, bits int) ([]string, error) {
+	if scope != event.ScopeIP || subject == "" || len(subject) > maxUserID {
+		s, err := banSubject(scope, subject, bits)
+		return []string{s}, err
+	}
+	if addr, err := netip.ParseAddr(subject); err == nil {
+		group, exact := rules.IPSubject(addr, bits), rules.IPSubject(addr, 128)
+		if group == exact {
+			return []string{group}, nil
+		}
+		return []string{group, exact}, nil
+	}
+	p, ok := rules.ParseIPSubject(subject)
+	if !ok || p.Bits() < rules.MinIPv6Prefix {
+		return nil, badRequest("subject: an IP address, or an IPv6 prefix of length %d to 128", rules.MinIPv6Prefix)
+	}
+	return []string{rules.IPSubject(p.Addr(), p.Bits())}, nil
 }
 
 // jsonError maps an encoding/json decoding error of an admin body to its
@@ -242,7 +296,7 @@ type adminLimiter struct {
 	now         func() time.Time
 
 	mu       sync.Mutex
-	buckets  map[netip.Addr]*adminBucket
+	buckets  map[netip.Prefix]*adminBucket // by source: IPv4 address, IPv6 /64
 	overflow adminBucket
 }
 
@@ -254,13 +308,14 @@ type adminBucket struct {
 
 func newAdminLimiter(rate, burst float64, max int, now func() time.Time) *adminLimiter {
 	return &adminLimiter{rate: rate, burst: burst, max: max, now: now,
-		buckets: make(map[netip.Addr]*adminBucket), overflow: adminBucket{tokens: burst}}
+		buckets: make(map[netip.Prefix]*adminBucket), overflow: adminBucket{tokens: burst}}
 }
 
-// allow takes a token for source. When there is none it returns how long
-// until there is, and whether this is the first refusal since the source
-// was last admitted.
-func (l *adminLimiter) allow(source netip.Addr) (wait time.Duration, firstRefusal bool) {
+// allow takes a token for source (the /64 of an IPv6 source). When there
+// is none it returns how long until there is, and whether this is the
+// first refusal since the source was last admitted.
+func (l *adminLimiter) allow(addr netip.Addr) (wait time.Duration, firstRefusal bool) {
+	source := rules.IPPrefix(addr, adminSourcePrefix)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/rules"
 )
 
 type fakeClock struct{ t time.Time }
@@ -75,8 +76,24 @@ func TestAdminLimiter(t *testing.T) {
 		if !admitted(l, addr("2001:db8::1")) {
 			t.Fatal("new source refused after the table could be swept")
 		}
-		if _, ok := l.buckets[addr("2001:db8::1")]; !ok {
+		if _, ok := l.buckets[rules.IPPrefix(addr("2001:db8::1"), 64)]; !ok {
 			t.Fatal("new source not tracked after the sweep")
+		}
+	})
+	t.Run("an IPv6 /64 is one source", func(t *testing.T) {
+		clk := newFakeClock()
+		l := newAdminLimiter(10, 2, 100, clk.now)
+		if !admitted(l, addr("2001:db8:1:2::1")) || !admitted(l, addr("2001:db8:1:2::2")) {
+			t.Fatal("the first two requests of the /64 refused")
+		}
+		if admitted(l, addr("2001:db8:1:2:ffff::3")) {
+			t.Fatal("a third address of the /64 got a fresh burst")
+		}
+		if !admitted(l, addr("2001:db8:1:3::1")) {
+			t.Fatal("an address of the next /64 refused")
+		}
+		if !admitted(l, addr("203.0.113.1")) || !admitted(l, addr("203.0.113.1")) || !admitted(l, addr("203.0.113.2")) {
+			t.Fatal("IPv4 sources are grouped")
 		}
 	})
 }

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -213,6 +214,10 @@ func TestSchemaEmittedEvents(t *testing.T) {
 	for i := range 5 {
 		check(map[string]any{"ip": scanner, "endpoint": "/scan/" + string(rune('a'+i))})
 	}
+	// A scan spread over the addresses of one IPv6 /64: banned as the prefix.
+	for i := range 5 {
+		check(map[string]any{"ip": fmt.Sprintf("2001:db8:5ca::%x", i+1), "endpoint": "/scan/" + string(rune('a'+i))})
+	}
 	// Strings that need escaping or normalization on their way to the event.
 	check(map[string]any{"ip": "::ffff:203.0.113.9", "endpoint": `/api//bucket/../fixed/b%C3%BCcher/世界?q="x"&y=<z>#frag`,
 		"user_id": "\"quoted\" \\ <script>&amp; \u2028 ユーザー 🎉", "tier": "ÜBER\u00a0", "method": "M-SEARCH"})
@@ -236,6 +241,7 @@ func TestSchemaEmittedEvents(t *testing.T) {
 	for _, c := range []struct{ method, path, body string }{
 		{"POST", "/v1/admin/bans", `{"scope":"ip","subject":"` + banned + `","duration":"1h","reason":"incident 42: <b>\"é\"</b>"}`},
 		{"POST", "/v1/admin/bans", `{"scope":"user","subject":"mallory \"é\" 🎉","duration":"90s"}`},
+		{"POST", "/v1/admin/bans", `{"scope":"ip","subject":"2001:db8:77::5","duration":"1h"}`}, // bans 2001:db8:77::/64
 	} {
 		code, body := s.admin(c.method, c.path, c.body)
 		if code != http.StatusCreated {
@@ -248,6 +254,9 @@ func TestSchemaEmittedEvents(t *testing.T) {
 	}
 	if r := check(map[string]any{"ip": "203.0.113.10", "endpoint": "/elsewhere", "user_id": "mallory \"é\" 🎉"}); r.Reason != "banned" {
 		t.Fatalf("banned user: %+v", r)
+	}
+	if r := check(map[string]any{"ip": "2001:db8:77::ffff", "endpoint": "/api/fixed/a"}); r.Reason != "banned" {
+		t.Fatalf("another address of the banned /64: %+v", r)
 	}
 	code, body := s.admin("DELETE", "/v1/admin/bans/ip/"+url.PathEscape(banned), "")
 	if code != http.StatusOK {
@@ -324,10 +333,10 @@ func TestSchemaEmittedEvents(t *testing.T) {
 		detected = append(detected, pub.bans...)
 	}
 
-	bans := kafkatest.ReadMessages(t, s.opts.broker.Brokers(), bansTopic, 3+len(detected), 30*time.Second)
+	bans := kafkatest.ReadMessages(t, s.opts.broker.Brokers(), bansTopic, 4+len(detected), 30*time.Second)
 	t.Run("ban topic", func(t *testing.T) {
-		if n := kafkatest.CountMessages(t, s.opts.broker.Brokers(), bansTopic); n != int64(3+len(detected)) {
-			t.Errorf("%d messages on %s, want 3 from the admin API and %d from the detector", n, bansTopic, len(detected))
+		if n := kafkatest.CountMessages(t, s.opts.broker.Brokers(), bansTopic); n != int64(4+len(detected)) {
+			t.Errorf("%d messages on %s, want 4 from the admin API and %d from the detector", n, bansTopic, len(detected))
 		}
 		seen := map[string]int{}
 		for _, m := range bans {
@@ -342,13 +351,17 @@ func TestSchemaEmittedEvents(t *testing.T) {
 				t.Errorf("key %q, want %q", m.Key, b.Key())
 			}
 			seen[b.Source+" "+b.Action+" "+b.Scope]++
+			if strings.Contains(b.Subject, "/") {
+				seen[b.Source+" "+b.Action+" ipv6 prefix"]++
+			}
 			seen["reason "+b.Reason]++
 			if b.DryRun {
 				seen["dry run"]++
 			}
 		}
 		for _, want := range []string{"admin ban ip", "admin ban user", "admin unban ip", "detector ban ip", "detector ban user",
-			"detector warn ip", "detector warn user", "reason scan", "reason violations_1m", "reason manual", "dry run"} {
+			"detector warn ip", "detector warn user", "reason scan", "reason violations_1m", "reason manual", "dry run",
+			"admin ban ipv6 prefix", "detector ban ipv6 prefix"} {
 			if seen[want] == 0 {
 				t.Errorf("no %q among the ban messages: %v", want, seen)
 			}
