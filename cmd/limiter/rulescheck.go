@@ -161,6 +161,9 @@ func writeRule(b *strings.Builder, r *rules.Rule) {
 	}
 	writeField(b, "matches:", describeMatch(r.Match))
 	writeField(b, "key:", describeKey(r.Key))
+	if slices.Contains(r.Key, "ip") {
+		writeField(b, "ipv6:", describeIPv6Grouping(r.IPv6Prefix, "share the limits"))
+	}
 	writeField(b, "limits:", describeLimits(r.Algorithm, r.Limits))
 	writeTierLimits(b, rulesContIndent, r.Algorithm, r.Tiers)
 	if r.Penalty != 0 {
@@ -253,6 +256,19 @@ func describeKey(key []string) string {
 	return s
 }
 
+// describeIPv6Grouping says how IPv6 clients are grouped at prefix length
+// bits (0: the default): the addresses of one prefix are one client, whose
+// requests do what.
+func describeIPv6Grouping(bits int, what string) string {
+	if bits == 0 {
+		bits = rules.DefaultIPv6Prefix
+	}
+	if bits == 128 {
+		return "every address on its own (no grouping)"
+	}
+	return fmt.Sprintf("the addresses of one /%d %s", bits, what)
+}
+
 // describeLimits renders a limit list in the terms of its algorithm:
 // requests per window, or tokens per interval with a burst.
 func describeLimits(alg decide.Algorithm, ls []rules.Limit) string {
@@ -340,6 +356,7 @@ func describeDetection(d rules.Detection) string {
 		parts = append(parts, fmt.Sprintf("scan ban %s after %d distinct %s in %s", rulesDuration(s.Duration.Std()), s.DistinctEndpoints,
 			rulesPlural(s.DistinctEndpoints, "endpoint", "endpoints"), rulesDuration(s.Within.Std())))
 	}
+	parts = append(parts, "IPv6 offenders: "+describeIPv6Grouping(d.IPv6Prefix, "are one offender, banned together"))
 	if d.DryRun {
 		parts = append(parts, "dry run (bans are published, not enforced)")
 	}

@@ -97,7 +97,7 @@ func TestRulesCommandUsage(t *testing.T) {
 // logs show, and it must not depend on map order.
 func TestRulesCommandReport(t *testing.T) {
 	const want = `Checking testdata/rules/full.yaml
-  SUCCESS: 3 rules found
+  SUCCESS: 4 rules found
 
 api-keys (priority 50, sliding_window, shadow)
   shadow:    reports only, never denies
@@ -121,13 +121,20 @@ uploads (priority 50, token_bucket)
   key:       tier, endpoint (requests without tier are not limited by this rule)
   limits:    1 token per 1s, burst 1; 100 tokens per 1h, burst 20
   on Redis failure: local
+per-address (priority 60, fixed_window)
+  matches:   requests of any method to /login; any tier
+  key:       endpoint, ip
+  ipv6:      every address on its own (no grouping)
+  limits:    5 per 1m
+  on Redis failure: local
 zz-catch-all (priority 100, fixed_window)
   matches:   requests of any method to any endpoint; any tier
   key:       ip
+  ipv6:      the addresses of one /48 share the limits
   limits:    1000 per 1m
   on Redis failure: allow
 exempt: users ops-bot
-detection: warn after 20 violations in 5m; no violation bans; scan ban 2h after 1 distinct endpoint in 30s; dry run (bans are published, not enforced)
+detection: warn after 20 violations in 5m; no violation bans; scan ban 2h after 1 distinct endpoint in 30s; IPv6 offenders: the addresses of one /56 are one offender, banned together; dry run (bans are published, not enforced)
 `
 	for range 3 { // map iteration order differs between runs
 		code, stdout, stderr := runRulesCommand(t, "check", rulesFullPath)
@@ -152,6 +159,7 @@ func TestRulesCommandExampleFile(t *testing.T) {
 		"login-per-ip (priority 10, sliding_window)",
 		"  matches:   POST requests to /api/login, /api/auth/**; any tier\n",
 		"  limits:    5 per 1s; 100 per 1m\n",
+		"  ipv6:      the addresses of one /64 share the limits\n",
 		"books-by-tier (priority 100, token_bucket)",
 		"  key:       user_id (requests without user_id are not limited by this rule)\n",
 		"             tier VIP: 5 tokens per 1s, burst 50\n",
@@ -223,7 +231,7 @@ func TestRulesCommandChecksEveryFile(t *testing.T) {
 	rulesCheckContains(t, "stdout", stdout, []string{
 		"Checking " + rulesExamplePath + "\n",
 		// Reports of successive files are separated by a blank line.
-		"\n\nChecking " + rulesFullPath + "\n  SUCCESS: 3 rules found\n",
+		"\n\nChecking " + rulesFullPath + "\n  SUCCESS: 4 rules found\n",
 	})
 	rulesCheckContains(t, "stderr", stderr, []string{rulesInvalidPath + ": FAILED\n", `rule "login": algorithm`})
 	if strings.Contains(stderr, rulesExamplePath) || strings.Contains(stdout, rulesInvalidPath) {
