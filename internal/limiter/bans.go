@@ -142,11 +142,14 @@ func (v *ipv6Bans) find(a netip.Addr, now time.Time) (time.Time, bool) {
 // ipSubject returns the canonical form of an ip-scope subject (the form
 // the limiter looks up) and, for an IPv6 address or prefix, the prefix it
 // covers. A subject that is no IP address nor IPv6 prefix is kept as it is,
-// with no prefix (it bans nobody the limiter sees, but is listed).
+// with no prefix (it bans nobody the limiter sees, but is listed). So is a
+// prefix shorter than rules.MinIPv6Prefix, which neither the detector nor
+// the admin API ever writes: a corrupt entry such as ::/0 must not deny
+// every IPv6 client.
 func ipSubject(subject string) (string, netip.Prefix) {
 	p, ok := rules.ParseIPSubject(subject)
 	switch {
-	case !ok:
+	case !ok || p.Bits() < rules.MinIPv6Prefix:
 		return subject, netip.Prefix{}
 	case p.Addr().Is4():
 		return p.Addr().String(), netip.Prefix{}

@@ -162,6 +162,8 @@ func TestBanSetIPv6Prefixes(t *testing.T) {
 		ban("2001:db8:b::/64", -time.Minute),    // expired
 		ban("not an ip", time.Hour),             // listed, bans nobody
 		ban("::ffff:198.51.100.1", time.Hour),   // IPv4-mapped: an IPv4 ban
+		ban("::/0", time.Hour),                  // never written by the services: bans nobody
+		ban("2001:d00::/24", time.Hour),         // shorter than /32: bans nobody
 	}, 0)
 	tests := []struct {
 		ip   string
@@ -180,6 +182,7 @@ func TestBanSetIPv6Prefixes(t *testing.T) {
 		{"2001:db8:9::6", 0},
 		{"2001:db8:a::1:1234", time.Minute},
 		{"2001:db8:b::1", 0},
+		{"2001:d00::1", 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.ip, func(t *testing.T) {
