@@ -114,6 +114,26 @@ func (b *Broker) FailCommits(groups ...string) (restore func()) {
 	return func() { failing.Store(false) }
 }
 
+// DelayFetches makes the broker take up every fetch only delay after it
+// arrives, as a busy broker or a slow network would, until the returned
+// function is called: a client whose read deadline leaves the broker less
+// than delay to answer never gets an answer. The broker serves other
+// connections meanwhile.
+func (b *Broker) DelayFetches(delay time.Duration) (restore func()) {
+	var delaying atomic.Bool
+	delaying.Store(true)
+	c := b.cluster
+	c.ControlKey(int16(kmsg.Fetch), func(kmsg.Request) (kmsg.Response, error, bool) {
+		if !delaying.Load() {
+			c.DropControl()
+			return nil, nil, false
+		}
+		c.SleepControl(func() { time.Sleep(delay) })
+		return nil, nil, false // then handled as usual
+	})
+	return func() { delaying.Store(false) }
+}
+
 // Partitions returns the partition ids of topic.
 func Partitions(tb testing.TB, brokers []string, topic string) []int {
 	tb.Helper()

@@ -191,3 +191,50 @@ func TestFailCommits(t *testing.T) {
 		t.Fatalf("held group's committed offset %d after restore, want %d", got, m.Offset+1)
 	}
 }
+
+// While DelayFetches holds, a fetch whose read deadline falls before the
+// delay ends gets none of the messages there are; once restored, it gets
+// them again.
+func TestDelayFetches(t *testing.T) {
+	b := kafkatest.StartBroker(t, "a")
+	write(t, b.Brokers(), "a", 10)
+	part := -1
+	for p, end := range kafkatest.EndOffsets(t, b.Brokers(), "a") {
+		if end > 0 {
+			part = p
+		}
+	}
+	fetch := func(deadline time.Duration) (int, error) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		conn, err := kafka.DialLeader(ctx, "tcp", b.Addr(), "a", part)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if err := conn.SetReadDeadline(time.Now().Add(deadline)); err != nil {
+			t.Fatal(err)
+		}
+		batch := conn.ReadBatch(1, 1<<20)
+		n := 0
+		for ; ; n++ {
+			if _, err := batch.ReadMessage(); err != nil {
+				break
+			}
+		}
+		return n, batch.Close()
+	}
+
+	if n, err := fetch(10 * time.Second); n == 0 || err != nil {
+		t.Fatalf("a fetch got %d messages (err %v), want some", n, err)
+	}
+	restore := b.DelayFetches(2 * time.Second)
+	if n, err := fetch(200 * time.Millisecond); n != 0 || err == nil {
+		t.Fatalf("a fetch with a deadline before the delay ends got %d messages (err %v), want none and an error", n, err)
+	}
+	restore()
+	if n, err := fetch(10 * time.Second); n == 0 || err != nil {
+		t.Fatalf("a fetch after restore got %d messages (err %v), want some", n, err)
+	}
+}
