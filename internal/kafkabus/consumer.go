@@ -10,6 +10,25 @@ import (
 	"go.uber.org/zap"
 )
 
+// Fetch settings of the consumer's Reader. kafka-go gives a fetch a read
+// deadline of MaxWait and asks the broker to hold a fetch that finds no data
+// for MaxWait less a margin of min(MaxWait/4, 1s): the margin is all the time
+// the broker has to answer late. A fetch cut off by its deadline is an
+// unknown error to kafka-go: a warning, the connection closed, a backoff, a
+// new dial, and the same fetch asked again.
+const (
+	// fetchMaxWait leaves a margin of a full second and lets the broker hold
+	// an empty fetch for 500ms (a shutdown or a rebalance waits for the fetch
+	// in flight). 250ms left 62ms, which a busy machine or a GC pause overran.
+	fetchMaxWait = 1500 * time.Millisecond
+	// fetchMaxBytes bounds the answer to one fetch, and with it the time the
+	// broker takes to build it. With 16 MB a backlog came back in one answer
+	// that could take the broker longer than the deadline; as every retry
+	// asked for the same answer, the consumer made no progress for as long
+	// as the machine stayed that slow.
+	fetchMaxBytes = 1 << 20
+)
+
 // ConsumerConfig configures Consume.
 type ConsumerConfig struct {
 	Brokers []string
@@ -59,8 +78,8 @@ func Consume(ctx context.Context, cfg ConsumerConfig, log *zap.Logger, handle fu
 		Topic:             cfg.Topic,
 		QueueCapacity:     cfg.Buffer,
 		MinBytes:          1,
-		MaxBytes:          16 << 20,
-		MaxWait:           250 * time.Millisecond,
+		MaxBytes:          fetchMaxBytes,
+		MaxWait:           fetchMaxWait,
 		StartOffset:       kafka.FirstOffset,
 		SessionTimeout:    cfg.SessionTimeout,
 		HeartbeatInterval: cfg.SessionTimeout / 5,
