@@ -25,6 +25,17 @@ import (
 // DefaultPartitions is how many partitions StartBroker gives each topic.
 const DefaultPartitions = 3
 
+// ReaderMaxWait and ReaderMaxBytes are fetch settings for kafka-go readers
+// in tests, chosen as kafkabus chooses its consumer's: kafka-go gives the
+// broker only min(MaxWait/4, 1s) past the wait it asks for to answer before
+// it cuts the fetch off and dials again, so 1.5s leaves it a second (100ms
+// left it 25ms, which a busy machine overran); and a 1 MB answer is quick
+// to build.
+const (
+	ReaderMaxWait  = 1500 * time.Millisecond
+	ReaderMaxBytes = 1 << 20
+)
+
 // Broker is a running in-process kfake cluster of one broker.
 type Broker struct {
 	cluster    *kfake.Cluster
@@ -300,8 +311,8 @@ func ReadMessages(tb testing.TB, brokers []string, topic string, n int, timeout 
 			Topic:     topic,
 			Partition: p,
 			MinBytes:  1,
-			MaxBytes:  10 << 20,
-			MaxWait:   100 * time.Millisecond,
+			MaxBytes:  ReaderMaxBytes,
+			MaxWait:   ReaderMaxWait,
 		})
 		wg.Add(1)
 		go func() {

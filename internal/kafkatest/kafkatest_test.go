@@ -95,6 +95,15 @@ func TestReadMessagesTimesOutWithCount(t *testing.T) {
 	}
 }
 
+// ReadMessages gets every message from a broker that takes up each fetch
+// later than 100ms, which was all its readers used to wait for an answer.
+func TestReadMessagesFromABrokerThatAnswersLate(t *testing.T) {
+	b := kafkatest.StartBroker(t, "a")
+	write(t, b.Brokers(), "a", 50)
+	b.DelayFetches(300 * time.Millisecond)
+	kafkatest.ReadMessages(t, b.Brokers(), "a", 50, time.Minute)
+}
+
 // A broker of 12 partitions keeps them across a restart, and a consumer
 // group's assignment and committed offsets can be read back.
 func TestStartBrokerPartitionsAndGroupState(t *testing.T) {
@@ -118,7 +127,7 @@ func TestStartBrokerPartitionsAndGroupState(t *testing.T) {
 		t.Fatalf("group before any consumer: %s %v, want Dead and no members", state, members)
 	}
 
-	r := kafka.NewReader(kafka.ReaderConfig{Brokers: b.Brokers(), GroupID: "g", Topic: "a", MaxWait: 100 * time.Millisecond,
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: b.Brokers(), GroupID: "g", Topic: "a", MaxWait: kafkatest.ReaderMaxWait,
 		StartOffset: kafka.FirstOffset, SessionTimeout: time.Second, HeartbeatInterval: 200 * time.Millisecond})
 	defer r.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -162,7 +171,7 @@ func TestFailCommits(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	first := func(group string) (*kafka.Reader, kafka.Message) {
-		r := kafka.NewReader(kafka.ReaderConfig{Brokers: b.Brokers(), GroupID: group, Topic: "a", MaxWait: 100 * time.Millisecond,
+		r := kafka.NewReader(kafka.ReaderConfig{Brokers: b.Brokers(), GroupID: group, Topic: "a", MaxWait: kafkatest.ReaderMaxWait,
 			StartOffset: kafka.FirstOffset, SessionTimeout: time.Second, HeartbeatInterval: 200 * time.Millisecond})
 		t.Cleanup(func() { r.Close() })
 		m, err := r.FetchMessage(ctx)
