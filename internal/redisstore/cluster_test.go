@@ -34,6 +34,7 @@ func TestCluster(t *testing.T) {
 		{"rule changes", testClusterRuleChanges},
 		{"windows", testClusterWindows},
 		{"ledger", testClusterLedger},
+		{"warm-up", testClusterWarmUp},
 		{"failover", testClusterFailover},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, e) })

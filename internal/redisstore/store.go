@@ -28,16 +28,22 @@ type script struct {
 // Store decides rate-limit calls with the Lua scripts. It is safe for
 // concurrent use.
 type Store struct {
-	client  redis.UniversalClient
-	scripts [4]script // indexed by algorithmIndex
+	client   redis.UniversalClient
+	scripts  [4]script    // indexed by algorithmIndex
+	commands commandTable // a cluster client's, for WarmUp
 }
 
 // New returns a Store on client (a *redis.Client, *redis.ClusterClient or
-// any other UniversalClient). Scripts are sent by digest; Load caches them
-// ahead of the first call, and calls fall back to EVAL when a server lacks
-// one (restart, SCRIPT FLUSH, new cluster node).
+// any other UniversalClient). Scripts are sent by digest; Load or WarmUp
+// caches them ahead of the first call, and calls fall back to EVAL when a
+// server lacks one (restart, SCRIPT FLUSH, new cluster node). Make the
+// Store of a cluster client before its first command: WarmUp learns from
+// the nodes created after New whether go-redis has its command table.
 func New(client redis.UniversalClient) *Store {
 	s := &Store{client: client}
+	if c, ok := client.(*redis.ClusterClient); ok {
+		s.commands.watch(c)
+	}
 	for i, alg := range []decide.Algorithm{decide.FixedWindow, decide.SlidingWindow, decide.TokenBucket, decide.SlidingWindowCounter} {
 		src := lua.Source(string(alg))
 		sum := sha1.Sum([]byte(src))
