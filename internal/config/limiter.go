@@ -21,6 +21,10 @@ type Limiter struct {
 	TrustedProxies []netip.Prefix
 	AuthDenyStatus int
 
+	// RedisWarmup bounds the warm-up before the limiter listens: Redis
+	// connections, scripts and the ban set (see package warmup).
+	RedisWarmup time.Duration
+
 	// Redis failure handling: health checks (heartbeats), the breaker and
 	// the mode machine's durations.
 	RedisHealthInterval  time.Duration
@@ -56,6 +60,8 @@ func LoadLimiter(getenv func(string) string) (Limiter, error) {
 		AdminToken:     e.str("ADMIN_TOKEN", ""),
 		TrustedProxies: e.prefixes("TRUSTED_PROXIES"),
 		AuthDenyStatus: e.integer("AUTH_DENY_STATUS", 429, 401, 429),
+
+		RedisWarmup: e.duration("REDIS_WARMUP_TIMEOUT", 5*time.Second),
 
 		RedisHealthInterval:  e.duration("REDIS_HEALTH_INTERVAL", 5*time.Second),
 		RedisFailedChecks:    e.integer("REDIS_FAILED_CHECKS", 3, 1, 1000),

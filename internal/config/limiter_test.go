@@ -21,7 +21,7 @@ func TestLoadLimiterDefaults(t *testing.T) {
 		c.RedisTimeout != 50*time.Millisecond || len(c.KafkaBrokers) != 1 || c.KafkaBrokers[0] != "127.0.0.1:9092" {
 		t.Fatalf("unexpected defaults: %+v", c)
 	}
-	if c.RedisHealthInterval != 5*time.Second || c.RedisFailedChecks != 3 || c.RedisBreakerFailures != 5 ||
+	if c.RedisWarmup != 5*time.Second || c.RedisHealthInterval != 5*time.Second || c.RedisFailedChecks != 3 || c.RedisBreakerFailures != 5 ||
 		c.RedisRecoverAfter != time.Minute || c.PermissiveAfter != 5*time.Minute || c.PermissiveDenyRules {
 		t.Fatalf("unexpected redis failure defaults: %+v", c)
 	}
@@ -35,6 +35,7 @@ func TestLoadLimiterDefaults(t *testing.T) {
 
 func TestLoadLimiterRedisFailureValues(t *testing.T) {
 	c, err := LoadLimiter(mapEnv(map[string]string{
+		"REDIS_WARMUP_TIMEOUT":          "30s",
 		"REDIS_HEALTH_INTERVAL":         "200ms",
 		"REDIS_FAILED_CHECKS":           "2",
 		"REDIS_BREAKER_FAILURES":        "10",
@@ -45,7 +46,7 @@ func TestLoadLimiterRedisFailureValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.RedisHealthInterval != 200*time.Millisecond || c.RedisFailedChecks != 2 || c.RedisBreakerFailures != 10 ||
+	if c.RedisWarmup != 30*time.Second || c.RedisHealthInterval != 200*time.Millisecond || c.RedisFailedChecks != 2 || c.RedisBreakerFailures != 10 ||
 		c.RedisRecoverAfter != time.Second || c.PermissiveAfter != 0 || !c.PermissiveDenyRules {
 		t.Fatalf("unexpected config: %+v", c)
 	}
@@ -80,6 +81,8 @@ func TestLoadLimiterErrorsNameTheVariable(t *testing.T) {
 		{"bad queue", "EVENT_QUEUE_SIZE", "0"},
 		{"bad log level", "LOG_LEVEL", "loud"},
 		{"bad listen", "LISTEN_ADDR", "8080"},
+		{"zero warm-up timeout", "REDIS_WARMUP_TIMEOUT", "0"},
+		{"bad warm-up timeout", "REDIS_WARMUP_TIMEOUT", "soon"},
 		{"zero health interval", "REDIS_HEALTH_INTERVAL", "0"},
 		{"zero failed checks", "REDIS_FAILED_CHECKS", "0"},
 		{"bad breaker", "REDIS_BREAKER_FAILURES", "many"},
