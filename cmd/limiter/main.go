@@ -29,6 +29,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/rules"
 	"github.com/ratewarden/ratewarden/internal/rulesync"
 	"github.com/ratewarden/ratewarden/internal/telemetry"
+	"github.com/ratewarden/ratewarden/internal/warmup"
 )
 
 func main() {
@@ -72,14 +73,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return err
 	}
 	defer rdb.Close()
-	store := redisstore.New(rdb)
-	loadCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	if err := store.Load(loadCtx); err != nil {
-		// Not fatal: rules follow their failure policy until Redis answers,
-		// and scripts load themselves on first use.
-		log.Warn("redis unavailable at start", zap.String("redis", redisCfg.Target()), zap.Error(err))
-	}
-	cancel()
+	store := redisstore.New(rdb) // before rdb's first command: see WarmUp
 
 	pipelineCalls := promauto.With(reg).NewHistogram(prometheus.HistogramOpts{
 		Name:    "rate_limit_redis_pipeline_calls",
@@ -179,6 +173,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		HealthInterval:      cfg.RedisHealthInterval,
 		HealthTimeout:       cfg.RedisTimeout,
 	}, rulesMgr.View().Set, counter, producer, log, reg)
+
+	// No listener opens before the warm-up has ended, so no decision is the
+	// first round trip of a cold client (README "Operations"). Not fatal:
+	// past REDIS_WARMUP_TIMEOUT the limiter starts as it would cold.
+	warmup.Run(ctx, warmup.Config{
+		Steps: []warmup.Step{
+			{Name: "redis", Run: func(ctx context.Context) error { return store.WarmUp(ctx, redisCfg.PoolSize) }},
+			{Name: "bans", Run: func(ctx context.Context) error { return bans.Load(ctx, loadBans) }},
+		},
+		Timeout:    cfg.RedisWarmup,
+		Classify:   redisstore.ClassifyError,
+		Log:        log.With(zap.String("redis", redisCfg.Target())),
+		Registerer: reg,
+	})
 	svc.Start()
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
