@@ -77,6 +77,7 @@ type decision struct {
 	Allowed bool   `json:"allowed"`
 	Reason  string `json:"reason"`
 	Limit   int64  `json:"limit"`
+	Mode    string `json:"mode"`
 }
 
 func check(t *testing.T, limiter *proc, ip, endpoint string) decision {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -57,9 +58,27 @@ func TestMain(m *testing.M) {
 type proc struct {
 	name string
 	cmd  *exec.Cmd
-	out  *bytes.Buffer
-	addr string
+	out  *output
+	addr string // of a limiter: known once await has returned
 	done chan struct{}
+}
+
+// output is a process's stdout and stderr, readable while it runs.
+type output struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (o *output) Write(b []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.Write(b)
+}
+
+func (o *output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.String()
 }
 
 func freeAddr(t *testing.T) string {
@@ -72,13 +91,32 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// start runs cmd/<name> with env (plus LISTEN_ADDR on a free port) and waits
-// for /readyz; it is stopped with SIGTERM at the end of the test.
+// start runs cmd/<name> as launch does and waits for /readyz.
 func start(t *testing.T, name string, env map[string]string) *proc {
 	t.Helper()
-	p := &proc{name: name, out: &bytes.Buffer{}, addr: freeAddr(t), done: make(chan struct{})}
+	p := launch(t, name, env)
+	if err := p.await("/readyz", 15*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// launch runs cmd/<name> with env and returns at once, without waiting for
+// it to serve; it is stopped with SIGTERM at the end of the test. A limiter
+// listens on a port of its choice, read from its log by await: a port
+// chosen here and bound later by the process could be taken meanwhile (the
+// limiter warms up first, dialing connections from the same port range).
+// The other services get a free port chosen here.
+func launch(t *testing.T, name string, env map[string]string) *proc {
+	t.Helper()
+	p := &proc{name: name, out: &output{}, done: make(chan struct{})}
+	listen := "127.0.0.1:0"
+	if name != "limiter" {
+		p.addr = freeAddr(t)
+		listen = p.addr
+	}
 	p.cmd = exec.Command(binary(t, name))
-	p.cmd.Env = append(os.Environ(), "LISTEN_ADDR="+p.addr, "LOG_LEVEL=info")
+	p.cmd.Env = append(os.Environ(), "LISTEN_ADDR="+listen, "LOG_LEVEL=info")
 	for k, v := range env {
 		p.cmd.Env = append(p.cmd.Env, k+"="+v)
 	}
@@ -93,24 +131,41 @@ func start(t *testing.T, name string, env map[string]string) *proc {
 			t.Logf("--- %s output ---\n%s", name, p.out)
 		}
 	})
-	deadline := time.Now().Add(15 * time.Second)
+	return p
+}
+
+// listeningRE finds the address in the limiter's "limiter listening" line.
+var listeningRE = regexp.MustCompile(`"msg":"limiter listening","addr":"([^"]+)"`)
+
+// await polls path every 10 ms until it answers 200, once the process has
+// an address. It fails when the process exits or timeout passes; it may be
+// called from any goroutine, once per process.
+func (p *proc) await(path string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
 	for {
-		resp, err := http.Get("http://" + p.addr + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return p
+		if p.addr == "" {
+			if m := listeningRE.FindStringSubmatch(p.out.String()); m != nil {
+				p.addr = m[1]
+			}
+		}
+		if p.addr != "" {
+			resp, err := http.Get("http://" + p.addr + path)
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					return nil
+				}
 			}
 		}
 		select {
 		case <-p.done:
-			t.Fatalf("%s exited at start:\n%s", name, p.out)
+			return fmt.Errorf("%s exited at start:\n%s", p.name, p.out)
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready after 15s:\n%s", name, p.out)
+			return fmt.Errorf("%s: no 200 on %s after %v:\n%s", p.name, path, timeout, p.out)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
