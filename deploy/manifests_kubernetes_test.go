@@ -11,6 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/ratewarden/ratewarden/internal/config"
 )
 
 type manifestKubeObject struct {
@@ -239,6 +242,9 @@ func manifestDeploymentProblems(objs []manifestKubeObject, d manifestKubeObject,
 		if binary == "limiter" || binary == "detector" {
 			problems = append(problems, manifestKubeRulesProblems(objs, pod, c, env["RULES_FILE"], where)...)
 		}
+		if binary == "limiter" {
+			problems = append(problems, manifestWarmupProblems(c, env["REDIS_WARMUP_TIMEOUT"], where)...)
+		}
 	}
 	if manifestStr(manifestAt(d.doc, "metadata", "name")) == "limiter" && manifestList(pod["topologySpreadConstraints"]) == nil {
 		report("%s: no topologySpreadConstraints", d)
@@ -366,4 +372,41 @@ func TestManifestKustomizationListsEveryFile(t *testing.T) {
 	if manifestStr(k["namespace"]) == "" {
 		t.Error("kustomization sets no namespace")
 	}
+}
+
+// manifestStartMargin is what a limiter's start may take besides the Redis
+// warm-up (rules, the rule database) before it listens.
+const manifestStartMargin = 10 * time.Second
+
+// manifestWarmupProblems checks that the kubelet does not kill a limiter
+// still warming up: it opens no port before the warm-up has ended (at most
+// REDIS_WARMUP_TIMEOUT), so every probe fails meanwhile, and the liveness
+// probe starts only once the startup probe (if any) has succeeded.
+func manifestWarmupProblems(c any, warmupEnv, where string) []string {
+	cfg, err := config.LoadLimiter(func(k string) string {
+		if k == "REDIS_WARMUP_TIMEOUT" {
+			return warmupEnv
+		}
+		return ""
+	})
+	if err != nil {
+		return []string{fmt.Sprintf("%s: %v", where, err)}
+	}
+	probe := "startupProbe"
+	if manifestAt(c, probe) == nil {
+		probe = "livenessProbe"
+	}
+	seconds := func(field string, def int) int {
+		if n, err := strconv.Atoi(manifestStr(manifestAt(c, probe, field))); err == nil {
+			return n
+		}
+		return def
+	}
+	// Kubernetes' defaults: periodSeconds 10, failureThreshold 3.
+	budget := time.Duration(seconds("initialDelaySeconds", 0)+seconds("periodSeconds", 10)*seconds("failureThreshold", 3)) * time.Second
+	if budget < cfg.RedisWarmup+manifestStartMargin {
+		return []string{fmt.Sprintf("%s: the %s gives a start %v before the kubelet kills the pod, want REDIS_WARMUP_TIMEOUT (%v) + %v at least",
+			where, probe, budget, cfg.RedisWarmup, manifestStartMargin)}
+	}
+	return nil
 }

@@ -274,6 +274,17 @@ func TestManifestCheckersCatchMistakes(t *testing.T) {
 		{"kubernetes: rules mounted with subPath", func(t *testing.T) []string {
 			return kubeWith(t, func(c map[string]any) { manifestMap(manifestList(c["volumeMounts"])[0])["subPath"] = "rules.yaml" })
 		}, "subPath"},
+		{"kubernetes: startup shorter than the warm-up", func(t *testing.T) []string {
+			return kubeWith(t, func(c map[string]any) {
+				c["env"] = append(manifestList(c["env"]), map[string]any{"name": "REDIS_WARMUP_TIMEOUT", "value": "2m"})
+			})
+		}, "REDIS_WARMUP_TIMEOUT"},
+		{"kubernetes: no startup probe, liveness too soon", func(t *testing.T) []string {
+			return kubeWith(t, func(c map[string]any) {
+				delete(c, "startupProbe")
+				manifestMap(c["livenessProbe"])["failureThreshold"] = 1
+			})
+		}, "livenessProbe gives a start"},
 		{"kubernetes: no memory limit", func(t *testing.T) []string {
 			return kubeWith(t, func(c map[string]any) { delete(manifestMap(manifestAt(c, "resources", "limits")), "memory") })
 		}, "resources.limits.memory"},
