@@ -24,8 +24,14 @@ type ClientConfig struct {
 	// Timeout bounds each socket read and write.
 	Timeout time.Duration
 	// PoolSize is the connections per node (0: go-redis's default).
+	// Pipelines use them too: go-redis's separate pipeline pool is turned
+	// off, since it never dials ahead, so a warm-up could not open its
+	// connections and the first pipelines would dial in their deadline.
 	PoolSize int
 }
+
+// noPipelinePool makes pipelines share the pool of single commands.
+const noPipelinePool = -1
 
 // Connect returns a client for a single Redis, a cluster, or a primary
 // found through Sentinel.
@@ -38,6 +44,7 @@ func Connect(cfg ClientConfig) (redis.UniversalClient, error) {
 			WriteTimeout:               cfg.Timeout,
 			ContextTimeoutEnabled:      true,
 			PoolSize:                   cfg.PoolSize,
+			PipelinePoolSize:           noPipelinePool,
 			ClusterStateReloadInterval: 10 * time.Second,
 		})
 		c.AddHook(reloadOnFailure{c})
@@ -55,6 +62,7 @@ func Connect(cfg ClientConfig) (redis.UniversalClient, error) {
 	opts.WriteTimeout = cfg.Timeout
 	opts.ContextTimeoutEnabled = true
 	opts.PoolSize = max(opts.PoolSize, cfg.PoolSize)
+	opts.PipelinePoolSize = noPipelinePool
 	return redis.NewClient(opts), nil
 }
 
@@ -105,6 +113,7 @@ func connectSentinel(cfg ClientConfig) (redis.UniversalClient, error) {
 		WriteTimeout:          cfg.Timeout,
 		ContextTimeoutEnabled: true,
 		PoolSize:              cfg.PoolSize,
+		PipelinePoolSize:      noPipelinePool,
 	}
 	if cfg.URL != "" {
 		opts, err := redis.ParseURL(cfg.URL)

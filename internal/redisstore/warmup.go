@@ -12,8 +12,9 @@ import (
 
 // WarmUp readies the client so that the first decisions cost one round
 // trip, as later ones do: every primary answers, holds every script and has
-// conns connections open in the client's pool (a connection dialed on
-// demand costs a dial and two more round trips: HELLO, CLIENT SETINFO). On
+// conns connections open in the client's pool, which a client made by
+// Connect uses for pipelines too (a connection dialed on demand costs a
+// dial and two more round trips: HELLO, CLIENT SETINFO). On
 // a cluster it also loads the slot map and go-redis's command table, which
 // go-redis otherwise fetches (COMMAND, about 50 KB) in front of the first
 // single command it routes, within that command's deadline. The replicas

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,9 +14,9 @@ import (
 )
 
 // testClusterWarmUp: a new client warmed up on nodes without scripts leaves
-// them on every primary, has the connections asked for open to every primary,
-// and routes its first single call without fetching go-redis's command
-// table.
+// them on every primary, has the connections asked for open to every
+// primary, which pipelined decisions then use, and routes its first single
+// call without fetching go-redis's command table.
 func testClusterWarmUp(t *testing.T, e *clusterEnv) {
 	ctx := context.Background()
 	for _, n := range e.cluster.Nodes {
@@ -35,7 +36,8 @@ func testClusterWarmUp(t *testing.T, e *clusterEnv) {
 	for _, n := range e.primaries {
 		requireScripts(t, n.Client(), store)
 	}
-	err = client.(*redis.ClusterClient).ForEachMaster(ctx, func(_ context.Context, node *redis.Client) error {
+	cluster := client.(*redis.ClusterClient)
+	err = cluster.ForEachMaster(ctx, func(_ context.Context, node *redis.Client) error {
 		if st := node.PoolStats(); st.IdleConns < 6 {
 			t.Errorf("pool of %s after warm-up: %+v, want 6 idle connections or more", node.Options().Addr, st)
 		}
@@ -44,12 +46,27 @@ func testClusterWarmUp(t *testing.T, e *clusterEnv) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	primaryDials := func() uint32 {
+		var n atomic.Uint32
+		if err := cluster.ForEachMaster(ctx, func(_ context.Context, node *redis.Client) error {
+			n.Add(dials(node))
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return n.Load()
+	}
+	before := primaryDials()
+	prefix := redistest.Prefix(t, e.client)
+	decideConcurrently(t, store, prefix, 4)
+	if n := primaryDials() - before; n != 0 {
+		t.Errorf("pipelines after the warm-up opened %d connections to the primaries", n)
+	}
 	if !store.commands.loaded.Load() {
 		t.Fatal("warm-up returned without go-redis's command table")
 	}
 
 	fetches := store.commands.fetches.Load()
-	prefix := redistest.Prefix(t, e.client)
 	call := decide.Call{Keys: decidetest.Keys(prefix, "warm"), Algorithm: decide.FixedWindow, NowMs: 7_000_000, Cost: 1,
 		Limits: []decide.Limit{{Requests: 10, Per: time.Hour}}}
 	if _, err := store.Decide(ctx, []decide.Call{call}); err != nil {
