@@ -250,17 +250,6 @@ func (b *BanSet) replace(bans []event.Ban, since uint64) {
 	b.report()
 }
 
-// Load replaces the set with the whole blacklist as list returns it; when
-// list fails the set stays as it is.
-func (b *BanSet) Load(ctx context.Context, list func(context.Context) ([]event.Ban, error)) error {
-	bans, err := list(ctx)
-	if err != nil {
-		return err
-	}
-	b.Replace(bans)
-	return nil
-}
-
 // Apply records one change: a ban until expires, or an unban.
 func (b *BanSet) Apply(action, scope, subject string, expires time.Time) {
 	if action != event.ActionBan && action != event.ActionUnban {
