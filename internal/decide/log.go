@@ -3,8 +3,8 @@ package decide
 import "sort"
 
 // run is n members of a Redis sorted set sharing one score (ms). The model
-// keeps sorted-set logs as runs in ascending score order: the scripts only
-// ever ask for counts and scores, never for member names.
+// keeps the escalation hits as runs in ascending score order: the script
+// only ever asks for counts and scores, never for member names.
 type run struct {
 	score, n int64
 }
@@ -20,18 +20,6 @@ func insertRun(log []run, score, n int64) []run {
 	copy(log[i+1:], log[i:])
 	log[i] = run{score: score, n: n}
 	return log
-}
-
-// dropBelow removes every member with a score below min
-// (ZREMRANGEBYSCORE key -inf (min).
-func dropBelow(log []run, min int64) []run {
-	i := sort.Search(len(log), func(i int) bool { return log[i].score >= min })
-	if i == 0 {
-		return log
-	}
-	// copy down rather than reslice so the backing array does not grow forever
-	n := copy(log, log[i:])
-	return log[:n]
 }
 
 // keepNewest removes the lowest-scored members until at most keep remain
@@ -61,16 +49,4 @@ func countFrom(log []run, from int64) int64 {
 		n += log[i].n
 	}
 	return n
-}
-
-// nthFrom returns the score of the nth (1-based) oldest member with a score
-// >= from; n must not exceed countFrom(log, from).
-func nthFrom(log []run, from, n int64) int64 {
-	i := sort.Search(len(log), func(i int) bool { return log[i].score >= from })
-	for ; ; i++ {
-		if n <= log[i].n {
-			return log[i].score
-		}
-		n -= log[i].n
-	}
 }

@@ -37,7 +37,8 @@ type entry struct {
 	expireAt int64   // ms; the key is gone once now >= expireAt
 	hold     int64   // hold key: denied until (ms)
 	fields   []field // window counter or bucket hash, one per distinct per
-	log      []run   // sliding window log or escalation hits, ascending scores
+	spans    []span  // sliding window log, ascending scores
+	log      []run   // escalation hits, ascending scores
 }
 
 // field holds the hash fields of one per_ms: s and c for the fixed window

@@ -11,7 +11,7 @@ func SlidingWindow() []Scenario {
 	call := func(limits ...decide.Limit) decide.Call {
 		return decide.Call{Algorithm: decide.SlidingWindow, Limits: limits}
 	}
-	return []Scenario{
+	return append([]Scenario{
 		{
 			// the example of the specification
 			Name: "sliding_window/5 per second and 100 per minute",
@@ -33,7 +33,7 @@ func SlidingWindow() []Scenario {
 				{50_000, 3, ok(0, 5, 2, 1001)},
 				{50_400, 3, deny(0, 5, 2, 601, 601)},
 				{50_500, 2, ok(0, 5, 0, 1001)},
-				// the 4th oldest entry (50500) must leave the window
+				// the 4th oldest unit (at 50500) must leave the window
 				{50_600, 4, deny(0, 5, 0, 901, 901)},
 				{50_700, 6, deny(0, 5, 0, 801, 1000)},
 				// the window [now-per, now] is inclusive
@@ -50,13 +50,13 @@ func SlidingWindow() []Scenario {
 				{5_000, 1, ok(0, 3, 0, 1001)},
 				{5_000, 1, deny(0, 3, 0, 1001, 1001)},
 				{6_001, 2, ok(0, 3, 1, 1001)},
-				// members at 6001 continue at k=3
+				// one member per ms: these units join the one at 6001
 				{6_001, 1, ok(0, 3, 0, 1001)},
 				{6_001, 1, deny(0, 3, 0, 1001, 1001)},
 			},
 		},
 		{
-			// more than 500 members are added in several ZADD calls
+			// one member whatever the cost
 			Name: "sliding_window/large cost",
 			Rule: call(window(2000, time.Minute)),
 			Steps: []Step{
@@ -91,10 +91,16 @@ func SlidingWindow() []Scenario {
 			Rule: call(window(2, time.Second)),
 			Steps: []Step{
 				{5_000, 1, ok(0, 2, 1, 1001)},
-				// the entry at 5000 is in the future but still counts
+				// the member at 5000 is in the future but still counts; the
+				// unit admitted joins it, so totals grow with scores
 				{4_500, 1, ok(0, 2, 0, 1501)},
-				{4_600, 1, deny(0, 2, 0, 1401, 901)},
-				{5_600, 1, ok(0, 2, 0, 1001)},
+				// both units are at 5000: they leave the window at 6001
+				{4_600, 1, deny(0, 2, 0, 1401, 1401)},
+				{5_600, 1, deny(0, 2, 0, 401, 401)},
+				// trims the units at 5000
+				{6_001, 1, ok(0, 2, 1, 1001)},
+				{5_500, 1, ok(0, 2, 0, 1502)},
+				{5_600, 1, deny(0, 2, 0, 1402, 1402)},
 			},
 		},
 		{
@@ -116,5 +122,5 @@ func SlidingWindow() []Scenario {
 				{35_000, 1, held(1, 6200)},
 			},
 		},
-	}
+	}, largeCosts()...)
 }
