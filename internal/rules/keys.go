@@ -14,8 +14,13 @@ import (
 //
 //	<prefix>{<rule id>|<subject>}<suffix>
 //
-// with suffix ":fw", ":sw", ":swc" or ":tb" for the state (by algorithm, so
+// with suffix ":fw", ":sw2", ":swc" or ":tb" for the state (by algorithm, so
 // changing a rule's algorithm starts from fresh state), ":hold" and ":hits".
+// A state whose layout changes gets a new suffix, so limiters of two
+// versions, during a rolling upgrade, never read each other's state:
+// sliding_window's went from ":sw" (one member per unit) to ":sw2" (running
+// totals, see lua/sliding_window.lua); keys under the old suffix expire
+// within their largest window.
 // The hash tag {<rule id>|<subject>} is the same for all three, so a script
 // touching them stays on one Redis Cluster slot. The subject is "name=value" per key
 // dimension, in key order, joined by '|'; each value is escaped (see
@@ -43,7 +48,7 @@ func stateSuffix(a decide.Algorithm) string {
 	case decide.FixedWindow:
 		return ":fw"
 	case decide.SlidingWindow:
-		return ":sw"
+		return ":sw2"
 	case decide.SlidingWindowCounter:
 		return ":swc"
 	case decide.TokenBucket:

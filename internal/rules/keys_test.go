@@ -76,7 +76,7 @@ func TestKeysLayout(t *testing.T) {
 	r.UserID, r.Method, r.Tier = "u-42", "get", "vip"
 	r.Attributes = map[string]string{"app_key": "k-1"}
 	tests := []struct{ rule, state string }{
-		{"by-ip", "rw:{by-ip|ip=203.0.113.7}:sw"},
+		{"by-ip", "rw:{by-ip|ip=203.0.113.7}:sw2"},
 		{"fw", "rw:{fw|ip=203.0.113.7}:fw"},
 		{"tb", "rw:{tb|ip=203.0.113.7}:tb"},
 		{"swc", "rw:{swc|ip=203.0.113.7}:swc"},
@@ -99,7 +99,7 @@ func TestKeysLayout(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if k := keysFor(t, s2, "by-ip", r); k.State != "prod:rl:{by-ip|ip=203.0.113.7}:sw" {
+		if k := keysFor(t, s2, "by-ip", r); k.State != "prod:rl:{by-ip|ip=203.0.113.7}:sw2" {
 			t.Errorf("state = %q", k.State)
 		}
 	})

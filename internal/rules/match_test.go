@@ -96,7 +96,7 @@ func TestMatchBuildsCall(t *testing.T) {
 	}
 	want := decide.Call{
 		Keys: decide.Keys{
-			State: "rw:{login|ip=203.0.113.9}:sw",
+			State: "rw:{login|ip=203.0.113.9}:sw2",
 			Hold:  "rw:{login|ip=203.0.113.9}:hold",
 			Hits:  "rw:{login|ip=203.0.113.9}:hits",
 		},
