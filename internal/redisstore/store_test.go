@@ -149,20 +149,7 @@ func TestNoScript(t *testing.T) {
 // evalCalls returns how many EVAL commands the server has run.
 func evalCalls(tb testing.TB, client *redis.Client) int {
 	tb.Helper()
-	info, err := client.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for _, line := range strings.Split(info, "\n") {
-		if rest, ok := strings.CutPrefix(line, "cmdstat_eval:calls="); ok {
-			n, err := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
-			if err != nil {
-				tb.Fatal(err)
-			}
-			return n
-		}
-	}
-	return 0
+	return commandCalls(tb, client)["eval"]
 }
 
 // TestDecideExactUnderConcurrency sends 1000 calls from 200 goroutines with
