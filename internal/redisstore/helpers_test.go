@@ -2,9 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"net"
-	"os/exec"
-	"strconv"
 	"testing"
 	"time"
 
@@ -80,38 +77,11 @@ func requireExpiry(tb testing.TB, client redis.UniversalClient, prefix string) i
 	return len(keys)
 }
 
-// privateRedis starts a redis-server of its own for tests that flush
-// scripts, and stops it (by PID) at cleanup.
+// privateRedis returns a client of a redis-server of the test's own, for
+// tests that flush scripts or read command statistics.
 func privateRedis(tb testing.TB) *redis.Client {
 	tb.Helper()
-	path, err := exec.LookPath("redis-server")
-	if err != nil {
-		tb.Skip("redis-server not installed")
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	cmd := exec.Command(path, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", tb.TempDir())
-	if err := cmd.Start(); err != nil {
-		tb.Fatalf("start redis-server: %v", err)
-	}
-	tb.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	client := redis.NewClient(&redis.Options{Addr: addr})
+	client := redis.NewClient(&redis.Options{Addr: redistest.StartServer(tb)})
 	tb.Cleanup(func() { client.Close() })
-	deadline := time.Now().Add(5 * time.Second)
-	for client.Ping(context.Background()).Err() != nil {
-		if time.Now().After(deadline) {
-			tb.Fatalf("private redis-server on %s did not start", addr)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 	return client
 }
