@@ -118,7 +118,8 @@ function alg.evaluate(key, now, cost, limits)
     counts[i] = 0
     if bases[i] then counts[i] = units(total, bases[i]) end
     r.quota[i] = limits[i][1]
-    r.deny[i] = counts[i] + cost > limits[i][1]
+    -- compared without forming counts + cost, which may pass 2^53
+    r.deny[i] = cost > limits[i][1] - counts[i]
     if r.deny[i] then r.admitted = false end
   end
   if r.admitted and cost > 0 then
@@ -148,7 +149,7 @@ function alg.evaluate(key, now, cost, limits)
       else
         -- the member holding the need-th oldest unit in the window must
         -- leave it first
-        local need = counts[i] + cost - requests
+        local need = counts[i] - (requests - cost)
         r.retry[i] = nth_score(key, now - per, bases[i], need) + per + 1 - now
       end
     end

@@ -89,7 +89,7 @@ func (sh *shard) slidingWindow(c Call, now int64, outs []outcome) ([]outcome, bo
 			n = units(top.cum, log[i].base)
 		}
 		firsts, counts = append(firsts, i), append(counts, n)
-		deny := n+c.Cost > l.Requests
+		deny := c.Cost > l.Requests-n
 		admitted = admitted && !deny
 		outs = append(outs, outcome{quota: l.Requests, deny: deny})
 	}
@@ -120,7 +120,7 @@ func (sh *shard) slidingWindow(c Call, now int64, outs []outcome) ([]outcome, bo
 			if c.Cost > l.Requests {
 				o.retry = per
 			} else {
-				need := counts[i] + c.Cost - l.Requests
+				need := counts[i] - (l.Requests - c.Cost)
 				o.retry = nthScore(log, firsts[i], need) + per + 1 - now
 			}
 		}

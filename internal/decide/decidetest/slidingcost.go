@@ -14,10 +14,11 @@ func largeCosts() []Scenario {
 		return decide.Call{Algorithm: decide.SlidingWindow, Limits: limits}
 	}
 	const (
-		million = 1_000_000
-		t0      = 3_600_000
-		huge    = 4_000_000_000_000_000 // totals pass 2^53 after two windows of it
-		t1      = 300_000
+		million  = 1_000_000
+		t0       = 3_600_000
+		huge     = 4_000_000_000_000_000 // totals pass 2^53 after two windows of it
+		nearWrap = 9_007_199_254_740_794 // 2^53 - 198
+		t1       = 300_000
 	)
 	return []Scenario{
 		{
@@ -65,6 +66,17 @@ func largeCosts() []Scenario {
 				{t1 + 2004, 1, deny(0, huge, 0, 1000, 999)},
 				{t1 + 2004, 3_500_000_000_000_000, deny(0, huge, 0, 1000, 1000)},
 				{t1 + 3003, 3_000_000_000_000_000, ok(0, huge, 0, 1001)},
+			},
+		},
+		{
+			// count + cost would pass 2^53 and round: the script never forms it
+			Name: "sliding_window/counts and costs near 2^53",
+			Rule: call(window(nearWrap, time.Second)),
+			Steps: []Step{
+				{500_000, 8_000_000_000_000_002, ok(0, nearWrap, 1_007_199_254_740_792, 1001)},
+				{500_001, 1, ok(0, nearWrap, 1_007_199_254_740_791, 1001)},
+				// every unit must leave: the last one is at 500001
+				{500_002, nearWrap, deny(0, nearWrap, 1_007_199_254_740_791, 1000, 1000)},
 			},
 		},
 		trimBound(),
