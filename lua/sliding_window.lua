@@ -10,19 +10,20 @@
 -- ends (its base is that member's cum). The units in window i,
 -- [now - per_i, now], are the newest member's cum minus the base of the
 -- oldest member scored from now - per_i on: two O(log N) lookups, and an
--- admission adds or rewrites one member, whatever its cost (one member per
--- unit made a cost of a million a million ZADDs). Totals are kept modulo
--- 2^53, below which every integer is an exact double, so they never run out
--- however long a key lives; a difference is exact while the window holds
--- fewer than 2^53 units.
+-- admission adds or rewrites one member, whatever its cost (a log of one
+-- member per unit took a million members for a cost of a million). Totals
+-- are kept modulo 2^53, below which every integer is an exact double, so
+-- they never run out however long a key lives; a count is exact below 2^53
+-- units (a window holding exactly 2^53, a full limit of 2^53, counts 0).
 --
 -- Units are recorded at max(now, newest score): when the clock went back
 -- they join the newest member instead of going before it, so totals keep
 -- growing with scores; windows are still counted from now, so such units
 -- count from the newest member's time on. A call trims at most MAX_TRIM of
--- the members older than the largest window (they no longer count), so its
--- work stays bounded after a pause; the rest go in later calls or with the
--- key, which expires when its newest member leaves the largest window.
+-- the members older than the largest window (they count again only if the
+-- clock goes back), so its work stays bounded after a pause; the rest go
+-- in later calls or with the key, which expires when its newest member
+-- leaves the largest window.
 
 local alg = {width = 2}
 
