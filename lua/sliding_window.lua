@@ -19,11 +19,11 @@
 -- Units are recorded at max(now, newest score): when the clock went back
 -- they join the newest member instead of going before it, so totals keep
 -- growing with scores; windows are still counted from now, so such units
--- count from the newest member's time on. A call trims at most MAX_TRIM of
--- the members older than the largest window (they count again only if the
--- clock goes back), so its work stays bounded after a pause; the rest go
--- in later calls or with the key, which expires when its newest member
--- leaves the largest window.
+-- count from the newest member's time on. An admission that adds a member
+-- trims at most MAX_TRIM of those older than the largest window (they count
+-- again only if the clock goes back), so its work stays bounded after a
+-- pause; the rest go with later members or with the key, which expires
+-- when its newest member leaves the largest window. Denials write nothing.
 
 local alg = {width = 2}
 
@@ -62,38 +62,47 @@ local function trim(key, from)
   end
 end
 
--- base_from returns the base of the oldest member scored from on, or nil.
-local function base_from(key, from)
-  local m = redis.call('ZRANGEBYSCORE', key, istr(from), '+inf', 'LIMIT', 0, 1)[1]
-  if not m then return nil end
-  local base = span(m)
-  return base
+-- first_from returns the oldest member scored from on, as its base, cum
+-- and score, or nil.
+local function first_from(key, from)
+  local m = redis.call('ZRANGEBYSCORE', key, istr(from), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  if not m[1] then return nil end
+  local base, cum = span(m[1])
+  return {base = base, cum = cum, score = tonumber(m[2])}
 end
 
 -- nth_score returns the score of the member holding the need-th unit after
--- base, the base of the oldest member scored from on: a binary search over
--- ranks. Every member holds a unit at least, so the need-th is at most
--- need - 1 ranks on.
-local function nth_score(key, from, base, need)
-  local lo = redis.call('ZCOUNT', key, '-inf', '(' .. istr(from))
-  local hi = math.min(lo + need - 1, redis.call('ZCARD', key) - 1)
+-- the base of first, the oldest member scored from on. Mostly that is
+-- first; else a binary search over the ranks after it, each member holding
+-- a unit at least, so the need-th is at most need - 1 ranks on.
+local function nth_score(key, from, first, need)
+  if units(first.cum, first.base) >= need then return first.score end
+  local lo = redis.call('ZCOUNT', key, '-inf', '(' .. istr(from)) + 1
+  local hi = math.min(lo + need - 2, redis.call('ZCARD', key) - 1)
   while lo < hi do
     local mid = math.floor((lo + hi) / 2)
     local _, cum = span(redis.call('ZRANGE', key, istr(mid), istr(mid))[1])
-    if units(cum, base) >= need then hi = mid else lo = mid + 1 end
+    if units(cum, first.base) >= need then hi = mid else lo = mid + 1 end
   end
   return tonumber(redis.call('ZRANGE', key, istr(hi), istr(hi), 'WITHSCORES')[2])
 end
 
--- record adds cost units at ms at (at >= newest): into the newest member
--- when it has that score, else as a new member.
-local function record(key, at, cost, newest, last, total)
-  local base = total
-  if at == newest then
-    base = span(last)
-    redis.call('ZREM', key, last)
-  end
-  redis.call('ZADD', key, istr(at), istr(base) .. ':' .. istr(plus(total, cost)))
+-- merge adds cost units to the newest member, last, scored newest: adds
+-- the new member before removing the old, since removing a key's only
+-- member deletes the key with its expiry.
+local function merge(key, newest, last, total, cost)
+  local base = span(last)
+  redis.call('ZADD', key, istr(newest), istr(base) .. ':' .. istr(plus(total, cost)))
+  redis.call('ZREM', key, last)
+end
+
+-- append adds cost units as a new newest member at now. Only this adds
+-- members, so only this trims; and only this moves the newest member, which
+-- sets when the key expires.
+local function append(key, now, total, cost, max_per)
+  redis.call('ZADD', key, istr(now), istr(total) .. ':' .. istr(plus(total, cost)))
+  trim(key, now - max_per)
+  redis.call('PEXPIRE', key, istr(max_per + 1))
 end
 
 function alg.evaluate(key, now, cost, limits)
@@ -102,7 +111,6 @@ function alg.evaluate(key, now, cost, limits)
   for i = 1, n do
     if limits[i][2] > max_per then max_per = limits[i][2] end
   end
-  -- read before trimming: the total carries on when every member has left
   local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
   local newest, last, total = nil, top[1], 0
   if last then
@@ -110,30 +118,25 @@ function alg.evaluate(key, now, cost, limits)
     local _, cum = span(last)
     total = cum
   end
-  trim(key, now - max_per)
 
   local r = {admitted = true, quota = {}, remaining = {}, reset = {}, deny = {}, retry = {}}
-  local counts, bases = {}, {}
+  local counts, firsts = {}, {}
   for i = 1, n do
-    bases[i] = base_from(key, now - limits[i][2])
+    firsts[i] = first_from(key, now - limits[i][2])
     counts[i] = 0
-    if bases[i] then counts[i] = units(total, bases[i]) end
+    if firsts[i] then counts[i] = units(total, firsts[i].base) end
     r.quota[i] = limits[i][1]
     -- compared without forming counts + cost, which may pass 2^53
     r.deny[i] = cost > limits[i][1] - counts[i]
     if r.deny[i] then r.admitted = false end
   end
   if r.admitted and cost > 0 then
-    local at = now
-    if newest and newest > now then at = newest end
-    record(key, at, cost, newest, last, total)
-    newest = at
-  end
-  -- a key whose newest member left the largest window (it outlived its
-  -- expiry: the clock went back) keeps the expiry it had: a PEXPIRE in the
-  -- past would delete it at once, at a cost that grows with its size
-  if r.admitted and newest and newest >= now - max_per then
-    redis.call('PEXPIRE', key, istr(newest + max_per + 1 - now))
+    if newest and newest >= now then
+      merge(key, newest, last, total, cost)
+    else
+      append(key, now, total, cost, max_per)
+      newest = now
+    end
   end
 
   for i = 1, n do
@@ -151,7 +154,7 @@ function alg.evaluate(key, now, cost, limits)
         -- the member holding the need-th oldest unit in the window must
         -- leave it first
         local need = counts[i] - (requests - cost)
-        r.retry[i] = nth_score(key, now - per, bases[i], need) + per + 1 - now
+        r.retry[i] = nth_score(key, now - per, firsts[i], need) + per + 1 - now
       end
     end
   end

@@ -4,8 +4,8 @@ import "sort"
 
 // The sliding window's log is a running total of admitted units (see the
 // header of lua/sliding_window.lua). Totals are kept modulo totalWrap, below
-// which every integer is an exact Lua number; a call trims at most maxTrim
-// members that left the largest window.
+// which every integer is an exact Lua number; a new member trims at most
+// maxTrim members that left the largest window.
 const (
 	totalWrap = 1 << 53
 	maxTrim   = 32
@@ -63,19 +63,14 @@ func (sh *shard) slidingWindow(c Call, now int64, outs []outcome) ([]outcome, bo
 		maxPer = max(maxPer, l.Per.Milliseconds())
 	}
 	e := sh.get(c.Keys.State)
-	var top span // the newest span, read before trimming; zero when none
-	hasTop := e != nil && len(e.spans) > 0
-	if hasTop {
-		top = e.spans[len(e.spans)-1]
-		e.spans = trimSpans(e.spans, now-maxPer)
-		if len(e.spans) == 0 {
-			delete(sh.keys, c.Keys.State) // Redis deletes an empty sorted set
-			e = nil
-		}
-	}
 	var log []span
 	if e != nil {
 		log = e.spans
+	}
+	var top span // the newest span; zero when none
+	hasTop := len(log) > 0
+	if hasTop {
+		top = log[len(log)-1]
 	}
 	admitted := true
 	var firstBuf [8]int
@@ -95,15 +90,12 @@ func (sh *shard) slidingWindow(c Call, now int64, outs []outcome) ([]outcome, bo
 	}
 	newest, hasNewest := top.score, hasTop
 	if admitted && c.Cost > 0 {
-		at := now
-		if hasTop {
-			at = max(now, top.score)
+		if hasTop && top.score >= now {
+			e.spans[len(e.spans)-1].cum = plus(top.cum, c.Cost)
+		} else {
+			e = sh.appendSpan(c.Keys.State, e, now, top.cum, c.Cost, maxPer)
+			newest, hasNewest = now, true
 		}
-		e = sh.record(c.Keys.State, e, at, c.Cost, top, hasTop)
-		newest, hasNewest = at, true
-	}
-	if admitted && hasNewest && newest >= now-maxPer {
-		e.expireAt = newest + maxPer + 1
 	}
 	for i, l := range c.Limits {
 		per := l.Per.Milliseconds()
@@ -128,18 +120,16 @@ func (sh *shard) slidingWindow(c Call, now int64, outs []outcome) ([]outcome, bo
 	return outs, admitted
 }
 
-// record adds cost units at ms at, no earlier than the newest span top: into
-// top when it has that score, else as a new span. e is the key's entry or
-// nil; record returns it.
-func (sh *shard) record(key string, e *entry, at, cost int64, top span, hasTop bool) *entry {
-	if hasTop && at == top.score { // at >= now - maxPer: top was not trimmed
-		last := &e.spans[len(e.spans)-1]
-		last.cum = plus(last.cum, cost)
-		return e
-	}
+// appendSpan mirrors append in lua/sliding_window.lua: cost units as a new
+// newest span at now after total, then up to maxTrim spans that left the
+// largest window trimmed, and the expiry. e is the key's entry or nil;
+// appendSpan returns it.
+func (sh *shard) appendSpan(key string, e *entry, now, total, cost, maxPer int64) *entry {
 	if e == nil {
 		e = sh.create(key)
 	}
-	e.spans = append(e.spans, span{score: at, base: top.cum, cum: plus(top.cum, cost)})
+	e.spans = append(e.spans, span{score: now, base: total, cum: plus(total, cost)})
+	e.spans = trimSpans(e.spans, now-maxPer)
+	e.expireAt = now + maxPer + 1
 	return e
 }

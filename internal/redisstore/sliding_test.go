@@ -53,6 +53,7 @@ func TestSlidingWindowMembers(t *testing.T) {
 	if err != nil || r[0].Remaining != 1<<40-sum {
 		t.Errorf("remaining after %d units: %+v, %v", sum, r, err)
 	}
+	requireExpiry(t, client, prefix) // a member rewritten in place keeps its key's expiry
 }
 
 // TestSlidingWindowWorkIndependentOfCost checks on a private server (whose

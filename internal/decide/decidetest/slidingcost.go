@@ -7,7 +7,7 @@ import (
 )
 
 // largeCosts returns the sliding-window scenarios of large costs, of the
-// running total the log keeps (see the header of lua/sliding_window.lua)
+// running totals the log keeps (see the header of lua/sliding_window.lua)
 // and of the bound on trimming.
 func largeCosts() []Scenario {
 	call := func(limits ...decide.Limit) decide.Call {
@@ -83,25 +83,28 @@ func largeCosts() []Scenario {
 	}
 }
 
-// trimBound shows that a call trims at most 32 members: 70 admissions in 70
-// ms, then two calls after they all left the window leave 6 of them, which
-// count again when the clock goes back.
+// trimBound shows that a new member trims at most 32 members that left the
+// window, and that nothing else trims: 70 admissions in 70 ms, then one
+// after they all left the window trims 32 of them; after a denial and an
+// admission into the newest member the other 38 count again when the clock
+// goes back.
 func trimBound() Scenario {
 	const t = 400_000
 	s := Scenario{
-		Name: "sliding_window/a call trims at most 32 members",
+		Name: "sliding_window/a new member trims at most 32 old ones",
 		Rule: decide.Call{Algorithm: decide.SlidingWindow, Limits: []decide.Limit{window(100, time.Second)}},
 	}
 	for i := range int64(70) {
 		s.Steps = append(s.Steps, Step{t + i, 1, ok(0, 100, 99-i, 1001)})
 	}
 	s.Steps = append(s.Steps,
-		Step{t + 1070, 1, ok(0, 100, 99, 1001)},           // 38 of 70 left
-		Step{t + 1070, 100, deny(0, 100, 99, 1001, 1001)}, // 6 left, from t+64
-		// [t+66, t+1066] holds the 4 untrimmed units from t+66 and the one
-		// at t+1070; the unit admitted joins that one
-		Step{t + 1066, 1, ok(0, 100, 94, 1005)},
-		Step{t + 1066, 96, deny(0, 100, 94, 1005, 2)},
+		Step{t + 1070, 1, ok(0, 100, 99, 1001)}, // t+32 to t+69 are left
+		Step{t + 1070, 100, deny(0, 100, 99, 1001, 1001)},
+		// [t+40, t+1040] holds the 30 units from t+40 and the one at t+1070,
+		// which the unit admitted joins
+		Step{t + 1040, 1, ok(0, 100, 68, 1031)},
+		Step{t + 1040, 70, deny(0, 100, 68, 1031, 2)},
+		Step{t + 1040, 69, deny(0, 100, 68, 1031, 1)},
 	)
 	return s
 }
