@@ -1,4 +1,4 @@
-package rulesync
+package rulesync_test
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/redisstore"
 	"github.com/ratewarden/ratewarden/internal/redistest"
 	"github.com/ratewarden/ratewarden/internal/rules"
+	"github.com/ratewarden/ratewarden/internal/rulesync"
 )
 
 const fileRules = `
@@ -65,24 +66,24 @@ func writeFile(t *testing.T, path, content string) {
 
 // limiter is one Manager with the rule set it last applied.
 type limiter struct {
-	*Manager
+	*rulesync.Manager
 	set atomic.Pointer[rules.Set]
 	reg *prometheus.Registry
 }
 
-type option func(*Config)
+type option func(*rulesync.Config)
 
-func withoutAnnouncements(c *Config) { c.Changes = nil }
+func withoutAnnouncements(c *rulesync.Config) { c.Changes = nil }
 
 func (s *system) start(opts ...option) *limiter {
 	s.t.Helper()
 	l := &limiter{reg: prometheus.NewRegistry()}
 	client := redistest.Client(s.t)
-	cfg := Config{
+	cfg := rulesync.Config{
 		File:    s.file,
 		Options: rules.Options{KeyPrefix: s.prefix},
 		Apply:   func(set *rules.Set) { l.set.Store(set) },
-		Connect: func(ctx context.Context) (Store, error) {
+		Connect: func(ctx context.Context) (rulesync.Store, error) {
 			st, err := pgstore.Open(ctx, s.dbURL)
 			if err != nil {
 				return nil, err
@@ -101,7 +102,7 @@ func (s *system) start(opts ...option) *limiter {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	l.Manager = New(cfg)
+	l.Manager = rulesync.New(cfg)
 	if err := l.Start(context.Background()); err != nil {
 		s.t.Fatal(err)
 	}
@@ -160,13 +161,13 @@ func TestChangeAppliesEverywhere(t *testing.T) {
 			t.Fatalf("%s runs %s (dynamic %d), a runs %s", name, v.Version, v.DynamicVersion, a.View().Version)
 		}
 	}
-	var login RuleView
+	var login rulesync.RuleView
 	for _, r := range b.View().Rules {
 		if r.Rule.ID == "login" {
 			login = r
 		}
 	}
-	if login.Source != SourceDynamic || !login.OverridesFile || login.UpdatedBy != "alice" || login.Version != 1 {
+	if login.Source != rulesync.SourceDynamic || !login.OverridesFile || login.UpdatedBy != "alice" || login.Version != 1 {
 		t.Fatalf("login as b sees it: %+v", login)
 	}
 
@@ -175,7 +176,7 @@ func TestChangeAppliesEverywhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 2*time.Second, "a to restore the file's rule", func() bool { return a.limit("login") == 100 })
-	if _, err := b.Delete(context.Background(), "login", alice); !errors.Is(err, ErrNotFound) ||
+	if _, err := b.Delete(context.Background(), "login", alice); !errors.Is(err, rulesync.ErrNotFound) ||
 		!strings.Contains(err.Error(), "rules file") {
 		t.Fatalf("deleting a file rule: %v; want ErrNotFound naming the rules file", err)
 	}
@@ -185,7 +186,7 @@ func TestChangeAppliesEverywhere(t *testing.T) {
 func TestPollPicksUpMissedChange(t *testing.T) {
 	s := newSystem(t)
 	a := s.start()
-	deaf := s.start(withoutAnnouncements, func(c *Config) { c.StorePoll = 100 * time.Millisecond })
+	deaf := s.start(withoutAnnouncements, func(c *rulesync.Config) { c.StorePoll = 100 * time.Millisecond })
 	if _, err := a.Put(context.Background(), "login", []byte(loginAt50), alice); err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +210,7 @@ func TestInvalidRuleChangesNothing(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			_, err := a.Put(context.Background(), tc.id, []byte(tc.body), alice)
-			var invalid *InvalidError
+			var invalid *rulesync.InvalidError
 			if !errors.As(err, &invalid) {
 				t.Fatalf("err = %v; want *InvalidError", err)
 			}
@@ -246,7 +247,7 @@ func TestSetShadow(t *testing.T) {
 	if !r.Shadow || r.Limits[0].Burst != 20 || r.Algorithm != "token_bucket" {
 		t.Fatalf("api after SetShadow: %+v; want the file's rule in shadow mode", r)
 	}
-	if _, err := a.SetShadow(context.Background(), "nope", true, alice); !errors.Is(err, ErrNotFound) {
+	if _, err := a.SetShadow(context.Background(), "nope", true, alice); !errors.Is(err, rulesync.ErrNotFound) {
 		t.Fatalf("shadow of an unknown rule: %v; want ErrNotFound", err)
 	}
 }
@@ -262,7 +263,7 @@ func TestFileReload(t *testing.T) {
 	running := a.View()
 	writeFile(t, s.file, strings.Replace(fileRules, "fixed_window", "fixed_windw", 1))
 	failures := func() float64 {
-		return testutil.ToFloat64(a.metrics.reloads.WithLabelValues(SourceFile, "failure"))
+		return testutil.ToFloat64(a.ReloadsMetric(rulesync.SourceFile, "failure"))
 	}
 	waitFor(t, 2*time.Second, "the invalid file to be refused", func() bool { return failures() == 1 })
 	if err := a.ReloadFile(false); err != nil || failures() != 1 {
@@ -274,7 +275,7 @@ func TestFileReload(t *testing.T) {
 	if a.View() != running || a.limit("login") != 300 {
 		t.Fatal("an invalid file replaced the running rules")
 	}
-	if g := testutil.ToFloat64(a.metrics.lastSuccessful.WithLabelValues(SourceFile)); g != 0 {
+	if g := testutil.ToFloat64(a.LastReloadSuccessfulMetric(rulesync.SourceFile)); g != 0 {
 		t.Fatalf("last reload successful = %v; want 0", g)
 	}
 
@@ -294,7 +295,7 @@ func TestStoreUnavailable(t *testing.T) {
 	if a.StoreError() == nil {
 		t.Fatal("StoreError is nil with the store down")
 	}
-	if _, err := a.Put(context.Background(), "login", []byte(loginAt50), alice); !errors.Is(err, ErrUnavailable) {
+	if _, err := a.Put(context.Background(), "login", []byte(loginAt50), alice); !errors.Is(err, rulesync.ErrUnavailable) {
 		t.Fatalf("put with the store down: %v; want ErrUnavailable", err)
 	}
 }
