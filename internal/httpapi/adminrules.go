@@ -9,7 +9,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/ratewarden/ratewarden/internal/pgstore"
 	"github.com/ratewarden/ratewarden/internal/redisstore"
 	"github.com/ratewarden/ratewarden/internal/rules"
 	"github.com/ratewarden/ratewarden/internal/rulesync"
@@ -19,9 +18,9 @@ import (
 // (rulesync.Manager).
 type RuleAdmin interface {
 	View() *rulesync.View
-	Put(ctx context.Context, id string, body []byte, who pgstore.RuleChange) (rulesync.Result, error)
-	SetShadow(ctx context.Context, id string, shadow bool, who pgstore.RuleChange) (rulesync.Result, error)
-	Delete(ctx context.Context, id string, who pgstore.RuleChange) (rulesync.Result, error)
+	Put(ctx context.Context, id string, body []byte, who rulesync.Author) (rulesync.Result, error)
+	SetShadow(ctx context.Context, id string, shadow bool, who rulesync.Author) (rulesync.Result, error)
+	Delete(ctx context.Context, id string, who rulesync.Author) (rulesync.Result, error)
 }
 
 // maxActor bounds the self-declared actor recorded in the audit trail.
@@ -145,12 +144,12 @@ func (h *handler) shadowRule(w http.ResponseWriter, r *http.Request) {
 
 // changer describes who makes a change: the declared actor, the client
 // address and this instance.
-func (h *handler) changer(r *http.Request) (pgstore.RuleChange, error) {
+func (h *handler) changer(r *http.Request) (rulesync.Author, error) {
 	a, err := actor(r)
 	if err != nil {
-		return pgstore.RuleChange{}, err
+		return rulesync.Author{}, err
 	}
-	return pgstore.RuleChange{Actor: a, SourceAddr: h.clientIP(r).String(), Instance: h.cfg.Instance}, nil
+	return rulesync.Author{Actor: a, SourceAddr: h.clientIP(r).String(), Instance: h.cfg.Instance}, nil
 }
 
 // actor is the self-declared author of an admin change (X-Actor, default

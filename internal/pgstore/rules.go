@@ -5,39 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/ratewarden/ratewarden/internal/rulesync"
 )
 
-// StoredRule is one dynamic rule as stored: the rule in the rules-file
-// schema as JSON, and which change last wrote it.
-type StoredRule struct {
-	ID        string
-	Rule      json.RawMessage
-	Version   int64
-	UpdatedAt time.Time
-	UpdatedBy string
-}
-
-// RuleChange describes who changes a dynamic rule, for the audit trail.
-type RuleChange struct {
-	Actor      string // as declared by the caller
-	SourceAddr string // the client address
-	Instance   string // the limiter that served the change
-}
-
-// Change is a committed change: the set version it produced and the rule
-// before and after (nil when absent).
-type Change struct {
-	Version   int64
-	ChangedAt time.Time
-	Before    json.RawMessage
-	After     json.RawMessage
-}
-
-// ErrNoSuchRule is returned when deleting a rule that is not stored.
-var ErrNoSuchRule = errors.New("no such dynamic rule")
+// Store is the limiters' dynamic rule store.
+var _ rulesync.Store = (*Store)(nil)
 
 // RulesVersion returns the version of the dynamic rule set: cheap enough to
 // poll.
@@ -51,10 +26,10 @@ func (s *Store) RulesVersion(ctx context.Context) (int64, error) {
 
 // DynamicRules returns the dynamic rule set and its version, read in one
 // snapshot so the two agree.
-func (s *Store) DynamicRules(ctx context.Context) (int64, []StoredRule, error) {
+func (s *Store) DynamicRules(ctx context.Context) (int64, []rulesync.StoredRule, error) {
 	var (
 		version int64
-		out     []StoredRule
+		out     []rulesync.StoredRule
 	)
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
 		func(tx pgx.Tx) error {
@@ -65,8 +40,8 @@ func (s *Store) DynamicRules(ctx context.Context) (int64, []StoredRule, error) {
 			if err != nil {
 				return err
 			}
-			out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (StoredRule, error) {
-				var r StoredRule
+			out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (rulesync.StoredRule, error) {
+				var r rulesync.StoredRule
 				err := row.Scan(&r.ID, &r.Rule, &r.Version, &r.UpdatedAt, &r.UpdatedBy)
 				return r, err
 			})
@@ -80,18 +55,18 @@ func (s *Store) DynamicRules(ctx context.Context) (int64, []StoredRule, error) {
 
 // PutRule stores rule (valid JSON of one rule) under id, with a new set
 // version and its audit row, in one transaction.
-func (s *Store) PutRule(ctx context.Context, id string, rule json.RawMessage, who RuleChange) (Change, error) {
+func (s *Store) PutRule(ctx context.Context, id string, rule json.RawMessage, who rulesync.Author) (rulesync.Change, error) {
 	return s.change(ctx, id, "put", rule, who)
 }
 
 // DeleteRule removes the dynamic rule id, with a new set version and its
-// audit row; ErrNoSuchRule when it is not stored.
-func (s *Store) DeleteRule(ctx context.Context, id string, who RuleChange) (Change, error) {
+// audit row; rulesync.ErrNotStored when it is not stored.
+func (s *Store) DeleteRule(ctx context.Context, id string, who rulesync.Author) (rulesync.Change, error) {
 	return s.change(ctx, id, "delete", nil, who)
 }
 
-func (s *Store) change(ctx context.Context, id, action string, after json.RawMessage, who RuleChange) (Change, error) {
-	var c Change
+func (s *Store) change(ctx context.Context, id, action string, after json.RawMessage, who rulesync.Author) (rulesync.Change, error) {
+	var c rulesync.Change
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		// Taking the version row's lock first serializes changes, so the
 		// before image and the version order agree.
@@ -104,7 +79,7 @@ func (s *Store) change(ctx context.Context, id, action string, after json.RawMes
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			if action == "delete" {
-				return ErrNoSuchRule
+				return rulesync.ErrNotStored
 			}
 		case err != nil:
 			return err
@@ -129,10 +104,10 @@ func (s *Store) change(ctx context.Context, id, action string, after json.RawMes
 		return err
 	})
 	if err != nil {
-		if errors.Is(err, ErrNoSuchRule) {
-			return Change{}, err
+		if errors.Is(err, rulesync.ErrNotStored) {
+			return rulesync.Change{}, err
 		}
-		return Change{}, fmt.Errorf("%s dynamic rule %s: %w", action, id, err)
+		return rulesync.Change{}, fmt.Errorf("%s dynamic rule %s: %w", action, id, err)
 	}
 	return c, nil
 }

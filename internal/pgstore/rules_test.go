@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+
+	"github.com/ratewarden/ratewarden/internal/rulesync"
 )
 
 // Each change bumps the set version once, writes the rule and one audit row
@@ -14,7 +16,7 @@ import (
 func TestDynamicRuleChanges(t *testing.T) {
 	s := newStore(t)
 	ctx := context.Background()
-	who := RuleChange{Actor: "alice", SourceAddr: "192.0.2.1", Instance: "l1"}
+	who := rulesync.Author{Actor: "alice", SourceAddr: "192.0.2.1", Instance: "l1"}
 
 	if v, rules, err := s.DynamicRules(ctx); err != nil || v != 0 || len(rules) != 0 {
 		t.Fatalf("fresh database: version %d, %d rules, %v; want 0, 0", v, len(rules), err)
@@ -28,7 +30,7 @@ func TestDynamicRuleChanges(t *testing.T) {
 		t.Fatalf("first put: %+v; want version 1, no before image", c1)
 	}
 	second := json.RawMessage(`{"id": "login", "limits": [{"requests": 50, "per": "1m"}]}`)
-	c2, err := s.PutRule(ctx, "login", second, RuleChange{Actor: "bob", SourceAddr: "192.0.2.2", Instance: "l2"})
+	c2, err := s.PutRule(ctx, "login", second, rulesync.Author{Actor: "bob", SourceAddr: "192.0.2.2", Instance: "l2"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,8 +46,8 @@ func TestDynamicRuleChanges(t *testing.T) {
 		t.Fatalf("after two puts: version %d, rules %+v", v, rules)
 	}
 
-	if _, err := s.DeleteRule(ctx, "absent", who); !errors.Is(err, ErrNoSuchRule) {
-		t.Fatalf("delete of an absent rule: %v; want ErrNoSuchRule", err)
+	if _, err := s.DeleteRule(ctx, "absent", who); !errors.Is(err, rulesync.ErrNotStored) {
+		t.Fatalf("delete of an absent rule: %v; want rulesync.ErrNotStored", err)
 	}
 	if v, _ := s.RulesVersion(ctx); v != 2 {
 		t.Fatalf("a refused delete moved the version to %d", v)
@@ -100,7 +102,7 @@ func TestDynamicRuleVersionsUnderConcurrency(t *testing.T) {
 	versions := make(chan int64, writers)
 	for i := range writers {
 		wg.Go(func() {
-			c, err := s.PutRule(ctx, fmt.Sprintf("r%d", i%4), json.RawMessage(fmt.Sprintf(`{"n": %d}`, i)), RuleChange{Actor: "t"})
+			c, err := s.PutRule(ctx, fmt.Sprintf("r%d", i%4), json.RawMessage(fmt.Sprintf(`{"n": %d}`, i)), rulesync.Author{Actor: "t"})
 			if err != nil {
 				t.Error(err)
 				return

@@ -27,18 +27,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/ratewarden/ratewarden/internal/pgstore"
 	"github.com/ratewarden/ratewarden/internal/rules"
 )
-
-// Store is the dynamic rule store (pgstore.Store).
-type Store interface {
-	RulesVersion(ctx context.Context) (int64, error)
-	DynamicRules(ctx context.Context) (int64, []pgstore.StoredRule, error)
-	PutRule(ctx context.Context, id string, rule json.RawMessage, who pgstore.RuleChange) (pgstore.Change, error)
-	DeleteRule(ctx context.Context, id string, who pgstore.RuleChange) (pgstore.Change, error)
-	Close()
-}
 
 // Announcer carries "the dynamic rules are at version N" between limiters
 // (redisstore.RuleChanges).
@@ -117,7 +107,7 @@ type RuleView struct {
 
 // Result is a change made through the Manager.
 type Result struct {
-	Change pgstore.Change
+	Change Change
 	// View is the rule set in force on this instance after the change.
 	View *View
 	// AnnounceErr is set when the others could not be told at once; they
@@ -127,7 +117,7 @@ type Result struct {
 
 type dynamicRule struct {
 	rule   rules.Rule
-	stored pgstore.StoredRule
+	stored StoredRule
 }
 
 // Manager keeps the rules in force and makes dynamic changes. Its methods
@@ -467,7 +457,7 @@ func (m *Manager) DynamicVersion() int64 {
 // the file loader does, then stores it under id, applies it here and
 // announces it. An invalid rule returns an *InvalidError and changes
 // nothing.
-func (m *Manager) Put(ctx context.Context, id string, body []byte, who pgstore.RuleChange) (Result, error) {
+func (m *Manager) Put(ctx context.Context, id string, body []byte, who Author) (Result, error) {
 	r, err := rules.ParseRuleJSON(body)
 	if err != nil {
 		return Result{}, &InvalidError{err}
@@ -481,7 +471,7 @@ func (m *Manager) Put(ctx context.Context, id string, body []byte, who pgstore.R
 
 // SetShadow puts the rule id in force (from the file or the store) into
 // shadow mode, or out of it, as a dynamic rule.
-func (m *Manager) SetShadow(ctx context.Context, id string, shadow bool, who pgstore.RuleChange) (Result, error) {
+func (m *Manager) SetShadow(ctx context.Context, id string, shadow bool, who Author) (Result, error) {
 	return m.change(ctx, id, func(current *rules.Rule) (*rules.Rule, error) {
 		if current == nil {
 			return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
@@ -493,26 +483,26 @@ func (m *Manager) SetShadow(ctx context.Context, id string, shadow bool, who pgs
 }
 
 // Delete removes the dynamic rule id; a file rule it overrode comes back.
-func (m *Manager) Delete(ctx context.Context, id string, who pgstore.RuleChange) (Result, error) {
+func (m *Manager) Delete(ctx context.Context, id string, who Author) (Result, error) {
 	return m.change(ctx, id, nil, who)
 }
 
 // change stores the rule edit returns for id (nil edit: delete), then
 // reloads the dynamic rules here and announces the new version.
 func (m *Manager) change(ctx context.Context, id string, edit func(current *rules.Rule) (*rules.Rule, error),
-	who pgstore.RuleChange) (Result, error) {
+	who Author) (Result, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.connectLocked(ctx); err != nil {
 		return Result{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	var (
-		c   pgstore.Change
+		c   Change
 		err error
 	)
 	if edit == nil {
 		c, err = m.store.DeleteRule(ctx, id, who)
-		if errors.Is(err, pgstore.ErrNoSuchRule) {
+		if errors.Is(err, ErrNotStored) {
 			if m.fileRule(id) != nil {
 				return Result{}, fmt.Errorf("%w: %s comes from the rules file, not the API (edit the file, or override it with PUT)", ErrNotFound, id)
 			}

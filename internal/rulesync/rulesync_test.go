@@ -133,7 +133,7 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 	}
 }
 
-var alice = pgstore.RuleChange{Actor: "alice", SourceAddr: "192.0.2.1", Instance: "a"}
+var alice = rulesync.Author{Actor: "alice", SourceAddr: "192.0.2.1", Instance: "a"}
 
 const loginAt50 = `{"id": "login", "match": {"endpoints": ["/login"]}, "key": ["ip"],
 	"algorithm": "fixed_window", "limits": [{"requests": 50, "per": "1m"}]}`
