@@ -19,8 +19,15 @@ import (
 	"github.com/ratewarden/ratewarden/internal/pgstore"
 )
 
-// Store writes one batch in one transaction.
+// Store is the archive (pgstore.Store).
 type Store interface {
+	// ValidateViolation and ValidateBan report what Write would refuse in a
+	// row. What the database cannot hold is the store's knowledge; the
+	// archiver asks so that it dead-letters such a row rather than fail the
+	// batch it travels with.
+	ValidateViolation(v pgstore.Violation) error
+	ValidateBan(b event.Ban) error
+	// Write stores one batch in one transaction.
 	Write(ctx context.Context, b pgstore.Batch) (pgstore.Result, error)
 }
 
@@ -107,7 +114,7 @@ func (s *Service) item(m kafka.Message) item {
 			return item{msg: m}
 		}
 		v := pgstore.ViolationFrom(ev)
-		if err := v.Validate(); err != nil {
+		if err := s.store.ValidateViolation(v); err != nil {
 			return dead(err)
 		}
 		return item{msg: m, violation: &v}
@@ -116,7 +123,7 @@ func (s *Service) item(m kafka.Message) item {
 		if err != nil {
 			return dead(err)
 		}
-		if err := pgstore.ValidateBan(b); err != nil {
+		if err := s.store.ValidateBan(b); err != nil {
 			return dead(err)
 		}
 		return item{msg: m, ban: &b}
@@ -125,10 +132,10 @@ func (s *Service) item(m kafka.Message) item {
 	}
 }
 
-// write stores items in one transaction. Validation catches what Postgres
-// would reject, but if the database still refuses a row (pgstore.RowError,
-// nothing stored), that row becomes a dead letter and the batch is written
-// again, so one bad message never blocks the stream. Any other error
+// write stores items in one transaction. The store's validation catches
+// what Postgres would reject, but if the database still refuses a row
+// (pgstore.RowError, nothing stored), that row becomes a dead letter and the
+// batch is written again, so one bad message never blocks the stream. Any other error
 // (transient, or a broken database that an operator must fix) is returned:
 // the batch is retried with its offsets held.
 func (s *Service) write(ctx context.Context, items []item) (pgstore.Result, error) {

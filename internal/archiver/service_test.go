@@ -25,6 +25,12 @@ type refusingStore struct {
 	err     error
 }
 
+// ValidateViolation lets every row through: the refusals come from Write.
+func (*refusingStore) ValidateViolation(pgstore.Violation) error { return nil }
+
+// ValidateBan lets every ban through.
+func (*refusingStore) ValidateBan(event.Ban) error { return nil }
+
 func (s *refusingStore) Write(_ context.Context, b pgstore.Batch) (pgstore.Result, error) {
 	if s.err != nil {
 		return pgstore.Result{}, s.err

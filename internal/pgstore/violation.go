@@ -57,13 +57,21 @@ var (
 	maxTimestamp = time.Date(294277, time.January, 1, 0, 0, 0, 0, time.UTC)
 )
 
-// Validate reports everything about v that Postgres would reject, so one bad
-// row can never fail the batch it travels with: event_id must be a UUID, IP
-// an address (inet, without zone), text valid UTF-8 without NUL bytes,
-// user_id and rule_id at most 1 KiB, occurred_at set and within the range of
-// timestamptz. Write relies on it: the archiver sends rows that fail it to
-// the dead-letter table instead.
-func (v Violation) Validate() error {
+// ValidateViolation reports everything about v that Postgres would reject,
+// so one bad row can never fail the batch it travels with: event_id must be
+// a UUID, IP an address (inet, without zone), text valid UTF-8 without NUL
+// bytes, user_id and rule_id at most 1 KiB, occurred_at set and within the
+// range of timestamptz. Write relies on it: the archiver sends rows that
+// fail it to the dead-letter table instead.
+func (*Store) ValidateViolation(v Violation) error { return validateViolation(v) }
+
+// ValidateBan reports everything about b that Postgres would reject, like
+// ValidateViolation: ban_id non-empty, text valid UTF-8 without NUL bytes
+// (also in the evidence, stored as jsonb), ban_id, scope and subject at most
+// 1 KiB, ts set, and every time within the range of timestamptz.
+func (*Store) ValidateBan(b event.Ban) error { return validateBan(b) }
+
+func validateViolation(v Violation) error {
 	if _, err := parseUUID(v.EventID); err != nil {
 		return fmt.Errorf("field \"event_id\": %w", err)
 	}
@@ -88,11 +96,7 @@ func (v Violation) Validate() error {
 	return nil
 }
 
-// ValidateBan reports everything about b that Postgres would reject, like
-// Violation.Validate: ban_id non-empty, text valid UTF-8 without NUL bytes
-// (also in the evidence, stored as jsonb), ban_id, scope and subject at most
-// 1 KiB, ts set, and every time within the range of timestamptz.
-func ValidateBan(b event.Ban) error {
+func validateBan(b event.Ban) error {
 	if b.BanID == "" {
 		return fmt.Errorf("field %q is required", "ban_id")
 	}

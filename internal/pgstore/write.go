@@ -41,9 +41,9 @@ type Result struct {
 }
 
 // RowError is Write's error when one row of the batch cannot be stored:
-// the archiver should not have sent it (it fails Validate or ValidateBan),
-// or Postgres rejected it for a reason Validate does not know. Nothing of
-// the batch was stored.
+// the archiver should not have sent it (it fails ValidateViolation or
+// ValidateBan), or Postgres rejected it for a reason they do not know.
+// Nothing of the batch was stored.
 type RowError struct {
 	Table string // rate_limit_violations, bans or dead_letters
 	Index int    // in the Batch slice of that table
@@ -58,7 +58,7 @@ func (e *RowError) Unwrap() error { return e.Err }
 // position for a dead letter) are skipped and counted as Duplicates, so
 // writing a redelivered batch again is harmless.
 //
-// Write assumes validated rows (Violation.Validate, ValidateBan); it checks
+// Write assumes validated rows (ValidateViolation, ValidateBan); it checks
 // them again before touching the database and returns a *RowError naming
 // the first invalid one. Should Postgres still reject a row, Write finds it
 // (row by row, in a transaction it rolls back) and returns a *RowError too.
@@ -184,7 +184,7 @@ func violationArgs(vs []Violation) (*violationColumns, error) {
 		limit: make([]int64, n), current: make([]int64, n), retryAfter: make([]int64, n), shadow: make([]bool, n),
 	}
 	for i, v := range vs {
-		if err := v.Validate(); err != nil {
+		if err := validateViolation(v); err != nil {
 			return nil, &RowError{Table: ViolationsTable, Index: i, Err: err}
 		}
 		id, _ := parseUUID(v.EventID)
@@ -241,7 +241,7 @@ func banArgs(bans []event.Ban) (*banColumns, error) {
 		dryRun: make([]bool, n),
 	}
 	for i, b := range bans {
-		if err := ValidateBan(b); err != nil {
+		if err := validateBan(b); err != nil {
 			return nil, &RowError{Table: BansTable, Index: i, Err: err}
 		}
 		ev := evidenceJSON{FirstTS: utcOrNil(b.Evidence.FirstTS), LastTS: utcOrNil(b.Evidence.LastTS), SampleEndpoints: b.Evidence.SampleEndpoints}

@@ -177,7 +177,7 @@ func TestWriteRejectsInvalidRowWholeBatch(t *testing.T) {
 	}
 }
 
-// TestLocate covers the last line of defence: a row Validate would have
+// TestLocate covers the last line of defence: a row validation would have
 // caught reaches Postgres anyway; locate names it.
 func TestLocate(t *testing.T) {
 	ctx := context.Background()
@@ -200,7 +200,7 @@ func TestLocate(t *testing.T) {
 	}
 }
 
-func TestValidate(t *testing.T) {
+func TestValidateViolation(t *testing.T) {
 	now := time.Now()
 	for _, tc := range []struct {
 		name   string
@@ -231,12 +231,12 @@ func TestValidate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			v := violation(1, now)
 			tc.change(&v)
-			err := v.Validate()
+			err := validateViolation(v)
 			switch {
 			case tc.want == "" && err != nil:
-				t.Errorf("Validate = %v, want nil", err)
+				t.Errorf("validateViolation = %v, want nil", err)
 			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
-				t.Errorf("Validate = %v, want an error mentioning %q", err, tc.want)
+				t.Errorf("validateViolation = %v, want an error mentioning %q", err, tc.want)
 			}
 		})
 	}
@@ -265,12 +265,12 @@ func TestValidateBan(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := ban("b-1", now)
 			tc.change(&b)
-			err := ValidateBan(b)
+			err := validateBan(b)
 			switch {
 			case tc.want == "" && err != nil:
-				t.Errorf("ValidateBan = %v, want nil", err)
+				t.Errorf("validateBan = %v, want nil", err)
 			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
-				t.Errorf("ValidateBan = %v, want an error mentioning %q", err, tc.want)
+				t.Errorf("validateBan = %v, want an error mentioning %q", err, tc.want)
 			}
 		})
 	}
