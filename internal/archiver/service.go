@@ -16,7 +16,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ratewarden/ratewarden/internal/event"
-	"github.com/ratewarden/ratewarden/internal/pgstore"
 )
 
 // Store is the archive (pgstore.Store).
@@ -25,10 +24,12 @@ type Store interface {
 	// row. What the database cannot hold is the store's knowledge; the
 	// archiver asks so that it dead-letters such a row rather than fail the
 	// batch it travels with.
-	ValidateViolation(v pgstore.Violation) error
+	ValidateViolation(v Violation) error
 	ValidateBan(b event.Ban) error
-	// Write stores one batch in one transaction.
-	Write(ctx context.Context, b pgstore.Batch) (pgstore.Result, error)
+	// Write stores one batch in one transaction, all of it or nothing,
+	// skipping rows already stored; a row it cannot store is named by a
+	// *RowError.
+	Write(ctx context.Context, b Batch) (Result, error)
 }
 
 // Service handles batches from the decisions and bans topics.
@@ -60,9 +61,9 @@ func New(cfg Config, store Store, log *zap.Logger, reg prometheus.Registerer) *S
 // item is one message turned into what will be written for it.
 type item struct {
 	msg       kafka.Message
-	violation *pgstore.Violation
+	violation *Violation
 	ban       *event.Ban
-	dead      *pgstore.DeadLetter
+	dead      *DeadLetter
 }
 
 // Handle writes the rows of msgs. Decisions that are neither denied nor
@@ -102,7 +103,7 @@ func (s *Service) Handle(ctx context.Context, msgs []kafka.Message) error {
 // a dead letter carrying the raw bytes and the reason.
 func (s *Service) item(m kafka.Message) item {
 	dead := func(err error) item {
-		return item{msg: m, dead: &pgstore.DeadLetter{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Raw: m.Value, Error: err.Error()}}
+		return item{msg: m, dead: &DeadLetter{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Raw: m.Value, Error: err.Error()}}
 	}
 	switch m.Topic {
 	case s.decisionsTopic:
@@ -113,7 +114,7 @@ func (s *Service) item(m kafka.Message) item {
 		if ev.Allowed && !ev.Shadow {
 			return item{msg: m}
 		}
-		v := pgstore.ViolationFrom(ev)
+		v := ViolationFrom(ev)
 		if err := s.store.ValidateViolation(v); err != nil {
 			return dead(err)
 		}
@@ -134,15 +135,15 @@ func (s *Service) item(m kafka.Message) item {
 
 // write stores items in one transaction. The store's validation catches
 // what Postgres would reject, but if the database still refuses a row
-// (pgstore.RowError, nothing stored), that row becomes a dead letter and the
-// batch is written again, so one bad message never blocks the stream. Any other error
-// (transient, or a broken database that an operator must fix) is returned:
-// the batch is retried with its offsets held.
-func (s *Service) write(ctx context.Context, items []item) (pgstore.Result, error) {
+// (RowError, nothing stored), that row becomes a dead letter and the batch
+// is written again, so one bad message never blocks the stream. Any other
+// error (transient, or a broken database that an operator must fix) is
+// returned: the batch is retried with its offsets held.
+func (s *Service) write(ctx context.Context, items []item) (Result, error) {
 	for {
 		batch, rows := batchOf(items)
 		res, err := s.store.Write(ctx, batch)
-		var rowErr *pgstore.RowError
+		var rowErr *RowError
 		if err == nil || !errors.As(err, &rowErr) {
 			return res, err
 		}
@@ -154,26 +155,26 @@ func (s *Service) write(ctx context.Context, items []item) (pgstore.Result, erro
 		m := items[i].msg
 		s.log.Warn("row refused by the database, dead-lettered", zap.String("topic", m.Topic),
 			zap.Int("partition", m.Partition), zap.Int64("offset", m.Offset), zap.Error(rowErr.Err))
-		items[i] = item{msg: m, dead: &pgstore.DeadLetter{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Raw: m.Value, Error: rowErr.Err.Error()}}
+		items[i] = item{msg: m, dead: &DeadLetter{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Raw: m.Value, Error: rowErr.Err.Error()}}
 	}
 }
 
 // batchOf builds the batch of items and, per table, the item behind each
 // row.
-func batchOf(items []item) (pgstore.Batch, map[string][]int) {
-	var b pgstore.Batch
+func batchOf(items []item) (Batch, map[string][]int) {
+	var b Batch
 	rows := map[string][]int{}
 	for i, it := range items {
 		switch {
 		case it.violation != nil:
 			b.Violations = append(b.Violations, *it.violation)
-			rows[pgstore.ViolationsTable] = append(rows[pgstore.ViolationsTable], i)
+			rows[ViolationsTable] = append(rows[ViolationsTable], i)
 		case it.ban != nil:
 			b.Bans = append(b.Bans, *it.ban)
-			rows[pgstore.BansTable] = append(rows[pgstore.BansTable], i)
+			rows[BansTable] = append(rows[BansTable], i)
 		case it.dead != nil:
 			b.DeadLetters = append(b.DeadLetters, *it.dead)
-			rows[pgstore.DeadLettersTable] = append(rows[pgstore.DeadLettersTable], i)
+			rows[DeadLettersTable] = append(rows[DeadLettersTable], i)
 		}
 	}
 	return b, rows
@@ -217,7 +218,7 @@ func newMetrics(reg prometheus.Registerer, topics ...string) *metrics {
 		buffered: f.NewGaugeVec(prometheus.GaugeOpts{Name: "rate_limit_archiver_buffered_messages",
 			Help: "Messages fetched ahead and waiting for a batch (bounded; when full, fetching pauses)."}, []string{"topic"}),
 	}
-	for _, t := range rowsByTable(pgstore.Result{}) {
+	for _, t := range rowsByTable(Result{}) {
 		m.rows.WithLabelValues(t.table)
 	}
 	for _, topic := range topics {
@@ -235,15 +236,15 @@ type tableRows struct {
 
 // rowsByTable lists the rows r inserted, for every table the archiver
 // writes.
-func rowsByTable(r pgstore.Result) []tableRows {
+func rowsByTable(r Result) []tableRows {
 	return []tableRows{
-		{pgstore.ViolationsTable, r.Violations},
-		{pgstore.BansTable, r.Bans},
-		{pgstore.DeadLettersTable, r.DeadLetters},
+		{ViolationsTable, r.Violations},
+		{BansTable, r.Bans},
+		{DeadLettersTable, r.DeadLetters},
 	}
 }
 
-func (m *metrics) observe(r pgstore.Result, rows int, took time.Duration, oldest time.Time) {
+func (m *metrics) observe(r Result, rows int, took time.Duration, oldest time.Time) {
 	for _, t := range rowsByTable(r) {
 		m.rows.WithLabelValues(t.table).Add(float64(t.rows))
 	}

@@ -13,35 +13,34 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ratewarden/ratewarden/internal/event"
-	"github.com/ratewarden/ratewarden/internal/pgstore"
 )
 
 // refusingStore stands in for a database that refuses rows validation let
 // through (a case real Postgres cannot be made to produce on demand): it
 // refuses every violation whose endpoint is "/refused", the way
-// pgstore.Write reports it, storing nothing.
+// pgstore.Store.Write reports it, storing nothing.
 type refusingStore struct {
-	written []pgstore.Batch
+	written []Batch
 	err     error
 }
 
 // ValidateViolation lets every row through: the refusals come from Write.
-func (*refusingStore) ValidateViolation(pgstore.Violation) error { return nil }
+func (*refusingStore) ValidateViolation(Violation) error { return nil }
 
 // ValidateBan lets every ban through.
 func (*refusingStore) ValidateBan(event.Ban) error { return nil }
 
-func (s *refusingStore) Write(_ context.Context, b pgstore.Batch) (pgstore.Result, error) {
+func (s *refusingStore) Write(_ context.Context, b Batch) (Result, error) {
 	if s.err != nil {
-		return pgstore.Result{}, s.err
+		return Result{}, s.err
 	}
 	for i, v := range b.Violations {
 		if v.Endpoint == "/refused" {
-			return pgstore.Result{}, &pgstore.RowError{Table: pgstore.ViolationsTable, Index: i, Err: errors.New("refused")}
+			return Result{}, &RowError{Table: ViolationsTable, Index: i, Err: errors.New("refused")}
 		}
 	}
 	s.written = append(s.written, b)
-	return pgstore.Result{Violations: len(b.Violations), DeadLetters: len(b.DeadLetters)}, nil
+	return Result{Violations: len(b.Violations), DeadLetters: len(b.DeadLetters)}, nil
 }
 
 func message(t *testing.T, endpoint string, allowed bool, offset int64) kafka.Message {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/ratewarden/ratewarden/internal/archiver"
 )
 
 // BenchmarkWrite measures Write with violation batches of the archiver's
@@ -18,7 +20,7 @@ func BenchmarkWrite(b *testing.B) {
 				b.Fatal(err)
 			}
 			next := 0
-			batch := Batch{Violations: make([]Violation, size)}
+			batch := archiver.Batch{Violations: make([]archiver.Violation, size)}
 			b.ResetTimer()
 			for b.Loop() {
 				for i := range batch.Violations {

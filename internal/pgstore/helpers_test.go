@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratewarden/ratewarden/internal/archiver"
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/pgtest"
 )
@@ -46,8 +47,8 @@ func queryInt(t *testing.T, s *Store, sql string, args ...any) int {
 }
 
 // violation returns a valid violation number i at time at.
-func violation(i int, at time.Time) Violation {
-	return Violation{
+func violation(i int, at time.Time) archiver.Violation {
+	return archiver.Violation{
 		EventID: fmt.Sprintf("00000000-0000-4000-8000-%012d", i), OccurredAt: at,
 		UserID: fmt.Sprintf("u-%d", i%7), IP: fmt.Sprintf("203.0.113.%d", i%250),
 		Endpoint: "/api/login", Method: "POST", Tier: "BASIC", RuleID: "login-per-ip",

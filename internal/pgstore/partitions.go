@@ -7,16 +7,13 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/ratewarden/ratewarden/internal/archiver"
 )
 
 const (
-	// ViolationsTable, BansTable and DeadLettersTable name the tables, as in
-	// RowError.Table.
-	ViolationsTable  = "rate_limit_violations"
-	BansTable        = "bans"
-	DeadLettersTable = "dead_letters"
-	defaultPartition = ViolationsTable + "_default"
-	partitionPrefix  = ViolationsTable + "_"
+	defaultPartition = archiver.ViolationsTable + "_default"
+	partitionPrefix  = archiver.ViolationsTable + "_"
 	partitionLayout  = "20060102"
 	day              = 24 * time.Hour
 )
@@ -66,7 +63,7 @@ func (s *Store) ensurePartition(ctx context.Context, from time.Time) error {
 		// for this day can arrive between the look and the DDL (which takes
 		// this lock anyway; taking it first keeps the parent-then-partition
 		// order of inserts, so no deadlock).
-		if _, err := tx.Exec(ctx, "LOCK TABLE "+ViolationsTable+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+		if _, err := tx.Exec(ctx, "LOCK TABLE "+archiver.ViolationsTable+" IN ACCESS EXCLUSIVE MODE"); err != nil {
 			return err
 		}
 		// Bounds are literals in UTC: DDL takes no parameters.
@@ -79,13 +76,13 @@ func (s *Store) ensurePartition(ctx context.Context, from time.Time) error {
 			return err
 		}
 		if !caught {
-			_, err := tx.Exec(ctx, "CREATE TABLE "+ident+" PARTITION OF "+ViolationsTable+" "+bounds)
+			_, err := tx.Exec(ctx, "CREATE TABLE "+ident+" PARTITION OF "+archiver.ViolationsTable+" "+bounds)
 			return err
 		}
 		// Creating the partition directly would fail ("updated partition
 		// constraint for default partition would be violated"): build it
 		// apart, move the rows out of the default partition, then attach.
-		_, err := tx.Exec(ctx, "CREATE TABLE "+ident+" (LIKE "+ViolationsTable+" INCLUDING DEFAULTS INCLUDING CONSTRAINTS)")
+		_, err := tx.Exec(ctx, "CREATE TABLE "+ident+" (LIKE "+archiver.ViolationsTable+" INCLUDING DEFAULTS INCLUDING CONSTRAINTS)")
 		if err != nil {
 			return err
 		}
@@ -94,7 +91,7 @@ func (s *Store) ensurePartition(ctx context.Context, from time.Time) error {
 		if err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, "ALTER TABLE "+ViolationsTable+" ATTACH PARTITION "+ident+" "+bounds)
+		_, err = tx.Exec(ctx, "ALTER TABLE "+archiver.ViolationsTable+" ATTACH PARTITION "+ident+" "+bounds)
 		return err
 	})
 }
@@ -117,7 +114,7 @@ func (s *Store) DropPartitions(ctx context.Context, now time.Time, retentionDays
 		}
 		rows, err := tx.Query(ctx, `SELECT c.relname FROM pg_inherits i
 			JOIN pg_class c ON c.oid = i.inhrelid
-			WHERE i.inhparent = $1::regclass ORDER BY c.relname`, ViolationsTable)
+			WHERE i.inhparent = $1::regclass ORDER BY c.relname`, archiver.ViolationsTable)
 		if err != nil {
 			return err
 		}

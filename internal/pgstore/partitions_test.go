@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/ratewarden/ratewarden/internal/archiver"
 )
 
 func partitions(t *testing.T, s *Store) []string {
@@ -24,7 +26,7 @@ func partitions(t *testing.T, s *Store) []string {
 }
 
 // partitionOf is the partition a violation row landed in.
-func partitionOf(t *testing.T, s *Store, v Violation) string {
+func partitionOf(t *testing.T, s *Store, v archiver.Violation) string {
 	t.Helper()
 	return queryString(t, s, "SELECT tableoid::regclass::text FROM rate_limit_violations WHERE event_id = $1", v.EventID)
 }
@@ -63,11 +65,11 @@ func TestPartitionsAcrossDayBoundary(t *testing.T) {
 	late, early := violation(1, beforeMidnight.Add(59*time.Second+999*time.Millisecond)), violation(2, afterMidnight.Add(-time.Minute))
 	ancient := violation(3, beforeMidnight.AddDate(-10, 0, 0))
 	future := violation(4, afterMidnight.AddDate(0, 0, 5)) // beyond the partitions made ahead
-	if _, err := s.Write(ctx, Batch{Violations: []Violation{late, early, ancient, future}}); err != nil {
+	if _, err := s.Write(ctx, archiver.Batch{Violations: []archiver.Violation{late, early, ancient, future}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		v    Violation
+		v    archiver.Violation
 		want string
 	}{
 		{late, "rate_limit_violations_20300331"},

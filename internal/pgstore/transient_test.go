@@ -14,6 +14,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/ratewarden/ratewarden/internal/archiver"
 )
 
 func TestIsTransient(t *testing.T) {
@@ -49,7 +51,7 @@ func TestIsTransient(t *testing.T) {
 		{"broken pipe", fmt.Errorf("x: %w", syscall.EPIPE), true},
 		{"unexpected eof", fmt.Errorf("receive message: %w", io.ErrUnexpectedEOF), true},
 		{"plain error", errors.New("boom"), false},
-		{"row error", &RowError{Table: BansTable, Index: 3, Err: errors.New(`field "ban_id" is required`)}, false},
+		{"row error", &archiver.RowError{Table: archiver.BansTable, Index: 3, Err: errors.New(`field "ban_id" is required`)}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := IsTransient(tc.err); got != tc.want {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/ratewarden/ratewarden/internal/archiver"
 	"github.com/ratewarden/ratewarden/internal/event"
 )
 
@@ -15,12 +16,12 @@ func TestTopOffenders1h(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
 	now := time.Now().UTC()
-	at := func(ago time.Duration, ip, user, endpoint string, shadow bool) Violation {
+	at := func(ago time.Duration, ip, user, endpoint string, shadow bool) archiver.Violation {
 		v := violation(0, now.Add(-ago))
 		v.IP, v.UserID, v.Endpoint, v.Shadow = ip, user, endpoint, shadow
 		return v
 	}
-	vs := []Violation{
+	vs := []archiver.Violation{
 		at(50*time.Minute, "203.0.113.1", "u-1", "/a", false),
 		at(30*time.Minute, "203.0.113.1", "u-2", "/b", false),
 		at(10*time.Minute, "203.0.113.1", "u-2", "/a", false),
@@ -32,7 +33,7 @@ func TestTopOffenders1h(t *testing.T) {
 	for i := range vs {
 		vs[i].EventID = violation(i, now).EventID
 	}
-	if _, err := s.Write(ctx, Batch{Violations: vs}); err != nil {
+	if _, err := s.Write(ctx, archiver.Batch{Violations: vs}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -75,12 +76,12 @@ func TestViolationsPerEndpointHourly(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
 	h10 := time.Now().UTC().Truncate(time.Hour).Add(-24 * time.Hour) // an hour of yesterday, whatever the date
-	at := func(i int, min int, endpoint, rule string, shadow bool) Violation {
+	at := func(i int, min int, endpoint, rule string, shadow bool) archiver.Violation {
 		v := violation(i, h10.Add(time.Duration(min)*time.Minute))
 		v.Endpoint, v.RuleID, v.Shadow = endpoint, rule, shadow
 		return v
 	}
-	if _, err := s.Write(ctx, Batch{Violations: []Violation{
+	if _, err := s.Write(ctx, archiver.Batch{Violations: []archiver.Violation{
 		at(1, 5, "/a", "r1", false), at(2, 55, "/a", "r1", false), at(3, 30, "/a", "r1", true),
 		at(4, 60, "/a", "r1", false), at(5, 10, "/b", "r2", false), at(6, 15, "/a", "r2", true),
 	}}); err != nil {
@@ -162,7 +163,7 @@ func TestActiveBans(t *testing.T) {
 		b(ban, "ip", "2001:db8:9::/48", 10*m, 50*m, false),   // lifted
 		b(unban, "ip", "2001:db8:9::/48", 5*m, 0, false),
 	}
-	if _, err := s.Write(ctx, Batch{Bans: bans}); err != nil {
+	if _, err := s.Write(ctx, archiver.Batch{Bans: bans}); err != nil {
 		t.Fatal(err)
 	}
 	rows, err := s.pool.Query(ctx, "SELECT scope || ':' || subject FROM active_bans ORDER BY 1")

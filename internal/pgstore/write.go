@@ -13,45 +13,12 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/ratewarden/ratewarden/internal/archiver"
 	"github.com/ratewarden/ratewarden/internal/event"
 )
 
-// DeadLetter is a message that can never be archived: its Kafka position,
-// its raw value and why it was rejected.
-type DeadLetter struct {
-	Topic     string
-	Partition int
-	Offset    int64
-	Raw       []byte
-	Error     string
-}
-
-// Batch is what Write stores in one transaction.
-type Batch struct {
-	Violations  []Violation
-	Bans        []event.Ban
-	DeadLetters []DeadLetter
-}
-
-// Result counts the rows a Write inserted, per table, and the rows it
-// skipped because they were already there (redeliveries).
-type Result struct {
-	Violations, Bans, DeadLetters int
-	Duplicates                    int
-}
-
-// RowError is Write's error when one row of the batch cannot be stored:
-// the archiver should not have sent it (it fails ValidateViolation or
-// ValidateBan), or Postgres rejected it for a reason they do not know.
-// Nothing of the batch was stored.
-type RowError struct {
-	Table string // rate_limit_violations, bans or dead_letters
-	Index int    // in the Batch slice of that table
-	Err   error
-}
-
-func (e *RowError) Error() string { return fmt.Sprintf("%s row %d: %v", e.Table, e.Index, e.Err) }
-func (e *RowError) Unwrap() error { return e.Err }
+// Store is the archiver's archive.
+var _ archiver.Store = (*Store)(nil)
 
 // Write stores the batch in one transaction: all of it or nothing. Rows
 // already stored (same event_id and occurred_at, same ban_id, same Kafka
@@ -59,28 +26,28 @@ func (e *RowError) Unwrap() error { return e.Err }
 // writing a redelivered batch again is harmless.
 //
 // Write assumes validated rows (ValidateViolation, ValidateBan); it checks
-// them again before touching the database and returns a *RowError naming
-// the first invalid one. Should Postgres still reject a row, Write finds it
-// (row by row, in a transaction it rolls back) and returns a *RowError too.
-// Dead letters are never rejected: their topic and error text are made
-// valid UTF-8 without NUL bytes. Errors for which IsTransient is true are
+// them again before touching the database and returns an
+// *archiver.RowError naming the first invalid one. Should Postgres still
+// reject a row, Write finds it (row by row, in a transaction it rolls back)
+// and returns an *archiver.RowError too. Dead letters are never rejected:
+// their topic and error text are made valid UTF-8 without NUL bytes. Errors for which IsTransient is true are
 // worth retrying with the same batch; that is safe even when the commit's
 // outcome is unknown (a connection lost during COMMIT): rows already stored
 // come back as Duplicates.
-func (s *Store) Write(ctx context.Context, b Batch) (Result, error) {
+func (s *Store) Write(ctx context.Context, b archiver.Batch) (archiver.Result, error) {
 	vs, err := violationArgs(b.Violations)
 	if err != nil {
-		return Result{}, err
+		return archiver.Result{}, err
 	}
 	bs, err := banArgs(b.Bans)
 	if err != nil {
-		return Result{}, err
+		return archiver.Result{}, err
 	}
 	ds := deadLetterArgs(b.DeadLetters)
 
-	var res Result
+	var res archiver.Result
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		res = Result{}
+		res = archiver.Result{}
 		for _, t := range [...]struct {
 			sql  string
 			args columns
@@ -105,10 +72,10 @@ func (s *Store) Write(ctx context.Context, b Batch) (Result, error) {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && !IsTransient(err) {
 			if rowErr := s.locate(ctx, vs, bs, ds); rowErr != nil {
-				return Result{}, rowErr
+				return archiver.Result{}, rowErr
 			}
 		}
-		return Result{}, fmt.Errorf("write batch: %w", err)
+		return archiver.Result{}, fmt.Errorf("write batch: %w", err)
 	}
 	res.Duplicates = len(b.Violations) + len(b.Bans) + len(b.DeadLetters) - res.Violations - res.Bans - res.DeadLetters
 	return res, nil
@@ -116,7 +83,7 @@ func (s *Store) Write(ctx context.Context, b Batch) (Result, error) {
 
 // locate inserts the rows one by one, each under a savepoint, in a
 // transaction it rolls back, and returns the first that fails, or nil.
-func (s *Store) locate(ctx context.Context, vs, bs, ds columns) *RowError {
+func (s *Store) locate(ctx context.Context, vs, bs, ds columns) *archiver.RowError {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return nil
@@ -126,9 +93,9 @@ func (s *Store) locate(ctx context.Context, vs, bs, ds columns) *RowError {
 		table, sql string
 		args       columns
 	}{
-		{ViolationsTable, insertViolations, vs},
-		{"bans", insertBans, bs},
-		{DeadLettersTable, insertDeadLetters, ds},
+		{archiver.ViolationsTable, insertViolations, vs},
+		{archiver.BansTable, insertBans, bs},
+		{archiver.DeadLettersTable, insertDeadLetters, ds},
 	} {
 		for i := range t.args.len() {
 			sp, err := tx.Begin(ctx)
@@ -139,7 +106,7 @@ func (s *Store) locate(ctx context.Context, vs, bs, ds columns) *RowError {
 				if IsTransient(err) {
 					return nil
 				}
-				return &RowError{Table: t.table, Index: i, Err: err}
+				return &archiver.RowError{Table: t.table, Index: i, Err: err}
 			}
 			if err := sp.Commit(ctx); err != nil { // releases the savepoint
 				return nil
@@ -175,7 +142,7 @@ type violationColumns struct {
 	shadow                                                          []bool
 }
 
-func violationArgs(vs []Violation) (*violationColumns, error) {
+func violationArgs(vs []archiver.Violation) (*violationColumns, error) {
 	n := len(vs)
 	c := &violationColumns{
 		eventID: make([]pgtype.UUID, n), occurredAt: make([]time.Time, n), ip: make([]netip.Addr, n),
@@ -185,7 +152,7 @@ func violationArgs(vs []Violation) (*violationColumns, error) {
 	}
 	for i, v := range vs {
 		if err := validateViolation(v); err != nil {
-			return nil, &RowError{Table: ViolationsTable, Index: i, Err: err}
+			return nil, &archiver.RowError{Table: archiver.ViolationsTable, Index: i, Err: err}
 		}
 		id, _ := parseUUID(v.EventID)
 		ip, _ := parseIP(v.IP)
@@ -242,7 +209,7 @@ func banArgs(bans []event.Ban) (*banColumns, error) {
 	}
 	for i, b := range bans {
 		if err := validateBan(b); err != nil {
-			return nil, &RowError{Table: BansTable, Index: i, Err: err}
+			return nil, &archiver.RowError{Table: archiver.BansTable, Index: i, Err: err}
 		}
 		ev := evidenceJSON{FirstTS: utcOrNil(b.Evidence.FirstTS), LastTS: utcOrNil(b.Evidence.LastTS), SampleEndpoints: b.Evidence.SampleEndpoints}
 		if ev.SampleEndpoints == nil {
@@ -250,7 +217,7 @@ func banArgs(bans []event.Ban) (*banColumns, error) {
 		}
 		evidence, err := json.Marshal(ev)
 		if err != nil {
-			return nil, &RowError{Table: BansTable, Index: i, Err: err}
+			return nil, &archiver.RowError{Table: archiver.BansTable, Index: i, Err: err}
 		}
 		c.ts[i] = b.TS
 		c.expiresAt[i] = pgtype.Timestamptz{Time: b.ExpiresAt, Valid: !b.ExpiresAt.IsZero()}
@@ -289,7 +256,7 @@ type deadLetterColumns struct {
 	raw            [][]byte
 }
 
-func deadLetterArgs(ds []DeadLetter) *deadLetterColumns {
+func deadLetterArgs(ds []archiver.DeadLetter) *deadLetterColumns {
 	n := len(ds)
 	c := &deadLetterColumns{topic: make([]string, n), errText: make([]string, n),
 		partition: make([]int32, n), offset: make([]int64, n), raw: make([][]byte, n)}

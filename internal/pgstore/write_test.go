@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratewarden/ratewarden/internal/archiver"
 	"github.com/ratewarden/ratewarden/internal/event"
 )
 
@@ -16,7 +17,7 @@ func TestWriteViolationsIdempotent(t *testing.T) {
 	s := newStore(t)
 	now := time.Now().UTC()
 	const n = 500
-	var b Batch
+	var b archiver.Batch
 	for i := range n {
 		b.Violations = append(b.Violations, violation(i, now.Add(-time.Duration(i)*time.Second)))
 	}
@@ -25,14 +26,14 @@ func TestWriteViolationsIdempotent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (Result{Violations: n}); res != want {
+	if want := (archiver.Result{Violations: n}); res != want {
 		t.Errorf("first write: %+v, want %+v", res, want)
 	}
 	res, err = s.Write(ctx, b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (Result{Duplicates: n}); res != want {
+	if want := (archiver.Result{Duplicates: n}); res != want {
 		t.Errorf("same batch again: %+v, want %+v", res, want)
 	}
 	if got := queryInt(t, s, "SELECT count(*) FROM rate_limit_violations"); got != n {
@@ -40,22 +41,22 @@ func TestWriteViolationsIdempotent(t *testing.T) {
 	}
 
 	// Duplicates inside one batch, and a batch half old, half new.
-	b2 := Batch{Violations: append(append([]Violation{}, b.Violations[:10]...), violation(n, now), violation(n, now))}
+	b2 := archiver.Batch{Violations: append(append([]archiver.Violation{}, b.Violations[:10]...), violation(n, now), violation(n, now))}
 	res, err = s.Write(ctx, b2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (Result{Violations: 1, Duplicates: 11}); res != want {
+	if want := (archiver.Result{Violations: 1, Duplicates: 11}); res != want {
 		t.Errorf("mixed batch: %+v, want %+v", res, want)
 	}
 
 	// Every column arrives as written.
 	v := violation(n+1, now)
 	v.Shadow, v.Reason, v.UserID, v.IP = true, event.ReasonOK, "", "2001:db8::1"
-	if _, err := s.Write(ctx, Batch{Violations: []Violation{v}}); err != nil {
+	if _, err := s.Write(ctx, archiver.Batch{Violations: []archiver.Violation{v}}); err != nil {
 		t.Fatal(err)
 	}
-	var got Violation
+	var got archiver.Violation
 	var userID *string
 	var ip string
 	err = s.pool.QueryRow(ctx, `SELECT event_id::text, occurred_at, user_id, host(ip_address), endpoint, http_method,
@@ -83,9 +84,9 @@ func TestWriteBansAndDeadLetters(t *testing.T) {
 	now := time.Now().UTC()
 	unban := ban("b-2", now)
 	unban.Action, unban.ExpiresAt, unban.Evidence, unban.Note, unban.Reason = event.ActionUnban, time.Time{}, event.Evidence{}, "false positive", "manual"
-	b := Batch{
+	b := archiver.Batch{
 		Bans: []event.Ban{ban("b-1", now), unban},
-		DeadLetters: []DeadLetter{
+		DeadLetters: []archiver.DeadLetter{
 			{Topic: "ratelimit.decisions", Partition: 2, Offset: 41, Raw: []byte("{not json\x00\xff"), Error: "decode: bad \x00 byte \xff"},
 			{Topic: "ratelimit.bans", Partition: 0, Offset: 7, Raw: nil, Error: "empty message"},
 		},
@@ -94,14 +95,14 @@ func TestWriteBansAndDeadLetters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (Result{Bans: 2, DeadLetters: 2}); res != want {
+	if want := (archiver.Result{Bans: 2, DeadLetters: 2}); res != want {
 		t.Errorf("first write: %+v, want %+v", res, want)
 	}
 	res, err = s.Write(ctx, b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (Result{Duplicates: 4}); res != want {
+	if want := (archiver.Result{Duplicates: 4}); res != want {
 		t.Errorf("same batch again: %+v, want %+v", res, want)
 	}
 	if n := queryInt(t, s, "SELECT count(*) FROM bans"); n != 2 {
@@ -156,11 +157,11 @@ func TestWriteRejectsInvalidRowWholeBatch(t *testing.T) {
 	now := time.Now().UTC()
 	bad := violation(1, now)
 	bad.Endpoint = "/a\x00b"
-	_, err := s.Write(ctx, Batch{
-		Violations:  []Violation{violation(0, now), bad, violation(2, now)},
-		DeadLetters: []DeadLetter{{Topic: "t", Offset: 1, Raw: []byte("x"), Error: "e"}},
+	_, err := s.Write(ctx, archiver.Batch{
+		Violations:  []archiver.Violation{violation(0, now), bad, violation(2, now)},
+		DeadLetters: []archiver.DeadLetter{{Topic: "t", Offset: 1, Raw: []byte("x"), Error: "e"}},
 	})
-	var rowErr *RowError
+	var rowErr *archiver.RowError
 	if !errors.As(err, &rowErr) || rowErr.Table != "rate_limit_violations" || rowErr.Index != 1 {
 		t.Fatalf("Write = %v, want a RowError for rate_limit_violations row 1", err)
 	}
@@ -172,7 +173,7 @@ func TestWriteRejectsInvalidRowWholeBatch(t *testing.T) {
 	}
 
 	badBan := ban("", now)
-	if _, err := s.Write(ctx, Batch{Bans: []event.Ban{ban("ok", now), badBan}}); !errors.As(err, &rowErr) || rowErr.Table != "bans" || rowErr.Index != 1 {
+	if _, err := s.Write(ctx, archiver.Batch{Bans: []event.Ban{ban("ok", now), badBan}}); !errors.As(err, &rowErr) || rowErr.Table != "bans" || rowErr.Index != 1 {
 		t.Errorf("Write = %v, want a RowError for bans row 1", err)
 	}
 }
@@ -183,7 +184,7 @@ func TestLocate(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
 	now := time.Now().UTC()
-	cols, err := violationArgs([]Violation{violation(0, now), violation(1, now), violation(2, now)})
+	cols, err := violationArgs([]archiver.Violation{violation(0, now), violation(1, now), violation(2, now)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,29 +205,29 @@ func TestValidateViolation(t *testing.T) {
 	now := time.Now()
 	for _, tc := range []struct {
 		name   string
-		change func(*Violation)
+		change func(*archiver.Violation)
 		want   string // "" for valid
 	}{
-		{"valid", func(*Violation) {}, ""},
-		{"ipv6", func(v *Violation) { v.IP = "2001:db8::1" }, ""},
-		{"upper case uuid", func(v *Violation) { v.EventID = "6BA7B810-9DAD-11D1-80B4-00C04FD430C8" }, ""},
-		{"anonymous", func(v *Violation) { v.UserID = "" }, ""},
-		{"event id not a uuid", func(v *Violation) { v.EventID = "evt-1" }, "event_id"},
-		{"event id misplaced dash", func(v *Violation) { v.EventID = "6ba7b8109-dad-11d1-80b4-00c04fd430c8" }, "event_id"},
-		{"event id non-hex", func(v *Violation) { v.EventID = "6ba7b810-9dad-11d1-80b4-00c04fd430cg" }, "event_id"},
-		{"event id empty", func(v *Violation) { v.EventID = "" }, "event_id"},
-		{"bad ip", func(v *Violation) { v.IP = "203.0.113.300" }, "ip"},
-		{"ip with prefix", func(v *Violation) { v.IP = "10.0.0.0/8" }, "ip"},
-		{"ip with zone", func(v *Violation) { v.IP = "fe80::1%eth0" }, "zone"},
-		{"empty ip", func(v *Violation) { v.IP = "" }, "ip"},
-		{"nul in endpoint", func(v *Violation) { v.Endpoint = "/a\x00" }, "NUL"},
-		{"nul in instance", func(v *Violation) { v.Instance = "\x00" }, "instance"},
-		{"invalid utf-8 in user", func(v *Violation) { v.UserID = "u-\xff" }, "UTF-8"},
-		{"invalid utf-8 in reason", func(v *Violation) { v.Reason = "\xc3" }, "reason"},
-		{"user id too long", func(v *Violation) { v.UserID = strings.Repeat("u", 4000) }, "user_id"},
-		{"zero time", func(v *Violation) { v.OccurredAt = time.Time{} }, "ts"},
-		{"time beyond timestamptz", func(v *Violation) { v.OccurredAt = time.Date(300000, 1, 1, 0, 0, 0, 0, time.UTC) }, "range"},
-		{"time before timestamptz", func(v *Violation) { v.OccurredAt = time.Date(-5000, 1, 1, 0, 0, 0, 0, time.UTC) }, "range"},
+		{"valid", func(*archiver.Violation) {}, ""},
+		{"ipv6", func(v *archiver.Violation) { v.IP = "2001:db8::1" }, ""},
+		{"upper case uuid", func(v *archiver.Violation) { v.EventID = "6BA7B810-9DAD-11D1-80B4-00C04FD430C8" }, ""},
+		{"anonymous", func(v *archiver.Violation) { v.UserID = "" }, ""},
+		{"event id not a uuid", func(v *archiver.Violation) { v.EventID = "evt-1" }, "event_id"},
+		{"event id misplaced dash", func(v *archiver.Violation) { v.EventID = "6ba7b8109-dad-11d1-80b4-00c04fd430c8" }, "event_id"},
+		{"event id non-hex", func(v *archiver.Violation) { v.EventID = "6ba7b810-9dad-11d1-80b4-00c04fd430cg" }, "event_id"},
+		{"event id empty", func(v *archiver.Violation) { v.EventID = "" }, "event_id"},
+		{"bad ip", func(v *archiver.Violation) { v.IP = "203.0.113.300" }, "ip"},
+		{"ip with prefix", func(v *archiver.Violation) { v.IP = "10.0.0.0/8" }, "ip"},
+		{"ip with zone", func(v *archiver.Violation) { v.IP = "fe80::1%eth0" }, "zone"},
+		{"empty ip", func(v *archiver.Violation) { v.IP = "" }, "ip"},
+		{"nul in endpoint", func(v *archiver.Violation) { v.Endpoint = "/a\x00" }, "NUL"},
+		{"nul in instance", func(v *archiver.Violation) { v.Instance = "\x00" }, "instance"},
+		{"invalid utf-8 in user", func(v *archiver.Violation) { v.UserID = "u-\xff" }, "UTF-8"},
+		{"invalid utf-8 in reason", func(v *archiver.Violation) { v.Reason = "\xc3" }, "reason"},
+		{"user id too long", func(v *archiver.Violation) { v.UserID = strings.Repeat("u", 4000) }, "user_id"},
+		{"zero time", func(v *archiver.Violation) { v.OccurredAt = time.Time{} }, "ts"},
+		{"time beyond timestamptz", func(v *archiver.Violation) { v.OccurredAt = time.Date(300000, 1, 1, 0, 0, 0, 0, time.UTC) }, "range"},
+		{"time before timestamptz", func(v *archiver.Violation) { v.OccurredAt = time.Date(-5000, 1, 1, 0, 0, 0, 0, time.UTC) }, "range"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v := violation(1, now)
@@ -273,22 +274,5 @@ func TestValidateBan(t *testing.T) {
 				t.Errorf("validateBan = %v, want an error mentioning %q", err, tc.want)
 			}
 		})
-	}
-}
-
-func TestViolationFrom(t *testing.T) {
-	ts := time.Date(2026, 11, 21, 10, 30, 0, 123456000, time.UTC)
-	d := event.Decision{EventID: "6ba7b810-9dad-11d1-80b4-00c04fd430c8", TS: ts, Instance: "limiter-1", UserID: "u-42",
-		IP: "203.0.113.7", Endpoint: "/api/books/17", Method: "GET", Tier: "BASIC", RuleID: "login-per-ip",
-		Algorithm: "sliding_window", Reason: event.ReasonRateLimited, Limit: 5, Remaining: 2, RetryAfterMS: 740, Shadow: true}
-	want := Violation{EventID: d.EventID, OccurredAt: ts, UserID: "u-42", IP: "203.0.113.7", Endpoint: "/api/books/17",
-		Method: "GET", Tier: "BASIC", RuleID: "login-per-ip", Algorithm: "sliding_window", Reason: event.ReasonRateLimited,
-		Limit: 5, CurrentCount: 3, RetryAfterMs: 740, Shadow: true, Instance: "limiter-1"}
-	if got := ViolationFrom(d); got != want {
-		t.Errorf("ViolationFrom =\n%+v\nwant\n%+v", got, want)
-	}
-	d.Limit, d.Remaining = 0, 3 // a banned client: no rule limit
-	if got := ViolationFrom(d).CurrentCount; got != 0 {
-		t.Errorf("CurrentCount = %d with remaining above limit, want 0", got)
 	}
 }

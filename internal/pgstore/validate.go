@@ -9,41 +9,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/ratewarden/ratewarden/internal/archiver"
 	"github.com/ratewarden/ratewarden/internal/event"
 )
-
-// Violation is one row of rate_limit_violations.
-type Violation struct {
-	EventID    string // a UUID
-	OccurredAt time.Time
-	UserID     string // empty for an anonymous request: stored as NULL
-	IP         string
-	Endpoint   string
-	Method     string
-	Tier       string
-	RuleID     string
-	Algorithm  string
-	Reason     string
-	Limit      int64
-	// CurrentCount is the units used in the rule's window when it decided.
-	CurrentCount int64
-	RetryAfterMs int64
-	Shadow       bool
-	Instance     string
-}
-
-// ViolationFrom is the row of a decision. CurrentCount is Limit - Remaining
-// (units used), at least 0. Which decisions are violations (allowed = false
-// or shadow = true) is the caller's choice.
-func ViolationFrom(ev event.Decision) Violation {
-	return Violation{
-		EventID: ev.EventID, OccurredAt: ev.TS, UserID: ev.UserID, IP: ev.IP,
-		Endpoint: ev.Endpoint, Method: ev.Method, Tier: ev.Tier, RuleID: ev.RuleID,
-		Algorithm: ev.Algorithm, Reason: ev.Reason, Limit: ev.Limit,
-		CurrentCount: max(ev.Limit-ev.Remaining, 0),
-		RetryAfterMs: ev.RetryAfterMS, Shadow: ev.Shadow, Instance: ev.Instance,
-	}
-}
 
 // maxIndexedText caps text that goes into a btree index (user_id, rule_id,
 // ban_id, scope, subject): Postgres rejects an index entry over ~2.7 kB
@@ -63,7 +31,7 @@ var (
 // bytes, user_id and rule_id at most 1 KiB, occurred_at set and within the
 // range of timestamptz. Write relies on it: the archiver sends rows that
 // fail it to the dead-letter table instead.
-func (*Store) ValidateViolation(v Violation) error { return validateViolation(v) }
+func (*Store) ValidateViolation(v archiver.Violation) error { return validateViolation(v) }
 
 // ValidateBan reports everything about b that Postgres would reject, like
 // ValidateViolation: ban_id non-empty, text valid UTF-8 without NUL bytes
@@ -71,7 +39,7 @@ func (*Store) ValidateViolation(v Violation) error { return validateViolation(v)
 // 1 KiB, ts set, and every time within the range of timestamptz.
 func (*Store) ValidateBan(b event.Ban) error { return validateBan(b) }
 
-func validateViolation(v Violation) error {
+func validateViolation(v archiver.Violation) error {
 	if _, err := parseUUID(v.EventID); err != nil {
 		return fmt.Errorf("field \"event_id\": %w", err)
 	}
