@@ -11,11 +11,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
-	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
 
 	"github.com/ratewarden/ratewarden/internal/detect"
 	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/stream"
 )
 
 // Publisher writes ban messages and returns once they are acknowledged.
@@ -43,7 +43,7 @@ func New(engine *detect.Engine, ledger detect.Ledger, pub Publisher, log *zap.Lo
 // Handle processes one batch. An error leaves the batch to be delivered
 // again: every step is idempotent (windows keyed by event id, bans by their
 // ledger record and id).
-func (s *Service) Handle(ctx context.Context, msgs []kafka.Message) error {
+func (s *Service) Handle(ctx context.Context, msgs []stream.Message) error {
 	start := time.Now()
 	in := make([]detect.Input, 0, len(msgs))
 	for _, m := range msgs {

@@ -25,6 +25,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/redisstore"
 	"github.com/ratewarden/ratewarden/internal/redistest"
 	"github.com/ratewarden/ratewarden/internal/rules"
+	"github.com/ratewarden/ratewarden/internal/stream"
 )
 
 const (
@@ -311,6 +312,10 @@ func TestSchemaEmittedEvents(t *testing.T) {
 	// The detector's path, as cmd/detector wires it (Redis windows and
 	// ledger, Kafka ban publisher), over the decisions just read, once
 	// enforcing and once in dry run, each on keys of its own.
+	handed := make([]stream.Message, len(decisions)) // as kafkabus.Consume hands them over
+	for i, m := range decisions {
+		handed[i] = stream.Message{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Value: m.Value}
+	}
 	var detected []event.Ban
 	for _, dryRun := range []bool{false, true} {
 		rdb, _, _ := s.shared()
@@ -327,7 +332,7 @@ func TestSchemaEmittedEvents(t *testing.T) {
 		}, redisstore.NewWindows(rdb, prefix), ledger)
 		pub := &recordingPublisher{pub: s.banPub}
 		svc := detector.New(engine, ledger, pub, zap.NewNop(), prometheus.NewRegistry())
-		if err := svc.Handle(context.Background(), decisions); err != nil {
+		if err := svc.Handle(context.Background(), handed); err != nil {
 			t.Fatalf("detector (dry run %v): %v", dryRun, err)
 		}
 		detected = append(detected, pub.bans...)

@@ -8,6 +8,8 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
+
+	"github.com/ratewarden/ratewarden/internal/stream"
 )
 
 // Fetch settings of the consumer's Reader. kafka-go gives a fetch a read
@@ -54,8 +56,9 @@ type ConsumerConfig struct {
 // batch, hands it to handle and commits its offsets only once handle has
 // succeeded. A failing handle is retried with capped backoff while the
 // offsets are held, so nothing is skipped; delivery is at least once and
-// handle must be idempotent.
-func Consume(ctx context.Context, cfg ConsumerConfig, log *zap.Logger, handle func(context.Context, []kafka.Message) error) error {
+// handle must be idempotent. The slice handle is given is reused for the
+// next batch: handle must not keep it once it returns.
+func Consume(ctx context.Context, cfg ConsumerConfig, log *zap.Logger, handle func(context.Context, []stream.Message) error) error {
 	if len(cfg.Brokers) == 0 || cfg.Topic == "" || cfg.GroupID == "" {
 		return errors.New("consume: brokers, topic and group id are required")
 	}
@@ -88,6 +91,7 @@ func Consume(ctx context.Context, cfg ConsumerConfig, log *zap.Logger, handle fu
 	})
 	defer r.Close()
 	batch := make([]kafka.Message, 0, cfg.BatchSize)
+	msgs := make([]stream.Message, 0, cfg.BatchSize)
 	for {
 		var err error
 		if batch, err = fetchBatch(ctx, r, cfg, batch[:0]); err != nil {
@@ -96,8 +100,9 @@ func Consume(ctx context.Context, cfg ConsumerConfig, log *zap.Logger, handle fu
 			}
 			return fmt.Errorf("consume %s: %w", cfg.Topic, err)
 		}
+		msgs = messagesOf(batch, msgs[:0])
 		for attempt := 0; ; attempt++ {
-			if err = handle(ctx, batch); err == nil {
+			if err = handle(ctx, msgs); err == nil {
 				break
 			}
 			if ctx.Err() != nil {
@@ -121,6 +126,16 @@ func Consume(ctx context.Context, cfg ConsumerConfig, log *zap.Logger, handle fu
 			cfg.OnStats(st.Lag, st.QueueLength)
 		}
 	}
+}
+
+// messagesOf appends to out what the handler sees of each message of batch.
+// The values are shared, not copied.
+func messagesOf(batch []kafka.Message, out []stream.Message) []stream.Message {
+	for i := range batch {
+		m := &batch[i]
+		out = append(out, stream.Message{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Value: m.Value})
+	}
+	return out
 }
 
 // fetchBatch blocks for one message, then takes what arrives within

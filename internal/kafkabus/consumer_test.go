@@ -8,13 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/ratewarden/ratewarden/internal/kafkabus"
 	"github.com/ratewarden/ratewarden/internal/kafkatest"
+	"github.com/ratewarden/ratewarden/internal/stream"
 )
 
 // slowFetch is how late the broker takes up each fetch in
@@ -31,7 +31,7 @@ type handled struct {
 	seen map[[2]int64]bool
 }
 
-func (h *handled) handle(_ context.Context, msgs []kafka.Message) error {
+func (h *handled) handle(_ context.Context, msgs []stream.Message) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, m := range msgs {
