@@ -2,8 +2,12 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"time"
+	"unicode/utf8"
+
+	"github.com/ratewarden/ratewarden/internal/event"
 )
 
 // Common is the configuration every service shares: Redis, Kafka, rules,
@@ -50,7 +54,16 @@ func (e *env) common(defaultInstance string) Common {
 		ShutdownTimeout:     e.duration("SHUTDOWN_TIMEOUT", 10*time.Second),
 	}
 	e.redisTopology(c)
+	e.instance(c.Instance)
 	return c
+}
+
+// instance checks INSTANCE_ID against the bound of the instance field of
+// decision events: the detector and the archiver refuse a longer one.
+func (e *env) instance(id string) {
+	if len(id) > event.MaxName || !utf8.ValidString(id) {
+		e.fail("INSTANCE_ID", fmt.Sprintf("valid UTF-8 of at most %d bytes", event.MaxName), id[:min(len(id), 64)]+"...")
+	}
 }
 
 // redisTopology checks that at most one of cluster and Sentinel is chosen,

@@ -59,3 +59,16 @@ func TestRedisSentinelErrorsNameTheVariables(t *testing.T) {
 		})
 	}
 }
+
+// An INSTANCE_ID longer than the instance field of a decision event may be
+// stops the process at start: the detector and the archiver would refuse
+// every event it names.
+func TestInstanceIDBound(t *testing.T) {
+	if _, err := LoadLimiter(mapEnv(map[string]string{"INSTANCE_ID": strings.Repeat("i", 256)})); err != nil {
+		t.Fatalf("256 bytes: %v", err)
+	}
+	_, err := LoadLimiter(mapEnv(map[string]string{"INSTANCE_ID": strings.Repeat("i", 257)}))
+	if err == nil || !strings.Contains(err.Error(), "INSTANCE_ID") {
+		t.Fatalf("257 bytes: error %v, want one naming INSTANCE_ID", err)
+	}
+}

@@ -85,7 +85,9 @@ func (d *Decision) AppendJSON(dst []byte) []byte {
 
 // DecodeDecision parses and validates one ratelimit.decisions message.
 // Unknown fields are ignored. event_id, ts, ip, endpoint and reason are
-// required; reason must be one of the Reason constants.
+// required; reason must be one of the Reason constants; and the decision
+// must be within the limiter's bounds (Validate: the error then wraps a
+// *FieldError).
 func DecodeDecision(data []byte) (Decision, error) {
 	// ts is read as text (the outer field shadows the embedded one) so a
 	// missing or malformed ts is reported by name.
@@ -114,6 +116,9 @@ func DecodeDecision(data []byte) (Decision, error) {
 	}
 	d := w.Decision
 	d.TS = ts
+	if err := d.Validate(); err != nil {
+		return Decision{}, fmt.Errorf("decode decision: %w", err)
+	}
 	return d, nil
 }
 

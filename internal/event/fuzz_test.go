@@ -2,6 +2,7 @@ package event
 
 import (
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -68,6 +69,19 @@ func FuzzDecisionRoundTrip(f *testing.F) {
 			}
 			return
 		}
+		// What the decoder sees: the strings as JSON carries them.
+		sent := d
+		for _, s := range []*string{&sent.EventID, &sent.Instance, &sent.UserID, &sent.IP, &sent.Endpoint, &sent.Method,
+			&sent.Tier, &sent.RuleID, &sent.Algorithm, &sent.Mode} {
+			*s = viaJSON(t, *s)
+		}
+		if verr := sent.Validate(); verr != nil {
+			var fe, want *FieldError
+			if !errors.As(err, &fe) || !errors.As(verr, &want) || fe.Field != want.Field {
+				t.Fatalf("DecodeDecision(%s) = %v, want the error %v", enc, err, verr)
+			}
+			return
+		}
 		if err != nil {
 			t.Fatalf("DecodeDecision(%s): %v", enc, err)
 		}
@@ -83,6 +97,16 @@ func FuzzDecisionRoundTrip(f *testing.F) {
 			t.Fatalf("round trip:\n got %+v\nwant %+v", got, d)
 		}
 	})
+}
+
+// viaJSON returns s as a JSON string carries it: invalid UTF-8 replaced.
+func viaJSON(t *testing.T, s string) string {
+	t.Helper()
+	var out string
+	if err := json.Unmarshal(appendString(nil, s), &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 func FuzzDecodeBan(f *testing.F) {

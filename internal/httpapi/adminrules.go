@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/redisstore"
 	"github.com/ratewarden/ratewarden/internal/rules"
 	"github.com/ratewarden/ratewarden/internal/rulesync"
@@ -159,7 +160,7 @@ func actor(r *http.Request) (string, error) {
 	if a == "" {
 		return "admin", nil
 	}
-	if len(a) > maxActor || !utf8.ValidString(a) || hasControl(a) {
+	if len(a) > maxActor || !utf8.ValidString(a) || event.HasControl(a) {
 		return "", badRequest("%s: valid UTF-8 of at most %d bytes without control characters", actorHeader, maxActor)
 	}
 	return a, nil

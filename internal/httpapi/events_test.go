@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,6 +60,34 @@ func TestEveryDecisionIsPublished(t *testing.T) {
 	}
 	if len(seen) != n {
 		t.Fatalf("%d distinct events, want %d", len(seen), n)
+	}
+}
+
+// Requests at every bound the API accepts make events the detector and the
+// archiver accept: the longest endpoint (which normalization lengthens by
+// its leading '/'), percent-encoded bytes that are not UTF-8, and the
+// longest user, tier and method.
+func TestRequestsAtTheBoundsMakeValidEvents(t *testing.T) {
+	s := newStack(t, stackOptions{rules: ruleFor("token_bucket", "[{rate: 1000, per: 1s, burst: 1000}]")})
+	bodies := []map[string]string{
+		{"ip": "203.0.113.7", "endpoint": strings.Repeat("a", event.MaxEndpoint)},
+		{"ip": "203.0.113.7", "endpoint": "/" + strings.Repeat("%FF", (event.MaxEndpoint-1)/3)},
+		{"ip": "::ffff:203.0.113.7", "endpoint": "/api/x", "user_id": strings.Repeat("é", event.MaxUserID/2),
+			"tier": strings.Repeat("t", event.MaxTier), "method": strings.Repeat("m", event.MaxMethod)},
+	}
+	for _, b := range bodies {
+		raw, err := json.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := s.check(string(raw)); r.Status != 200 {
+			t.Fatalf("%.80s...: status %d, want 200", raw, r.Status)
+		}
+	}
+	for _, m := range kafkatest.ReadMessages(t, s.opts.broker.Brokers(), topic, len(bodies), 20*time.Second) {
+		if _, err := event.DecodeDecision(m.Value); err != nil {
+			t.Errorf("the event of an accepted request is refused: %v", err)
+		}
 	}
 }
 

@@ -6,11 +6,13 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/limiter"
 	"github.com/ratewarden/ratewarden/internal/rules"
 )
@@ -60,6 +62,8 @@ func FuzzAuthHeaders(f *testing.F) {
 		{"garbage", "", "", "/a", "", "", "", "", ""},
 		{"[::ffff:203.0.113.1]:5", "", "", "//a//b/./c", "", "get", strings.Repeat("u", 600), "", strings.Repeat("v", 2000)},
 		{"10.0.0.2:80", "10.1.1.1,,10.2.2.2", "", "/a\x00b", "", "", "", "", ""},
+		{"203.0.113.9:5000", "", "", strings.Repeat("a", maxEndpoint), "", strings.Repeat("M", maxMethod), strings.Repeat("é", maxUserID/2), strings.Repeat("t", maxTier), ""},
+		{"203.0.113.9:5000", "", "", "/" + strings.Repeat("%FF", (maxEndpoint-1)/3), "", "", "", "", ""},
 	}
 	for _, s := range seeds {
 		f.Add(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8])
@@ -120,6 +124,13 @@ func FuzzAuthHeaders(f *testing.F) {
 			if len(v) > maxAttrValue || v == "" {
 				t.Fatalf("attribute %s of %d bytes accepted", k, len(v))
 			}
+		}
+		// The decision event of an accepted subject is one the detector and
+		// the archiver accept.
+		ev := event.Decision{EventID: "e", TS: time.Now(), IP: req.IP, Endpoint: req.Endpoint, Method: req.Method,
+			UserID: req.UserID, Tier: req.Tier, Reason: event.ReasonOK}
+		if _, err := event.DecodeDecision(ev.AppendJSON(nil)); err != nil {
+			t.Fatalf("accepted subject %+v makes an event consumers refuse: %v", req, err)
 		}
 	})
 }

@@ -10,17 +10,20 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/rules"
 )
 
 // Bounds on what one request may carry. Events, logs and keys stay small
-// whatever a client sends.
+// whatever a client sends. Those that reach the decision event are the
+// event's own (event.Validate), so the detector never refuses an event of
+// a request the limiter accepted.
 const (
 	maxBody       = 64 << 10
-	maxEndpoint   = 8 << 10
-	maxUserID     = 512
-	maxTier       = 64
-	maxMethod     = 32
+	maxEndpoint   = event.MaxEndpoint
+	maxUserID     = event.MaxUserID
+	maxTier       = event.MaxTier
+	maxMethod     = event.MaxMethod
 	maxAttributes = 32
 	maxAttrName   = 64
 	maxAttrValue  = 1024
@@ -116,18 +119,18 @@ func newRequest(userID, ip, endpoint, method, tier string, cost int64, attrs map
 		return rules.Request{}, badRequest("user_id: must be valid UTF-8 of at most %d bytes", maxUserID)
 	case len(tier) > maxTier || !utf8.ValidString(tier):
 		return rules.Request{}, badRequest("tier: must be valid UTF-8 of at most %d bytes", maxTier)
-	case hasControl(userID):
+	case event.HasControl(userID):
 		return rules.Request{}, badRequest("user_id: control characters are not allowed")
-	case hasControl(tier):
+	case event.HasControl(tier):
 		return rules.Request{}, badRequest("tier: control characters are not allowed")
 	}
 	normalized := rules.NormalizeEndpoint(endpoint)
-	if hasControl(normalized) { // percent-decoded: "%00" is a NUL here
+	if event.HasControl(normalized) { // percent-decoded: "%00" is a NUL here
 		return rules.Request{}, badRequest("endpoint: control characters are not allowed")
 	}
 	if method == "" {
 		method = http.MethodGet
-	} else if !validMethod(method) {
+	} else if !event.ValidMethod(method) {
 		return rules.Request{}, badRequest("method: must be an HTTP method token of at most %d letters", maxMethod)
 	}
 	if cost == 0 {
@@ -143,30 +146,4 @@ func newRequest(userID, ip, endpoint, method, tier string, cost int64, attrs map
 		Attributes: attrs,
 		Cost:       cost,
 	}, nil
-}
-
-// hasControl reports whether s holds an ASCII control character (C0 or
-// DEL). They reach events and logs, and Postgres cannot store NUL in text:
-// a violation carrying one would leave the analysts' tables for
-// dead_letters.
-func hasControl(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x20 || s[i] == 0x7f {
-			return true
-		}
-	}
-	return false
-}
-
-func validMethod(m string) bool {
-	if len(m) > maxMethod {
-		return false
-	}
-	for i := 0; i < len(m); i++ {
-		c := m[i]
-		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c == '-' || c == '_') {
-			return false
-		}
-	}
-	return true
 }

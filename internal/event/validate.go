@@ -1,0 +1,133 @@
+package event
+
+import (
+	"fmt"
+	"net/netip"
+	"time"
+	"unicode/utf8"
+)
+
+// Bounds of a decision: the limiter refuses a request beyond them (400), so
+// no decision event it publishes exceeds them, and consumers refuse an
+// event that does (Decision.Validate). They are defined here, once, and the
+// limiter's HTTP API uses them, so what the limiter accepts and what the
+// detector and the archiver accept cannot drift apart. Lengths are in
+// bytes.
+const (
+	// MaxEndpoint bounds the endpoint a client sends. The event carries the
+	// normalized endpoint, which is at most one byte longer: normalization
+	// adds a leading '/' to a path without one, and otherwise only shortens
+	// (percent-decoding turns 3 bytes into 1; a decoded byte that is not
+	// UTF-8, which the encoder writes as U+FFFD, takes the 3 bytes back).
+	MaxEndpoint = 8 << 10
+	// MaxUserID bounds user_id (also the subject of a user ban).
+	MaxUserID = 512
+	// MaxTier bounds tier.
+	MaxTier = 64
+	// MaxMethod bounds method, an HTTP method token (see ValidMethod).
+	MaxMethod = 32
+	// MaxEventID bounds event_id (the limiter writes a 36-byte UUID).
+	MaxEventID = 64
+	// MaxName bounds what the operator, not the client, names: instance
+	// (INSTANCE_ID, checked at start), rule_id (64 bytes at most by the
+	// rules' validation), algorithm and mode.
+	MaxName = 256
+)
+
+// maxEventEndpoint is the longest endpoint a valid event carries: see
+// MaxEndpoint.
+const maxEventEndpoint = MaxEndpoint + 1
+
+// minEventTime is the earliest valid event time: the Unix epoch. A limiter
+// never stamps a decision before it; the zero time.Time (0001-01-01), which
+// a broken producer writes, is far before it and would reach the ledger as
+// "no time".
+var minEventTime = time.Unix(0, 0).UTC()
+
+// FieldError says which field of a decision event is out of bounds. Field
+// is the JSON name of the field, one of a fixed set (InvalidFields), so it
+// may label a metric.
+type FieldError struct {
+	Field   string
+	Problem string
+}
+
+func (e *FieldError) Error() string { return fmt.Sprintf("field %q: %s", e.Field, e.Problem) }
+
+// InvalidFields lists every Field a FieldError from Validate can name, so
+// that a metric labelled by field can start each series at 0.
+func InvalidFields() []string {
+	return []string{"event_id", "ts", "ip", "endpoint", "user_id", "tier", "method", "instance", "rule_id", "algorithm", "mode"}
+}
+
+// Validate reports the first field of d outside the bounds the limiter
+// applies to what it publishes, as a *FieldError, or nil:
+//   - event_id at most MaxEventID bytes;
+//   - ts not before the Unix epoch (its upper bound is the reader's
+//     business: the detector bounds it by its own clock);
+//   - ip an IP address without zone;
+//   - endpoint at most MaxEndpoint+1 bytes, user_id MaxUserID, tier MaxTier,
+//     all valid UTF-8 without control characters;
+//   - method empty or an HTTP method token of at most MaxMethod bytes;
+//   - instance, rule_id, algorithm and mode valid UTF-8 of at most MaxName
+//     bytes.
+//
+// Presence of the required fields and the reason are DecodeDecision's
+// checks. Such an event can never be processed: consumers skip it.
+func (d *Decision) Validate() error {
+	if len(d.EventID) > MaxEventID || !utf8.ValidString(d.EventID) {
+		return &FieldError{"event_id", fmt.Sprintf("must be valid UTF-8 of at most %d bytes", MaxEventID)}
+	}
+	if d.TS.Before(minEventTime) {
+		return &FieldError{"ts", "before 1970-01-01T00:00:00Z"}
+	}
+	if addr, err := netip.ParseAddr(d.IP); err != nil || addr.Zone() != "" {
+		return &FieldError{"ip", "not an IP address without zone"}
+	}
+	for _, f := range [...]struct {
+		name, value string
+		max         int
+	}{{"endpoint", d.Endpoint, maxEventEndpoint}, {"user_id", d.UserID, MaxUserID}, {"tier", d.Tier, MaxTier}} {
+		if len(f.value) > f.max || !utf8.ValidString(f.value) || HasControl(f.value) {
+			return &FieldError{f.name, fmt.Sprintf("must be valid UTF-8 of at most %d bytes without control characters", f.max)}
+		}
+	}
+	if d.Method != "" && !ValidMethod(d.Method) {
+		return &FieldError{"method", fmt.Sprintf("must be an HTTP method token of at most %d letters", MaxMethod)}
+	}
+	for _, f := range [...]struct{ name, value string }{
+		{"instance", d.Instance}, {"rule_id", d.RuleID}, {"algorithm", d.Algorithm}, {"mode", d.Mode},
+	} {
+		if len(f.value) > MaxName || !utf8.ValidString(f.value) {
+			return &FieldError{f.name, fmt.Sprintf("must be valid UTF-8 of at most %d bytes", MaxName)}
+		}
+	}
+	return nil
+}
+
+// HasControl reports whether s holds an ASCII control character (C0 or
+// DEL). The limiter refuses them in what a client sends: they reach events
+// and logs, and Postgres cannot store NUL in text.
+func HasControl(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] == 0x7f {
+			return true
+		}
+	}
+	return false
+}
+
+// ValidMethod reports whether m is an HTTP method token as the limiter
+// accepts it: 1 to MaxMethod ASCII letters, '-' or '_'.
+func ValidMethod(m string) bool {
+	if m == "" || len(m) > MaxMethod {
+		return false
+	}
+	for i := 0; i < len(m); i++ {
+		c := m[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
