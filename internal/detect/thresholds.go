@@ -3,6 +3,7 @@ package detect
 import (
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ratewarden/ratewarden/internal/event"
 )
@@ -35,6 +36,37 @@ func (e *Engine) WarnReasons() []string {
 		return nil
 	}
 	return []string{ViolationReason(e.det.Warn.Within.Std())}
+}
+
+// MaxSampleBytes bounds each endpoint a ban or warning carries as evidence,
+// in bytes. Endpoints may be 8 KiB (event.MaxEndpoint) and a ban carries up
+// to 50 of them (detection.samples), which with the JSON escaping of '<',
+// '>' and '&' (6 bytes each) could reach 2.4 MB, over what Kafka and
+// kafka-go accept in one message (1 MiB by default): the ban could never be
+// published. Cut to this, a ban message stays under 100 KB.
+const MaxSampleBytes = 256
+
+// sampleCut marks a sample endpoint that was cut to MaxSampleBytes.
+const sampleCut = "…"
+
+// clipSamples returns samples with each cut to at most MaxSampleBytes, on a
+// UTF-8 boundary and ending in sampleCut when cut; a new slice either way.
+func clipSamples(samples []string) []string {
+	if samples == nil {
+		return nil
+	}
+	out := make([]string, len(samples))
+	for i, s := range samples {
+		if len(s) > MaxSampleBytes {
+			n := MaxSampleBytes - len(sampleCut)
+			for n > 0 && !utf8.RuneStart(s[n]) {
+				n--
+			}
+			s = s[:n] + sampleCut
+		}
+		out[i] = s
+	}
+	return out
 }
 
 // candidate is a ban one tally qualifies for.
@@ -117,7 +149,7 @@ func (e *Engine) ban(s *Sighting, ev *event.Decision, t *Tally, action string, c
 		Source:    SourceDetector,
 		DryRun:    e.det.DryRun,
 		Evidence: event.Evidence{
-			FirstTS: c.first, LastTS: c.last, SampleEndpoints: slices.Clone(t.SampleEndpoints),
+			FirstTS: c.first, LastTS: c.last, SampleEndpoints: clipSamples(t.SampleEndpoints),
 		},
 	}
 }
