@@ -115,6 +115,11 @@ func validateDetection(d Detection, p problems) {
 		p.add("samples", "must be between 1 and %d", maxSamples)
 	}
 	validateIPv6Prefix(p, "ipv6_prefix", d.IPv6Prefix)
+	// Events up to this far ahead move the detector's time, so a large
+	// value lets one limiter's fast clock hide the others' events again.
+	if s := d.MaxClockSkew; s != 0 && (s.Std() < time.Millisecond || s.Std() > maxClockSkew) {
+		p.add("max_clock_skew", "must be between 1ms and 1h")
+	}
 }
 
 // optionalPositive accepts zero (the default) or at least 1ms.

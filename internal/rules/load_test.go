@@ -109,7 +109,7 @@ rules:
 	})
 	t.Run("detection scalars", func(t *testing.T) {
 		def := DefaultDetection()
-		if def.Grace.Std() != 30*time.Second || def.Samples != 5 ||
+		if def.Grace.Std() != 30*time.Second || def.Samples != 5 || def.MaxClockSkew.Std() != time.Minute ||
 			def.Escalation != (EscalationPolicy{Factor: 2, Cap: dur(24 * time.Hour), Period: dur(24 * time.Hour)}) {
 			t.Fatalf("DefaultDetection() = %+v", def)
 		}
@@ -118,10 +118,10 @@ rules:
 			want       func(*Detection)
 		}{
 			{"absent", "rules: []\ndetection: {dry_run: true}\n", func(d *Detection) { d.DryRun = true }},
-			{"zero means default", "rules: []\ndetection: {grace: 0s, samples: 0, escalation: {factor: 0}}\n", func(*Detection) {}},
+			{"zero means default", "rules: []\ndetection: {grace: 0s, samples: 0, max_clock_skew: 0s, escalation: {factor: 0}}\n", func(*Detection) {}},
 			{"partial escalation", "rules: []\ndetection: {escalation: {factor: 3}}\n", func(d *Detection) { d.Escalation.Factor = 3 }},
-			{"every key", "rules: []\ndetection: {grace: 5s, samples: 50, escalation: {factor: 1, cap: 1h, period: 7h}}\n", func(d *Detection) {
-				d.Grace, d.Samples = dur(5*time.Second), 50
+			{"every key", "rules: []\ndetection: {grace: 5s, samples: 50, max_clock_skew: 1h, escalation: {factor: 1, cap: 1h, period: 7h}}\n", func(d *Detection) {
+				d.Grace, d.Samples, d.MaxClockSkew = dur(5*time.Second), 50, dur(time.Hour)
 				d.Escalation = EscalationPolicy{Factor: 1, Cap: dur(time.Hour), Period: dur(7 * time.Hour)}
 			}},
 		}

@@ -136,8 +136,8 @@ type Exempt struct {
 
 // Detection configures the abuse detector. Sections left out of the file get
 // the defaults of DefaultDetection; an explicitly empty ban list disables
-// violation bans. For Grace, Samples and the Escalation fields, zero (or
-// absent) means the default.
+// violation bans. For Grace, Samples, MaxClockSkew and the Escalation
+// fields, zero (or absent) means the default.
 type Detection struct {
 	Warn   *WarnPolicy `yaml:"warn,omitempty" json:"warn,omitempty"`
 	Ban    []BanPolicy `yaml:"ban" json:"ban"`
@@ -157,6 +157,10 @@ type Detection struct {
 	// limiters' admin API bans IPv6 addresses by it. MinIPv6Prefix to 128
 	// (no grouping). Default DefaultIPv6Prefix (64).
 	IPv6Prefix int `yaml:"ipv6_prefix,omitempty" json:"ipv6_prefix,omitzero"`
+	// MaxClockSkew is how far ahead of the detector's clock an event time
+	// may be; an event further ahead never advances the detector's time.
+	// 1ms to 1h; default 1m.
+	MaxClockSkew Duration `yaml:"max_clock_skew,omitempty" json:"max_clock_skew,omitzero"`
 }
 
 // EscalationPolicy makes a new ban last base duration × Factor^n, at most
@@ -176,6 +180,8 @@ const (
 	DefaultEscalationPeriod = 24 * time.Hour
 	DefaultSamples          = 5
 	maxSamples              = 50
+	DefaultMaxClockSkew     = time.Minute
+	maxClockSkew            = time.Hour // as file.go's message says
 )
 
 // WarnPolicy emits a warning after Violations denials within Within.
@@ -212,8 +218,9 @@ func DefaultDetection() Detection {
 			Cap:    Duration(DefaultEscalationCap),
 			Period: Duration(DefaultEscalationPeriod),
 		},
-		Samples:    DefaultSamples,
-		IPv6Prefix: DefaultIPv6Prefix,
+		Samples:      DefaultSamples,
+		IPv6Prefix:   DefaultIPv6Prefix,
+		MaxClockSkew: Duration(DefaultMaxClockSkew),
 	}
 }
 
@@ -248,6 +255,9 @@ func (d Detection) WithDefaults() Detection {
 	}
 	if d.IPv6Prefix == 0 {
 		d.IPv6Prefix = def.IPv6Prefix
+	}
+	if d.MaxClockSkew == 0 {
+		d.MaxClockSkew = def.MaxClockSkew
 	}
 	return d
 }

@@ -264,6 +264,9 @@ func TestFileValidateErrors(t *testing.T) {
 		{"ipv6 prefix too short", "rules: []\ndetection: {ipv6_prefix: 16}\n", "detection.ipv6_prefix: must be between 32 and 128"},
 		{"ipv6 prefix too long", "rules: []\ndetection: {ipv6_prefix: 129}\n", "detection.ipv6_prefix: must be between 32 and 128"},
 		{"rule ipv6 prefix", "rules:\n  - {id: a, key: [ip], algorithm: fixed_window, limits: [{requests: 1, per: 1s}], ipv6_prefix: 8}\n", `rule "a": ipv6_prefix: must be between 32 and 128`},
+		{"max_clock_skew negative", "rules: []\ndetection: {max_clock_skew: -1s}\n", "detection.max_clock_skew: must be between 1ms and 1h"},
+		{"max_clock_skew sub-millisecond", "rules: []\ndetection: {max_clock_skew: 10us}\n", "detection.max_clock_skew: must be between 1ms and 1h"},
+		{"max_clock_skew over an hour", "rules: []\ndetection: {max_clock_skew: 61m}\n", "detection.max_clock_skew: must be between 1ms and 1h"},
 		{"escalation unknown field", "rules: []\ndetection: {escalation: {base: 2}}\n", "field base not found"},
 	}
 	for _, tt := range tests {
