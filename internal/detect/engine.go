@@ -23,6 +23,9 @@ type Config struct {
 	// Exempt reports offenders that are never banned (the service wires it
 	// to rules.Set.Exempt); their events are skipped. Nil: none.
 	Exempt func(*event.Decision) bool
+	// Now is the detector's own clock, which bounds event time (see
+	// Process). Nil: time.Now.
+	Now func() time.Time
 }
 
 // Input is one decision event and the partition it was read from.
@@ -37,6 +40,12 @@ type Stats struct {
 	// newest event by more than the grace; Skipped those never counted
 	// (reason banned or exempt, or an exempt offender).
 	Consumed, Late, Skipped int
+	// Future counts the inputs whose time was more than the maximum clock
+	// skew ahead of the detector's clock (decided at the detector's time);
+	// Ahead says, per instance that stamped them, how far ahead the
+	// furthest was (nil when none).
+	Future int
+	Ahead  map[string]time.Duration
 	// Warnings and Bans count the outcomes to publish, by reason.
 	Warnings, Bans map[string]int
 }
@@ -48,6 +57,8 @@ type Stats struct {
 type Engine struct {
 	det      rules.Detection
 	exempt   func(*event.Decision) bool
+	now      func() time.Time
+	skew     time.Duration
 	spec     WindowSpec
 	windowOf map[time.Duration]int // violation window -> index in spec.Violations
 	w        Windows
@@ -60,7 +71,11 @@ type Engine struct {
 // NewEngine returns an engine keeping its windows in w and its bans in l.
 func NewEngine(cfg Config, w Windows, l Ledger) *Engine {
 	det := cfg.Detection.WithDefaults()
-	e := &Engine{det: det, exempt: cfg.Exempt, w: w, l: l, windowOf: map[time.Duration]int{}, newest: map[int]int64{}}
+	e := &Engine{det: det, exempt: cfg.Exempt, now: cfg.Now, skew: det.MaxClockSkew.Std(), w: w, l: l,
+		windowOf: map[time.Duration]int{}, newest: map[int]int64{}}
+	if e.now == nil {
+		e.now = time.Now
+	}
 	var windows []time.Duration
 	var maxV int64
 	if det.Warn != nil {
@@ -114,6 +129,21 @@ func (e *Engine) Spec() WindowSpec {
 	return s
 }
 
+// MaxClockSkew returns how far ahead of the detector's clock an event time
+// is taken as it is (detection.max_clock_skew).
+func (e *Engine) MaxClockSkew() time.Duration { return e.skew }
+
+// eventTime returns the time at which an event stamped ts is decided, given
+// the detector's clock now: ts itself, unless ts is more than the maximum
+// clock skew ahead of now; such an event (a limiter's clock jumped ahead)
+// is decided at now, and ahead says by how much it was ahead (0 otherwise).
+func (e *Engine) eventTime(ts, now time.Time) (at time.Time, ahead time.Duration) {
+	if d := ts.Sub(now); d > e.skew {
+		return now, d
+	}
+	return ts, 0
+}
+
 // Process counts a batch of events, in order, and claims the bans and
 // warnings they trigger. It returns the outcomes to publish (each ban id
 // once), in order; the caller publishes each, then settles it in the
@@ -121,8 +151,19 @@ func (e *Engine) Spec() WindowSpec {
 // its partition (skipped events included) by more than the grace. On error
 // nothing of the batch is kept by the engine (Windows and Ledger are
 // idempotent, so the batch can be processed again).
+//
+// Event time is bounded by the detector's clock (Config.Now, read once per
+// batch): an event more than the maximum clock skew ahead of it is decided
+// at the detector's time (counted in Stats.Future), so a limiter whose
+// clock jumped ahead is still detected but cannot move time forward; a
+// partition's newest time never passes the detector's clock, whatever the
+// skew, so no event can make the others late; and a ban is issued at the
+// detector's time at the latest, so it never expires later than that plus
+// its duration.
 func (e *Engine) Process(ctx context.Context, in []Input) ([]Outcome, Stats, error) {
 	st := Stats{Consumed: len(in), Warnings: map[string]int{}, Bans: map[string]int{}}
+	now := e.now().UTC().Truncate(time.Microsecond) // the precision of encoded times
+	nowMs := now.UnixMilli()
 	sightings := make([]Sighting, 0, 2*len(in))
 	events := make([]*event.Decision, 0, 2*len(in)) // the event of each sighting
 	e.mu.Lock()
@@ -130,13 +171,21 @@ func (e *Engine) Process(ctx context.Context, in []Input) ([]Outcome, Stats, err
 	graceMs := e.spec.Grace.Milliseconds()
 	for i := range in {
 		ev := &in[i].Event
-		ts := ev.TS.UnixMilli()
+		at, ahead := e.eventTime(ev.TS, now)
+		if ahead > 0 {
+			st.Future++
+			if st.Ahead == nil {
+				st.Ahead = map[string]time.Duration{}
+			}
+			st.Ahead[ev.Instance] = max(st.Ahead[ev.Instance], ahead)
+		}
+		ts := at.UnixMilli()
 		mark, ok := marks[in[i].Partition]
 		if !ok {
 			mark, ok = e.newest[in[i].Partition]
 		}
-		if !ok || ts > mark {
-			marks[in[i].Partition] = ts
+		if m := min(ts, nowMs); !ok || m > mark {
+			marks[in[i].Partition] = m
 		}
 		switch {
 		case ev.Reason == event.ReasonBanned || ev.Reason == event.ReasonExempt || (e.exempt != nil && e.exempt(ev)):
@@ -151,13 +200,13 @@ func (e *Engine) Process(ctx context.Context, in []Input) ([]Outcome, Stats, err
 		// addresses of one /64 is one offender, and its ban covers them all.
 		sightings = append(sightings, Sighting{
 			Offender: Offender{Scope: event.ScopeIP, Subject: rules.IPSubjectOf(ev.IP, e.det.IPv6Prefix)},
-			EventID:  ev.EventID, TS: ev.TS, Endpoint: ev.Endpoint, Violation: violation,
+			EventID:  ev.EventID, TS: at, Endpoint: ev.Endpoint, Violation: violation,
 		})
 		events = append(events, ev)
 		if ev.UserID != "" {
 			sightings = append(sightings, Sighting{
 				Offender: Offender{Scope: event.ScopeUser, Subject: ev.UserID},
-				EventID:  ev.EventID, TS: ev.TS, Endpoint: ev.Endpoint, Violation: violation,
+				EventID:  ev.EventID, TS: at, Endpoint: ev.Endpoint, Violation: violation,
 			})
 			events = append(events, ev)
 		}
@@ -175,7 +224,7 @@ func (e *Engine) Process(ctx context.Context, in []Input) ([]Outcome, Stats, err
 		}
 		published := make(map[string]bool)
 		for i := range sightings {
-			for _, c := range e.claims(&sightings[i], events[i], &tallies[i]) {
+			for _, c := range e.claims(&sightings[i], events[i], &tallies[i], now) {
 				out, err := e.l.Claim(ctx, c)
 				if err != nil {
 					return nil, Stats{}, fmt.Errorf("claim %s %s for %s: %w", c.Ban.Action, c.Ban.Reason, c.Ban.Key(), err)

@@ -39,7 +39,7 @@ func TestEngineSpec(t *testing.T) {
 		},
 		Scan: &rules.ScanPolicy{DistinctEndpoints: 20, Within: dur(5 * time.Second), Duration: dur(time.Hour)},
 	}
-	got := detect.NewEngine(detect.Config{Detection: det}, nil, nil).Spec()
+	got := detect.NewEngine(detect.Config{Detection: det, Now: afterFixtures}, nil, nil).Spec()
 	want := detect.WindowSpec{
 		Violations: []time.Duration{time.Minute, time.Hour}, Scan: 5 * time.Second, ScanCap: 21,
 		MaxViolations: 10, Samples: 5, Grace: 30 * time.Second,
@@ -75,7 +75,7 @@ func TestEngineBanChoice(t *testing.T) {
 				Ban:  tt.ban,
 				Scan: &rules.ScanPolicy{DistinctEndpoints: 2, Within: dur(10 * time.Second), Duration: dur(tt.scanFor)},
 			}
-			e := detect.NewEngine(detect.Config{Detection: det}, detect.NewMemoryWindows(), detect.NewMemoryLedger())
+			e := detect.NewEngine(detect.Config{Detection: det, Now: afterFixtures}, detect.NewMemoryWindows(), detect.NewMemoryLedger())
 			out, st, err := e.Process(context.Background(), inputs(0,
 				deny("a", 0, "192.0.2.1", "", "/a"), deny("b", 100, "192.0.2.1", "", "/b")))
 			if err != nil {
@@ -97,7 +97,7 @@ func TestEngineBanChoice(t *testing.T) {
 func TestEngineLatenessPerPartition(t *testing.T) {
 	det := rules.DefaultDetection()
 	det.Warn = &rules.WarnPolicy{Violations: 2, Within: dur(time.Minute)}
-	e := detect.NewEngine(detect.Config{Detection: det}, detect.NewMemoryWindows(), detect.NewMemoryLedger())
+	e := detect.NewEngine(detect.Config{Detection: det, Now: afterFixtures}, detect.NewMemoryWindows(), detect.NewMemoryLedger())
 	ctx := context.Background()
 	steps := []struct {
 		name      string
@@ -142,7 +142,7 @@ func TestEngineReasons(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := detect.NewEngine(detect.Config{Detection: tt.det}, detect.NewMemoryWindows(), detect.NewMemoryLedger())
+			e := detect.NewEngine(detect.Config{Detection: tt.det, Now: afterFixtures}, detect.NewMemoryWindows(), detect.NewMemoryLedger())
 			if got := e.BanReasons(); !slices.Equal(got, tt.bans) {
 				t.Errorf("BanReasons() = %q, want %q", got, tt.bans)
 			}
@@ -152,7 +152,7 @@ func TestEngineReasons(t *testing.T) {
 		})
 	}
 	t.Run("outcomes carry listed reasons", func(t *testing.T) {
-		e := detect.NewEngine(detect.Config{Detection: tests[1].det}, detect.NewMemoryWindows(), detect.NewMemoryLedger())
+		e := detect.NewEngine(detect.Config{Detection: tests[1].det, Now: afterFixtures}, detect.NewMemoryWindows(), detect.NewMemoryLedger())
 		_, st, err := e.Process(context.Background(), inputs(0,
 			deny("a", 0, "192.0.2.1", "", "/a"), deny("b", 1, "192.0.2.1", "", "/a"), // violations
 			deny("c", 2, "192.0.2.2", "", "/a"), deny("d", 3, "192.0.2.2", "", "/b"))) // scan
@@ -181,7 +181,7 @@ func TestEngineWarnAndBanIDsDiffer(t *testing.T) {
 		Warn: &rules.WarnPolicy{Violations: 2, Within: dur(time.Minute)},
 		Ban:  []rules.BanPolicy{{Violations: 2, Within: dur(time.Minute), Duration: dur(time.Hour)}},
 	}
-	e := detect.NewEngine(detect.Config{Detection: det}, detect.NewMemoryWindows(), detect.NewMemoryLedger())
+	e := detect.NewEngine(detect.Config{Detection: det, Now: afterFixtures}, detect.NewMemoryWindows(), detect.NewMemoryLedger())
 	out, _, err := e.Process(context.Background(), inputs(0, deny("a", 0, "192.0.2.1", "", "/"), deny("b", 1, "192.0.2.1", "", "/")))
 	if err != nil {
 		t.Fatal(err)
@@ -194,7 +194,7 @@ func TestEngineWarnAndBanIDsDiffer(t *testing.T) {
 func TestEngineShadowAndScopes(t *testing.T) {
 	det := rules.DefaultDetection()
 	det.Warn = &rules.WarnPolicy{Violations: 1, Within: dur(time.Minute)}
-	e := detect.NewEngine(detect.Config{Detection: det}, detect.NewMemoryWindows(), detect.NewMemoryLedger())
+	e := detect.NewEngine(detect.Config{Detection: det, Now: afterFixtures}, detect.NewMemoryWindows(), detect.NewMemoryLedger())
 	shadow := event.Decision{EventID: "s", TS: fixtureStart, IP: "192.0.2.1", UserID: "u-1", Endpoint: "/", Allowed: true, Shadow: true, Reason: event.ReasonRateLimited}
 	allowed := event.Decision{EventID: "ok", TS: fixtureStart, IP: "192.0.2.2", Endpoint: "/", Allowed: true, Reason: event.ReasonOK}
 	out, _, err := e.Process(context.Background(), inputs(0, shadow, allowed))
@@ -222,7 +222,7 @@ func TestEngineErrorKeepsNoState(t *testing.T) {
 	boom := errors.New("boom")
 	det := rules.DefaultDetection()
 	w := &switchWindows{Windows: failingWindows{boom}}
-	e := detect.NewEngine(detect.Config{Detection: det}, w, detect.NewMemoryLedger())
+	e := detect.NewEngine(detect.Config{Detection: det, Now: afterFixtures}, w, detect.NewMemoryLedger())
 	ctx := context.Background()
 	batch := inputs(0, deny("a", 10000, "192.0.2.1", "", "/a"), deny("b", 100000, "192.0.2.2", "", "/b"))
 	if _, _, err := e.Process(ctx, batch); !errors.Is(err, boom) {
@@ -248,7 +248,7 @@ func TestEngineRepeatBanIDs(t *testing.T) {
 	}
 	ctx := context.Background()
 	ledger := detect.NewMemoryLedger()
-	e := detect.NewEngine(detect.Config{Detection: det}, detect.NewMemoryWindows(), ledger)
+	e := detect.NewEngine(detect.Config{Detection: det, Now: afterFixtures}, detect.NewMemoryWindows(), ledger)
 	process := func(evs ...event.Decision) []detect.Outcome {
 		t.Helper()
 		out, _, err := e.Process(ctx, inputs(0, evs...))

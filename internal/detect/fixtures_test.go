@@ -25,6 +25,11 @@ type fixture struct {
 // fixtureStart is when every fixture begins.
 var fixtureStart = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 
+// afterFixtures is the detector's clock in tests of fixture events: a day
+// after they begin, so that no fixture event is ahead of it, whatever the
+// machine's calendar says.
+func afterFixtures() time.Time { return fixtureStart.Add(24 * time.Hour) }
+
 // gen builds the events of one fixture.
 type gen struct {
 	name   string

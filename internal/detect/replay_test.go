@@ -56,7 +56,7 @@ func runReplay(t *testing.T, set *rules.Set, events []event.Decision, batch int)
 	exempt := func(d *event.Decision) bool {
 		return set.Exempt(&rules.Request{UserID: d.UserID, IP: d.IP, Endpoint: d.Endpoint, Method: d.Method, Tier: d.Tier})
 	}
-	e := detect.NewEngine(detect.Config{Detection: set.Detection(), Exempt: exempt}, detect.NewMemoryWindows(), ledger)
+	e := detect.NewEngine(detect.Config{Detection: set.Detection(), Exempt: exempt, Now: afterFixtures}, detect.NewMemoryWindows(), ledger)
 	r := replay{stats: detect.Stats{Warnings: map[string]int{}, Bans: map[string]int{}}}
 	for from := 0; from < len(events); from += batch {
 		var in []detect.Input

@@ -86,8 +86,8 @@ type candidate struct {
 // without violation counts (not a violation sighting, which cannot raise
 // one) is only checked against the scan threshold. Evidence (endpoint
 // bounds, samples) is read only from a threshold on: Spec asks Windows for
-// no more.
-func (e *Engine) claims(s *Sighting, ev *event.Decision, t *Tally) []Claim {
+// no more. now is the detector's clock, the latest time a claim is made at.
+func (e *Engine) claims(s *Sighting, ev *event.Decision, t *Tally, now time.Time) []Claim {
 	var best *candidate
 	if sc := e.det.Scan; sc != nil && t.Endpoints >= sc.DistinctEndpoints {
 		best = &candidate{
@@ -111,7 +111,7 @@ func (e *Engine) claims(s *Sighting, ev *event.Decision, t *Tally) []Claim {
 	var out []Claim
 	if best != nil {
 		out = append(out, Claim{
-			Ban:        e.ban(s, ev, t, event.ActionBan, best),
+			Ban:        e.ban(s, ev, t, event.ActionBan, best, now),
 			Escalation: Escalation{Factor: e.det.Escalation.Factor, Cap: e.det.Escalation.Cap.Std(), Period: e.det.Escalation.Period.Std()},
 		})
 	}
@@ -122,7 +122,7 @@ func (e *Engine) claims(s *Sighting, ev *event.Decision, t *Tally) []Claim {
 				Ban: e.ban(s, ev, t, event.ActionWarn, &candidate{
 					reason: ViolationReason(w.Within.Std()), count: t.Violations[i], threshold: w.Violations,
 					window: w.Within.Std(), first: t.FirstViolation[i], last: t.LastViolation,
-				}),
+				}, now),
 				WarnFor: w.Within.Std(),
 			})
 		}
@@ -130,14 +130,22 @@ func (e *Engine) claims(s *Sighting, ev *event.Decision, t *Tally) []Claim {
 	return out
 }
 
-func (e *Engine) ban(s *Sighting, ev *event.Decision, t *Tally, action string, c *candidate) event.Ban {
+// ban returns the ban or warning of one candidate. It is issued at the
+// sighting's time, but never later than now: the ledger derives its expiry
+// from it, and an event stamped ahead of the detector's clock (within the
+// tolerated skew) must not make a ban outlast its duration.
+func (e *Engine) ban(s *Sighting, ev *event.Decision, t *Tally, action string, c *candidate, now time.Time) event.Ban {
 	idReason := c.reason
 	if action == event.ActionWarn {
 		idReason = event.ActionWarn + "/" + c.reason
 	}
+	ts := s.TS
+	if ts.After(now) {
+		ts = now
+	}
 	return event.Ban{
 		BanID:     BanID(s.Offender.Scope, s.Offender.Subject, idReason, ev.EventID),
-		TS:        ev.TS,
+		TS:        ts,
 		Action:    action,
 		Scope:     s.Offender.Scope,
 		Subject:   s.Offender.Subject,
