@@ -94,7 +94,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	go func() { _ = srv.Serve(ln) }()
 	log.Info("detector consuming", zap.String("addr", ln.Addr().String()), zap.String("topic", cfg.DecisionsTopic),
 		zap.String("group", cfg.GroupID), zap.String("redis", redisCfg.Target()), zap.Strings("kafka", cfg.KafkaBrokers),
-		zap.Bool("dry_run", set.Detection().DryRun))
+		zap.Bool("dry_run", set.Detection().DryRun), zap.Duration("max_clock_skew", engine.MaxClockSkew()))
 
 	err = kafkabus.Consume(ctx, kafkabus.ConsumerConfig{
 		Brokers: cfg.KafkaBrokers, Topic: cfg.DecisionsTopic, GroupID: cfg.GroupID,

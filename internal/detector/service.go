@@ -6,6 +6,7 @@ package detector
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -30,19 +31,36 @@ type Service struct {
 	pub     Publisher
 	metrics *metrics
 	log     *zap.Logger
+	// throttle keeps the lines about bad events (by kind) and about clocks
+	// ahead (by instance) to one per logInterval each.
+	throttle *logThrottle
 }
 
+// logInterval is how often at most one kind of bad event, or one
+// instance's clock ahead, is logged; logKeys bounds the kinds and instances
+// tracked (beyond them, they share one line).
+const (
+	logInterval = time.Minute
+	logKeys     = 1000
+)
+
 // New returns a Service. Its ban and warning counts start at 0 for every
-// reason the engine's detection settings can produce.
+// reason the engine's detection settings can produce, its invalid-event
+// counts for every field.
 func New(engine *detect.Engine, ledger detect.Ledger, pub Publisher, log *zap.Logger, reg prometheus.Registerer) *Service {
 	m := newMetrics(reg)
 	m.initReasons(engine.BanReasons(), engine.WarnReasons())
-	return &Service{engine: engine, ledger: ledger, pub: pub, metrics: m, log: log}
+	m.initFields(event.InvalidFields())
+	return &Service{engine: engine, ledger: ledger, pub: pub, metrics: m, log: log, throttle: newLogThrottle(logInterval, logKeys)}
 }
 
 // Handle processes one batch. An error leaves the batch to be delivered
 // again: every step is idempotent (windows keyed by event id, bans by their
-// ledger record and id).
+// ledger record and id). Only a failure that may pass is returned (Redis or
+// Kafka unreachable): a message that can never be processed, because it is
+// not a decision event within the limiter's bounds, is skipped and counted
+// here, and whatever a valid event leads to (windows, claims, a ban message
+// of bounded size) is within what Redis and Kafka accept.
 func (s *Service) Handle(ctx context.Context, msgs []stream.Message) error {
 	start := time.Now()
 	in := make([]detect.Input, 0, len(msgs))
@@ -50,9 +68,8 @@ func (s *Service) Handle(ctx context.Context, msgs []stream.Message) error {
 		ev, err := event.DecodeDecision(m.Value)
 		if err != nil {
 			// The message stays in the topic (and the archiver dead-letters
-			// it); detection cannot use it.
-			s.metrics.undecodable.Inc()
-			s.log.Warn("undecodable decision event skipped", zap.Int("partition", m.Partition), zap.Int64("offset", m.Offset), zap.Error(err))
+			// it); detection cannot use it, now or on any retry.
+			s.skip(m, err)
 			continue
 		}
 		in = append(in, detect.Input{Partition: m.Partition, Event: ev})
@@ -61,6 +78,7 @@ func (s *Service) Handle(ctx context.Context, msgs []stream.Message) error {
 	if err != nil {
 		return fmt.Errorf("detect: %w", err)
 	}
+	s.logAhead(stats.Ahead)
 	if len(outcomes) > 0 {
 		bans := make([]event.Ban, len(outcomes))
 		for i, o := range outcomes {
@@ -82,14 +100,44 @@ func (s *Service) Handle(ctx context.Context, msgs []stream.Message) error {
 	return nil
 }
 
+// skip counts a message that is no valid decision event, and logs it at
+// most once per interval and kind (the field at fault, or undecodable).
+func (s *Service) skip(m stream.Message, err error) {
+	kind := "undecodable"
+	var fe *event.FieldError
+	if errors.As(err, &fe) {
+		kind = fe.Field
+		s.metrics.invalid.WithLabelValues(fe.Field).Inc()
+	} else {
+		s.metrics.undecodable.Inc()
+	}
+	if ok, suppressed := s.throttle.allow("skip/"+kind, time.Now()); ok {
+		s.log.Warn("decision event skipped: it can never be processed", zap.String("kind", kind), zap.Int("partition", m.Partition),
+			zap.Int64("offset", m.Offset), zap.Error(err), zap.Int("suppressed", suppressed))
+	}
+}
+
+// logAhead logs, at most once per interval and instance, that an instance
+// stamps events beyond the tolerated skew ahead of the detector's clock.
+func (s *Service) logAhead(ahead map[string]time.Duration) {
+	for instance, d := range ahead {
+		if ok, suppressed := s.throttle.allow("ahead/"+instance, time.Now()); ok {
+			s.log.Warn("decision events ahead of the detector's clock, decided at its time: is this limiter's clock right?",
+				zap.String("instance", instance), zap.Duration("ahead", d), zap.Duration("max_clock_skew", s.engine.MaxClockSkew()),
+				zap.Int("suppressed", suppressed))
+		}
+	}
+}
+
 // ReportStats reports the consumer lag (the buffer fill is not exported).
 func (s *Service) ReportStats(lag, _ int64) { s.metrics.lag.Set(float64(lag)) }
 
 type metrics struct {
-	events, late, skipped, undecodable prometheus.Counter
-	bans, warnings                     *prometheus.CounterVec
-	duration                           prometheus.Histogram
-	lag                                prometheus.Gauge
+	events, late, skipped, undecodable, future prometheus.Counter
+	invalid                                    *prometheus.CounterVec
+	bans, warnings                             *prometheus.CounterVec
+	duration                                   prometheus.Histogram
+	lag                                        prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -99,8 +147,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		late:        f.NewCounter(prometheus.CounterOpts{Name: "rate_limit_detector_late_events_total", Help: "Events older than the grace behind the newest of their partition, ignored."}),
 		skipped:     f.NewCounter(prometheus.CounterOpts{Name: "rate_limit_detector_skipped_events_total", Help: "Events that never count: bans' own denials, exempt clients."}),
 		undecodable: f.NewCounter(prometheus.CounterOpts{Name: "rate_limit_detector_undecodable_events_total", Help: "Messages that are not decision events."}),
-		bans:        f.NewCounterVec(prometheus.CounterOpts{Name: "rate_limit_detector_bans_total", Help: "Bans issued, by detection rule."}, []string{"reason"}),
-		warnings:    f.NewCounterVec(prometheus.CounterOpts{Name: "rate_limit_detector_warnings_total", Help: "Warnings issued, by detection rule."}, []string{"reason"}),
+		invalid: f.NewCounterVec(prometheus.CounterOpts{Name: "rate_limit_detector_invalid_events_total",
+			Help: "Decision events outside the limiter's bounds, skipped, by the field at fault."}, []string{"field"}),
+		future: f.NewCounter(prometheus.CounterOpts{Name: "rate_limit_detector_future_events_total",
+			Help: "Events stamped more than detection.max_clock_skew ahead of the detector's clock, decided at its time."}),
+		bans:     f.NewCounterVec(prometheus.CounterOpts{Name: "rate_limit_detector_bans_total", Help: "Bans issued, by detection rule."}, []string{"reason"}),
+		warnings: f.NewCounterVec(prometheus.CounterOpts{Name: "rate_limit_detector_warnings_total", Help: "Warnings issued, by detection rule."}, []string{"reason"}),
 		duration: f.NewHistogram(prometheus.HistogramOpts{Name: "rate_limit_detector_batch_duration_seconds", Help: "Time to process one batch of events.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
 		lag: f.NewGauge(prometheus.GaugeOpts{Name: "rate_limit_detector_consumer_lag", Help: "Messages behind the end of the decisions topic."}),
@@ -118,10 +170,18 @@ func (m *metrics) initReasons(bans, warnings []string) {
 	}
 }
 
+// initFields starts the invalid-event series of the fields given at 0.
+func (m *metrics) initFields(fields []string) {
+	for _, f := range fields {
+		m.invalid.WithLabelValues(f)
+	}
+}
+
 func (m *metrics) observe(s detect.Stats, took time.Duration) {
 	m.events.Add(float64(s.Consumed))
 	m.late.Add(float64(s.Late))
 	m.skipped.Add(float64(s.Skipped))
+	m.future.Add(float64(s.Future))
 	for reason, n := range s.Bans {
 		m.bans.WithLabelValues(reason).Add(float64(n))
 	}

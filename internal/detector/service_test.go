@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ratewarden/ratewarden/internal/detect"
+	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/rules"
 )
 
@@ -48,5 +49,41 @@ func TestReasonSeriesStartAtZero(t *testing.T) {
 		if !slices.Equal(got[family], reasons) {
 			t.Errorf("%s reasons at 0: %q, want %q", family, got[family], reasons)
 		}
+	}
+}
+
+// The invalid-event count has a series at 0 for every field it can name,
+// and the future-event count exists, before any event.
+func TestEventSeriesStartAtZero(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	New(detect.NewEngine(detect.Config{}, nil, nil), nil, nil, zap.NewNop(), reg)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fields []string
+	future := false
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			switch f.GetName() {
+			case "rate_limit_detector_invalid_events_total":
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "field" && m.GetCounter().GetValue() == 0 {
+						fields = append(fields, l.GetValue())
+					}
+				}
+			case "rate_limit_detector_future_events_total":
+				future = m.GetCounter().GetValue() == 0
+			}
+		}
+	}
+	slices.Sort(fields)
+	want := event.InvalidFields()
+	slices.Sort(want)
+	if !slices.Equal(fields, want) {
+		t.Errorf("invalid-event fields at 0: %q, want %q", fields, want)
+	}
+	if !future {
+		t.Error("no rate_limit_detector_future_events_total at 0")
 	}
 }

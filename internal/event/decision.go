@@ -108,7 +108,7 @@ func DecodeDecision(data []byte) (Decision, error) {
 	switch w.Reason {
 	case ReasonOK, ReasonRateLimited, ReasonBanned, ReasonExempt, ReasonNoRule:
 	default:
-		return Decision{}, fmt.Errorf("decode decision: field \"reason\": %q is not one of ok, rate_limited, banned, exempt, no_rule", w.Reason)
+		return Decision{}, fmt.Errorf("decode decision: field \"reason\": %.32q is not one of ok, rate_limited, banned, exempt, no_rule", w.Reason)
 	}
 	ts, err := parseTime("ts", w.TS)
 	if err != nil {
@@ -125,7 +125,8 @@ func DecodeDecision(data []byte) (Decision, error) {
 func parseTime(field, s string) (time.Time, error) {
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("field %q: %q is not an RFC 3339 time", field, s)
+		// %.40q: the text comes from the message, which may be huge.
+		return time.Time{}, fmt.Errorf("field %q: %.40q is not an RFC 3339 time", field, s)
 	}
 	return t.UTC(), nil
 }
