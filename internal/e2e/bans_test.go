@@ -120,17 +120,13 @@ func bans(t *testing.T, e *env, n int) []event.Ban {
 	return out
 }
 
-// A client touching 60 distinct endpoints in 5 s is banned for scanning and
-// denied by the limiter within a second of crossing the threshold of 50; a
-// normal client alongside is never banned.
-func TestScanIsBannedWithinASecond(t *testing.T) {
-	e := newEnv(t)
-	detector := e.start("detector")
-	limiter := e.start("limiter", "TRUSTED_PROXIES", "127.0.0.1")
-	const scanner, normal = "203.0.113.66", "198.51.100.10"
-	check(t, limiter, normal, "/api/books/1")
-	waitConsuming(t, detector, 1)
-
+// scanUntilBanned sends a scanner's requests for 60 distinct endpoints over
+// about 5 s through the limiter (more until it is banned, 120 at most), a
+// normal client's alongside, which must never be denied, and returns how
+// long after its 50th distinct endpoint (the scan threshold) the limiter
+// first answered that the scanner is banned.
+func scanUntilBanned(t *testing.T, limiter, detector *proc, scanner, normal string) time.Duration {
+	t.Helper()
 	var crossed, bannedAt time.Time
 	for i := 0; i < 60 || bannedAt.IsZero(); i++ {
 		if i > 120 {
@@ -148,7 +144,21 @@ func TestScanIsBannedWithinASecond(t *testing.T) {
 		}
 		time.Sleep(5 * time.Second / 60)
 	}
-	if delay := bannedAt.Sub(crossed); delay > time.Second {
+	return bannedAt.Sub(crossed)
+}
+
+// A client touching 60 distinct endpoints in 5 s is banned for scanning and
+// denied by the limiter within a second of crossing the threshold of 50; a
+// normal client alongside is never banned.
+func TestScanIsBannedWithinASecond(t *testing.T) {
+	e := newEnv(t)
+	detector := e.start("detector")
+	limiter := e.start("limiter", "TRUSTED_PROXIES", "127.0.0.1")
+	const scanner, normal = "203.0.113.66", "198.51.100.10"
+	check(t, limiter, normal, "/api/books/1")
+	waitConsuming(t, detector, 1)
+
+	if delay := scanUntilBanned(t, limiter, detector, scanner, normal); delay > time.Second {
 		t.Errorf("the limiter denied the scanner %v after it crossed the threshold, want ≤ 1s", delay)
 	} else {
 		t.Logf("ban enforced %v after the 50th distinct endpoint", delay)
