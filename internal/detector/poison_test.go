@@ -96,6 +96,9 @@ func TestHandleSkipsPoison(t *testing.T) {
 	if got := testutil.ToFloat64(svc.metrics.undecodable); got != 1 {
 		t.Errorf("undecodable events: %v, want 1", got)
 	}
+	if n := testutil.ToFloat64(svc.metrics.failures); n != 0 {
+		t.Errorf("batch failures: %v, want none", n)
+	}
 	if len(pub.bans) != 1 || pub.bans[0].Subject != "203.0.113.66" {
 		t.Fatalf("published %+v, want the scanner's ban", pub.bans)
 	}
@@ -174,5 +177,8 @@ func TestHandleReturnsTransientFailures(t *testing.T) {
 	svc, _, _ := testService(t, now, failingWindows{down})
 	if err := svc.Handle(context.Background(), scanMessages(0, 1, "192.0.2.1", now)); !errors.Is(err, down) {
 		t.Fatalf("Handle: %v, want the store's error", err)
+	}
+	if n := testutil.ToFloat64(svc.metrics.failures); n != 1 {
+		t.Errorf("batch failures: %v, want 1", n)
 	}
 }

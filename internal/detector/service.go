@@ -57,11 +57,20 @@ func New(engine *detect.Engine, ledger detect.Ledger, pub Publisher, log *zap.Lo
 // Handle processes one batch. An error leaves the batch to be delivered
 // again: every step is idempotent (windows keyed by event id, bans by their
 // ledger record and id). Only a failure that may pass is returned (Redis or
-// Kafka unreachable): a message that can never be processed, because it is
-// not a decision event within the limiter's bounds, is skipped and counted
-// here, and whatever a valid event leads to (windows, claims, a ban message
-// of bounded size) is within what Redis and Kafka accept.
+// Kafka unreachable), and counted: a message that can never be processed,
+// because it is not a decision event within the limiter's bounds, is
+// skipped and counted here, and whatever a valid event leads to (windows,
+// claims, a ban message of bounded size) is within what Redis and Kafka
+// accept.
 func (s *Service) Handle(ctx context.Context, msgs []stream.Message) error {
+	err := s.handle(ctx, msgs)
+	if err != nil {
+		s.metrics.failures.Inc()
+	}
+	return err
+}
+
+func (s *Service) handle(ctx context.Context, msgs []stream.Message) error {
 	start := time.Now()
 	in := make([]detect.Input, 0, len(msgs))
 	for _, m := range msgs {
@@ -133,11 +142,11 @@ func (s *Service) logAhead(ahead map[string]time.Duration) {
 func (s *Service) ReportStats(lag, _ int64) { s.metrics.lag.Set(float64(lag)) }
 
 type metrics struct {
-	events, late, skipped, undecodable, future prometheus.Counter
-	invalid                                    *prometheus.CounterVec
-	bans, warnings                             *prometheus.CounterVec
-	duration                                   prometheus.Histogram
-	lag                                        prometheus.Gauge
+	events, late, skipped, undecodable, future, failures prometheus.Counter
+	invalid                                              *prometheus.CounterVec
+	bans, warnings                                       *prometheus.CounterVec
+	duration                                             prometheus.Histogram
+	lag                                                  prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -151,6 +160,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Decision events outside the limiter's bounds, skipped, by the field at fault."}, []string{"field"}),
 		future: f.NewCounter(prometheus.CounterOpts{Name: "rate_limit_detector_future_events_total",
 			Help: "Events stamped more than detection.max_clock_skew ahead of the detector's clock, decided at its time."}),
+		failures: f.NewCounter(prometheus.CounterOpts{Name: "rate_limit_detector_batch_failures_total",
+			Help: "Batches that failed (Redis or Kafka unreachable), retried with their offsets held."}),
 		bans:     f.NewCounterVec(prometheus.CounterOpts{Name: "rate_limit_detector_bans_total", Help: "Bans issued, by detection rule."}, []string{"reason"}),
 		warnings: f.NewCounterVec(prometheus.CounterOpts{Name: "rate_limit_detector_warnings_total", Help: "Warnings issued, by detection rule."}, []string{"reason"}),
 		duration: f.NewHistogram(prometheus.HistogramOpts{Name: "rate_limit_detector_batch_duration_seconds", Help: "Time to process one batch of events.",
