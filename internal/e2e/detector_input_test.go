@@ -3,6 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
+	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -154,4 +157,49 @@ func TestPoisonMessagesDoNotWedgeTheDetector(t *testing.T) {
 			t.Errorf("ban of %q, want only the scanner's", b.Subject)
 		}
 	}
+}
+
+// A failure that may pass is not poison: while the detector's Redis is
+// down, the batch holding a scan is retried with its offsets held (no ban,
+// nothing committed past it, nothing skipped); once Redis is back, the scan
+// is banned and the group commits the end of the topic.
+func TestDetectorHoldsOffsetsWhileRedisIsDown(t *testing.T) {
+	e := newEnv(t)
+	_, port, _ := net.SplitHostPort(freeAddr(t))
+	rds := startOutageRedis(t, port)
+	e.vars["REDIS_URL"] = "redis://127.0.0.1:" + port + "/0"
+	detector := e.start("detector")
+	group := e.vars["DETECTOR_GROUP_ID"]
+	now := time.Now().UTC()
+	produceByIP(t, e, []event.Decision{allowed(now, "limiter-1", "198.51.100.10", "/api/books/1")})
+	waitConsuming(t, detector, 1)
+
+	rds.kill()
+	const scanner = "203.0.113.68"
+	var scan []event.Decision
+	for i := range 60 {
+		scan = append(scan, allowed(time.Now().UTC(), "limiter-1", scanner, fmt.Sprintf("/api/scan/%d", i)))
+	}
+	produceByIP(t, e, scan)
+	// The Redis client gives up after a few seconds of refused dials.
+	waitFor(t, 30*time.Second, "the detector to fail a batch", func() bool {
+		return detector.metric(t, "rate_limit_detector_batch_failures_total") >= 1
+	})
+	ends := kafkatest.EndOffsets(t, e.broker.Brokers(), decisionsTopic)
+	committed := kafkatest.CommittedOffsets(t, e.broker.Brokers(), group, decisionsTopic)
+	if n := uncommitted(ends, committed, slices.Collect(maps.Keys(ends))); n < int64(len(scan)) {
+		t.Fatalf("%d messages uncommitted with Redis down, want the scan's %d held (committed %v, end %v)", n, len(scan), committed, ends)
+	}
+	if n := kafkatest.CountMessages(t, e.broker.Brokers(), bansTopic); n != 0 {
+		t.Fatalf("%d ban messages with Redis down, want none", n)
+	}
+	if n := detector.metric(t, "rate_limit_detector_invalid_events_total") + detector.metric(t, "rate_limit_detector_undecodable_events_total"); n != 0 {
+		t.Fatalf("%v events skipped during a Redis outage, want none", n)
+	}
+
+	startOutageRedis(t, port)
+	if b := bans(t, e, 1)[0]; b.Subject != scanner || b.Reason != "scan" {
+		t.Fatalf("ban after Redis returned: %+v, want the scanner's scan ban", b)
+	}
+	waitDrained(t, e, group, decisionsTopic, 30*time.Second)
 }
