@@ -318,7 +318,10 @@ func waitDrained(t *testing.T, e *env, group, topic string, timeout time.Duratio
 func TestConsumersShareAndSurviveAKill(t *testing.T) {
 	began := time.Now()
 	e, db := consumersEnv(t)
-	s := newStream(time.Now().UTC().Truncate(time.Millisecond))
+	// The stream ends now: a stream stamped ahead of the detector's clock by
+	// more than detection.max_clock_skew is what a limiter whose clock
+	// jumped sends, and would be decided at the detector's time.
+	s := newStream(time.Now().UTC().Add(-streamSpan).Truncate(time.Millisecond))
 
 	detectors := []*proc{e.start("detector"), e.start("detector")}
 	archivers := []*proc{e.start("archiver"), e.start("archiver")}
