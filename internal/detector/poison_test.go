@@ -170,15 +170,30 @@ func (f failingWindows) Record(context.Context, detect.WindowSpec, []detect.Sigh
 }
 
 // A failure that may pass (the windows' store unreachable) is returned, so
-// the consumer holds the offsets and retries the batch.
+// the consumer holds the offsets and retries the batch; the poison in a
+// failed batch is counted when the batch is done, not on every attempt.
 func TestHandleReturnsTransientFailures(t *testing.T) {
 	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	down := errors.New("connection refused")
-	svc, _, _ := testService(t, now, failingWindows{down})
-	if err := svc.Handle(context.Background(), scanMessages(0, 1, "192.0.2.1", now)); !errors.Is(err, down) {
-		t.Fatalf("Handle: %v, want the store's error", err)
+	w := &switchWindows{Windows: failingWindows{down}}
+	svc, _, _ := testService(t, now, w)
+	batch := append(scanMessages(0, 1, "192.0.2.1", now), message(1, []byte("{not json")))
+	for range 3 {
+		if err := svc.Handle(context.Background(), batch); !errors.Is(err, down) {
+			t.Fatalf("Handle: %v, want the store's error", err)
+		}
 	}
-	if n := testutil.ToFloat64(svc.metrics.failures); n != 1 {
-		t.Errorf("batch failures: %v, want 1", n)
+	if n := testutil.ToFloat64(svc.metrics.failures); n != 3 {
+		t.Errorf("batch failures: %v, want 3", n)
+	}
+	w.Windows = detect.NewMemoryWindows()
+	if err := svc.Handle(context.Background(), batch); err != nil {
+		t.Fatalf("Handle once the store is back: %v", err)
+	}
+	if n := testutil.ToFloat64(svc.metrics.undecodable); n != 1 {
+		t.Errorf("undecodable events: %v after 3 failed attempts and a successful one, want 1", n)
 	}
 }
+
+// switchWindows is Windows whose implementation a test can change.
+type switchWindows struct{ detect.Windows }

@@ -72,22 +72,11 @@ func (s *Service) Handle(ctx context.Context, msgs []stream.Message) error {
 
 func (s *Service) handle(ctx context.Context, msgs []stream.Message) error {
 	start := time.Now()
-	in := make([]detect.Input, 0, len(msgs))
-	for _, m := range msgs {
-		ev, err := event.DecodeDecision(m.Value)
-		if err != nil {
-			// The message stays in the topic (and the archiver dead-letters
-			// it); detection cannot use it, now or on any retry.
-			s.skip(m, err)
-			continue
-		}
-		in = append(in, detect.Input{Partition: m.Partition, Event: ev})
-	}
+	in, rejected := decodeBatch(msgs)
 	outcomes, stats, err := s.engine.Process(ctx, in)
 	if err != nil {
 		return fmt.Errorf("detect: %w", err)
 	}
-	s.logAhead(stats.Ahead)
 	if len(outcomes) > 0 {
 		bans := make([]event.Ban, len(outcomes))
 		for i, o := range outcomes {
@@ -105,8 +94,38 @@ func (s *Service) handle(ctx context.Context, msgs []stream.Message) error {
 				zap.Bool("dry_run", b.DryRun), zap.String("ban_id", b.BanID))
 		}
 	}
+	// Counted once the batch is done: a batch retried while Redis is down
+	// must not count its rejected messages again on every attempt.
+	for _, r := range rejected {
+		s.skip(r.msg, r.err)
+	}
+	s.logAhead(stats.Ahead)
 	s.metrics.observe(stats, time.Since(start))
 	return nil
+}
+
+// rejection is a message that is no decision event within the limiter's
+// bounds, and why.
+type rejection struct {
+	msg kafka.Message
+	err error
+}
+
+// decodeBatch decodes msgs into the engine's inputs and the messages it
+// rejects. A rejected message stays in the topic (and the archiver
+// dead-letters it); detection cannot use it, now or on any retry.
+func decodeBatch(msgs []kafka.Message) ([]detect.Input, []rejection) {
+	in := make([]detect.Input, 0, len(msgs))
+	var rejected []rejection
+	for _, m := range msgs {
+		ev, err := event.DecodeDecision(m.Value)
+		if err != nil {
+			rejected = append(rejected, rejection{m, err})
+			continue
+		}
+		in = append(in, detect.Input{Partition: m.Partition, Event: ev})
+	}
+	return in, rejected
 }
 
 // skip counts a message that is no valid decision event, and logs it at
