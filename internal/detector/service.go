@@ -150,7 +150,7 @@ func (s *Service) skip(m stream.Message, err error) {
 func (s *Service) logAhead(ahead map[string]time.Duration) {
 	for instance, d := range ahead {
 		if ok, suppressed := s.throttle.allow("ahead/"+instance, time.Now()); ok {
-			s.log.Warn("decision events ahead of the detector's clock, decided at its time: is this limiter's clock right?",
+			s.log.Warn("decision events ahead of the detector's clock, decided at its time",
 				zap.String("instance", instance), zap.Duration("ahead", d), zap.Duration("max_clock_skew", s.engine.MaxClockSkew()),
 				zap.Int("suppressed", suppressed))
 		}
