@@ -107,14 +107,14 @@ func (s *Service) handle(ctx context.Context, msgs []stream.Message) error {
 // rejection is a message that is no decision event within the limiter's
 // bounds, and why.
 type rejection struct {
-	msg kafka.Message
+	msg stream.Message
 	err error
 }
 
 // decodeBatch decodes msgs into the engine's inputs and the messages it
 // rejects. A rejected message stays in the topic (and the archiver
 // dead-letters it); detection cannot use it, now or on any retry.
-func decodeBatch(msgs []kafka.Message) ([]detect.Input, []rejection) {
+func decodeBatch(msgs []stream.Message) ([]detect.Input, []rejection) {
 	in := make([]detect.Input, 0, len(msgs))
 	var rejected []rejection
 	for _, m := range msgs {
