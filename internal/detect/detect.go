@@ -66,8 +66,8 @@ func (s WindowSpec) ViolationThreshold(i int) int64 {
 	return 0
 }
 
-// needsSamples reports whether a tally with these counts carries samples.
-func (s WindowSpec) needsSamples(t *Tally) bool {
+// NeedsSamples reports whether a tally with these counts carries samples.
+func (s WindowSpec) NeedsSamples(t *Tally) bool {
 	if t.Endpoints >= s.ScanThreshold {
 		return true
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/detect"
+	"github.com/ratewarden/ratewarden/internal/detect/detecttest"
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/rules"
 )
@@ -75,7 +76,7 @@ func TestEngineBanChoice(t *testing.T) {
 				Ban:  tt.ban,
 				Scan: &rules.ScanPolicy{DistinctEndpoints: 2, Within: dur(10 * time.Second), Duration: dur(tt.scanFor)},
 			}
-			e := detect.NewEngine(detect.Config{Detection: det, Now: afterFixtures}, detect.NewMemoryWindows(), detect.NewMemoryLedger())
+			e := detect.NewEngine(detect.Config{Detection: det, Now: afterFixtures}, detecttest.NewMemoryWindows(), detecttest.NewMemoryLedger())
 			out, st, err := e.Process(context.Background(), inputs(0,
 				deny("a", 0, "192.0.2.1", "", "/a"), deny("b", 100, "192.0.2.1", "", "/b")))
 			if err != nil {
@@ -97,7 +98,7 @@ func TestEngineBanChoice(t *testing.T) {
 func TestEngineLatenessPerPartition(t *testing.T) {
 	det := rules.DefaultDetection()
 	det.Warn = &rules.WarnPolicy{Violations: 2, Within: dur(time.Minute)}
-	e := detect.NewEngine(detect.Config{Detection: det, Now: afterFixtures}, detect.NewMemoryWindows(), detect.NewMemoryLedger())
+	e := detect.NewEngine(detect.Config{Detection: det, Now: afterFixtures}, detecttest.NewMemoryWindows(), detecttest.NewMemoryLedger())
 	ctx := context.Background()
 	steps := []struct {
 		name      string
@@ -142,7 +143,7 @@ func TestEngineReasons(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := detect.NewEngine(detect.Config{Detection: tt.det, Now: afterFixtures}, detect.NewMemoryWindows(), detect.NewMemoryLedger())
+			e := detect.NewEngine(detect.Config{Detection: tt.det, Now: afterFixtures}, detecttest.NewMemoryWindows(), detecttest.NewMemoryLedger())
 			if got := e.BanReasons(); !slices.Equal(got, tt.bans) {
 				t.Errorf("BanReasons() = %q, want %q", got, tt.bans)
 			}
@@ -152,7 +153,7 @@ func TestEngineReasons(t *testing.T) {
 		})
 	}
 	t.Run("outcomes carry listed reasons", func(t *testing.T) {
-		e := detect.NewEngine(detect.Config{Detection: tests[1].det, Now: afterFixtures}, detect.NewMemoryWindows(), detect.NewMemoryLedger())
+		e := detect.NewEngine(detect.Config{Detection: tests[1].det, Now: afterFixtures}, detecttest.NewMemoryWindows(), detecttest.NewMemoryLedger())
 		_, st, err := e.Process(context.Background(), inputs(0,
 			deny("a", 0, "192.0.2.1", "", "/a"), deny("b", 1, "192.0.2.1", "", "/a"), // violations
 			deny("c", 2, "192.0.2.2", "", "/a"), deny("d", 3, "192.0.2.2", "", "/b"))) // scan
@@ -181,7 +182,7 @@ func TestEngineWarnAndBanIDsDiffer(t *testing.T) {
 		Warn: &rules.WarnPolicy{Violations: 2, Within: dur(time.Minute)},
 		Ban:  []rules.BanPolicy{{Violations: 2, Within: dur(time.Minute), Duration: dur(time.Hour)}},
 	}
-	e := detect.NewEngine(detect.Config{Detection: det, Now: afterFixtures}, detect.NewMemoryWindows(), detect.NewMemoryLedger())
+	e := detect.NewEngine(detect.Config{Detection: det, Now: afterFixtures}, detecttest.NewMemoryWindows(), detecttest.NewMemoryLedger())
 	out, _, err := e.Process(context.Background(), inputs(0, deny("a", 0, "192.0.2.1", "", "/"), deny("b", 1, "192.0.2.1", "", "/")))
 	if err != nil {
 		t.Fatal(err)
@@ -194,7 +195,7 @@ func TestEngineWarnAndBanIDsDiffer(t *testing.T) {
 func TestEngineShadowAndScopes(t *testing.T) {
 	det := rules.DefaultDetection()
 	det.Warn = &rules.WarnPolicy{Violations: 1, Within: dur(time.Minute)}
-	e := detect.NewEngine(detect.Config{Detection: det, Now: afterFixtures}, detect.NewMemoryWindows(), detect.NewMemoryLedger())
+	e := detect.NewEngine(detect.Config{Detection: det, Now: afterFixtures}, detecttest.NewMemoryWindows(), detecttest.NewMemoryLedger())
 	shadow := event.Decision{EventID: "s", TS: fixtureStart, IP: "192.0.2.1", UserID: "u-1", Endpoint: "/", Allowed: true, Shadow: true, Reason: event.ReasonRateLimited}
 	allowed := event.Decision{EventID: "ok", TS: fixtureStart, IP: "192.0.2.2", Endpoint: "/", Allowed: true, Reason: event.ReasonOK}
 	out, _, err := e.Process(context.Background(), inputs(0, shadow, allowed))
@@ -222,13 +223,13 @@ func TestEngineErrorKeepsNoState(t *testing.T) {
 	boom := errors.New("boom")
 	det := rules.DefaultDetection()
 	w := &switchWindows{Windows: failingWindows{boom}}
-	e := detect.NewEngine(detect.Config{Detection: det, Now: afterFixtures}, w, detect.NewMemoryLedger())
+	e := detect.NewEngine(detect.Config{Detection: det, Now: afterFixtures}, w, detecttest.NewMemoryLedger())
 	ctx := context.Background()
 	batch := inputs(0, deny("a", 10000, "192.0.2.1", "", "/a"), deny("b", 100000, "192.0.2.2", "", "/b"))
 	if _, _, err := e.Process(ctx, batch); !errors.Is(err, boom) {
 		t.Fatalf("err = %v", err)
 	}
-	w.Windows = detect.NewMemoryWindows()
+	w.Windows = detecttest.NewMemoryWindows()
 	_, st, err := e.Process(ctx, batch)
 	if err != nil || st.Late != 0 || st.Consumed != 2 {
 		t.Fatalf("retry: %+v, %v", st, err)
@@ -247,8 +248,8 @@ func TestEngineRepeatBanIDs(t *testing.T) {
 		Escalation: rules.EscalationPolicy{Factor: 2, Cap: dur(time.Hour), Period: dur(time.Hour)},
 	}
 	ctx := context.Background()
-	ledger := detect.NewMemoryLedger()
-	e := detect.NewEngine(detect.Config{Detection: det, Now: afterFixtures}, detect.NewMemoryWindows(), ledger)
+	ledger := detecttest.NewMemoryLedger()
+	e := detect.NewEngine(detect.Config{Detection: det, Now: afterFixtures}, detecttest.NewMemoryWindows(), ledger)
 	process := func(evs ...event.Decision) []detect.Outcome {
 		t.Helper()
 		out, _, err := e.Process(ctx, inputs(0, evs...))
@@ -311,7 +312,7 @@ func TestEngineGroupsIPv6Offenders(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := detect.NewEngine(detect.Config{Detection: tt.det}, detect.NewMemoryWindows(), detect.NewMemoryLedger())
+			e := detect.NewEngine(detect.Config{Detection: tt.det}, detecttest.NewMemoryWindows(), detecttest.NewMemoryLedger())
 			out, _, err := e.Process(context.Background(), spread)
 			if err != nil {
 				t.Fatal(err)
@@ -330,7 +331,7 @@ func TestEngineGroupsIPv6Offenders(t *testing.T) {
 			Warn: &rules.WarnPolicy{Violations: 100, Within: dur(time.Minute)},
 			Ban:  []rules.BanPolicy{{Violations: 3, Within: dur(time.Minute), Duration: dur(time.Hour)}},
 		}
-		e := detect.NewEngine(detect.Config{Detection: det}, detect.NewMemoryWindows(), detect.NewMemoryLedger())
+		e := detect.NewEngine(detect.Config{Detection: det}, detecttest.NewMemoryWindows(), detecttest.NewMemoryLedger())
 		out, _, err := e.Process(context.Background(), inputs(0,
 			deny("a", 0, "2001:db8::1", "", "/"), deny("b", 1, "2001:db8::2", "", "/"), deny("c", 2, "2001:db8::3", "", "/"),
 			deny("d", 3, "203.0.113.1", "", "/"), deny("e", 4, "203.0.113.2", "", "/"), deny("f", 5, "203.0.113.3", "", "/")))

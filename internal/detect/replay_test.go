@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/ratewarden/ratewarden/internal/detect"
+	"github.com/ratewarden/ratewarden/internal/detect/detecttest"
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/rules"
 )
@@ -52,11 +53,11 @@ type replay struct {
 func runReplay(t *testing.T, set *rules.Set, events []event.Decision, batch int) replay {
 	t.Helper()
 	ctx := context.Background()
-	ledger := detect.NewMemoryLedger()
+	ledger := detecttest.NewMemoryLedger()
 	exempt := func(d *event.Decision) bool {
 		return set.Exempt(&rules.Request{UserID: d.UserID, IP: d.IP, Endpoint: d.Endpoint, Method: d.Method, Tier: d.Tier})
 	}
-	e := detect.NewEngine(detect.Config{Detection: set.Detection(), Exempt: exempt, Now: afterFixtures}, detect.NewMemoryWindows(), ledger)
+	e := detect.NewEngine(detect.Config{Detection: set.Detection(), Exempt: exempt, Now: afterFixtures}, detecttest.NewMemoryWindows(), ledger)
 	r := replay{stats: detect.Stats{Warnings: map[string]int{}, Bans: map[string]int{}}}
 	for from := 0; from < len(events); from += batch {
 		var in []detect.Input

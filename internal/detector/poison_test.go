@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/ratewarden/ratewarden/internal/detect"
+	"github.com/ratewarden/ratewarden/internal/detect/detecttest"
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/rules"
 	"github.com/ratewarden/ratewarden/internal/stream"
@@ -35,9 +36,9 @@ func testService(t *testing.T, now time.Time, w detect.Windows) (*Service, *reco
 	det := rules.DefaultDetection()
 	det.Scan = &rules.ScanPolicy{DistinctEndpoints: 5, Within: rules.Duration(10 * time.Second), Duration: rules.Duration(time.Hour)}
 	if w == nil {
-		w = detect.NewMemoryWindows()
+		w = detecttest.NewMemoryWindows()
 	}
-	ledger := detect.NewMemoryLedger()
+	ledger := detecttest.NewMemoryLedger()
 	engine := detect.NewEngine(detect.Config{Detection: det, Now: func() time.Time { return now }}, w, ledger)
 	core, logs := observer.New(zapcore.InfoLevel)
 	pub := &recorder{}
@@ -186,7 +187,7 @@ func TestHandleReturnsTransientFailures(t *testing.T) {
 	if n := testutil.ToFloat64(svc.metrics.failures); n != 3 {
 		t.Errorf("batch failures: %v, want 3", n)
 	}
-	w.Windows = detect.NewMemoryWindows()
+	w.Windows = detecttest.NewMemoryWindows()
 	if err := svc.Handle(context.Background(), batch); err != nil {
 		t.Fatalf("Handle once the store is back: %v", err)
 	}

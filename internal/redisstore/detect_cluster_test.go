@@ -30,7 +30,7 @@ func (e *clusterEnv) spreadOffenders(tb testing.TB, n int, scope string) []detec
 
 // testClusterWindows: the shared scenario table, then random batches whose
 // sightings of six offenders on three primaries go in one pipeline, against
-// detect.MemoryWindows.
+// detecttest.MemoryWindows.
 func testClusterWindows(t *testing.T, e *clusterEnv) {
 	t.Run("shared scenarios", func(t *testing.T) {
 		detecttest.RunWindows(t, func(t *testing.T) detect.Windows {
@@ -55,7 +55,7 @@ func testClusterWindows(t *testing.T, e *clusterEnv) {
 
 // testClusterLedger: the shared scenario table (settling into a blacklist
 // on another slot), then random claims of offenders on three primaries
-// against detect.MemoryLedger, settled into the blacklist.
+// against detecttest.MemoryLedger, settled into the blacklist.
 func testClusterLedger(t *testing.T, e *clusterEnv) {
 	newLedger := func(t *testing.T) (*Ledger, *Blacklist, string) {
 		prefix := redistest.Prefix(t, e.client)
@@ -75,7 +75,7 @@ func testClusterLedger(t *testing.T, e *clusterEnv) {
 
 	t.Run("differential across primaries", func(t *testing.T) {
 		l, bl, prefix := newLedger(t)
-		mem := detect.NewMemoryLedger()
+		mem := detecttest.NewMemoryLedger()
 		offenders := e.spreadOffenders(t, 3, event.ScopeIP)
 		rng := rand.New(rand.NewPCG(5, 11))
 		subjects := make([]string, len(offenders))

@@ -44,7 +44,7 @@ func NewLedger(client redis.UniversalClient, prefix string, bans *Blacklist) *Le
 // [TS−Period, TS); its DurationS is that in seconds, rounded up, and
 // ExpiresAt is TS plus that, to the ms. A warning suppresses others for
 // c.WarnFor; it has DurationS 0 and no ExpiresAt. These are the semantics of
-// detect.MemoryLedger, except that only the offender's latest ban is
+// detecttest.MemoryLedger, except that only the offender's latest ban is
 // checked for being active (the memory ledger checks all of them, which
 // differs only when claims arrive out of event-time order).
 func (l *Ledger) Claim(ctx context.Context, c detect.Claim) (detect.Outcome, error) {

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratewarden/ratewarden/internal/detect"
+	"github.com/ratewarden/ratewarden/internal/detect/detecttest"
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/redistest"
 )
@@ -114,7 +115,7 @@ func TestLedgerSteps(t *testing.T) {
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
 				l, _, client, prefix := newTestLedger(t, t0)
-				mem := detect.NewMemoryLedger()
+				mem := detecttest.NewMemoryLedger()
 				for i, s := range tt.steps {
 					c := claimAt(t0, s.action, "203.0.113.7", s.reason, s.at)
 					out := claim(t, l, c)
@@ -226,7 +227,7 @@ func TestLedgerInvalid(t *testing.T) {
 func TestLedgerDifferential(t *testing.T) {
 	forEachClock(t, func(t *testing.T, t0 time.Time) {
 		l, _, _, _ := newTestLedger(t, t0)
-		mem := detect.NewMemoryLedger()
+		mem := detecttest.NewMemoryLedger()
 		rng := rand.New(rand.NewPCG(1, 2))
 		at := time.Duration(0)
 		for i := range 400 {

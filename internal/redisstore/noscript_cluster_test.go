@@ -10,6 +10,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/decide"
 	"github.com/ratewarden/ratewarden/internal/decide/decidetest"
 	"github.com/ratewarden/ratewarden/internal/detect"
+	"github.com/ratewarden/ratewarden/internal/detect/detecttest"
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/redistest"
 )
@@ -113,7 +114,7 @@ func testClusterNoScript(t *testing.T, e *clusterEnv) {
 			return offenderTag("", detect.Offender{Scope: event.ScopeIP, Subject: s}) + ":v"
 		})
 		w, l := NewWindows(e.client, prefix), NewLedger(e.client, prefix, nil)
-		mem := detect.NewMemoryWindows()
+		mem := detecttest.NewMemoryWindows()
 		// record sends, in one pipeline, a sighting of each offender and its
 		// redelivery, then claims a ban of ips[0], on the victim.
 		record := func(t *testing.T, round int) {

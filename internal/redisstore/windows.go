@@ -36,7 +36,7 @@ func NewWindows(client redis.UniversalClient, prefix string) *Windows {
 
 // Record records the sightings in one round trip (a pipeline of one script
 // call per sighting, in order) and returns their tallies, with the
-// semantics of detect.MemoryWindows. Dropping events later than the grace is
+// semantics of detecttest.MemoryWindows. Dropping events later than the grace is
 // the caller's business.
 func (w *Windows) Record(ctx context.Context, spec detect.WindowSpec, sightings []detect.Sighting) ([]detect.Tally, error) {
 	if len(sightings) == 0 {

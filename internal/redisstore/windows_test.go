@@ -340,7 +340,7 @@ func TestWindowsInvalid(t *testing.T) {
 	}
 }
 
-// TestWindowsShared runs the scenario table shared with detect.MemoryWindows.
+// TestWindowsShared runs the scenario table shared with detecttest.MemoryWindows.
 func TestWindowsShared(t *testing.T) {
 	detecttest.RunWindows(t, func(t *testing.T) detect.Windows {
 		w, _, _ := newTestWindows(t)
@@ -350,7 +350,7 @@ func TestWindowsShared(t *testing.T) {
 
 // TestWindowsDifferential records random batches (out of order, late,
 // redelivered, tied, jumping past every window) on Redis and on
-// detect.MemoryWindows, the reference, and compares every tally; odd seeds
+// detecttest.MemoryWindows, the reference, and compares every tally; odd seeds
 // ask for evidence only from thresholds.
 func TestWindowsDifferential(t *testing.T) {
 	offenders := []detect.Offender{{Scope: "ip", Subject: "a"}, {Scope: "ip", Subject: "b"}, {Scope: "user", Subject: "a"}}
@@ -371,11 +371,11 @@ func TestWindowsDifferential(t *testing.T) {
 
 // windowsDifferential records batches random sightings of offenders (1 to
 // maxBatch each: out of order, late, redelivered, tied, jumping past every
-// window) on w and on detect.MemoryWindows, the reference, and requires the
+// window) on w and on detecttest.MemoryWindows, the reference, and requires the
 // same tallies.
 func windowsDifferential(t *testing.T, w *Windows, spec detect.WindowSpec, offenders []detect.Offender, rng *rand.Rand, batches, maxBatch int) {
 	t.Helper()
-	mem := detect.NewMemoryWindows()
+	mem := detecttest.NewMemoryWindows()
 	at := time.Duration(0)
 	var seen []detect.Sighting
 	for batch := range batches {

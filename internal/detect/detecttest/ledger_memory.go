@@ -1,4 +1,4 @@
-package detect
+package detecttest
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ratewarden/ratewarden/internal/detect"
 	"github.com/ratewarden/ratewarden/internal/event"
 )
 
@@ -26,8 +27,8 @@ import (
 // claim's TS); a new warning has DurationS 0 and no ExpiresAt.
 type MemoryLedger struct {
 	mu       sync.Mutex
-	bans     map[Offender][]*ledgerRecord
-	warnings map[Offender]*ledgerRecord
+	bans     map[detect.Offender][]*ledgerRecord
+	warnings map[detect.Offender]*ledgerRecord
 	byID     map[string]*ledgerRecord
 	enforced []event.Ban
 }
@@ -43,20 +44,20 @@ type ledgerRecord struct {
 // NewMemoryLedger returns an empty ledger.
 func NewMemoryLedger() *MemoryLedger {
 	return &MemoryLedger{
-		bans:     make(map[Offender][]*ledgerRecord),
-		warnings: make(map[Offender]*ledgerRecord),
+		bans:     make(map[detect.Offender][]*ledgerRecord),
+		warnings: make(map[detect.Offender]*ledgerRecord),
 		byID:     make(map[string]*ledgerRecord),
 	}
 }
 
 // Claim records c.Ban unless an active ban or warning of the offender
 // covers it.
-func (l *MemoryLedger) Claim(ctx context.Context, c Claim) (Outcome, error) {
+func (l *MemoryLedger) Claim(ctx context.Context, c detect.Claim) (detect.Outcome, error) {
 	if err := ctx.Err(); err != nil {
-		return Outcome{}, err
+		return detect.Outcome{}, err
 	}
 	b := c.Ban
-	o := Offender{Scope: b.Scope, Subject: b.Subject}
+	o := detect.Offender{Scope: b.Scope, Subject: b.Subject}
 	ts := b.TS.UnixMilli()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -66,7 +67,7 @@ func (l *MemoryLedger) Claim(ctx context.Context, c Claim) (Outcome, error) {
 		n := int64(0)
 		for i := len(history) - 1; i >= 0; i-- {
 			if r := history[i]; r.untilMs > ts {
-				return Outcome{Ban: r.ban, Publish: !r.settled}, nil
+				return detect.Outcome{Ban: r.ban, Publish: !r.settled}, nil
 			}
 		}
 		from := ts - c.Escalation.Period.Milliseconds()
@@ -77,23 +78,23 @@ func (l *MemoryLedger) Claim(ctx context.Context, c Claim) (Outcome, error) {
 		}
 		d := c.Escalation.DurationMs(b.DurationS*1000, n)
 		dd := time.Duration(min(d, math.MaxInt64/int64(time.Millisecond))) * time.Millisecond
-		b.DurationS = ceilSeconds(dd)
+		b.DurationS = (dd.Milliseconds() + 999) / 1000 // whole seconds, rounded up
 		b.ExpiresAt = b.TS.Add(dd)
 		r := &ledgerRecord{ban: b, tsMs: ts, untilMs: satAdd(ts, d)}
 		l.bans[o] = append(history, r)
 		l.byID[b.BanID] = r
-		return Outcome{Ban: b, Publish: true}, nil
+		return detect.Outcome{Ban: b, Publish: true}, nil
 	case event.ActionWarn:
 		if r := l.warnings[o]; r != nil && r.untilMs > ts {
-			return Outcome{Ban: r.ban, Publish: !r.settled}, nil
+			return detect.Outcome{Ban: r.ban, Publish: !r.settled}, nil
 		}
 		b.DurationS, b.ExpiresAt = 0, time.Time{}
 		r := &ledgerRecord{ban: b, tsMs: ts, untilMs: satAdd(ts, c.WarnFor.Milliseconds())}
 		l.warnings[o] = r
 		l.byID[b.BanID] = r
-		return Outcome{Ban: b, Publish: true}, nil
+		return detect.Outcome{Ban: b, Publish: true}, nil
 	}
-	return Outcome{}, fmt.Errorf("claim %s: action %q is not ban or warn", b.BanID, b.Action)
+	return detect.Outcome{}, fmt.Errorf("claim %s: action %q is not ban or warn", b.BanID, b.Action)
 }
 
 // Settle marks the record of ban published; with enforce, a ban becomes

@@ -1,8 +1,9 @@
-package detect
+package detecttest
 
 import (
 	"cmp"
 	"context"
+	"github.com/ratewarden/ratewarden/internal/detect"
 	"slices"
 	"sync"
 	"time"
@@ -31,7 +32,7 @@ import (
 //     the spec's thresholds.
 type MemoryWindows struct {
 	mu        sync.Mutex
-	offenders map[Offender]*offenderWindows
+	offenders map[detect.Offender]*offenderWindows
 }
 
 type offenderWindows struct {
@@ -42,18 +43,18 @@ type offenderWindows struct {
 
 // NewMemoryWindows returns empty windows.
 func NewMemoryWindows() *MemoryWindows {
-	return &MemoryWindows{offenders: make(map[Offender]*offenderWindows)}
+	return &MemoryWindows{offenders: make(map[detect.Offender]*offenderWindows)}
 }
 
 // Record records the sightings in order and returns the tally of each,
 // taken right after recording it.
-func (w *MemoryWindows) Record(ctx context.Context, spec WindowSpec, sightings []Sighting) ([]Tally, error) {
+func (w *MemoryWindows) Record(ctx context.Context, spec detect.WindowSpec, sightings []detect.Sighting) ([]detect.Tally, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	tallies := make([]Tally, len(sightings))
+	tallies := make([]detect.Tally, len(sightings))
 	for i := range sightings {
 		s := &sightings[i]
 		o := w.offenders[s.Offender]
@@ -68,7 +69,7 @@ func (w *MemoryWindows) Record(ctx context.Context, spec WindowSpec, sightings [
 	return tallies, nil
 }
 
-func (o *offenderWindows) record(spec WindowSpec, s *Sighting, ts int64) {
+func (o *offenderWindows) record(spec detect.WindowSpec, s *detect.Sighting, ts int64) {
 	o.newest = max(o.newest, ts)
 	scanFrom := o.newest - spec.Scan.Milliseconds()
 	for name, t := range o.endpoints {
@@ -104,8 +105,8 @@ func (o *offenderWindows) record(spec WindowSpec, s *Sighting, ts int64) {
 	}
 }
 
-func (o *offenderWindows) tally(spec WindowSpec, violation bool) Tally {
-	t := Tally{Newest: msTime(o.newest)}
+func (o *offenderWindows) tally(spec detect.WindowSpec, violation bool) detect.Tally {
+	t := detect.Tally{Newest: msTime(o.newest)}
 	if violation {
 		o.tallyViolations(spec, &t)
 	}
@@ -118,7 +119,7 @@ func (o *offenderWindows) tally(spec WindowSpec, violation bool) Tally {
 		t.LastEndpoint = msTime(eps[len(eps)-1].ts)
 	}
 	n := min(len(eps), max(spec.Samples, 0))
-	if n > 0 && spec.needsSamples(&t) {
+	if n > 0 && spec.NeedsSamples(&t) {
 		slices.SortFunc(eps, func(a, b entry) int {
 			return cmp.Or(cmp.Compare(b.ts, a.ts), cmp.Compare(a.name, b.name))
 		})
@@ -130,7 +131,7 @@ func (o *offenderWindows) tally(spec WindowSpec, violation bool) Tally {
 	return t
 }
 
-func (o *offenderWindows) tallyViolations(spec WindowSpec, t *Tally) {
+func (o *offenderWindows) tallyViolations(spec detect.WindowSpec, t *detect.Tally) {
 	t.Violations = make([]int64, len(spec.Violations))
 	t.FirstViolation = make([]time.Time, len(spec.Violations))
 	first := make([]int64, len(spec.Violations))
@@ -176,3 +177,6 @@ func sortedEntries(m map[string]int64) []entry {
 	})
 	return out
 }
+
+// msTime is the UTC time of a Unix millisecond count.
+func msTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }

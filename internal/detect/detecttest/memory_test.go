@@ -1,4 +1,4 @@
-package detect_test
+package detecttest_test
 
 import (
 	"testing"
@@ -8,9 +8,9 @@ import (
 )
 
 func TestMemoryWindows(t *testing.T) {
-	detecttest.RunWindows(t, func(*testing.T) detect.Windows { return detect.NewMemoryWindows() })
+	detecttest.RunWindows(t, func(*testing.T) detect.Windows { return detecttest.NewMemoryWindows() })
 }
 
 func TestMemoryLedger(t *testing.T) {
-	detecttest.RunLedger(t, func(*testing.T) detect.Ledger { return detect.NewMemoryLedger() })
+	detecttest.RunLedger(t, func(*testing.T) detect.Ledger { return detecttest.NewMemoryLedger() })
 }
