@@ -79,8 +79,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	engine := detect.NewEngine(detect.Config{
 		Detection: set.Detection(),
 		Exempt:    func(ev *event.Decision) bool { return exempt(set, ev) },
-	}, redisstore.NewWindows(rdb, cfg.RedisKeyPrefix), ledger)
-	svc := detector.New(engine, ledger, publisher, log, reg)
+	}, redisstore.NewWindows(rdb, cfg.RedisKeyPrefix), ledger, publisher)
+	svc := detector.New(engine, log, reg)
 
 	handler := httpapi.NewOpsHandler(telemetry.MetricsHandler(reg), []httpapi.Probe{
 		{Name: "redis", Required: true, Check: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }},

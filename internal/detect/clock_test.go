@@ -20,7 +20,7 @@ func clockEngine(now time.Time, skew time.Duration) *detect.Engine {
 	det.Scan = &rules.ScanPolicy{DistinctEndpoints: 5, Within: dur(10 * time.Second), Duration: dur(time.Hour)}
 	det.MaxClockSkew = dur(skew)
 	return detect.NewEngine(detect.Config{Detection: det, Now: func() time.Time { return now }},
-		detecttest.NewMemoryWindows(), detecttest.NewMemoryLedger())
+		detecttest.NewMemoryWindows(), detecttest.NewMemoryLedger(), &detecttest.Published{})
 }
 
 // at is an allowed decision of ip for endpoint, stamped ts by instance.

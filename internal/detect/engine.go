@@ -50,10 +50,18 @@ type Stats struct {
 	Warnings, Bans map[string]int
 }
 
-// Engine applies the detection thresholds to batches of decision events.
-// Its only state of its own is the newest event time per partition (for
-// lateness); the windows and the bans issued live in Windows and Ledger.
-// Process may be called concurrently.
+// Publisher delivers bans and warnings; it returns once they are
+// acknowledged.
+type Publisher interface {
+	Publish(ctx context.Context, bans ...event.Ban) error
+}
+
+// Engine applies the detection thresholds to batches of decision events
+// and issues what they trigger: it claims each ban in the Ledger, publishes
+// it, then settles it, so one owner holds the whole protocol. Its only
+// state of its own is the newest event time per partition (for lateness);
+// the windows and the bans issued live in Windows and Ledger. Process may
+// be called concurrently.
 type Engine struct {
 	det      rules.Detection
 	exempt   func(*event.Decision) bool
@@ -63,15 +71,17 @@ type Engine struct {
 	windowOf map[time.Duration]int // violation window -> index in spec.Violations
 	w        Windows
 	l        Ledger
+	pub      Publisher
 
 	mu     sync.Mutex
 	newest map[int]int64 // partition -> newest event time seen (ms)
 }
 
-// NewEngine returns an engine keeping its windows in w and its bans in l.
-func NewEngine(cfg Config, w Windows, l Ledger) *Engine {
+// NewEngine returns an engine keeping its windows in w and its bans in l,
+// and publishing what it issues with pub.
+func NewEngine(cfg Config, w Windows, l Ledger, pub Publisher) *Engine {
 	det := cfg.Detection.WithDefaults()
-	e := &Engine{det: det, exempt: cfg.Exempt, now: cfg.Now, skew: det.MaxClockSkew.Std(), w: w, l: l,
+	e := &Engine{det: det, exempt: cfg.Exempt, now: cfg.Now, skew: det.MaxClockSkew.Std(), w: w, l: l, pub: pub,
 		windowOf: map[time.Duration]int{}, newest: map[int]int64{}}
 	if e.now == nil {
 		e.now = time.Now
@@ -144,10 +154,9 @@ func (e *Engine) eventTime(ts, now time.Time) (at time.Time, ahead time.Duration
 	return ts, 0
 }
 
-// Process counts a batch of events, in order, and claims the bans and
-// warnings they trigger. It returns the outcomes to publish (each ban id
-// once), in order; the caller publishes each, then settles it in the
-// Ledger. An event is late when it is older than the newest event seen on
+// Process counts a batch of events, in order, and claims, publishes and
+// settles the bans and warnings they trigger (see issue). It returns what
+// it published (each ban id once), in order. An event is late when it is older than the newest event seen on
 // its partition (skipped events included) by more than the grace. On error
 // nothing of the batch is kept by the engine (Windows and Ledger are
 // idempotent, so the batch can be processed again).
@@ -242,6 +251,9 @@ func (e *Engine) Process(ctx context.Context, in []Input) ([]Outcome, Stats, err
 			}
 		}
 	}
+	if err := e.issue(ctx, outcomes); err != nil {
+		return nil, Stats{}, err
+	}
 
 	e.mu.Lock()
 	for p, ts := range marks {
@@ -251,4 +263,28 @@ func (e *Engine) Process(ctx context.Context, in []Input) ([]Outcome, Stats, err
 	}
 	e.mu.Unlock()
 	return outcomes, st, nil
+}
+
+// issue publishes the bans and warnings of outcomes, then settles each in
+// the ledger (enforcing a ban unless dry run), in that order: a crash in
+// between leaves the record pending, so the next claim publishes it again
+// under the same id and settles it, rather than enforcing a ban nobody was
+// told of or losing one.
+func (e *Engine) issue(ctx context.Context, outcomes []Outcome) error {
+	if len(outcomes) == 0 {
+		return nil
+	}
+	bans := make([]event.Ban, len(outcomes))
+	for i, o := range outcomes {
+		bans[i] = o.Ban
+	}
+	if err := e.pub.Publish(ctx, bans...); err != nil {
+		return fmt.Errorf("publish: %w", err)
+	}
+	for _, b := range bans {
+		if err := e.l.Settle(ctx, b, !b.DryRun); err != nil {
+			return fmt.Errorf("settle %s %s %s: %w", b.Action, b.Scope, b.BanID, err)
+		}
+	}
+	return nil
 }

@@ -40,7 +40,7 @@ func TestEngineSpec(t *testing.T) {
 		},
 		Scan: &rules.ScanPolicy{DistinctEndpoints: 20, Within: dur(5 * time.Second), Duration: dur(time.Hour)},
 	}
-	got := detect.NewEngine(detect.Config{Detection: det, Now: afterFixtures}, nil, nil).Spec()
+	got := detect.NewEngine(detect.Config{Detection: det, Now: afterFixtures}, nil, nil, nil).Spec()
 	want := detect.WindowSpec{
 		Violations: []time.Duration{time.Minute, time.Hour}, Scan: 5 * time.Second, ScanCap: 21,
 		MaxViolations: 10, Samples: 5, Grace: 30 * time.Second,
@@ -76,7 +76,7 @@ func TestEngineBanChoice(t *testing.T) {
 				Ban:  tt.ban,
 				Scan: &rules.ScanPolicy{DistinctEndpoints: 2, Within: dur(10 * time.Second), Duration: dur(tt.scanFor)},
 			}
-			e := detect.NewEngine(detect.Config{Detection: det, Now: afterFixtures}, detecttest.NewMemoryWindows(), detecttest.NewMemoryLedger())
+			e := detect.NewEngine(detect.Config{Detection: det, Now: afterFixtures}, detecttest.NewMemoryWindows(), detecttest.NewMemoryLedger(), &detecttest.Published{})
 			out, st, err := e.Process(context.Background(), inputs(0,
 				deny("a", 0, "192.0.2.1", "", "/a"), deny("b", 100, "192.0.2.1", "", "/b")))
 			if err != nil {
@@ -98,7 +98,7 @@ func TestEngineBanChoice(t *testing.T) {
 func TestEngineLatenessPerPartition(t *testing.T) {
 	det := rules.DefaultDetection()
 	det.Warn = &rules.WarnPolicy{Violations: 2, Within: dur(time.Minute)}
-	e := detect.NewEngine(detect.Config{Detection: det, Now: afterFixtures}, detecttest.NewMemoryWindows(), detecttest.NewMemoryLedger())
+	e := detect.NewEngine(detect.Config{Detection: det, Now: afterFixtures}, detecttest.NewMemoryWindows(), detecttest.NewMemoryLedger(), &detecttest.Published{})
 	ctx := context.Background()
 	steps := []struct {
 		name      string
@@ -143,7 +143,7 @@ func TestEngineReasons(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := detect.NewEngine(detect.Config{Detection: tt.det, Now: afterFixtures}, detecttest.NewMemoryWindows(), detecttest.NewMemoryLedger())
+			e := detect.NewEngine(detect.Config{Detection: tt.det, Now: afterFixtures}, detecttest.NewMemoryWindows(), detecttest.NewMemoryLedger(), &detecttest.Published{})
 			if got := e.BanReasons(); !slices.Equal(got, tt.bans) {
 				t.Errorf("BanReasons() = %q, want %q", got, tt.bans)
 			}
@@ -153,7 +153,7 @@ func TestEngineReasons(t *testing.T) {
 		})
 	}
 	t.Run("outcomes carry listed reasons", func(t *testing.T) {
-		e := detect.NewEngine(detect.Config{Detection: tests[1].det, Now: afterFixtures}, detecttest.NewMemoryWindows(), detecttest.NewMemoryLedger())
+		e := detect.NewEngine(detect.Config{Detection: tests[1].det, Now: afterFixtures}, detecttest.NewMemoryWindows(), detecttest.NewMemoryLedger(), &detecttest.Published{})
 		_, st, err := e.Process(context.Background(), inputs(0,
 			deny("a", 0, "192.0.2.1", "", "/a"), deny("b", 1, "192.0.2.1", "", "/a"), // violations
 			deny("c", 2, "192.0.2.2", "", "/a"), deny("d", 3, "192.0.2.2", "", "/b"))) // scan
@@ -182,7 +182,7 @@ func TestEngineWarnAndBanIDsDiffer(t *testing.T) {
 		Warn: &rules.WarnPolicy{Violations: 2, Within: dur(time.Minute)},
 		Ban:  []rules.BanPolicy{{Violations: 2, Within: dur(time.Minute), Duration: dur(time.Hour)}},
 	}
-	e := detect.NewEngine(detect.Config{Detection: det, Now: afterFixtures}, detecttest.NewMemoryWindows(), detecttest.NewMemoryLedger())
+	e := detect.NewEngine(detect.Config{Detection: det, Now: afterFixtures}, detecttest.NewMemoryWindows(), detecttest.NewMemoryLedger(), &detecttest.Published{})
 	out, _, err := e.Process(context.Background(), inputs(0, deny("a", 0, "192.0.2.1", "", "/"), deny("b", 1, "192.0.2.1", "", "/")))
 	if err != nil {
 		t.Fatal(err)
@@ -195,7 +195,7 @@ func TestEngineWarnAndBanIDsDiffer(t *testing.T) {
 func TestEngineShadowAndScopes(t *testing.T) {
 	det := rules.DefaultDetection()
 	det.Warn = &rules.WarnPolicy{Violations: 1, Within: dur(time.Minute)}
-	e := detect.NewEngine(detect.Config{Detection: det, Now: afterFixtures}, detecttest.NewMemoryWindows(), detecttest.NewMemoryLedger())
+	e := detect.NewEngine(detect.Config{Detection: det, Now: afterFixtures}, detecttest.NewMemoryWindows(), detecttest.NewMemoryLedger(), &detecttest.Published{})
 	shadow := event.Decision{EventID: "s", TS: fixtureStart, IP: "192.0.2.1", UserID: "u-1", Endpoint: "/", Allowed: true, Shadow: true, Reason: event.ReasonRateLimited}
 	allowed := event.Decision{EventID: "ok", TS: fixtureStart, IP: "192.0.2.2", Endpoint: "/", Allowed: true, Reason: event.ReasonOK}
 	out, _, err := e.Process(context.Background(), inputs(0, shadow, allowed))
@@ -223,7 +223,7 @@ func TestEngineErrorKeepsNoState(t *testing.T) {
 	boom := errors.New("boom")
 	det := rules.DefaultDetection()
 	w := &switchWindows{Windows: failingWindows{boom}}
-	e := detect.NewEngine(detect.Config{Detection: det, Now: afterFixtures}, w, detecttest.NewMemoryLedger())
+	e := detect.NewEngine(detect.Config{Detection: det, Now: afterFixtures}, w, detecttest.NewMemoryLedger(), &detecttest.Published{})
 	ctx := context.Background()
 	batch := inputs(0, deny("a", 10000, "192.0.2.1", "", "/a"), deny("b", 100000, "192.0.2.2", "", "/b"))
 	if _, _, err := e.Process(ctx, batch); !errors.Is(err, boom) {
@@ -240,16 +240,22 @@ type switchWindows struct{ detect.Windows }
 
 // TestEngineRepeatBanIDs: a ban shorter than its window, then the same
 // offender over the same threshold again once it has expired: the second
-// ban has an id of its own and escalates. A redelivered detection that was
-// not yet settled is published again under its first id.
+// ban has an id of its own and escalates. A detection whose publication
+// failed is published again under its first id when the batch is retried.
 func TestEngineRepeatBanIDs(t *testing.T) {
 	det := rules.Detection{
 		Ban:        []rules.BanPolicy{{Violations: 3, Within: dur(time.Hour), Duration: dur(time.Minute)}},
 		Escalation: rules.EscalationPolicy{Factor: 2, Cap: dur(time.Hour), Period: dur(time.Hour)},
 	}
 	ctx := context.Background()
-	ledger := detecttest.NewMemoryLedger()
-	e := detect.NewEngine(detect.Config{Detection: det, Now: afterFixtures}, detecttest.NewMemoryWindows(), ledger)
+	pub := &detecttest.Published{Fail: errors.New("broker down")}
+	e := detect.NewEngine(detect.Config{Detection: det, Now: afterFixtures}, detecttest.NewMemoryWindows(), detecttest.NewMemoryLedger(), pub)
+	const ip = "192.0.2.1"
+	crossing := []event.Decision{deny("a", 0, ip, "", "/"), deny("b", 1000, ip, "", "/"), deny("c", 2000, ip, "", "/")}
+	if _, _, err := e.Process(ctx, inputs(0, crossing...)); err == nil {
+		t.Fatal("a batch whose ban could not be published succeeded")
+	}
+	pub.Fail = nil
 	process := func(evs ...event.Decision) []detect.Outcome {
 		t.Helper()
 		out, _, err := e.Process(ctx, inputs(0, evs...))
@@ -258,17 +264,9 @@ func TestEngineRepeatBanIDs(t *testing.T) {
 		}
 		return out
 	}
-	const ip = "192.0.2.1"
-	first := process(deny("a", 0, ip, "", "/"), deny("b", 1000, ip, "", "/"), deny("c", 2000, ip, "", "/"))
-	if len(first) != 1 {
-		t.Fatalf("first crossing: %+v, want one ban", first)
-	}
-	// Redelivered before it was settled: published again, same id.
-	if again := process(deny("c", 2000, ip, "", "/")); len(again) != 1 || again[0].Ban.BanID != first[0].Ban.BanID {
-		t.Fatalf("redelivered detection: %+v, want the ban %s again", again, first[0].Ban.BanID)
-	}
-	if err := ledger.Settle(ctx, first[0].Ban, true); err != nil {
-		t.Fatal(err)
+	first := process(crossing...) // the batch retried
+	if len(first) != 1 || len(pub.Bans()) != 1 || pub.Bans()[0].BanID != first[0].Ban.BanID {
+		t.Fatalf("retried batch: %+v, published %+v; want the one ban", first, pub.Bans())
 	}
 	// Five minutes on, the one-minute ban has expired; the window still
 	// holds the first violations.
@@ -312,7 +310,7 @@ func TestEngineGroupsIPv6Offenders(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := detect.NewEngine(detect.Config{Detection: tt.det}, detecttest.NewMemoryWindows(), detecttest.NewMemoryLedger())
+			e := detect.NewEngine(detect.Config{Detection: tt.det}, detecttest.NewMemoryWindows(), detecttest.NewMemoryLedger(), &detecttest.Published{})
 			out, _, err := e.Process(context.Background(), spread)
 			if err != nil {
 				t.Fatal(err)
@@ -331,7 +329,7 @@ func TestEngineGroupsIPv6Offenders(t *testing.T) {
 			Warn: &rules.WarnPolicy{Violations: 100, Within: dur(time.Minute)},
 			Ban:  []rules.BanPolicy{{Violations: 3, Within: dur(time.Minute), Duration: dur(time.Hour)}},
 		}
-		e := detect.NewEngine(detect.Config{Detection: det}, detecttest.NewMemoryWindows(), detecttest.NewMemoryLedger())
+		e := detect.NewEngine(detect.Config{Detection: det}, detecttest.NewMemoryWindows(), detecttest.NewMemoryLedger(), &detecttest.Published{})
 		out, _, err := e.Process(context.Background(), inputs(0,
 			deny("a", 0, "2001:db8::1", "", "/"), deny("b", 1, "2001:db8::2", "", "/"), deny("c", 2, "2001:db8::3", "", "/"),
 			deny("d", 3, "203.0.113.1", "", "/"), deny("e", 4, "203.0.113.2", "", "/"), deny("f", 5, "203.0.113.3", "", "/")))

@@ -33,7 +33,7 @@ func TestBanEvidenceIsBounded(t *testing.T) {
 				Scan:    &rules.ScanPolicy{DistinctEndpoints: 50, Within: dur(10 * time.Second), Duration: dur(time.Hour)},
 				Samples: 50,
 			}
-			e := detect.NewEngine(detect.Config{Detection: det, Now: afterFixtures}, detecttest.NewMemoryWindows(), detecttest.NewMemoryLedger())
+			e := detect.NewEngine(detect.Config{Detection: det, Now: afterFixtures}, detecttest.NewMemoryWindows(), detecttest.NewMemoryLedger(), &detecttest.Published{})
 			user := strings.Repeat("<", event.MaxUserID)
 			var evs []event.Decision
 			for i := range 50 {
@@ -78,7 +78,7 @@ func TestShortSamplesAreKept(t *testing.T) {
 		Ban:  []rules.BanPolicy{},
 		Scan: &rules.ScanPolicy{DistinctEndpoints: 2, Within: dur(10 * time.Second), Duration: dur(time.Hour)},
 	}
-	e := detect.NewEngine(detect.Config{Detection: det, Now: afterFixtures}, detecttest.NewMemoryWindows(), detecttest.NewMemoryLedger())
+	e := detect.NewEngine(detect.Config{Detection: det, Now: afterFixtures}, detecttest.NewMemoryWindows(), detecttest.NewMemoryLedger(), &detecttest.Published{})
 	exact := "/" + strings.Repeat("x", detect.MaxSampleBytes-1)
 	out, _, err := e.Process(context.Background(), inputs(0, deny("a", 0, "192.0.2.1", "", "/a"), deny("b", 1, "192.0.2.1", "", exact)))
 	if err != nil {

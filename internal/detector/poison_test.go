@@ -38,11 +38,10 @@ func testService(t *testing.T, now time.Time, w detect.Windows) (*Service, *reco
 	if w == nil {
 		w = detecttest.NewMemoryWindows()
 	}
-	ledger := detecttest.NewMemoryLedger()
-	engine := detect.NewEngine(detect.Config{Detection: det, Now: func() time.Time { return now }}, w, ledger)
-	core, logs := observer.New(zapcore.InfoLevel)
 	pub := &recorder{}
-	return New(engine, ledger, pub, zap.New(core), prometheus.NewRegistry()), pub, logs
+	engine := detect.NewEngine(detect.Config{Detection: det, Now: func() time.Time { return now }}, w, detecttest.NewMemoryLedger(), pub)
+	core, logs := observer.New(zapcore.InfoLevel)
+	return New(engine, zap.New(core), prometheus.NewRegistry()), pub, logs
 }
 
 // message is a decisions message with value v at offset off.

@@ -1,7 +1,8 @@
 // Package detector is the detector service core: it decodes a batch of
-// decision events, runs the detection engine over it, publishes the
-// resulting bans and warnings and settles them (blacklist entry, ledger),
-// in that order, so a crash at any point repeats work but loses none.
+// decision events, skips and counts what can never be processed, and hands
+// the rest to the detection engine, which claims, publishes and settles the
+// bans and warnings they trigger, in that order, so a crash at any point
+// repeats work but loses none.
 package detector
 
 import (
@@ -19,16 +20,9 @@ import (
 	"github.com/ratewarden/ratewarden/internal/stream"
 )
 
-// Publisher writes ban messages and returns once they are acknowledged.
-type Publisher interface {
-	Publish(ctx context.Context, bans ...event.Ban) error
-}
-
 // Service handles batches of decision events.
 type Service struct {
 	engine  *detect.Engine
-	ledger  detect.Ledger
-	pub     Publisher
 	metrics *metrics
 	log     *zap.Logger
 	// throttle keeps the lines about bad events (by kind) and about clocks
@@ -47,11 +41,11 @@ const (
 // New returns a Service. Its ban and warning counts start at 0 for every
 // reason the engine's detection settings can produce, its invalid-event
 // counts for every field.
-func New(engine *detect.Engine, ledger detect.Ledger, pub Publisher, log *zap.Logger, reg prometheus.Registerer) *Service {
+func New(engine *detect.Engine, log *zap.Logger, reg prometheus.Registerer) *Service {
 	m := newMetrics(reg)
 	m.initReasons(engine.BanReasons(), engine.WarnReasons())
 	m.initFields(event.InvalidFields())
-	return &Service{engine: engine, ledger: ledger, pub: pub, metrics: m, log: log, throttle: newLogThrottle(logInterval, logKeys)}
+	return &Service{engine: engine, metrics: m, log: log, throttle: newLogThrottle(logInterval, logKeys)}
 }
 
 // Handle processes one batch. An error leaves the batch to be delivered
@@ -77,22 +71,11 @@ func (s *Service) handle(ctx context.Context, msgs []stream.Message) error {
 	if err != nil {
 		return fmt.Errorf("detect: %w", err)
 	}
-	if len(outcomes) > 0 {
-		bans := make([]event.Ban, len(outcomes))
-		for i, o := range outcomes {
-			bans[i] = o.Ban
-		}
-		if err := s.pub.Publish(ctx, bans...); err != nil {
-			return err
-		}
-		for _, b := range bans {
-			if err := s.ledger.Settle(ctx, b, !b.DryRun); err != nil {
-				return fmt.Errorf("settle %s %s %s: %w", b.Action, b.Scope, b.BanID, err)
-			}
-			s.log.Info("issued", zap.String("action", b.Action), zap.String("scope", b.Scope), zap.String("subject", b.Subject),
-				zap.String("reason", b.Reason), zap.Int64("count", b.Count), zap.Int64("duration_s", b.DurationS),
-				zap.Bool("dry_run", b.DryRun), zap.String("ban_id", b.BanID))
-		}
+	for _, o := range outcomes {
+		b := o.Ban
+		s.log.Info("issued", zap.String("action", b.Action), zap.String("scope", b.Scope), zap.String("subject", b.Subject),
+			zap.String("reason", b.Reason), zap.Int64("count", b.Count), zap.Int64("duration_s", b.DurationS),
+			zap.Bool("dry_run", b.DryRun), zap.String("ban_id", b.BanID))
 	}
 	// Counted once the batch is done: a batch retried while Redis is down
 	// must not count its rejected messages again on every attempt.

@@ -25,7 +25,7 @@ func TestReasonSeriesStartAtZero(t *testing.T) {
 		Scan: &rules.ScanPolicy{DistinctEndpoints: 50, Within: rules.Duration(10 * time.Second), Duration: rules.Duration(time.Hour)},
 	}
 	reg := prometheus.NewRegistry()
-	New(detect.NewEngine(detect.Config{Detection: det}, nil, nil), nil, nil, zap.NewNop(), reg)
+	New(detect.NewEngine(detect.Config{Detection: det}, nil, nil, nil), zap.NewNop(), reg)
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +56,7 @@ func TestReasonSeriesStartAtZero(t *testing.T) {
 // and the future-event count exists, before any event.
 func TestEventSeriesStartAtZero(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	New(detect.NewEngine(detect.Config{}, nil, nil), nil, nil, zap.NewNop(), reg)
+	New(detect.NewEngine(detect.Config{}, nil, nil, nil), zap.NewNop(), reg)
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -323,15 +323,15 @@ func TestSchemaEmittedEvents(t *testing.T) {
 		det := s.rules.Detection()
 		det.DryRun = dryRun
 		ledger := redisstore.NewLedger(rdb, prefix, redisstore.NewBlacklist(rdb, prefix))
+		pub := &recordingPublisher{pub: s.banPub}
 		engine := detect.NewEngine(detect.Config{
 			Detection: det,
 			Exempt: func(ev *event.Decision) bool {
 				req := rules.Request{UserID: ev.UserID, IP: ev.IP, Endpoint: ev.Endpoint, Method: ev.Method, Tier: ev.Tier}
 				return s.rules.Exempt(&req)
 			},
-		}, redisstore.NewWindows(rdb, prefix), ledger)
-		pub := &recordingPublisher{pub: s.banPub}
-		svc := detector.New(engine, ledger, pub, zap.NewNop(), prometheus.NewRegistry())
+		}, redisstore.NewWindows(rdb, prefix), ledger, pub)
+		svc := detector.New(engine, zap.NewNop(), prometheus.NewRegistry())
 		if err := svc.Handle(context.Background(), handed); err != nil {
 			t.Fatalf("detector (dry run %v): %v", dryRun, err)
 		}
