@@ -14,7 +14,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ratewarden/ratewarden/internal/rules"
+	"github.com/ratewarden/ratewarden/internal/ipprefix"
 )
 
 // manifestComposeService is one service of the compose file, with what the
@@ -292,11 +292,11 @@ func manifestComposeGatewayProblems(services map[string]*manifestComposeService,
 
 func manifestTrusts(proxies, addr string) bool {
 	for _, p := range strings.Split(proxies, ",") {
-		prefix, err := rules.ParsePrefix(strings.TrimSpace(p))
+		prefix, err := ipprefix.Parse(strings.TrimSpace(p))
 		if err != nil {
 			continue
 		}
-		a, err := rules.ParsePrefix(addr)
+		a, err := ipprefix.Parse(addr)
 		if err == nil && prefix.Contains(a.Addr()) {
 			return true
 		}

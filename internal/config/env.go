@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ratewarden/ratewarden/internal/rules"
+	"github.com/ratewarden/ratewarden/internal/ipprefix"
 )
 
 // env reads variables with defaults and collects one error per bad value, so
@@ -120,7 +120,7 @@ func validHostPort(a string, needHost bool) bool {
 func (e *env) prefixes(name string) []netip.Prefix {
 	var out []netip.Prefix
 	for _, raw := range e.list(name, "") {
-		p, err := rules.ParsePrefix(raw)
+		p, err := ipprefix.Parse(raw)
 		if err != nil {
 			e.fail(name, "a comma-separated list of IP addresses or CIDR prefixes", raw)
 			continue

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/decide"
+	"github.com/ratewarden/ratewarden/internal/ipprefix"
 )
 
 // Options configure Compile.
@@ -199,7 +200,7 @@ func compileExempt(e Exempt) compiledExempt {
 		ce.tiers = append(ce.tiers, strings.ToUpper(t))
 	}
 	for _, s := range e.IPs {
-		p, _ := ParsePrefix(s) // validated
+		p, _ := ipprefix.Parse(s) // validated
 		ce.prefixes = append(ce.prefixes, p)
 	}
 	for _, s := range e.Endpoints {

@@ -2,8 +2,9 @@ package rules
 
 import (
 	"fmt"
-	"net/netip"
 	"time"
+
+	"github.com/ratewarden/ratewarden/internal/ipprefix"
 )
 
 // Validate reports every problem of f as a FieldError, joined: each rule as
@@ -39,7 +40,7 @@ func validateExempt(e Exempt, p problems) {
 		}
 	}
 	for i, s := range e.IPs {
-		if _, err := ParsePrefix(s); err != nil {
+		if _, err := ipprefix.Parse(s); err != nil {
 			p.add(fmt.Sprintf("ips[%d]", i), "%q is not an IP address or CIDR", truncate(s, 80))
 		}
 	}
@@ -53,26 +54,6 @@ func validateExempt(e Exempt, p problems) {
 			p.add(fmt.Sprintf("users[%d]", i), "must not be empty")
 		}
 	}
-}
-
-// ParsePrefix parses an IP (as a single-address prefix) or a CIDR, masked
-// and with IPv4-mapped IPv6 addresses unmapped.
-func ParsePrefix(s string) (netip.Prefix, error) {
-	if a, err := netip.ParseAddr(s); err == nil {
-		if a.Zone() != "" {
-			return netip.Prefix{}, fmt.Errorf("zone not allowed")
-		}
-		a = a.Unmap()
-		return netip.PrefixFrom(a, a.BitLen()), nil
-	}
-	p, err := netip.ParsePrefix(s)
-	if err != nil {
-		return netip.Prefix{}, err
-	}
-	if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
-		p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
-	}
-	return p.Masked(), nil
 }
 
 func validateDetection(d Detection, p problems) {
