@@ -19,8 +19,8 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/archiver"
 	"github.com/ratewarden/ratewarden/internal/config"
-	"github.com/ratewarden/ratewarden/internal/httpapi"
 	"github.com/ratewarden/ratewarden/internal/kafkabus"
+	"github.com/ratewarden/ratewarden/internal/ops"
 	"github.com/ratewarden/ratewarden/internal/pgstore"
 	"github.com/ratewarden/ratewarden/internal/telemetry"
 )
@@ -68,11 +68,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	cancel()
 
 	svc := archiver.New(archiver.Config{DecisionsTopic: cfg.DecisionsTopic, BansTopic: cfg.BansTopic}, store, log, reg)
-	handler := httpapi.NewOpsHandler(telemetry.MetricsHandler(reg), []httpapi.Probe{
+	handler := ops.NewHandler(ops.Config{Metrics: telemetry.MetricsHandler(reg), Log: log, Probes: []ops.Probe{
 		{Name: "postgres", Required: true, Check: store.Ping},
 		{Name: "kafka", Required: true, Check: func(ctx context.Context) error { return kafkabus.Ping(ctx, cfg.KafkaBrokers) }},
-	})
-	srv := httpapi.NewServer(cfg.ListenAddr, handler, log)
+	}})
+	srv := ops.NewServer(handler, log)
 	ln, err := net.Listen("tcp", cfg.ListenAddr)
 	if err != nil {
 		return fmt.Errorf("LISTEN_ADDR %s: %w", cfg.ListenAddr, err)

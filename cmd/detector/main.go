@@ -21,8 +21,8 @@ import (
 	"github.com/ratewarden/ratewarden/internal/detect"
 	"github.com/ratewarden/ratewarden/internal/detector"
 	"github.com/ratewarden/ratewarden/internal/event"
-	"github.com/ratewarden/ratewarden/internal/httpapi"
 	"github.com/ratewarden/ratewarden/internal/kafkabus"
+	"github.com/ratewarden/ratewarden/internal/ops"
 	"github.com/ratewarden/ratewarden/internal/redisstore"
 	"github.com/ratewarden/ratewarden/internal/rules"
 	"github.com/ratewarden/ratewarden/internal/telemetry"
@@ -82,11 +82,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}, redisstore.NewWindows(rdb, cfg.RedisKeyPrefix), ledger, publisher)
 	svc := detector.New(engine, log, reg)
 
-	handler := httpapi.NewOpsHandler(telemetry.MetricsHandler(reg), []httpapi.Probe{
+	handler := ops.NewHandler(ops.Config{Metrics: telemetry.MetricsHandler(reg), Log: log, Probes: []ops.Probe{
 		{Name: "redis", Required: true, Check: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }},
 		{Name: "kafka", Required: true, Check: func(ctx context.Context) error { return kafkabus.Ping(ctx, cfg.KafkaBrokers) }},
-	})
-	srv := httpapi.NewServer(cfg.ListenAddr, handler, log)
+	}})
+	srv := ops.NewServer(handler, log)
 	ln, err := net.Listen("tcp", cfg.ListenAddr)
 	if err != nil {
 		return fmt.Errorf("LISTEN_ADDR %s: %w", cfg.ListenAddr, err)

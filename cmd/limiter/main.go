@@ -24,6 +24,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/httpapi"
 	"github.com/ratewarden/ratewarden/internal/kafkabus"
 	"github.com/ratewarden/ratewarden/internal/limiter"
+	"github.com/ratewarden/ratewarden/internal/ops"
 	"github.com/ratewarden/ratewarden/internal/pgstore"
 	"github.com/ratewarden/ratewarden/internal/redisstore"
 	"github.com/ratewarden/ratewarden/internal/rules"
@@ -204,18 +205,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	// None is required: without Redis the limiter still decides (its mode
 	// says how), without Postgres the rules in force stay (only changes
 	// wait), so it must stay in the load balancer.
-	probes := []httpapi.Probe{
+	probes := []ops.Probe{
 		{Name: "redis", Check: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }},
 		{Name: "kafka", Check: func(ctx context.Context) error { return kafkabus.Ping(ctx, cfg.KafkaBrokers) }},
 	}
 	if cfg.DynamicRules { // the rule store's last answer, no I/O
-		probes = append(probes, httpapi.Probe{Name: "postgres", Check: func(context.Context) error { return rulesMgr.StoreError() }})
+		probes = append(probes, ops.Probe{Name: "postgres", Check: func(context.Context) error { return rulesMgr.StoreError() }})
 	}
-	handler := httpapi.NewHandler(httpapi.Config{
+	api := httpapi.NewHandler(httpapi.Config{
 		Service:        svc,
 		TrustedProxies: cfg.TrustedProxies,
 		AuthDenyStatus: cfg.AuthDenyStatus,
-		Metrics:        telemetry.MetricsHandler(reg),
 		Log:            log,
 		AdminToken:     cfg.AdminToken,
 		Blacklist:      blacklist,
@@ -224,9 +224,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		Rules:          rulesMgr,
 		Instances:      heartbeats.Instances,
 		Instance:       cfg.Instance,
-		Probes:         probes,
 	})
-	srv := httpapi.NewServer(cfg.ListenAddr, handler, log)
+	handler := ops.Beside(api, ops.NewHandler(ops.Config{
+		Metrics: telemetry.MetricsHandler(reg),
+		Probes:  probes,
+		Details: func() map[string]string { return map[string]string{"mode": svc.Mode()} },
+		Log:     log,
+	}))
+	srv := ops.NewServer(handler, log)
 	ln, err := net.Listen("tcp", cfg.ListenAddr)
 	if err != nil {
 		return fmt.Errorf("LISTEN_ADDR %s: %w", cfg.ListenAddr, err)
@@ -298,7 +303,7 @@ func serveProfiles(addr string, log *zap.Logger) (stop func(), err error) {
 		return nil, fmt.Errorf("PPROF_ADDR %s: %w", addr, err)
 	}
 	// No write timeout: a CPU profile or trace streams for its whole duration.
-	srv := &http.Server{Handler: telemetry.ProfileHandler(), ReadHeaderTimeout: 5 * time.Second, ErrorLog: zap.NewStdLog(log.Named("pprof"))}
+	srv := &http.Server{Handler: ops.ProfileHandler(), ReadHeaderTimeout: 5 * time.Second, ErrorLog: zap.NewStdLog(log.Named("pprof"))}
 	go func() { _ = srv.Serve(ln) }()
 	log.Info("profiles served", zap.String("addr", ln.Addr().String()))
 	return func() { _ = srv.Close() }, nil

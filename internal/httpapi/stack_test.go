@@ -21,6 +21,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/kafkabus"
 	"github.com/ratewarden/ratewarden/internal/kafkatest"
 	"github.com/ratewarden/ratewarden/internal/limiter"
+	"github.com/ratewarden/ratewarden/internal/ops"
 	"github.com/ratewarden/ratewarden/internal/redisstore"
 	"github.com/ratewarden/ratewarden/internal/redistest"
 	"github.com/ratewarden/ratewarden/internal/rules"
@@ -92,11 +93,16 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	t.Cleanup(counter.Close)
 	svc := limiter.New(limiter.Config{Instance: "test", ClassifyError: redisstore.ClassifyError, OverLimitCacheSize: o.overLimitCache},
 		set, counter, producer, log, reg)
-	cfg := httpapi.Config{Service: svc, Log: log, Metrics: telemetry.MetricsHandler(reg)}
+	cfg := httpapi.Config{Service: svc, Log: log}
 	if o.configure != nil {
 		o.configure(&cfg)
 	}
-	srv := httptest.NewServer(httpapi.NewHandler(cfg))
+	// As the limiter serves them without OPS_LISTEN_ADDR: the operational
+	// routes beside the API, /readyz with the mode.
+	srv := httptest.NewServer(ops.Beside(httpapi.NewHandler(cfg), ops.NewHandler(ops.Config{
+		Metrics: telemetry.MetricsHandler(reg),
+		Details: func() map[string]string { return map[string]string{"mode": svc.Mode()} },
+	})))
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/pprof"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -51,18 +50,4 @@ func NewRegistry() *prometheus.Registry {
 // MetricsHandler serves the registry in the Prometheus exposition format.
 func MetricsHandler(reg *prometheus.Registry) http.Handler {
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
-}
-
-// ProfileHandler serves the runtime profiles of net/http/pprof (CPU, heap,
-// allocations, goroutines, mutex and block contention, execution trace). It
-// belongs on a listener of its own, reachable only by operators: a profile
-// costs CPU and shows the process's internals.
-func ProfileHandler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	return mux
 }

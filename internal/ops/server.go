@@ -1,0 +1,87 @@
+package ops
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// NewServer returns an http.Server serving h with timeouts and a header
+// limit, so a slow or hostile client cannot hold a connection or memory:
+// headers within 5 s, reads within 10 s, writes within 10 s (the profiles
+// extend their own deadline), idle keep-alives 120 s, headers 64 KiB.
+func NewServer(h http.Handler, log *zap.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          zap.NewStdLog(log.Named("http")),
+	}
+}
+
+// Listener serves one handler on one address, from Listen to Shutdown,
+// with NewServer's settings: a part of a process's lifecycle.
+type Listener struct {
+	// Var names the variable Addr comes from, for errors: "LISTEN_ADDR".
+	Var     string
+	Addr    string
+	Handler http.Handler
+	// TLS, when set, serves HTTPS only.
+	TLS *tls.Config
+	Log *zap.Logger
+
+	srv *http.Server
+	ln  net.Listener
+}
+
+// Listen binds the address; nothing is served before Serve.
+func (l *Listener) Listen(ctx context.Context) error {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", l.Addr)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", l.Var, l.Addr, err)
+	}
+	if l.TLS != nil {
+		ln = tls.NewListener(ln, l.TLS)
+	}
+	l.ln = ln
+	l.srv = NewServer(l.Handler, l.Log)
+	return nil
+}
+
+// Address returns the bound address (the port chosen for ":0"), once
+// Listen has returned.
+func (l *Listener) Address() string { return l.ln.Addr().String() }
+
+// Serve serves until Shutdown, then returns nil; any other end of the
+// server is its error.
+func (l *Listener) Serve(context.Context) error {
+	err := l.srv.Serve(l.ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return fmt.Errorf("%s %s: %w", l.Var, l.Address(), err)
+}
+
+// Shutdown stops accepting connections and waits, until ctx ends, for the
+// requests in flight; past that the remaining connections are closed.
+func (l *Listener) Shutdown(ctx context.Context) error {
+	if l.srv == nil {
+		return nil
+	}
+	err := l.srv.Shutdown(ctx)
+	if err != nil {
+		_ = l.srv.Close()
+	}
+	_ = l.ln.Close() // in case Serve never ran: the server closes only what it served
+	return err
+}
