@@ -222,7 +222,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		BanPublisher:   banPublisher,
 		Bans:           bans,
 		Rules:          rulesMgr,
-		Instances:      heartbeats.Instances,
+		Instances:      liveInstances(heartbeats),
 		Instance:       cfg.Instance,
 	})
 	handler := ops.Beside(api, ops.NewHandler(ops.Config{
@@ -307,4 +307,16 @@ func serveProfiles(addr string, log *zap.Logger) (stop func(), err error) {
 	go func() { _ = srv.Serve(ln) }()
 	log.Info("profiles served", zap.String("addr", ln.Addr().String()))
 	return func() { _ = srv.Close() }, nil
+}
+
+// liveInstances lists the live limiters for the admin API.
+func liveInstances(hb *redisstore.Heartbeats) func(context.Context, time.Time) ([]httpapi.LiveInstance, error) {
+	return func(ctx context.Context, now time.Time) ([]httpapi.LiveInstance, error) {
+		list, err := hb.Instances(ctx, now)
+		out := make([]httpapi.LiveInstance, len(list))
+		for i, in := range list {
+			out[i] = httpapi.LiveInstance{ID: in.ID, LastSeen: in.LastSeen, RulesVersion: in.Rules.Version, RulesAppliedAt: in.Rules.AppliedAt}
+		}
+		return out, err
+	}
 }

@@ -10,7 +10,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/ratewarden/ratewarden/internal/event"
-	"github.com/ratewarden/ratewarden/internal/redisstore"
 	"github.com/ratewarden/ratewarden/internal/rules"
 	"github.com/ratewarden/ratewarden/internal/rulesync"
 )
@@ -87,8 +86,8 @@ func (h *handler) listRules(w http.ResponseWriter, r *http.Request) {
 			out.InstancesError = err.Error()
 		}
 		for _, in := range list {
-			out.Instances = append(out.Instances, instanceJSON{Instance: in.ID, Version: in.Rules.Version,
-				AppliedAt: in.Rules.AppliedAt, LastSeen: in.LastSeen, InSync: in.Rules.Version == v.Version})
+			out.Instances = append(out.Instances, instanceJSON{Instance: in.ID, Version: in.RulesVersion,
+				AppliedAt: in.RulesAppliedAt, LastSeen: in.LastSeen, InSync: in.RulesVersion == v.Version})
 		}
 	}
 	body, _ := json.Marshal(out)
@@ -227,5 +226,11 @@ func orNull(b json.RawMessage) json.RawMessage {
 	return b
 }
 
-// instancesFunc lists the live limiters (redisstore.Heartbeats.Instances).
-type instancesFunc = func(ctx context.Context, now time.Time) ([]redisstore.Instance, error)
+// LiveInstance is a live limiter as the heartbeats show it, with the
+// rule-set version it reported (empty: not reported yet).
+type LiveInstance struct {
+	ID             string
+	LastSeen       time.Time
+	RulesVersion   string
+	RulesAppliedAt time.Time
+}

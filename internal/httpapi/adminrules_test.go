@@ -75,7 +75,14 @@ func newRuleStack(t *testing.T) *ruleStack {
 		if _, err := hb.Beat(context.Background(), time.Now()); err != nil {
 			t.Fatal(err)
 		}
-		cfg.Instances = hb.Instances
+		cfg.Instances = func(ctx context.Context, now time.Time) ([]httpapi.LiveInstance, error) {
+			list, err := hb.Instances(ctx, now)
+			out := make([]httpapi.LiveInstance, len(list))
+			for i, in := range list {
+				out[i] = httpapi.LiveInstance{ID: in.ID, LastSeen: in.LastSeen, RulesVersion: in.Rules.Version, RulesAppliedAt: in.Rules.AppliedAt}
+			}
+			return out, err
+		}
 	}})
 	return &ruleStack{stack: s, db: db}
 }

@@ -4,11 +4,13 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/netip"
 	"strings"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -37,7 +39,7 @@ type Config struct {
 	// lists the live limiters with their rule-set versions; Instance names
 	// this one in the audit trail.
 	Rules     RuleAdmin
-	Instances instancesFunc
+	Instances func(ctx context.Context, now time.Time) ([]LiveInstance, error)
 	Instance  string
 }
 
