@@ -4,36 +4,23 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
-	"os"
-	"os/signal"
-	"sync"
-	"syscall"
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/ratewarden/ratewarden/internal/archiver"
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/kafkabus"
+	"github.com/ratewarden/ratewarden/internal/lifecycle"
 	"github.com/ratewarden/ratewarden/internal/ops"
 	"github.com/ratewarden/ratewarden/internal/pgstore"
 	"github.com/ratewarden/ratewarden/internal/telemetry"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stderr)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "archiver:", err)
-		os.Exit(1)
-	}
-}
+func main() { lifecycle.Main("archiver", run) }
 
 // run prepares the database, then consumes both topics until ctx is
 // cancelled; a batch under way is committed before it returns.
@@ -52,72 +39,74 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	defer func() { _ = log.Sync() }()
 	reg := telemetry.NewRegistry()
 
-	setupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := pgstore.EnsureDatabase(setupCtx, cfg.DatabaseURL); err != nil {
-		log.Warn("could not create the database (it may already exist or the role may not create it)", zap.Error(err))
-	}
-	store, err := pgstore.Open(setupCtx, cfg.DatabaseURL)
+	store, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-	if err := store.Migrate(setupCtx); err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	cancel()
-
 	svc := archiver.New(archiver.Config{DecisionsTopic: cfg.DecisionsTopic, BansTopic: cfg.BansTopic}, store, log, reg)
-	handler := ops.NewHandler(ops.Config{Metrics: telemetry.MetricsHandler(reg), Log: log, Probes: []ops.Probe{
-		{Name: "postgres", Required: true, Check: store.Ping},
-		{Name: "kafka", Required: true, Check: func(ctx context.Context) error { return kafkabus.Ping(ctx, cfg.KafkaBrokers) }},
-	}})
-	srv := ops.NewServer(handler, log)
-	ln, err := net.Listen("tcp", cfg.ListenAddr)
-	if err != nil {
-		return fmt.Errorf("LISTEN_ADDR %s: %w", cfg.ListenAddr, err)
-	}
-	go func() { _ = srv.Serve(ln) }()
+	opsListener := &ops.Listener{Var: "LISTEN_ADDR", Addr: cfg.ListenAddr, Log: log, Handler: ops.NewHandler(ops.Config{
+		Metrics: telemetry.MetricsHandler(reg),
+		Probes: []ops.Probe{
+			{Name: "postgres", Required: true, Check: store.Ping},
+			{Name: "kafka", Required: true, Check: func(ctx context.Context) error { return kafkabus.Ping(ctx, cfg.KafkaBrokers) }},
+		},
+		Log: log,
+	})}
 
-	log.Info("archiver consuming", zap.String("addr", ln.Addr().String()), zap.Strings("topics", []string{cfg.DecisionsTopic, cfg.BansTopic}),
-		zap.String("group", cfg.GroupID), zap.Int("batch", cfg.BatchSize), zap.Duration("flush", cfg.FlushInterval))
-	// A consumer that fails for good stops the process (it would otherwise
-	// stall silently): the others are stopped with it.
-	runCtx, stopAll := context.WithCancel(ctx)
-	defer stopAll()
-	var (
-		wg       sync.WaitGroup
-		failOnce sync.Once
+	g := lifecycle.New(log, cfg.ShutdownTimeout)
+	g.Add(
+		lifecycle.Part{Name: "postgres", Stop: func(context.Context) error { store.Close(); return nil }},
+		lifecycle.Part{Name: "ops listener", Start: opsListener.Listen, Run: opsListener.Serve, Stop: opsListener.Shutdown},
+		lifecycle.Part{Name: "partition maintenance", Run: func(ctx context.Context) error {
+			maintainPartitions(ctx, store, cfg, log)
+			return nil
+		}},
 	)
-	wg.Go(func() { maintainPartitions(runCtx, store, cfg, log) })
 	// Several consumers of the decisions topic in one group split its
-	// partitions, so decoding one batch overlaps writing another.
+	// partitions, so decoding one batch overlaps writing another. One that
+	// fails for good stops the process (it would otherwise stall silently).
 	topics := []string{cfg.BansTopic}
 	for range cfg.Consumers {
 		topics = append(topics, cfg.DecisionsTopic)
 	}
-	for _, topic := range topics {
-		wg.Go(func() {
-			cerr := kafkabus.Consume(runCtx, kafkabus.ConsumerConfig{
-				Brokers: cfg.KafkaBrokers, Topic: topic, GroupID: cfg.GroupID,
-				BatchSize: cfg.BatchSize, BatchWait: cfg.FlushInterval, OnStats: svc.ReportStats(topic),
-			}, log.Named("consumer").With(zap.String("topic", topic)), svc.Handle)
-			if cerr != nil {
-				failOnce.Do(func() { err = cerr })
-				stopAll()
-			}
-		})
-	}
-	wg.Wait()
+	g.Add(lifecycle.Part{Name: "consumers", Run: func(ctx context.Context) error {
+		// Side by side: they stop together, each committing its batch.
+		consumers, ctx := errgroup.WithContext(ctx)
+		for _, topic := range topics {
+			consumers.Go(func() error {
+				return kafkabus.Consume(ctx, kafkabus.ConsumerConfig{
+					Brokers: cfg.KafkaBrokers, Topic: topic, GroupID: cfg.GroupID,
+					BatchSize: cfg.BatchSize, BatchWait: cfg.FlushInterval, OnStats: svc.ReportStats(topic),
+				}, log.Named("consumer").With(zap.String("topic", topic)), svc.Handle)
+			})
+		}
+		return consumers.Wait()
+	}})
+	g.Add(lifecycle.Part{Name: "announce", Start: func(context.Context) error {
+		log.Info("archiver consuming", zap.String("addr", opsListener.Address()), zap.Strings("topics", []string{cfg.DecisionsTopic, cfg.BansTopic}),
+			zap.String("group", cfg.GroupID), zap.Int("batch", cfg.BatchSize), zap.Duration("flush", cfg.FlushInterval))
+		return nil
+	}})
+	return g.Run(ctx)
+}
 
-	log.Info("shutting down")
-	shutdownCtx, cancelShutdown := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
-	defer cancelShutdown()
-	if serr := srv.Shutdown(shutdownCtx); serr != nil && !errors.Is(serr, http.ErrServerClosed) {
-		log.Warn("http shutdown", zap.Error(serr))
+// openStore opens the database, creating it if it is missing and the role
+// may, and migrates the schema.
+func openStore(ctx context.Context, cfg config.Archiver, log *zap.Logger) (*pgstore.Store, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := pgstore.EnsureDatabase(ctx, cfg.DatabaseURL); err != nil {
+		log.Warn("could not create the database (it may already exist or the role may not create it)", zap.Error(err))
 	}
-	log.Info("stopped")
-	return err
+	store, err := pgstore.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	if err := store.Migrate(ctx); err != nil {
+		store.Close()
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	return store, nil
 }
 
 // maintainPartitions creates daily partitions ahead of time and drops those

@@ -5,14 +5,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -22,21 +16,14 @@ import (
 	"github.com/ratewarden/ratewarden/internal/detector"
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/kafkabus"
+	"github.com/ratewarden/ratewarden/internal/lifecycle"
 	"github.com/ratewarden/ratewarden/internal/ops"
 	"github.com/ratewarden/ratewarden/internal/redisstore"
 	"github.com/ratewarden/ratewarden/internal/rules"
 	"github.com/ratewarden/ratewarden/internal/telemetry"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stderr)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "detector:", err)
-		os.Exit(1)
-	}
-}
+func main() { lifecycle.Main("detector", run) }
 
 // run wires the detector and consumes until ctx is cancelled; the batch in
 // hand is finished (or left uncommitted) before it returns.
@@ -68,12 +55,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
-	defer rdb.Close()
 	publisher, err := kafkabus.NewBanPublisher(cfg.KafkaBrokers, cfg.BansTopic)
 	if err != nil {
+		_ = rdb.Close()
 		return err
 	}
-	defer publisher.Close()
 
 	ledger := redisstore.NewLedger(rdb, cfg.RedisKeyPrefix, redisstore.NewBlacklist(rdb, cfg.RedisKeyPrefix))
 	engine := detect.NewEngine(detect.Config{
@@ -82,33 +68,34 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}, redisstore.NewWindows(rdb, cfg.RedisKeyPrefix), ledger, publisher)
 	svc := detector.New(engine, log, reg)
 
-	handler := ops.NewHandler(ops.Config{Metrics: telemetry.MetricsHandler(reg), Log: log, Probes: []ops.Probe{
-		{Name: "redis", Required: true, Check: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }},
-		{Name: "kafka", Required: true, Check: func(ctx context.Context) error { return kafkabus.Ping(ctx, cfg.KafkaBrokers) }},
-	}})
-	srv := ops.NewServer(handler, log)
-	ln, err := net.Listen("tcp", cfg.ListenAddr)
-	if err != nil {
-		return fmt.Errorf("LISTEN_ADDR %s: %w", cfg.ListenAddr, err)
-	}
-	go func() { _ = srv.Serve(ln) }()
-	log.Info("detector consuming", zap.String("addr", ln.Addr().String()), zap.String("topic", cfg.DecisionsTopic),
-		zap.String("group", cfg.GroupID), zap.String("redis", redisCfg.Target()), zap.Strings("kafka", cfg.KafkaBrokers),
-		zap.Bool("dry_run", set.Detection().DryRun), zap.Duration("max_clock_skew", engine.MaxClockSkew()))
-
-	err = kafkabus.Consume(ctx, kafkabus.ConsumerConfig{
-		Brokers: cfg.KafkaBrokers, Topic: cfg.DecisionsTopic, GroupID: cfg.GroupID,
-		BatchSize: cfg.BatchSize, BatchWait: cfg.BatchWait, OnStats: svc.ReportStats,
-	}, log.Named("consumer"), svc.Handle)
-
-	log.Info("shutting down")
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
-	defer cancel()
-	if serr := srv.Shutdown(shutdownCtx); serr != nil && !errors.Is(serr, http.ErrServerClosed) {
-		log.Warn("http shutdown", zap.Error(serr))
-	}
-	log.Info("stopped")
-	return err
+	opsListener := &ops.Listener{Var: "LISTEN_ADDR", Addr: cfg.ListenAddr, Log: log, Handler: ops.NewHandler(ops.Config{
+		Metrics: telemetry.MetricsHandler(reg),
+		Probes: []ops.Probe{
+			{Name: "redis", Required: true, Check: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }},
+			{Name: "kafka", Required: true, Check: func(ctx context.Context) error { return kafkabus.Ping(ctx, cfg.KafkaBrokers) }},
+		},
+		Log: log,
+	})}
+	g := lifecycle.New(log, cfg.ShutdownTimeout)
+	g.Add(
+		lifecycle.Part{Name: "redis", Stop: func(context.Context) error { return rdb.Close() }},
+		lifecycle.Part{Name: "ban publisher", Stop: func(context.Context) error { return publisher.Close() }},
+		lifecycle.Part{Name: "ops listener", Start: opsListener.Listen, Run: opsListener.Serve, Stop: opsListener.Shutdown},
+		lifecycle.Part{Name: "consumer",
+			Start: func(context.Context) error {
+				log.Info("detector consuming", zap.String("addr", opsListener.Address()), zap.String("topic", cfg.DecisionsTopic),
+					zap.String("group", cfg.GroupID), zap.String("redis", redisCfg.Target()), zap.Strings("kafka", cfg.KafkaBrokers),
+					zap.Bool("dry_run", set.Detection().DryRun), zap.Duration("max_clock_skew", engine.MaxClockSkew()))
+				return nil
+			},
+			Run: func(ctx context.Context) error {
+				return kafkabus.Consume(ctx, kafkabus.ConsumerConfig{
+					Brokers: cfg.KafkaBrokers, Topic: cfg.DecisionsTopic, GroupID: cfg.GroupID,
+					BatchSize: cfg.BatchSize, BatchWait: cfg.BatchWait, OnStats: svc.ReportStats,
+				}, log.Named("consumer"), svc.Handle)
+			}},
+	)
+	return g.Run(ctx)
 }
 
 // exempt reports whether the event's client is exempt in the rules file:

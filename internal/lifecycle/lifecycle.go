@@ -30,8 +30,8 @@ type Part struct {
 	// reverse order, and Run returns the error.
 	Start func(ctx context.Context) error
 	// Run runs on a goroutine of its own from after Start until the part is
-	// stopped, when its ctx ends. An error before that stops the process
-	// and is what Run returns; returning nil ends this part alone.
+	// stopped, when its ctx ends. Returning before that stops the process,
+	// and its error is what the group's Run returns.
 	Run func(ctx context.Context) error
 	// Stop stops the part within ctx's deadline, shared by every part. It
 	// is called while Run's ctx still lasts (a server stops accepting and
@@ -56,6 +56,12 @@ func New(log *zap.Logger, timeout time.Duration) *Group {
 // them.
 func (g *Group) Add(parts ...Part) { g.parts = append(g.parts, parts...) }
 
+// ending is a Run that returned before its part was stopped.
+type ending struct {
+	part string
+	err  error
+}
+
 // running is a started part.
 type running struct {
 	Part
@@ -67,7 +73,7 @@ type running struct {
 // and stops the started parts in reverse order. It returns the error of the
 // part that failed to start or failed while running, or nil.
 func (g *Group) Run(ctx context.Context) error {
-	failed := make(chan error, len(g.parts))
+	ended := make(chan ending, len(g.parts)) // Runs that returned on their own
 	var started []*running
 	var err error
 	for _, p := range g.parts {
@@ -86,8 +92,8 @@ func (g *Group) Run(ctx context.Context) error {
 			r.cancel, r.done = cancel, make(chan struct{})
 			go func() {
 				defer close(r.done)
-				if rerr := p.Run(rctx); rerr != nil && rctx.Err() == nil {
-					failed <- fmt.Errorf("%s: %w", p.Name, rerr)
+				if rerr := p.Run(rctx); rctx.Err() == nil {
+					ended <- ending{p.Name, rerr}
 				}
 			}()
 		}
@@ -96,11 +102,12 @@ func (g *Group) Run(ctx context.Context) error {
 	if err == nil && ctx.Err() == nil {
 		select {
 		case <-ctx.Done():
-		case err = <-failed:
+		case e := <-ended:
+			g.log.Error("part ended on its own, stopping", zap.String("part", e.part), zap.Error(e.err))
+			if e.err != nil {
+				err = fmt.Errorf("%s: %w", e.part, e.err)
+			}
 		}
-	}
-	if err != nil {
-		g.log.Error("stopping on failure", zap.Error(err))
 	}
 	g.log.Info("shutting down")
 	g.stop(started)

@@ -79,7 +79,6 @@ func TestRunFailureStopsTheProcess(t *testing.T) {
 	g := New(zap.NewNop(), time.Second)
 	g.Add(recorded(&j, "a", false),
 		Part{Name: "consumer", Run: func(context.Context) error { return boom }},
-		Part{Name: "finished", Run: func(context.Context) error { return nil }},
 		recorded(&j, "c", false))
 	err := g.Run(context.Background())
 	if !errors.Is(err, boom) || err.Error() != "consumer: consumer gave up" {
@@ -92,6 +91,20 @@ func TestRunFailureStopsTheProcess(t *testing.T) {
 
 // A part that outlasts the deadline is left behind; the parts before it are
 // stopped all the same, with the deadline's context.
+// A Run that returns nil before its part is stopped stops the process too:
+// it has nothing left to do.
+func TestRunEndingStopsTheProcess(t *testing.T) {
+	var j journal
+	g := New(zap.NewNop(), time.Second)
+	g.Add(recorded(&j, "a", false), Part{Name: "consumer", Run: func(context.Context) error { return nil }})
+	if err := g.Run(context.Background()); err != nil {
+		t.Fatalf("Run: %v, want nil", err)
+	}
+	if got, want := j.get(), []string{"start a", "stop a"}; !slices.Equal(got, want) {
+		t.Fatalf("journal %q, want %q", got, want)
+	}
+}
+
 func TestStopDeadline(t *testing.T) {
 	var j journal
 	release, started := make(chan struct{}), make(chan struct{})
