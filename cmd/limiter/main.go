@@ -20,7 +20,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ratewarden/ratewarden/internal/config"
-	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/httpapi"
 	"github.com/ratewarden/ratewarden/internal/kafkabus"
 	"github.com/ratewarden/ratewarden/internal/limiter"
@@ -109,20 +108,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	// they happen in between; enforcement reads only memory.
 	bans := limiter.NewBanSet(reg)
 	blacklist := redisstore.NewBlacklist(rdb, cfg.RedisKeyPrefix)
+	banFollower := limiter.NewBanFollower(bans, blacklist, cfg.BanResync, log)
 	banCtx, stopBans := context.WithCancel(context.WithoutCancel(ctx))
 	var banSync sync.WaitGroup
-	loadBans := func(ctx context.Context) ([]event.Ban, error) { return blacklist.Active(ctx, time.Now()) }
-	banSync.Go(func() {
-		// Every (re)subscription reloads the whole list, so no change is
-		// missed between a load and the subscription.
-		err := blacklist.SubscribeResync(banCtx,
-			func(c redisstore.Change) { bans.Apply(c.Action, c.Scope, c.Subject, c.ExpiresAt) },
-			func() { _ = bans.Load(banCtx, loadBans) }) // on failure the periodic resync retries
-		if err != nil && banCtx.Err() == nil {
-			log.Error("ban change subscription ended; bans now follow the periodic resync only", zap.Error(err))
-		}
-	})
-	banSync.Go(func() { limiter.SyncBans(banCtx, bans, loadBans, cfg.BanResync, log) })
+	banSync.Go(func() { _ = banFollower.Run(banCtx) })
 	defer func() { stopBans(); banSync.Wait() }()
 
 	// Heartbeats are the health checks: they prove Redis answers and count
@@ -181,7 +170,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	warmup.Run(ctx, warmup.Config{
 		Steps: []warmup.Step{
 			{Name: "redis", Run: func(ctx context.Context) error { return store.WarmUp(ctx, redisCfg.PoolSize) }},
-			{Name: "bans", Run: func(ctx context.Context) error { return bans.Load(ctx, loadBans) }},
+			{Name: "bans", Run: banFollower.Load},
 		},
 		Timeout:    cfg.RedisWarmup,
 		Classify:   redisstore.ClassifyError,

@@ -39,6 +39,16 @@ type Ban struct {
 	Note string
 }
 
+// BanChange is a change of the shared blacklist as its subscribers (the
+// limiters) learn it: a ban of Subject in Scope until ExpiresAt, or the
+// lifting of one.
+type BanChange struct {
+	Action    string // ActionBan or ActionUnban
+	Scope     string
+	Subject   string
+	ExpiresAt time.Time // zero for an unban
+}
+
 // Evidence is what a ban was decided on.
 type Evidence struct {
 	FirstTS         time.Time

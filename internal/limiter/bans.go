@@ -8,7 +8,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
-	"go.uber.org/zap"
 
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/rules"
@@ -291,28 +290,5 @@ func (b *BanSet) report() {
 	defer b.mu.RUnlock()
 	for scope, m := range b.state.bans {
 		b.sizes.WithLabelValues(scope).Set(float64(len(m)))
-	}
-}
-
-// SyncBans loads the full blacklist with list now and every interval until
-// ctx ends, pruning expired entries in between. A failed load keeps the set
-// as it is (bans stay enforced while Redis is away) and is retried at the
-// next interval.
-func SyncBans(ctx context.Context, set *BanSet, list func(context.Context) ([]event.Ban, error), every time.Duration, log *zap.Logger) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := set.Load(lctx, list)
-		cancel()
-		if err != nil && ctx.Err() == nil {
-			log.Warn("ban sync failed, keeping the bans in memory", zap.Error(err))
-			set.Prune(time.Now())
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -62,27 +63,78 @@ func TestBanSet(t *testing.T) {
 	}
 }
 
-// A failing sync keeps the bans in memory: they stay enforced while Redis
-// is away.
-func TestSyncBansKeepsBansWhenTheSourceFails(t *testing.T) {
-	set := NewBanSet(prometheus.NewRegistry())
-	var calls atomic.Int32
-	list := func(context.Context) ([]event.Ban, error) {
-		if calls.Add(1) == 1 {
-			return []event.Ban{{Action: event.ActionBan, Scope: event.ScopeIP, Subject: "203.0.113.9", ExpiresAt: time.Now().Add(time.Hour)}}, nil
-		}
+// fakeBlacklist is a blacklist in memory: Active fails once failing is
+// set, and SubscribeResync announces what is sent on changes.
+type fakeBlacklist struct {
+	mu      sync.Mutex
+	bans    []event.Ban
+	failing bool
+	loads   atomic.Int32
+	changes chan event.BanChange
+}
+
+func (f *fakeBlacklist) Active(context.Context, time.Time) ([]event.Ban, error) {
+	f.loads.Add(1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failing {
 		return nil, errors.New("redis down")
 	}
+	return slices.Clone(f.bans), nil
+}
+
+func (f *fakeBlacklist) SubscribeResync(ctx context.Context, onChange func(event.BanChange), onResync func()) error {
+	onResync()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case c := <-f.changes:
+			onChange(c)
+		}
+	}
+}
+
+func (f *fakeBlacklist) set(failing bool, bans ...event.Ban) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failing, f.bans = failing, bans
+}
+
+// A follower loads the list at its start, applies the announced changes,
+// keeps the bans in memory while loads fail (they stay enforced while Redis
+// is away) and returns once ctx ends.
+func TestBanFollower(t *testing.T) {
+	set := NewBanSet(prometheus.NewRegistry())
+	until := time.Now().Add(time.Hour)
+	ipBan := event.Ban{Action: event.ActionBan, Scope: event.ScopeIP, Subject: "203.0.113.9", ExpiresAt: until}
+	list := &fakeBlacklist{changes: make(chan event.BanChange)}
+	list.set(false, ipBan)
+	f := NewBanFollower(set, list, 5*time.Millisecond, zap.NewNop())
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { SyncBans(ctx, set, list, 5*time.Millisecond, zap.NewNop()); close(done) }()
-	for calls.Load() < 4 {
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx) }()
+	banned := func(scope, subject string) bool { _, ok := set.Banned(scope, subject, time.Now()); return ok }
+	for !banned(event.ScopeIP, "203.0.113.9") {
 		time.Sleep(time.Millisecond)
 	}
+	// As in Redis: written to the list, then announced.
+	list.set(false, ipBan, event.Ban{Action: event.ActionBan, Scope: event.ScopeUser, Subject: "mallory", ExpiresAt: until})
+	list.changes <- event.BanChange{Action: event.ActionBan, Scope: event.ScopeUser, Subject: "mallory", ExpiresAt: until}
+	list.changes <- event.BanChange{Action: event.ActionUnban, Scope: event.ScopeUser, Subject: "nobody"} // applied in order: mallory's is in
+	if !banned(event.ScopeUser, "mallory") {
+		t.Fatal("announced ban not applied")
+	}
+	list.set(true)
+	for n := list.loads.Load() + 3; list.loads.Load() < n; {
+		time.Sleep(time.Millisecond)
+	}
+	if !banned(event.ScopeIP, "203.0.113.9") || !banned(event.ScopeUser, "mallory") {
+		t.Fatal("bans lost after failed resyncs")
+	}
 	cancel()
-	<-done
-	if _, ok := set.Banned(event.ScopeIP, "203.0.113.9", time.Now()); !ok {
-		t.Fatal("ban lost after failed resyncs")
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v, want nil", err)
 	}
 }
 

@@ -26,14 +26,6 @@ type Blacklist struct {
 	now    func() time.Time
 }
 
-// Change is one message of the blacklist's channel.
-type Change struct {
-	Action    string // event.ActionBan or event.ActionUnban
-	Scope     string
-	Subject   string
-	ExpiresAt time.Time // zero for an unban
-}
-
 // addRetries bounds the optimistic transactions of Add under contention.
 const addRetries = 16
 
@@ -190,7 +182,7 @@ func (b *Blacklist) Active(ctx context.Context, now time.Time) ([]event.Ban, err
 // caller keeping a copy of the blacklist reloads Active there (and, as
 // pub/sub is at most once, periodically as well). Undecodable messages are
 // skipped. Both callbacks run on the caller's goroutine, one at a time.
-func (b *Blacklist) SubscribeResync(ctx context.Context, onChange func(Change), onResync func()) error {
+func (b *Blacklist) SubscribeResync(ctx context.Context, onChange func(event.BanChange), onResync func()) error {
 	return subscribe(ctx, b.client, b.Channel(), func(payload string) {
 		if c, ok := parseChange(payload); ok {
 			onChange(c)
@@ -199,22 +191,22 @@ func (b *Blacklist) SubscribeResync(ctx context.Context, onChange func(Change), 
 }
 
 // parseChange decodes "<action>|<scope>|<expires_ms>|<subject>".
-func parseChange(msg string) (Change, bool) {
+func parseChange(msg string) (event.BanChange, bool) {
 	parts := strings.SplitN(msg, "|", 4)
 	if len(parts) != 4 || parts[3] == "" || validateScope(parts[1]) != nil {
-		return Change{}, false
+		return event.BanChange{}, false
 	}
 	ms, err := strconv.ParseInt(parts[2], 10, 64)
 	if err != nil {
-		return Change{}, false
+		return event.BanChange{}, false
 	}
-	c := Change{Action: parts[0], Scope: parts[1], Subject: parts[3]}
+	c := event.BanChange{Action: parts[0], Scope: parts[1], Subject: parts[3]}
 	switch {
 	case c.Action == event.ActionBan && ms > 0:
 		c.ExpiresAt = time.UnixMilli(ms).UTC()
 	case c.Action == event.ActionUnban && ms == 0:
 	default:
-		return Change{}, false
+		return event.BanChange{}, false
 	}
 	return c, true
 }

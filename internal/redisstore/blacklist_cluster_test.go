@@ -68,7 +68,7 @@ func testClusterBlacklist(t *testing.T, e *clusterEnv) {
 				t.Fatal(err)
 			}
 			want = append(want, ban)
-			if got := wait(t, sub.changes); got != (Change{Action: "ban", Scope: "user", Subject: s, ExpiresAt: ban.ExpiresAt}) {
+			if got := wait(t, sub.changes); got != (event.BanChange{Action: "ban", Scope: "user", Subject: s, ExpiresAt: ban.ExpiresAt}) {
 				t.Errorf("change %+v after banning %s", got, s)
 			}
 		}
@@ -88,7 +88,7 @@ func testClusterBlacklist(t *testing.T, e *clusterEnv) {
 			if err := n.Client().Publish(ctx, reader.Channel(), msg).Err(); err != nil {
 				t.Fatalf("publish on %s: %v", n.Addr, err)
 			}
-			want := Change{Action: "ban", Scope: "ip", Subject: subject, ExpiresAt: detectT0}
+			want := event.BanChange{Action: "ban", Scope: "ip", Subject: subject, ExpiresAt: detectT0}
 			if got := wait(t, sub.changes); got != want {
 				t.Errorf("published on %s (%s): got %+v, want %+v", n.Addr, n.Role(), got, want)
 			}
@@ -106,14 +106,14 @@ func testClusterBlacklist(t *testing.T, e *clusterEnv) {
 				t.Fatalf("claim of %s: %+v, want a new ban", s, out)
 			}
 			settle(t, l, out.Ban, true)
-			if got, want := wait(t, sub.changes), (Change{Action: "ban", Scope: "user", Subject: s, ExpiresAt: out.Ban.ExpiresAt}); got != want {
+			if got, want := wait(t, sub.changes), (event.BanChange{Action: "ban", Scope: "user", Subject: s, ExpiresAt: out.Ban.ExpiresAt}); got != want {
 				t.Errorf("change %+v, want %+v", got, want)
 			}
 			removed, err := writer.Remove(ctx, event.ScopeUser, s)
 			if err != nil || !removed {
 				t.Fatalf("remove %s: %v, %v; want removed", s, removed, err)
 			}
-			if got, want := wait(t, sub.changes), (Change{Action: "unban", Scope: "user", Subject: s}); got != want {
+			if got, want := wait(t, sub.changes), (event.BanChange{Action: "unban", Scope: "user", Subject: s}); got != want {
 				t.Errorf("change %+v, want %+v", got, want)
 			}
 			c.Ban.TS = c.Ban.TS.Add(time.Minute)

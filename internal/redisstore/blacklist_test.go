@@ -125,11 +125,11 @@ func TestBlacklistMissingDetails(t *testing.T) {
 func TestBlacklistSubscribe(t *testing.T) {
 	forEachClock(t, func(t *testing.T, t0 time.Time) {
 		bl, _ := newTestBlacklist(t, t0)
-		changes, resyncs := make(chan Change, 10), make(chan struct{}, 10)
+		changes, resyncs := make(chan event.BanChange, 10), make(chan struct{}, 10)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() {
-			done <- bl.SubscribeResync(ctx, func(c Change) { changes <- c }, func() { resyncs <- struct{}{} })
+			done <- bl.SubscribeResync(ctx, func(c event.BanChange) { changes <- c }, func() { resyncs <- struct{}{} })
 		}()
 		wait(t, resyncs)
 		// Foreign messages on the channel are skipped.
@@ -140,7 +140,7 @@ func TestBlacklistSubscribe(t *testing.T) {
 		if _, err := bl.Remove(context.Background(), event.ScopeUser, "a|b|"); err != nil {
 			t.Fatal(err)
 		}
-		want := []Change{
+		want := []event.BanChange{
 			{Action: "ban", Scope: "user", Subject: "a|b|", ExpiresAt: t0.Add(time.Hour)},
 			{Action: "unban", Scope: "user", Subject: "a|b|"},
 		}
@@ -163,11 +163,11 @@ func TestBlacklistIPv6PrefixSubject(t *testing.T) {
 	forEachClock(t, func(t *testing.T, t0 time.Time) {
 		ctx := context.Background()
 		bl, _ := newTestBlacklist(t, t0)
-		changes, resyncs := make(chan Change, 10), make(chan struct{}, 10)
+		changes, resyncs := make(chan event.BanChange, 10), make(chan struct{}, 10)
 		sctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		go func() {
-			_ = bl.SubscribeResync(sctx, func(c Change) { changes <- c }, func() { resyncs <- struct{}{} })
+			_ = bl.SubscribeResync(sctx, func(c event.BanChange) { changes <- c }, func() { resyncs <- struct{}{} })
 		}()
 		wait(t, resyncs)
 
@@ -180,7 +180,7 @@ func TestBlacklistIPv6PrefixSubject(t *testing.T) {
 			if err := bl.Add(ctx, b); err != nil {
 				t.Fatal(err)
 			}
-			if got, want := wait(t, changes), (Change{Action: "ban", Scope: "ip", Subject: b.Subject, ExpiresAt: b.ExpiresAt}); got != want {
+			if got, want := wait(t, changes), (event.BanChange{Action: "ban", Scope: "ip", Subject: b.Subject, ExpiresAt: b.ExpiresAt}); got != want {
 				t.Errorf("change %+v, want %+v", got, want)
 			}
 		}
@@ -191,7 +191,7 @@ func TestBlacklistIPv6PrefixSubject(t *testing.T) {
 		if removed, err := bl.Remove(ctx, event.ScopeIP, prefix); !removed || err != nil {
 			t.Fatalf("remove %s: %v, %v", prefix, removed, err)
 		}
-		if got := wait(t, changes); got != (Change{Action: "unban", Scope: "ip", Subject: prefix}) {
+		if got := wait(t, changes); got != (event.BanChange{Action: "unban", Scope: "ip", Subject: prefix}) {
 			t.Errorf("change %+v", got)
 		}
 		if active, _ := bl.Active(ctx, t0); len(active) != 1 || active[0].Subject != address {
@@ -205,10 +205,12 @@ func TestBlacklistIPv6PrefixSubject(t *testing.T) {
 func TestBlacklistSubscribeReconnect(t *testing.T) {
 	client := privateRedis(t)
 	bl := NewBlacklist(client, "rw:")
-	changes, resyncs := make(chan Change, 10), make(chan struct{}, 10)
+	changes, resyncs := make(chan event.BanChange, 10), make(chan struct{}, 10)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go func() { _ = bl.SubscribeResync(ctx, func(c Change) { changes <- c }, func() { resyncs <- struct{}{} }) }()
+	go func() {
+		_ = bl.SubscribeResync(ctx, func(c event.BanChange) { changes <- c }, func() { resyncs <- struct{}{} })
+	}()
 	wait(t, resyncs)
 	if err := client.ClientKillByFilter(context.Background(), "TYPE", "pubsub").Err(); err != nil {
 		t.Fatal(err)
@@ -236,20 +238,20 @@ func wait[T any](tb testing.TB, ch <-chan T) T {
 func TestParseChange(t *testing.T) {
 	tests := []struct {
 		msg  string
-		want Change
+		want event.BanChange
 		ok   bool
 	}{
-		{"ban|ip|1795255200000|203.0.113.7", Change{"ban", "ip", "203.0.113.7", time.UnixMilli(1795255200000).UTC()}, true},
-		{"unban|user|0|a|b", Change{"unban", "user", "a|b", time.Time{}}, true},
-		{"ban|ip|1795255200000|2001:db8:1:2::/64", Change{"ban", "ip", "2001:db8:1:2::/64", time.UnixMilli(1795255200000).UTC()}, true},
-		{"unban|ip|0|2001:db8::1", Change{"unban", "ip", "2001:db8::1", time.Time{}}, true},
-		{"unban|user|5|a", Change{}, false},
-		{"ban|ip|0|a", Change{}, false},
-		{"ban|host|1|a", Change{}, false},
-		{"warn|ip|1|a", Change{}, false},
-		{"ban|ip|1|", Change{}, false},
-		{"ban|ip|1", Change{}, false},
-		{"", Change{}, false},
+		{"ban|ip|1795255200000|203.0.113.7", event.BanChange{Action: "ban", Scope: "ip", Subject: "203.0.113.7", ExpiresAt: time.UnixMilli(1795255200000).UTC()}, true},
+		{"unban|user|0|a|b", event.BanChange{Action: "unban", Scope: "user", Subject: "a|b"}, true},
+		{"ban|ip|1795255200000|2001:db8:1:2::/64", event.BanChange{Action: "ban", Scope: "ip", Subject: "2001:db8:1:2::/64", ExpiresAt: time.UnixMilli(1795255200000).UTC()}, true},
+		{"unban|ip|0|2001:db8::1", event.BanChange{Action: "unban", Scope: "ip", Subject: "2001:db8::1"}, true},
+		{"unban|user|5|a", event.BanChange{}, false},
+		{"ban|ip|0|a", event.BanChange{}, false},
+		{"ban|host|1|a", event.BanChange{}, false},
+		{"warn|ip|1|a", event.BanChange{}, false},
+		{"ban|ip|1|", event.BanChange{}, false},
+		{"ban|ip|1", event.BanChange{}, false},
+		{"", event.BanChange{}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.msg, func(t *testing.T) {

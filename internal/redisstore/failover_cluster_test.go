@@ -199,7 +199,7 @@ func testClusterFailover(t *testing.T, e *clusterEnv) {
 	}
 	for _, sc := range []struct {
 		name string
-		sub  *subscription[Change]
+		sub  *subscription[event.BanChange]
 	}{
 		{"blacklist subscription", banChanges},
 		{"blacklist subscription on a client of its own", loneChanges},
@@ -221,7 +221,7 @@ func testClusterFailover(t *testing.T, e *clusterEnv) {
 				if err := bans.Add(ctx, ban); err != nil {
 					return err
 				}
-				return awaitChange(ctx, sc.sub.changes, func(c Change) bool { return c.Subject == ban.Subject })
+				return awaitChange(ctx, sc.sub.changes, func(c event.BanChange) bool { return c.Subject == ban.Subject })
 			})
 		})
 	}
