@@ -15,8 +15,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
 	"go.uber.org/zap"
 
 	"github.com/ratewarden/ratewarden/internal/config"
@@ -75,17 +73,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	defer rdb.Close()
 	store := redisstore.New(rdb) // before rdb's first command: see WarmUp
 
-	pipelineCalls := promauto.With(reg).NewHistogram(prometheus.HistogramOpts{
-		Name:    "rate_limit_redis_pipeline_calls",
-		Help:    "Decision calls sent per Redis round trip (concurrent checks share pipelines).",
-		Buckets: prometheus.ExponentialBuckets(1, 2, 9),
-	})
 	counter := redisstore.NewCoalescer(store, redisstore.CoalesceConfig{
-		Pipelines: cfg.RedisPipelines,
-		Limit:     cfg.PipelineLimit,
-		Window:    cfg.PipelineWindow,
-		Timeout:   cfg.RedisTimeout,
-		OnFlush:   func(n int) { pipelineCalls.Observe(float64(n)) },
+		Pipelines:  cfg.RedisPipelines,
+		Limit:      cfg.PipelineLimit,
+		Window:     cfg.PipelineWindow,
+		Timeout:    cfg.RedisTimeout,
+		Registerer: reg,
 	})
 
 	producer, err := kafkabus.NewProducer(kafkabus.ProducerConfig{

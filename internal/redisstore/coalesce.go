@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratewarden/ratewarden/internal/decide"
@@ -37,6 +39,9 @@ type CoalesceConfig struct {
 	NodeRetry    time.Duration
 	// OnFlush, if set, is told the number of calls of every pipeline sent.
 	OnFlush func(calls int)
+	// Registerer, if set, gets rate_limit_redis_pipeline_calls, the
+	// histogram of the calls per pipeline.
+	Registerer prometheus.Registerer
 }
 
 // Coalescer shares Redis round trips between concurrent decisions, as
@@ -121,6 +126,18 @@ func NewCoalescer(store *Store, cfg CoalesceConfig) *Coalescer {
 	}
 	if cfg.NodeRetry <= 0 {
 		cfg.NodeRetry = time.Second
+	}
+	if cfg.Registerer != nil {
+		calls := promauto.With(cfg.Registerer).NewHistogram(prometheus.HistogramOpts{
+			Name:    "rate_limit_redis_pipeline_calls",
+			Help:    "Decision calls sent per Redis round trip (concurrent checks share pipelines).",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 9),
+		})
+		if onFlush := cfg.OnFlush; onFlush != nil {
+			cfg.OnFlush = func(n int) { calls.Observe(float64(n)); onFlush(n) }
+		} else {
+			cfg.OnFlush = func(n int) { calls.Observe(float64(n)) }
+		}
 	}
 	c := &Coalescer{store: store, cfg: cfg, quit: make(chan struct{}), lanes: map[string]*lane{}}
 	c.items.New = func() any { return &pending{done: make(chan struct{}, 1)} }

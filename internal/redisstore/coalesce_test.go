@@ -8,16 +8,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/ratewarden/ratewarden/internal/decide"
 	"github.com/ratewarden/ratewarden/internal/decide/decidetest"
 )
 
-// Concurrent callers share pipelines and still get exactly the limit.
+// Concurrent callers share pipelines and still get exactly the limit; the
+// histogram counts every pipeline.
 func TestCoalescerExactUnderConcurrency(t *testing.T) {
 	client := newClient(t, redisAddr())
 	exactUnderConcurrency(t, client, func(t *testing.T) decider {
-		var shared atomic.Int64 // pipelines that carried more than one call
-		co := NewCoalescer(New(client), CoalesceConfig{Pipelines: 4, OnFlush: func(n int) {
+		var shared, flushes atomic.Int64 // pipelines that carried more than one call; all pipelines
+		reg := prometheus.NewRegistry()
+		co := NewCoalescer(New(client), CoalesceConfig{Pipelines: 4, Registerer: reg, OnFlush: func(n int) {
+			flushes.Add(1)
 			if n > 1 {
 				shared.Add(1)
 			}
@@ -26,6 +32,13 @@ func TestCoalescerExactUnderConcurrency(t *testing.T) {
 			co.Close()
 			if shared.Load() == 0 {
 				t.Errorf("200 concurrent callers on 4 connections never shared a pipeline")
+			}
+			if n := testutil.CollectAndCount(reg, "rate_limit_redis_pipeline_calls"); n != 1 {
+				t.Errorf("rate_limit_redis_pipeline_calls: %d series, want 1", n)
+			}
+			families, _ := reg.Gather()
+			if got := families[0].GetMetric()[0].GetHistogram().GetSampleCount(); got != uint64(flushes.Load()) {
+				t.Errorf("rate_limit_redis_pipeline_calls counted %d pipelines, OnFlush %d", got, flushes.Load())
 			}
 		})
 		return co.Decide
