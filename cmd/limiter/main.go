@@ -3,14 +3,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
-	"sync"
 	"syscall"
 	"time"
 
@@ -20,6 +16,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/httpapi"
 	"github.com/ratewarden/ratewarden/internal/kafkabus"
+	"github.com/ratewarden/ratewarden/internal/lifecycle"
 	"github.com/ratewarden/ratewarden/internal/limiter"
 	"github.com/ratewarden/ratewarden/internal/ops"
 	"github.com/ratewarden/ratewarden/internal/pgstore"
@@ -34,17 +31,13 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "rules" {
 		os.Exit(rulesCommand(os.Args[2:], os.Stdout, os.Stderr))
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stderr)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "limiter:", err)
-		os.Exit(1)
-	}
+	lifecycle.Main("limiter", run)
 }
 
-// run wires the service and serves until ctx is cancelled, then shuts down
-// in reverse start order: stop intake, flush events, close Redis.
+// run wires the limiter's parts and runs them in order (package lifecycle):
+// nothing listens before the warm-up has ended; at shutdown intake stops
+// first, then rule and ban following, then the events are flushed and Redis
+// is closed.
 func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
 	if len(args) > 0 {
 		return fmt.Errorf("unexpected arguments %q: configuration comes from the environment (see README); "+
@@ -70,9 +63,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
-	defer rdb.Close()
 	store := redisstore.New(rdb) // before rdb's first command: see WarmUp
-
 	counter := redisstore.NewCoalescer(store, redisstore.CoalesceConfig{
 		Pipelines:  cfg.RedisPipelines,
 		Limit:      cfg.PipelineLimit,
@@ -80,7 +71,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		Timeout:    cfg.RedisTimeout,
 		Registerer: reg,
 	})
-
 	producer, err := kafkabus.NewProducer(kafkabus.ProducerConfig{
 		Brokers:   cfg.KafkaBrokers,
 		Topic:     cfg.DecisionsTopic,
@@ -90,55 +80,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
-
 	banPublisher, err := kafkabus.NewBanPublisher(cfg.KafkaBrokers, cfg.BansTopic)
 	if err != nil {
 		return err
 	}
-	defer banPublisher.Close()
 
-	// Bans: the whole blacklist now and every BAN_RESYNC_INTERVAL, changes as
-	// they happen in between; enforcement reads only memory.
+	// Bans: the whole blacklist at start and every BAN_RESYNC_INTERVAL,
+	// changes as they happen in between; enforcement reads only memory.
 	bans := limiter.NewBanSet(reg)
 	blacklist := redisstore.NewBlacklist(rdb, cfg.RedisKeyPrefix)
 	banFollower := limiter.NewBanFollower(bans, blacklist, cfg.BanResync, log)
-	banCtx, stopBans := context.WithCancel(context.WithoutCancel(ctx))
-	var banSync sync.WaitGroup
-	banSync.Go(func() { _ = banFollower.Run(banCtx) })
-	defer func() { stopBans(); banSync.Wait() }()
-
 	// Heartbeats are the health checks: they prove Redis answers and count
 	// the live limiters, the divisor of local limits while Redis is away.
 	// They also carry the rule-set version each limiter runs.
 	heartbeats := redisstore.NewHeartbeats(rdb, cfg.RedisKeyPrefix, cfg.Instance, cfg.RedisHealthInterval)
-
-	// Rules: the file merged with the dynamic rules, kept current by the
-	// manager (SIGHUP, file and store polls, announcements on Redis).
-	var svc *limiter.Service // nil while the manager's Start applies the first set
-	rulesMgr := rulesync.New(rulesync.Config{
-		File:    cfg.RulesFile,
-		Options: rules.Options{KeyPrefix: cfg.RedisKeyPrefix},
-		Apply: func(set *rules.Set) {
-			if svc != nil {
-				svc.SetRules(set)
-			}
-		},
-		Connect: ruleStore(cfg),
-		Changes: redisstore.NewRuleChanges(rdb, cfg.RedisKeyPrefix),
-		Report: func(version string, appliedAt time.Time) {
-			ctx, cancel := context.WithTimeout(context.Background(), cfg.RedisTimeout)
-			defer cancel()
-			_ = heartbeats.ReportRules(ctx, redisstore.RulesReport{Version: version, AppliedAt: appliedAt}) // else the next beat reports it
-		},
-		FilePoll:   cfg.RulesPoll,
-		StorePoll:  cfg.RulesPoll,
-		Log:        log.Named("rules"),
-		Registerer: reg,
-	})
-	if err := rulesMgr.Start(ctx); err != nil {
-		return err
-	}
-	svc = limiter.New(limiter.Config{
+	svc := limiter.New(limiter.Config{
 		Instance:      cfg.Instance,
 		ClassifyError: redisstore.ClassifyError,
 		ErrorClasses:  redisstore.ErrorClasses(),
@@ -155,34 +111,25 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		Health:              heartbeats,
 		HealthInterval:      cfg.RedisHealthInterval,
 		HealthTimeout:       cfg.RedisTimeout,
-	}, rulesMgr.View().Set, counter, producer, log, reg)
-
-	// No listener opens before the warm-up has ended, so no decision is the
-	// first round trip of a cold client (README "Operations"). Not fatal:
-	// past REDIS_WARMUP_TIMEOUT the limiter starts as it would cold.
-	warmup.Run(ctx, warmup.Config{
-		Steps: []warmup.Step{
-			{Name: "redis", Run: func(ctx context.Context) error { return store.WarmUp(ctx, redisCfg.PoolSize) }},
-			{Name: "bans", Run: banFollower.Load},
+	}, nil, counter, producer, log, reg) // no rules until the manager's first load
+	// Rules: the file merged with the dynamic rules, kept current by the
+	// manager (SIGHUP, file and store polls, announcements on Redis).
+	rulesMgr := rulesync.New(rulesync.Config{
+		File:    cfg.RulesFile,
+		Options: rules.Options{KeyPrefix: cfg.RedisKeyPrefix},
+		Apply:   svc.SetRules,
+		Connect: ruleStore(cfg),
+		Changes: redisstore.NewRuleChanges(rdb, cfg.RedisKeyPrefix),
+		Report: func(version string, appliedAt time.Time) {
+			ctx, cancel := context.WithTimeout(context.Background(), cfg.RedisTimeout)
+			defer cancel()
+			_ = heartbeats.ReportRules(ctx, redisstore.RulesReport{Version: version, AppliedAt: appliedAt}) // else the next beat reports it
 		},
-		Timeout:    cfg.RedisWarmup,
-		Classify:   redisstore.ClassifyError,
-		Log:        log.With(zap.String("redis", redisCfg.Target())),
+		FilePoll:   cfg.RulesPoll,
+		StorePoll:  cfg.RulesPoll,
+		Log:        log.Named("rules"),
 		Registerer: reg,
 	})
-	svc.Start()
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	rulesCtx, stopRules := context.WithCancel(context.WithoutCancel(ctx))
-	var rulesSync sync.WaitGroup
-	rulesSync.Go(func() { rulesMgr.Run(rulesCtx, hup) })
-	defer func() { signal.Stop(hup); stopRules(); rulesSync.Wait() }()
-	defer func() {
-		svc.Stop()
-		leaveCtx, cancel := context.WithTimeout(context.Background(), cfg.RedisTimeout)
-		_ = heartbeats.Leave(leaveCtx) // else the others count this one for three more intervals
-		cancel()
-	}()
 
 	// None is required: without Redis the limiter still decides (its mode
 	// says how), without Postgres the rules in force stay (only changes
@@ -207,51 +154,80 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		Instances:      liveInstances(heartbeats),
 		Instance:       cfg.Instance,
 	})
-	handler := ops.Beside(api, ops.NewHandler(ops.Config{
+	decisions := &ops.Listener{Var: "LISTEN_ADDR", Addr: cfg.ListenAddr, Log: log, Handler: ops.Beside(api, ops.NewHandler(ops.Config{
 		Metrics: telemetry.MetricsHandler(reg),
 		Probes:  probes,
 		Details: func() map[string]string { return map[string]string{"mode": svc.Mode()} },
 		Log:     log,
-	}))
-	srv := ops.NewServer(handler, log)
-	ln, err := net.Listen("tcp", cfg.ListenAddr)
-	if err != nil {
-		return fmt.Errorf("LISTEN_ADDR %s: %w", cfg.ListenAddr, err)
-	}
-	log.Info("limiter listening", zap.String("addr", ln.Addr().String()), zap.Int("rules", len(rulesMgr.View().Rules)), zap.String("rules_version", rulesMgr.View().Version),
-		zap.String("redis", redisCfg.Target()), zap.Strings("kafka", cfg.KafkaBrokers), zap.String("instance", cfg.Instance))
+	}))}
 
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	g := lifecycle.New(log, cfg.ShutdownTimeout)
+	g.Add(
+		lifecycle.Part{Name: "redis", Stop: func(context.Context) error { return rdb.Close() }},
+		lifecycle.Part{Name: "ban publisher", Stop: func(context.Context) error { return banPublisher.Close() }},
+		lifecycle.Part{Name: "event producer", Stop: producer.Close}, // flushes the queued events
+		lifecycle.Part{Name: "redis pipelines", Stop: func(context.Context) error { counter.Close(); return nil }},
+		lifecycle.Part{Name: "ban following", Run: banFollower.Run},
+		rulesPart(rulesMgr),
+		// No listener opens before the warm-up has ended, so no decision is
+		// the first round trip of a cold client (README "Operations"). Not
+		// fatal: past REDIS_WARMUP_TIMEOUT the limiter starts as it would
+		// cold.
+		lifecycle.Part{Name: "warm-up", Start: func(ctx context.Context) error {
+			warmup.Run(ctx, warmup.Config{
+				Steps: []warmup.Step{
+					{Name: "redis", Run: func(ctx context.Context) error { return store.WarmUp(ctx, redisCfg.PoolSize) }},
+					{Name: "bans", Run: banFollower.Load},
+				},
+				Timeout:    cfg.RedisWarmup,
+				Classify:   redisstore.ClassifyError,
+				Log:        log.With(zap.String("redis", redisCfg.Target())),
+				Registerer: reg,
+			})
+			return nil
+		}},
+		lifecycle.Part{Name: "redis health checks",
+			Start: func(context.Context) error { svc.Start(); return nil },
+			Stop: func(ctx context.Context) error {
+				svc.Stop()
+				leaveCtx, cancel := context.WithTimeout(ctx, cfg.RedisTimeout)
+				defer cancel()
+				_ = heartbeats.Leave(leaveCtx) // else the others count this one for three more intervals
+				return nil
+			}},
+		listenerPart("decision listener", decisions),
+	)
 	if cfg.PprofAddr != "" {
-		stopProfiles, err := serveProfiles(cfg.PprofAddr, log)
-		if err != nil {
-			_ = srv.Close()
-			return err
-		}
-		defer stopProfiles()
+		g.Add(listenerPart("profile listener", &ops.Listener{Var: "PPROF_ADDR", Addr: cfg.PprofAddr, Handler: ops.ProfileHandler(), Log: log}))
 	}
-	select {
-	case err = <-served:
-		err = fmt.Errorf("http server: %w", err)
-	case <-ctx.Done():
-	}
-
-	log.Info("shutting down")
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
-	defer cancel()
-	if serr := srv.Shutdown(shutdownCtx); serr != nil {
-		log.Warn("http shutdown", zap.Error(serr))
-	}
-	counter.Close()
-	if perr := producer.Close(shutdownCtx); perr != nil {
-		log.Warn("event flush incomplete", zap.Error(perr))
-	}
-	log.Info("stopped")
-	if errors.Is(err, http.ErrServerClosed) {
+	g.Add(lifecycle.Part{Name: "announce", Start: func(context.Context) error {
+		log.Info("limiter listening", zap.String("addr", decisions.Address()), zap.Int("rules", len(rulesMgr.View().Rules)),
+			zap.String("rules_version", rulesMgr.View().Version), zap.String("redis", redisCfg.Target()),
+			zap.Strings("kafka", cfg.KafkaBrokers), zap.String("instance", cfg.Instance))
 		return nil
+	}})
+	return g.Run(ctx)
+}
+
+// rulesPart loads the rules (an error stops the start: there is nothing to
+// run), then keeps them current until it is stopped; SIGHUP reloads the
+// file.
+func rulesPart(mgr *rulesync.Manager) lifecycle.Part {
+	hup := make(chan os.Signal, 1)
+	return lifecycle.Part{
+		Name: "rules",
+		Start: func(ctx context.Context) error {
+			signal.Notify(hup, syscall.SIGHUP)
+			return mgr.Start(ctx)
+		},
+		Run:  func(ctx context.Context) error { mgr.Run(ctx, hup); return nil },
+		Stop: func(context.Context) error { signal.Stop(hup); return nil },
 	}
-	return err
+}
+
+// listenerPart serves l from its start: the lifecycle of every listener.
+func listenerPart(name string, l *ops.Listener) lifecycle.Part {
+	return lifecycle.Part{Name: name, Start: l.Listen, Run: l.Serve, Stop: l.Shutdown}
 }
 
 // ruleStore opens the dynamic rule store, creating the database and schema
@@ -275,20 +251,6 @@ func ruleStore(cfg config.Limiter) func(context.Context) (rulesync.Store, error)
 		}
 		return store, nil
 	}
-}
-
-// serveProfiles serves the pprof endpoints on addr until the returned
-// function is called.
-func serveProfiles(addr string, log *zap.Logger) (stop func(), err error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("PPROF_ADDR %s: %w", addr, err)
-	}
-	// No write timeout: a CPU profile or trace streams for its whole duration.
-	srv := &http.Server{Handler: ops.ProfileHandler(), ReadHeaderTimeout: 5 * time.Second, ErrorLog: zap.NewStdLog(log.Named("pprof"))}
-	go func() { _ = srv.Serve(ln) }()
-	log.Info("profiles served", zap.String("addr", ln.Addr().String()))
-	return func() { _ = srv.Close() }, nil
 }
 
 // liveInstances lists the live limiters for the admin API.

@@ -113,8 +113,12 @@ type ruleSet struct {
 	tiers tierLabels
 }
 
-// New returns a Service deciding with counter under set.
+// New returns a Service deciding with counter under set. A nil set is a set
+// without rules, until SetRules (a rule manager's first load).
 func New(cfg Config, set *rules.Set, counter Counter, pub Publisher, log *zap.Logger, reg prometheus.Registerer) *Service {
+	if set == nil {
+		set, _ = rules.Compile(&rules.File{}, rules.Options{}) // an empty file always compiles
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
