@@ -1,8 +1,13 @@
 package config
 
 import (
+	"crypto/tls"
+	"errors"
+	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -20,6 +25,17 @@ type Limiter struct {
 	AdminToken     string
 	TrustedProxies []netip.Prefix
 	AuthDenyStatus int
+
+	// APITokens, when any, are the bearer tokens every decision request
+	// must carry; none: decisions are open to whoever reaches the port.
+	APITokens []string
+	// TLS serves the decision listener over HTTPS, verifying client
+	// certificates when TLSFiles.ClientCAFile is set; nil: plain HTTP.
+	TLS      *tls.Config
+	TLSFiles TLSFiles
+	// OpsListenAddr, when set, serves /metrics, /readyz and the profiles on
+	// a listener of their own, and no longer on ListenAddr.
+	OpsListenAddr string
 
 	// RedisWarmup bounds the warm-up before the limiter listens: Redis
 	// connections, scripts and the ban set (see package warmup).
@@ -57,7 +73,8 @@ func LoadLimiter(getenv func(string) string) (Limiter, error) {
 		LocalMaxKeys:   e.integer("LOCAL_MAX_KEYS", 100_000, 1_000, 100_000_000),
 		EventQueueSize: e.integer("EVENT_QUEUE_SIZE", 10000, 1, 10_000_000),
 		BanResync:      e.duration("BAN_RESYNC_INTERVAL", 30*time.Second),
-		AdminToken:     e.str("ADMIN_TOKEN", ""),
+		AdminToken:     adminToken(e),
+		APITokens:      e.tokens("API_TOKENS"),
 		TrustedProxies: e.prefixes("TRUSTED_PROXIES"),
 		AuthDenyStatus: e.integer("AUTH_DENY_STATUS", 429, 401, 429),
 
@@ -74,17 +91,58 @@ func LoadLimiter(getenv func(string) string) (Limiter, error) {
 		DatabaseURL:  e.str("DATABASE_URL", DefaultDatabaseURL),
 		RulesPoll:    e.duration("RULES_POLL_INTERVAL", time.Second),
 
-		PprofAddr: e.str("PPROF_ADDR", ""),
+		PprofAddr:     e.str("PPROF_ADDR", ""),
+		OpsListenAddr: e.str("OPS_LISTEN_ADDR", ""),
+		TLSFiles: TLSFiles{
+			CertFile:     e.str("TLS_CERT_FILE", ""),
+			KeyFile:      e.str("TLS_KEY_FILE", ""),
+			ClientCAFile: e.str("TLS_CLIENT_CA_FILE", ""),
+		},
 	}
+	c.TLS = e.serverTLS(c.TLSFiles)
 	if c.PprofAddr != "" && !validHostPort(c.PprofAddr, false) {
 		e.fail("PPROF_ADDR", "host:port or :port", c.PprofAddr)
 	}
+	if c.OpsListenAddr != "" && !validHostPort(c.OpsListenAddr, false) {
+		e.fail("OPS_LISTEN_ADDR", "host:port or :port", c.OpsListenAddr)
+	}
+	e.distinctAddrs(map[string]string{"LISTEN_ADDR": c.ListenAddr, "OPS_LISTEN_ADDR": c.OpsListenAddr, "PPROF_ADDR": c.PprofAddr})
 	switch c.AuthDenyStatus {
 	case 401, 403, 429:
 	default:
 		e.fail("AUTH_DENY_STATUS", "401, 403 or 429", getenv("AUTH_DENY_STATUS"))
 	}
 	return c, e.err()
+}
+
+// adminToken reads ADMIN_TOKEN, held to the rules of API_TOKENS (one
+// token).
+func adminToken(e *env) string {
+	if raw := e.str("ADMIN_TOKEN", ""); strings.Contains(raw, ",") {
+		e.errs = append(e.errs, errors.New("ADMIN_TOKEN: expected one token, got a comma-separated list"))
+		return raw
+	}
+	if t := e.tokens("ADMIN_TOKEN"); len(t) == 1 {
+		return t[0]
+	}
+	return ""
+}
+
+// distinctAddrs fails when two of the listeners share an address: the second
+// would fail to bind after the warm-up.
+func (e *env) distinctAddrs(addrs map[string]string) {
+	names := make([]string, 0, len(addrs))
+	for n := range addrs {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for i, a := range names {
+		for _, b := range names[i+1:] {
+			if addrs[a] != "" && addrs[a] == addrs[b] {
+				e.errs = append(e.errs, fmt.Errorf("%s and %s: both are %s, expected different addresses", a, b, addrs[a]))
+			}
+		}
+	}
 }
 
 // onOff reads a boolean (true/false, 1/0).
