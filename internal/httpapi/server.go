@@ -26,7 +26,10 @@ type Config struct {
 	// AuthDenyStatus answers a rate-limited forward-auth call: 429 by
 	// default; 403 or 401 for nginx auth_request, which accepts no other.
 	AuthDenyStatus int
-	Log            *zap.Logger
+	// APITokens, when any, are the bearer tokens a decision request
+	// (/v1/check, /v1/auth) must carry: 401 without one of them.
+	APITokens []string
+	Log       *zap.Logger
 
 	// AdminToken enables the admin API (bearer token); empty disables it.
 	AdminToken   string
@@ -44,11 +47,11 @@ type Config struct {
 }
 
 type handler struct {
-	cfg        Config
-	svc        *limiter.Service
-	decisions  sync.Pool
-	tokenSum   []byte
-	adminLimit *adminLimiter
+	cfg         Config
+	svc         *limiter.Service
+	decisions   sync.Pool
+	adminTokens bearerTokens
+	adminLimit  *adminLimiter
 }
 
 // NewHandler returns the limiter's routes.
@@ -58,9 +61,14 @@ func NewHandler(cfg Config) http.Handler {
 	}
 	h := &handler{cfg: cfg, svc: cfg.Service}
 	h.decisions.New = func() any { return new(limiter.Decision) }
+	check, auth := h.check, h.auth
+	if len(cfg.APITokens) > 0 {
+		tokens := newBearerTokens(cfg.APITokens...)
+		check, auth = h.callers(tokens, "/v1/check", check), h.callers(tokens, authPath, auth)
+	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/check", h.check)
-	mux.HandleFunc(authPath, h.auth)
+	mux.HandleFunc("POST /v1/check", check)
+	mux.HandleFunc(authPath, auth)
 	h.registerAdmin(mux)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Below /v1/auth/ the path is the client's request path (Envoy's
@@ -68,11 +76,28 @@ func NewHandler(cfg Config) http.Handler {
 		// mux would answer an unclean one ("//", "..") with a redirect that
 		// the gateway hands to its client.
 		if strings.HasPrefix(r.URL.Path, authPath+"/") {
-			h.auth(w, r)
+			auth(w, r)
 			return
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// callers lets a decision request through to next only with one of the
+// API tokens, so that no one who merely reaches the port can spend a
+// client's budget or have it banned. route names it in the log (the path
+// below /v1/auth/ is the client's).
+func (h *handler) callers(tokens bearerTokens, route string, next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !tokens.allows(r) {
+			// The logger samples: a flood of refusals cannot flood the log.
+			h.cfg.Log.Warn("decision request refused: missing or invalid bearer token",
+				zap.String("source", r.RemoteAddr), zap.String("route", route))
+			unauthorized(w, "ratewarden", "missing or invalid bearer token")
+			return
+		}
+		next(w, r)
+	}
 }
 
 func (h *handler) check(w http.ResponseWriter, r *http.Request) {
