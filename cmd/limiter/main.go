@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -19,7 +17,6 @@ import (
 	"github.com/ratewarden/ratewarden/internal/lifecycle"
 	"github.com/ratewarden/ratewarden/internal/limiter"
 	"github.com/ratewarden/ratewarden/internal/ops"
-	"github.com/ratewarden/ratewarden/internal/pgstore"
 	"github.com/ratewarden/ratewarden/internal/redisstore"
 	"github.com/ratewarden/ratewarden/internal/rules"
 	"github.com/ratewarden/ratewarden/internal/rulesync"
@@ -145,6 +142,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		Service:        svc,
 		TrustedProxies: cfg.TrustedProxies,
 		AuthDenyStatus: cfg.AuthDenyStatus,
+		APITokens:      cfg.APITokens,
 		Log:            log,
 		AdminToken:     cfg.AdminToken,
 		Blacklist:      blacklist,
@@ -154,12 +152,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		Instances:      liveInstances(heartbeats),
 		Instance:       cfg.Instance,
 	})
-	decisions := &ops.Listener{Var: "LISTEN_ADDR", Addr: cfg.ListenAddr, Log: log, Handler: ops.Beside(api, ops.NewHandler(ops.Config{
-		Metrics: telemetry.MetricsHandler(reg),
-		Probes:  probes,
-		Details: func() map[string]string { return map[string]string{"mode": svc.Mode()} },
-		Log:     log,
-	}))}
+	opsHandler := ops.NewHandler(ops.Config{
+		Metrics:  telemetry.MetricsHandler(reg),
+		Probes:   probes,
+		Details:  func() map[string]string { return map[string]string{"mode": svc.Mode()} },
+		Profiles: cfg.OpsListenAddr != "", // never on the decision port
+		Log:      log,
+	})
+	// The decision port serves the operational routes too, unless they have
+	// a port of their own: then only /healthz stays, for gateways' health
+	// checks.
+	decisions := &ops.Listener{Var: "LISTEN_ADDR", Addr: cfg.ListenAddr, TLS: cfg.TLS, Log: log, Handler: ops.Beside(api, opsHandler)}
+	var opsListener *ops.Listener
+	if cfg.OpsListenAddr != "" {
+		decisions.Handler = ops.WithHealthz(api)
+		opsListener = &ops.Listener{Var: "OPS_LISTEN_ADDR", Addr: cfg.OpsListenAddr, Log: log, Handler: opsHandler}
+	}
+	warnIfOpen(cfg, log)
 
 	g := lifecycle.New(log, cfg.ShutdownTimeout)
 	g.Add(
@@ -195,72 +204,25 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 				_ = heartbeats.Leave(leaveCtx) // else the others count this one for three more intervals
 				return nil
 			}},
-		listenerPart("decision listener", decisions),
 	)
+	if opsListener != nil { // opened first, closed last: metrics and probes outlast the drain
+		g.Add(listenerPart("ops listener", opsListener))
+	}
+	g.Add(listenerPart("decision listener", decisions))
 	if cfg.PprofAddr != "" {
 		g.Add(listenerPart("profile listener", &ops.Listener{Var: "PPROF_ADDR", Addr: cfg.PprofAddr, Handler: ops.ProfileHandler(), Log: log}))
 	}
 	g.Add(lifecycle.Part{Name: "announce", Start: func(context.Context) error {
-		log.Info("limiter listening", zap.String("addr", decisions.Address()), zap.Int("rules", len(rulesMgr.View().Rules)),
+		opsAddr := ""
+		if opsListener != nil {
+			opsAddr = opsListener.Address()
+		}
+		log.Info("limiter listening", zap.String("addr", decisions.Address()), zap.String("ops_addr", opsAddr),
+			zap.Bool("tls", cfg.TLS != nil), zap.Bool("client_certificates", cfg.TLSFiles.ClientCAFile != ""),
+			zap.Bool("api_tokens", len(cfg.APITokens) > 0), zap.Int("rules", len(rulesMgr.View().Rules)),
 			zap.String("rules_version", rulesMgr.View().Version), zap.String("redis", redisCfg.Target()),
 			zap.Strings("kafka", cfg.KafkaBrokers), zap.String("instance", cfg.Instance))
 		return nil
 	}})
 	return g.Run(ctx)
-}
-
-// rulesPart loads the rules (an error stops the start: there is nothing to
-// run), then keeps them current until it is stopped; SIGHUP reloads the
-// file.
-func rulesPart(mgr *rulesync.Manager) lifecycle.Part {
-	hup := make(chan os.Signal, 1)
-	return lifecycle.Part{
-		Name: "rules",
-		Start: func(ctx context.Context) error {
-			signal.Notify(hup, syscall.SIGHUP)
-			return mgr.Start(ctx)
-		},
-		Run:  func(ctx context.Context) error { mgr.Run(ctx, hup); return nil },
-		Stop: func(context.Context) error { signal.Stop(hup); return nil },
-	}
-}
-
-// listenerPart serves l from its start: the lifecycle of every listener.
-func listenerPart(name string, l *ops.Listener) lifecycle.Part {
-	return lifecycle.Part{Name: name, Start: l.Listen, Run: l.Serve, Stop: l.Shutdown}
-}
-
-// ruleStore opens the dynamic rule store, creating the database and schema
-// if need be (as the archiver does; migrations take a lock), or returns nil
-// when DYNAMIC_RULES is off.
-func ruleStore(cfg config.Limiter) func(context.Context) (rulesync.Store, error) {
-	if !cfg.DynamicRules {
-		return nil
-	}
-	return func(ctx context.Context) (rulesync.Store, error) {
-		if err := pgstore.EnsureDatabase(ctx, cfg.DatabaseURL); err != nil {
-			return nil, err
-		}
-		store, err := pgstore.Open(ctx, cfg.DatabaseURL)
-		if err != nil {
-			return nil, err
-		}
-		if err := store.Migrate(ctx); err != nil {
-			store.Close()
-			return nil, fmt.Errorf("DATABASE_URL: %w", err)
-		}
-		return store, nil
-	}
-}
-
-// liveInstances lists the live limiters for the admin API.
-func liveInstances(hb *redisstore.Heartbeats) func(context.Context, time.Time) ([]httpapi.LiveInstance, error) {
-	return func(ctx context.Context, now time.Time) ([]httpapi.LiveInstance, error) {
-		list, err := hb.Instances(ctx, now)
-		out := make([]httpapi.LiveInstance, len(list))
-		for i, in := range list {
-			out[i] = httpapi.LiveInstance{ID: in.ID, LastSeen: in.LastSeen, RulesVersion: in.Rules.Version, RulesAppliedAt: in.Rules.AppliedAt}
-		}
-		return out, err
-	}
 }

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/httpapi"
+	"github.com/ratewarden/ratewarden/internal/lifecycle"
+	"github.com/ratewarden/ratewarden/internal/ops"
+	"github.com/ratewarden/ratewarden/internal/pgstore"
+	"github.com/ratewarden/ratewarden/internal/redisstore"
+	"github.com/ratewarden/ratewarden/internal/rulesync"
+)
+
+// warnIfOpen warns that anyone who reaches the decision port may ask for
+// decisions: spend any client's budget, or name a victim in enough checks to
+// have it banned.
+func warnIfOpen(cfg config.Limiter, log *zap.Logger) {
+	if len(cfg.APITokens) == 0 && cfg.TLSFiles.ClientCAFile == "" {
+		log.Warn("decisions are open to every caller that reaches LISTEN_ADDR: set API_TOKENS (or TLS_CLIENT_CA_FILE) "+
+			"so that only the gateways may spend clients' budgets or get them banned (README \"Security model\")",
+			zap.String("addr", cfg.ListenAddr))
+	}
+}
+
+// rulesPart loads the rules (an error stops the start: there is nothing to
+// run), then keeps them current until it is stopped; SIGHUP reloads the
+// file.
+func rulesPart(mgr *rulesync.Manager) lifecycle.Part {
+	hup := make(chan os.Signal, 1)
+	return lifecycle.Part{
+		Name: "rules",
+		Start: func(ctx context.Context) error {
+			signal.Notify(hup, syscall.SIGHUP)
+			return mgr.Start(ctx)
+		},
+		Run:  func(ctx context.Context) error { mgr.Run(ctx, hup); return nil },
+		Stop: func(context.Context) error { signal.Stop(hup); return nil },
+	}
+}
+
+// listenerPart serves l from its start: the lifecycle of every listener.
+func listenerPart(name string, l *ops.Listener) lifecycle.Part {
+	return lifecycle.Part{Name: name, Start: l.Listen, Run: l.Serve, Stop: l.Shutdown}
+}
+
+// ruleStore opens the dynamic rule store, creating the database and schema
+// if need be (as the archiver does; migrations take a lock), or returns nil
+// when DYNAMIC_RULES is off.
+func ruleStore(cfg config.Limiter) func(context.Context) (rulesync.Store, error) {
+	if !cfg.DynamicRules {
+		return nil
+	}
+	return func(ctx context.Context) (rulesync.Store, error) {
+		if err := pgstore.EnsureDatabase(ctx, cfg.DatabaseURL); err != nil {
+			return nil, err
+		}
+		store, err := pgstore.Open(ctx, cfg.DatabaseURL)
+		if err != nil {
+			return nil, err
+		}
+		if err := store.Migrate(ctx); err != nil {
+			store.Close()
+			return nil, fmt.Errorf("DATABASE_URL: %w", err)
+		}
+		return store, nil
+	}
+}
+
+// liveInstances lists the live limiters for the admin API.
+func liveInstances(hb *redisstore.Heartbeats) func(context.Context, time.Time) ([]httpapi.LiveInstance, error) {
+	return func(ctx context.Context, now time.Time) ([]httpapi.LiveInstance, error) {
+		list, err := hb.Instances(ctx, now)
+		out := make([]httpapi.LiveInstance, len(list))
+		for i, in := range list {
+			out[i] = httpapi.LiveInstance{ID: in.ID, LastSeen: in.LastSeen, RulesVersion: in.Rules.Version, RulesAppliedAt: in.Rules.AppliedAt}
+		}
+		return out, err
+	}
+}
