@@ -64,6 +64,9 @@ func TestOpsListenAddr(t *testing.T) {
 	if err != nil || c.OpsListenAddr != ":9090" {
 		t.Fatalf("OPS_LISTEN_ADDR: %q %v", c.OpsListenAddr, err)
 	}
+	if _, err := LoadLimiter(mapEnv(map[string]string{"LISTEN_ADDR": "127.0.0.1:0", "OPS_LISTEN_ADDR": "127.0.0.1:0"})); err != nil {
+		t.Fatalf("two listeners on free ports: %v", err)
+	}
 	for _, env := range []map[string]string{
 		{"OPS_LISTEN_ADDR": "9090"},
 		{"OPS_LISTEN_ADDR": ":8080"}, // LISTEN_ADDR's default
