@@ -35,6 +35,10 @@ detection:
 `
 )
 
+// adminToken is the limiters' ADMIN_TOKEN: 16 bytes at least, or they
+// refuse to start.
+const adminToken = "e2e-admin-token-0123456789"
+
 // env is one isolated system: its own broker, key prefix and rules file.
 type env struct {
 	t      *testing.T
@@ -55,7 +59,7 @@ func newEnv(t *testing.T) *env {
 		"REDIS_KEY_PREFIX":  redistest.Prefix(t, redistest.Client(t)),
 		"RULES_FILE":        rules,
 		"DETECTOR_GROUP_ID": "detector-" + fmt.Sprint(time.Now().UnixNano()),
-		"ADMIN_TOKEN":       "s3cret",
+		"ADMIN_TOKEN":       adminToken,
 		"DATABASE_URL":      pgtest.Database(t), // dynamic rules; the archiver's tables too
 	}}
 }
@@ -255,7 +259,7 @@ func TestAdminBanAndUnban(t *testing.T) {
 			t.Fatalf("token %q: status %d, want 401", tok, code)
 		}
 	}
-	if code, body := admin(t, a, "POST", "/v1/admin/bans", "s3cret", `{"scope":"ip","subject":"`+ip+`","duration":"1h","reason":"incident 42"}`); code != http.StatusCreated {
+	if code, body := admin(t, a, "POST", "/v1/admin/bans", adminToken, `{"scope":"ip","subject":"`+ip+`","duration":"1h","reason":"incident 42"}`); code != http.StatusCreated {
 		t.Fatalf("ban: %d %s", code, body)
 	}
 	if d := check(t, a, ip, "/api/x"); d.Allowed || d.Reason != event.ReasonBanned {
@@ -264,19 +268,19 @@ func TestAdminBanAndUnban(t *testing.T) {
 	waitFor(t, time.Second, "the other instance to enforce the ban", func() bool {
 		return check(t, b, ip, "/api/x").Reason == event.ReasonBanned
 	})
-	if code, body := admin(t, a, "GET", "/v1/admin/bans", "s3cret", ""); code != 200 || !strings.Contains(body, ip) {
+	if code, body := admin(t, a, "GET", "/v1/admin/bans", adminToken, ""); code != 200 || !strings.Contains(body, ip) {
 		t.Fatalf("list: %d %s", code, body)
 	}
-	if code, body := admin(t, a, "POST", "/v1/admin/bans", "s3cret", `{"scope":"planet","subject":"x","duration":"1h"}`); code != http.StatusBadRequest {
+	if code, body := admin(t, a, "POST", "/v1/admin/bans", adminToken, `{"scope":"planet","subject":"x","duration":"1h"}`); code != http.StatusBadRequest {
 		t.Fatalf("bad scope: %d %s", code, body)
 	}
-	if code, body := admin(t, b, "DELETE", "/v1/admin/bans/ip/"+ip, "s3cret", ""); code != http.StatusOK {
+	if code, body := admin(t, b, "DELETE", "/v1/admin/bans/ip/"+ip, adminToken, ""); code != http.StatusOK {
 		t.Fatalf("unban: %d %s", code, body)
 	}
 	waitFor(t, time.Second, "both instances to lift the ban", func() bool {
 		return check(t, a, ip, "/api/x").Allowed && check(t, b, ip, "/api/x").Allowed
 	})
-	if code, _ := admin(t, b, "DELETE", "/v1/admin/bans/ip/"+ip, "s3cret", ""); code != http.StatusNotFound {
+	if code, _ := admin(t, b, "DELETE", "/v1/admin/bans/ip/"+ip, adminToken, ""); code != http.StatusNotFound {
 		t.Fatalf("second unban: %d, want 404", code)
 	}
 	got := bans(t, e, 2)

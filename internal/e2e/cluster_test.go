@@ -214,7 +214,7 @@ func TestClusterBansRulesAndHeartbeats(t *testing.T) {
 	})
 
 	const banned = "203.0.113.9"
-	if code, body := admin(t, lims[0], http.MethodPost, "/v1/admin/bans", "s3cret",
+	if code, body := admin(t, lims[0], http.MethodPost, "/v1/admin/bans", adminToken,
 		`{"scope":"ip","subject":"`+banned+`","duration":"1h","reason":"cluster test"}`); code != http.StatusCreated {
 		t.Fatalf("ban: %d %s", code, body)
 	}
@@ -224,7 +224,7 @@ func TestClusterBansRulesAndHeartbeats(t *testing.T) {
 
 	const fwAt2 = `{"id": "fw", "match": {"endpoints": ["/fw"]}, "key": ["ip"],
 		"algorithm": "fixed_window", "limits": [{"requests": 2, "per": "24h"}]}`
-	if code, body := admin(t, lims[1], http.MethodPut, "/v1/admin/rules/fw", "s3cret", fwAt2); code != http.StatusCreated {
+	if code, body := admin(t, lims[1], http.MethodPut, "/v1/admin/rules/fw", adminToken, fwAt2); code != http.StatusCreated {
 		t.Fatalf("PUT rule: %d %s", code, body)
 	}
 	for i, l := range lims {
@@ -242,7 +242,7 @@ func TestClusterBansRulesAndHeartbeats(t *testing.T) {
 		t.Fatalf("%d of 4 requests allowed across the limiters under the new limit of 2", allowed)
 	}
 	waitFor(t, 5*time.Second, "every instance to report the same rules", func() bool {
-		_, body := admin(t, lims[2], http.MethodGet, "/v1/admin/rules", "s3cret", "")
+		_, body := admin(t, lims[2], http.MethodGet, "/v1/admin/rules", adminToken, "")
 		return strings.Count(body, `"in_sync":true`) == 3
 	})
 }

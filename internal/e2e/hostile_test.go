@@ -84,7 +84,7 @@ func TestHostileInput(t *testing.T) {
 		{name: "trailing garbage", method: "POST", path: "/v1/check", body: `{"ip":"198.51.100.1","endpoint":"/api/a"} {}`, want: 400, bodyHas: "invalid JSON"},
 		{name: "unknown field", method: "POST", path: "/v1/check", body: `{"ip":"198.51.100.1","endpoint":"/api/a","evil":1}`, want: 400},
 		{name: "1 MB body", method: "POST", path: "/v1/check", body: `{"ip":"198.51.100.1","endpoint":"/api/a","user_id":"` + strings.Repeat("x", 1<<20) + `"}`, want: 413, closeOK: true},
-		{name: "1 MB admin body", method: "POST", path: "/v1/admin/bans", header: auth("Authorization", "Bearer s3cret"), body: `{"scope":"user","subject":"` + strings.Repeat("x", 1<<20) + `"}`, want: 413, closeOK: true},
+		{name: "1 MB admin body", method: "POST", path: "/v1/admin/bans", header: auth("Authorization", "Bearer "+adminToken), body: `{"scope":"user","subject":"` + strings.Repeat("x", 1<<20) + `"}`, want: 413, closeOK: true},
 		{name: "10 000 headers", method: "POST", path: "/v1/check", header: manyHeaders(10_000), body: `{"ip":"198.51.100.1","endpoint":"/api/a"}`, want: 431, closeOK: true},
 		{name: "one 100 KiB header", method: "GET", path: "/v1/auth", header: auth("X-Forwarded-Uri", "/api/"+strings.Repeat("a", 100<<10)), want: 431, closeOK: true},
 		{name: "invalid UTF-8 in endpoint", method: "POST", path: "/v1/check", body: "{\"ip\":\"198.51.100.1\",\"endpoint\":\"/api/\xff\xfe\"}", want: 400, bodyHas: "UTF-8"},
@@ -265,11 +265,11 @@ func TestAdminAuditNamesActorAndClient(t *testing.T) {
 	e := newEnv(t)
 	lim := e.start("limiter", "TRUSTED_PROXIES", "127.0.0.1/32")
 	const via = "X-Forwarded-For"
-	if code, body := admin(t, lim, "POST", "/v1/admin/bans", "s3cret", `{"scope":"ip","subject":"192.0.2.44","duration":"1h"}`,
+	if code, body := admin(t, lim, "POST", "/v1/admin/bans", adminToken, `{"scope":"ip","subject":"192.0.2.44","duration":"1h"}`,
 		"X-Actor", "oncall-bob", via, "203.0.113.50"); code != http.StatusCreated {
 		t.Fatalf("ban: %d %s", code, body)
 	}
-	if code, body := admin(t, lim, "DELETE", "/v1/admin/bans/ip/192.0.2.44", "s3cret", "",
+	if code, body := admin(t, lim, "DELETE", "/v1/admin/bans/ip/192.0.2.44", adminToken, "",
 		"X-Actor", "oncall-bob", via, "203.0.113.50"); code != http.StatusOK {
 		t.Fatalf("unban: %d %s", code, body)
 	}
@@ -278,7 +278,7 @@ func TestAdminAuditNamesActorAndClient(t *testing.T) {
 		{"DELETE", "/v1/admin/bans/ip/192.0.2.45", ""},
 		{"PUT", "/v1/admin/rules/r1", `{"id":"r1","key":["ip"],"algorithm":"fixed_window","limits":[{"requests":1,"per":"1s"}]}`},
 	} {
-		if code, body := admin(t, lim, req.method, req.path, "s3cret", req.body, "X-Actor", "bob\xff"); code != http.StatusBadRequest || !strings.Contains(body, "X-Actor") {
+		if code, body := admin(t, lim, req.method, req.path, adminToken, req.body, "X-Actor", "bob\xff"); code != http.StatusBadRequest || !strings.Contains(body, "X-Actor") {
 			t.Errorf("%s %s with an X-Actor of invalid UTF-8: %d %s, want 400 naming X-Actor", req.method, req.path, code, body)
 		}
 	}

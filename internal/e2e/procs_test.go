@@ -60,7 +60,10 @@ type proc struct {
 	cmd  *exec.Cmd
 	out  *output
 	addr string // of a limiter: known once await has returned
-	done chan struct{}
+	// opsAddr is a limiter's OPS_LISTEN_ADDR, when it has one: known once
+	// await has returned.
+	opsAddr string
+	done    chan struct{}
 }
 
 // output is a process's stdout and stderr, readable while it runs.
@@ -134,22 +137,29 @@ func launch(t *testing.T, name string, env map[string]string) *proc {
 	return p
 }
 
-// listeningRE finds the address in the limiter's "limiter listening" line.
-var listeningRE = regexp.MustCompile(`"msg":"limiter listening","addr":"([^"]+)"`)
+// listeningRE finds the addresses in the limiter's "limiter listening"
+// line: the decision listener's, and the ops listener's (empty without
+// OPS_LISTEN_ADDR).
+var listeningRE = regexp.MustCompile(`"msg":"limiter listening","addr":"([^"]+)","ops_addr":"([^"]*)"`)
 
 // await polls path every 10 ms until it answers 200, once the process has
-// an address. It fails when the process exits or timeout passes; it may be
-// called from any goroutine, once per process.
+// an address: on the ops listener when the limiter has one (its decision
+// listener may want TLS). It fails when the process exits or timeout
+// passes; it may be called from any goroutine, once per process.
 func (p *proc) await(path string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		if p.addr == "" {
 			if m := listeningRE.FindStringSubmatch(p.out.String()); m != nil {
-				p.addr = m[1]
+				p.addr, p.opsAddr = m[1], m[2]
 			}
 		}
 		if p.addr != "" {
-			resp, err := http.Get("http://" + p.addr + path)
+			addr := p.addr
+			if p.opsAddr != "" {
+				addr = p.opsAddr
+			}
+			resp, err := http.Get("http://" + addr + path)
 			if err == nil {
 				resp.Body.Close()
 				if resp.StatusCode == http.StatusOK {
@@ -188,7 +198,11 @@ func (p *proc) stop(sig syscall.Signal) {
 // metric returns the sum of the samples of a metric on /metrics.
 func (p *proc) metric(t *testing.T, name string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + p.addr + "/metrics")
+	addr := p.addr
+	if p.opsAddr != "" {
+		addr = p.opsAddr
+	}
+	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -129,7 +129,7 @@ func TestDynamicRulePolledWhenAnnouncementLost(t *testing.T) {
 		"REDIS_URL", "redis://"+redisProxy.addr+"/0")
 
 	redisProxy.cut() // l2's subscription (and all its Redis traffic) is gone
-	if status, body := admin(t, l1, http.MethodPut, "/v1/admin/rules/login", "s3cret", loginAt3); status != http.StatusCreated {
+	if status, body := admin(t, l1, http.MethodPut, "/v1/admin/rules/login", adminToken, loginAt3); status != http.StatusCreated {
 		t.Fatalf("PUT: %d %s", status, body)
 	}
 	waitFor(t, 3*time.Second, "l2 to poll the change", func() bool {
@@ -207,5 +207,5 @@ func rewrite(t *testing.T, path, old, new string) {
 // adminAs sends an admin request with the env's token, as actor.
 func adminAs(t *testing.T, lim *proc, method, path, body, actor string) (int, string) {
 	t.Helper()
-	return admin(t, lim, method, path, "s3cret", body, "X-Actor", actor)
+	return admin(t, lim, method, path, adminToken, body, "X-Actor", actor)
 }
