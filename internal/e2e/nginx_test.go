@@ -20,7 +20,7 @@ import (
 )
 
 // nginxRecipe is the gateway recipe under test, run as shipped except for
-// the three addresses nginxStart substitutes.
+// the three addresses and the token nginxStart substitutes.
 const nginxRecipe = "../../deploy/gateways/nginx/ratewarden.conf"
 
 // nginxRules: /api/** admits 3 requests a minute per client IP; the exempt
@@ -77,9 +77,9 @@ type nginxProc struct {
 }
 
 // nginxStart renders the recipe with the given limiter and application
-// addresses, wraps it in a minimal nginx.conf, checks it with nginx -t and
-// runs it until the test ends.
-func nginxStart(t *testing.T, bin, limiterAddr, appAddr string) *nginxProc {
+// addresses and API token, wraps it in a minimal nginx.conf, checks it with
+// nginx -t and runs it until the test ends.
+func nginxStart(t *testing.T, bin, limiterAddr, appAddr, token string) *nginxProc {
 	t.Helper()
 	recipe, err := os.ReadFile(nginxRecipe)
 	if err != nil {
@@ -91,6 +91,7 @@ func nginxStart(t *testing.T, bin, limiterAddr, appAddr string) *nginxProc {
 		{"server 127.0.0.1:8080;", "server " + limiterAddr + ";"},
 		{"server 127.0.0.1:3000;", "server " + appAddr + ";"},
 		{"listen 80;", "listen " + n.addr + ";"},
+		{`"Bearer change-me-api-token"`, `"Bearer ` + token + `"`},
 	} {
 		if c := strings.Count(conf, r.old); c != 1 {
 			t.Fatalf("%s: %q appears %d times, want once (the test substitutes it)", nginxRecipe, r.old, c)
@@ -214,11 +215,14 @@ func nginxRetryAfter(a nginxAnswer) int {
 
 // The nginx recipe in deploy/gateways/nginx, run by a real nginx in front of
 // a counting application and the real limiter (AUTH_DENY_STATUS=401, nginx
-// trusted): allowed requests reach the application; the 4th request of a
-// client within the minute gets 429 with Retry-After and does not; a banned
-// client gets 403 and does not; other clients are independent; headers a
-// client sets to impersonate the gateway change nothing; input the limiter
-// refuses is a 400; and with the limiter down nginx fails closed with 503.
+// trusted, API_TOKENS holding nginx's token): allowed requests reach the
+// application; the 4th request of a client within the minute gets 429 with
+// Retry-After and does not; a banned client gets 403 and does not; other
+// clients are independent; headers a client sets to impersonate the gateway
+// change nothing; a client's own Authorization header reaches the
+// application and the gateway's token never does; input the limiter refuses
+// is a 400; an nginx with a wrong token fails closed with 503, and so does
+// nginx with the limiter down.
 func TestNginxGatewayRecipe(t *testing.T) {
 	bin := nginxBinary(t)
 	e := newEnv(t)
@@ -226,16 +230,20 @@ func TestNginxGatewayRecipe(t *testing.T) {
 	if err := os.WriteFile(rules, []byte(nginxRules), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	lim := e.start("limiter", "RULES_FILE", rules, "TRUSTED_PROXIES", "127.0.0.1", "AUTH_DENY_STATUS", "401")
+	const token = "nginx-api-token-0123456789abcdef"
+	lim := e.start("limiter", "RULES_FILE", rules, "TRUSTED_PROXIES", "127.0.0.1", "AUTH_DENY_STATUS", "401", "API_TOKENS", token)
 
-	var hits atomic.Int64
+	var hits, leaks atomic.Int64
 	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
-		fmt.Fprintf(w, "app: %s %s", r.Method, r.URL.Path)
+		if strings.Contains(r.Header.Get("Authorization"), token) {
+			leaks.Add(1)
+		}
+		fmt.Fprintf(w, "app: %s %s %s", r.Method, r.URL.Path, r.Header.Get("Authorization"))
 	}))
 	defer app.Close()
 
-	n := nginxStart(t, bin, lim.addr, strings.TrimPrefix(app.URL, "http://"))
+	n := nginxStart(t, bin, lim.addr, strings.TrimPrefix(app.URL, "http://"), token)
 	client := &http.Client{Timeout: 10 * time.Second}
 	defer client.CloseIdleConnections()
 
@@ -275,9 +283,12 @@ func TestNginxGatewayRecipe(t *testing.T) {
 	t.Logf("4th request: 429, Retry-After %s, RateLimit %q", a.header.Get("Retry-After"), a.header.Get("RateLimit"))
 	expectHits("after alice's 429")
 
-	// Another client keeps its own budget.
-	if b := nginxGet(t, client, n, "/api/books/1", "X-Forwarded-For", bob); b.status != http.StatusOK {
-		t.Fatalf("bob after alice is limited: %d %q, want 200", b.status, b.body)
+	// Another client keeps its own budget; its own Authorization header
+	// (its credentials for the application) is not the gateway's: it
+	// neither reaches the limiter nor stops at the gateway.
+	if b := nginxGet(t, client, n, "/api/books/1", "X-Forwarded-For", bob, "Authorization", "Bearer bobs-own-credential"); b.status != http.StatusOK ||
+		!strings.HasSuffix(b.body, " Bearer bobs-own-credential") {
+		t.Fatalf("bob after alice is limited: %d %q, want 200 with bob's own Authorization reaching the application", b.status, b.body)
 	}
 	wantHits++
 	expectHits("after bob's request")
@@ -302,7 +313,7 @@ func TestNginxGatewayRecipe(t *testing.T) {
 	expectHits("after the spoofing client")
 
 	// A ban through the admin API: 403 with the ban's Retry-After.
-	if code, body := admin(t, lim, "POST", "/v1/admin/bans", "s3cret", `{"scope":"ip","subject":"`+banned+`","duration":"1h","reason":"nginx e2e"}`); code != http.StatusCreated {
+	if code, body := admin(t, lim, "POST", "/v1/admin/bans", adminToken, `{"scope":"ip","subject":"`+banned+`","duration":"1h","reason":"nginx e2e"}`); code != http.StatusCreated {
 		t.Fatalf("ban: %d %s", code, body)
 	}
 	bn := nginxGet(t, client, n, "/api/books/1", "X-Forwarded-For", banned)
@@ -327,6 +338,17 @@ func TestNginxGatewayRecipe(t *testing.T) {
 		t.Fatalf("non-UTF-8 path: %d, Retry-After %q; want 400 without Retry-After", status, header.Get("Retry-After"))
 	}
 	expectHits("after the refused path")
+
+	// An nginx whose token the limiter refuses fails closed: 503, not the
+	// 429 the limiter's 401 would otherwise become.
+	wrong := nginxStart(t, bin, lim.addr, strings.TrimPrefix(app.URL, "http://"), "wrong-api-token-0123456789abcdef")
+	if w := nginxGet(t, client, wrong, "/api/books/1", "X-Forwarded-For", bob); w.status != http.StatusServiceUnavailable || w.header.Get("Retry-After") != "1" {
+		t.Fatalf("nginx with a wrong token: %d, Retry-After %q, body %q; want 503 with Retry-After 1", w.status, w.header.Get("Retry-After"), w.body)
+	}
+	expectHits("through the nginx with a wrong token")
+	if l := leaks.Load(); l != 0 {
+		t.Fatalf("the application got the gateway's token %d times", l)
+	}
 
 	// The limiter down: nginx fails closed with 503 and Retry-After: 1.
 	lim.stop(syscall.SIGTERM)
