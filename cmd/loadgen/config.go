@@ -63,7 +63,7 @@ Flags:
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var cfg config
-	var mix, keyOrder, ipBase string
+	var mix, keyOrder, ipBase, token string
 	var keys int
 	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -72,6 +72,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&cfg.rawURL, "url", "http://127.0.0.1:8080", "limiter base `URL` (http only); /v1/check is appended")
+	fs.StringVar(&token, "token", "", "bearer `token` sent with every request: one of the limiter's API_TOKENS (empty: none)")
 	fs.IntVar(&cfg.workers, "workers", 16, "connections, one per worker")
 	fs.Float64Var(&cfg.rate, "rate", 0, "open loop: requests per second over all connections; 0: closed loop")
 	fs.DurationVar(&cfg.duration, "duration", 10*time.Second, "measurement length; 0: until -requests are sent")
@@ -99,18 +100,22 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if fs.NArg() > 0 {
 		return cfg, &usageError{fmt.Errorf("unexpected argument %q (see -h)", fs.Arg(0))}
 	}
-	if err := cfg.finish(mix, keyOrder, ipBase, keys); err != nil {
+	if err := cfg.finish(mix, keyOrder, ipBase, token, keys); err != nil {
 		return cfg, &usageError{err}
 	}
 	return cfg, nil
 }
 
 // finish validates the flags and fills in what derives from them.
-func (cfg *config) finish(mix, keyOrder, ipBase string, keys int) error {
+func (cfg *config) finish(mix, keyOrder, ipBase, token string, keys int) error {
 	var err error
 	if cfg.target, err = parseTarget(cfg.rawURL); err != nil {
 		return fmt.Errorf("-url: %w", err)
 	}
+	if !validToken(token) {
+		return errors.New("-token: printable ASCII without spaces expected")
+	}
+	cfg.target.token = token
 	if cfg.traffic.Mix, err = ParseMix(mix); err != nil {
 		return fmt.Errorf("-mix: %w", err)
 	}

@@ -13,9 +13,10 @@ const checkPath = "/v1/check"
 
 // target is where the requests go.
 type target struct {
-	addr string // host:port to dial
-	host string // the Host header
-	path string // the request target
+	addr  string // host:port to dial
+	host  string // the Host header
+	path  string // the request target
+	token string // the bearer token of every request; empty: none
 }
 
 // parseTarget reads the -url flag: an http:// base URL, to which /v1/check
@@ -48,10 +49,26 @@ type requestBuilder struct {
 }
 
 func newRequestBuilder(t target) requestBuilder {
+	auth := ""
+	if t.token != "" {
+		auth = "Authorization: Bearer " + t.token + "\r\n"
+	}
 	return requestBuilder{head: []byte("POST " + t.path + " HTTP/1.1\r\n" +
 		"Host: " + t.host + "\r\n" +
+		auth +
 		"Content-Type: application/json\r\n" +
 		"Content-Length: ")}
+}
+
+// validToken reports whether a token can go in a header as it is: printable
+// ASCII, no space.
+func validToken(t string) bool {
+	for i := 0; i < len(t); i++ {
+		if t[i] <= ' ' || t[i] > '~' {
+			return false
+		}
+	}
+	return true
 }
 
 // append writes the request carrying body to dst; it does not allocate when

@@ -40,6 +40,20 @@ func TestParseTarget(t *testing.T) {
 	}
 }
 
+func TestRequestBuilderSendsTheToken(t *testing.T) {
+	b := newRequestBuilder(target{addr: "127.0.0.1:8080", host: "127.0.0.1:8080", path: "/v1/check", token: "tok-0123456789abcdef"})
+	req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(b.append(nil, []byte(`{}`)))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := req.Header.Get("Authorization"); got != "Bearer tok-0123456789abcdef" {
+		t.Fatalf("Authorization %q", got)
+	}
+	if _, err := parseFlags([]string{"-token", "a b\r\nX-Evil: 1"}, io.Discard); err == nil || !strings.Contains(err.Error(), "-token") {
+		t.Fatalf("a token that would inject a header: %v", err)
+	}
+}
+
 func TestRequestBuilderExactBytes(t *testing.T) {
 	b := newRequestBuilder(target{addr: "127.0.0.1:8080", host: "127.0.0.1:8080", path: "/v1/check"})
 	body := []byte(`{"ip":"100.64.0.7","endpoint":"/api/books/17","method":"GET"}`)
