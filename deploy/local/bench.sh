@@ -108,7 +108,7 @@ start_limiter() {
 }
 stop_limiter() { kill -TERM "$limiter_pid"; wait "$limiter_pid" 2>/dev/null || true; }
 metric_sum() { curl -fs "http://$LIMITER_ADDR/metrics" | awk -v m="$1" '$1 == m || index($1, m "{") == 1 {s += $2} END {print s + 0}'; }
-loadgen() { bin/loadgen -url "http://$LIMITER_ADDR" -progress 0 -mix normal=100 -users 0 "$@" >"$work/loadgen.txt" 2>&1 || { cat "$work/loadgen.txt" >&2; exit 1; }; }
+loadgen() { bin/loadgen -url "http://$LIMITER_ADDR" ${API_TOKENS:+-token "${API_TOKENS%%,*}"} -progress 0 -mix normal=100 -users 0 "$@" >"$work/loadgen.txt" 2>&1 || { cat "$work/loadgen.txt" >&2; exit 1; }; }
 
 published=0
 dropped=0

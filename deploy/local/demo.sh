@@ -13,6 +13,8 @@ export KAFKA_BROKERS=${KAFKA_BROKERS:-127.0.0.1:9092}
 export DATABASE_URL=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/ratewarden?sslmode=disable}
 export LIMITER_ADDR=${LIMITER_ADDR:-127.0.0.1:8080}
 export LOG_LEVEL=${LOG_LEVEL:-warn}
+# The gateway's token: the stack's limiter requires it (run.sh), loadgen sends it.
+export API_TOKENS=${API_TOKENS:-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')}
 BANS_TOPIC=${BANS_TOPIC:-ratelimit.bans}
 
 for tool in kcat psql curl; do
@@ -51,7 +53,7 @@ watcher=$!
 sleep 1
 
 echo "demo: $DURATION of traffic at $RATE requests/s: normal users, a brute forcer on /api/login, a scanner"
-bin/loadgen -url "http://$LIMITER_ADDR" -rate "$RATE" -workers 16 -duration "$DURATION" -progress 2s \
+bin/loadgen -url "http://$LIMITER_ADDR" -token "${API_TOKENS%%,*}" -rate "$RATE" -workers 16 -duration "$DURATION" -progress 2s \
 	-mix normal=80,bruteforce=10,scanner=10 -attackers 1 -max-errors 1 || true
 
 sleep 3 # the archiver flushes at least every second

@@ -13,6 +13,20 @@ export REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6379/0}
 export DATABASE_URL=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/ratewarden?sslmode=disable}
 export LOG_FORMAT=${LOG_FORMAT:-console}
 LIMITER_ADDR=${LIMITER_ADDR:-127.0.0.1:8080}
+state=.local/run
+
+# The limiter decides only for callers with one of API_TOKENS. Unless you
+# set it, this run makes one up and keeps it in $state/api-token (readable by
+# you alone) for curl and make demo.
+token_hint="\$(cat $state/api-token)"
+if [ -z "${API_TOKENS:-}" ]; then
+	mkdir -p "$state"
+	API_TOKENS=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
+	(umask 077 && printf '%s\n' "$API_TOKENS" >"$state/api-token")
+else
+	token_hint="<one of your API_TOKENS>"
+fi
+export API_TOKENS
 
 # Children run in sessions of their own (setsid), so Ctrl-C reaches only this
 # script, which stops them one by one.
@@ -49,8 +63,6 @@ else
 	pids+=($!)
 	wait_for "$broker" devkafka
 fi
-
-state=.local/run
 
 # missing NAME ADDR PACKAGES: stops the script, saying that nothing answers at
 # ADDR and NAME is not installed, and what to install instead.
@@ -108,7 +120,7 @@ wait_for "$LIMITER_ADDR" limiter
 cat <<MSG
 
 ratewarden is running. Try:
-  curl -s -X POST http://$LIMITER_ADDR/v1/check -d '{"ip":"203.0.113.7","endpoint":"/api/login","method":"POST"}'
+  curl -s -H "Authorization: Bearer $token_hint" -X POST http://$LIMITER_ADDR/v1/check -d '{"ip":"203.0.113.7","endpoint":"/api/login","method":"POST"}'
   curl -s http://$LIMITER_ADDR/readyz
   curl -s http://$DETECTOR_ADDR/metrics | grep rate_limit_detector_bans_total
 Press Ctrl-C to stop.
