@@ -133,6 +133,9 @@ func manifestComposeProblems(compose map[string]any, cfg manifestConfig, root st
 			report("%s: environment variables the %s does not read: %s", name, s.binary, strings.Join(unknown, ", "))
 		}
 		if s.binary == "loadgen" {
+			if !slices.Contains(manifestStrings(s.raw["command"]), "-token") {
+				report("%s: no -token: the limiters refuse calls without one of their API_TOKENS", name)
+			}
 			continue
 		}
 		if s.raw["command"] != nil {
@@ -216,6 +219,7 @@ var (
 	manifestNginxUpstream  = regexp.MustCompile(`(?s)upstream\s+(\S+)\s*\{(.*?)\}`)
 	manifestNginxServer    = regexp.MustCompile(`(?m)^\s*server\s+([^\s;:]+):(\d+)`)
 	manifestNginxAuthProxy = regexp.MustCompile(`proxy_pass\s+http://([^/\s;]+)/v1/auth\s*;`)
+	manifestNginxBearer    = regexp.MustCompile(`proxy_set_header\s+Authorization\s+"Bearer \$\{(\w+)\}"`)
 )
 
 // manifestComposeGatewayProblems checks the nginx gateway against the
@@ -234,9 +238,11 @@ func manifestComposeGatewayProblems(services map[string]*manifestComposeService,
 	if gw == nil {
 		return []string{"no nginx gateway service"}
 	}
+	// The configuration, mounted as it is or as a template of the image's
+	// entrypoint (for the token).
 	var conf []byte
 	for src, dst := range manifestComposeMounts(gw.raw) {
-		if strings.HasSuffix(dst, ".conf") {
+		if strings.HasSuffix(dst, ".conf") || strings.HasSuffix(dst, ".conf.template") {
 			var err error
 			if conf, err = os.ReadFile(filepath.Join(root, filepath.FromSlash(src))); err != nil {
 				return []string{fmt.Sprintf("%s: %v", gw.name, err)}
@@ -266,6 +272,20 @@ func manifestComposeGatewayProblems(services map[string]*manifestComposeService,
 	slices.Sort(want)
 	if !slices.Equal(servers, want) {
 		report("%s: upstream %s is %v, the limiters are %v", gw.name, m[1], servers, want)
+	}
+
+	// The gateway sends one of the limiters' API_TOKENS, from its own
+	// environment (the template's variable), and every limiter wants one.
+	if m := manifestNginxBearer.FindSubmatch(conf); m == nil {
+		report("%s: the auth location sends no Authorization: Bearer ${VAR} header", gw.name)
+	} else if gw.env[string(m[1])] == "" || !strings.HasPrefix(string(m[1]), gw.env["NGINX_ENVSUBST_FILTER"]) {
+		report("%s: its configuration sends ${%s}, which its environment does not set or NGINX_ENVSUBST_FILTER (%q) does not substitute",
+			gw.name, m[1], gw.env["NGINX_ENVSUBST_FILTER"])
+	}
+	for _, l := range limiters {
+		if l.env["API_TOKENS"] == "" {
+			report("%s: no API_TOKENS: anyone reaching it could spend clients' budgets or get them banned", l.name)
+		}
 	}
 
 	var gwAddrs []string

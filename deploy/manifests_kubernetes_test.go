@@ -4,6 +4,7 @@ package deploy_test
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -176,7 +177,7 @@ func manifestDeploymentProblems(objs []manifestKubeObject, d manifestKubeObject,
 				ports[name] = n
 			}
 		}
-		probePort := ""
+		probePorts := map[string]string{} // probe -> port number
 		for probe, want := range map[string]string{"readinessProbe": "/readyz", "livenessProbe": "/healthz"} {
 			get := manifestAt(c, probe, "httpGet")
 			if got := manifestStr(manifestAt(get, "path")); got != want {
@@ -186,8 +187,9 @@ func manifestDeploymentProblems(objs []manifestKubeObject, d manifestKubeObject,
 			p, ok := ports[manifestStr(manifestAt(get, "port"))]
 			if !ok {
 				report("%s: %s port %v is none of the container's ports", where, probe, manifestAt(get, "port"))
+				continue
 			}
-			probePort = p
+			probePorts[probe] = p
 		}
 		for _, r := range []string{"requests", "limits"} {
 			for _, res := range []string{"cpu", "memory"} {
@@ -233,11 +235,23 @@ func manifestDeploymentProblems(objs []manifestKubeObject, d manifestKubeObject,
 		if unknown := manifestUnknownEnv(cfg, binary, names); len(unknown) > 0 {
 			report("%s: environment variables the %s does not read: %s", where, binary, strings.Join(unknown, ", "))
 		}
-		listen := env["LISTEN_ADDR"]
+		// Probes and metrics are on OPS_LISTEN_ADDR when it is set.
+		listen, opsVar := env["LISTEN_ADDR"], "LISTEN_ADDR"
+		if env["OPS_LISTEN_ADDR"] != "" {
+			opsVar = "OPS_LISTEN_ADDR"
+		}
 		if listen == "" {
 			report("%s: set LISTEN_ADDR explicitly (the %s's default is %s)", where, binary, cfg.listen[binary])
-		} else if probePort != "" && manifestPort(listen) != probePort {
-			report("%s: LISTEN_ADDR %s but the probes use port %s", where, listen, probePort)
+		} else {
+			opsPort := manifestPort(env[opsVar])
+			for _, probe := range slices.Sorted(maps.Keys(probePorts)) {
+				if probePorts[probe] != opsPort {
+					report("%s: %s %s but the %s uses port %s", where, opsVar, env[opsVar], probe, probePorts[probe])
+				}
+			}
+			if scrape := manifestStr(manifestAt(d.doc, "spec", "template", "metadata", "annotations", "prometheus.io/port")); scrape != "" && scrape != opsPort {
+				report("%s: %s %s but prometheus.io/port is %s", where, opsVar, env[opsVar], scrape)
+			}
 		}
 		if binary == "limiter" || binary == "detector" {
 			problems = append(problems, manifestKubeRulesProblems(objs, pod, c, env["RULES_FILE"], where)...)
@@ -337,7 +351,7 @@ func TestManifestKubernetes(t *testing.T) {
 	for _, p := range manifestKubeProblems(objs, cfg) {
 		t.Error(p)
 	}
-	for _, kind := range []string{"Namespace", "ConfigMap", "Secret", "Deployment", "Service", "PodDisruptionBudget", "HorizontalPodAutoscaler"} {
+	for _, kind := range []string{"Namespace", "ConfigMap", "Secret", "Deployment", "Service", "PodDisruptionBudget", "HorizontalPodAutoscaler", "NetworkPolicy"} {
 		if !slices.ContainsFunc(objs, func(o manifestKubeObject) bool { return o.kind() == kind }) {
 			t.Errorf("no %s in %s", kind, manifestKubeDir)
 		}

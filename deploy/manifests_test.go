@@ -239,11 +239,69 @@ func TestManifestCheckersCatchMistakes(t *testing.T) {
 		edit(manifestMap(manifestList(manifestAt(d.doc, "spec", "template", "spec", "containers"))[0]))
 		return manifestKubeProblems(objs, cfg)
 	}
+	policiesWith := func(t *testing.T, edit func(objs []manifestKubeObject) []manifestKubeObject) []string {
+		t.Helper()
+		return manifestNetworkPolicyProblems(edit(manifestLoadKube(t)))
+	}
+	policy := func(t *testing.T, objs []manifestKubeObject, name string) map[string]any {
+		t.Helper()
+		o, ok := manifestFind(objs, "NetworkPolicy", name)
+		if !ok {
+			t.Fatalf("no NetworkPolicy %s", name)
+		}
+		return o.doc
+	}
 	tests := []struct {
 		name  string
 		check func(t *testing.T) []string
 		want  string
 	}{
+		{"compose: a limiter without API_TOKENS", func(t *testing.T) []string {
+			return composeWith(t, func(s map[string]any) { delete(manifestMap(manifestAt(s, "limiter2", "environment")), "API_TOKENS") })
+		}, "limiter2: no API_TOKENS"},
+		{"compose: the gateway's token variable unset", func(t *testing.T) []string {
+			return composeWith(t, func(s map[string]any) {
+				delete(manifestMap(manifestAt(s, "nginx", "environment")), "RATEWARDEN_API_TOKEN")
+			})
+		}, "RATEWARDEN_API_TOKEN"},
+		{"compose: load generator without a token", func(t *testing.T) []string {
+			return composeWith(t, func(s map[string]any) { manifestMap(s["loadgen"])["command"] = []any{"-url", "http://limiter1:8080"} })
+		}, "loadgen: no -token"},
+		{"kubernetes: probes off the ops port", func(t *testing.T) []string {
+			return kubeWith(t, func(c map[string]any) { manifestMap(manifestAt(c, "readinessProbe", "httpGet"))["port"] = "http" })
+		}, "OPS_LISTEN_ADDR :9090 but the readinessProbe uses port 8080"},
+		{"kubernetes: policy port the pods lack", func(t *testing.T) []string {
+			return policiesWith(t, func(objs []manifestKubeObject) []manifestKubeObject {
+				port := manifestMap(manifestList(manifestAt(manifestList(manifestAt(policy(t, objs, "limiter-ops-from-prometheus"), "spec", "ingress"))[0], "ports"))[0])
+				port["port"] = "metrics"
+				return objs
+			})
+		}, "port metrics is no port of limiter"},
+		{"kubernetes: decision port open to Prometheus", func(t *testing.T) []string {
+			return policiesWith(t, func(objs []manifestKubeObject) []manifestKubeObject {
+				dec := manifestMap(manifestList(manifestAt(policy(t, objs, "limiter-decisions-from-gateway"), "spec", "ingress"))[0])
+				prom := manifestList(manifestAt(manifestList(manifestAt(policy(t, objs, "detector-metrics-from-prometheus"), "spec", "ingress"))[0], "from"))
+				dec["from"] = append(manifestList(dec["from"]), prom...)
+				return objs
+			})
+		}, "both admit"},
+		{"kubernetes: no default deny", func(t *testing.T) []string {
+			return policiesWith(t, func(objs []manifestKubeObject) []manifestKubeObject {
+				return slices.DeleteFunc(objs, func(o manifestKubeObject) bool { return o.name() == "ratewarden-default-deny-ingress" })
+			})
+		}, "no default-deny policy"},
+		{"kubernetes: policy selecting no pods", func(t *testing.T) []string {
+			return policiesWith(t, func(objs []manifestKubeObject) []manifestKubeObject {
+				manifestMap(manifestAt(policy(t, objs, "archiver-metrics-from-prometheus"), "spec", "podSelector", "matchLabels"))["app.kubernetes.io/component"] = "archivr"
+				return objs
+			})
+		}, "selects no Deployment's pods"},
+		{"kubernetes: a port open to any peer", func(t *testing.T) []string {
+			return policiesWith(t, func(objs []manifestKubeObject) []manifestKubeObject {
+				delete(manifestMap(manifestList(manifestAt(policy(t, objs, "limiter-decisions-from-gateway"), "spec", "ingress"))[0]), "from")
+				return objs
+			})
+		}, "admits every peer"},
 		{"compose: misspelled variable", func(t *testing.T) []string {
 			return composeWith(t, func(s map[string]any) { manifestMap(manifestAt(s, "limiter2", "environment"))["REDIS_ULR"] = "x" })
 		}, "REDIS_ULR"},
