@@ -52,11 +52,26 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	uuid.EnableRandPool()
 	reg := telemetry.NewRegistry()
 
+	// The clients that fail only on a bad configuration come first, before
+	// the producer and the coalescer start their goroutines.
 	redisstore.RouteLogs(log.Named("redis"))
 	redisCfg := redisstore.ClientConfig{URL: cfg.RedisURL, ClusterAddrs: cfg.RedisClusterAddrs,
 		SentinelAddrs: cfg.RedisSentinelAddrs, SentinelMaster: cfg.RedisSentinelMaster, Timeout: cfg.RedisTimeout,
 		PoolSize: cfg.RedisPipelines + 4} // one connection per pipeline, plus probes, heartbeats and ban sync
 	rdb, err := redisstore.Connect(redisCfg)
+	if err != nil {
+		return err
+	}
+	banPublisher, err := kafkabus.NewBanPublisher(cfg.KafkaBrokers, cfg.BansTopic)
+	if err != nil {
+		return err
+	}
+	producer, err := kafkabus.NewProducer(kafkabus.ProducerConfig{
+		Brokers:   cfg.KafkaBrokers,
+		Topic:     cfg.DecisionsTopic,
+		QueueSize: cfg.EventQueueSize,
+		ClientID:  "ratewarden-limiter-" + cfg.Instance,
+	}, log.Named("events"), reg)
 	if err != nil {
 		return err
 	}
@@ -68,19 +83,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		Timeout:    cfg.RedisTimeout,
 		Registerer: reg,
 	})
-	producer, err := kafkabus.NewProducer(kafkabus.ProducerConfig{
-		Brokers:   cfg.KafkaBrokers,
-		Topic:     cfg.DecisionsTopic,
-		QueueSize: cfg.EventQueueSize,
-		ClientID:  "ratewarden-limiter-" + cfg.Instance,
-	}, log.Named("events"), reg)
-	if err != nil {
-		return err
-	}
-	banPublisher, err := kafkabus.NewBanPublisher(cfg.KafkaBrokers, cfg.BansTopic)
-	if err != nil {
-		return err
-	}
 
 	// Bans: the whole blacklist at start and every BAN_RESYNC_INTERVAL,
 	// changes as they happen in between; enforcement reads only memory.
