@@ -14,6 +14,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/httpapi"
 	"github.com/ratewarden/ratewarden/internal/lifecycle"
 	"github.com/ratewarden/ratewarden/internal/ops"
+	"github.com/ratewarden/ratewarden/internal/pgrules"
 	"github.com/ratewarden/ratewarden/internal/pgstore"
 	"github.com/ratewarden/ratewarden/internal/redisstore"
 	"github.com/ratewarden/ratewarden/internal/rulesync"
@@ -70,7 +71,7 @@ func ruleStore(cfg config.Limiter) func(context.Context) (rulesync.Store, error)
 			store.Close()
 			return nil, fmt.Errorf("DATABASE_URL: %w", err)
 		}
-		return store, nil
+		return pgrules.New(store), nil
 	}
 }
 

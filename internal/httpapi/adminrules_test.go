@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ratewarden/ratewarden/internal/httpapi"
+	"github.com/ratewarden/ratewarden/internal/pgrules"
 	"github.com/ratewarden/ratewarden/internal/pgstore"
 	"github.com/ratewarden/ratewarden/internal/pgtest"
 	"github.com/ratewarden/ratewarden/internal/redisstore"
@@ -59,7 +60,7 @@ func newRuleStack(t *testing.T) *ruleStack {
 				if err != nil {
 					return nil, err
 				}
-				return st, st.Migrate(ctx)
+				return pgrules.New(st), st.Migrate(ctx)
 			},
 			Changes:    redisstore.NewRuleChanges(rdb, prefix),
 			Registerer: prometheus.NewRegistry(),

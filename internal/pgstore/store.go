@@ -57,6 +57,10 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	return &Store{pool: pool}, nil
 }
 
+// Pool is the store's connection pool, for the adapters that share its
+// database and schema (pgrules).
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
 // Close closes every connection of the pool, waiting for those in use.
 func (s *Store) Close() { s.pool.Close() }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/ratewarden/ratewarden/internal/pgrules"
 	"github.com/ratewarden/ratewarden/internal/pgstore"
 	"github.com/ratewarden/ratewarden/internal/pgtest"
 	"github.com/ratewarden/ratewarden/internal/redisstore"
@@ -92,7 +93,7 @@ func (s *system) start(opts ...option) *limiter {
 				st.Close()
 				return nil, err
 			}
-			return st, nil
+			return pgrules.New(st), nil
 		},
 		Changes:    redisstore.NewRuleChanges(client, s.prefix),
 		FilePoll:   50 * time.Millisecond,
@@ -222,10 +223,11 @@ func TestInvalidRuleChangesNothing(t *testing.T) {
 			}
 		})
 	}
-	st, err := pgstore.Open(context.Background(), s.dbURL)
+	db, err := pgstore.Open(context.Background(), s.dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}
+	st := pgrules.New(db)
 	defer st.Close()
 	if v, err := st.RulesVersion(context.Background()); err != nil || v != 0 {
 		t.Fatalf("store version %d, %v after refused changes; want 0", v, err)

@@ -1,10 +1,18 @@
-package pgstore
+// Package pgrules keeps the dynamic rules and their audit trail in
+// Postgres (rulesync.Store), in the schema pgstore migrates. It is an
+// adapter of its own so that the archiver, which uses pgstore, links no
+// rule machinery, and the limiter links no archive.
+package pgrules
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ratewarden/ratewarden/internal/pgstore"
 
 	"github.com/jackc/pgx/v5"
 
@@ -13,6 +21,19 @@ import (
 
 // Store is the limiters' dynamic rule store.
 var _ rulesync.Store = (*Store)(nil)
+
+// Store is the dynamic rule store on a pgstore connection pool.
+type Store struct {
+	db   *pgstore.Store
+	pool *pgxpool.Pool
+}
+
+// New returns the dynamic rule store of the database db is connected to;
+// db must have been migrated (pgstore.Store.Migrate). Close closes db.
+func New(db *pgstore.Store) *Store { return &Store{db: db, pool: db.Pool()} }
+
+// Close closes the connections of the database.
+func (s *Store) Close() { s.db.Close() }
 
 // RulesVersion returns the version of the dynamic rule set: cheap enough to
 // poll.

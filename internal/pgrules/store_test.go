@@ -1,4 +1,4 @@
-package pgstore
+package pgrules
 
 import (
 	"context"
@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+
+	"github.com/ratewarden/ratewarden/internal/pgstore"
+	"github.com/ratewarden/ratewarden/internal/pgtest"
 
 	"github.com/ratewarden/ratewarden/internal/rulesync"
 )
@@ -141,4 +144,19 @@ func sameJSON(t *testing.T, a, b json.RawMessage) bool {
 		return false
 	}
 	return fmt.Sprint(x) == fmt.Sprint(y)
+}
+
+// newStore is a rule store on a fresh, migrated database of the test's own.
+func newStore(t *testing.T) *Store {
+	t.Helper()
+	ctx := context.Background()
+	db, err := pgstore.Open(ctx, pgtest.Database(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	if err := db.Migrate(ctx); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return New(db)
 }
