@@ -85,3 +85,12 @@ func privateRedis(tb testing.TB) *redis.Client {
 	tb.Cleanup(func() { client.Close() })
 	return client
 }
+
+// digests returns the SHA1 digests of store's scripts.
+func digests(store *Store) []string {
+	var shas []string
+	for _, sc := range store.scripts {
+		shas = append(shas, sc.Hash())
+	}
+	return shas
+}

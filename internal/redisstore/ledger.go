@@ -28,14 +28,14 @@ type Ledger struct {
 	client redis.UniversalClient
 	prefix string
 	bans   *Blacklist
-	script script
+	script *redis.Script
 	now    func() time.Time
 }
 
 // NewLedger returns the ledger under the key prefix (the prefix of the
 // Windows). Settle writes enforced bans to bans; nil enforces nothing.
 func NewLedger(client redis.UniversalClient, prefix string, bans *Blacklist) *Ledger {
-	return &Ledger{client: client, prefix: prefix, bans: bans, script: newScript(lua.DetectClaim()), now: time.Now}
+	return &Ledger{client: client, prefix: prefix, bans: bans, script: redis.NewScript(lua.DetectClaim()), now: time.Now}
 }
 
 // Claim records c.Ban unless an unexpired record of the offender (by event
@@ -73,12 +73,10 @@ func (l *Ledger) Claim(ctx context.Context, c detect.Claim) (detect.Outcome, err
 		capMs = c.Escalation.Cap.Milliseconds()
 	}
 	tag := offenderTag(l.prefix, detect.Offender{Scope: b.Scope, Subject: b.Subject})
-	cmds := runScript(ctx, l.client, &l.script, []scriptCall{{
-		keys: []string{tag + ":" + b.Action, tag + ":hist"},
-		args: []any{b.Action, b.TS.UnixMilli(), b.BanID, string(data), baseMs, c.Escalation.Factor, capMs,
-			max(c.Escalation.Period.Milliseconds(), 0), recordKeep.Milliseconds()},
-	}})
-	out, err := parseClaim(cmds[0], b)
+	cmd := l.script.Run(ctx, l.client, []string{tag + ":" + b.Action, tag + ":hist"},
+		b.Action, b.TS.UnixMilli(), b.BanID, string(data), baseMs, c.Escalation.Factor, capMs,
+		max(c.Escalation.Period.Milliseconds(), 0), recordKeep.Milliseconds())
+	out, err := parseClaim(cmd, b)
 	if err != nil {
 		return detect.Outcome{}, claimError(b, err)
 	}
@@ -136,11 +134,8 @@ func (l *Ledger) Settle(ctx context.Context, ban event.Ban, enforce bool) error 
 		}
 	}
 	tag := offenderTag(l.prefix, detect.Offender{Scope: ban.Scope, Subject: ban.Subject})
-	cmds := runScript(ctx, l.client, &l.script, []scriptCall{{
-		keys: []string{tag + ":" + ban.Action, tag + ":hist"},
-		args: []any{"settle", ban.BanID},
-	}})
-	if err := cmds[0].Err(); err != nil {
+	err := l.script.Run(ctx, l.client, []string{tag + ":" + ban.Action, tag + ":hist"}, "settle", ban.BanID).Err()
+	if err != nil {
 		return fmt.Errorf("redis settle %s: %w", ban.BanID, err)
 	}
 	return nil

@@ -76,10 +76,7 @@ func testClusterNoScript(t *testing.T, e *clusterEnv) {
 		if err := store.Load(ctx); err != nil {
 			t.Fatal(err)
 		}
-		shas := make([]string, len(store.scripts))
-		for i, sc := range store.scripts {
-			shas[i] = sc.sha
-		}
+		shas := digests(store)
 		// Replicas get the scripts only when CLUSTER SLOTS lists them, which
 		// Redis 7 does once they report a replication offset: not on a
 		// cluster that has had no writes yet. The failover subtest covers a

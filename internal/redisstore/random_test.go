@@ -62,13 +62,12 @@ func TestDecideRandom(t *testing.T) {
 // a few ms) ran out on the server's clock in between would lose state the
 // model keeps, as soon as the machine is slow.
 func decidePersistent(ctx context.Context, client *redis.Client, store *Store, c decide.Call) (decide.Result, error) {
-	sc, err := store.script(c)
-	if err != nil {
+	if err := c.Validate(); err != nil {
 		return decide.Result{}, err
 	}
 	var cmd *redis.Cmd
-	_, err = client.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-		cmd = pipe.EvalSha(ctx, sc.sha, keys(&c), args(&c)...)
+	_, err := client.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+		cmd = store.scripts[c.Algorithm].EvalSha(ctx, pipe, keys(&c), args(&c)...)
 		for _, key := range keys(&c) {
 			pipe.Persist(ctx, key)
 		}

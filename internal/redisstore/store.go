@@ -4,8 +4,6 @@ package redisstore
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -20,17 +18,12 @@ import (
 // errReply means a script answered something other than its seven integers.
 var errReply = errors.New("unexpected script reply")
 
-// script is one algorithm's script and its SHA1 digest.
-type script struct {
-	src, sha string
-}
-
 // Store decides rate-limit calls with the Lua scripts. It is safe for
 // concurrent use.
 type Store struct {
 	client   redis.UniversalClient
-	scripts  [4]script    // indexed by algorithmIndex
-	commands commandTable // a cluster client's, for WarmUp
+	scripts  map[decide.Algorithm]*redis.Script // one per algorithm of lua.Algorithms
+	commands commandTable                       // a cluster client's, for WarmUp
 }
 
 // New returns a Store on client (a *redis.Client, *redis.ClusterClient or
@@ -40,14 +33,12 @@ type Store struct {
 // Store of a cluster client before its first command: WarmUp learns from
 // the nodes created after New whether go-redis has its command table.
 func New(client redis.UniversalClient) *Store {
-	s := &Store{client: client}
+	s := &Store{client: client, scripts: make(map[decide.Algorithm]*redis.Script, len(lua.Algorithms))}
 	if c, ok := client.(*redis.ClusterClient); ok {
 		s.commands.watch(c)
 	}
-	for i, alg := range []decide.Algorithm{decide.FixedWindow, decide.SlidingWindow, decide.TokenBucket, decide.SlidingWindowCounter} {
-		src := lua.Source(string(alg))
-		sum := sha1.Sum([]byte(src))
-		s.scripts[i] = script{src: src, sha: hex.EncodeToString(sum[:])}
+	for _, alg := range lua.Algorithms {
+		s.scripts[decide.Algorithm(alg)] = redis.NewScript(lua.Source(alg))
 	}
 	return s
 }
@@ -58,16 +49,7 @@ func New(client redis.UniversalClient) *Store {
 // propagate SCRIPT LOAD), so a promoted replica may lack them: the EVAL
 // fallback covers it.
 func (s *Store) Load(ctx context.Context) error {
-	for _, sc := range s.scripts {
-		sha, err := s.client.ScriptLoad(ctx, sc.src).Result()
-		if err != nil {
-			return fmt.Errorf("redis script load: %w", err)
-		}
-		if sha != sc.sha {
-			return fmt.Errorf("redis script load: digest %s, want %s", sha, sc.sha)
-		}
-	}
-	return nil
+	return s.loadScripts(ctx, s.client)
 }
 
 // Decide decides calls in one round trip: one EVALSHA for a single call, a
@@ -106,30 +88,15 @@ func (s *Store) run(ctx context.Context, calls []decide.Call, results []decide.R
 		}
 		errs[i] = callError(calls[i], err)
 	}
-	scripts := make([]*script, len(calls))
-	cmds := make([]*redis.Cmd, len(calls))
-	var pipe redis.Pipeliner
-	if len(calls) > 1 {
-		pipe = s.client.Pipeline()
-	}
+	sc := make([]scriptCall, len(calls))
 	for i := range calls {
-		sc, err := s.script(calls[i])
-		if err != nil {
+		if err := calls[i].Validate(); err != nil { // Validate admits only the algorithms of lua.Algorithms
 			fail(i, err)
 			continue
 		}
-		scripts[i] = sc
-		if pipe == nil {
-			cmds[i] = s.client.EvalSha(ctx, sc.sha, keys(&calls[i]), args(&calls[i])...)
-		} else {
-			cmds[i] = pipe.EvalSha(ctx, sc.sha, keys(&calls[i]), args(&calls[i])...)
-		}
+		sc[i] = scriptCall{script: s.scripts[calls[i].Algorithm], keys: keys(&calls[i]), args: args(&calls[i])}
 	}
-	if pipe != nil && pipe.Len() > 0 {
-		_, _ = pipe.Exec(ctx) // errors are read per command below
-	}
-	s.evalMissing(ctx, calls, scripts, cmds)
-	for i, cmd := range cmds {
+	for i, cmd := range runScripts(ctx, s.client, sc) {
 		if cmd == nil {
 			continue
 		}
@@ -141,45 +108,6 @@ func (s *Store) run(ctx context.Context, calls []decide.Call, results []decide.R
 		results[i] = r
 	}
 	return errs
-}
-
-// evalMissing runs again with EVAL the calls that failed with NOSCRIPT,
-// replacing their commands.
-func (s *Store) evalMissing(ctx context.Context, calls []decide.Call, scripts []*script, cmds []*redis.Cmd) {
-	var missing []int
-	for i, cmd := range cmds {
-		if cmd != nil && isNoScript(cmd.Err()) {
-			missing = append(missing, i)
-		}
-	}
-	switch len(missing) {
-	case 0:
-	case 1:
-		i := missing[0]
-		cmds[i] = s.client.Eval(ctx, scripts[i].src, keys(&calls[i]), args(&calls[i])...)
-	default:
-		pipe := s.client.Pipeline()
-		for _, i := range missing {
-			cmds[i] = pipe.Eval(ctx, scripts[i].src, keys(&calls[i]), args(&calls[i])...)
-		}
-		_, _ = pipe.Exec(ctx)
-	}
-}
-
-func (s *Store) script(c decide.Call) (*script, error) {
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
-	switch c.Algorithm {
-	case decide.FixedWindow:
-		return &s.scripts[0], nil
-	case decide.SlidingWindow:
-		return &s.scripts[1], nil
-	case decide.SlidingWindowCounter:
-		return &s.scripts[3], nil
-	default: // Validate admits only the four algorithms
-		return &s.scripts[2], nil
-	}
 }
 
 func keys(c *decide.Call) []string {
@@ -246,8 +174,4 @@ func callError(c decide.Call, err error) error {
 		key = key[:maxKeyInError] + "..."
 	}
 	return fmt.Errorf("redis decide %s key %s: %w", c.Algorithm, strconv.Quote(key), err)
-}
-
-func isNoScript(err error) bool {
-	return err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT"))
 }

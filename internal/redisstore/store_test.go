@@ -127,21 +127,21 @@ func TestNoScript(t *testing.T) {
 	}
 
 	// the EVAL fallback cached the scripts: EVALSHA works again
-	if err := client.EvalSha(ctx, store.scripts[1].sha, keys(&batch[1]), args(&batch[1])...).Err(); err != nil {
+	if err := client.EvalSha(ctx, store.scripts[decide.SlidingWindow].Hash(), keys(&batch[1]), args(&batch[1])...).Err(); err != nil {
 		t.Errorf("evalsha after the fallback: %v", err)
 	}
 
 	if err := client.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	err = client.EvalSha(ctx, store.scripts[0].sha, keys(&batch[0]), args(&batch[0])...).Err()
+	err = client.EvalSha(ctx, store.scripts[decide.FixedWindow].Hash(), keys(&batch[0]), args(&batch[0])...).Err()
 	if class := ClassifyError(err); class != "noscript" {
 		t.Errorf("ClassifyError(%v) = %q, want noscript", err, class)
 	}
 	if err := store.Load(ctx); err != nil {
 		t.Fatalf("load: %v", err)
 	}
-	if err := client.EvalSha(ctx, store.scripts[2].sha, keys(&batch[2]), args(&batch[2])...).Err(); err != nil {
+	if err := client.EvalSha(ctx, store.scripts[decide.TokenBucket].Hash(), keys(&batch[2]), args(&batch[2])...).Err(); err != nil {
 		t.Errorf("evalsha after load: %v", err)
 	}
 }

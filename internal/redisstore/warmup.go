@@ -77,15 +77,12 @@ func dial(ctx context.Context, node *redis.Client, n int) error {
 	return nil
 }
 
-// loadScripts caches every script on one server.
-func (s *Store) loadScripts(ctx context.Context, node *redis.Client) error {
+// loadScripts caches every script on one server, or on every node of a
+// cluster client (go-redis sends SCRIPT LOAD to each).
+func (s *Store) loadScripts(ctx context.Context, c redis.Scripter) error {
 	for _, sc := range s.scripts {
-		sha, err := node.ScriptLoad(ctx, sc.src).Result()
-		if err != nil {
+		if err := sc.Load(ctx, c).Err(); err != nil {
 			return fmt.Errorf("redis script load: %w", err)
-		}
-		if sha != sc.sha {
-			return fmt.Errorf("redis script load: digest %s, want %s", sha, sc.sha)
 		}
 	}
 	return nil

@@ -100,10 +100,7 @@ func decideConcurrently(tb testing.TB, store *Store, prefix string, n int) {
 // requireScripts fails unless node holds every script of store.
 func requireScripts(tb testing.TB, node *redis.Client, store *Store) {
 	tb.Helper()
-	shas := make([]string, len(store.scripts))
-	for i, sc := range store.scripts {
-		shas[i] = sc.sha
-	}
+	shas := digests(store)
 	exists, err := node.ScriptExists(context.Background(), shas...).Result()
 	if err != nil {
 		tb.Fatalf("script exists on %s: %v", node.Options().Addr, err)

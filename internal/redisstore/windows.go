@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -25,13 +24,13 @@ import (
 type Windows struct {
 	client redis.UniversalClient
 	prefix string
-	script script
+	script *redis.Script
 }
 
 // NewWindows returns the windows stored under the key prefix (which must not
 // contain '{' or '}', as it precedes the hash tag).
 func NewWindows(client redis.UniversalClient, prefix string) *Windows {
-	return &Windows{client: client, prefix: prefix, script: newScript(lua.DetectWindows())}
+	return &Windows{client: client, prefix: prefix, script: redis.NewScript(lua.DetectWindows())}
 }
 
 // Record records the sightings in one round trip (a pipeline of one script
@@ -52,7 +51,7 @@ func (w *Windows) Record(ctx context.Context, spec detect.WindowSpec, sightings 
 		}
 		calls[i] = w.call(spec, s)
 	}
-	cmds := runScript(ctx, w.client, &w.script, calls)
+	cmds := runScripts(ctx, w.client, calls)
 	tallies := make([]detect.Tally, len(cmds))
 	for i, cmd := range cmds {
 		t, err := parseTally(cmd, len(spec.Violations))
@@ -80,7 +79,7 @@ func (w *Windows) call(spec detect.WindowSpec, s detect.Sighting) scriptCall {
 	for i := range spec.Violations {
 		args = append(args, spec.ViolationThreshold(i))
 	}
-	return scriptCall{keys: []string{tag + ":v", tag + ":e", tag + ":n"}, args: args}
+	return scriptCall{script: w.script, keys: []string{tag + ":v", tag + ":e", tag + ":n"}, args: args}
 }
 
 // windowsTTL is how long an offender's windows outlive its last sighting:
@@ -186,49 +185,4 @@ func validateScope(scope string) error {
 		return fmt.Errorf("scope %.16q is not one of ip, user", scope)
 	}
 	return nil
-}
-
-// scriptCall is the KEYS and ARGV of one script call.
-type scriptCall struct {
-	keys []string
-	args []any
-}
-
-func newScript(src string) script {
-	sum := sha1.Sum([]byte(src))
-	return script{src: src, sha: hex.EncodeToString(sum[:])}
-}
-
-// runScript runs sc once per call in one round trip (EVALSHA, pipelined
-// when there are several) and runs again with EVAL the calls the server had
-// no script for. Errors are read per command.
-func runScript(ctx context.Context, client redis.UniversalClient, sc *script, calls []scriptCall) []*redis.Cmd {
-	cmds := make([]*redis.Cmd, len(calls))
-	if len(calls) == 1 {
-		cmds[0] = client.EvalSha(ctx, sc.sha, calls[0].keys, calls[0].args...)
-	} else {
-		pipe := client.Pipeline()
-		for i, c := range calls {
-			cmds[i] = pipe.EvalSha(ctx, sc.sha, c.keys, c.args...)
-		}
-		_, _ = pipe.Exec(ctx)
-	}
-	var missing []int
-	for i, cmd := range cmds {
-		if isNoScript(cmd.Err()) {
-			missing = append(missing, i)
-		}
-	}
-	if len(missing) == 1 {
-		c := calls[missing[0]]
-		cmds[missing[0]] = client.Eval(ctx, sc.src, c.keys, c.args...)
-	} else if len(missing) > 1 {
-		// The first EVAL caches the script; order is kept within the pipeline.
-		pipe := client.Pipeline()
-		for _, i := range missing {
-			cmds[i] = pipe.Eval(ctx, sc.src, calls[i].keys, calls[i].args...)
-		}
-		_, _ = pipe.Exec(ctx)
-	}
-	return cmds
 }
