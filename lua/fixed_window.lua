@@ -26,7 +26,7 @@ function alg.evaluate(key, now, cost, limits)
   end
   local vals = redis.call('HMGET', key, unpack(fields))
 
-  local r = {admitted = true, quota = {}, remaining = {}, reset = {}, deny = {}, retry = {}}
+  local r = new_result()
   local starts, counts = {}, {}
   for i = 1, n do
     local requests, per = limits[i][1], limits[i][2]
@@ -58,10 +58,7 @@ function alg.evaluate(key, now, cost, limits)
     args[4 * i - 1] = fields[2 * i]
     args[4 * i] = istr(used)
   end
-  if r.admitted then
-    redis.call('HSET', key, unpack(args))
-    redis.call('PEXPIRE', key, istr(ttl))
-  end
+  if r.admitted then write_state(key, args, ttl) end
   return r
 end
 

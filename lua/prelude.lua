@@ -47,6 +47,20 @@ local function ceildiv(a, b)
   return q
 end
 
+-- new_result returns the table alg.evaluate fills: admitted, and per limit
+-- quota, remaining, reset, deny and retry.
+local function new_result()
+  return {admitted = true, quota = {}, remaining = {}, reset = {}, deny = {}, retry = {}}
+end
+
+-- write_state writes the hash fields of an admission, args being HSET's
+-- field and value pairs, and sets the state key to expire in ttl ms: a field
+-- is never written without the expiry.
+local function write_state(key, args, ttl)
+  redis.call('HSET', key, unpack(args))
+  redis.call('PEXPIRE', key, istr(ttl))
+end
+
 -- record_hit adds a hit at now to the escalation log, keeps the newest
 -- max_triggers hits and returns the hold candidate the escalations ask for.
 local function record_hit(key, now, esc, cand)

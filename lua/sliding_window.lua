@@ -119,7 +119,7 @@ function alg.evaluate(key, now, cost, limits)
     total = cum
   end
 
-  local r = {admitted = true, quota = {}, remaining = {}, reset = {}, deny = {}, retry = {}}
+  local r = new_result()
   local counts, firsts = {}, {}
   for i = 1, n do
     firsts[i] = first_from(key, now - limits[i][2])

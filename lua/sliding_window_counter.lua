@@ -79,7 +79,7 @@ function alg.evaluate(key, now, cost, limits)
   end
   local vals = redis.call('HMGET', key, unpack(fields))
 
-  local r = {admitted = true, quota = {}, remaining = {}, reset = {}, deny = {}, retry = {}}
+  local r = new_result()
   local starts, currs, prevs, weights = {}, {}, {}, {}
   for i = 1, n do
     local requests, per = limits[i][1], limits[i][2]
@@ -127,10 +127,7 @@ function alg.evaluate(key, now, cost, limits)
     args[6 * i - 1] = fields[3 * i]
     args[6 * i] = istr(prev)
   end
-  if r.admitted then
-    redis.call('HSET', key, unpack(args))
-    redis.call('PEXPIRE', key, istr(ttl))
-  end
+  if r.admitted then write_state(key, args, ttl) end
   return r
 end
 

@@ -39,7 +39,7 @@ function alg.evaluate(key, now, cost, limits)
   end
   local vals = redis.call('HMGET', key, unpack(fields))
 
-  local r = {admitted = true, quota = {}, remaining = {}, reset = {}, deny = {}, retry = {}}
+  local r = new_result()
   local ts, rs, us = {}, {}, {}
   for i = 1, n do
     local l = limits[i]
@@ -93,10 +93,7 @@ function alg.evaluate(key, now, cost, limits)
     args[6 * i - 1] = fields[3 * i]
     args[6 * i] = istr(us[i])
   end
-  if r.admitted then
-    redis.call('HSET', key, unpack(args))
-    redis.call('PEXPIRE', key, istr(ttl))
-  end
+  if r.admitted then write_state(key, args, ttl) end
   return r
 end
 
