@@ -125,9 +125,9 @@ func serviceOnPrivateRedis(t *testing.T, cfg config.Limiter) *limiter.Service {
 	if err := store.WarmUp(ctx, cfg.RedisPipelines+4); err != nil {
 		t.Fatal(err)
 	}
-	counter := redisstore.NewCoalescer(store, redisstore.CoalesceConfig{Pipelines: cfg.RedisPipelines,
+	decider := redisstore.NewCoalescer(store, redisstore.CoalesceConfig{Pipelines: cfg.RedisPipelines,
 		Limit: cfg.PipelineLimit, Window: cfg.PipelineWindow, Timeout: cfg.RedisTimeout})
-	t.Cleanup(counter.Close)
+	t.Cleanup(decider.Close)
 	file, err := rules.Parse([]byte(largeCostRules))
 	if err != nil {
 		t.Fatal(err)
@@ -141,7 +141,7 @@ func serviceOnPrivateRedis(t *testing.T, cfg config.Limiter) *limiter.Service {
 		ClassifyError:      redisstore.ClassifyError,
 		BreakerFailures:    cfg.RedisBreakerFailures,
 		OverLimitCacheSize: cfg.OverLimitCache,
-	}, set, counter, discardEvents{}, zap.NewNop(), prometheus.NewRegistry())
+	}, set, decider, discardEvents{}, zap.NewNop(), prometheus.NewRegistry())
 }
 
 func closed(c <-chan struct{}) bool {

@@ -37,7 +37,7 @@ func TestSeriesStartAtZero(t *testing.T) {
 	svc := New(Config{
 		ClassifyError: func(error) string { return "timeout" },
 		ErrorClasses:  []string{"timeout", "connection"},
-	}, compileRules(t, seriesRules), &fakeCounter{}, nopPublisher{}, zap.NewNop(), reg)
+	}, compileRules(t, seriesRules), &fakeDecider{}, nopPublisher{}, zap.NewNop(), reg)
 
 	var want []string
 	for _, tier := range []string{"none", "other", "SUPER_ADMIN", "VIP"} {

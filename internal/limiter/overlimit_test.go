@@ -95,16 +95,16 @@ func TestOverLimitCacheIsBoundedAndCleared(t *testing.T) {
 	}
 }
 
-// modelCounter decides in the reference model of the Lua scripts at the
+// modelDecider decides in the reference model of the Lua scripts at the
 // fake clock's time, as Redis would, and counts the calls it was sent.
-type modelCounter struct {
+type modelDecider struct {
 	mu    sync.Mutex
 	mem   *decide.Memory
 	clock *fakeClock
 	calls int
 }
 
-func (m *modelCounter) Decide(_ context.Context, calls []decide.Call) ([]decide.Result, error) {
+func (m *modelDecider) Decide(_ context.Context, calls []decide.Call) ([]decide.Result, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.clock.Now().UnixMilli()
@@ -162,13 +162,13 @@ rules:
 func TestOverLimitCacheChangesNoDecision(t *testing.T) {
 	set := compileRules(t, cacheRules)
 	clock := &fakeClock{now: time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)}
-	newSvc := func(cacheSize int) (*Service, *modelCounter, *prometheus.Registry) {
-		counter := &modelCounter{mem: decide.NewMemory(), clock: clock}
+	newSvc := func(cacheSize int) (*Service, *modelDecider, *prometheus.Registry) {
+		decider := &modelDecider{mem: decide.NewMemory(), clock: clock}
 		reg := prometheus.NewRegistry()
-		return New(Config{Instance: "test", Now: clock.Now, OverLimitCacheSize: cacheSize}, set, counter, nopPublisher{}, zap.NewNop(), reg), counter, reg
+		return New(Config{Instance: "test", Now: clock.Now, OverLimitCacheSize: cacheSize}, set, decider, nopPublisher{}, zap.NewNop(), reg), decider, reg
 	}
-	plain, plainCounter, _ := newSvc(0)
-	cached, cachedCounter, reg := newSvc(1000)
+	plain, plainDecider, _ := newSvc(0)
+	cached, cachedDecider, reg := newSvc(1000)
 
 	rng := rand.New(rand.NewPCG(7, 7))
 	endpoints := []string{"/a/1", "/b", "/c", "/d", "/e"}
@@ -204,9 +204,9 @@ func TestOverLimitCacheChangesNoDecision(t *testing.T) {
 		}
 	}
 	hits := testutil.ToFloat64(cached.metrics.overLimitHits)
-	t.Logf("round trip calls: %d without the cache, %d with it (%v answered from memory)", plainCounter.calls, cachedCounter.calls, hits)
-	if hits == 0 || cachedCounter.calls+int(hits) != plainCounter.calls {
-		t.Fatalf("calls without cache %d != calls with cache %d + hits %v", plainCounter.calls, cachedCounter.calls, hits)
+	t.Logf("round trip calls: %d without the cache, %d with it (%v answered from memory)", plainDecider.calls, cachedDecider.calls, hits)
+	if hits == 0 || cachedDecider.calls+int(hits) != plainDecider.calls {
+		t.Fatalf("calls without cache %d != calls with cache %d + hits %v", plainDecider.calls, cachedDecider.calls, hits)
 	}
 	if n, err := testutil.GatherAndCount(reg, "rate_limit_over_limit_cache_entries"); err != nil || n != 1 {
 		t.Fatalf("rate_limit_over_limit_cache_entries: %d series, %v", n, err)
@@ -226,8 +226,8 @@ rules:
 `)
 	}
 	clock := &fakeClock{now: time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)}
-	counter := &modelCounter{mem: decide.NewMemory(), clock: clock}
-	svc := New(Config{Instance: "test", Now: clock.Now, OverLimitCacheSize: 100}, compile(1), counter, nopPublisher{}, zap.NewNop(), prometheus.NewRegistry())
+	decider := &modelDecider{mem: decide.NewMemory(), clock: clock}
+	svc := New(Config{Instance: "test", Now: clock.Now, OverLimitCacheSize: 100}, compile(1), decider, nopPublisher{}, zap.NewNop(), prometheus.NewRegistry())
 	var d Decision
 	req := rules.Request{IP: "10.0.0.1", Endpoint: "/x", Method: "GET", Cost: 1}
 	for range 3 {

@@ -21,13 +21,13 @@ import (
 	"github.com/ratewarden/ratewarden/internal/rules"
 )
 
-// Counter decides calls against shared state (Redis), all in one round trip.
+// Decider decides calls against shared state (Redis), all in one round trip.
 // It must bound its own time: the context it gets carries no deadline.
-type Counter interface {
+type Decider interface {
 	Decide(ctx context.Context, calls []decide.Call) ([]decide.Result, error)
 }
 
-// partialFailure is implemented by Counter errors that may concern part of
+// partialFailure is implemented by Decider errors that may concern part of
 // Redis only, such as one Redis Cluster node failing while the others
 // answer; PartialFailure reports whether that is the case.
 type partialFailure interface{ PartialFailure() bool }
@@ -53,7 +53,7 @@ type Health interface {
 type Config struct {
 	// Instance names this limiter in events.
 	Instance string
-	// ClassifyError maps a Counter or Health error to a bounded metric
+	// ClassifyError maps a Decider or Health error to a bounded metric
 	// label; ErrorClasses lists the labels it can return, whose series start
 	// at 0 (default: "other", the label of the default classifier).
 	ClassifyError func(error) string
@@ -90,7 +90,7 @@ type Config struct {
 type Service struct {
 	cfg     Config
 	rules   atomic.Pointer[ruleSet]
-	counter Counter
+	decider Decider
 	pub     Publisher
 	local   *localLimiter
 	over    *overLimitCache // nil: off
@@ -113,9 +113,9 @@ type ruleSet struct {
 	tiers tierLabels
 }
 
-// New returns a Service deciding with counter under set. A nil set is a set
+// New returns a Service deciding with decider under set. A nil set is a set
 // without rules, until SetRules (a rule manager's first load).
-func New(cfg Config, set *rules.Set, counter Counter, pub Publisher, log *zap.Logger, reg prometheus.Registerer) *Service {
+func New(cfg Config, set *rules.Set, decider Decider, pub Publisher, log *zap.Logger, reg prometheus.Registerer) *Service {
 	if set == nil {
 		set, _ = rules.Compile(&rules.File{}, rules.Options{}) // an empty file always compiles
 	}
@@ -138,7 +138,7 @@ func New(cfg Config, set *rules.Set, counter Counter, pub Publisher, log *zap.Lo
 	if cfg.LocalMaxKeys <= 0 {
 		cfg.LocalMaxKeys = DefaultLocalMaxKeys
 	}
-	s := &Service{cfg: cfg, counter: counter, pub: pub, local: newLocalLimiter(cfg.LocalMaxKeys),
+	s := &Service{cfg: cfg, decider: decider, pub: pub, local: newLocalLimiter(cfg.LocalMaxKeys),
 		over: newOverLimitCache(cfg.OverLimitCacheSize), metrics: newMetrics(reg), log: log,
 		breaker: newBreaker(cfg.BreakerFailures), machine: NewModeMachine(cfg.Mode, cfg.Now())}
 	s.mode.Store(ModeRedis)
@@ -239,9 +239,9 @@ func (s *Service) decide(ctx context.Context, d *Decision, now time.Time) {
 		return
 	}
 	// A client that hangs up must not look like a Redis failure, so the
-	// request's cancellation is not passed on; the Counter bounds its own
+	// request's cancellation is not passed on; the Decider bounds its own
 	// time (the coalescer's round-trip timeout, go-redis socket timeouts).
-	results, err := s.counter.Decide(context.WithoutCancel(ctx), d.calls)
+	results, err := s.decider.Decide(context.WithoutCancel(ctx), d.calls)
 	if err != nil {
 		s.metrics.redisErrors.WithLabelValues(s.cfg.ClassifyError(err)).Inc()
 		// One cluster node down while the others answer: this request falls

@@ -20,16 +20,16 @@ import (
 
 var errDown = errors.New("redis down")
 
-// fakeCounter answers every call allowed, or fails while down; it counts
+// fakeDecider answers every call allowed, or fails while down; it counts
 // the round trips it was asked for.
-type fakeCounter struct {
+type fakeDecider struct {
 	mu    sync.Mutex
 	down  bool
 	err   error // the error while down; nil: errDown
 	calls int
 }
 
-func (c *fakeCounter) Decide(_ context.Context, calls []decide.Call) ([]decide.Result, error) {
+func (c *fakeDecider) Decide(_ context.Context, calls []decide.Call) ([]decide.Result, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls++
@@ -47,8 +47,8 @@ func (c *fakeCounter) Decide(_ context.Context, calls []decide.Call) ([]decide.R
 	return out, nil
 }
 
-func (c *fakeCounter) set(down bool) { c.mu.Lock(); c.down = down; c.mu.Unlock() }
-func (c *fakeCounter) trips() int    { c.mu.Lock(); defer c.mu.Unlock(); return c.calls }
+func (c *fakeDecider) set(down bool) { c.mu.Lock(); c.down = down; c.mu.Unlock() }
+func (c *fakeDecider) trips() int    { c.mu.Lock(); defer c.mu.Unlock(); return c.calls }
 
 // fakeHealth fails while down and reports live instances otherwise.
 type fakeHealth struct {
@@ -116,7 +116,7 @@ func compileRules(t *testing.T, yaml string) *rules.Set {
 
 type modeFixture struct {
 	svc     *Service
-	counter *fakeCounter
+	decider *fakeDecider
 	health  *fakeHealth
 	clock   *fakeClock
 	reg     *prometheus.Registry
@@ -127,7 +127,7 @@ func newModeFixture(t *testing.T, permissiveDeny bool) *modeFixture {
 	t.Helper()
 	set := compileRules(t, modeRules)
 	core, logs := observer.New(zap.InfoLevel)
-	f := &modeFixture{counter: &fakeCounter{}, health: &fakeHealth{live: 1},
+	f := &modeFixture{decider: &fakeDecider{}, health: &fakeHealth{live: 1},
 		clock: &fakeClock{now: time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)}, reg: prometheus.NewRegistry(), logs: logs}
 	f.svc = New(Config{
 		Instance:            "test",
@@ -136,7 +136,7 @@ func newModeFixture(t *testing.T, permissiveDeny bool) *modeFixture {
 		BreakerFailures:     5,
 		PermissiveDenyRules: permissiveDeny,
 		Health:              f.health,
-	}, set, f.counter, nopPublisher{}, zap.New(core), f.reg)
+	}, set, f.decider, nopPublisher{}, zap.New(core), f.reg)
 	return f
 }
 
@@ -178,7 +178,7 @@ func TestBreakerOpensAndHealthClosesIt(t *testing.T) {
 	if d := f.check("/local", "192.0.2.1"); !d.Allowed || d.Mode != ModeRedis {
 		t.Fatalf("healthy: %+v", d)
 	}
-	f.counter.set(true)
+	f.decider.set(true)
 	f.health.down = true
 	for i := range 5 {
 		d := f.check("/allow", "192.0.2.1")
@@ -187,20 +187,20 @@ func TestBreakerOpensAndHealthClosesIt(t *testing.T) {
 		}
 	}
 	f.requireMode(t, ModeLocal)
-	before := f.counter.trips()
+	before := f.decider.trips()
 	for range 20 {
 		f.check("/allow", "192.0.2.1")
 		f.check("/local", "192.0.2.1")
 	}
-	if f.counter.trips() != before {
-		t.Fatalf("breaker open but Redis was called %d more times", f.counter.trips()-before)
+	if f.decider.trips() != before {
+		t.Fatalf("breaker open but Redis was called %d more times", f.decider.trips()-before)
 	}
 	if f.logs.FilterMessage("limiter mode changed").FilterField(zap.String("reason", "breaker opened")).Len() != 1 {
 		t.Fatalf("transition not logged: %v", f.logs.All())
 	}
 
 	// Redis answers again: the mode returns after a minute of healthy checks.
-	f.counter.set(false)
+	f.decider.set(false)
 	f.health.mu.Lock()
 	f.health.down = false
 	f.health.mu.Unlock()
@@ -210,11 +210,11 @@ func TestBreakerOpensAndHealthClosesIt(t *testing.T) {
 	}
 	f.beat(5 * time.Second) // 60s
 	f.requireMode(t, ModeRedis)
-	if d := f.check("/local", "192.0.2.1"); d.Mode != ModeRedis || f.counter.trips() != before+1 {
-		t.Fatalf("closed breaker must call Redis: %+v, trips %d", d, f.counter.trips()-before)
+	if d := f.check("/local", "192.0.2.1"); d.Mode != ModeRedis || f.decider.trips() != before+1 {
+		t.Fatalf("closed breaker must call Redis: %+v, trips %d", d, f.decider.trips()-before)
 	}
 	// The breaker counts from zero again.
-	f.counter.set(true)
+	f.decider.set(true)
 	for range 4 {
 		f.check("/local", "192.0.2.1")
 	}
@@ -232,10 +232,10 @@ func (e nodeDown) PartialFailure() bool { return e.partial }
 // mode in redis for the others; the whole cluster failing opens the breaker.
 func TestPartialFailureKeepsRedisMode(t *testing.T) {
 	f := newModeFixture(t, false)
-	f.counter.mu.Lock()
-	f.counter.down, f.counter.err = true, fmt.Errorf("decide: %w", nodeDown{partial: true})
-	f.counter.mu.Unlock()
-	before, allowed := f.counter.trips(), 0
+	f.decider.mu.Lock()
+	f.decider.down, f.decider.err = true, fmt.Errorf("decide: %w", nodeDown{partial: true})
+	f.decider.mu.Unlock()
+	before, allowed := f.decider.trips(), 0
 	for i := range 20 {
 		d := f.check("/local", "192.0.2.1")
 		if d.Mode != ModeLocal {
@@ -249,12 +249,12 @@ func TestPartialFailureKeepsRedisMode(t *testing.T) {
 		t.Fatalf("%d of 20 allowed in local mode, want the local limit 10", allowed)
 	}
 	f.requireMode(t, ModeRedis)
-	if got := f.counter.trips() - before; got != 20 {
+	if got := f.decider.trips() - before; got != 20 {
 		t.Fatalf("%d round trips for 20 requests, want 20: the breaker must stay closed", got)
 	}
-	f.counter.mu.Lock()
-	f.counter.err = nodeDown{partial: false}
-	f.counter.mu.Unlock()
+	f.decider.mu.Lock()
+	f.decider.err = nodeDown{partial: false}
+	f.decider.mu.Unlock()
 	for range 5 {
 		f.check("/local", "192.0.2.1")
 	}
@@ -269,7 +269,7 @@ func TestFailedHealthChecksGoLocalThenPermissive(t *testing.T) {
 	f.requireMode(t, ModeRedis)
 	f.beat(5 * time.Second)
 	f.requireMode(t, ModeLocal)
-	before := f.counter.trips()
+	before := f.decider.trips()
 
 	// local: local rules limit in memory, allow rules pass, deny rules 503.
 	for i := range 12 {
@@ -284,7 +284,7 @@ func TestFailedHealthChecksGoLocalThenPermissive(t *testing.T) {
 	if d := f.check("/deny", "192.0.2.2"); !d.Unavailable {
 		t.Fatalf("deny in local: %+v", d)
 	}
-	if f.counter.trips() != before {
+	if f.decider.trips() != before {
 		t.Fatal("local mode called Redis")
 	}
 
