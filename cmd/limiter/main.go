@@ -157,7 +157,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	opsHandler := ops.NewHandler(ops.Config{
 		Metrics:  telemetry.MetricsHandler(reg),
 		Probes:   probes,
-		Details:  func() map[string]string { return map[string]string{"mode": svc.Mode()} },
+		Details:  func() map[string]string { return map[string]string{"mode": string(svc.Mode())} },
 		Profiles: cfg.OpsListenAddr != "", // never on the decision port
 		Log:      log,
 	})

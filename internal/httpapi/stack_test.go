@@ -101,7 +101,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	// routes beside the API, /readyz with the mode.
 	srv := httptest.NewServer(ops.Beside(httpapi.NewHandler(cfg), ops.NewHandler(ops.Config{
 		Metrics: telemetry.MetricsHandler(reg),
-		Details: func() map[string]string { return map[string]string{"mode": svc.Mode()} },
+		Details: func() map[string]string { return map[string]string{"mode": string(svc.Mode())} },
 	})))
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() {

@@ -8,12 +8,16 @@ import (
 	"github.com/ratewarden/ratewarden/internal/rules"
 )
 
-// Modes of the limiter: deciding in Redis, in local memory, or letting
-// traffic through.
+// Mode is the limiter's decision mode: deciding in Redis, in local memory,
+// or letting traffic through. Its values are the "mode" of answers and
+// events and the mode label of rate_limit_mode.
+type Mode string
+
+// The modes (see modeMachine for when each applies).
 const (
-	ModeRedis      = "redis"
-	ModeLocal      = "local"
-	ModePermissive = "permissive"
+	ModeRedis      Mode = "redis"
+	ModeLocal      Mode = "local"
+	ModePermissive Mode = "permissive"
 )
 
 // Decision is the verdict on one request. It is reused across requests
@@ -24,7 +28,7 @@ type Decision struct {
 	// Shadow is true when the reported limit belongs to a rule in shadow
 	// mode that would have denied the request.
 	Shadow bool
-	Mode   string
+	Mode   Mode
 	// Unavailable is true when a rule whose failure policy is deny could not
 	// be decided; the request is refused with 503 and no event is emitted.
 	Unavailable bool

@@ -8,7 +8,7 @@ import (
 )
 
 // Mode returns the service's decision mode: redis, local or permissive.
-func (s *Service) Mode() string { return s.mode.Load().(string) }
+func (s *Service) Mode() Mode { return *s.mode.Load() }
 
 // LiveInstances returns the number of live limiter instances last learned
 // from the heartbeats (1 until the first one), the divisor of local limits.
@@ -63,7 +63,7 @@ func (s *Service) checkHealth(ctx context.Context) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if t, ok := s.machine.CheckResult(err == nil, s.cfg.Now()); ok {
+	if t, ok := s.machine.checkResult(err == nil, s.cfg.Now()); ok {
 		s.apply(t)
 	}
 }
@@ -72,18 +72,18 @@ func (s *Service) checkHealth(ctx context.Context) {
 func (s *Service) breakerOpened() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if t, ok := s.machine.BreakerOpened(s.cfg.Now()); ok {
+	if t, ok := s.machine.breakerOpened(s.cfg.Now()); ok {
 		s.apply(t)
 	}
 }
 
 // apply makes t the service's mode; s.mu is held.
-func (s *Service) apply(t Transition) {
+func (s *Service) apply(t transition) {
 	if t.To == ModeRedis {
 		s.breaker.reset()
 	}
-	s.mode.Store(t.To)
+	s.mode.Store(&t.To)
 	s.metrics.setMode(t.To)
-	s.log.Warn("limiter mode changed", zap.String("old", t.From), zap.String("new", t.To),
+	s.log.Warn("limiter mode changed", zap.String("old", string(t.From)), zap.String("new", string(t.To)),
 		zap.String("reason", t.Reason), zap.Int64("live_instances", s.live.Load()))
 }

@@ -84,13 +84,13 @@ func (m *metrics) watchLocal(reg prometheus.Registerer, mem *decide.Memory) {
 }
 
 // setMode reports mode as the current one.
-func (m *metrics) setMode(mode string) {
-	for _, name := range []string{ModeRedis, ModeLocal, ModePermissive} {
+func (m *metrics) setMode(mode Mode) {
+	for _, name := range []Mode{ModeRedis, ModeLocal, ModePermissive} {
 		v := 0.0
 		if name == mode {
 			v = 1
 		}
-		m.mode.WithLabelValues(name).Set(v)
+		m.mode.WithLabelValues(string(name)).Set(v)
 	}
 }
 

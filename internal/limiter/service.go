@@ -2,7 +2,7 @@
 // decides every applicable rule in one Redis round trip, applies each rule's
 // failure policy when Redis cannot answer, and hands one event per decision
 // to the event bus without waiting for it. A breaker and a health checker
-// drive its mode (redis, local, permissive; see ModeMachine), so no request
+// drive its mode (redis, local, permissive; see modeMachine), so no request
 // waits on a Redis that is known to be down.
 package limiter
 
@@ -98,10 +98,10 @@ type Service struct {
 	log     *zap.Logger
 
 	breaker *breaker
-	mode    atomic.Value // string: the machine's mode, read on every decision
-	live    atomic.Int64 // live limiter instances, last known
-	mu      sync.Mutex   // guards machine
-	machine *ModeMachine
+	mode    atomic.Pointer[Mode] // the machine's mode, read on every decision
+	live    atomic.Int64         // live limiter instances, last known
+	mu      sync.Mutex           // guards machine
+	machine *modeMachine
 
 	stopHealth context.CancelFunc
 	health     sync.WaitGroup
@@ -140,8 +140,9 @@ func New(cfg Config, set *rules.Set, decider Decider, pub Publisher, log *zap.Lo
 	}
 	s := &Service{cfg: cfg, decider: decider, pub: pub, local: newLocalLimiter(cfg.LocalMaxKeys),
 		over: newOverLimitCache(cfg.OverLimitCacheSize), metrics: newMetrics(reg), log: log,
-		breaker: newBreaker(cfg.BreakerFailures), machine: NewModeMachine(cfg.Mode, cfg.Now())}
-	s.mode.Store(ModeRedis)
+		breaker: newBreaker(cfg.BreakerFailures), machine: newModeMachine(cfg.Mode, cfg.Now())}
+	redis := ModeRedis
+	s.mode.Store(&redis)
 	s.live.Store(1)
 	s.metrics.setMode(ModeRedis)
 	s.metrics.initErrorClasses(cfg.ErrorClasses)
@@ -328,7 +329,7 @@ func (s *Service) publish(req *rules.Request, d *Decision, now time.Time) {
 		Limit:        d.Limit,
 		Remaining:    d.Remaining,
 		RetryAfterMS: d.RetryAfter.Milliseconds(),
-		Mode:         d.Mode,
+		Mode:         string(d.Mode),
 		Shadow:       d.Shadow,
 	}
 	// The producer counts what it drops; a decision never waits for Kafka.

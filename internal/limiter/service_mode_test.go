@@ -152,16 +152,16 @@ func (f *modeFixture) beat(interval time.Duration) {
 	f.clock.advance(interval)
 }
 
-func (f *modeFixture) gauge(mode string) float64 {
-	return testutil.ToFloat64(f.svc.metrics.mode.WithLabelValues(mode))
+func (f *modeFixture) gauge(mode Mode) float64 {
+	return testutil.ToFloat64(f.svc.metrics.mode.WithLabelValues(string(mode)))
 }
 
-func (f *modeFixture) requireMode(t *testing.T, want string) {
+func (f *modeFixture) requireMode(t *testing.T, want Mode) {
 	t.Helper()
 	if got := f.svc.Mode(); got != want {
 		t.Fatalf("mode = %s, want %s", got, want)
 	}
-	for _, m := range []string{ModeRedis, ModeLocal, ModePermissive} {
+	for _, m := range []Mode{ModeRedis, ModeLocal, ModePermissive} {
 		want1 := 0.0
 		if m == want {
 			want1 = 1
