@@ -10,10 +10,6 @@ import (
 // Mode returns the service's decision mode: redis, local or permissive.
 func (s *Service) Mode() Mode { return *s.mode.Load() }
 
-// LiveInstances returns the number of live limiter instances last learned
-// from the heartbeats (1 until the first one), the divisor of local limits.
-func (s *Service) LiveInstances() int64 { return s.live.Load() }
-
 // Start starts the health checker when Config.Health is set: a heartbeat
 // now and every HealthInterval, feeding the mode machine. Stop stops it.
 func (s *Service) Start() {

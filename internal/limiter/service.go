@@ -72,7 +72,7 @@ type Config struct {
 	// answered from memory until they lapse); 0 turns it off.
 	OverLimitCacheSize int
 	// LocalMaxKeys bounds the keys of local-mode state (as many as Redis
-	// would hold for the same calls); 0: DefaultLocalMaxKeys.
+	// would hold for the same calls); 0: 100 000.
 	LocalMaxKeys int
 	// Health, when set, is called every HealthInterval (default 5s), each
 	// call bounded by HealthTimeout (default 50ms), by the goroutine Start
@@ -136,7 +136,7 @@ func New(cfg Config, set *rules.Set, decider Decider, pub Publisher, log *zap.Lo
 		cfg.HealthTimeout = 50 * time.Millisecond
 	}
 	if cfg.LocalMaxKeys <= 0 {
-		cfg.LocalMaxKeys = DefaultLocalMaxKeys
+		cfg.LocalMaxKeys = defaultLocalMaxKeys
 	}
 	s := &Service{cfg: cfg, decider: decider, pub: pub, local: newLocalLimiter(cfg.LocalMaxKeys),
 		over: newOverLimitCache(cfg.OverLimitCacheSize), metrics: newMetrics(reg), log: log,

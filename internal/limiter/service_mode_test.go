@@ -320,15 +320,15 @@ func TestLocalLimitsDividedAmongLiveInstances(t *testing.T) {
 	f := newModeFixture(t, false)
 	f.health.live = 4
 	f.beat(time.Second) // learns 4 live instances
-	if f.svc.LiveInstances() != 4 {
-		t.Fatalf("live = %d", f.svc.LiveInstances())
+	if f.svc.live.Load() != 4 {
+		t.Fatalf("live = %d", f.svc.live.Load())
 	}
 	f.health.down = true
 	for range 3 {
 		f.beat(time.Second)
 	}
 	f.requireMode(t, ModeLocal)
-	if f.svc.LiveInstances() != 4 {
+	if f.svc.live.Load() != 4 {
 		t.Fatal("the last known count must be remembered while Redis is away")
 	}
 	admitted := 0
