@@ -38,8 +38,8 @@ func NewBlacklist(client redis.UniversalClient, prefix string) *Blacklist {
 func (b *Blacklist) setKey() string     { return b.prefix + "{bans}" }
 func (b *Blacklist) detailsKey() string { return b.prefix + "{bans}:details" }
 
-// Channel is the pub/sub channel of the changes.
-func (b *Blacklist) Channel() string { return b.prefix + "{bans}:changes" }
+// channel is the pub/sub channel of the changes.
+func (b *Blacklist) channel() string { return b.prefix + "{bans}:changes" }
 
 func member(scope, subject string) string { return scope + "|" + subject }
 
@@ -101,7 +101,7 @@ func (b *Blacklist) Add(ctx context.Context, ban event.Ban) error {
 		return fmt.Errorf("redis blacklist add: %w", err)
 	}
 	msg := "ban|" + ban.Scope + "|" + strconv.FormatInt(expires, 10) + "|" + ban.Subject
-	if err := b.client.Publish(ctx, b.Channel(), msg).Err(); err != nil {
+	if err := b.client.Publish(ctx, b.channel(), msg).Err(); err != nil {
 		return fmt.Errorf("redis blacklist add: publish: %w", err)
 	}
 	return nil
@@ -129,7 +129,7 @@ func (b *Blacklist) Remove(ctx context.Context, scope, subject string) (bool, er
 	}
 	removed := zrem.Val() > 0
 	if removed {
-		if err := b.client.Publish(ctx, b.Channel(), "unban|"+scope+"|0|"+subject).Err(); err != nil {
+		if err := b.client.Publish(ctx, b.channel(), "unban|"+scope+"|0|"+subject).Err(); err != nil {
 			return true, fmt.Errorf("redis blacklist remove: publish: %w", err)
 		}
 	}
@@ -183,7 +183,7 @@ func (b *Blacklist) Active(ctx context.Context, now time.Time) ([]event.Ban, err
 // pub/sub is at most once, periodically as well). Undecodable messages are
 // skipped. Both callbacks run on the caller's goroutine, one at a time.
 func (b *Blacklist) SubscribeResync(ctx context.Context, onChange func(event.BanChange), onResync func()) error {
-	return subscribe(ctx, b.client, b.Channel(), func(payload string) {
+	return subscribe(ctx, b.client, b.channel(), func(payload string) {
 		if c, ok := parseChange(payload); ok {
 			onChange(c)
 		}

@@ -85,7 +85,7 @@ func testClusterBlacklist(t *testing.T, e *clusterEnv) {
 		for i, n := range e.cluster.Nodes {
 			subject := "node-" + strconv.Itoa(i)
 			msg := "ban|ip|" + strconv.FormatInt(detectT0.UnixMilli(), 10) + "|" + subject
-			if err := n.Client().Publish(ctx, reader.Channel(), msg).Err(); err != nil {
+			if err := n.Client().Publish(ctx, reader.channel(), msg).Err(); err != nil {
 				t.Fatalf("publish on %s: %v", n.Addr, err)
 			}
 			want := event.BanChange{Action: "ban", Scope: "ip", Subject: subject, ExpiresAt: detectT0}

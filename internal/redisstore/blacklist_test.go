@@ -133,7 +133,7 @@ func TestBlacklistSubscribe(t *testing.T) {
 		}()
 		wait(t, resyncs)
 		// Foreign messages on the channel are skipped.
-		redistest.Client(t).Publish(context.Background(), bl.Channel(), "ban|ip|notanumber|x")
+		redistest.Client(t).Publish(context.Background(), bl.channel(), "ban|ip|notanumber|x")
 		if err := bl.Add(context.Background(), banUntil(t0, "a|b|", time.Hour)); err != nil {
 			t.Fatal(err)
 		}

@@ -10,25 +10,26 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// ErrNodeDown is the error of calls to a node whose breaker is open: they
+// errNodeDown is the error of calls to a node whose breaker is open: they
 // fail without a round trip until the next probe.
-var ErrNodeDown = errors.New("node down: not tried until the next probe")
+var errNodeDown = errors.New("node down: not tried until the next probe")
 
-// NodeError is the error of a call whose Redis Cluster node failed.
-type NodeError struct {
-	Addr string
-	// Partial is true when other nodes answered meanwhile: the failure
+// nodeError is the error of a call whose Redis Cluster node failed.
+type nodeError struct {
+	addr string
+	// partial is true when other nodes answered meanwhile: the failure
 	// concerns the slots of this node only.
-	Partial bool
-	Err     error
+	partial bool
+	err     error
 }
 
-func (e *NodeError) Error() string { return "redis node " + e.Addr + ": " + e.Err.Error() }
+func (e *nodeError) Error() string { return "redis node " + e.addr + ": " + e.err.Error() }
 
-func (e *NodeError) Unwrap() error { return e.Err }
+func (e *nodeError) Unwrap() error { return e.err }
 
-// PartialFailure reports whether the rest of the cluster answers.
-func (e *NodeError) PartialFailure() bool { return e.Partial }
+// PartialFailure reports whether the rest of the cluster answers (the
+// limiter's partialFailure).
+func (e *nodeError) PartialFailure() bool { return e.partial }
 
 // The classes ClassifyError returns.
 const (
@@ -72,7 +73,7 @@ func ClassifyError(err error) string {
 		return classTimeout
 	case isNoScript(err):
 		return classNoScript
-	case errors.Is(err, redis.ErrClosed), errors.Is(err, redis.ErrPoolExhausted), errors.Is(err, ErrNodeDown),
+	case errors.Is(err, redis.ErrClosed), errors.Is(err, redis.ErrPoolExhausted), errors.Is(err, errNodeDown),
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
 		errors.Is(err, syscall.EPIPE), errors.As(err, new(*net.OpError)):

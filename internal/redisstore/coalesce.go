@@ -14,8 +14,8 @@ import (
 	"github.com/ratewarden/ratewarden/internal/decide"
 )
 
-// ErrClosed is returned by a Coalescer after Close.
-var ErrClosed = errors.New("redis coalescer closed")
+// errClosed is returned by a Coalescer after Close.
+var errClosed = errors.New("redis coalescer closed")
 
 // CoalesceConfig tunes a Coalescer.
 type CoalesceConfig struct {
@@ -150,7 +150,7 @@ func NewCoalescer(store *Store, cfg CoalesceConfig) *Coalescer {
 
 // Decide decides calls in pipelines shared with other callers. It returns
 // when the results arrive or ctx ends, whichever is first. On a cluster, an
-// error of a call whose node fails is a *NodeError.
+// error of a call whose node fails is a *nodeError.
 func (c *Coalescer) Decide(ctx context.Context, calls []decide.Call) ([]decide.Result, error) {
 	if len(calls) == 0 {
 		return nil, nil
@@ -179,7 +179,7 @@ func (c *Coalescer) Decide(ctx context.Context, calls []decide.Call) ([]decide.R
 			}
 			return nil, ctx.Err()
 		case <-c.quit:
-			return nil, ErrClosed
+			return nil, errClosed
 		}
 	}
 	select {
@@ -193,7 +193,7 @@ func (c *Coalescer) Decide(ctx context.Context, calls []decide.Call) ([]decide.R
 		// garbage collector rather than reuse it.
 		return nil, ctx.Err()
 	case <-c.quit:
-		return nil, ErrClosed
+		return nil, errClosed
 	}
 }
 
@@ -256,7 +256,7 @@ func (c *Coalescer) laneOf(ctx context.Context, key string) (*lane, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return nil, ErrClosed
+		return nil, errClosed
 	}
 	if l = c.lanes[addr]; l == nil {
 		l = c.startLane(addr)
@@ -279,7 +279,7 @@ func (c *Coalescer) othersHealthy(l *lane) bool {
 }
 
 // Close stops the workers after their current round trip; callers waiting
-// in the queues get ErrClosed.
+// in the queues get errClosed.
 func (c *Coalescer) Close() {
 	c.close.Do(func() {
 		c.mu.Lock()
@@ -292,7 +292,7 @@ func (c *Coalescer) Close() {
 		for {
 			select {
 			case pt := <-l.queue:
-				pt.p.fail(ErrClosed)
+				pt.p.fail(errClosed)
 				pt.p.finish()
 			default:
 				return

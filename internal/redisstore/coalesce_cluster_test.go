@@ -85,7 +85,7 @@ func TestCoalescerLanePerPrimary(t *testing.T) {
 
 // A primary that hangs delays and fails only the calls it serves: the other
 // primaries' callers are answered while it is stopped, its own callers get
-// a partial *NodeError, first after the round-trip timeout, then at once
+// a partial *nodeError, first after the round-trip timeout, then at once
 // while its breaker is open; once it answers again, a probe closes it.
 func TestCoalescerIsolatesHungPrimary(t *testing.T) {
 	e := startClusterEnv(t, 0)
@@ -113,9 +113,9 @@ func TestCoalescerIsolatesHungPrimary(t *testing.T) {
 	for range 2 { // two failed round trips open the breaker
 		wg.Go(func() {
 			took, err := decideOne(subjects[0])
-			var ne *NodeError
-			if !errors.As(err, &ne) || ne.Addr != hung.Addr || !ne.Partial {
-				t.Errorf("call on the hung primary: %v (took %v), want a partial NodeError of %s", err, took, hung.Addr)
+			var ne *nodeError
+			if !errors.As(err, &ne) || ne.addr != hung.Addr || !ne.partial {
+				t.Errorf("call on the hung primary: %v (took %v), want a partial nodeError of %s", err, took, hung.Addr)
 			}
 		})
 	}
@@ -126,8 +126,8 @@ func TestCoalescerIsolatesHungPrimary(t *testing.T) {
 	}
 	wg.Wait()
 	took, err := decideOne(subjects[0])
-	if !errors.Is(err, ErrNodeDown) || took >= timeout/2 {
-		t.Fatalf("breaker open: got %v after %v, want ErrNodeDown at once", err, took)
+	if !errors.Is(err, errNodeDown) || took >= timeout/2 {
+		t.Fatalf("breaker open: got %v after %v, want errNodeDown at once", err, took)
 	}
 	if ClassifyError(err) != "connection" {
 		t.Errorf("ClassifyError(%v) = %q, want connection", err, ClassifyError(err))

@@ -103,7 +103,7 @@ func TestCoalescerContextAndClose(t *testing.T) {
 	}
 	co.Close()
 	co.Close() // idempotent
-	if _, err := co.Decide(context.Background(), []decide.Call{c}); !errors.Is(err, ErrClosed) {
-		t.Fatalf("after Close: got %v, want ErrClosed", err)
+	if _, err := co.Decide(context.Background(), []decide.Call{c}); !errors.Is(err, errClosed) {
+		t.Fatalf("after Close: got %v, want errClosed", err)
 	}
 }

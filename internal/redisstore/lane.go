@@ -80,7 +80,7 @@ func (l *lane) work() {
 
 // roundTrip decides calls in one pipeline to the node, unless its breaker
 // is open, and feeds the breaker. Errors of a failing node of a cluster are
-// *NodeError.
+// *nodeError.
 func (l *lane) roundTrip(calls []decide.Call, results []decide.Result) []error {
 	cfg := &l.c.cfg
 	if l.isOpen() {
@@ -91,7 +91,7 @@ func (l *lane) roundTrip(calls []decide.Call, results []decide.Result) []error {
 		}
 		errs := make([]error, len(calls))
 		for i := range calls {
-			errs[i] = l.nodeError(callError(calls[i], ErrNodeDown))
+			errs[i] = l.fromNode(callError(calls[i], errNodeDown))
 		}
 		return errs
 	}
@@ -105,20 +105,20 @@ func (l *lane) roundTrip(calls []decide.Call, results []decide.Result) []error {
 	for i, err := range errs {
 		if err != nil && nodeFailure(err) {
 			failed = true
-			errs[i] = l.nodeError(err)
+			errs[i] = l.fromNode(err)
 		}
 	}
 	l.record(failed)
 	return errs
 }
 
-// nodeError wraps err of a cluster node; a single server's errors stay as
+// fromNode wraps err of a cluster node; a single server's errors stay as
 // they are.
-func (l *lane) nodeError(err error) error {
+func (l *lane) fromNode(err error) error {
 	if l.addr == "" {
 		return err
 	}
-	return &NodeError{Addr: l.addr, Partial: l.c.othersHealthy(l), Err: err}
+	return &nodeError{addr: l.addr, partial: l.c.othersHealthy(l), err: err}
 }
 
 // record feeds the breaker one round trip: NodeFailures failed in a row
