@@ -6,8 +6,8 @@ import (
 	"github.com/ratewarden/ratewarden/internal/decide"
 )
 
-// TokenBucket returns the scenarios of the token bucket.
-func TokenBucket() []Scenario {
+// tokenBucket returns the scenarios of the token bucket.
+func tokenBucket() []Scenario {
 	call := func(limits ...decide.Limit) decide.Call {
 		return decide.Call{Algorithm: decide.TokenBucket, Limits: limits}
 	}

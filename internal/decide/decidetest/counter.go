@@ -6,11 +6,11 @@ import (
 	"github.com/ratewarden/ratewarden/internal/decide"
 )
 
-// SlidingWindowCounter returns the scenarios of the sliding window counter.
+// slidingWindowCounter returns the scenarios of the sliding window counter.
 // The expected results are worked out by hand from the formulas in the
 // header of lua/sliding_window_counter.lua; comments give the arithmetic
 // (w is per minus the time elapsed in the current window).
-func SlidingWindowCounter() []Scenario {
+func slidingWindowCounter() []Scenario {
 	call := func(limits ...decide.Limit) decide.Call {
 		return decide.Call{Algorithm: decide.SlidingWindowCounter, Limits: limits}
 	}

@@ -43,10 +43,10 @@ func (s Scenario) Call(keys decide.Keys, i int) decide.Call {
 // Scenarios returns the scenarios of every algorithm.
 func Scenarios() []Scenario {
 	var all []Scenario
-	all = append(all, FixedWindow()...)
-	all = append(all, SlidingWindow()...)
-	all = append(all, SlidingWindowCounter()...)
-	all = append(all, TokenBucket()...)
+	all = append(all, fixedWindow()...)
+	all = append(all, slidingWindow()...)
+	all = append(all, slidingWindowCounter()...)
+	all = append(all, tokenBucket()...)
 	return all
 }
 

@@ -6,8 +6,8 @@ import (
 	"github.com/ratewarden/ratewarden/internal/decide"
 )
 
-// FixedWindow returns the scenarios of the fixed window.
-func FixedWindow() []Scenario {
+// fixedWindow returns the scenarios of the fixed window.
+func fixedWindow() []Scenario {
 	call := func(limits ...decide.Limit) decide.Call {
 		return decide.Call{Algorithm: decide.FixedWindow, Limits: limits}
 	}

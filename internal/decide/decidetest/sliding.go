@@ -6,8 +6,8 @@ import (
 	"github.com/ratewarden/ratewarden/internal/decide"
 )
 
-// SlidingWindow returns the scenarios of the sliding window.
-func SlidingWindow() []Scenario {
+// slidingWindow returns the scenarios of the sliding window.
+func slidingWindow() []Scenario {
 	call := func(limits ...decide.Limit) decide.Call {
 		return decide.Call{Algorithm: decide.SlidingWindow, Limits: limits}
 	}
