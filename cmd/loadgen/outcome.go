@@ -42,7 +42,8 @@ func ioClass(err error, phase errClass) errClass {
 	return phase
 }
 
-// reason is the "reason" of a decision (CONTRACT), for the summary.
+// reason is the "reason" of a decision (README "POST /v1/check"), for the
+// summary.
 type reason int
 
 const (

@@ -1,7 +1,8 @@
 // Package event holds the wire types published on the Kafka topics
 // (ratelimit.decisions, ratelimit.bans) and their JSON encoding. The field
-// names are the external contract (CONTRACT.md, "Kafka topics"): fields may be
-// added, never renamed or removed, and decoders tolerate unknown fields.
+// names are the external contract (README "Events", deploy/schemas): fields
+// may be added, never renamed or removed, and decoders tolerate unknown
+// fields.
 package event
 
 import (

@@ -30,8 +30,8 @@ const (
 	maxCost       = 1_000_000
 )
 
-// checkBody is the JSON body of POST /v1/check (CONTRACT), decoded by
-// parseCheckBody; the tags document it and let tests compare with
+// checkBody is the JSON body of POST /v1/check (README "POST /v1/check"),
+// decoded by parseCheckBody; the tags document it and let tests compare with
 // encoding/json.
 type checkBody struct {
 	UserID     string            `json:"user_id"`

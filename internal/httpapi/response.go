@@ -8,9 +8,10 @@ import (
 	"github.com/ratewarden/ratewarden/internal/limiter"
 )
 
-// appendDecision encodes the CONTRACT response body without reflection. Every
-// string in it comes from the configuration (rule ids are restricted to
-// [A-Za-z0-9._-]), from constants or from a UUID, so none needs escaping.
+// appendDecision encodes the answer to a decision (README "POST /v1/check")
+// without reflection. Every string in it comes from the configuration (rule
+// ids are restricted to [A-Za-z0-9._-]), from constants or from a UUID, so
+// none needs escaping.
 func appendDecision(b []byte, d *limiter.Decision) []byte {
 	b = append(b, `{"allowed":`...)
 	b = strconv.AppendBool(b, d.Allowed)

@@ -19,7 +19,8 @@ type BanPublisher struct {
 }
 
 // NewBanPublisher returns a publisher on topic; messages are keyed
-// scope:subject (CONTRACT), so one offender's history stays in order.
+// scope:subject (deploy/schemas/ban.schema.json), so one offender's history
+// stays in order.
 func NewBanPublisher(brokers []string, topic string) (*BanPublisher, error) {
 	if len(brokers) == 0 || topic == "" {
 		return nil, errors.New("ban publisher: brokers and topic are required")

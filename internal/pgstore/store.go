@@ -1,12 +1,12 @@
-// Package pgstore is the PostgreSQL adapter: it creates the database and
-// schema (embedded migrations), maintains the daily partitions of
-// rate_limit_violations, writes the archiver's batches of violations, bans
-// and dead letters in one duplicate-safe transaction (archiver.Store), and
-// keeps the limiters' dynamic rules with their audit trail (rulesync.Store).
-// The rows and rules it speaks are the types of those consumers; what
-// Postgres would refuse in a row is its own knowledge (ValidateViolation,
-// ValidateBan). The tables and views are the external contract of
-// CONTRACT.md ("Postgres").
+// Package pgstore is the PostgreSQL adapter of the archive: it creates the
+// database and schema (embedded migrations, the dynamic rules' tables
+// included: pgrules keeps those), maintains the daily partitions of
+// rate_limit_violations, and writes the archiver's batches of violations,
+// bans and dead letters in one duplicate-safe transaction (archiver.Store).
+// The rows it speaks are the archiver's types; what Postgres would refuse
+// in a row is its own knowledge (ValidateViolation, ValidateBan). The
+// tables and views are what analysts query (README "Analysts: the Postgres
+// tables").
 package pgstore
 
 import (

@@ -1,4 +1,4 @@
--- 0001: tables of the archive (CONTRACT.md, "Postgres").
+-- 0001: tables of the archive (README "Analysts: the Postgres tables").
 -- Applied by pgstore.Migrate in one transaction, under an advisory lock.
 
 -- rate_limit_violations: one row per archived decision (allowed = false, or

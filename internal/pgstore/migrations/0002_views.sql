@@ -1,6 +1,6 @@
--- 0002: views for analysts (CONTRACT.md, "Postgres"). Plain views: always
--- current, no refresh. Shadow rows (a shadow-mode rule that would have
--- denied, request allowed) are kept apart from real denials.
+-- 0002: views for analysts (README "Analysts: the Postgres tables"). Plain
+-- views: always current, no refresh. Shadow rows (a shadow-mode rule that
+-- would have denied, request allowed) are kept apart from real denials.
 
 -- top_offenders_1h: client IPs by real denials (shadow rows excluded) in the
 -- last hour, most first. A denial of a banned client counts too: it is the
