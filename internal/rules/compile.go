@@ -19,8 +19,8 @@ type Options struct {
 	KeyPrefix string
 }
 
-// DefaultKeyPrefix is the key prefix when Options.KeyPrefix is empty.
-const DefaultKeyPrefix = "rw:"
+// defaultKeyPrefix is the key prefix when Options.KeyPrefix is empty.
+const defaultKeyPrefix = "rw:"
 
 // Set is a compiled, immutable rule set, safe for concurrent use.
 type Set struct {
@@ -35,15 +35,15 @@ type Set struct {
 type compiledExempt struct {
 	tiers     []string
 	prefixes  []netip.Prefix
-	endpoints []Pattern
+	endpoints []endpointPattern
 	users     map[string]struct{}
 }
 
 // compiled is the per-request form of a rule.
 type compiled struct {
-	endpoints   []Pattern // empty: any endpoint
-	methods     []string  // upper-case; empty: any
-	tiers       []string  // upper-case; empty: any
+	endpoints   []endpointPattern // empty: any endpoint
+	methods     []string          // upper-case; empty: any
+	tiers       []string          // upper-case; empty: any
 	dims        []dimension
 	ipv6Bits    int    // grouping of IPv6 clients for the ip dimension, 1..128
 	head        string // "<prefix>{<rule id>|"
@@ -98,7 +98,7 @@ func (ls *limitSet) forTier(tier string) []decide.Limit {
 // id. The Set keeps its own copies of the rules; f may be reused.
 func Compile(f *File, opts Options) (*Set, error) {
 	if opts.KeyPrefix == "" {
-		opts.KeyPrefix = DefaultKeyPrefix
+		opts.KeyPrefix = defaultKeyPrefix
 	}
 	if err := validatePrefix(opts.KeyPrefix); err != nil {
 		return nil, fmt.Errorf("key prefix %q: %w", opts.KeyPrefix, err)
@@ -160,7 +160,7 @@ func compileRule(r *Rule, prefix string) *compiled {
 		ipv6Bits:    cmp.Or(r.IPv6Prefix, DefaultIPv6Prefix),
 	}
 	for _, e := range r.Match.Endpoints {
-		c.endpoints = append(c.endpoints, MustCompilePattern(e))
+		c.endpoints = append(c.endpoints, mustCompilePattern(e))
 	}
 	for _, m := range r.Match.Methods {
 		if m = strings.ToUpper(m); !slices.Contains(c.methods, m) {
@@ -204,7 +204,7 @@ func compileExempt(e Exempt) compiledExempt {
 		ce.prefixes = append(ce.prefixes, p)
 	}
 	for _, s := range e.Endpoints {
-		ce.endpoints = append(ce.endpoints, MustCompilePattern(s))
+		ce.endpoints = append(ce.endpoints, mustCompilePattern(s))
 	}
 	for _, u := range e.Users {
 		ce.users[u] = struct{}{}

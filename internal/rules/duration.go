@@ -20,9 +20,9 @@ func (d Duration) Std() time.Duration { return time.Duration(d) }
 // String returns d in Go syntax, e.g. "1m0s".
 func (d Duration) String() string { return time.Duration(d).String() }
 
-// ParseDuration parses s in Go syntax. Unlike time.ParseDuration it names
+// parseDuration parses s in Go syntax. Unlike time.ParseDuration it names
 // the expected form in its error.
-func ParseDuration(s string) (Duration, error) {
+func parseDuration(s string) (Duration, error) {
 	v, err := time.ParseDuration(s)
 	if err != nil {
 		return 0, fmt.Errorf("invalid duration %q (want Go syntax such as 500ms, 10s, 5m, 1h)", s)
@@ -35,7 +35,7 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode {
 		return fmt.Errorf("line %d: duration must be a string such as 10s", n.Line)
 	}
-	v, err := ParseDuration(n.Value)
+	v, err := parseDuration(n.Value)
 	if err != nil {
 		return fmt.Errorf("line %d: %w", n.Line, err)
 	}
@@ -55,7 +55,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &s); err != nil {
 		return &json.UnmarshalTypeError{Value: truncate(string(b), 32), Type: reflect.TypeFor[Duration]()}
 	}
-	v, err := ParseDuration(s)
+	v, err := parseDuration(s)
 	if err != nil {
 		// A type error gets the field path from encoding/json.
 		return &json.UnmarshalTypeError{Value: "string " + strconv.Quote(truncate(s, 32)), Type: reflect.TypeFor[Duration]()}

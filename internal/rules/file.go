@@ -45,7 +45,7 @@ func validateExempt(e Exempt, p problems) {
 		}
 	}
 	for i, s := range e.Endpoints {
-		if _, err := CompilePattern(s); err != nil {
+		if _, err := compilePattern(s); err != nil {
 			p.add(fmt.Sprintf("endpoints[%d]", i), "%q: %v", truncate(s, 80), err)
 		}
 	}

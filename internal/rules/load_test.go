@@ -299,7 +299,7 @@ func TestParseRuleJSON(t *testing.T) {
 func TestDurationYAMLAndJSON(t *testing.T) {
 	for _, s := range []string{"500ms", "10s", "5m0s", "1h0m0s", "1h30m0s", "0s"} {
 		t.Run(s, func(t *testing.T) {
-			d, err := ParseDuration(s)
+			d, err := parseDuration(s)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -310,7 +310,7 @@ func TestDurationYAMLAndJSON(t *testing.T) {
 			}
 		})
 	}
-	if _, err := ParseDuration("1 day"); err == nil {
+	if _, err := parseDuration("1 day"); err == nil {
 		t.Error("1 day accepted")
 	}
 }

@@ -9,8 +9,9 @@ import (
 // maxPatternLen bounds an endpoint pattern.
 const maxPatternLen = 1024
 
-// Pattern is a compiled Ant-style endpoint pattern. A path is split into
-// segments at '/' (the leading '/' starts the first segment; "/" has none):
+// endpointPattern is a compiled Ant-style endpoint pattern. A path is split
+// into segments at '/' (the leading '/' starts the first segment; "/" has
+// none):
 //
 //	?   matches one character (one UTF-8 sequence, or one invalid byte), never '/'
 //	*   matches zero or more characters within a segment
@@ -21,7 +22,7 @@ const maxPatternLen = 1024
 // (see NormalizeEndpoint): they must start with '/', and contain no empty,
 // "." or ".." segment, no trailing '/', and no '%' (write the decoded
 // character). Matching does not allocate.
-type Pattern struct {
+type endpointPattern struct {
 	raw     string
 	literal bool   // no wildcard: Match is string equality
 	prefix  string // literal segments before the first wildcard, e.g. "/api/books"
@@ -34,29 +35,29 @@ type patternSegment struct {
 	wild bool // contains '*' or '?'
 }
 
-// CompilePattern compiles an endpoint pattern.
-func CompilePattern(s string) (Pattern, error) {
+// compilePattern compiles an endpoint pattern.
+func compilePattern(s string) (endpointPattern, error) {
 	switch {
 	case s == "":
-		return Pattern{}, errors.New("must not be empty")
+		return endpointPattern{}, errors.New("must not be empty")
 	case len(s) > maxPatternLen:
-		return Pattern{}, errors.New("must be at most 1024 bytes")
+		return endpointPattern{}, errors.New("must be at most 1024 bytes")
 	case s[0] != '/':
-		return Pattern{}, errors.New("must start with /")
+		return endpointPattern{}, errors.New("must start with /")
 	case !utf8.ValidString(s):
-		return Pattern{}, errors.New("must be valid UTF-8")
+		return endpointPattern{}, errors.New("must be valid UTF-8")
 	}
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; {
 		case c < 0x20 || c == 0x7f:
-			return Pattern{}, errors.New("must not contain control characters")
+			return endpointPattern{}, errors.New("must not contain control characters")
 		case c == '%':
-			return Pattern{}, errors.New("must not contain % (patterns match decoded paths: write the character itself)")
+			return endpointPattern{}, errors.New("must not contain % (patterns match decoded paths: write the character itself)")
 		case c == '#':
-			return Pattern{}, errors.New("must not contain #")
+			return endpointPattern{}, errors.New("must not contain #")
 		}
 	}
-	p := Pattern{raw: s, literal: true}
+	p := endpointPattern{raw: s, literal: true}
 	if s == "/" {
 		p.prefix = "/"
 		return p, nil
@@ -65,13 +66,13 @@ func CompilePattern(s string) (Pattern, error) {
 	for seg := range strings.SplitSeq(s[1:], "/") {
 		switch {
 		case seg == "":
-			return Pattern{}, errors.New("must not contain an empty segment (// or a trailing /)")
+			return endpointPattern{}, errors.New("must not contain an empty segment (// or a trailing /)")
 		case seg == "." || seg == "..":
-			return Pattern{}, errors.New("must not contain . or .. segments")
+			return endpointPattern{}, errors.New("must not contain . or .. segments")
 		case seg == "**":
 			p.segs = append(p.segs, patternSegment{text: seg, deep: true})
 		case strings.Contains(seg, "**"):
-			return Pattern{}, errors.New("** must be a whole segment")
+			return endpointPattern{}, errors.New("** must be a whole segment")
 		default:
 			p.segs = append(p.segs, patternSegment{text: seg, wild: strings.ContainsAny(seg, "*?")})
 		}
@@ -86,10 +87,10 @@ func CompilePattern(s string) (Pattern, error) {
 	return p, nil
 }
 
-// MustCompilePattern is CompilePattern for patterns known to be valid; it
+// mustCompilePattern is compilePattern for patterns known to be valid; it
 // panics otherwise.
-func MustCompilePattern(s string) Pattern {
-	p, err := CompilePattern(s)
+func mustCompilePattern(s string) endpointPattern {
+	p, err := compilePattern(s)
 	if err != nil {
 		panic("rules: pattern " + s + ": " + err.Error())
 	}
@@ -97,11 +98,11 @@ func MustCompilePattern(s string) Pattern {
 }
 
 // String returns the pattern as written.
-func (p Pattern) String() string { return p.raw }
+func (p endpointPattern) String() string { return p.raw }
 
 // Match reports whether path matches the pattern. A path that does not start
 // with '/' matches nothing.
-func (p Pattern) Match(path string) bool {
+func (p endpointPattern) Match(path string) bool {
 	if p.literal {
 		return path == p.raw
 	}

@@ -30,7 +30,7 @@ func TestPatternMatch(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.pattern, func(t *testing.T) {
-			p, err := CompilePattern(tt.pattern)
+			p, err := compilePattern(tt.pattern)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -72,16 +72,16 @@ func TestCompilePatternErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := CompilePattern(tt.pattern)
+			_, err := compilePattern(tt.pattern)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("CompilePattern(%q) = %v, want error containing %q", tt.pattern, err, tt.want)
+				t.Fatalf("compilePattern(%q) = %v, want error containing %q", tt.pattern, err, tt.want)
 			}
 		})
 	}
 }
 
 func TestPatternMatchDoesNotAllocate(t *testing.T) {
-	p := MustCompilePattern("/api/**/x*y?/**/end")
+	p := mustCompilePattern("/api/**/x*y?/**/end")
 	path := "/api/a/b/xAAyB/c/d/end"
 	if !p.Match(path) {
 		t.Fatal("no match")
@@ -177,12 +177,12 @@ func FuzzMatchPattern(f *testing.F) {
 		if len(pattern) > 128 || len(path) > 512 {
 			return // keep the reference matcher fast
 		}
-		p, err := CompilePattern(pattern)
+		p, err := compilePattern(pattern)
 		if err != nil {
 			return
 		}
 		if got, want := p.Match(path), refMatch(pattern, path); got != want {
-			t.Fatalf("CompilePattern(%q).Match(%q) = %v, reference %v", pattern, path, got, want)
+			t.Fatalf("compilePattern(%q).Match(%q) = %v, reference %v", pattern, path, got, want)
 		}
 	})
 }

@@ -174,10 +174,10 @@ type EscalationPolicy struct {
 
 // Detection defaults for the scalar settings.
 const (
-	DefaultGrace            = 30 * time.Second
-	DefaultEscalationFactor = 2
-	DefaultEscalationCap    = 24 * time.Hour
-	DefaultEscalationPeriod = 24 * time.Hour
+	defaultGrace            = 30 * time.Second
+	defaultEscalationFactor = 2
+	defaultEscalationCap    = 24 * time.Hour
+	defaultEscalationPeriod = 24 * time.Hour
 	DefaultSamples          = 5
 	maxSamples              = 50
 	DefaultMaxClockSkew     = time.Minute
@@ -212,11 +212,11 @@ func DefaultDetection() Detection {
 		Warn:  &WarnPolicy{Violations: 20, Within: Duration(5 * time.Minute)},
 		Ban:   []BanPolicy{{Violations: 100, Within: Duration(time.Hour), Duration: Duration(time.Hour)}},
 		Scan:  &ScanPolicy{DistinctEndpoints: 50, Within: Duration(10 * time.Second), Duration: Duration(time.Hour)},
-		Grace: Duration(DefaultGrace),
+		Grace: Duration(defaultGrace),
 		Escalation: EscalationPolicy{
-			Factor: DefaultEscalationFactor,
-			Cap:    Duration(DefaultEscalationCap),
-			Period: Duration(DefaultEscalationPeriod),
+			Factor: defaultEscalationFactor,
+			Cap:    Duration(defaultEscalationCap),
+			Period: Duration(defaultEscalationPeriod),
 		},
 		Samples:      DefaultSamples,
 		IPv6Prefix:   DefaultIPv6Prefix,

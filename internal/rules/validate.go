@@ -100,7 +100,7 @@ func validateMatch(m Match, p problems) {
 		p.add("endpoints", "at most %d patterns", maxEndpoints)
 	}
 	for i, e := range m.Endpoints {
-		if _, err := CompilePattern(e); err != nil {
+		if _, err := compilePattern(e); err != nil {
 			p.add(fmt.Sprintf("endpoints[%d]", i), "%q: %v", truncate(e, 80), err)
 		}
 	}
