@@ -33,7 +33,7 @@ func Ping(ctx context.Context, brokers []string) error {
 }
 
 func pingOne(ctx context.Context, addr string) error {
-	conn, err := (&kafka.Dialer{ClientID: DefaultClientID}).DialContext(ctx, "tcp", addr)
+	conn, err := (&kafka.Dialer{ClientID: defaultClientID}).DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return err
 	}

@@ -9,14 +9,14 @@ import (
 
 // Defaults of ProducerConfig, applied to zero values.
 const (
-	DefaultQueueSize    = 10000
-	DefaultMaxInFlight  = 10000
-	DefaultBatchSize    = 500
-	DefaultBatchTimeout = 5 * time.Millisecond
-	DefaultWriteTimeout = 10 * time.Second
-	DefaultMaxAttempts  = 10
-	DefaultBatchBytes   = 1 << 20
-	DefaultClientID     = "ratewarden"
+	defaultQueueSize    = 10000
+	defaultMaxInFlight  = 10000
+	defaultBatchSize    = 500
+	defaultBatchTimeout = 5 * time.Millisecond
+	defaultWriteTimeout = 10 * time.Second
+	defaultMaxAttempts  = 10
+	defaultBatchBytes   = 1 << 20
+	defaultClientID     = "ratewarden"
 )
 
 // ProducerConfig configures a Producer. Zero values take the defaults above.
@@ -77,14 +77,14 @@ func (c ProducerConfig) withDefaults() (ProducerConfig, error) {
 	if len(errs) > 0 {
 		return c, fmt.Errorf("kafka producer config: %w", errors.Join(errs...))
 	}
-	setDefault(&c.QueueSize, DefaultQueueSize)
-	setDefault(&c.MaxInFlight, DefaultMaxInFlight)
-	setDefault(&c.BatchSize, DefaultBatchSize)
-	setDefault(&c.BatchTimeout, DefaultBatchTimeout)
-	setDefault(&c.WriteTimeout, DefaultWriteTimeout)
-	setDefault(&c.MaxAttempts, DefaultMaxAttempts)
-	setDefault(&c.BatchBytes, DefaultBatchBytes)
-	setDefault(&c.ClientID, DefaultClientID)
+	setDefault(&c.QueueSize, defaultQueueSize)
+	setDefault(&c.MaxInFlight, defaultMaxInFlight)
+	setDefault(&c.BatchSize, defaultBatchSize)
+	setDefault(&c.BatchTimeout, defaultBatchTimeout)
+	setDefault(&c.WriteTimeout, defaultWriteTimeout)
+	setDefault(&c.MaxAttempts, defaultMaxAttempts)
+	setDefault(&c.BatchBytes, defaultBatchBytes)
+	setDefault(&c.ClientID, defaultClientID)
 	// A batch larger than the in-flight bound could never be handed over.
 	c.BatchSize = min(c.BatchSize, c.MaxInFlight)
 	return c, nil

@@ -8,9 +8,9 @@ import (
 
 // Reasons of rate_limit_events_dropped_total.
 const (
-	DropQueueFull  = "queue_full"
-	DropSendFailed = "send_failed"
-	DropClosed     = "closed"
+	dropQueueFull  = "queue_full"
+	dropSendFailed = "send_failed"
+	dropClosed     = "closed"
 )
 
 type producerMetrics struct {
@@ -55,8 +55,8 @@ func newProducerMetrics(reg prometheus.Registerer, topic string, queueLength fun
 	}
 	return &producerMetrics{
 		published:         published,
-		droppedQueueFull:  dropped.WithLabelValues(DropQueueFull),
-		droppedSendFailed: dropped.WithLabelValues(DropSendFailed),
-		droppedClosed:     dropped.WithLabelValues(DropClosed),
+		droppedQueueFull:  dropped.WithLabelValues(dropQueueFull),
+		droppedSendFailed: dropped.WithLabelValues(dropSendFailed),
+		droppedClosed:     dropped.WithLabelValues(dropClosed),
 	}, nil
 }
