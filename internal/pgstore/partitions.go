@@ -18,9 +18,9 @@ const (
 	day              = 24 * time.Hour
 )
 
-// PartitionName is the name of the daily partition of
+// partitionName is the name of the daily partition of
 // rate_limit_violations holding the UTC day of t: rate_limit_violations_YYYYMMDD.
-func PartitionName(t time.Time) string {
+func partitionName(t time.Time) string {
 	return partitionPrefix + t.UTC().Format(partitionLayout)
 }
 
@@ -39,14 +39,14 @@ func (s *Store) EnsurePartitions(ctx context.Context, now time.Time, ahead int) 
 	for i := -1; i <= ahead; i++ {
 		from := today.Add(time.Duration(i) * day)
 		if err := s.ensurePartition(ctx, from); err != nil {
-			return fmt.Errorf("ensure partition %s: %w", PartitionName(from), err)
+			return fmt.Errorf("ensure partition %s: %w", partitionName(from), err)
 		}
 	}
 	return nil
 }
 
 func (s *Store) ensurePartition(ctx context.Context, from time.Time) error {
-	name := PartitionName(from)
+	name := partitionName(from)
 	to := from.Add(day)
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", partitionLockKey); err != nil {

@@ -33,7 +33,7 @@ const defaultConnectTimeout = 5 * time.Second
 // Open connects a pool to the database at url (a postgres:// URL or a
 // key=value DSN) and checks that it answers. Errors name DATABASE_URL and
 // its target (user, host, port, database; never the password) and wrap the
-// cause, so IsTransient tells a server that is down from a bad URL.
+// cause, so isTransient tells a server that is down from a bad URL.
 func Open(ctx context.Context, url string) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {

@@ -87,8 +87,8 @@ func TestOpenErrorNamesTargetWithoutPassword(t *testing.T) {
 	if strings.Contains(msg, "secret-password") {
 		t.Errorf("error %q shows the password", msg)
 	}
-	if !IsTransient(err) {
-		t.Errorf("IsTransient(%q) = false, want true", msg)
+	if !isTransient(err) {
+		t.Errorf("isTransient(%q) = false, want true", msg)
 	}
 }
 

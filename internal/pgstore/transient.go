@@ -11,13 +11,13 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// IsTransient reports whether err is worth retrying with the same batch:
+// isTransient reports whether err is worth retrying with the same batch:
 // the server is unreachable, restarting, overloaded or a standby, the
 // connection broke, a deadline passed, or the transaction lost a
 // serialization or deadlock race. Constraint, data and syntax errors, a bad
 // password, a missing database and a cancelled context are not: retrying
 // cannot help them.
-func IsTransient(err error) bool {
+func isTransient(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) {
 		return false
 	}

@@ -54,8 +54,8 @@ func TestIsTransient(t *testing.T) {
 		{"row error", &archiver.RowError{Table: archiver.BansTable, Index: 3, Err: errors.New(`field "ban_id" is required`)}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := IsTransient(tc.err); got != tc.want {
-				t.Errorf("IsTransient(%v) = %v, want %v", tc.err, got, tc.want)
+			if got := isTransient(tc.err); got != tc.want {
+				t.Errorf("isTransient(%v) = %v, want %v", tc.err, got, tc.want)
 			}
 		})
 	}
@@ -75,8 +75,8 @@ func TestIsTransientRealErrors(t *testing.T) {
 		if err == nil {
 			t.Fatal("connected to a closed port")
 		}
-		if !IsTransient(err) {
-			t.Errorf("IsTransient(%v) = false, want true", err)
+		if !isTransient(err) {
+			t.Errorf("isTransient(%v) = false, want true", err)
 		}
 	})
 
@@ -88,8 +88,8 @@ func TestIsTransientRealErrors(t *testing.T) {
 		if err == nil {
 			t.Fatal("pg_sleep(5) finished within 100ms")
 		}
-		if !IsTransient(err) {
-			t.Errorf("IsTransient(%v) = false, want true", err)
+		if !isTransient(err) {
+			t.Errorf("isTransient(%v) = false, want true", err)
 		}
 	})
 	t.Run("terminated backend", func(t *testing.T) {
@@ -106,22 +106,22 @@ func TestIsTransientRealErrors(t *testing.T) {
 		if err == nil {
 			t.Fatal("a terminated connection answered")
 		}
-		if !IsTransient(err) {
-			t.Errorf("IsTransient(%v) = false, want true", err)
+		if !isTransient(err) {
+			t.Errorf("isTransient(%v) = false, want true", err)
 		}
 	})
 	t.Run("undefined table", func(t *testing.T) {
 		_, err := s.pool.Exec(ctx, "SELECT * FROM no_such_table")
-		if err == nil || IsTransient(err) {
-			t.Errorf("IsTransient(%v) = true, want false", err)
+		if err == nil || isTransient(err) {
+			t.Errorf("isTransient(%v) = true, want false", err)
 		}
 	})
 	t.Run("missing database", func(t *testing.T) {
 		cfg := s.pool.Config().ConnConfig.Copy()
 		cfg.Database = "rwtest_does_not_exist"
 		_, err := pgx.ConnectConfig(ctx, cfg)
-		if err == nil || IsTransient(err) {
-			t.Errorf("IsTransient(%v) = true, want false", err)
+		if err == nil || isTransient(err) {
+			t.Errorf("isTransient(%v) = true, want false", err)
 		}
 	})
 }

@@ -30,8 +30,9 @@ var _ archiver.Store = (*Store)(nil)
 // *archiver.RowError naming the first invalid one. Should Postgres still
 // reject a row, Write finds it (row by row, in a transaction it rolls back)
 // and returns an *archiver.RowError too. Dead letters are never rejected:
-// their topic and error text are made valid UTF-8 without NUL bytes. Errors for which IsTransient is true are
-// worth retrying with the same batch; that is safe even when the commit's
+// their topic and error text are made valid UTF-8 without NUL bytes.
+// Errors for which isTransient is true are worth retrying with the same
+// batch; that is safe even when the commit's
 // outcome is unknown (a connection lost during COMMIT): rows already stored
 // come back as Duplicates.
 func (s *Store) Write(ctx context.Context, b archiver.Batch) (archiver.Result, error) {
@@ -70,7 +71,7 @@ func (s *Store) Write(ctx context.Context, b archiver.Batch) (archiver.Result, e
 	})
 	if err != nil {
 		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && !IsTransient(err) {
+		if errors.As(err, &pgErr) && !isTransient(err) {
 			if rowErr := s.locate(ctx, vs, bs, ds); rowErr != nil {
 				return archiver.Result{}, rowErr
 			}
@@ -103,7 +104,7 @@ func (s *Store) locate(ctx context.Context, vs, bs, ds columns) *archiver.RowErr
 				return nil
 			}
 			if _, err := sp.Exec(ctx, t.sql, t.args.slice(i, i+1)...); err != nil {
-				if IsTransient(err) {
+				if isTransient(err) {
 					return nil
 				}
 				return &archiver.RowError{Table: t.table, Index: i, Err: err}

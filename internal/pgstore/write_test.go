@@ -165,8 +165,8 @@ func TestWriteRejectsInvalidRowWholeBatch(t *testing.T) {
 	if !errors.As(err, &rowErr) || rowErr.Table != "rate_limit_violations" || rowErr.Index != 1 {
 		t.Fatalf("Write = %v, want a RowError for rate_limit_violations row 1", err)
 	}
-	if IsTransient(err) {
-		t.Errorf("IsTransient(%v) = true", err)
+	if isTransient(err) {
+		t.Errorf("isTransient(%v) = true", err)
 	}
 	if n := queryInt(t, s, "SELECT (SELECT count(*) FROM rate_limit_violations) + (SELECT count(*) FROM dead_letters)"); n != 0 {
 		t.Errorf("%d rows stored, want none", n)

@@ -15,17 +15,17 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// DefaultServerURL is the server the tests use when DATABASE_URL is unset.
-const DefaultServerURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+// defaultServerURL is the server the tests use when DATABASE_URL is unset.
+const defaultServerURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 
 // ServerURL is the server the tests use: DATABASE_URL's server, or
-// DefaultServerURL. Only its host, port, user, password and options matter;
+// defaultServerURL. Only its host, port, user, password and options matter;
 // Database replaces its database name.
 func ServerURL() string {
 	if u := os.Getenv("DATABASE_URL"); u != "" {
 		return u
 	}
-	return DefaultServerURL
+	return defaultServerURL
 }
 
 // Database creates a database with a fresh name (rwtest_<hex>) on the test

@@ -50,18 +50,18 @@ func Prefix(tb testing.TB, c redis.UniversalClient) string {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	prefix := "rwtest:" + hex.EncodeToString(b) + ":"
-	tb.Cleanup(func() { DeletePrefix(tb, c, prefix) })
+	tb.Cleanup(func() { deletePrefix(tb, c, prefix) })
 	return prefix
 }
 
-// DeletePrefix deletes every key starting with prefix, on every primary of
+// deletePrefix deletes every key starting with prefix, on every primary of
 // a cluster.
-func DeletePrefix(tb testing.TB, c redis.UniversalClient, prefix string) {
+func deletePrefix(tb testing.TB, c redis.UniversalClient, prefix string) {
 	tb.Helper()
 	ctx := context.Background()
 	if cc, ok := c.(*redis.ClusterClient); ok {
 		err := cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
-			deletePrefix(tb, ctx, node, prefix)
+			deleteNodePrefix(tb, ctx, node, prefix)
 			return nil
 		})
 		if err != nil {
@@ -69,12 +69,12 @@ func DeletePrefix(tb testing.TB, c redis.UniversalClient, prefix string) {
 		}
 		return
 	}
-	deletePrefix(tb, ctx, c, prefix)
+	deleteNodePrefix(tb, ctx, c, prefix)
 }
 
-// deletePrefix deletes the keys under prefix of one server, one DEL per key
-// in pipelines (keys of different cluster slots cannot share a DEL).
-func deletePrefix(tb testing.TB, ctx context.Context, c redis.Cmdable, prefix string) {
+// deleteNodePrefix deletes the keys under prefix of one server, one DEL per
+// key in pipelines (keys of different cluster slots cannot share a DEL).
+func deleteNodePrefix(tb testing.TB, ctx context.Context, c redis.Cmdable, prefix string) {
 	iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
 	var keys []string
 	for iter.Next(ctx) {
