@@ -283,6 +283,11 @@ func jsonError(err error) error {
 // full, sources whose bucket has refilled are forgotten, and if none has,
 // new sources share one overflow bucket, so memory stays bounded whatever
 // the number of addresses a client controls.
+//
+// It is not decide.Memory, whose bound evicts state: an evicted bucket comes
+// back full, which is harmless in local mode (a limit can only become more
+// lenient) but would hand a client rotating addresses a fresh burst of token
+// guesses per address. It also remembers whether a refusal was logged.
 type adminLimiter struct {
 	rate, burst float64
 	max         int

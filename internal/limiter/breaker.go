@@ -5,6 +5,11 @@ import "sync/atomic"
 // breaker counts consecutive failed decision round trips and opens after
 // threshold of them; it stays open until reset, which the service does when
 // the mode returns to redis. Safe for concurrent use.
+//
+// It is not the coalescer's per-node breaker (redisstore's lane), which
+// short-circuits one node's calls for a second and closes on its own after a
+// probe: this one moves the whole service to local mode, and only the mode
+// machine's health checks, over REDIS_RECOVER_AFTER, close it.
 type breaker struct {
 	threshold int64
 	failures  atomic.Int64
