@@ -3,6 +3,7 @@
 package redisstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +18,9 @@ import (
 
 // errReply means a script answered something other than its seven integers.
 var errReply = errors.New("unexpected script reply")
+
+// errNoScript means a valid call's algorithm has no script in package lua.
+var errNoScript = errors.New("no script for the algorithm")
 
 // Store decides rate-limit calls with the Lua scripts. It is safe for
 // concurrent use.
@@ -90,11 +94,12 @@ func (s *Store) run(ctx context.Context, calls []decide.Call, results []decide.R
 	}
 	sc := make([]scriptCall, len(calls))
 	for i := range calls {
-		if err := calls[i].Validate(); err != nil { // Validate admits only the algorithms of lua.Algorithms
-			fail(i, err)
+		script := s.scripts[calls[i].Algorithm]
+		if err := calls[i].Validate(); err != nil || script == nil {
+			fail(i, cmp.Or(err, errNoScript))
 			continue
 		}
-		sc[i] = scriptCall{script: s.scripts[calls[i].Algorithm], keys: keys(&calls[i]), args: args(&calls[i])}
+		sc[i] = scriptCall{script: script, keys: keys(&calls[i]), args: args(&calls[i])}
 	}
 	for i, cmd := range runScripts(ctx, s.client, sc) {
 		if cmd == nil {
