@@ -76,7 +76,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return err
 	}
 	store := redisstore.New(rdb) // before rdb's first command: see WarmUp
-	counter := redisstore.NewCoalescer(store, redisstore.CoalesceConfig{
+	decider := redisstore.NewCoalescer(store, redisstore.CoalesceConfig{
 		Pipelines:  cfg.RedisPipelines,
 		Limit:      cfg.PipelineLimit,
 		Window:     cfg.PipelineWindow,
@@ -110,7 +110,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		Health:              heartbeats,
 		HealthInterval:      cfg.RedisHealthInterval,
 		HealthTimeout:       cfg.RedisTimeout,
-	}, nil, counter, producer, log, reg) // no rules until the manager's first load
+	}, nil, decider, producer, log, reg) // no rules until the manager's first load
 	// Rules: the file merged with the dynamic rules, kept current by the
 	// manager (SIGHUP, file and store polls, announcements on Redis).
 	rulesMgr := rulesync.New(rulesync.Config{
@@ -177,7 +177,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		lifecycle.Part{Name: "redis", Stop: func(context.Context) error { return rdb.Close() }},
 		lifecycle.Part{Name: "ban publisher", Stop: func(context.Context) error { return banPublisher.Close() }},
 		lifecycle.Part{Name: "event producer", Stop: producer.Close}, // flushes the queued events
-		lifecycle.Part{Name: "redis pipelines", Stop: func(context.Context) error { counter.Close(); return nil }},
+		lifecycle.Part{Name: "redis pipelines", Stop: func(context.Context) error { decider.Close(); return nil }},
 		lifecycle.Part{Name: "ban following", Run: banFollower.Run},
 		rulesPart(rulesMgr),
 		// No listener opens before the warm-up has ended, so no decision is

@@ -32,9 +32,9 @@ var _ archiver.Store = (*Store)(nil)
 // and returns an *archiver.RowError too. Dead letters are never rejected:
 // their topic and error text are made valid UTF-8 without NUL bytes.
 // Errors for which isTransient is true are worth retrying with the same
-// batch; that is safe even when the commit's
-// outcome is unknown (a connection lost during COMMIT): rows already stored
-// come back as Duplicates.
+// batch; that is safe even when the commit's outcome is unknown (a
+// connection lost during COMMIT): rows already stored come back as
+// Duplicates.
 func (s *Store) Write(ctx context.Context, b archiver.Batch) (archiver.Result, error) {
 	vs, err := violationArgs(b.Violations)
 	if err != nil {
