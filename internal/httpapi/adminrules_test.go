@@ -31,7 +31,7 @@ rules:
     match: {endpoints: ["/login"]}
     key: [ip]
     algorithm: fixed_window
-    limits: [{requests: 5, per: 1m}]
+    limits: [{requests: 5, per: 1h}] # an hour: a minute boundary must not reset the count mid-test
 `
 
 // ruleStack is a limiter with dynamic rules on the real Redis and a
@@ -114,7 +114,7 @@ const login = `{"ip": "198.51.100.7", "endpoint": "/login"}`
 
 func loginRule(algorithm string, requests int) string {
 	return `{"id": "login", "match": {"endpoints": ["/login"]}, "key": ["ip"], "algorithm": "` + algorithm +
-		`", "limits": [{"requests": ` + itoa(requests) + `, "per": "1m"}]}`
+		`", "limits": [{"requests": ` + itoa(requests) + `, "per": "1h"}]}`
 }
 
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
