@@ -21,13 +21,7 @@ import (
 // while the model expires its state by its own clock: results still agree
 // only if expiring a key never changes a decision.
 func TestDecideRandom(t *testing.T) {
-	client := newClient(t, redisAddr())
-	store := New(client)
-	prefix := testPrefix(t, client)
-	ctx := context.Background()
-	if err := store.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
+	client, store, prefix := differentialEnv(t)
 	sequences := 150
 	if testing.Short() {
 		sequences = 20
@@ -36,23 +30,46 @@ func TestDecideRandom(t *testing.T) {
 		rng := rand.New(rand.NewPCG(42, uint64(seq)))
 		rule := randomRule(rng)
 		keys := decidetest.Keys(prefix, strconv.Itoa(seq))
-		model := decide.NewMemory()
 		now := 1_000_000 + rng.Int64N(1_000_000_000)
-		var history strings.Builder
-		for step := range 40 {
+		compareSteps(t, client, store, seq, rule, keys, 40, func() (int64, int64) {
 			now = nextNow(rng, now)
-			c := rule
-			c.Keys, c.NowMs, c.Cost = keys, now, randomCost(rng)
-			got, err := decidePersistent(ctx, client, store, c)
-			if err != nil {
-				t.Fatalf("sequence %d step %d: %v", seq, step, err)
-			}
-			ref := model.Decide(c, 0)
-			fmt.Fprintf(&history, "  now %d cost %d -> %+v\n", now, c.Cost, ref)
-			if got != ref {
-				t.Fatalf("sequence %d step %d: redis and model differ\nrule %+v\nredis %+v\nhistory (model):\n%s",
-					seq, step, rule, got, history.String())
-			}
+			return now, randomCost(rng)
+		})
+	}
+}
+
+// differentialEnv is a client of the test Redis, a Store with its scripts
+// loaded, and a key prefix of the test's own.
+func differentialEnv(t *testing.T) (*redis.Client, *Store, string) {
+	t.Helper()
+	client := newClient(t, redisAddr())
+	store := New(client)
+	if err := store.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return client, store, testPrefix(t, client)
+}
+
+// compareSteps decides steps calls of rule on keys through the script and
+// through a fresh model, with the time and cost next returns, and fails at
+// the first difference with the model's history.
+func compareSteps(t *testing.T, client *redis.Client, store *Store, seq int, rule decide.Call, keys decide.Keys, steps int, next func() (now, cost int64)) {
+	t.Helper()
+	model := decide.NewMemory()
+	var history strings.Builder
+	for step := range steps {
+		c := rule
+		c.Keys = keys
+		c.NowMs, c.Cost = next()
+		got, err := decidePersistent(context.Background(), client, store, c)
+		if err != nil {
+			t.Fatalf("sequence %d step %d: %v", seq, step, err)
+		}
+		ref := model.Decide(c, 0)
+		fmt.Fprintf(&history, "  now %d cost %d -> %+v\n", c.NowMs, c.Cost, ref)
+		if got != ref {
+			t.Fatalf("sequence %d step %d: redis and model differ\nrule %+v\nredis %+v\nhistory (model):\n%s",
+				seq, step, rule, got, history.String())
 		}
 	}
 }
@@ -137,13 +154,7 @@ func randomCost(rng *rand.Rand) int64 {
 // a clock that jumps both ways. Each step makes the key persistent, as in
 // TestDecideRandom.
 func TestSlidingWindowRandom(t *testing.T) {
-	client := newClient(t, redisAddr())
-	store := New(client)
-	prefix := testPrefix(t, client)
-	ctx := context.Background()
-	if err := store.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
+	client, store, prefix := differentialEnv(t)
 	sequences := 40
 	if testing.Short() {
 		sequences = 8
@@ -153,28 +164,14 @@ func TestSlidingWindowRandom(t *testing.T) {
 		rule := randomSlidingRule(rng)
 		small := seq%2 == 0 // costs of a few units: logs of hundreds of members
 		keys := decidetest.Keys(prefix, "sw"+strconv.Itoa(seq))
-		model := decide.NewMemory()
 		var maxPer int64
 		for _, l := range rule.Limits {
 			maxPer = max(maxPer, l.Per.Milliseconds())
 		}
 		clock := slidingClock(rng, 1_000_000+rng.Int64N(1_000_000_000), maxPer)
-		var history strings.Builder
-		for step := range 300 {
-			now := clock()
-			c := rule
-			c.Keys, c.NowMs, c.Cost = keys, now, slidingCost(rng, rule.Limits, small)
-			got, err := decidePersistent(ctx, client, store, c)
-			if err != nil {
-				t.Fatalf("sequence %d step %d: %v", seq, step, err)
-			}
-			ref := model.Decide(c, 0)
-			fmt.Fprintf(&history, "  now %d cost %d -> %+v\n", now, c.Cost, ref)
-			if got != ref {
-				t.Fatalf("sequence %d step %d: redis and model differ\nrule %+v\nredis %+v\nhistory (model):\n%s",
-					seq, step, rule.Limits, got, history.String())
-			}
-		}
+		compareSteps(t, client, store, seq, rule, keys, 300, func() (int64, int64) {
+			return clock(), slidingCost(rng, rule.Limits, small)
+		})
 	}
 }
 
