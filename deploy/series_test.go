@@ -1,8 +1,6 @@
 package deploy_test
 
 import (
-	"bytes"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -10,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +17,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/kafkatest"
 	"github.com/ratewarden/ratewarden/internal/pgtest"
+	"github.com/ratewarden/ratewarden/internal/proctest"
 	"github.com/ratewarden/ratewarden/internal/redistest"
 )
 
@@ -113,8 +111,8 @@ func buildServices(t *testing.T) string {
 // answers 200, however long the machine takes.
 func startService(t *testing.T, bin string, env []string) string {
 	t.Helper()
-	addr := freeAddr(t)
-	var out syncBuffer
+	addr := proctest.FreeAddr(t)
+	var out proctest.Output
 	cmd := exec.Command(bin)
 	cmd.Env = append(append(os.Environ(), env...), "LISTEN_ADDR="+addr)
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -179,35 +177,6 @@ func scrape(t *testing.T, addr string, extra map[string]string) []series {
 		t.Fatalf("%s/metrics: %v", addr, err)
 	}
 	return flatten(families, extra)
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-// syncBuffer is a bytes.Buffer safe for the writes of a process's output
-// and the reads of a failure report.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // TestObservabilitySeriesCheck shows what the check above reports, on

@@ -5,7 +5,6 @@ import (
 	"context"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,43 +12,16 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/kafkabus"
 	"github.com/ratewarden/ratewarden/internal/kafkatest"
+	"github.com/ratewarden/ratewarden/internal/proctest"
 )
-
-// lockedBuffer is an io.Writer safe to read while run writes to it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 func TestRunServesBothTopicsAndStopsOnCancel(t *testing.T) {
-	addr := freeAddr(t)
+	addr := proctest.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stderr lockedBuffer
+	var stderr proctest.Output
 	exit := make(chan int, 1)
 	go func() {
 		exit <- run(ctx, []string{"-partitions", "4", "-bans-topic", "test.bans"},
@@ -129,7 +101,7 @@ func TestRunRefusesBadConfig(t *testing.T) {
 		{"stray argument", []string{"serve"}, nil, "unexpected argument"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var stderr lockedBuffer
+			var stderr proctest.Output
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			if code := run(ctx, tc.args, env(tc.env), &stderr); code != 2 {
@@ -152,7 +124,7 @@ func TestRunFailsWhenPortTaken(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	var stderr lockedBuffer
+	var stderr proctest.Output
 	code := run(context.Background(), nil, env(map[string]string{"LISTEN_ADDR": ln.Addr().String()}), &stderr)
 	if code != 1 || !strings.Contains(stderr.String(), ln.Addr().String()) {
 		t.Fatalf("exit code %d, stderr:\n%s", code, stderr.String())

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,25 +11,16 @@ import (
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/kafkatest"
 	"github.com/ratewarden/ratewarden/internal/pgtest"
+	"github.com/ratewarden/ratewarden/internal/proctest"
 	"github.com/ratewarden/ratewarden/internal/redistest"
 )
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 // The whole process: configuration from the environment, the example rules,
 // a decision over HTTP, its event on the topic, and a clean stop.
 func TestRunServesAndStopsCleanly(t *testing.T) {
 	broker := kafkatest.StartBroker(t, "ratelimit.decisions")
 	prefix := redistest.Prefix(t, redistest.Client(t))
-	addr := freeAddr(t)
+	addr := proctest.FreeAddr(t)
 	env := map[string]string{
 		"LISTEN_ADDR":      addr,
 		"KAFKA_BROKERS":    broker.Addr(),

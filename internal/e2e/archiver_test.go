@@ -17,6 +17,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/kafkabus"
+	"github.com/ratewarden/ratewarden/internal/proctest"
 )
 
 // archiverEnv is an env with its own database.
@@ -129,7 +130,7 @@ type proxy struct {
 
 func startProxy(t *testing.T, target string) *proxy {
 	t.Helper()
-	p := &proxy{target: target, addr: freeAddr(t)}
+	p := &proxy{target: target, addr: proctest.FreeAddr(t)}
 	p.restore(t)
 	t.Cleanup(p.cut)
 	return p

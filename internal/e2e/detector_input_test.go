@@ -15,6 +15,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/kafkatest"
+	"github.com/ratewarden/ratewarden/internal/proctest"
 )
 
 // ipsOverPartitions returns n client IPs whose events (keyed by IP, with
@@ -165,7 +166,7 @@ func TestPoisonMessagesDoNotWedgeTheDetector(t *testing.T) {
 // is banned and the group commits the end of the topic.
 func TestDetectorHoldsOffsetsWhileRedisIsDown(t *testing.T) {
 	e := newEnv(t)
-	_, port, _ := net.SplitHostPort(freeAddr(t))
+	_, port, _ := net.SplitHostPort(proctest.FreeAddr(t))
 	rds := startOutageRedis(t, port)
 	e.vars["REDIS_URL"] = "redis://127.0.0.1:" + port + "/0"
 	detector := e.start("detector")

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ratewarden/ratewarden/internal/proctest"
 )
 
 // hostileRules: /once/** admits one request per client IP (an hour-long
@@ -295,7 +297,7 @@ func TestAdminAuditNamesActorAndClient(t *testing.T) {
 // the error's text, which names addresses of the network behind the limiter.
 func TestReadyzNamesNoAddresses(t *testing.T) {
 	e := newEnv(t)
-	deadRedis, deadKafka := freeAddr(t), freeAddr(t) // nothing listens there
+	deadRedis, deadKafka := proctest.FreeAddr(t), proctest.FreeAddr(t) // nothing listens there
 	lim := e.start("limiter", "REDIS_URL", "redis://"+deadRedis+"/0", "KAFKA_BROKERS", deadKafka)
 	resp, err := http.Get("http://" + lim.addr + "/readyz")
 	if err != nil {

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/ratewarden/ratewarden/internal/proctest"
 )
 
 // localRules limits each user, in local mode while Redis is away; one
@@ -43,7 +45,7 @@ func TestLocalStateIsBounded(t *testing.T) {
 	}
 	// Neither Redis nor Kafka answers: every decision is local, every
 	// event is dropped from the bounded queue.
-	lim := e.start("limiter", "RULES_FILE", path, "REDIS_URL", "redis://"+freeAddr(t)+"/0", "KAFKA_BROKERS", freeAddr(t))
+	lim := e.start("limiter", "RULES_FILE", path, "REDIS_URL", "redis://"+proctest.FreeAddr(t)+"/0", "KAFKA_BROKERS", proctest.FreeAddr(t))
 
 	const subjects, clients = 500_000, 32
 	transport := &http.Transport{MaxIdleConnsPerHost: clients}

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ratewarden/ratewarden/internal/proctest"
 )
 
 // nginxRecipe is the gateway recipe under test, run as shipped except for
@@ -85,7 +87,7 @@ func nginxStart(t *testing.T, bin, limiterAddr, appAddr, token string) *nginxPro
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &nginxProc{addr: freeAddr(t), dir: t.TempDir(), out: &bytes.Buffer{}, done: make(chan struct{})}
+	n := &nginxProc{addr: proctest.FreeAddr(t), dir: t.TempDir(), out: &bytes.Buffer{}, done: make(chan struct{})}
 	conf := string(recipe)
 	for _, r := range []struct{ old, new string }{
 		{"server 127.0.0.1:8080;", "server " + limiterAddr + ";"},

@@ -4,10 +4,8 @@
 package e2e
 
 import (
-	"bytes"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ratewarden/ratewarden/internal/proctest"
 )
 
 var (
@@ -58,40 +58,12 @@ func TestMain(m *testing.M) {
 type proc struct {
 	name string
 	cmd  *exec.Cmd
-	out  *output
+	out  *proctest.Output
 	addr string // of a limiter: known once await has returned
 	// opsAddr is a limiter's OPS_LISTEN_ADDR, when it has one: known once
 	// await has returned.
 	opsAddr string
 	done    chan struct{}
-}
-
-// output is a process's stdout and stderr, readable while it runs.
-type output struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (o *output) Write(b []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.Write(b)
-}
-
-func (o *output) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.String()
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // start runs cmd/<name> as launch does and waits for /readyz.
@@ -112,10 +84,10 @@ func start(t *testing.T, name string, env map[string]string) *proc {
 // The other services get a free port chosen here.
 func launch(t *testing.T, name string, env map[string]string) *proc {
 	t.Helper()
-	p := &proc{name: name, out: &output{}, done: make(chan struct{})}
+	p := &proc{name: name, out: &proctest.Output{}, done: make(chan struct{})}
 	listen := "127.0.0.1:0"
 	if name != "limiter" {
-		p.addr = freeAddr(t)
+		p.addr = proctest.FreeAddr(t)
 		listen = p.addr
 	}
 	p.cmd = exec.Command(binary(t, name))

@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratewarden/ratewarden/internal/kafkatest"
+	"github.com/ratewarden/ratewarden/internal/proctest"
 )
 
 const outageRules = `
@@ -101,7 +102,7 @@ func TestRedisKilledUnderLoad(t *testing.T) {
 	if err := os.WriteFile(rulesPath, []byte(outageRules), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, port, _ := net.SplitHostPort(freeAddr(t))
+	_, port, _ := net.SplitHostPort(proctest.FreeAddr(t))
 	rds := startOutageRedis(t, port)
 	broker := kafkatest.StartBroker(t, decisionsTopic, bansTopic)
 	lim := start(t, "limiter", map[string]string{

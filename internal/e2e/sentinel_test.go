@@ -12,8 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratewarden/ratewarden/internal/redistest"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratewarden/ratewarden/internal/proctest"
+	"github.com/ratewarden/ratewarden/internal/redistest"
 )
 
 // redisServer is a private redis-server process, killed by PID when the
@@ -26,7 +28,7 @@ type redisServer struct {
 
 func startRedisServer(t *testing.T, args ...string) *redisServer {
 	t.Helper()
-	s := &redisServer{addr: freeAddr(t), done: make(chan struct{})}
+	s := &redisServer{addr: proctest.FreeAddr(t), done: make(chan struct{})}
 	_, port, _ := net.SplitHostPort(s.addr)
 	dir := t.TempDir()
 	args = append(args, "--port", port, "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "no",

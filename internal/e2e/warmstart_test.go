@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/kafkatest"
+	"github.com/ratewarden/ratewarden/internal/proctest"
 	"github.com/ratewarden/ratewarden/internal/redistest"
 )
 
@@ -229,7 +230,7 @@ func TestStartWithRedisUnreachable(t *testing.T) {
 		class []string                  // of the error logged
 	}{
 		// Timeout: when the deadline cuts the first attempt short.
-		{"connection refused", freeAddr, []string{"connection", "timeout"}},
+		{"connection refused", func(t *testing.T) string { return proctest.FreeAddr(t) }, []string{"connection", "timeout"}},
 		{"server hung", func(t *testing.T) string {
 			s := startRedisServer(t)
 			_ = s.cmd.Process.Signal(syscall.SIGSTOP) // accepts connections, never answers
