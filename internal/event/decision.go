@@ -41,10 +41,40 @@ type Decision struct {
 	RetryAfterMS int64     `json:"retry_after_ms"`
 	Mode         string    `json:"mode"`
 	Shadow       bool      `json:"shadow"`
+	// Domain and Descriptors are those of a decision of Envoy's rate limit
+	// API (ShouldRateLimit, POST /json), and absent from the JSON of other
+	// decisions: the request's domain and its descriptors, in order.
+	Domain      string       `json:"domain,omitempty"`
+	Descriptors []Descriptor `json:"descriptors,omitempty"`
 }
 
+// Descriptor is one descriptor of a rate limit API decision, with its
+// outcome.
+type Descriptor struct {
+	Entries []Entry `json:"entries"`
+	// RuleID is the rule that decided the descriptor; empty when none
+	// matched (its code is then OK).
+	RuleID string `json:"rule_id"`
+	// Code is the descriptor's status as the API answered it: OK or
+	// OVER_LIMIT.
+	Code string `json:"code"`
+}
+
+// Entry is one key/value pair of a descriptor.
+type Entry struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+// The descriptor codes of Envoy's rate limit API.
+const (
+	CodeOK        = "OK"
+	CodeOverLimit = "OVER_LIMIT"
+)
+
 // AppendJSON appends the JSON object of d to dst and returns the extended
-// buffer. Every field is always present; ts is UTC RFC 3339 with
+// buffer. Every field is always present but domain and descriptors, which
+// only rate limit API decisions carry; ts is UTC RFC 3339 with
 // microseconds. It does not allocate when dst has enough capacity.
 func (d *Decision) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"event_id":`...)
@@ -81,6 +111,33 @@ func (d *Decision) AppendJSON(dst []byte) []byte {
 	dst = appendString(dst, d.Mode)
 	dst = append(dst, `,"shadow":`...)
 	dst = strconv.AppendBool(dst, d.Shadow)
+	if d.Domain != "" {
+		dst = append(dst, `,"domain":`...)
+		dst = appendString(dst, d.Domain)
+		dst = append(dst, `,"descriptors":[`...)
+		for i, desc := range d.Descriptors {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, `{"entries":[`...)
+			for j, e := range desc.Entries {
+				if j > 0 {
+					dst = append(dst, ',')
+				}
+				dst = append(dst, `{"key":`...)
+				dst = appendString(dst, e.Key)
+				dst = append(dst, `,"value":`...)
+				dst = appendString(dst, e.Value)
+				dst = append(dst, '}')
+			}
+			dst = append(dst, `],"rule_id":`...)
+			dst = appendString(dst, desc.RuleID)
+			dst = append(dst, `,"code":`...)
+			dst = appendString(dst, desc.Code)
+			dst = append(dst, '}')
+		}
+		dst = append(dst, ']')
+	}
 	return append(dst, '}')
 }
 

@@ -2,6 +2,7 @@ package event
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -118,7 +119,7 @@ func TestDecodeDecision(t *testing.T) {
 				}
 				want := valid
 				want.TS = want.TS.Truncate(time.Microsecond)
-				if d != want {
+				if !reflect.DeepEqual(d, want) {
 					t.Fatalf("got %+v, want %+v", d, want)
 				}
 				return

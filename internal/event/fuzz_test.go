@@ -3,6 +3,7 @@ package event
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -93,7 +94,7 @@ func FuzzDecisionRoundTrip(f *testing.F) {
 		for _, s := range []string{eventID, instance, userID, ip, endpoint, method, tier, ruleID, algorithm, mode} {
 			allValid = allValid && utf8.ValidString(s)
 		}
-		if allValid && got != d {
+		if allValid && !reflect.DeepEqual(got, d) {
 			t.Fatalf("round trip:\n got %+v\nwant %+v", got, d)
 		}
 	})

@@ -32,6 +32,17 @@ const (
 	// (INSTANCE_ID, checked at start), rule_id (64 bytes at most by the
 	// rules' validation), algorithm and mode.
 	MaxName = 256
+
+	// Bounds of the rate limit API (ShouldRateLimit, POST /json): the
+	// domain, the descriptors of one request, the entries of one
+	// descriptor, one entry's key and value, and all keys and values of a
+	// request together.
+	MaxDomain          = 255
+	MaxDescriptors     = 64
+	MaxEntries         = 16
+	MaxDescriptorKey   = 256
+	MaxDescriptorValue = 1024
+	MaxDescriptorBytes = 16 << 10
 )
 
 // maxEventEndpoint is the longest endpoint a valid event carries: see
@@ -57,7 +68,7 @@ func (e *FieldError) Error() string { return fmt.Sprintf("field %q: %s", e.Field
 // InvalidFields lists every Field a FieldError from Validate can name, so
 // that a metric labelled by field can start each series at 0.
 func InvalidFields() []string {
-	return []string{"event_id", "ts", "ip", "endpoint", "user_id", "tier", "method", "instance", "rule_id", "algorithm", "mode"}
+	return []string{"event_id", "ts", "ip", "endpoint", "user_id", "tier", "method", "instance", "rule_id", "algorithm", "mode", "domain", "descriptors"}
 }
 
 // Validate reports the first field of d outside the bounds the limiter
@@ -70,7 +81,9 @@ func InvalidFields() []string {
 //     all valid UTF-8 without control characters;
 //   - method empty or an HTTP method token of at most MaxMethod bytes;
 //   - instance, rule_id, algorithm and mode valid UTF-8 of at most MaxName
-//     bytes.
+//     bytes;
+//   - domain and descriptors within the rate limit API's bounds
+//     (ValidDescriptorText for each string, MaxDescriptorBytes in all).
 //
 // Presence of the required fields and the reason are DecodeDecision's
 // checks. Such an event can never be processed: consumers skip it.
@@ -102,7 +115,42 @@ func (d *Decision) Validate() error {
 			return &FieldError{f.name, fmt.Sprintf("must be valid UTF-8 of at most %d bytes", MaxName)}
 		}
 	}
+	return d.validateDescriptors()
+}
+
+func (d *Decision) validateDescriptors() error {
+	if d.Domain == "" && len(d.Descriptors) == 0 {
+		return nil
+	}
+	if !ValidDescriptorText(d.Domain, MaxDomain) || d.Domain == "" {
+		return &FieldError{"domain", fmt.Sprintf("must be 1 to %d bytes of UTF-8 without control characters", MaxDomain)}
+	}
+	if len(d.Descriptors) > MaxDescriptors {
+		return &FieldError{"descriptors", fmt.Sprintf("at most %d", MaxDescriptors)}
+	}
+	total := 0
+	for _, desc := range d.Descriptors {
+		if len(desc.Entries) > MaxEntries || len(desc.RuleID) > MaxName || len(desc.Code) > MaxName {
+			return &FieldError{"descriptors", fmt.Sprintf("a descriptor has more than %d entries or an oversized rule_id or code", MaxEntries)}
+		}
+		for _, e := range desc.Entries {
+			total += len(e.Key) + len(e.Value)
+			if !ValidDescriptorText(e.Key, MaxDescriptorKey) || !ValidDescriptorText(e.Value, MaxDescriptorValue) {
+				return &FieldError{"descriptors", fmt.Sprintf("keys and values must be UTF-8 without control characters, at most %d and %d bytes", MaxDescriptorKey, MaxDescriptorValue)}
+			}
+		}
+	}
+	if total > MaxDescriptorBytes {
+		return &FieldError{"descriptors", fmt.Sprintf("keys and values add up to more than %d bytes", MaxDescriptorBytes)}
+	}
 	return nil
+}
+
+// ValidDescriptorText reports whether s is at most max bytes of valid UTF-8
+// without control characters: a domain, descriptor key or value the rate
+// limit API accepts.
+func ValidDescriptorText(s string, max int) bool {
+	return len(s) <= max && utf8.ValidString(s) && !HasControl(s)
 }
 
 // HasControl reports whether s holds an ASCII control character (C0 or
