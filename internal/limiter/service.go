@@ -221,19 +221,26 @@ func (s *Service) decide(ctx context.Context, d *Decision, now time.Time) {
 	}
 	// Rules whose key is known to be over its limit are answered from the
 	// over-limit cache; the others go to Redis in one round trip.
-	var cached uint64 // bit i: d.Applied[i] answered from the cache
+	var cached uint64 // bit i: d.Applied[i] answered without Redis
+	hits := 0
 	for i := range d.Applied {
 		a := &d.Applied[i]
+		if r, ok := answerWithoutRedis(a, now); ok { // at most 64 descriptors: i < 64
+			cached |= 1 << i
+			d.Results = append(d.Results, r)
+			continue
+		}
 		if r, ok := s.over.get(&a.Call, now); ok && i < 64 { // past 64 rules, always Redis
 			cached |= 1 << i
+			hits++
 			d.Results = append(d.Results, r)
 			continue
 		}
 		d.Results = append(d.Results, decide.Result{})
 		d.calls = append(d.calls, a.Call)
 	}
-	if cached != 0 {
-		s.metrics.overLimitHits.Add(float64(len(d.Applied) - len(d.calls)))
+	if hits != 0 {
+		s.metrics.overLimitHits.Add(float64(hits))
 	}
 	if len(d.calls) == 0 {
 		d.aggregate()
@@ -286,6 +293,10 @@ func (s *Service) fallback(d *Decision, now time.Time) []decide.Result {
 	results := make([]decide.Result, len(d.Applied))
 	permissive := d.Mode == ModePermissive
 	for i, a := range d.Applied {
+		if r, ok := answerWithoutRedis(&a, now); ok {
+			results[i] = r
+			continue
+		}
 		switch a.Rule.OnRedisFailure {
 		case rules.FailDeny:
 			if !a.Rule.Shadow && !(permissive && s.cfg.PermissiveDenyRules) {
@@ -313,25 +324,25 @@ func unlimited(c decide.Call) decide.Result {
 }
 
 func (s *Service) publish(req *rules.Request, d *Decision, now time.Time) {
-	ev := event.Decision{
-		EventID:      d.EventID,
-		TS:           now,
-		Instance:     s.cfg.Instance,
-		UserID:       req.UserID,
-		IP:           req.IP,
-		Endpoint:     req.Endpoint,
-		Method:       req.Method,
-		Tier:         req.Tier,
-		RuleID:       d.RuleID,
-		Algorithm:    string(d.Algorithm),
-		Allowed:      d.Allowed,
-		Reason:       d.Reason,
-		Limit:        d.Limit,
-		Remaining:    d.Remaining,
-		RetryAfterMS: d.RetryAfter.Milliseconds(),
-		Mode:         string(d.Mode),
-		Shadow:       d.Shadow,
-	}
+	s.publishEvent(&event.Decision{UserID: req.UserID, IP: req.IP, Endpoint: req.Endpoint,
+		Method: req.Method, Tier: req.Tier}, d, now)
+}
+
+// publishEvent completes ev, which holds what the request said, with the
+// decision d and publishes it, keyed by its ip.
+func (s *Service) publishEvent(ev *event.Decision, d *Decision, now time.Time) {
+	ev.EventID = d.EventID
+	ev.TS = now
+	ev.Instance = s.cfg.Instance
+	ev.RuleID = d.RuleID
+	ev.Algorithm = string(d.Algorithm)
+	ev.Allowed = d.Allowed
+	ev.Reason = d.Reason
+	ev.Limit = d.Limit
+	ev.Remaining = d.Remaining
+	ev.RetryAfterMS = d.RetryAfter.Milliseconds()
+	ev.Mode = string(d.Mode)
+	ev.Shadow = d.Shadow
 	// The producer counts what it drops; a decision never waits for Kafka.
-	s.pub.Publish([]byte(req.IP), ev.AppendJSON(make([]byte, 0, 512)))
+	s.pub.Publish([]byte(ev.IP), ev.AppendJSON(make([]byte, 0, 512)))
 }

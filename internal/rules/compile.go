@@ -24,12 +24,14 @@ const defaultKeyPrefix = "rw:"
 
 // Set is a compiled, immutable rule set, safe for concurrent use.
 type Set struct {
-	rules     []*Rule
-	byID      map[string]*Rule
-	exempt    compiledExempt
-	detection Detection
-	tiers     []string
-	attrs     []string
+	rules        []*Rule
+	requestRules []*Rule              // the rules of /v1/check and /v1/auth: rules without descriptor
+	descriptors  map[string]*descNode // descriptor rules by domain
+	byID         map[string]*Rule
+	exempt       compiledExempt
+	detection    Detection
+	tiers        []string
+	attrs        []string
 }
 
 type compiledExempt struct {
@@ -45,13 +47,15 @@ type compiled struct {
 	methods     []string          // upper-case; empty: any
 	tiers       []string          // upper-case; empty: any
 	dims        []dimension
-	ipv6Bits    int    // grouping of IPv6 clients for the ip dimension, 1..128
-	head        string // "<prefix>{<rule id>|"
-	suffix      string // state key suffix
+	names       []string // the dimensions' names, as keys spell them
+	ipv6Bits    int      // grouping of IPv6 clients for the ip dimension, 1..128
+	head        string   // "<prefix>{<rule id>|"
+	suffix      string   // state key suffix
 	limits      limitSet
 	penalty     time.Duration
 	schedule    []window
 	escalations escalationTimeline
+	blocks      bool // a descriptor rule of 0 requests (see Rule.Blocks)
 }
 
 // limitSet is a list of limits with per-tier overrides, converted once.
@@ -136,6 +140,15 @@ func Compile(f *File, opts Options) (*Set, error) {
 	slices.SortStableFunc(s.rules, func(a, b *Rule) int {
 		return cmp.Or(cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.ID, b.ID))
 	})
+	for _, r := range s.rules {
+		if r.Descriptor == nil {
+			s.requestRules = append(s.requestRules, r)
+		}
+	}
+	var err error
+	if s.descriptors, err = indexDescriptors(s.rules); err != nil {
+		return nil, err
+	}
 	s.tiers = sortedKeys(tiers)
 	s.attrs = sortedKeys(attrs)
 	return s, nil
@@ -173,7 +186,9 @@ func compileRule(r *Rule, prefix string) *compiled {
 	for _, k := range r.Key {
 		d, _ := parseDimension(k) // validated
 		c.dims = append(c.dims, d)
+		c.names = append(c.names, d.name)
 	}
+	c.blocks = r.Descriptor != nil && blockingLimit(r.Limits)
 	for _, e := range r.Schedule {
 		c.schedule = append(c.schedule, compileWindow(e))
 	}

@@ -165,15 +165,15 @@ func writeEscaped(b *strings.Builder, s string) {
 // buildKeys returns the keys for head ("<prefix>{<rule id>|"), the state
 // suffix, and the dimension values. The three keys are slices of one string:
 // one allocation unless the subject is hashed.
-func buildKeys(head, suffix string, dims []dimension, vals []string) decide.Keys {
-	subjLen := len(dims) - 1
-	for i, d := range dims {
-		subjLen += len(d.name) + 1 + escapedLen(vals[i])
+func buildKeys(head, suffix string, names, vals []string) decide.Keys {
+	subjLen := len(names) - 1
+	for i, n := range names {
+		subjLen += escapedLen(n) + 1 + escapedLen(vals[i])
 	}
 	var digest [sha256.Size]byte
 	hashed := subjLen > maxSubject
 	if hashed {
-		digest = hashSubject(dims, vals)
+		digest = hashSubject(names, vals)
 		subjLen = hashedLen
 	}
 	tagEnd := len(head) + subjLen + 1
@@ -186,11 +186,11 @@ func buildKeys(head, suffix string, dims []dimension, vals []string) decide.Keys
 		b.WriteByte('#')
 		b.Write(hx[:])
 	} else {
-		for i, d := range dims {
+		for i, n := range names {
 			if i > 0 {
 				b.WriteByte('|')
 			}
-			b.WriteString(d.name)
+			writeEscaped(&b, n) // the names of key dimensions need no escape; descriptor keys may
 			b.WriteByte('=')
 			writeEscaped(&b, vals[i])
 		}
@@ -208,14 +208,14 @@ func buildKeys(head, suffix string, dims []dimension, vals []string) decide.Keys
 	return decide.Keys{State: all[:s1], Hold: all[s1:s2], Hits: all[s2:]}
 }
 
-// hashSubject is SHA-256 over, per dimension, uvarint(len(name)) name
+// hashSubject is SHA-256 over, per dimension (or descriptor level), uvarint(len(name)) name
 // uvarint(len(value)) value: an injective encoding of the subject.
-func hashSubject(dims []dimension, vals []string) [sha256.Size]byte {
+func hashSubject(names, vals []string) [sha256.Size]byte {
 	h := sha256.New()
 	var n [binary.MaxVarintLen64]byte
-	for i, d := range dims {
-		h.Write(binary.AppendUvarint(n[:0], uint64(len(d.name))))
-		h.Write([]byte(d.name))
+	for i, name := range names {
+		h.Write(binary.AppendUvarint(n[:0], uint64(len(name))))
+		h.Write([]byte(name))
 		h.Write(binary.AppendUvarint(n[:0], uint64(len(vals[i]))))
 		h.Write([]byte(vals[i]))
 	}

@@ -22,6 +22,9 @@ type Request struct {
 type Applied struct {
 	Rule *Rule
 	Call decide.Call
+	// Descriptor is the index of the request descriptor a descriptor rule
+	// matched (MatchDescriptors); 0 for other rules.
+	Descriptor int
 }
 
 // Exempt reports whether the request is never limited nor banned: its tier
@@ -71,7 +74,7 @@ func (s *Set) Exempt(r *Request) bool {
 // not modify them. Match allocates once per applied rule (its keys).
 func (s *Set) Match(r *Request, now time.Time, out []Applied) []Applied {
 	var group ipGroupMemo
-	for _, rule := range s.rules {
+	for _, rule := range s.requestRules {
 		c := rule.c
 		if !c.matches(r) {
 			continue
@@ -135,7 +138,7 @@ func (c *compiled) keys(r *Request, group *ipGroupMemo) (decide.Keys, bool) {
 			return decide.Keys{}, false
 		}
 	}
-	return buildKeys(c.head, c.suffix, c.dims, vals), true
+	return buildKeys(c.head, c.suffix, c.names, vals), true
 }
 
 // ipGroupMemo is the ip dimension's value of an IPv6 client for one

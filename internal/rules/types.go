@@ -51,6 +51,9 @@ type Rule struct {
 	// DefaultIPv6Prefix (64), 128 no grouping; at least MinIPv6Prefix.
 	// IPv4 addresses are never grouped.
 	IPv6Prefix int `yaml:"ipv6_prefix,omitempty" json:"ipv6_prefix,omitzero"`
+	// Descriptor, when set, makes this a descriptor rule of Envoy's rate
+	// limit API instead of a rule for /v1/check and /v1/auth.
+	Descriptor *DescriptorMatch `yaml:"descriptor,omitempty" json:"descriptor,omitempty"`
 
 	c *compiled // set by Compile on the Set's own copy
 }

@@ -42,8 +42,12 @@ func validateRule(r *Rule, p problems) {
 	case !validID(r.ID):
 		p.add("id", "%q must match ^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", truncate(r.ID, 80))
 	}
-	validateMatch(r.Match, p.at("match"))
-	validateKey(r.Key, p)
+	if r.Descriptor != nil {
+		validateDescriptor(r, p)
+	} else {
+		validateMatch(r.Match, p.at("match"))
+		validateKey(r.Key, p)
+	}
 	if validateIPv6Prefix(p, "ipv6_prefix", r.IPv6Prefix) && r.IPv6Prefix != 0 && !slices.Contains(r.Key, "ip") {
 		p.add("ipv6_prefix", "applies to the ip key dimension only, and key has no ip")
 	}
@@ -57,7 +61,13 @@ func validateRule(r *Rule, p problems) {
 		p.add("algorithm", "unknown %q (want %s)", truncate(string(r.Algorithm), 40), algorithmNames)
 		algOK = false
 	}
-	validateLimits(p, "limits", r.Limits, r.Algorithm, algOK)
+	switch {
+	case r.Descriptor != nil && r.Descriptor.Unlimited: // validateDescriptor refuses limits
+	case r.Descriptor != nil && blockingLimit(r.Limits):
+		validateBlocking(r, p, algOK)
+	default:
+		validateLimits(p, "limits", r.Limits, r.Algorithm, algOK)
+	}
 	validateTierLimits(p, "tiers", r.Tiers, r.Algorithm, algOK)
 	validateMillis(p, "penalty", r.Penalty, 0)
 	switch r.OnRedisFailure {
@@ -211,6 +221,18 @@ func validateLimits(p problems, field string, ls []Limit, alg decide.Algorithm, 
 		if l.Burst != 0 {
 			lp.add("burst", "not allowed with algorithm %s (use requests)", alg)
 		}
+	}
+}
+
+// validateBlocking checks a descriptor rule of 0 requests: a window
+// algorithm and nothing that would need a count.
+func validateBlocking(r *Rule, p problems, algOK bool) {
+	validateMillis(p.at("limits[0]"), "per", r.Limits[0].Per, time.Millisecond)
+	if algOK && r.Algorithm == decide.TokenBucket {
+		p.add("limits[0]", "0 requests needs a window algorithm (a bucket of 0 is written burst: 0, which is refused)")
+	}
+	if len(r.Schedule) > 0 || r.Penalty != 0 || len(r.Escalate) > 0 {
+		p.add("limits[0].requests", "0 (deny every request) is not allowed with schedule, penalty or escalate")
 	}
 }
 

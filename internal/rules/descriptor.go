@@ -1,0 +1,338 @@
+package rules
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ratewarden/ratewarden/internal/decide"
+)
+
+// DescriptorMatch makes a rule a descriptor rule: it applies to the
+// descriptors of Envoy's rate limit API (ShouldRateLimit, POST /json), never
+// to /v1/check or /v1/auth. It is one leaf of envoyproxy/ratelimit's
+// descriptor tree: the domain and the entries from the top level down.
+type DescriptorMatch struct {
+	Domain string `yaml:"domain" json:"domain"`
+	// Entries is the path: a request descriptor matches when it has exactly
+	// these keys in this order and every value matches (see DescriptorEntry).
+	Entries []DescriptorEntry `yaml:"entries" json:"entries"`
+	// Name is envoyproxy/ratelimit's rate_limit name, which the Replaces of
+	// other rules refer to.
+	Name string `yaml:"name,omitempty" json:"name,omitempty"`
+	// Replaces names the rules this one replaces: when both match one
+	// request, the replaced ones are neither decided nor counted.
+	Replaces []string `yaml:"replaces,omitempty" json:"replaces,omitempty"`
+	// Unlimited descriptors are answered OK without Redis.
+	Unlimited bool `yaml:"unlimited,omitempty" json:"unlimited,omitzero"`
+}
+
+// DescriptorEntry is one level of a descriptor path. An empty Value matches
+// any value, each value counting on its own; a Value ending in '*' matches
+// the values that start with what precedes it; any other Value matches
+// itself only. At one level an exact value is preferred to a wildcard (the
+// longest prefix first) and a wildcard to a key alone.
+type DescriptorEntry struct {
+	Key   string `yaml:"key" json:"key"`
+	Value string `yaml:"value,omitempty" json:"value,omitempty"`
+	// ShareThreshold makes every value matching a wildcard Value count as
+	// one: the key holds the pattern, not the value.
+	ShareThreshold bool `yaml:"share_threshold,omitempty" json:"share_threshold,omitzero"`
+	// DetailedMetric and ValueToMetric put the request's value of this
+	// level into the descriptor metric label (bounded; see the API docs).
+	DetailedMetric bool `yaml:"detailed_metric,omitempty" json:"detailed_metric,omitzero"`
+	ValueToMetric  bool `yaml:"value_to_metric,omitempty" json:"value_to_metric,omitzero"`
+}
+
+// Wildcard reports whether e's value is a prefix pattern, and the prefix.
+func (e DescriptorEntry) Wildcard() (string, bool) {
+	return strings.CutSuffix(e.Value, "*")
+}
+
+// Bounds of descriptors, in rules and in requests.
+const (
+	MaxDomain          = 255
+	MaxDescriptorKey   = 256
+	MaxDescriptorValue = 1024
+	MaxEntries         = maxKeyDims
+	maxDescriptorName  = 128
+	maxReplaces        = 16
+)
+
+// Entry is one key/value pair of a request descriptor.
+type Entry struct{ Key, Value string }
+
+// Descriptor is one descriptor of a rate limit request.
+type Descriptor struct {
+	Entries []Entry
+	// Cost is the hits this descriptor adds (its hits_addend, else the
+	// request's, else 1); 0 checks without counting.
+	Cost int64
+}
+
+// DescriptorRequest is one Envoy rate limit request, checked by the caller
+// against the bounds of event. IP and Addr are the client's address (the
+// value of the address entry) when it has one; Endpoint and Method are what
+// events report.
+type DescriptorRequest struct {
+	Domain           string
+	Descriptors      []Descriptor
+	IP               string
+	Addr             netip.Addr
+	Endpoint, Method string
+}
+
+// descNode is one level of a domain's descriptor tree.
+type descNode struct {
+	exact map[Entry]*descNode  // key and value
+	wild  []wildNode           // key and prefix, longest prefix first
+	any   map[string]*descNode // key only
+	rule  *Rule
+}
+
+type wildNode struct {
+	key, prefix string
+	node        *descNode
+}
+
+// child returns e's node below n, creating it.
+func (n *descNode) child(e DescriptorEntry) *descNode {
+	if e.Value == "" {
+		if n.any == nil {
+			n.any = map[string]*descNode{}
+		}
+		return getOrCreate(n.any, e.Key)
+	}
+	if prefix, ok := e.Wildcard(); ok {
+		for _, w := range n.wild {
+			if w.key == e.Key && w.prefix == prefix {
+				return w.node
+			}
+		}
+		c := &descNode{}
+		n.wild = append(n.wild, wildNode{key: e.Key, prefix: prefix, node: c})
+		slices.SortStableFunc(n.wild, func(a, b wildNode) int { return len(b.prefix) - len(a.prefix) })
+		return c
+	}
+	if n.exact == nil {
+		n.exact = map[Entry]*descNode{}
+	}
+	return getOrCreate(n.exact, Entry{e.Key, e.Value})
+}
+
+func getOrCreate[K comparable](m map[K]*descNode, k K) *descNode {
+	c := m[k]
+	if c == nil {
+		c = &descNode{}
+		m[k] = c
+	}
+	return c
+}
+
+// lookup returns the most specific node below n for e, or nil.
+func (n *descNode) lookup(e Entry) *descNode {
+	if c := n.exact[e]; c != nil {
+		return c
+	}
+	for _, w := range n.wild {
+		if w.key == e.Key && strings.HasPrefix(e.Value, w.prefix) {
+			return w.node
+		}
+	}
+	return n.any[e.Key]
+}
+
+// indexDescriptors builds the descriptor trees of rs, by domain, and
+// refuses two rules on one path.
+func indexDescriptors(rs []*Rule) (map[string]*descNode, error) {
+	trees := map[string]*descNode{}
+	for _, r := range rs {
+		d := r.Descriptor
+		if d == nil {
+			continue
+		}
+		n := getOrCreate(trees, d.Domain)
+		for _, e := range d.Entries {
+			n = n.child(e)
+		}
+		if n.rule != nil {
+			return nil, &FieldError{RuleID: r.ID, Field: "descriptor", Reason: fmt.Sprintf(
+				"domain %q, %s: duplicate descriptor (also rule %s)", d.Domain, d.path(), n.rule.ID)}
+		}
+		n.rule = r
+	}
+	return trees, nil
+}
+
+// path formats the entries as envoyproxy/ratelimit names a descriptor:
+// key_value per level, joined by '.'.
+func (d *DescriptorMatch) path() string {
+	var b strings.Builder
+	for i, e := range d.Entries {
+		if i > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(e.Key)
+		if e.Value != "" {
+			b.WriteByte('_')
+			b.WriteString(e.Value)
+		}
+	}
+	return b.String()
+}
+
+// HasDomain reports whether any descriptor rule is in domain.
+func (s *Set) HasDomain(domain string) bool { return s.descriptors[domain] != nil }
+
+// MatchDescriptors appends to out one Applied per descriptor of req that
+// a rule matches (Applied.Descriptor is its index), in descriptor order,
+// and returns the extended slice. A descriptor matches the rule at the end
+// of its path when the tree has one for every entry, level by level, the
+// most specific first; rules replaced by another matched rule are left
+// out. Unlimited rules are included (their Call has no limits): the caller
+// answers them without Redis.
+func (s *Set) MatchDescriptors(req *DescriptorRequest, now time.Time, out []Applied) []Applied {
+	root := s.descriptors[req.Domain]
+	if root == nil {
+		return out
+	}
+	start := len(out)
+	replaced := false
+	for i := range req.Descriptors {
+		desc := &req.Descriptors[i]
+		n := root
+		for _, e := range desc.Entries {
+			if n = n.lookup(e); n == nil {
+				break
+			}
+		}
+		if n == nil || n.rule == nil {
+			continue
+		}
+		r := n.rule
+		replaced = replaced || len(r.Descriptor.Replaces) > 0
+		out = append(out, Applied{Rule: r, Descriptor: i, Call: r.descriptorCall(desc, now)})
+	}
+	if replaced {
+		out = dropReplaced(out, start)
+	}
+	return out
+}
+
+// dropReplaced removes from out[start:] the rules named by the Replaces of
+// another rule there.
+func dropReplaced(out []Applied, start int) []Applied {
+	var names []string
+	for _, a := range out[start:] {
+		names = append(names, a.Rule.Descriptor.Replaces...)
+	}
+	kept := out[:start]
+	for _, a := range out[start:] {
+		if n := a.Rule.Descriptor.Name; n == "" || !slices.Contains(names, n) {
+			kept = append(kept, a)
+		}
+	}
+	return kept
+}
+
+// descriptorCall is the call of descriptor rule r for desc, whose entries
+// matched r's path: the subject is the entries' keys and values, a shared
+// wildcard level counting under its pattern.
+func (r *Rule) descriptorCall(desc *Descriptor, now time.Time) decide.Call {
+	c := r.c
+	if r.Descriptor.Unlimited {
+		return decide.Call{Algorithm: r.Algorithm, Cost: desc.Cost}
+	}
+	var nbuf, vbuf [MaxEntries]string
+	names, vals := nbuf[:len(desc.Entries)], vbuf[:len(desc.Entries)]
+	for i, e := range desc.Entries {
+		names[i], vals[i] = e.Key, e.Value
+		if pe := r.Descriptor.Entries[i]; pe.ShareThreshold {
+			vals[i] = pe.Value
+		}
+	}
+	limits, penalty := c.limitsAt("", now)
+	return decide.Call{
+		Keys:        buildKeys(c.head, c.suffix, names, vals),
+		Algorithm:   r.Algorithm,
+		Limits:      limits,
+		Cost:        desc.Cost,
+		Penalty:     penalty,
+		Escalations: c.escalations.at(now),
+	}
+}
+
+// Blocks reports whether the rule admits nothing: a descriptor rule whose
+// limit is 0 requests (envoyproxy/ratelimit's requests_per_unit: 0). Its
+// calls are answered without Redis.
+func (r *Rule) Blocks() bool { return r.c != nil && r.c.blocks }
+
+func validateDescriptor(r *Rule, p problems) {
+	d := r.Descriptor
+	if len(r.Match.Endpoints)+len(r.Match.Methods)+len(r.Match.Tiers) > 0 {
+		p.add("match", "not allowed with descriptor (descriptor rules apply to Envoy rate limit descriptors only)")
+	}
+	if len(r.Key) > 0 {
+		p.add("key", "not allowed with descriptor (the subject is the descriptor's entries)")
+	}
+	if len(r.Tiers) > 0 {
+		p.add("tiers", "not allowed with descriptor (rate limit requests carry no tier)")
+	}
+	if r.IPv6Prefix != 0 {
+		p.add("ipv6_prefix", "not allowed with descriptor")
+	}
+	dp := p.at("descriptor")
+	checkText(dp, "domain", d.Domain, MaxDomain, true)
+	switch {
+	case len(d.Entries) == 0:
+		dp.add("entries", "required (1 to %d levels)", MaxEntries)
+	case len(d.Entries) > MaxEntries:
+		dp.add("entries", "at most %d levels", MaxEntries)
+	}
+	for i, e := range d.Entries {
+		ep := dp.at(fmt.Sprintf("entries[%d]", i))
+		checkText(ep, "key", e.Key, MaxDescriptorKey, true)
+		checkText(ep, "value", e.Value, MaxDescriptorValue, false)
+		if _, wild := e.Wildcard(); e.ShareThreshold && !wild {
+			ep.add("share_threshold", "needs a wildcard value (ending in *)")
+		}
+	}
+	checkText(dp, "name", d.Name, maxDescriptorName, false)
+	if len(d.Replaces) > maxReplaces {
+		dp.add("replaces", "at most %d names", maxReplaces)
+	}
+	for i, n := range d.Replaces {
+		switch {
+		case n == "":
+			dp.add(fmt.Sprintf("replaces[%d]", i), "must name a rate limit (empty name)")
+		case n == d.Name:
+			dp.add(fmt.Sprintf("replaces[%d]", i), "%q is this rule's own name", truncate(n, 80))
+		default:
+			checkText(dp, fmt.Sprintf("replaces[%d]", i), n, maxDescriptorName, true)
+		}
+	}
+	if d.Unlimited {
+		if len(r.Limits) > 0 || len(r.Schedule) > 0 || r.Penalty != 0 || len(r.Escalate) > 0 {
+			dp.add("unlimited", "not allowed with limits, schedule, penalty or escalate")
+		}
+	}
+}
+
+// checkText checks a descriptor string: at most max bytes of printable
+// UTF-8 without control characters, non-empty when required.
+func checkText(p problems, field, s string, max int, required bool) {
+	switch {
+	case s == "" && required:
+		p.add(field, "required")
+	case len(s) > max:
+		p.add(field, "at most %d bytes", max)
+	case strings.ContainsFunc(s, func(c rune) bool { return c < 0x20 || c == 0x7f || c == 0xFFFD }):
+		p.add(field, "must be valid UTF-8 without control characters")
+	}
+}
+
+// blockingLimit reports whether ls is a single limit of 0 requests: the
+// only form a zero quota takes (validateLimits refuses it elsewhere).
+func blockingLimit(ls []Limit) bool { return len(ls) == 1 && ls[0].Requests == 0 && ls[0].Rate == 0 }
