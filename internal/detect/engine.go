@@ -207,11 +207,15 @@ func (e *Engine) Process(ctx context.Context, in []Input) ([]Outcome, Stats, err
 		violation := !ev.Allowed || ev.Shadow
 		// An IPv6 client is its prefix: a scan or a flood spread over the
 		// addresses of one /64 is one offender, and its ban covers them all.
-		sightings = append(sightings, Sighting{
-			Offender: Offender{Scope: event.ScopeIP, Subject: rules.IPSubjectOf(ev.IP, e.det.IPv6Prefix)},
-			EventID:  ev.EventID, TS: at, Endpoint: ev.Endpoint, Violation: violation,
-		})
-		events = append(events, ev)
+		// The unspecified address stands for "no client address" (a rate
+		// limit API call without one): nobody to ban.
+		if ev.IP != "0.0.0.0" && ev.IP != "::" {
+			sightings = append(sightings, Sighting{
+				Offender: Offender{Scope: event.ScopeIP, Subject: rules.IPSubjectOf(ev.IP, e.det.IPv6Prefix)},
+				EventID:  ev.EventID, TS: at, Endpoint: ev.Endpoint, Violation: violation,
+			})
+			events = append(events, ev)
+		}
 		if ev.UserID != "" {
 			sightings = append(sightings, Sighting{
 				Offender: Offender{Scope: event.ScopeUser, Subject: ev.UserID},

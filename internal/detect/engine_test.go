@@ -211,6 +211,27 @@ func TestEngineShadowAndScopes(t *testing.T) {
 	}
 }
 
+// Decisions without a client address (rate limit API calls without one
+// carry the unspecified address) never make an IP offender; their user
+// still counts.
+func TestEngineIgnoresTheUnspecifiedAddress(t *testing.T) {
+	det := rules.DefaultDetection()
+	det.Warn = &rules.WarnPolicy{Violations: 1, Within: dur(time.Minute)}
+	e := detect.NewEngine(detect.Config{Detection: det, Now: afterFixtures}, detecttest.NewMemoryWindows(), detecttest.NewMemoryLedger(), &detecttest.Published{})
+	out, _, err := e.Process(context.Background(), inputs(0,
+		deny("a", 0, "0.0.0.0", "", "/"), deny("b", 1, "::", "u-1", "/"), deny("c", 2, "192.0.2.1", "", "/")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, o := range out {
+		got = append(got, o.Ban.Action+" "+o.Ban.Key())
+	}
+	if want := []string{"warn user:u-1", "warn ip:192.0.2.1"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("outcomes %v, want %v", got, want)
+	}
+}
+
 type failingWindows struct{ err error }
 
 func (f failingWindows) Record(context.Context, detect.WindowSpec, []detect.Sighting) ([]detect.Tally, error) {
