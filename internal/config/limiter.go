@@ -57,6 +57,29 @@ type Limiter struct {
 
 	// PprofAddr, when set, serves net/http/pprof on a listener of its own.
 	PprofAddr string
+
+	// RLS is Envoy's rate limit service API.
+	RLS RLS
+}
+
+// RLS configures Envoy's rate limit service API: the gRPC listener
+// (RateLimitService v3 and grpc.health.v1) and what POST /json shares with
+// it. Names follow envoyproxy/ratelimit's where it has them.
+type RLS struct {
+	// GRPCListenAddr is the gRPC listener; empty (GRPC_LISTEN_ADDR=off): none.
+	GRPCListenAddr string
+	// MaxConnectionAge and MaxConnectionAgeGrace close gRPC connections
+	// after this long (0: never), so clients re-resolve and spread.
+	MaxConnectionAge, MaxConnectionAgeGrace time.Duration
+	// ResponseHeaders adds the RateLimit headers to answers, named by
+	// LimitHeader, RemainingHeader and ResetHeader.
+	ResponseHeaders                           bool
+	LimitHeader, RemainingHeader, ResetHeader string
+	// ShadowMode answers OK overall whatever the descriptors' codes.
+	ShadowMode bool
+	// AddressKey and EndpointKey are the descriptor keys whose values are
+	// the client address (for bans and events) and the endpoint of events.
+	AddressKey, EndpointKey string
 }
 
 // LoadLimiter reads the limiter's configuration through getenv (os.Getenv in
@@ -99,6 +122,7 @@ func LoadLimiter(getenv func(string) string) (Limiter, error) {
 			ClientCAFile: e.str("TLS_CLIENT_CA_FILE", ""),
 		},
 	}
+	c.RLS = loadRLS(e)
 	c.TLS = e.serverTLS(c.TLSFiles)
 	if c.PprofAddr != "" && !validHostPort(c.PprofAddr, false) {
 		e.fail("PPROF_ADDR", "host:port or :port", c.PprofAddr)
@@ -106,13 +130,42 @@ func LoadLimiter(getenv func(string) string) (Limiter, error) {
 	if c.OpsListenAddr != "" && !validHostPort(c.OpsListenAddr, false) {
 		e.fail("OPS_LISTEN_ADDR", "host:port or :port", c.OpsListenAddr)
 	}
-	e.distinctAddrs(map[string]string{"LISTEN_ADDR": c.ListenAddr, "OPS_LISTEN_ADDR": c.OpsListenAddr, "PPROF_ADDR": c.PprofAddr})
+	e.distinctAddrs(map[string]string{"LISTEN_ADDR": c.ListenAddr, "OPS_LISTEN_ADDR": c.OpsListenAddr,
+		"PPROF_ADDR": c.PprofAddr, "GRPC_LISTEN_ADDR": c.RLS.GRPCListenAddr})
 	switch c.AuthDenyStatus {
 	case 401, 403, 429:
 	default:
 		e.fail("AUTH_DENY_STATUS", "401, 403 or 429", getenv("AUTH_DENY_STATUS"))
 	}
 	return c, e.err()
+}
+
+// loadRLS reads the settings of Envoy's rate limit API.
+func loadRLS(e *env) RLS {
+	r := RLS{
+		GRPCListenAddr:        e.str("GRPC_LISTEN_ADDR", ":8083"),
+		MaxConnectionAge:      e.durationOrZero("GRPC_MAX_CONNECTION_AGE", 0),
+		MaxConnectionAgeGrace: e.durationOrZero("GRPC_MAX_CONNECTION_AGE_GRACE", 0),
+		ResponseHeaders:       e.onOff("LIMIT_RESPONSE_HEADERS_ENABLED", false),
+		LimitHeader:           e.headerName("LIMIT_LIMIT_HEADER", "RateLimit-Limit"),
+		RemainingHeader:       e.headerName("LIMIT_REMAINING_HEADER", "RateLimit-Remaining"),
+		ResetHeader:           e.headerName("LIMIT_RESET_HEADER", "RateLimit-Reset"),
+		ShadowMode:            e.onOff("SHADOW_MODE", false),
+		AddressKey:            e.str("RLS_ADDRESS_KEY", "remote_address"),
+		EndpointKey:           e.str("RLS_ENDPOINT_KEY", "path"),
+	}
+	for _, k := range []struct{ name, value string }{{"RLS_ADDRESS_KEY", r.AddressKey}, {"RLS_ENDPOINT_KEY", r.EndpointKey}} {
+		if k.value == "" || len(k.value) > 256 || strings.ContainsFunc(k.value, func(c rune) bool { return c < 0x20 || c == 0x7f }) {
+			e.fail(k.name, "a descriptor key (1 to 256 bytes, no control characters)", k.value)
+		}
+	}
+	switch {
+	case r.GRPCListenAddr == "off":
+		r.GRPCListenAddr = ""
+	case !validHostPort(r.GRPCListenAddr, false):
+		e.fail("GRPC_LISTEN_ADDR", "host:port, :port or off", r.GRPCListenAddr)
+	}
+	return r
 }
 
 // adminToken reads ADMIN_TOKEN, held to the rules of API_TOKENS (one
@@ -156,6 +209,21 @@ func (e *env) onOff(name string, def bool) bool {
 	if err != nil {
 		e.fail(name, "true or false", raw)
 		return def
+	}
+	return v
+}
+
+// headerName reads an HTTP header name (a token of RFC 9110: letters,
+// digits and !#$%&'*+-.^_`|~).
+func (e *env) headerName(name, def string) string {
+	v := e.str(name, def)
+	ok := v != "" && len(v) <= 128
+	for i := 0; ok && i < len(v); i++ {
+		c := v[i]
+		ok = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+	}
+	if !ok {
+		e.fail(name, "an HTTP header name (at most 128 letters, digits or !#$%&'*+-.^_`|~)", v)
 	}
 	return v
 }

@@ -31,6 +31,32 @@ func TestLoadLimiterDefaults(t *testing.T) {
 	if c.OverLimitCache != 100_000 || c.PprofAddr != "" {
 		t.Fatalf("unexpected performance defaults: %+v", c)
 	}
+	want := RLS{GRPCListenAddr: ":8083", LimitHeader: "RateLimit-Limit", RemainingHeader: "RateLimit-Remaining",
+		ResetHeader: "RateLimit-Reset", AddressKey: "remote_address", EndpointKey: "path"}
+	if c.RLS != want {
+		t.Fatalf("rate limit API defaults %+v, want %+v", c.RLS, want)
+	}
+}
+
+func TestLoadLimiterRLSValues(t *testing.T) {
+	c, err := LoadLimiter(mapEnv(map[string]string{
+		"GRPC_LISTEN_ADDR":               "off",
+		"GRPC_MAX_CONNECTION_AGE":        "10m",
+		"GRPC_MAX_CONNECTION_AGE_GRACE":  "30s",
+		"LIMIT_RESPONSE_HEADERS_ENABLED": "true",
+		"LIMIT_LIMIT_HEADER":             "X-RateLimit-Limit",
+		"SHADOW_MODE":                    "true",
+		"RLS_ADDRESS_KEY":                "client_ip",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := RLS{MaxConnectionAge: 10 * time.Minute, MaxConnectionAgeGrace: 30 * time.Second, ResponseHeaders: true,
+		LimitHeader: "X-RateLimit-Limit", RemainingHeader: "RateLimit-Remaining", ResetHeader: "RateLimit-Reset",
+		ShadowMode: true, AddressKey: "client_ip", EndpointKey: "path"}
+	if c.RLS != want {
+		t.Fatalf("rate limit API settings %+v, want %+v", c.RLS, want)
+	}
 }
 
 func TestLoadLimiterRedisFailureValues(t *testing.T) {
@@ -93,6 +119,12 @@ func TestLoadLimiterErrorsNameTheVariable(t *testing.T) {
 		{"zero rules poll", "RULES_POLL_INTERVAL", "0"},
 		{"negative over-limit cache", "OVER_LIMIT_CACHE_SIZE", "-1"},
 		{"bad pprof address", "PPROF_ADDR", "6060"},
+		{"bad grpc address", "GRPC_LISTEN_ADDR", "8083"},
+		{"grpc on the decision port", "GRPC_LISTEN_ADDR", ":8080"},
+		{"bad header name", "LIMIT_RESET_HEADER", "Rate Limit"},
+		{"bad shadow switch", "SHADOW_MODE", "yes please"},
+		{"empty address key", "RLS_ADDRESS_KEY", "\x01"},
+		{"negative connection age", "GRPC_MAX_CONNECTION_AGE", "-1s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
