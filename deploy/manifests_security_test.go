@@ -220,7 +220,7 @@ func TestManifestShippedTokensAreRefused(t *testing.T) {
 		tokens = append(tokens, shipped{"kubernetes secret.yaml", v, manifestKeys(secret)[v]})
 	}
 	bearer := regexp.MustCompile(`Bearer ([^"\s;]+)`)
-	for _, f := range []string{"deploy/gateways/nginx/ratewarden.conf", "deploy/gateways/envoy/envoy.yaml"} {
+	for _, f := range []string{"deploy/gateways/nginx/ratewarden.conf", "deploy/gateways/envoy/envoy.yaml", manifestEnvoyRLSRecipe} {
 		data, err := os.ReadFile(filepath.Join(manifestRoot, f))
 		if err != nil {
 			t.Fatal(err)

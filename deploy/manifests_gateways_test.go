@@ -1,0 +1,744 @@
+// Static checks of the Envoy rate limit filter recipe
+// (deploy/gateways/envoy/ratelimit.yaml) and its descriptor rules
+// (deploy/gateways/envoy/rls, envoyproxy/ratelimit's format). Envoy is not
+// run here: these hold the recipe to what would otherwise fail only at run
+// time, or not fail at all (a descriptor no rule matches is simply never
+// limited).
+
+package deploy_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+const (
+	manifestEnvoyRLSRecipe = "deploy/gateways/envoy/ratelimit.yaml"
+	manifestEnvoyRLSDir    = "deploy/gateways/envoy/rls"
+
+	manifestEnvoyHCMType      = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
+	manifestEnvoyRLSFilter    = "envoy.filters.http.ratelimit"
+	manifestEnvoyRLSType      = "type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimit"
+	manifestEnvoyRouterFilter = "envoy.filters.http.router"
+	manifestEnvoyHTTPOptions  = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
+
+	// The limiter's defaults for its gRPC rate limit service: the listener,
+	// and the descriptor entries it reads the client address and the
+	// endpoint from (RLS_ADDRESS_KEY, RLS_ENDPOINT_KEY).
+	manifestRLSDefaultListen = ":8083"
+	manifestRLSAddressKey    = "remote_address"
+	manifestRLSEndpointKey   = "path"
+)
+
+// --- envoyproxy/ratelimit configuration files ---
+
+// The keys a file of RLS_CONFIG_DIR may use: envoyproxy/ratelimit's, and in
+// rate_limit ratewarden's extensions (algorithm, burst, penalty).
+var (
+	manifestRLSRootKeys       = []string{"domain", "descriptors"}
+	manifestRLSDescriptorKeys = []string{"key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric"}
+	manifestRLSLimitKeys      = []string{"unit", "requests_per_unit", "unit_multiplier", "name", "unlimited", "replaces", "algorithm", "burst", "penalty"}
+	manifestRLSUnits          = []string{"second", "minute", "hour", "day", "week", "month", "year"}
+	manifestRLSAlgorithms     = []string{"fixed_window", "sliding_window", "sliding_window_counter", "token_bucket"}
+)
+
+// manifestRLSFile is one YAML file of an RLS_CONFIG_DIR.
+type manifestRLSFile struct {
+	name string
+	doc  map[string]any
+}
+
+// manifestReadRLSDir reads the *.yaml and *.yml files of dir, sorted.
+func manifestReadRLSDir(dir string) ([]manifestRLSFile, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var files []manifestRLSFile
+	for _, e := range entries {
+		if e.IsDir() || (filepath.Ext(e.Name()) != ".yaml" && filepath.Ext(e.Name()) != ".yml") {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		docs, err := manifestDecodeDocs(data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", e.Name(), err)
+		}
+		if len(docs) != 1 {
+			return nil, fmt.Errorf("%s: %d YAML documents, want 1", e.Name(), len(docs))
+		}
+		files = append(files, manifestRLSFile{e.Name(), docs[0]})
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("%s: no YAML files", dir)
+	}
+	return files, nil
+}
+
+// manifestRLSProblems checks the files the way envoyproxy/ratelimit loads
+// them (every key known, one file per domain, no two entries with the same
+// key and value at one level, a unit and a count for every limit), plus
+// ratewarden's extensions. A stand-in until the limiter's own loader exists;
+// then the test should call it, as manifestCheckRulesFile calls rules.Parse.
+func manifestRLSProblems(files []manifestRLSFile) []string {
+	var problems []string
+	domains := map[string]string{}
+	for _, f := range files {
+		report := func(format string, args ...any) {
+			problems = append(problems, f.name+": "+fmt.Sprintf(format, args...))
+		}
+		for k := range f.doc {
+			if !slices.Contains(manifestRLSRootKeys, k) {
+				report("unknown key %q", k)
+			}
+		}
+		domain := manifestStr(f.doc["domain"])
+		if domain == "" {
+			report("no domain")
+		} else if other, dup := domains[domain]; dup {
+			report("domain %q is also %s's", domain, other)
+		}
+		domains[domain] = f.name
+		manifestRLSLevelProblems(manifestList(f.doc["descriptors"]), domain, report)
+	}
+	return problems
+}
+
+func manifestRLSLevelProblems(level []any, where string, report func(string, ...any)) {
+	seen := map[string]bool{}
+	for _, d := range level {
+		m := manifestMap(d)
+		key, value := manifestStr(m["key"]), manifestStr(m["value"])
+		at := where + "." + key
+		if value != "" {
+			at += "_" + value
+		}
+		for k := range m {
+			if !slices.Contains(manifestRLSDescriptorKeys, k) {
+				report("%s: unknown key %q", at, k)
+			}
+		}
+		if key == "" {
+			report("%s: a descriptor without key", where)
+		}
+		if seen[key+"\x00"+value] {
+			report("%s: duplicate descriptor", at)
+		}
+		seen[key+"\x00"+value] = true
+		for _, b := range []string{"shadow_mode", "detailed_metric"} {
+			if v, ok := m[b]; ok {
+				if _, isBool := v.(bool); !isBool {
+					report("%s: %s %v is not true or false", at, b, v)
+				}
+			}
+		}
+		if rl, ok := m["rate_limit"]; ok {
+			manifestRLSLimitProblems(manifestMap(rl), at, report)
+		}
+		if m["rate_limit"] == nil && len(manifestList(m["descriptors"])) == 0 {
+			// envoyproxy/ratelimit takes such an entry as "never limited";
+			// in this recipe it is a mistake.
+			report("%s: neither rate_limit nor nested descriptors", at)
+		}
+		manifestRLSLevelProblems(manifestList(m["descriptors"]), at, report)
+	}
+}
+
+func manifestRLSLimitProblems(rl map[string]any, at string, report func(string, ...any)) {
+	for k := range rl {
+		if !slices.Contains(manifestRLSLimitKeys, k) {
+			report("%s: rate_limit: unknown key %q", at, k)
+		}
+	}
+	if rl["unlimited"] == true {
+		return
+	}
+	if u := manifestStr(rl["unit"]); !slices.Contains(manifestRLSUnits, u) {
+		report("%s: rate_limit: unit %q is none of %v", at, u, manifestRLSUnits)
+	}
+	if n, ok := rl["requests_per_unit"].(int); !ok || n < 0 {
+		report("%s: rate_limit: requests_per_unit %v is not a count", at, rl["requests_per_unit"])
+	}
+	if v, ok := rl["unit_multiplier"]; ok {
+		if n, isInt := v.(int); !isInt || n < 1 {
+			report("%s: rate_limit: unit_multiplier %v is not a positive count", at, v)
+		}
+	}
+	alg := manifestStr(rl["algorithm"])
+	if alg != "" && !slices.Contains(manifestRLSAlgorithms, alg) {
+		report("%s: rate_limit: algorithm %q is none of %v", at, alg, manifestRLSAlgorithms)
+	}
+	if v, ok := rl["burst"]; ok {
+		if n, isInt := v.(int); !isInt || n < 1 {
+			report("%s: rate_limit: burst %v is not a positive count", at, v)
+		}
+		if alg != "token_bucket" {
+			report("%s: rate_limit: burst is for algorithm token_bucket, not %q", at, alg)
+		}
+	}
+	if v, ok := rl["penalty"]; ok {
+		if d, err := time.ParseDuration(manifestStr(v)); err != nil || d <= 0 {
+			report("%s: rate_limit: penalty %v is not a positive duration (5m, 1h)", at, v)
+		}
+	}
+}
+
+// manifestRLSEntry is one (key, value) entry of a descriptor; value is ""
+// when it is known only per request (an address, a header).
+type manifestRLSEntry struct{ key, value string }
+
+// manifestRLSRule is one path through a domain's descriptors to an entry
+// with a rate_limit; value "" is "any value", a trailing * a prefix.
+type manifestRLSRule []manifestRLSEntry
+
+func (r manifestRLSRule) String() string {
+	var parts []string
+	for _, e := range r {
+		if e.value == "" {
+			parts = append(parts, e.key)
+		} else {
+			parts = append(parts, e.key+"="+e.value)
+		}
+	}
+	return strings.Join(parts, " -> ")
+}
+
+// manifestRLSRules lists the rules of domain across the files.
+func manifestRLSRules(files []manifestRLSFile, domain string) (rules []manifestRLSRule, found bool) {
+	var walk func(level []any, prefix manifestRLSRule)
+	walk = func(level []any, prefix manifestRLSRule) {
+		for _, d := range level {
+			r := append(slices.Clone(prefix), manifestRLSEntry{manifestStr(manifestAt(d, "key")), manifestStr(manifestAt(d, "value"))})
+			if manifestAt(d, "rate_limit") != nil {
+				rules = append(rules, r)
+			}
+			walk(manifestList(manifestAt(d, "descriptors")), r)
+		}
+	}
+	for _, f := range files {
+		if manifestStr(f.doc["domain"]) == domain {
+			found = true
+			walk(manifestList(f.doc["descriptors"]), nil)
+		}
+	}
+	return rules, found
+}
+
+// manifestRLSMatches reports whether a descriptor with these entries can
+// get the rule's limit: as many entries, the same keys, and where both fix a
+// value, equal values (or the rule's wildcard prefix).
+func manifestRLSMatches(rule manifestRLSRule, desc []manifestRLSEntry) bool {
+	if len(rule) != len(desc) {
+		return false
+	}
+	for i, e := range desc {
+		r := rule[i]
+		if r.key != e.key {
+			return false
+		}
+		if r.value == "" || e.value == "" {
+			continue
+		}
+		if prefix, wild := strings.CutSuffix(r.value, "*"); wild {
+			if !strings.HasPrefix(e.value, prefix) {
+				return false
+			}
+		} else if r.value != e.value {
+			return false
+		}
+	}
+	return true
+}
+
+// --- the Envoy recipe ---
+
+// manifestEnvoyDescriptor is one descriptor a route's rate_limits entry
+// produces.
+type manifestEnvoyDescriptor struct {
+	route   string
+	entries []manifestRLSEntry
+	// always: every action produces its entry on every request (none reads
+	// a header that may be missing), so the descriptor is always sent.
+	always bool
+}
+
+func (d manifestEnvoyDescriptor) String() string {
+	return d.route + ": " + manifestRLSRule(d.entries).String()
+}
+
+// manifestEnvoyRLS is what the checks read from the recipe.
+type manifestEnvoyRLS struct {
+	domain        string
+	token         string   // the bearer token in the gRPC call's metadata
+	cluster       string   // the rate limit service's cluster
+	listenerPorts []string // the listeners' ports
+	// clusters: every cluster's endpoints, host:port.
+	clusters map[string][]string
+	// routed: the clusters the routes send requests to.
+	routed      []string
+	descriptors []manifestEnvoyDescriptor
+}
+
+var manifestBearer = regexp.MustCompile(`^Bearer (\S+)$`)
+
+// manifestEnvoyActionEntry is the entry one rate limit action appends, and
+// whether it appends it on every request. Descriptor keys the limiter reads
+// as facts (the client address) must come from Envoy, never from a header.
+func manifestEnvoyActionEntry(action any, where string, report func(string, ...any)) (e manifestRLSEntry, always, ok bool) {
+	a := manifestMap(action)
+	if len(a) != 1 {
+		report("%s: an action names %d kinds, want one", where, len(a))
+		return e, false, false
+	}
+	for kind, v := range a {
+		switch kind {
+		case "remote_address":
+			return manifestRLSEntry{key: "remote_address"}, true, true
+		case "generic_key":
+			key := manifestStr(manifestAt(v, "descriptor_key"))
+			if key == "" {
+				key = "generic_key"
+			}
+			val := manifestStr(manifestAt(v, "descriptor_value"))
+			if val == "" {
+				report("%s: generic_key without descriptor_value", where)
+			}
+			return manifestRLSEntry{key, val}, true, true
+		case "request_headers":
+			header, key := manifestStr(manifestAt(v, "header_name")), manifestStr(manifestAt(v, "descriptor_key"))
+			if header == "" || key == "" {
+				report("%s: request_headers needs header_name and descriptor_key", where)
+				return e, false, false
+			}
+			if key == manifestRLSAddressKey {
+				report("%s: descriptor key %s from header %s: the client would choose the address the limiter limits and bans", where, key, header)
+			}
+			if key == manifestRLSEndpointKey && header != ":path" {
+				report("%s: descriptor key %s from header %s, not :path: the client would choose the endpoint the limiter reports", where, key, header)
+			}
+			if manifestAt(v, "skip_if_absent") == true {
+				report("%s: skip_if_absent: a missing header then shortens the descriptor instead of dropping it; not checked here", where)
+			}
+			// Pseudo-headers are on every request; another header may be
+			// missing, and then the descriptor is not sent.
+			return manifestRLSEntry{key: key}, strings.HasPrefix(header, ":"), true
+		case "header_value_match":
+			key := manifestStr(manifestAt(v, "descriptor_key"))
+			if key == "" {
+				key = "header_match"
+			}
+			return manifestRLSEntry{key, manifestStr(manifestAt(v, "descriptor_value"))}, false, true
+		case "destination_cluster", "source_cluster":
+			return manifestRLSEntry{key: kind}, true, true
+		default:
+			report("%s: action %s is not checked here", where, kind)
+			return e, false, false
+		}
+	}
+	return e, false, false
+}
+
+// manifestEnvoyRoutesDescriptors collects the descriptors of every route of
+// the route configuration (route-level rate_limits, or the virtual host's
+// when a route has none) and the clusters the routes use.
+func manifestEnvoyRoutesDescriptors(rc any, r *manifestEnvoyRLS, report func(string, ...any)) {
+	for _, vh := range manifestList(manifestAt(rc, "virtual_hosts")) {
+		for i, route := range manifestList(manifestAt(vh, "routes")) {
+			name := fmt.Sprintf("virtual host %s, route %d", manifestStr(manifestAt(vh, "name")), i)
+			if m := manifestMap(manifestAt(route, "match")); m != nil {
+				for _, k := range []string{"path", "prefix", "path_separated_prefix"} {
+					if v := manifestStr(m[k]); v != "" {
+						name = fmt.Sprintf("route %s %s", k, v)
+					}
+				}
+			}
+			action := manifestMap(manifestAt(route, "route"))
+			if action == nil {
+				continue // direct_response, redirect: no upstream, no rate limit
+			}
+			if c := manifestStr(action["cluster"]); c != "" {
+				r.routed = append(r.routed, c)
+			}
+			limits := manifestList(action["rate_limits"])
+			if len(limits) == 0 {
+				limits = manifestList(manifestAt(vh, "rate_limits"))
+			}
+			for j, rl := range limits {
+				where := fmt.Sprintf("%s, rate_limits[%d]", name, j)
+				d := manifestEnvoyDescriptor{route: name, always: true}
+				actions := manifestList(manifestAt(rl, "actions"))
+				if len(actions) == 0 {
+					report("%s: no actions", where)
+				}
+				for _, a := range actions {
+					e, always, ok := manifestEnvoyActionEntry(a, where, report)
+					if !ok {
+						d.entries = nil
+						break
+					}
+					d.entries = append(d.entries, e)
+					d.always = d.always && always
+				}
+				if len(d.entries) > 0 {
+					r.descriptors = append(r.descriptors, d)
+				}
+			}
+		}
+	}
+}
+
+// manifestParseEnvoyRLS reads the recipe: the HTTP connection manager with
+// the ratelimit filter, its service's cluster, the routes' descriptors.
+func manifestParseEnvoyRLS(recipe map[string]any) (manifestEnvoyRLS, []string) {
+	var problems []string
+	report := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	r := manifestEnvoyRLS{clusters: map[string][]string{}}
+
+	rawClusters := map[string]map[string]any{}
+	for _, c := range manifestList(manifestAt(recipe, "static_resources", "clusters")) {
+		name := manifestStr(manifestAt(c, "name"))
+		rawClusters[name] = manifestMap(c)
+		for _, e := range manifestList(manifestAt(c, "load_assignment", "endpoints")) {
+			for _, lb := range manifestList(manifestAt(e, "lb_endpoints")) {
+				sa := manifestAt(lb, "endpoint", "address", "socket_address")
+				r.clusters[name] = append(r.clusters[name], manifestStr(manifestAt(sa, "address"))+":"+manifestStr(manifestAt(sa, "port_value")))
+			}
+		}
+		if len(r.clusters[name]) == 0 {
+			report("cluster %s: no endpoints", name)
+		}
+	}
+
+	var filters int
+	for _, l := range manifestList(manifestAt(recipe, "static_resources", "listeners")) {
+		r.listenerPorts = append(r.listenerPorts, manifestStr(manifestAt(l, "address", "socket_address", "port_value")))
+		for _, fc := range manifestList(manifestAt(l, "filter_chains")) {
+			for _, nf := range manifestList(manifestAt(fc, "filters")) {
+				hcm := manifestMap(manifestAt(nf, "typed_config"))
+				if manifestStr(hcm["@type"]) != manifestEnvoyHCMType {
+					continue
+				}
+				httpFilters := manifestList(hcm["http_filters"])
+				var names []string
+				for _, hf := range httpFilters {
+					names = append(names, manifestStr(manifestAt(hf, "name")))
+				}
+				i := slices.Index(names, manifestEnvoyRLSFilter)
+				if i < 0 {
+					continue
+				}
+				filters++
+				if len(names) == 0 || names[len(names)-1] != manifestEnvoyRouterFilter {
+					report("http_filters %v: the router must come last", names)
+				}
+				// The remote_address entry is the trusted client address:
+				// with use_remote_address false it is the right-most
+				// X-Forwarded-For entry, which the client writes.
+				if hcm["use_remote_address"] != true {
+					report("use_remote_address is not true: the remote_address descriptor would be an address the client writes in X-Forwarded-For")
+				}
+				if n, ok := hcm["xff_num_trusted_hops"].(int); ok && n > 0 {
+					report("xff_num_trusted_hops %d: with no proxy of yours in front, the client would write the address", n)
+				}
+				manifestEnvoyRoutesDescriptors(hcm["route_config"], &r, report)
+				manifestEnvoyFilterProblems(manifestMap(manifestAt(httpFilters[i], "typed_config")), rawClusters, &r, report)
+			}
+		}
+	}
+	if filters != 1 {
+		report("%d HTTP connection managers with the %s filter, want 1", filters, manifestEnvoyRLSFilter)
+	}
+	return r, problems
+}
+
+// manifestEnvoyFilterProblems checks the ratelimit filter's configuration
+// and the cluster of its service.
+func manifestEnvoyFilterProblems(tc map[string]any, clusters map[string]map[string]any, r *manifestEnvoyRLS, report func(string, ...any)) {
+	if t := manifestStr(tc["@type"]); t != manifestEnvoyRLSType {
+		report("%s: @type %q, want %s", manifestEnvoyRLSFilter, t, manifestEnvoyRLSType)
+	}
+	r.domain = manifestStr(tc["domain"])
+	if r.domain == "" {
+		report("%s: no domain", manifestEnvoyRLSFilter)
+	}
+	if d, err := time.ParseDuration(manifestStr(tc["timeout"])); err != nil || d <= 0 {
+		report("%s: timeout %q: set one (the default, 20ms, turns a slow moment into errors)", manifestEnvoyRLSFilter, manifestStr(tc["timeout"]))
+	}
+	if _, ok := tc["failure_mode_deny"].(bool); !ok {
+		report("%s: failure_mode_deny is not set: the recipe must say whether it fails open or closed", manifestEnvoyRLSFilter)
+	}
+	svc := manifestMap(tc["rate_limit_service"])
+	if v := manifestStr(svc["transport_api_version"]); v != "V3" {
+		report("%s: rate_limit_service.transport_api_version %q, want V3 (the limiter serves envoy.service.ratelimit.v3)", manifestEnvoyRLSFilter, v)
+	}
+	grpc := manifestMap(svc["grpc_service"])
+	r.cluster = manifestStr(manifestAt(grpc, "envoy_grpc", "cluster_name"))
+	r.token = manifestEnvoyBearer(manifestList(grpc["initial_metadata"]), func(m any) any { return m }, "rate_limit_service.grpc_service.initial_metadata", report)
+
+	c, ok := clusters[r.cluster]
+	if !ok {
+		report("%s: rate_limit_service names cluster %q, which is not defined", manifestEnvoyRLSFilter, r.cluster)
+		return
+	}
+	opts := manifestMap(manifestAt(c, "typed_extension_protocol_options", manifestEnvoyHTTPOptions))
+	if _, h2 := manifestMap(manifestAt(opts, "explicit_http_config"))["http2_protocol_options"]; !h2 {
+		report("cluster %s: no typed_extension_protocol_options %s explicit_http_config.http2_protocol_options: gRPC needs HTTP/2", r.cluster, manifestEnvoyHTTPOptions)
+	}
+	if t := manifestStr(opts["@type"]); t != "type.googleapis.com/"+manifestEnvoyHTTPOptions {
+		report("cluster %s: protocol options @type %q", r.cluster, t)
+	}
+	for _, hc := range manifestList(c["health_checks"]) {
+		if g := manifestAt(hc, "grpc_health_check"); g != nil {
+			// HeaderValueOption here, HeaderValue in the gRPC service.
+			tok := manifestEnvoyBearer(manifestList(manifestAt(g, "initial_metadata")), func(m any) any { return manifestAt(m, "header") },
+				"cluster "+r.cluster+": grpc_health_check.initial_metadata", report)
+			if tok != r.token {
+				report("cluster %s: the health check sends token %q, the calls %q", r.cluster, tok, r.token)
+			}
+		}
+	}
+}
+
+// manifestEnvoyBearer returns the token of the authorization entry of a
+// gRPC metadata list.
+func manifestEnvoyBearer(list []any, header func(any) any, where string, report func(string, ...any)) string {
+	for _, e := range list {
+		h := header(e)
+		if manifestStr(manifestAt(h, "key")) != "authorization" {
+			continue
+		}
+		if m := manifestBearer.FindStringSubmatch(manifestStr(manifestAt(h, "value"))); m != nil {
+			return m[1]
+		}
+		report("%s: authorization is not \"Bearer <token>\"", where)
+		return ""
+	}
+	report("%s: no authorization entry: a limiter with API_TOKENS refuses the calls", where)
+	return ""
+}
+
+// manifestEnvoyRLSProblems checks the recipe against the rate limit rules:
+// the filter's domain is a domain of the files; every descriptor a route
+// sends can match a rule of it, and every rule is matched by a descriptor
+// (a key misspelt on either side fails both ways); every route that asks
+// the limiter sends the client's address in a descriptor sent on every
+// request (how bans apply) and the path (the endpoint of the limiter's
+// events).
+func manifestEnvoyRLSProblems(r manifestEnvoyRLS, files []manifestRLSFile) []string {
+	var problems []string
+	report := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	rules, found := manifestRLSRules(files, r.domain)
+	if !found {
+		var domains []string
+		for _, f := range files {
+			domains = append(domains, manifestStr(f.doc["domain"]))
+		}
+		report("the filter's domain %q is none of the rule files' %v", r.domain, domains)
+		return problems
+	}
+	for _, d := range r.descriptors {
+		if !slices.ContainsFunc(rules, func(rule manifestRLSRule) bool { return manifestRLSMatches(rule, d.entries) }) {
+			report("%s: no rule of domain %s matches this descriptor", d, r.domain)
+		}
+	}
+	for _, rule := range rules {
+		if !slices.ContainsFunc(r.descriptors, func(d manifestEnvoyDescriptor) bool { return manifestRLSMatches(rule, d.entries) }) {
+			report("domain %s: rule %s: no descriptor of the recipe matches it", r.domain, rule)
+		}
+	}
+	routes := map[string][]manifestEnvoyDescriptor{}
+	var names []string
+	for _, d := range r.descriptors {
+		if routes[d.route] == nil {
+			names = append(names, d.route)
+		}
+		routes[d.route] = append(routes[d.route], d)
+	}
+	for _, name := range names {
+		ds := routes[name]
+		hasKey := func(key string, always bool) bool {
+			return slices.ContainsFunc(ds, func(d manifestEnvoyDescriptor) bool {
+				return (d.always || !always) && slices.ContainsFunc(d.entries, func(e manifestRLSEntry) bool { return e.key == key })
+			})
+		}
+		if !hasKey(manifestRLSAddressKey, true) {
+			report("%s: no descriptor sent on every request carries %s: a call without the others would name no client, and a ban would not apply", name, manifestRLSAddressKey)
+		}
+		if !hasKey(manifestRLSEndpointKey, false) {
+			report("%s: no descriptor carries %s: the limiter's events would name no endpoint", name, manifestRLSEndpointKey)
+		}
+	}
+	return problems
+}
+
+func manifestLoadEnvoyRLS(t testing.TB) (map[string]any, []manifestRLSFile) {
+	t.Helper()
+	docs := manifestReadDocs(t, filepath.Join(manifestRoot, manifestEnvoyRLSRecipe))
+	if len(docs) != 1 {
+		t.Fatalf("%s: %d YAML documents, want 1", manifestEnvoyRLSRecipe, len(docs))
+	}
+	files, err := manifestReadRLSDir(filepath.Join(manifestRoot, manifestEnvoyRLSDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return docs[0], files
+}
+
+func manifestEnvoyRLSAllProblems(recipe map[string]any, files []manifestRLSFile) []string {
+	r, problems := manifestParseEnvoyRLS(recipe)
+	problems = append(problems, manifestRLSProblems(files)...)
+	return append(problems, manifestEnvoyRLSProblems(r, files)...)
+}
+
+func TestManifestEnvoyRLSRecipe(t *testing.T) {
+	recipe, files := manifestLoadEnvoyRLS(t)
+	for _, p := range manifestEnvoyRLSAllProblems(recipe, files) {
+		t.Error(p)
+	}
+}
+
+// manifestFirstRLSFilter is the ratelimit filter's typed_config, for edits.
+func manifestFirstRLSFilter(recipe map[string]any) map[string]any {
+	for _, l := range manifestList(manifestAt(recipe, "static_resources", "listeners")) {
+		for _, fc := range manifestList(manifestAt(l, "filter_chains")) {
+			for _, nf := range manifestList(manifestAt(fc, "filters")) {
+				for _, hf := range manifestList(manifestAt(nf, "typed_config", "http_filters")) {
+					if manifestStr(manifestAt(hf, "name")) == manifestEnvoyRLSFilter {
+						return manifestMap(manifestAt(hf, "typed_config"))
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// The checks catch what they claim to: each edit below breaks the recipe
+// or its rules in one way.
+func TestManifestEnvoyRLSCheckersCatchMistakes(t *testing.T) {
+	cluster := func(recipe map[string]any, name string) map[string]any {
+		for _, c := range manifestList(manifestAt(recipe, "static_resources", "clusters")) {
+			if manifestStr(manifestAt(c, "name")) == name {
+				return manifestMap(c)
+			}
+		}
+		t.Fatalf("no cluster %s", name)
+		return nil
+	}
+	route := func(recipe map[string]any, prefix string) map[string]any {
+		for _, l := range manifestList(manifestAt(recipe, "static_resources", "listeners")) {
+			for _, fc := range manifestList(manifestAt(l, "filter_chains")) {
+				for _, nf := range manifestList(manifestAt(fc, "filters")) {
+					for _, vh := range manifestList(manifestAt(nf, "typed_config", "route_config", "virtual_hosts")) {
+						for _, r := range manifestList(manifestAt(vh, "routes")) {
+							if manifestStr(manifestAt(r, "match", "prefix")) == prefix {
+								return manifestMap(r)
+							}
+						}
+					}
+				}
+			}
+		}
+		t.Fatalf("no route with prefix %s", prefix)
+		return nil
+	}
+	hcm := func(recipe map[string]any) map[string]any {
+		return manifestMap(manifestAt(manifestList(manifestAt(manifestList(manifestAt(manifestList(manifestAt(recipe, "static_resources", "listeners"))[0], "filter_chains"))[0], "filters"))[0], "typed_config"))
+	}
+	recipeWith := func(t *testing.T, edit func(recipe map[string]any, files []manifestRLSFile)) []string {
+		t.Helper()
+		recipe, files := manifestLoadEnvoyRLS(t)
+		edit(recipe, files)
+		return manifestEnvoyRLSAllProblems(recipe, files)
+	}
+	tests := []struct {
+		name  string
+		check func(t *testing.T) []string
+		want  string
+	}{
+		{"recipe: rate limit cluster speaking HTTP/1.1", func(t *testing.T) []string {
+			return recipeWith(t, func(r map[string]any, _ []manifestRLSFile) {
+				delete(cluster(r, "ratewarden_rls"), "typed_extension_protocol_options")
+			})
+		}, "gRPC needs HTTP/2"},
+		{"recipe: service names a missing cluster", func(t *testing.T) []string {
+			return recipeWith(t, func(r map[string]any, _ []manifestRLSFile) {
+				manifestMap(manifestAt(manifestFirstRLSFilter(r), "rate_limit_service", "grpc_service", "envoy_grpc"))["cluster_name"] = "ratewarden"
+			})
+		}, `names cluster "ratewarden"`},
+		{"recipe: v2 transport", func(t *testing.T) []string {
+			return recipeWith(t, func(r map[string]any, _ []manifestRLSFile) {
+				manifestMap(manifestAt(manifestFirstRLSFilter(r), "rate_limit_service"))["transport_api_version"] = "V2"
+			})
+		}, "want V3"},
+		{"recipe: domain of no rule file", func(t *testing.T) []string {
+			return recipeWith(t, func(r map[string]any, _ []manifestRLSFile) { manifestFirstRLSFilter(r)["domain"] = "edge_proxy" })
+		}, `domain "edge_proxy" is none`},
+		{"recipe: no token on the calls", func(t *testing.T) []string {
+			return recipeWith(t, func(r map[string]any, _ []manifestRLSFile) {
+				delete(manifestMap(manifestAt(manifestFirstRLSFilter(r), "rate_limit_service", "grpc_service")), "initial_metadata")
+			})
+		}, "no authorization entry"},
+		{"recipe: failure mode left implicit", func(t *testing.T) []string {
+			return recipeWith(t, func(r map[string]any, _ []manifestRLSFile) { delete(manifestFirstRLSFilter(r), "failure_mode_deny") })
+		}, "failure_mode_deny is not set"},
+		{"recipe: address from X-Forwarded-For", func(t *testing.T) []string {
+			return recipeWith(t, func(r map[string]any, _ []manifestRLSFile) { hcm(r)["use_remote_address"] = false })
+		}, "use_remote_address is not true"},
+		{"recipe: descriptor key misspelt", func(t *testing.T) []string {
+			return recipeWith(t, func(r map[string]any, _ []manifestRLSFile) {
+				limits := manifestList(manifestAt(route(r, "/"), "route", "rate_limits"))
+				last := manifestList(manifestAt(limits[len(limits)-1], "actions"))
+				manifestMap(manifestAt(last[0], "request_headers"))["descriptor_key"] = "apikey"
+			})
+		}, "apikey: no rule of domain"},
+		{"recipe: client address from a header", func(t *testing.T) []string {
+			return recipeWith(t, func(r map[string]any, _ []manifestRLSFile) {
+				limits := manifestList(manifestAt(route(r, "/"), "route", "rate_limits"))
+				manifestMap(limits[0])["actions"] = []any{map[string]any{"request_headers": map[string]any{"header_name": "x-real-ip", "descriptor_key": "remote_address"}}}
+			})
+		}, "the client would choose the address"},
+		{"recipe: a route without the address descriptor", func(t *testing.T) []string {
+			return recipeWith(t, func(r map[string]any, _ []manifestRLSFile) {
+				a := manifestMap(manifestAt(route(r, "/"), "route"))
+				limits := manifestList(a["rate_limits"])
+				a["rate_limits"] = limits[len(limits)-1:] // only the api key's
+			})
+		}, "a ban would not apply"},
+		{"rules: a rule no descriptor reaches", func(t *testing.T) []string {
+			return recipeWith(t, func(_ map[string]any, files []manifestRLSFile) {
+				files[0].doc["descriptors"] = append(manifestList(files[0].doc["descriptors"]),
+					map[string]any{"key": "user_id", "rate_limit": map[string]any{"unit": "minute", "requests_per_unit": 10}})
+			})
+		}, "rule user_id: no descriptor"},
+		{"rules: misspelt field", func(t *testing.T) []string {
+			return recipeWith(t, func(_ map[string]any, files []manifestRLSFile) {
+				rl := manifestMap(manifestAt(manifestList(files[0].doc["descriptors"])[0], "rate_limit"))
+				rl["requests_per_units"] = rl["requests_per_unit"]
+				delete(rl, "requests_per_unit")
+			})
+		}, `unknown key "requests_per_units"`},
+		{"rules: burst without token bucket", func(t *testing.T) []string {
+			return recipeWith(t, func(_ map[string]any, files []manifestRLSFile) {
+				manifestMap(manifestAt(manifestList(files[0].doc["descriptors"])[0], "rate_limit"))["algorithm"] = "sliding_window"
+			})
+		}, "burst is for algorithm token_bucket"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			problems := tt.check(t)
+			if !slices.ContainsFunc(problems, func(p string) bool { return strings.Contains(p, tt.want) }) {
+				t.Errorf("no problem mentions %q; got %q", tt.want, problems)
+			}
+		})
+	}
+}
