@@ -1,4 +1,5 @@
-// Static checks of docker-compose.yml and the compose nginx gateway.
+// Static checks of docker-compose.yml and the compose nginx gateway (the
+// Envoy one: manifests_gateways_test.go).
 
 package deploy_test
 
@@ -162,6 +163,7 @@ func manifestComposeProblems(compose map[string]any, cfg manifestConfig, root st
 		report("%d limiter services; the deployment shows several sharing Redis", len(limiters))
 	}
 	problems = append(problems, manifestComposeGatewayProblems(services, limiters, cfg, root)...)
+	problems = append(problems, manifestComposeEnvoyProblems(services, limiters, root)...)
 	return problems
 }
 

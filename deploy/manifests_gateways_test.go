@@ -1,15 +1,16 @@
 // Static checks of the Envoy rate limit filter recipe
-// (deploy/gateways/envoy/ratelimit.yaml) and its descriptor rules
-// (deploy/gateways/envoy/rls, envoyproxy/ratelimit's format). Envoy is not
-// run here: these hold the recipe to what would otherwise fail only at run
-// time, or not fail at all (a descriptor no rule matches is simply never
-// limited).
+// (deploy/gateways/envoy/ratelimit.yaml), its descriptor rules
+// (deploy/gateways/envoy/rls, envoyproxy/ratelimit's format) and the compose
+// service that runs it. Envoy is not run here: these hold the recipe to what
+// would otherwise fail only at run time, or not fail at all (a descriptor no
+// rule matches is simply never limited).
 
 package deploy_test
 
 import (
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -622,9 +623,219 @@ func manifestFirstRLSFilter(recipe map[string]any) map[string]any {
 	return nil
 }
 
-// The checks catch what they claim to: each edit below breaks the recipe
-// or its rules in one way.
+// --- the compose service running the recipe ---
+
+// manifestComposeNames is the service's name and its network aliases.
+func manifestComposeNames(s *manifestComposeService) []string {
+	names := []string{s.name}
+	for _, n := range manifestMap(s.raw["networks"]) {
+		names = append(names, manifestStrings(manifestAt(n, "aliases"))...)
+	}
+	return names
+}
+
+// manifestComposeResolve returns the services a host name reaches.
+func manifestComposeResolve(services map[string]*manifestComposeService, host string) []string {
+	var out []string
+	for name, s := range services {
+		if slices.Contains(manifestComposeNames(s), host) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// manifestComposePublished returns the container ports the service
+// publishes.
+func manifestComposePublished(raw map[string]any) []string {
+	var out []string
+	for _, p := range manifestList(raw["ports"]) {
+		if m := manifestMap(p); m != nil {
+			out = append(out, manifestStr(m["target"]))
+			continue
+		}
+		spec := manifestStr(p)
+		spec, _, _ = strings.Cut(spec, "/")
+		out = append(out, spec[strings.LastIndex(spec, ":")+1:])
+	}
+	return out
+}
+
+var (
+	// The envoy service's command: sed writes the token into a copy of the
+	// mounted recipe, and Envoy runs the copy.
+	manifestEnvoySed = regexp.MustCompile(`sed\s+"s\|([^|]+)\|(\$+)(\w+)\|g"\s+(\S+)\s*>\s*(\S+)`)
+	manifestEnvoyRun = regexp.MustCompile(`exec\s+envoy\s+-c\s+(\S+)`)
+)
+
+// manifestComposeEnvoyProblems checks the envoy service against the recipe
+// it mounts and the limiters: the recipe is mounted where the command reads
+// it, the token sed writes in is the recipe's placeholder and comes from
+// GATEWAY_API_TOKEN; the rate limit cluster reaches every limiter and only
+// them, on their GRPC_LISTEN_ADDR port; the limiters read the rules of the
+// recipe's domain from RLS_CONFIG_DIR and send the RateLimit headers; the
+// application cluster is the one nginx fronts; the listener is published.
+func manifestComposeEnvoyProblems(services map[string]*manifestComposeService, limiters []*manifestComposeService, root string) []string {
+	var problems []string
+	report := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	var gw, nginx *manifestComposeService
+	for _, s := range services {
+		switch img := manifestStr(s.raw["image"]); {
+		case strings.HasPrefix(img, "envoyproxy/envoy"):
+			gw = s
+		case strings.HasPrefix(img, "nginx"):
+			nginx = s
+		}
+	}
+	if gw == nil {
+		return []string{"no envoy gateway service (image envoyproxy/envoy)"}
+	}
+
+	// The recipe, mounted as is; the command makes a copy with the token.
+	var template string
+	for src, dst := range manifestComposeMounts(gw.raw) {
+		if filepath.ToSlash(filepath.Clean(src)) == manifestEnvoyRLSRecipe {
+			template = dst
+		}
+	}
+	if template == "" {
+		return []string{fmt.Sprintf("%s: does not mount %s", gw.name, manifestEnvoyRLSRecipe)}
+	}
+	data, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(manifestEnvoyRLSRecipe)))
+	if err != nil {
+		return []string{fmt.Sprintf("%s: %v", gw.name, err)}
+	}
+	docs, err := manifestDecodeDocs(data)
+	if err != nil || len(docs) != 1 {
+		return []string{fmt.Sprintf("%s: %s: %d documents, %v", gw.name, manifestEnvoyRLSRecipe, len(docs), err)}
+	}
+	r, _ := manifestParseEnvoyRLS(docs[0]) // the recipe's own problems are TestManifestEnvoyRLSRecipe's
+
+	command := strings.Join(manifestStrings(gw.raw["command"]), " ")
+	sed, run := manifestEnvoySed.FindStringSubmatch(command), manifestEnvoyRun.FindStringSubmatch(command)
+	switch {
+	case sed == nil || run == nil:
+		report("%s: the command does not sed the token into a copy of the recipe and run envoy -c on the copy", gw.name)
+	case sed[4] != template:
+		report("%s: sed reads %s, but the recipe is mounted at %s", gw.name, sed[4], template)
+	case sed[5] != run[1]:
+		report("%s: sed writes %s, envoy runs %s", gw.name, sed[5], run[1])
+	case sed[1] != r.token:
+		report("%s: sed replaces %q, but the recipe's token is %q", gw.name, sed[1], r.token)
+	case sed[2] != "$$":
+		report("%s: write $$%s: with one $ compose substitutes it from the host's environment", gw.name, sed[3])
+	case !strings.Contains(gw.env[sed[3]], "GATEWAY_API_TOKEN"):
+		report("%s: the command writes $%s, which its environment does not take from GATEWAY_API_TOKEN (%q)", gw.name, sed[3], gw.env[sed[3]])
+	}
+
+	// The listener is reachable from outside.
+	published := manifestComposePublished(gw.raw)
+	for _, p := range r.listenerPorts {
+		if !slices.Contains(published, p) {
+			report("%s: the recipe listens on %s, which is not published (%v)", gw.name, p, published)
+		}
+	}
+
+	// The rate limit cluster: every limiter, on its gRPC port.
+	var limiterNames []string
+	for _, l := range limiters {
+		limiterNames = append(limiterNames, l.name)
+	}
+	slices.Sort(limiterNames)
+	var reached []string
+	for _, ep := range r.clusters[r.cluster] {
+		host, port, _ := strings.Cut(ep, ":")
+		names := manifestComposeResolve(services, host)
+		reached = append(reached, names...)
+		for _, n := range names {
+			s := services[n]
+			addr := s.env["GRPC_LISTEN_ADDR"]
+			if addr == "" {
+				addr = manifestRLSDefaultListen
+			}
+			if want := manifestPort(addr); port != want {
+				report("%s: cluster %s calls %s, but %s's GRPC_LISTEN_ADDR port is %s", gw.name, r.cluster, ep, n, want)
+			}
+		}
+	}
+	slices.Sort(reached)
+	if reached = slices.Compact(reached); !slices.Equal(reached, limiterNames) {
+		report("%s: cluster %s %v reaches %v, the limiters are %v (give them a common network alias)", gw.name, r.cluster, r.clusters[r.cluster], reached, limiterNames)
+	}
+	for _, l := range limiters {
+		problems = append(problems, manifestComposeRLSDirProblems(l, r.domain, root)...)
+		if l.env["LIMIT_RESPONSE_HEADERS_ENABLED"] != "true" {
+			report("%s: LIMIT_RESPONSE_HEADERS_ENABLED is not true: Envoy's answers would carry no RateLimit headers", l.name)
+		}
+	}
+
+	// The application: the service and port nginx fronts.
+	fronted := map[string]bool{}
+	if nginx != nil {
+		for src, dst := range manifestComposeMounts(nginx.raw) {
+			if strings.HasSuffix(dst, ".conf") || strings.HasSuffix(dst, ".conf.template") {
+				conf, _ := os.ReadFile(filepath.Join(root, filepath.FromSlash(src)))
+				for _, m := range manifestNginxServer.FindAllSubmatch(conf, -1) {
+					for _, n := range manifestComposeResolve(services, string(m[1])) {
+						fronted[n+":"+string(m[2])] = true
+					}
+				}
+			}
+		}
+	}
+	var apps int
+	for _, c := range r.routed {
+		if c == r.cluster {
+			continue
+		}
+		for _, ep := range r.clusters[c] {
+			apps++
+			host, port, _ := strings.Cut(ep, ":")
+			names := manifestComposeResolve(services, host)
+			if len(names) == 0 {
+				report("%s: cluster %s calls %s, which no service is named", gw.name, c, ep)
+			}
+			for _, n := range names {
+				if services[n].binary != "" || !fronted[n+":"+port] {
+					report("%s: cluster %s calls %s (%s), which is not the application nginx fronts", gw.name, c, ep, n)
+				}
+			}
+		}
+	}
+	if apps == 0 {
+		report("%s: no route sends requests to an application", gw.name)
+	}
+	return problems
+}
+
+// manifestComposeRLSDirProblems checks that the limiter reads a directory of
+// rule files holding the recipe's domain.
+func manifestComposeRLSDirProblems(l *manifestComposeService, domain, root string) []string {
+	dir := l.env["RLS_CONFIG_DIR"]
+	if !path.IsAbs(dir) {
+		return []string{fmt.Sprintf("%s: RLS_CONFIG_DIR %q must be an absolute path in the container", l.name, dir)}
+	}
+	for src, dst := range manifestComposeMounts(l.raw) {
+		if path.Clean(dst) != path.Clean(dir) {
+			continue
+		}
+		files, err := manifestReadRLSDir(filepath.Join(root, filepath.FromSlash(src)))
+		if err != nil {
+			return []string{fmt.Sprintf("%s: RLS_CONFIG_DIR %s is mounted from %s: %v", l.name, dir, src, err)}
+		}
+		if _, found := manifestRLSRules(files, domain); !found {
+			return []string{fmt.Sprintf("%s: RLS_CONFIG_DIR %s (%s) has no file for Envoy's domain %q", l.name, dir, src, domain)}
+		}
+		return nil
+	}
+	return []string{fmt.Sprintf("%s: nothing is mounted at RLS_CONFIG_DIR %s", l.name, dir)}
+}
+
+// The checks catch what they claim to: each edit below breaks the recipe,
+// its rules or the compose service in one way.
 func TestManifestEnvoyRLSCheckersCatchMistakes(t *testing.T) {
+	cfg := manifestLoadConfig(t)
 	cluster := func(recipe map[string]any, name string) map[string]any {
 		for _, c := range manifestList(manifestAt(recipe, "static_resources", "clusters")) {
 			if manifestStr(manifestAt(c, "name")) == name {
@@ -659,6 +870,12 @@ func TestManifestEnvoyRLSCheckersCatchMistakes(t *testing.T) {
 		recipe, files := manifestLoadEnvoyRLS(t)
 		edit(recipe, files)
 		return manifestEnvoyRLSAllProblems(recipe, files)
+	}
+	composeWith := func(t *testing.T, edit func(services map[string]any)) []string {
+		t.Helper()
+		compose := manifestLoadCompose(t)
+		edit(manifestMap(compose["services"]))
+		return manifestComposeProblems(compose, cfg, manifestRoot)
 	}
 	tests := []struct {
 		name  string
@@ -732,6 +949,43 @@ func TestManifestEnvoyRLSCheckersCatchMistakes(t *testing.T) {
 				manifestMap(manifestAt(manifestList(files[0].doc["descriptors"])[0], "rate_limit"))["algorithm"] = "sliding_window"
 			})
 		}, "burst is for algorithm token_bucket"},
+		{"compose: envoy without the recipe", func(t *testing.T) []string {
+			return composeWith(t, func(s map[string]any) { delete(manifestMap(s["envoy"]), "volumes") })
+		}, "does not mount " + manifestEnvoyRLSRecipe},
+		{"compose: token with one $", func(t *testing.T) []string {
+			return composeWith(t, func(s map[string]any) {
+				cmd := manifestList(manifestMap(s["envoy"])["command"])
+				cmd[len(cmd)-1] = strings.ReplaceAll(manifestStr(cmd[len(cmd)-1]), "$$", "$")
+			})
+		}, "compose substitutes it from the host"},
+		{"compose: envoy runs the template", func(t *testing.T) []string {
+			return composeWith(t, func(s map[string]any) {
+				cmd := manifestList(manifestMap(s["envoy"])["command"])
+				cmd[len(cmd)-1] = strings.ReplaceAll(manifestStr(cmd[len(cmd)-1]), "-c /tmp/envoy.yaml", "-c /etc/envoy/ratelimit.yaml.template")
+			})
+		}, "envoy runs /etc/envoy/ratelimit.yaml.template"},
+		{"compose: a limiter's gRPC port moved", func(t *testing.T) []string {
+			return composeWith(t, func(s map[string]any) {
+				manifestMap(manifestAt(s, "limiter2", "environment"))["GRPC_LISTEN_ADDR"] = ":9000"
+			})
+		}, "limiter2's GRPC_LISTEN_ADDR port is 9000"},
+		{"compose: a limiter left out of the cluster", func(t *testing.T) []string {
+			return composeWith(t, func(s map[string]any) { delete(manifestMap(s["limiter3"]), "networks") })
+		}, "give them a common network alias"},
+		{"compose: limiter without the rule files", func(t *testing.T) []string {
+			return composeWith(t, func(s map[string]any) {
+				manifestMap(s["limiter1"])["volumes"] = []any{"./deploy/rules.example.yaml:/etc/ratewarden/rules.yaml:ro"}
+			})
+		}, "nothing is mounted at RLS_CONFIG_DIR"},
+		{"compose: envoy's listener not published", func(t *testing.T) []string {
+			return composeWith(t, func(s map[string]any) { manifestMap(s["envoy"])["ports"] = []any{"8089:8080"} })
+		}, "listens on 8000, which is not published"},
+		{"compose: application not the one nginx fronts", func(t *testing.T) []string {
+			return composeWith(t, func(s map[string]any) {
+				manifestMap(s["whoami"])["networks"] = map[string]any{"default": nil}
+				manifestMap(s["grafana"])["networks"] = map[string]any{"default": map[string]any{"aliases": []any{"app"}}}
+			})
+		}, "not the application nginx fronts"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
