@@ -35,6 +35,7 @@ func manifestNetworkPolicyProblems(objs []manifestKubeObject) []string {
 		labels      map[string]any
 		ports       map[string]string // name and number -> number
 		listen, ops string            // ports of LISTEN_ADDR and OPS_LISTEN_ADDR ("" if unset)
+		grpc        string            // port of GRPC_LISTEN_ADDR (Envoy's rate limit API; "" if unset)
 		binary      string
 	}
 	pods := map[string]pod{}
@@ -56,6 +57,7 @@ func manifestNetworkPolicyProblems(objs []manifestKubeObject) []string {
 			}
 			env, _ := manifestContainerEnv(objs, c)
 			p.listen, p.ops = manifestPort(env["LISTEN_ADDR"]), manifestPort(env["OPS_LISTEN_ADDR"])
+			p.grpc = manifestPort(env["GRPC_LISTEN_ADDR"])
 		}
 		pods[d.name()] = p
 	}
@@ -152,6 +154,14 @@ func manifestNetworkPolicyProblems(objs []manifestKubeObject) []string {
 			expected[dec] = true
 			if gateway = allowed[dec]; len(gateway) == 0 {
 				report("%s: no policy admits the gateway to the decision port %s", n, p.listen)
+			}
+			// The rate limit API is a decision port too: the same callers.
+			if p.grpc != "" {
+				g := manifestPolicyPort{n, p.grpc}
+				expected[g] = true
+				if !maps.Equal(allowed[g], gateway) {
+					report("%s: the gRPC port %s admits %v, the decision port %v", n, p.grpc, slices.Sorted(maps.Keys(allowed[g])), slices.Sorted(maps.Keys(gateway)))
+				}
 			}
 		}
 		m := manifestPolicyPort{n, metrics}
