@@ -77,27 +77,25 @@ func serveRaw(conn net.Conn, answer []byte) {
 	}
 }
 
-// BenchmarkRequest is the whole per-request path of a worker: draw a body
-// over a million keys, build the request, send it, read and classify the
+// BenchmarkRequest is the whole per-request path of a worker: draw a
+// request over a million keys, build it, send it, read and classify the
 // answer, count it.
 func BenchmarkRequest(b *testing.B) {
 	addr := rawServer(b)
 	sched := newSchedule(time.Now(), 0, time.Hour, 0, 0)
 	traffic := testTraffic(Mix{Normal: 1}, func(c *TrafficConfig) { c.Keys = 1_000_000 })
-	w := newWorker(0, 1, sched, traffic, newRequestBuilder(target{addr: addr, host: addr, path: checkPath}), newClient(addr, 5*time.Second))
-	defer w.client.drop()
+	w := newWorker(0, 1, sched, traffic, newHTTPSender(newRequestBuilder(target{addr: addr, host: addr, path: checkPath}), newClient(addr, 5*time.Second)))
+	defer w.sender.close()
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
 		var o outcome
 		now := time.Now()
-		w.body, o.profile = w.traffic.Next(w.rng, w.body[:0])
-		w.req = w.builder.append(w.req[:0], w.body)
-		res, class, err := w.client.roundTrip(ctx, w.req, now)
-		if err != nil {
-			b.Fatal(class, err)
+		w.traffic.Next(w.rng, &w.draw)
+		o.profile = w.draw.Profile
+		if err := w.sender.send(ctx, &w.draw, now, &o); err != nil {
+			b.Fatal(o.err, err)
 		}
-		classify(&o, res)
 		o.latency = time.Since(now)
 		w.record(&o, true)
 	}
@@ -110,10 +108,12 @@ func BenchmarkRequest(b *testing.B) {
 // would save: drawing a key and writing its body and head.
 func BenchmarkBuildRequest(b *testing.B) {
 	traffic := testTraffic(Mix{90, 8, 2, 0}, func(c *TrafficConfig) { c.Keys = 1_000_000 })
-	w := newWorker(0, 1, nil, traffic, newRequestBuilder(target{addr: "127.0.0.1:8080", host: "127.0.0.1:8080", path: checkPath}), nil)
+	h := newHTTPSender(newRequestBuilder(target{addr: "127.0.0.1:8080", host: "127.0.0.1:8080", path: checkPath}), nil)
+	w := newWorker(0, 1, nil, traffic, h)
 	b.ReportAllocs()
 	for b.Loop() {
-		w.body, _ = w.traffic.Next(w.rng, w.body[:0])
-		w.req = w.builder.append(w.req[:0], w.body)
+		w.traffic.Next(w.rng, &w.draw)
+		h.body = w.draw.AppendJSON(h.body[:0])
+		h.req = h.builder.append(h.req[:0], h.body)
 	}
 }

@@ -75,7 +75,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	builder := newRequestBuilder(cfg.target)
 	col := &collector{last: sched.start}
 	for i := range cfg.workers {
-		col.workers = append(col.workers, newWorker(i, cfg.seed, sched, traffic, builder, newClient(cfg.target.addr, cfg.timeout)))
+		col.workers = append(col.workers, newWorker(i, cfg.seed, sched, traffic, newHTTPSender(builder, newClient(cfg.target.addr, cfg.timeout))))
 	}
 	var workers sync.WaitGroup
 	for _, w := range col.workers {

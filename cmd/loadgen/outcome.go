@@ -63,12 +63,15 @@ func (r reason) String() string { return reasonNames[r] }
 // outcome is the result of one request.
 type outcome struct {
 	profile Profile
-	status  int      // 0 when no response arrived
-	err     errClass // errNone for a decision
-	allowed bool
-	reason  reason
-	latency time.Duration // when status != 0
-	late    bool          // open loop: sent more than lateAfter behind its schedule
+	// answered says the limiter answered (a decision or an error of its
+	// own), so latency counts.
+	answered bool
+	status   int      // 0 when no response arrived
+	err      errClass // errNone for a decision
+	allowed  bool
+	reason   reason
+	latency  time.Duration // when answered
+	late     bool          // open loop: sent more than lateAfter behind its schedule
 }
 
 // classify turns a response into an outcome: a decision (allowed or
@@ -76,6 +79,7 @@ type outcome struct {
 // 200 for every decision with "allowed" in the body; 429 is taken as a
 // denial too, as forward-auth answers it.
 func classify(o *outcome, res response) {
+	o.answered = true
 	o.status = res.status
 	switch {
 	case res.status == 429:

@@ -20,6 +20,7 @@ func (p *profileTally) merge(o *profileTally) {
 // Every request counts once: requests = allowed + denied + errors.
 type tally struct {
 	requests, allowed, denied, errors, late uint64
+	answers                                 uint64 // requests the limiter answered
 	byClass                                 [numErrClasses]uint64
 	byStatus                                [500]uint64 // status-100, 100..599
 	byReason                                [numReasons]uint64
@@ -35,9 +36,12 @@ func (t *tally) add(o *outcome) {
 	if o.late {
 		t.late++
 	}
+	if o.answered {
+		t.answers++
+		t.latency.Record(o.latency)
+	}
 	if o.status >= 100 && o.status < 600 {
 		t.byStatus[o.status-100]++
-		t.latency.Record(o.latency)
 	}
 	if o.err != errNone {
 		t.errors++
@@ -68,6 +72,7 @@ func (t *tally) merge(o *tally) {
 	t.denied += o.denied
 	t.errors += o.errors
 	t.late += o.late
+	t.answers += o.answers
 	for i := range o.byClass {
 		t.byClass[i] += o.byClass[i]
 	}
@@ -88,7 +93,7 @@ func (t *tally) reset() {
 	if t.requests == 0 {
 		return
 	}
-	t.requests, t.allowed, t.denied, t.errors, t.late = 0, 0, 0, 0, 0
+	t.requests, t.allowed, t.denied, t.errors, t.late, t.answers = 0, 0, 0, 0, 0, 0
 	clear(t.byClass[:])
 	clear(t.byStatus[:])
 	clear(t.byReason[:])
@@ -96,14 +101,8 @@ func (t *tally) reset() {
 	t.latency.Reset()
 }
 
-// answered is the number of requests that got an HTTP response.
-func (t *tally) answered() uint64 {
-	var n uint64
-	for _, c := range t.byStatus {
-		n += c
-	}
-	return n
-}
+// answered is the number of requests the limiter answered.
+func (t *tally) answered() uint64 { return t.answers }
 
 // warmCounts counts the requests of the warm-up, shown in progress lines
 // only.

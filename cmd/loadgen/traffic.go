@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 )
 
-// TrafficConfig shapes the bodies of POST /v1/check that Traffic writes.
+// TrafficConfig shapes the requests that Traffic draws.
 type TrafficConfig struct {
 	Mix Mix
 	// Keys is the number of distinct normal clients; client n has the IPv4
@@ -54,77 +54,98 @@ var scannerPaths = []string{
 
 var scannerPrefixes = []string{"/api/admin/", "/backup/", "/old/", "/api/internal/", "/"}
 
-// Traffic writes request bodies for a Mix. The draws come from each
-// worker's own generator; the runs and the sequential walk are shared
-// counters, so that a burst or a key order spans all connections. Safe for
-// concurrent use.
+// Traffic draws the requests of a Mix. The draws come from each worker's
+// own generator; the runs and the sequential walk are shared counters, so
+// that a burst or a key order spans all connections. Safe for concurrent
+// use.
 type Traffic struct {
-	cfg      TrafficConfig
-	picker   picker
-	endpoint []byte // cfg.Endpoint as the inside of a JSON string
-	userCut  uint64 // a key carries a user when its hash is below this
-	seq      [numProfiles]atomic.Uint64
+	cfg          TrafficConfig
+	picker       picker
+	endpoint     []byte // cfg.Endpoint
+	endpointJSON []byte // cfg.Endpoint as the inside of a JSON string
+	userCut      uint64 // a key carries a user when its hash is below this
+	seq          [numProfiles]atomic.Uint64
 }
 
-// NewTraffic prepares the generator; cfg must be valid (see validate in
-// main.go).
+// NewTraffic prepares the generator; cfg must be valid (see config.go).
 func NewTraffic(cfg TrafficConfig) *Traffic {
 	t := &Traffic{cfg: cfg, picker: newPicker(cfg.Mix), userCut: uint64(cfg.Users * (1 << 32))}
 	if cfg.Endpoint != "" {
+		t.endpoint = []byte(cfg.Endpoint)
 		quoted, _ := json.Marshal(cfg.Endpoint) // a string always marshals
-		t.endpoint = quoted[1 : len(quoted)-1]
+		t.endpointJSON = quoted[1 : len(quoted)-1]
 	}
 	return t
 }
 
-// Next appends the JSON body of the next request to dst and returns it with
-// the profile it belongs to. It does not allocate when dst has room.
-func (t *Traffic) Next(rng *rand.Rand, dst []byte) ([]byte, Profile) {
+// Draw is one request of the traffic model, as either protocol sends it.
+// Its slices are valid until the next draw into it, and are read-only:
+// Endpoint may be shared by every draw.
+type Draw struct {
+	Profile  Profile
+	IP       []byte // dotted quad
+	Endpoint []byte
+	Method   string
+	UserID   []byte // empty: none
+	Tier     string // empty: none
+
+	endpointJSON []byte // Endpoint as the inside of a JSON string; nil: Endpoint needs no escaping
+	endpointBuf  []byte // the generated endpoints, never shared
+}
+
+// Next draws the next request into d, reusing its buffers: it does not
+// allocate once they have grown.
+func (t *Traffic) Next(rng *rand.Rand, d *Draw) {
 	p := t.picker.only
 	if !t.picker.one {
 		p = t.picker.pick(rng.IntN(t.picker.total))
 	}
+	d.Profile = p
+	d.UserID = d.UserID[:0]
+	d.Tier = ""
+	d.Method = "GET"
 	switch p {
 	case Normal:
-		return t.normal(rng, dst), p
+		t.normal(rng, d)
 	case Bursty:
-		return t.bursty(rng, dst), p
+		t.bursty(rng, d)
 	case Scanner:
-		return t.scanner(rng, dst), p
+		t.scanner(rng, d)
 	default:
-		return t.bruteforce(dst), p
+		t.bruteforce(d)
 	}
 }
 
-func (t *Traffic) normal(rng *rand.Rand, dst []byte) []byte {
+// generated sets d's endpoint to ep, written in d's own buffer.
+func (d *Draw) generated(ep []byte) {
+	d.endpointBuf = ep
+	d.Endpoint = ep
+	d.endpointJSON = nil
+}
+
+func (t *Traffic) normal(rng *rand.Rand, d *Draw) {
 	var n uint64
 	if t.cfg.Sequential {
 		n = (t.seq[Normal].Add(1) - 1) % uint64(t.cfg.Keys)
 	} else {
 		n = uint64(rng.IntN(t.cfg.Keys))
 	}
-	dst = append(dst, `{"ip":"`...)
-	dst = appendIPv4(dst, t.cfg.IPBase+uint32(n))
-	dst = append(dst, `","endpoint":"`...)
+	d.IP = appendIPv4(d.IP[:0], t.cfg.IPBase+uint32(n))
 	if t.endpoint != nil {
-		dst = append(dst, t.endpoint...)
+		d.Endpoint, d.endpointJSON = t.endpoint, t.endpointJSON
 	} else {
-		dst = appendNormalEndpoint(dst, rng.Uint32())
+		d.generated(appendNormalEndpoint(d.endpointBuf[:0], rng.Uint32()))
 	}
-	dst = append(dst, `","method":"GET"`...)
 	// Whether a key has a user is a property of the key, not of the draw:
 	// a Fibonacci hash spreads it over the pool.
 	if uint64(uint32(n*2654435761)) < t.userCut {
-		dst = append(dst, `,"user_id":"u-`...)
-		dst = strconv.AppendUint(dst, n, 10)
-		dst = append(dst, `","tier":"`...)
+		d.UserID = strconv.AppendUint(append(d.UserID, "u-"...), n, 10)
 		if n%10 == 0 {
-			dst = append(dst, `VIP"`...)
+			d.Tier = "VIP"
 		} else {
-			dst = append(dst, `BASIC"`...)
+			d.Tier = "BASIC"
 		}
 	}
-	return append(dst, '}')
 }
 
 // appendNormalEndpoint writes a realistic API path chosen by r: mostly book
@@ -145,40 +166,63 @@ func appendNormalEndpoint(dst []byte, r uint32) []byte {
 	}
 }
 
-func (t *Traffic) bursty(rng *rand.Rand, dst []byte) []byte {
+func (t *Traffic) bursty(rng *rand.Rand, d *Draw) {
 	k := t.seq[Bursty].Add(1) - 1
-	dst = append(dst, `{"ip":"`...)
-	dst = t.attackerIP(dst, Bursty, k/uint64(t.cfg.Burst))
-	dst = append(dst, `","endpoint":"`...)
-	dst = appendNormalEndpoint(dst, rng.Uint32())
-	return append(dst, `","method":"GET"}`...)
+	d.IP = t.attackerIP(d.IP[:0], Bursty, k/uint64(t.cfg.Burst))
+	d.generated(appendNormalEndpoint(d.endpointBuf[:0], rng.Uint32()))
 }
 
-func (t *Traffic) scanner(rng *rand.Rand, dst []byte) []byte {
+func (t *Traffic) scanner(rng *rand.Rand, d *Draw) {
 	k := t.seq[Scanner].Add(1) - 1
-	dst = append(dst, `{"ip":"`...)
-	dst = t.attackerIP(dst, Scanner, k/scannerRun)
-	dst = append(dst, `","endpoint":"`...)
+	d.IP = t.attackerIP(d.IP[:0], Scanner, k/scannerRun)
+	ep := d.endpointBuf[:0]
 	r := rng.Uint64()
 	if k%4 == 0 { // the usual suspects, then random paths, which never repeat in practice
-		dst = append(dst, scannerPaths[(k/4)%uint64(len(scannerPaths))]...)
+		ep = append(ep, scannerPaths[(k/4)%uint64(len(scannerPaths))]...)
 	} else {
-		dst = append(dst, scannerPrefixes[r%uint64(len(scannerPrefixes))]...)
-		dst = strconv.AppendUint(dst, r>>8, 36)
+		ep = append(ep, scannerPrefixes[r%uint64(len(scannerPrefixes))]...)
+		ep = strconv.AppendUint(ep, r>>8, 36)
 		if r&0x80 != 0 {
-			dst = append(dst, ".php"...)
+			ep = append(ep, ".php"...)
 		}
 	}
-	return append(dst, `","method":"GET"}`...)
+	d.generated(ep)
 }
 
-func (t *Traffic) bruteforce(dst []byte) []byte {
+func (t *Traffic) bruteforce(d *Draw) {
 	k := t.seq[Bruteforce].Add(1) - 1
+	d.IP = t.attackerIP(d.IP[:0], Bruteforce, k/bruteforceRun)
+	d.generated(append(d.endpointBuf[:0], "/api/login"...))
+	d.Method = "POST"
+	d.UserID = strconv.AppendUint(append(d.UserID, "user-"...), k, 10)
+}
+
+// AppendJSON appends d as the JSON body of POST /v1/check to dst; it does
+// not allocate when dst has room. Every string but a -endpoint override is
+// generated from characters JSON takes as they are.
+func (d *Draw) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"ip":"`...)
-	dst = t.attackerIP(dst, Bruteforce, k/bruteforceRun)
-	dst = append(dst, `","endpoint":"/api/login","method":"POST","user_id":"user-`...)
-	dst = strconv.AppendUint(dst, k, 10)
-	return append(dst, `"}`...)
+	dst = append(dst, d.IP...)
+	dst = append(dst, `","endpoint":"`...)
+	if d.endpointJSON != nil {
+		dst = append(dst, d.endpointJSON...)
+	} else {
+		dst = append(dst, d.Endpoint...)
+	}
+	dst = append(dst, `","method":"`...)
+	dst = append(dst, d.Method...)
+	dst = append(dst, '"')
+	if len(d.UserID) > 0 {
+		dst = append(dst, `,"user_id":"`...)
+		dst = append(dst, d.UserID...)
+		dst = append(dst, '"')
+	}
+	if d.Tier != "" {
+		dst = append(dst, `,"tier":"`...)
+		dst = append(dst, d.Tier...)
+		dst = append(dst, '"')
+	}
+	return append(dst, '}')
 }
 
 // attackerIP writes the address of the run-th run of profile p.

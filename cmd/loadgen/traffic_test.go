@@ -33,6 +33,13 @@ func decodeBody(t *testing.T, b []byte) body {
 	return got
 }
 
+// nextBody draws the next request of tr into d, reused as a worker reuses
+// its own, and returns its JSON body.
+func nextBody(tr *Traffic, rng *rand.Rand, d *Draw) ([]byte, Profile) {
+	tr.Next(rng, d)
+	return d.AppendJSON(nil), d.Profile
+}
+
 func testTraffic(mix Mix, mod func(*TrafficConfig)) *Traffic {
 	cfg := TrafficConfig{Mix: mix, Keys: 1000, IPBase: 100<<24 | 64<<16, Users: 0.5, Burst: 50, Attackers: 8}
 	if mod != nil {
@@ -71,6 +78,20 @@ func TestTrafficBodies(t *testing.T) {
 				if b.Endpoint != `/api/books/"17"` {
 					t.Fatalf("endpoint %q, want the override", b.Endpoint)
 				}
+			}
+		}},
+		{"endpoint override outlives the other profiles' draws", Mix{Normal: 2, Bursty: 1, Scanner: 1, Bruteforce: 1}, func(c *TrafficConfig) { c.Endpoint = "/fixed/17" }, func(t *testing.T, bodies []body) {
+			normal := 0
+			for _, b := range bodies {
+				if isNormal := strings.HasPrefix(b.IP, "100.64."); isNormal != (b.Endpoint == "/fixed/17") {
+					t.Fatalf("request %+v: only normal requests take the override", b)
+				}
+				if strings.HasPrefix(b.IP, "100.64.") {
+					normal++
+				}
+			}
+			if normal < 600 {
+				t.Fatalf("%d normal requests of %d", normal, len(bodies))
 			}
 		}},
 		{"no users", Mix{Normal: 1}, func(c *TrafficConfig) { c.Users = 0 }, func(t *testing.T, bodies []body) {
@@ -118,8 +139,9 @@ func TestTrafficBodies(t *testing.T) {
 			tr := testTraffic(tt.mix, tt.mod)
 			rng := rand.New(rand.NewPCG(1, 1))
 			var bodies []body
+			var d Draw
 			for range 2000 {
-				b, p := tr.Next(rng, nil)
+				b, p := nextBody(tr, rng, &d)
 				if tt.mix[p] == 0 {
 					t.Fatalf("profile %s drawn, not in the mix %v", p, tt.mix)
 				}
@@ -134,8 +156,9 @@ func TestTrafficSequentialTouchesEveryKey(t *testing.T) {
 	tr := testTraffic(Mix{Normal: 1}, func(c *TrafficConfig) { c.Sequential = true; c.Keys = 3000 })
 	rng := rand.New(rand.NewPCG(1, 1))
 	seen := map[string]bool{}
+	var d Draw
 	for range 3000 {
-		b, _ := tr.Next(rng, nil)
+		b, _ := nextBody(tr, rng, &d)
 		seen[decodeBody(t, b).IP] = true
 	}
 	if len(seen) != 3000 {
@@ -147,14 +170,33 @@ func TestTrafficMixShares(t *testing.T) {
 	tr := testTraffic(Mix{90, 8, 2, 0}, nil)
 	rng := rand.New(rand.NewPCG(5, 5))
 	var counts [numProfiles]int
-	buf := make([]byte, 0, 512)
+	var d Draw
 	for range 100000 {
-		_, p := tr.Next(rng, buf[:0])
-		counts[p]++
+		tr.Next(rng, &d)
+		counts[d.Profile]++
 	}
 	if counts[Normal] < 89000 || counts[Normal] > 91000 || counts[Bursty] < 7500 || counts[Bursty] > 8500 ||
 		counts[Scanner] < 1700 || counts[Scanner] > 2300 || counts[Bruteforce] != 0 {
 		t.Fatalf("profile counts over 100000 draws = %v, want about 90000/8000/2000/0", counts)
+	}
+}
+
+// TestTrafficDrawsWithoutAllocating: a worker's draw and body reuse their
+// buffers, whatever the profile.
+func TestTrafficDrawsWithoutAllocating(t *testing.T) {
+	tr := testTraffic(Mix{1, 1, 1, 1}, nil)
+	rng := rand.New(rand.NewPCG(1, 1))
+	var d Draw
+	buf := make([]byte, 0, 512)
+	for range 1000 { // grow the buffers
+		tr.Next(rng, &d)
+		buf = d.AppendJSON(buf[:0])
+	}
+	if n := testing.AllocsPerRun(1000, func() {
+		tr.Next(rng, &d)
+		buf = d.AppendJSON(buf[:0])
+	}); n != 0 {
+		t.Fatalf("%v allocations per request", n)
 	}
 }
 

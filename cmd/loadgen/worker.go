@@ -7,16 +7,56 @@ import (
 	"time"
 )
 
-// worker sends requests over its own connection, closed or open loop as
+// sender sends one drawn request over a protocol and fills in its outcome:
+// whether the limiter answered, the verdict or the error class. Each worker
+// owns one.
+type sender interface {
+	// send returns the error of a request that failed, for the worker to
+	// tell a run cut short from a failure.
+	send(ctx context.Context, d *Draw, now time.Time, o *outcome) error
+	// interrupt makes the request in flight, if any, fail at once, and
+	// every later one fail: the run is over. Safe from any goroutine.
+	interrupt()
+	// close releases what the sender holds; the worker's goroutine only.
+	close()
+}
+
+// httpSender sends POST /v1/check over the worker's own keep-alive
+// connection.
+type httpSender struct {
+	builder requestBuilder
+	client  *client
+	body    []byte // scratch for the request body
+	req     []byte // scratch for the whole request
+}
+
+func newHTTPSender(builder requestBuilder, cl *client) *httpSender {
+	return &httpSender{builder: builder, client: cl, body: make([]byte, 0, 512), req: make([]byte, 0, 1024)}
+}
+
+func (h *httpSender) send(ctx context.Context, d *Draw, now time.Time, o *outcome) error {
+	h.body = d.AppendJSON(h.body[:0])
+	h.req = h.builder.append(h.req[:0], h.body)
+	res, class, err := h.client.roundTrip(ctx, h.req, now)
+	if class == errNone {
+		classify(o, res)
+	} else {
+		o.err = class
+	}
+	return err
+}
+
+func (h *httpSender) interrupt() { h.client.interrupt() }
+func (h *httpSender) close()     { h.client.drop() }
+
+// worker sends requests through its own sender, closed or open loop as
 // its schedule says, and counts their outcomes.
 type worker struct {
 	sched   *schedule
 	traffic *Traffic
-	builder requestBuilder
-	client  *client
+	sender  sender
 	rng     *rand.Rand
-	body    []byte // scratch for the request body
-	req     []byte // scratch for the whole request
+	draw    Draw // the request being sent, its buffers reused
 	timer   *time.Timer
 
 	// mu guards the counts against the collector, which drains them once
@@ -27,17 +67,15 @@ type worker struct {
 	warm  warmCounts
 }
 
-func newWorker(id int, seed uint64, sched *schedule, traffic *Traffic, builder requestBuilder, cl *client) *worker {
+func newWorker(id int, seed uint64, sched *schedule, traffic *Traffic, s sender) *worker {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
 	return &worker{
 		sched:   sched,
 		traffic: traffic,
-		builder: builder,
-		client:  cl,
+		sender:  s,
 		rng:     rand.New(rand.NewPCG(seed, uint64(id))),
-		body:    make([]byte, 0, 512),
-		req:     make([]byte, 0, 1024),
+		draw:    Draw{IP: make([]byte, 0, 16), UserID: make([]byte, 0, 32), endpointBuf: make([]byte, 0, 64)},
 		timer:   t,
 	}
 }
@@ -49,9 +87,9 @@ const maxBackoff = time.Second
 // run sends requests until the schedule ends or ctx is done. A request
 // that ctx cuts short is not counted: it belongs to no measured interval.
 func (w *worker) run(ctx context.Context) {
-	stop := context.AfterFunc(ctx, w.client.interrupt)
+	stop := context.AfterFunc(ctx, w.sender.interrupt)
 	defer stop()
-	defer w.client.drop()
+	defer w.sender.close()
 	var backoff time.Duration
 	for {
 		start, now, late, measured, ok := w.next(ctx)
@@ -59,20 +97,16 @@ func (w *worker) run(ctx context.Context) {
 			return
 		}
 		o := outcome{late: late}
-		w.body, o.profile = w.traffic.Next(w.rng, w.body[:0])
-		w.req = w.builder.append(w.req[:0], w.body)
-		res, class, err := w.client.roundTrip(ctx, w.req, now)
-		if err != nil && ctx.Err() != nil {
+		w.traffic.Next(w.rng, &w.draw)
+		o.profile = w.draw.Profile
+		if err := w.sender.send(ctx, &w.draw, now, &o); err != nil && ctx.Err() != nil {
 			return
 		}
-		if class == errNone {
-			classify(&o, res)
+		if o.answered {
 			o.latency = time.Since(start)
-		} else {
-			o.err = class
 		}
 		w.record(&o, measured)
-		if class != errConnect {
+		if o.err != errConnect {
 			backoff = 0
 			continue
 		}
