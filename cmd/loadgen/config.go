@@ -64,7 +64,7 @@ Flags:
 func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var cfg config
 	var mix, keyOrder, ipBase, token string
-	var keys int
+	var keys, cost int
 	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -88,6 +88,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.traffic.Endpoint, "endpoint", "", "normal profile's endpoint for every request (e.g. /api/books/17); default: a realistic spread")
 	fs.IntVar(&cfg.traffic.Burst, "burst", 50, "requests in a bursty IP's run")
 	fs.IntVar(&cfg.traffic.Attackers, "attackers", 8, "IPs of each attacker profile (bursty, scanner, bruteforce), 1-254")
+	fs.IntVar(&cost, "cost", 1, "what every request counts for, 1 to 1000000: the body's \"cost\" (left out at 1, the limiter's default)")
 	fs.Uint64Var(&cfg.seed, "seed", 1, "seed of the random draws (each worker derives its own)")
 	fs.StringVar(&cfg.summaryFile, "summary-file", "", "also write the summary to this `file` as shell-sourceable key=value lines")
 	fs.Float64Var(&cfg.maxErrors, "max-errors", 0.01, "highest error ratio (errors/requests) that still exits 0")
@@ -100,14 +101,14 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if fs.NArg() > 0 {
 		return cfg, &usageError{fmt.Errorf("unexpected argument %q (see -h)", fs.Arg(0))}
 	}
-	if err := cfg.finish(mix, keyOrder, ipBase, token, keys); err != nil {
+	if err := cfg.finish(mix, keyOrder, ipBase, token, keys, cost); err != nil {
 		return cfg, &usageError{err}
 	}
 	return cfg, nil
 }
 
 // finish validates the flags and fills in what derives from them.
-func (cfg *config) finish(mix, keyOrder, ipBase, token string, keys int) error {
+func (cfg *config) finish(mix, keyOrder, ipBase, token string, keys, cost int) error {
 	var err error
 	if cfg.target, err = parseTarget(cfg.rawURL); err != nil {
 		return fmt.Errorf("-url: %w", err)
@@ -146,6 +147,11 @@ func (cfg *config) finish(mix, keyOrder, ipBase, token string, keys int) error {
 		return fmt.Errorf("-attackers %d: want 1 to 254", cfg.traffic.Attackers)
 	case !(cfg.maxErrors >= 0 && cfg.maxErrors <= 1):
 		return fmt.Errorf("-max-errors %g: want a fraction between 0 and 1", cfg.maxErrors)
+	case cost < 1 || cost > 1_000_000:
+		return fmt.Errorf("-cost %d: want 1 to 1000000", cost)
+	}
+	if cost > 1 {
+		cfg.traffic.Cost = cost
 	}
 	cfg.traffic.Keys = keys
 	switch keyOrder {

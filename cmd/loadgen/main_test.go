@@ -276,6 +276,7 @@ func TestRunUsageErrors(t *testing.T) {
 		{"endpoint", []string{"-endpoint", "api/books"}, "-endpoint"},
 		{"attackers", []string{"-attackers", "300"}, "-attackers 300"},
 		{"max errors", []string{"-max-errors", "-0.1"}, "-max-errors"},
+		{"cost", []string{"-cost", "0"}, "-cost 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -25,6 +25,9 @@ type TrafficConfig struct {
 	Burst int
 	// Attackers is the number of IPs of each attacker profile.
 	Attackers int
+	// Cost is what every request counts for; 0 leaves it out, to the
+	// limiter's default of 1.
+	Cost int
 }
 
 // Runs of the other attacker profiles: each IP sends this many requests of
@@ -88,6 +91,10 @@ type Draw struct {
 	Method   string
 	UserID   []byte // empty: none
 	Tier     string // empty: none
+	// Cost is what the request counts for, 0 when it is the default (1):
+	// JSON's "cost" and gRPC's hits_addend are then left out, as clients
+	// leave them out.
+	Cost int
 
 	endpointJSON []byte // Endpoint as the inside of a JSON string; nil: Endpoint needs no escaping
 	endpointBuf  []byte // the generated endpoints, never shared
@@ -101,6 +108,7 @@ func (t *Traffic) Next(rng *rand.Rand, d *Draw) {
 		p = t.picker.pick(rng.IntN(t.picker.total))
 	}
 	d.Profile = p
+	d.Cost = t.cfg.Cost
 	d.UserID = d.UserID[:0]
 	d.Tier = ""
 	d.Method = "GET"
@@ -221,6 +229,10 @@ func (d *Draw) AppendJSON(dst []byte) []byte {
 		dst = append(dst, `,"tier":"`...)
 		dst = append(dst, d.Tier...)
 		dst = append(dst, '"')
+	}
+	if d.Cost != 0 {
+		dst = append(dst, `,"cost":`...)
+		dst = strconv.AppendInt(dst, int64(d.Cost), 10)
 	}
 	return append(dst, '}')
 }

@@ -17,6 +17,7 @@ type body struct {
 	Method   string `json:"method"`
 	UserID   string `json:"user_id"`
 	Tier     string `json:"tier"`
+	Cost     int    `json:"cost"`
 }
 
 func decodeBody(t *testing.T, b []byte) body {
@@ -92,6 +93,20 @@ func TestTrafficBodies(t *testing.T) {
 			}
 			if normal < 600 {
 				t.Fatalf("%d normal requests of %d", normal, len(bodies))
+			}
+		}},
+		{"cost on every request", Mix{1, 1, 1, 1}, func(c *TrafficConfig) { c.Cost = 3 }, func(t *testing.T, bodies []body) {
+			for _, b := range bodies {
+				if b.Cost != 3 {
+					t.Fatalf("request %+v: cost %d, want 3", b, b.Cost)
+				}
+			}
+		}},
+		{"default cost left out", Mix{1, 1, 1, 1}, nil, func(t *testing.T, bodies []body) {
+			for _, b := range bodies {
+				if b.Cost != 0 {
+					t.Fatalf("request %+v carries a cost", b)
+				}
 			}
 		}},
 		{"no users", Mix{Normal: 1}, func(c *TrafficConfig) { c.Users = 0 }, func(t *testing.T, bodies []body) {
