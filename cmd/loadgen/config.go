@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/netip"
 	"strings"
 	"time"
@@ -13,8 +14,14 @@ import (
 
 // config is the validated command line.
 type config struct {
+	protocol    string // protocolHTTP or protocolGRPC
 	rawURL      string
-	target      target
+	target      target   // HTTP
+	grpcAddr    string   // gRPC: host:port
+	grpcConns   int      // gRPC: connections the workers share
+	domain      string   // gRPC: the requests' domain
+	entries     []string // gRPC: the keys of the descriptor's entries
+	token       string
 	workers     int
 	rate        float64
 	duration    time.Duration
@@ -28,6 +35,12 @@ type config struct {
 	maxErrors   float64
 }
 
+// The protocols of -protocol.
+const (
+	protocolHTTP = "http" // POST /v1/check over HTTP/1.1
+	protocolGRPC = "grpc" // Envoy's ShouldRateLimit over HTTP/2
+)
+
 // errFlagParse marks the errors the flag package has already printed.
 var errFlagParse = errors.New("invalid command line")
 
@@ -35,10 +48,16 @@ const usageHead = `Usage: loadgen [flags]
 
 Sends POST /v1/check requests to a ratewarden limiter over keep-alive
 HTTP/1.1 connections and reports throughput, verdicts, errors and latency.
+With -protocol grpc it calls Envoy's rate limit service instead
+(envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit at -grpc-addr,
+plaintext HTTP/2): -workers concurrent calls over -grpc-conns connections,
+each a RateLimitRequest in -domain with one descriptor of the -entries of
+the same traffic (the client IP as remote_address...); OK counts as
+allowed, OVER_LIMIT as denied, any other gRPC status as an error.
 
-Closed loop (default): -workers connections each send back to back.
-Open loop (-rate R): R requests/s spread evenly over -workers connections;
-a request no connection is free to send on time counts its latency from its
+Closed loop (default): -workers workers each send back to back.
+Open loop (-rate R): R requests/s spread evenly over -workers workers;
+a request no worker is free to send on time counts its latency from its
 due time, so a slow limiter shows in it, and as late when over 1ms behind.
 
 Progress goes to stderr every -progress; the summary to stdout, and with
@@ -63,7 +82,7 @@ Flags:
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var cfg config
-	var mix, keyOrder, ipBase, token string
+	var mix, keyOrder, ipBase, entries string
 	var keys, cost int
 	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -71,10 +90,15 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		fmt.Fprint(fs.Output(), usageHead)
 		fs.PrintDefaults()
 	}
-	fs.StringVar(&cfg.rawURL, "url", "http://127.0.0.1:8080", "limiter base `URL` (http only); /v1/check is appended")
-	fs.StringVar(&token, "token", "", "bearer `token` sent with every request: one of the limiter's API_TOKENS (empty: none)")
-	fs.IntVar(&cfg.workers, "workers", 16, "connections, one per worker")
-	fs.Float64Var(&cfg.rate, "rate", 0, "open loop: requests per second over all connections; 0: closed loop")
+	fs.StringVar(&cfg.protocol, "protocol", protocolHTTP, "`protocol`: http (POST /v1/check) or grpc (Envoy's ShouldRateLimit)")
+	fs.StringVar(&cfg.rawURL, "url", "http://127.0.0.1:8080", "http: limiter base `URL` (http://, no TLS); /v1/check is appended")
+	fs.StringVar(&cfg.grpcAddr, "grpc-addr", "127.0.0.1:8083", "grpc: `host:port` of the limiter's GRPC_LISTEN_ADDR (plaintext)")
+	fs.IntVar(&cfg.grpcConns, "grpc-conns", 4, "grpc: HTTP/2 connections the workers' calls are spread over")
+	fs.StringVar(&cfg.domain, "domain", "bench", "grpc: the requests' `domain` (an RLS config file's domain)")
+	fs.StringVar(&entries, "entries", entryRemoteAddress, "grpc: the descriptor's `entries`, in order, of remote_address (client IP), path (endpoint), method")
+	fs.StringVar(&cfg.token, "token", "", "bearer `token` sent with every request (grpc: as authorization metadata): one of the limiter's API_TOKENS (empty: none)")
+	fs.IntVar(&cfg.workers, "workers", 16, "http: connections, one per worker; grpc: concurrent calls")
+	fs.Float64Var(&cfg.rate, "rate", 0, "open loop: requests per second over all workers; 0: closed loop")
 	fs.DurationVar(&cfg.duration, "duration", 10*time.Second, "measurement length; 0: until -requests are sent")
 	fs.Uint64Var(&cfg.requests, "requests", 0, "stop after this many measured requests; 0: no limit")
 	fs.DurationVar(&cfg.warmup, "warmup", 0, "load sent before the measurement and left out of it")
@@ -88,7 +112,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.traffic.Endpoint, "endpoint", "", "normal profile's endpoint for every request (e.g. /api/books/17); default: a realistic spread")
 	fs.IntVar(&cfg.traffic.Burst, "burst", 50, "requests in a bursty IP's run")
 	fs.IntVar(&cfg.traffic.Attackers, "attackers", 8, "IPs of each attacker profile (bursty, scanner, bruteforce), 1-254")
-	fs.IntVar(&cost, "cost", 1, "what every request counts for, 1 to 1000000: the body's \"cost\" (left out at 1, the limiter's default)")
+	fs.IntVar(&cost, "cost", 1, "what every request counts for, 1 to 1000000: http's \"cost\", grpc's hits_addend (both left out at 1, the limiter's default)")
 	fs.Uint64Var(&cfg.seed, "seed", 1, "seed of the random draws (each worker derives its own)")
 	fs.StringVar(&cfg.summaryFile, "summary-file", "", "also write the summary to this `file` as shell-sourceable key=value lines")
 	fs.Float64Var(&cfg.maxErrors, "max-errors", 0.01, "highest error ratio (errors/requests) that still exits 0")
@@ -101,22 +125,52 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if fs.NArg() > 0 {
 		return cfg, &usageError{fmt.Errorf("unexpected argument %q (see -h)", fs.Arg(0))}
 	}
-	if err := cfg.finish(mix, keyOrder, ipBase, token, keys, cost); err != nil {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if err := cfg.finish(set, mix, keyOrder, ipBase, entries, keys, cost); err != nil {
 		return cfg, &usageError{err}
 	}
 	return cfg, nil
 }
 
-// finish validates the flags and fills in what derives from them.
-func (cfg *config) finish(mix, keyOrder, ipBase, token string, keys, cost int) error {
+// Flags of one protocol only: given with the other, they would silently
+// do nothing.
+var (
+	httpOnlyFlags = []string{"url"}
+	grpcOnlyFlags = []string{"grpc-addr", "grpc-conns", "domain", "entries"}
+)
+
+// finish validates the flags and fills in what derives from them; set
+// holds the flags given.
+func (cfg *config) finish(set map[string]bool, mix, keyOrder, ipBase, entries string, keys, cost int) error {
 	var err error
-	if cfg.target, err = parseTarget(cfg.rawURL); err != nil {
-		return fmt.Errorf("-url: %w", err)
+	var others []string
+	switch cfg.protocol {
+	case protocolHTTP:
+		others = grpcOnlyFlags
+		if cfg.target, err = parseTarget(cfg.rawURL); err != nil {
+			return fmt.Errorf("-url: %w", err)
+		}
+	case protocolGRPC:
+		others = httpOnlyFlags
+		if err := checkHostPort(cfg.grpcAddr); err != nil {
+			return fmt.Errorf("-grpc-addr: %w", err)
+		}
+		if cfg.entries, err = parseEntries(entries); err != nil {
+			return fmt.Errorf("-entries: %w", err)
+		}
+	default:
+		return fmt.Errorf("-protocol %q: want http or grpc", cfg.protocol)
 	}
-	if !validToken(token) {
+	for _, name := range others {
+		if set[name] {
+			return fmt.Errorf("-%s does not apply to -protocol %s", name, cfg.protocol)
+		}
+	}
+	if !validToken(cfg.token) {
 		return errors.New("-token: printable ASCII without spaces expected")
 	}
-	cfg.target.token = token
+	cfg.target.token = cfg.token
 	if cfg.traffic.Mix, err = ParseMix(mix); err != nil {
 		return fmt.Errorf("-mix: %w", err)
 	}
@@ -149,6 +203,10 @@ func (cfg *config) finish(mix, keyOrder, ipBase, token string, keys, cost int) e
 		return fmt.Errorf("-max-errors %g: want a fraction between 0 and 1", cfg.maxErrors)
 	case cost < 1 || cost > 1_000_000:
 		return fmt.Errorf("-cost %d: want 1 to 1000000", cost)
+	case cfg.grpcConns < 1 || cfg.grpcConns > 1000:
+		return fmt.Errorf("-grpc-conns %d: want 1 to 1000", cfg.grpcConns)
+	case cfg.domain == "" || len(cfg.domain) > 255:
+		return fmt.Errorf("-domain %q: want 1 to 255 bytes", cfg.domain)
 	}
 	if cost > 1 {
 		cfg.traffic.Cost = cost
@@ -169,6 +227,15 @@ func (cfg *config) finish(mix, keyOrder, ipBase, token string, keys, cost int) e
 	cfg.traffic.IPBase = uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
 	if uint64(cfg.traffic.IPBase)+uint64(keys)-1 > math.MaxUint32 {
 		return fmt.Errorf("-keys %d from -ip-base %s: past 255.255.255.255", keys, ipBase)
+	}
+	return nil
+}
+
+// checkHostPort checks a host:port to dial.
+func checkHostPort(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" || port == "" {
+		return fmt.Errorf("%q: want host:port such as 127.0.0.1:8083", addr)
 	}
 	return nil
 }

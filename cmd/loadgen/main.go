@@ -6,6 +6,10 @@
 // a small box it shares the CPU with the server it measures: raw keep-alive
 // connections, requests built in place, no allocation per request.
 //
+// With -protocol grpc the same traffic goes to Envoy's rate limit service
+// (ShouldRateLimit) instead, over a few HTTP/2 connections as Envoy sends
+// it, with the request messages reused by each worker.
+//
 // Exit status: 0 when the run went well, 1 when the limiter cannot be
 // reached or the error ratio exceeds -max-errors, 2 for usage errors.
 package main
@@ -72,10 +76,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	runCtx, cancel := context.WithDeadline(ctx, sched.end.Add(min(cfg.timeout, time.Second)))
 	defer cancel()
 	traffic := NewTraffic(cfg.traffic)
-	builder := newRequestBuilder(cfg.target)
+	senders, closeSenders, err := newSenders(&cfg)
+	if err != nil {
+		return err
+	}
+	defer closeSenders()
 	col := &collector{last: sched.start}
-	for i := range cfg.workers {
-		col.workers = append(col.workers, newWorker(i, cfg.seed, sched, traffic, newHTTPSender(builder, newClient(cfg.target.addr, cfg.timeout))))
+	for i, s := range senders {
+		col.workers = append(col.workers, newWorker(i, cfg.seed, sched, traffic, s))
 	}
 	var workers sync.WaitGroup
 	for _, w := range col.workers {
@@ -96,8 +104,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 
 	s := &summary{
-		url:         "http://" + cfg.target.host + cfg.target.path,
+		protocol:    cfg.protocol,
+		url:         cfg.url(),
+		domain:      cfg.domain,
 		workers:     cfg.workers,
+		conns:       cfg.conns(),
 		rate:        cfg.rate,
 		elapsed:     max(0, finished.Sub(sched.measure)),
 		warmup:      cfg.warmup,
@@ -116,13 +127,61 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return verdict(cfg, s)
 }
 
+// newSenders returns one sender per worker, and what closes what they
+// share once the workers are done.
+func newSenders(cfg *config) ([]sender, func(), error) {
+	senders := make([]sender, cfg.workers)
+	if cfg.protocol == protocolGRPC {
+		conns, err := dialGRPC(cfg.grpcAddr, cfg.conns(), cfg.timeout)
+		if err != nil {
+			return nil, nil, fmt.Errorf("-grpc-addr %s: %w", cfg.grpcAddr, err)
+		}
+		for i := range senders {
+			senders[i] = newGRPCSender(conns[i%len(conns)], cfg)
+		}
+		return senders, func() { closeGRPC(conns) }, nil
+	}
+	builder := newRequestBuilder(cfg.target)
+	for i := range senders {
+		senders[i] = newHTTPSender(builder, newClient(cfg.target.addr, cfg.timeout))
+	}
+	return senders, func() {}, nil
+}
+
+// addr is the limiter's address to dial; flag names it on the command
+// line, for messages.
+func (cfg *config) addr() (addr, flag string) {
+	if cfg.protocol == protocolGRPC {
+		return cfg.grpcAddr, "-grpc-addr " + cfg.grpcAddr
+	}
+	return cfg.target.addr, "-url " + cfg.rawURL
+}
+
+// url names the target in the summary.
+func (cfg *config) url() string {
+	if cfg.protocol == protocolGRPC {
+		return "grpc://" + cfg.grpcAddr + shouldRateLimit
+	}
+	return "http://" + cfg.target.host + cfg.target.path
+}
+
+// conns is the number of connections: one per worker over HTTP, at most
+// one per worker over gRPC.
+func (cfg *config) conns() int {
+	if cfg.protocol == protocolGRPC {
+		return min(cfg.grpcConns, cfg.workers)
+	}
+	return cfg.workers
+}
+
 // probe fails when no connection to the limiter can be opened: nothing
 // would be measured.
 func probe(ctx context.Context, cfg config) error {
+	addr, flag := cfg.addr()
 	d := net.Dialer{Timeout: min(cfg.timeout, 3*time.Second)}
-	conn, err := d.DialContext(ctx, "tcp", cfg.target.addr)
+	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return fmt.Errorf("cannot reach the limiter at %s (-url %s): %w", cfg.target.addr, cfg.rawURL, err)
+		return fmt.Errorf("cannot reach the limiter at %s (%s): %w", addr, flag, err)
 	}
 	return conn.Close()
 }
@@ -130,9 +189,15 @@ func probe(ctx context.Context, cfg config) error {
 // verdict is the run's error, if any: no answer at all, or too many errors.
 func verdict(cfg config, s *summary) error {
 	t := s.t
-	if t.answered() == 0 && t.byClass[errConnect] > 0 {
-		return fmt.Errorf("cannot reach the limiter at %s (-url %s): %d connection attempts failed",
-			cfg.target.addr, cfg.rawURL, t.byClass[errConnect])
+	addr, flag := cfg.addr()
+	switch {
+	case t.answered() > 0:
+	case t.byClass[errConnect] > 0:
+		return fmt.Errorf("cannot reach the limiter at %s (%s): %d connection attempts failed",
+			addr, flag, t.byClass[errConnect])
+	case t.byClass[errUnavail] > 0:
+		return fmt.Errorf("cannot reach the limiter at %s (%s): %d calls failed with UNAVAILABLE",
+			addr, flag, t.byClass[errUnavail])
 	}
 	if t.requests > 0 && s.errorRatio() > cfg.maxErrors {
 		return fmt.Errorf("%d errors in %d requests: ratio %.4f over -max-errors %g",

@@ -20,12 +20,14 @@ const (
 	errStatus4xx           // 4xx other than 429: the limiter rejected the input
 	errStatus5xx           // 5xx: e.g. 503 when a deny-on-failure rule cannot be decided
 	errStatusMisc          // 1xx left unanswered, 3xx
-	errBody                // a 2xx whose body holds no "allowed" verdict
+	errBody                // a 2xx whose body holds no "allowed" verdict; gRPC: OK without an overall code
+	errUnavail             // gRPC UNAVAILABLE: no connection, a connection lost, or the limiter unavailable
+	errGRPCStatus          // gRPC: any other status than OK, UNAVAILABLE and DEADLINE_EXCEEDED (a timeout)
 	numErrClasses
 )
 
 var errClassNames = [numErrClasses]string{"", "connect", "write", "read", "timeout", "protocol",
-	"status_4xx", "status_5xx", "status_other", "body"}
+	"status_4xx", "status_5xx", "status_other", "body", "unavailable", "grpc_status"}
 
 func (c errClass) String() string { return errClassNames[c] }
 
@@ -43,20 +45,21 @@ func ioClass(err error, phase errClass) errClass {
 }
 
 // reason is the "reason" of a decision (README "POST /v1/check"), for the
-// summary.
+// summary; a gRPC answer has only its overall code, OK or OVER_LIMIT.
 type reason int
 
 const (
 	reasonOther reason = iota // absent or unknown
-	reasonOK
+	reasonOK                  // also gRPC's OK
 	reasonRateLimited
 	reasonBanned
 	reasonExempt
 	reasonNoRule
+	reasonOverLimit // gRPC's OVER_LIMIT, whatever the cause
 	numReasons
 )
 
-var reasonNames = [numReasons]string{"other", "ok", "rate_limited", "banned", "exempt", "no_rule"}
+var reasonNames = [numReasons]string{"other", "ok", "rate_limited", "banned", "exempt", "no_rule", "over_limit"}
 
 func (r reason) String() string { return reasonNames[r] }
 
@@ -66,7 +69,8 @@ type outcome struct {
 	// answered says the limiter answered (a decision or an error of its
 	// own), so latency counts.
 	answered bool
-	status   int      // 0 when no response arrived
+	status   int      // HTTP: 0 when no response arrived
+	code     int      // gRPC: the status code + 1; 0 when no call ended
 	err      errClass // errNone for a decision
 	allowed  bool
 	reason   reason

@@ -22,7 +22,8 @@ type tally struct {
 	requests, allowed, denied, errors, late uint64
 	answers                                 uint64 // requests the limiter answered
 	byClass                                 [numErrClasses]uint64
-	byStatus                                [500]uint64 // status-100, 100..599
+	byStatus                                [500]uint64 // HTTP: status-100, 100..599
+	byCode                                  [numCodes]uint64
 	byReason                                [numReasons]uint64
 	byProfile                               [numProfiles]profileTally
 	latency                                 Histogram // of every answered request, from its (scheduled) send time
@@ -42,6 +43,9 @@ func (t *tally) add(o *outcome) {
 	}
 	if o.status >= 100 && o.status < 600 {
 		t.byStatus[o.status-100]++
+	}
+	if o.code > 0 && o.code <= numCodes {
+		t.byCode[o.code-1]++
 	}
 	if o.err != errNone {
 		t.errors++
@@ -79,6 +83,9 @@ func (t *tally) merge(o *tally) {
 	for i, n := range o.byStatus {
 		t.byStatus[i] += n
 	}
+	for i, n := range o.byCode {
+		t.byCode[i] += n
+	}
 	for i := range o.byReason {
 		t.byReason[i] += o.byReason[i]
 	}
@@ -96,12 +103,14 @@ func (t *tally) reset() {
 	t.requests, t.allowed, t.denied, t.errors, t.late, t.answers = 0, 0, 0, 0, 0, 0
 	clear(t.byClass[:])
 	clear(t.byStatus[:])
+	clear(t.byCode[:])
 	clear(t.byReason[:])
 	clear(t.byProfile[:])
 	t.latency.Reset()
 }
 
-// answered is the number of requests the limiter answered.
+// answered is the number of requests the limiter answered: an HTTP
+// response, or a gRPC status other than UNAVAILABLE and DEADLINE_EXCEEDED.
 func (t *tally) answered() uint64 { return t.answers }
 
 // warmCounts counts the requests of the warm-up, shown in progress lines

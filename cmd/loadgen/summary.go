@@ -11,8 +11,11 @@ import (
 
 // summary is the result of a run.
 type summary struct {
+	protocol    string
 	url         string
+	domain      string // gRPC
 	workers     int
+	conns       int
 	rate        float64       // target; 0 in closed loop
 	elapsed     time.Duration // of the measurement
 	warmup      time.Duration
@@ -61,8 +64,13 @@ func (s *summary) errorRatio() float64 { return ratio(s.t.errors, s.t.requests) 
 func (s *summary) writeText(w io.Writer) error {
 	b := bufio.NewWriter(w)
 	t := s.t
-	fmt.Fprintf(b, "target     %s\n", s.url)
-	fmt.Fprintf(b, "mode       %s loop, %d connections", s.mode(), s.workers)
+	if s.protocol == protocolGRPC {
+		fmt.Fprintf(b, "target     %s, domain %s\n", s.url, s.domain)
+		fmt.Fprintf(b, "mode       %s loop, %d concurrent calls over %d HTTP/2 connections", s.mode(), s.workers, s.conns)
+	} else {
+		fmt.Fprintf(b, "target     %s\n", s.url)
+		fmt.Fprintf(b, "mode       %s loop, %d connections", s.mode(), s.workers)
+	}
 	if s.rate > 0 {
 		fmt.Fprintf(b, ", %.1f req/s wanted", s.rate)
 	}
@@ -80,16 +88,21 @@ func (s *summary) writeText(w io.Writer) error {
 	fmt.Fprintf(b, "denied     %d (%.2f%%)\n", t.denied, 100*ratio(t.denied, t.requests))
 	fmt.Fprintf(b, "errors     %d (%.2f%%)%s\n", t.errors, 100*s.errorRatio(), nonZero(t.byClass[:], errClassNames[:], 1))
 	if s.rate > 0 {
-		fmt.Fprintf(b, "late       %d (%.2f%%, a connection was free only over %s after the due time)\n", t.late, 100*ratio(t.late, t.requests), lateAfter)
+		fmt.Fprintf(b, "late       %d (%.2f%%, a worker was free only over %s after the due time)\n", t.late, 100*ratio(t.late, t.requests), lateAfter)
 	}
 	fmt.Fprintf(b, "reasons   %s\n", nonZero(t.byReason[:], reasonNames[:], 0))
-	b.WriteString("status    ")
-	for i, n := range t.byStatus {
-		if n > 0 {
-			fmt.Fprintf(b, " %d=%d", i+100, n)
+	if s.protocol == protocolGRPC {
+		fmt.Fprintf(b, "codes     %s\n", nonZero(t.byCode[:], codeNames[:], 0))
+	} else {
+		b.WriteString("status    ")
+		for i, n := range t.byStatus {
+			if n > 0 {
+				fmt.Fprintf(b, " %d=%d", i+100, n)
+			}
 		}
+		b.WriteString("\n")
 	}
-	b.WriteString("\nlatency   ")
+	b.WriteString("latency   ")
 	for _, q := range quantiles {
 		fmt.Fprintf(b, " %s=%s", q.name, ms(t.latency.Quantile(q.q)))
 	}
@@ -130,9 +143,14 @@ func (s *summary) writeShell(w io.Writer) error {
 	t := s.t
 	kv := func(k string, v any) { fmt.Fprintf(b, "%s=%v\n", k, v) }
 	f := func(k string, v float64, decimals int) { kv(k, strconv.FormatFloat(v, 'f', decimals, 64)) }
+	kv("protocol", s.protocol)
 	kv("url", shellQuote(s.url))
+	if s.protocol == protocolGRPC {
+		kv("domain", shellQuote(s.domain))
+	}
 	kv("mode", s.mode())
 	kv("workers", s.workers)
+	kv("conns", s.conns)
 	f("target_rate", s.rate, 1)
 	f("duration_s", s.elapsed.Seconds(), 3)
 	f("warmup_s", s.warmup.Seconds(), 3)
@@ -153,6 +171,11 @@ func (s *summary) writeShell(w io.Writer) error {
 	for i, n := range t.byStatus {
 		if n > 0 {
 			kv("status_"+strconv.Itoa(i+100), n)
+		}
+	}
+	for i, n := range t.byCode {
+		if n > 0 {
+			kv("code_"+codeNames[i], n)
 		}
 	}
 	for _, q := range quantiles {

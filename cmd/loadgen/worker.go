@@ -106,7 +106,7 @@ func (w *worker) run(ctx context.Context) {
 			o.latency = time.Since(start)
 		}
 		w.record(&o, measured)
-		if o.err != errConnect {
+		if o.err != errConnect && o.err != errUnavail {
 			backoff = 0
 			continue
 		}
