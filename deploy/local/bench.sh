@@ -4,8 +4,13 @@
 #     -c 50 -P 16 (the pipelined ceiling);
 #  2. the limiter's POST /v1/check over loopback HTTP (cmd/loadgen, keep-alive,
 #     events on) per algorithm, its ratio to (1), and the CPU per decision of
-#     the limiter beside Redis's (from /proc);
-#  3. p50/p99/p99.9 at a fixed rate of half the maximum measured in (2);
+#     the limiter beside Redis's (from /proc); and the same over gRPC (Envoy's
+#     ShouldRateLimit, loadgen -protocol grpc, the same limits as RLS config
+#     descriptors), in ROUNDS rounds of each protocol, alternating HTTP and
+#     gRPC so that the machine's drift hits both alike, each round with a
+#     fresh limiter and broker; gRPC ÷ HTTP per pair of rounds;
+#  3. p50/p99/p99.9 at a fixed rate of half the maximum measured in (2), per
+#     protocol;
 #  4. the in-process decision path (no HTTP) and its ratio to the ceiling;
 #  5. limiter peak RSS over 1 M distinct keys, Redis memory per key;
 #  6. detector events/s, archiver rows/s, rule propagation;
@@ -13,8 +18,9 @@
 #     three (private redis-server processes, no replicas).
 # The table goes to stdout and to $OUT (docs/benchmark.md), which README
 # quotes. Needs redis-benchmark and redis-cli (Debian: redis-tools), Redis and
-# Postgres as for make test. Knobs: DURATION, CONNS, KEYS, ALGORITHMS,
-# RSS_KEYS, OUT.
+# Postgres as for make test, and a limiter built with the gRPC API
+# (GRPC_LISTEN_ADDR, RLS_CONFIG_DIR). Knobs: DURATION, CONNS, KEYS,
+# ALGORITHMS, ROUNDS, GRPC_CONNS, RSS_KEYS, OUT.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -22,11 +28,14 @@ DURATION=${DURATION:-10s}
 CONNS=${CONNS:-64}
 KEYS=${KEYS:-10000}
 ALGORITHMS=${ALGORITHMS:-fixed_window sliding_window sliding_window_counter token_bucket}
+ROUNDS=${ROUNDS:-2}
+GRPC_CONNS=${GRPC_CONNS:-4}
 RSS_KEYS=${RSS_KEYS:-1000000}
 OUT=${OUT:-docs/benchmark.md}
 REDIS_HOST=${REDIS_HOST:-127.0.0.1}
 REDIS_PORT=${REDIS_PORT:-6379}
 LIMITER_ADDR=127.0.0.1:18080
+GRPC_ADDR=127.0.0.1:18083
 BROKER_ADDR=127.0.0.1:19092
 PREFIX="rwbench:$$:"
 work=$(mktemp -d)
@@ -54,13 +63,28 @@ limit_args() { if [ "$1" = token_bucket ]; then echo "1000 $2 1000"; else echo "
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 # per_decision TICKS DECISIONS: CPU µs per decision.
 per_decision() { awk -v t="$1" -v hz="$(getconf CLK_TCK)" -v n="$2" 'BEGIN {printf "%.1f", t / hz * 1e6 / n}'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a == "n/a" || b == "n/a" || b == 0) printf "n/a"; else printf "%.2f", a / b}'; }
+# med FMT: the median of the numbers on stdin, in printf FMT; n/a when one is.
+med() { sort -g | awk -v f="$1" '{v[NR] = $1} /n\/a/ {na = 1} END {if (na || !NR) {print "n/a"; exit}; printf f "\n", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+# span FMT: "min – max" of the numbers on stdin in printf FMT, one value when
+# they are all equal; n/a when one is.
+span() { sort -g | awk -v f="$1" '{v[NR] = $1} /n\/a/ {na = 1} END {if (na || !NR) {print "n/a"; exit}; lo = sprintf(f, v[1]); hi = sprintf(f, v[NR]); print lo == hi ? lo : lo " – " hi}'; }
+# rounds ARRAY ALG PROTO: ARRAY's values for ALG over PROTO, one line per round.
+rounds() { local -n a=$1; local r; for ((r = 1; r <= ROUNDS; r++)); do echo "${a[$2,$3,$r]}"; done; }
+# summed FMT ARRAY ALG PROTO: "median (min – max)" of ARRAY over the rounds.
+summed() { local m s; m=$(rounds "$2" "$3" "$4" | med "$1"); s=$(rounds "$2" "$3" "$4" | span "$1"); if [ "$ROUNDS" -gt 1 ] && [ "$s" != "$m" ]; then echo "$m ($s)"; else echo "$m"; fi; }
+# ratios ARRAY ALG: gRPC ÷ HTTP of ARRAY round by round (each gRPC round
+# against the HTTP round just before it), as "min – max".
+ratios() { local -n b=$1; local r; for ((r = 1; r <= ROUNDS; r++)); do ratio "${b[$2,grpc,$r]}" "${b[$2,http,$r]}"; echo; done | span %.2f; }
 # rb ARGS...: redis-benchmark's requests/s.
 rb() { redis-benchmark -h "$REDIS_HOST" -p "$REDIS_PORT" -q "$@" | tr '\r' '\n' | sed -nE 's/.*: ([0-9.]+) requests per second.*/\1/p' | tail -1; }
 redis_pid=$(rcli info server | tr -d '\r' | awk -F: '$1 == "process_id" {print $2}')
 [ -r "/proc/$redis_pid/stat" ] || redis_pid=
 
 declare -A sha c50 p16 http lim_us redis_us kafka_us pipe half_p50 half_p99 half_p999 half_rps inproc inproc_lim inproc_redis mem_key
+# Per round, keyed "algorithm,protocol,round", read by name (rounds, ratios).
+# shellcheck disable=SC2034
+declare -A r_rps r_lim r_redis r_kafka r_pipe r_hrps r_p50 r_p99 r_p999
 
 # 1. The ceiling: redis-benchmark running the limiter's own scripts.
 for alg in $ALGORITHMS; do
@@ -73,8 +97,8 @@ for alg in $ALGORITHMS; do
 done
 clear_keys
 
-# 2 and 3. The limiter over HTTP, one rule per algorithm, events to a local
-# broker.
+# 2 and 3. The limiter over HTTP and over gRPC, one rule per algorithm for
+# each, events to a local broker.
 {
 	echo "rules:"
 	for alg in $ALGORITHMS; do
@@ -84,6 +108,22 @@ clear_keys
 	done
 	echo "  - {id: bench-rss, match: {endpoints: [\"/rss/**\"]}, key: [ip], algorithm: sliding_window_counter, limits: [{requests: 1, per: 1h}]}"
 } >"$work/rules.yaml"
+# The same limits for Envoy's rate limit API: one RLS config file, so one
+# domain, per algorithm, limiting each remote_address.
+mkdir "$work/rls"
+for alg in $ALGORITHMS; do
+	s=$(suffix "$alg")
+	{
+		echo "domain: bench_$s"
+		echo "descriptors:"
+		echo "  - key: remote_address"
+		if [ "$alg" = token_bucket ]; then
+			echo "    rate_limit: {unit: second, requests_per_unit: 1000, burst: 1000, algorithm: $alg}"
+		else
+			echo "    rate_limit: {unit: second, requests_per_unit: 1000, algorithm: $alg}"
+		fi
+	} >"$work/rls/bench_$s.yaml"
+done
 
 # The embedded broker keeps every event in memory and slows down as it
 # grows, so each run gets a fresh one.
@@ -95,52 +135,101 @@ start_broker() {
 	echo "bench: devkafka did not start" >&2
 	exit 1
 }
-stop_broker() { kill -TERM "$broker_pid"; wait "$broker_pid" 2>/dev/null || true; }
+# forget PID: a process stopped, so that the clean-up never signals a later
+# process given the same id (the limiter and broker restart every round).
+forget() {
+	local p keep=()
+	for p in "${pids[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done
+	pids=("${keep[@]}")
+}
+stop_broker() { kill -TERM "$broker_pid"; wait "$broker_pid" 2>/dev/null || true; forget "$broker_pid"; }
 start_limiter() {
-	LISTEN_ADDR=$LIMITER_ADDR RULES_FILE="$work/rules.yaml" REDIS_KEY_PREFIX="$PREFIX" KAFKA_BROKERS=$BROKER_ADDR DYNAMIC_RULES=false \
+	LISTEN_ADDR=$LIMITER_ADDR GRPC_LISTEN_ADDR=$GRPC_ADDR RULES_FILE="$work/rules.yaml" RLS_CONFIG_DIR="$work/rls" \
+		REDIS_KEY_PREFIX="$PREFIX" KAFKA_BROKERS=$BROKER_ADDR DYNAMIC_RULES=false \
 		REDIS_URL="redis://$REDIS_HOST:$REDIS_PORT/0" LOG_LEVEL=warn INSTANCE_ID=bench bin/limiter 2>>"$work/limiter.log" &
 	limiter_pid=$!
 	pids+=($limiter_pid)
-	for _ in $(seq 100); do curl -fs "http://$LIMITER_ADDR/readyz" >/dev/null && return; sleep 0.1; done
-	echo "bench: the limiter did not become ready:" >&2
+	local ready=
+	for _ in $(seq 100); do curl -fs "http://$LIMITER_ADDR/readyz" >/dev/null && { ready=1; break; }; sleep 0.1; done
+	if [ -n "$ready" ]; then
+		for _ in $(seq 20); do (exec 3<>"/dev/tcp/${GRPC_ADDR%:*}/${GRPC_ADDR##*:}") 2>/dev/null && return; sleep 0.1; done
+		echo "bench: the limiter is ready but does not listen on GRPC_LISTEN_ADDR=$GRPC_ADDR (a build without the gRPC API?):" >&2
+	else
+		echo "bench: the limiter did not become ready:" >&2
+	fi
 	cat "$work/limiter.log" >&2
 	exit 1
 }
-stop_limiter() { kill -TERM "$limiter_pid"; wait "$limiter_pid" 2>/dev/null || true; }
+stop_limiter() { kill -TERM "$limiter_pid"; wait "$limiter_pid" 2>/dev/null || true; forget "$limiter_pid"; }
 metric_sum() { curl -fs "http://$LIMITER_ADDR/metrics" | awk -v m="$1" '$1 == m || index($1, m "{") == 1 {s += $2} END {print s + 0}'; }
-loadgen() { bin/loadgen -url "http://$LIMITER_ADDR" ${API_TOKENS:+-token "${API_TOKENS%%,*}"} -progress 0 -mix normal=100 -users 0 "$@" >"$work/loadgen.txt" 2>&1 || { cat "$work/loadgen.txt" >&2; exit 1; }; }
+run_loadgen() { bin/loadgen ${API_TOKENS:+-token "${API_TOKENS%%,*}"} -progress 0 -mix normal=100 -users 0 "$@" >"$work/loadgen.txt" 2>&1 || { cat "$work/loadgen.txt" >&2; exit 1; }; }
+loadgen() { run_loadgen -url "http://$LIMITER_ADDR" "$@"; }
+# set_target PROTO ALG: loadgen's flags for ALG's rule over PROTO, in tgt.
+# Over gRPC the $CONNS concurrent requests share $GRPC_CONNS connections,
+# as Envoy multiplexes its calls.
+set_target() {
+	local s
+	s=$(suffix "$2")
+	if [ "$1" = grpc ]; then
+		tgt=(-protocol grpc -grpc-addr "$GRPC_ADDR" -grpc-conns "$GRPC_CONNS" -domain "bench_$s")
+	else
+		tgt=(-url "http://$LIMITER_ADDR" -endpoint "/$s/books/17")
+	fi
+}
 
 published=0
 dropped=0
+# shellcheck disable=SC2034 # the r_ arrays are read by name
 for alg in $ALGORITHMS; do
-	s=$(suffix "$alg")
-	start_broker
-	start_limiter
-	loadgen -workers "$CONNS" -duration 3s -keys "$KEYS" -endpoint "/$s/books/17" # warm-up
-	calls0=$(metric_sum rate_limit_redis_pipeline_calls_sum)
-	trips0=$(metric_sum rate_limit_redis_pipeline_calls_count)
-	before=($(cpu "$limiter_pid") $(cpu "$broker_pid") ${redis_pid:+$(cpu "$redis_pid")})
-	loadgen -workers "$CONNS" -duration "$DURATION" -keys "$KEYS" -endpoint "/$s/books/17" -summary-file "$work/max.env"
-	after=($(cpu "$limiter_pid") $(cpu "$broker_pid") ${redis_pid:+$(cpu "$redis_pid")})
-	(source "$work/max.env"; echo "$rps $requests $errors") >"$work/max.txt"
-	read -r rps n errors <"$work/max.txt"
-	[ "$errors" = 0 ] || echo "bench: $errors errors in the $alg run" >&2
-	http[$alg]=$rps
-	lim_us[$alg]=$(per_decision $((after[0] - before[0])) "$n")
-	kafka_us[$alg]=$(per_decision $((after[1] - before[1])) "$n")
-	redis_us[$alg]=n/a
-	[ -z "$redis_pid" ] || redis_us[$alg]=$(per_decision $((after[2] - before[2])) "$n")
-	pipe[$alg]=$(awk -v c=$(($(metric_sum rate_limit_redis_pipeline_calls_sum) - calls0)) -v t=$(($(metric_sum rate_limit_redis_pipeline_calls_count) - trips0)) 'BEGIN {printf "%.1f", c / t}')
+	for ((r = 1; r <= ROUNDS; r++)); do
+		for proto in http grpc; do
+			k="$alg,$proto,$r"
+			set_target "$proto" "$alg"
+			start_broker
+			start_limiter
+			run_loadgen "${tgt[@]}" -workers "$CONNS" -duration 3s -keys "$KEYS" # warm-up
+			calls0=$(metric_sum rate_limit_redis_pipeline_calls_sum)
+			trips0=$(metric_sum rate_limit_redis_pipeline_calls_count)
+			before=($(cpu "$limiter_pid") $(cpu "$broker_pid") ${redis_pid:+$(cpu "$redis_pid")})
+			run_loadgen "${tgt[@]}" -workers "$CONNS" -duration "$DURATION" -keys "$KEYS" -summary-file "$work/max.env"
+			after=($(cpu "$limiter_pid") $(cpu "$broker_pid") ${redis_pid:+$(cpu "$redis_pid")})
+			calls=$(($(metric_sum rate_limit_redis_pipeline_calls_sum) - calls0))
+			trips=$(($(metric_sum rate_limit_redis_pipeline_calls_count) - trips0))
+			(source "$work/max.env"; echo "$rps $requests $errors") >"$work/max.txt"
+			read -r rps n errors <"$work/max.txt"
+			[ "$errors" = 0 ] || echo "bench: $errors errors in the $alg $proto round $r" >&2
+			# Every request is under its limit, so each decision is a Redis call:
+			# far fewer means the requests matched no rule (over gRPC, an RLS
+			# config the limiter did not load), and the figures measure nothing.
+			[ $((calls * 10)) -ge $((n * 9)) ] || echo "bench: only $calls Redis calls for $n decisions in the $alg $proto round $r: do the requests match the rule?" >&2
+			r_rps[$k]=$rps
+			r_lim[$k]=$(per_decision $((after[0] - before[0])) "$n")
+			r_kafka[$k]=$(per_decision $((after[1] - before[1])) "$n")
+			r_redis[$k]=n/a
+			[ -z "$redis_pid" ] || r_redis[$k]=$(per_decision $((after[2] - before[2])) "$n")
+			r_pipe[$k]=$(awk -v c="$calls" -v t="$trips" 'BEGIN {printf "%.1f", c / t}')
 
-	half=$(awk -v r="$rps" 'BEGIN {printf "%d", r / 2}')
-	loadgen -workers "$CONNS" -rate "$half" -duration "$DURATION" -keys "$KEYS" -endpoint "/$s/books/17" -summary-file "$work/half.env"
-	(source "$work/half.env"; echo "$rps $p50_ms $p99_ms $p999_ms") >"$work/half.txt"
-	read -r half_rps[$alg] half_p50[$alg] half_p99[$alg] half_p999[$alg] <"$work/half.txt"
-	echo "limiter $alg: ${http[$alg]}/s, CPU/decision limiter ${lim_us[$alg]} µs redis ${redis_us[$alg]} µs; at ${half_rps[$alg]}/s p99 ${half_p99[$alg]} ms" >&2
-	published=$((published + $(metric_sum rate_limit_events_published_total)))
-	dropped=$((dropped + $(metric_sum rate_limit_events_dropped_total)))
-	stop_limiter
-	stop_broker
+			half=$(awk -v r="$rps" 'BEGIN {printf "%d", r / 2}')
+			run_loadgen "${tgt[@]}" -workers "$CONNS" -rate "$half" -duration "$DURATION" -keys "$KEYS" -summary-file "$work/half.env"
+			(source "$work/half.env"; echo "$rps $p50_ms $p99_ms $p999_ms") >"$work/half.txt"
+			read -r "r_hrps[$k]" "r_p50[$k]" "r_p99[$k]" "r_p999[$k]" <"$work/half.txt"
+			echo "limiter $alg $proto round $r: ${r_rps[$k]}/s, CPU/decision limiter ${r_lim[$k]} µs redis ${r_redis[$k]} µs; at ${r_hrps[$k]}/s p99 ${r_p99[$k]} ms" >&2
+			published=$((published + $(metric_sum rate_limit_events_published_total)))
+			dropped=$((dropped + $(metric_sum rate_limit_events_dropped_total)))
+			stop_limiter
+			stop_broker
+		done
+	done
+	# The HTTP table: the median of the HTTP rounds.
+	http[$alg]=$(rounds r_rps "$alg" http | med %.1f)
+	lim_us[$alg]=$(rounds r_lim "$alg" http | med %.1f)
+	kafka_us[$alg]=$(rounds r_kafka "$alg" http | med %.1f)
+	redis_us[$alg]=$(rounds r_redis "$alg" http | med %.1f)
+	pipe[$alg]=$(rounds r_pipe "$alg" http | med %.1f)
+	half_rps[$alg]=$(rounds r_hrps "$alg" http | med %.1f)
+	half_p50[$alg]=$(rounds r_p50 "$alg" http | med %.3f)
+	half_p99[$alg]=$(rounds r_p99 "$alg" http | med %.3f)
+	half_p999[$alg]=$(rounds r_p999 "$alg" http | med %.3f)
 done
 
 # 5a. Limiter peak RSS: a fresh limiter, 1 M distinct client IPs in order,
@@ -193,7 +282,7 @@ stop_broker
 	echo
 	echo "\`make bench\` on $(date -u +%Y-%m-%d), commit $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (with local changes)'):"
 	echo "$(nproc) cores ($(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -sr), $(go version | awk '{print $3}'), $(redis-server --version | awk '{print $1, $3}')."
-	echo "Load generator, limiter, broker and Redis share these cores. Load runs: $DURATION each, $CONNS keep-alive connections, $KEYS client IPs, one rule (limit 1000/s per IP) per algorithm, events on."
+	echo "Load generator, limiter, broker and Redis share these cores. Load runs: $DURATION each, $CONNS keep-alive connections, $KEYS client IPs, one rule (limit 1000/s per IP) per algorithm, events on; HTTP figures are the median of $ROUNDS rounds, each with a fresh limiter and broker."
 	echo
 	echo "| algorithm | redis-benchmark -c 50 | -c 50 -P 16 | limiter HTTP | HTTP / -c 50 | CPU µs/decision limiter | Redis | broker | calls per round trip | in-process | in-process / -P 16 | in-process CPU µs limiter / Redis |"
 	echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
@@ -201,12 +290,25 @@ stop_broker
 		echo "| $alg | ${c50[$alg]}/s | ${p16[$alg]}/s | ${http[$alg]}/s | $(ratio "${http[$alg]}" "${c50[$alg]}") | ${lim_us[$alg]} | ${redis_us[$alg]} | ${kafka_us[$alg]} | ${pipe[$alg]} | ${inproc[$alg]}/s | $(ratio "${inproc[$alg]}" "${p16[$alg]}") | ${inproc_lim[$alg]} / ${inproc_redis[$alg]} |"
 	done
 	echo
-	echo "Latency at a fixed rate of half the maximum (cmd/loadgen, open loop, measured from each request's scheduled time):"
+	echo "Latency at a fixed rate of half the maximum (cmd/loadgen, open loop, measured from each request's scheduled time; HTTP, median of $ROUNDS rounds):"
 	echo
 	echo "| algorithm | rate | p50 | p99 | p99.9 |"
 	echo "|---|---|---|---|---|"
 	for alg in $ALGORITHMS; do
 		echo "| $alg | ${half_rps[$alg]}/s | ${half_p50[$alg]} ms | ${half_p99[$alg]} ms | ${half_p999[$alg]} ms |"
+	done
+	echo
+	echo "HTTP against gRPC (Envoy's ShouldRateLimit, \`loadgen -protocol grpc\`: the same $CONNS concurrent requests over $GRPC_CONNS HTTP/2 connections, one remote_address descriptor in an RLS config domain per algorithm with the same limit). $ROUNDS rounds of each, alternating HTTP and gRPC, each with a fresh limiter and broker: median (min – max) over the rounds. The gRPC ÷ HTTP rows divide each gRPC round by the HTTP round just before it: min – max of those ratios."
+	echo
+	echo "| algorithm | protocol | decisions/s | CPU µs/decision limiter | Redis | broker | calls per round trip | at half the maximum: rate | p50 ms | p99 ms |"
+	echo "|---|---|---|---|---|---|---|---|---|---|"
+	for alg in $ALGORITHMS; do
+		for proto in http grpc; do
+			name=HTTP
+			[ "$proto" = http ] || name=gRPC
+			echo "| $alg | $name | $(summed %.1f r_rps "$alg" $proto) | $(summed %.1f r_lim "$alg" $proto) | $(summed %.1f r_redis "$alg" $proto) | $(summed %.1f r_kafka "$alg" $proto) | $(summed %.1f r_pipe "$alg" $proto) | $(summed %.1f r_hrps "$alg" $proto) | $(summed %.3f r_p50 "$alg" $proto) | $(summed %.3f r_p99 "$alg" $proto) |"
+		done
+		echo "| $alg | gRPC ÷ HTTP | $(ratios r_rps "$alg") | $(ratios r_lim "$alg") | $(ratios r_redis "$alg") | $(ratios r_kafka "$alg") | $(ratios r_pipe "$alg") | $(ratios r_hrps "$alg") | $(ratios r_p50 "$alg") | $(ratios r_p99 "$alg") |"
 	done
 	echo
 	echo "Memory:"
@@ -218,7 +320,7 @@ stop_broker
 		echo "| Redis memory per key (MEMORY USAGE), $alg, ~10 requests in the window | ${mem_key[$alg]} bytes |"
 	done
 	echo
-	echo "Events during the HTTP runs: $published published, $dropped dropped."
+	echo "Events during the HTTP and gRPC runs: $published published, $dropped dropped."
 	echo
 	echo "Pipeline (go test -tags bench ./internal/e2e):"
 	echo
