@@ -38,8 +38,8 @@ fuzz-short:
 fuzz:
 	deploy/local/fuzz.sh $(if $(filter 5000x,$(FUZZTIME)),1m,$(FUZZTIME))
 
-## bench: the benchmark suite (per algorithm: redis-benchmark ceiling, HTTP and in-process throughput, CPU per decision,
-##        latency at half load, memory; detector, archiver, rule propagation); writes docs/benchmark.md
+## bench: the benchmark suite (per algorithm: redis-benchmark ceiling, HTTP, gRPC and in-process throughput, CPU per
+##        decision, latency at half load, memory; detector, archiver, rule propagation); writes docs/benchmark.md
 bench: build
 	deploy/local/bench.sh
 
