@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
+	"github.com/ratewarden/ratewarden/internal/bearer"
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/rules"
 )
@@ -56,7 +57,7 @@ func (h *handler) registerAdmin(mux *http.ServeMux) {
 	if h.cfg.AdminToken == "" {
 		return
 	}
-	h.adminTokens = newBearerTokens(h.cfg.AdminToken)
+	h.adminTokens = bearer.New(h.cfg.AdminToken)
 	if h.adminLimit == nil {
 		h.adminLimit = newAdminLimiter(adminRate, adminBurst, adminSources, time.Now)
 	}
@@ -67,7 +68,7 @@ func (h *handler) registerAdmin(mux *http.ServeMux) {
 }
 
 // authorized rate-limits the source, then checks the bearer token in
-// constant time (bearerTokens). The limit comes first so it also bounds
+// constant time (package bearer). The limit comes first so it also bounds
 // token guessing.
 func (h *handler) authorized(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -81,7 +82,7 @@ func (h *handler) authorized(next http.HandlerFunc) http.HandlerFunc {
 			writeError(w, http.StatusTooManyRequests, "admin API: too many requests")
 			return
 		}
-		if !h.adminTokens.allows(r) {
+		if !h.adminTokens.AllowsRequest(r) {
 			h.cfg.Log.Warn("admin request refused", zap.String("source", r.RemoteAddr), zap.String("path", r.URL.Path))
 			unauthorized(w, "ratewarden admin", "admin API: missing or invalid bearer token")
 			return

@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/ratewarden/ratewarden/internal/bearer"
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/limiter"
 	"github.com/ratewarden/ratewarden/internal/rules"
@@ -50,7 +51,7 @@ type handler struct {
 	cfg         Config
 	svc         *limiter.Service
 	decisions   sync.Pool
-	adminTokens bearerTokens
+	adminTokens bearer.Tokens
 	adminLimit  *adminLimiter
 }
 
@@ -63,7 +64,7 @@ func NewHandler(cfg Config) http.Handler {
 	h.decisions.New = func() any { return new(limiter.Decision) }
 	check, auth := h.check, h.auth
 	if len(cfg.APITokens) > 0 {
-		tokens := newBearerTokens(cfg.APITokens...)
+		tokens := bearer.New(cfg.APITokens...)
 		check, auth = h.callers(tokens, "/v1/check", check), h.callers(tokens, authPath, auth)
 	}
 	mux := http.NewServeMux()
@@ -87,9 +88,9 @@ func NewHandler(cfg Config) http.Handler {
 // API tokens, so that no one who merely reaches the port can spend a
 // client's budget or have it banned. route names it in the log (the path
 // below /v1/auth/ is the client's).
-func (h *handler) callers(tokens bearerTokens, route string, next http.HandlerFunc) http.HandlerFunc {
+func (h *handler) callers(tokens bearer.Tokens, route string, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if !tokens.allows(r) {
+		if !tokens.AllowsRequest(r) {
 			// The logger samples: a flood of refusals cannot flood the log.
 			h.cfg.Log.Warn("decision request refused: missing or invalid bearer token",
 				zap.String("source", r.RemoteAddr), zap.String("route", route))

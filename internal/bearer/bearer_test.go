@@ -1,13 +1,13 @@
-package httpapi
+package bearer
 
 import (
 	"net/http/httptest"
 	"testing"
 )
 
-func TestBearerTokens(t *testing.T) {
+func TestTokens(t *testing.T) {
 	const a, b = "0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210"
-	tokens := newBearerTokens(a, b)
+	tokens := New(a, b)
 	tests := []struct {
 		name, header string
 		want         bool
@@ -27,16 +27,22 @@ func TestBearerTokens(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			if got := tokens.Allows(tt.header); got != tt.want {
+				t.Fatalf("Allows(%q) = %v, want %v", tt.header, got, tt.want)
+			}
 			r := httptest.NewRequest("GET", "/", nil)
 			if tt.header != "" {
 				r.Header.Set("Authorization", tt.header)
 			}
-			if got := tokens.allows(r); got != tt.want {
-				t.Fatalf("allows(%q) = %v, want %v", tt.header, got, tt.want)
+			if got := tokens.AllowsRequest(r); got != tt.want {
+				t.Fatalf("AllowsRequest(Authorization: %q) = %v, want %v", tt.header, got, tt.want)
 			}
 		})
 	}
-	if newBearerTokens().allows(httptest.NewRequest("GET", "/", nil)) {
+	if New().AllowsRequest(httptest.NewRequest("GET", "/", nil)) {
 		t.Fatal("no tokens allowed a request without one")
+	}
+	if New().Allows("Bearer ") {
+		t.Fatal("no tokens allowed an empty token")
 	}
 }

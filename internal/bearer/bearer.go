@@ -1,0 +1,51 @@
+// Package bearer checks "Authorization: Bearer <token>" credentials in
+// constant time. The HTTP APIs (package httpapi) and Envoy's rate limit
+// API (package rlsapi, gRPC metadata and POST /json) share it, so one
+// API_TOKENS list admits a caller on every transport alike.
+package bearer
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"net/http"
+	"strings"
+)
+
+// Tokens are the tokens of one API: the admin API's (one) or the decision
+// APIs' (several, for rotation). Both sides are hashed first, so neither a
+// token nor its length leaks through timing, and the token sent is
+// compared with every token, so neither does which one it matched.
+type Tokens [][sha256.Size]byte
+
+// New returns the tokens to accept.
+func New(tokens ...string) Tokens {
+	b := make(Tokens, len(tokens))
+	for i, t := range tokens {
+		b[i] = sha256.Sum256([]byte(t))
+	}
+	return b
+}
+
+// scheme is the authorization scheme, compared case-insensitively (RFC
+// 9110 section 11.1).
+const scheme = "Bearer "
+
+// Allows reports whether header, the value of an Authorization header (or
+// of gRPC's authorization metadata), carries one of the tokens.
+func (b Tokens) Allows(header string) bool {
+	if len(header) < len(scheme) || !strings.EqualFold(header[:len(scheme)], scheme) {
+		return false
+	}
+	sum := sha256.Sum256([]byte(header[len(scheme):]))
+	match := 0
+	for i := range b {
+		match |= subtle.ConstantTimeCompare(sum[:], b[i][:])
+	}
+	return match == 1
+}
+
+// AllowsRequest reports whether r's Authorization header carries one of
+// the tokens.
+func (b Tokens) AllowsRequest(r *http.Request) bool {
+	return b.Allows(r.Header.Get("Authorization"))
+}
