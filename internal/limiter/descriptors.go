@@ -16,7 +16,8 @@ import (
 // round trip, failure policies, bans). Each descriptor a rule matched has
 // an entry of d.Applied (Applied.Descriptor names it) and its result at the
 // same index of d.Results; a descriptor without one is OK. A banned client
-// address denies every descriptor (d.Reason banned, nothing applied).
+// address denies every descriptor (d.Reason banned, nothing applied); an
+// exempt address or endpoint admits every one (d.Reason exempt).
 // req must be within the bounds of event (the API checks them).
 func (s *Service) CheckDescriptors(ctx context.Context, req *rules.DescriptorRequest, d *Decision) {
 	start := s.cfg.Now()
@@ -25,7 +26,7 @@ func (s *Service) CheckDescriptors(ctx context.Context, req *rules.DescriptorReq
 	set := s.rules.Load()
 	subject := rules.Request{IP: req.IP, Addr: req.Addr, Endpoint: req.Endpoint}
 	switch {
-	case req.IP != "" && set.Exempt(&subject):
+	case set.Exempt(&subject): // by address when there is one, by endpoint in any case
 		d.Allowed, d.Reason = true, event.ReasonExempt
 	case req.IP != "" && s.banned(&subject, start, d): // d now holds the denial
 	default:
