@@ -1,0 +1,102 @@
+package rlsapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+// MaxJSONBody bounds the body of POST /json: the largest request within
+// the bounds is about 40 KiB of JSON (see DefaultMaxRecvMsgSize).
+const MaxJSONBody = 64 << 10
+
+// JSONHandler returns envoyproxy/ratelimit's POST /json, for the caller to
+// mount (at /json) on the decision listener. The body is a
+// RateLimitRequest in proto3 JSON (unknown fields refused); the answer is
+// the RateLimitResponse in proto3 JSON, 200 when the overall code is OK
+// (global shadow mode included) and 429 when it is OVER_LIMIT. Errors are
+// {"error": "..."}: 400 for an invalid request, 401 without a valid token,
+// 405 for another method, 413 for a body over MaxJSONBody, 503 when a
+// deny-policy rule could not be decided.
+//
+// checkTokens makes the handler require Config.APITokens itself, as gRPC
+// calls do; pass false only when the caller's own middleware checks the
+// same tokens before it.
+func (s *Server) JSONHandler(checkTokens bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			writeError(w, http.StatusMethodNotAllowed, "method not allowed: use POST")
+			return
+		}
+		if checkTokens && len(s.tokens) > 0 && !s.tokens.AllowsRequest(r) {
+			s.log.Warn("rate limit call refused: missing or invalid bearer token",
+				zap.String("source", r.RemoteAddr), zap.String("route", "/json"))
+			s.metrics.requests.WithLabelValues(domainUnknown, resultUnauthenticated).Inc()
+			w.Header().Set("WWW-Authenticate", `Bearer realm="ratewarden"`)
+			writeError(w, http.StatusUnauthorized, "missing or invalid bearer token")
+			return
+		}
+		var body bytes.Buffer
+		if _, err := body.ReadFrom(http.MaxBytesReader(w, r.Body, MaxJSONBody)); err != nil {
+			s.metrics.invalid.WithLabelValues(fieldBody).Inc()
+			s.metrics.requests.WithLabelValues(domainUnknown, resultInvalid).Inc()
+			var tooBig *http.MaxBytesError
+			if errors.As(err, &tooBig) {
+				writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", MaxJSONBody))
+				return
+			}
+			writeError(w, http.StatusBadRequest, "reading the body: "+err.Error())
+			return
+		}
+		var req rlsv3.RateLimitRequest
+		if err := protojson.Unmarshal(body.Bytes(), &req); err != nil {
+			s.metrics.invalid.WithLabelValues(fieldBody).Inc()
+			s.metrics.requests.WithLabelValues(domainUnknown, resultInvalid).Inc()
+			writeError(w, http.StatusBadRequest, "not a RateLimitRequest in JSON: "+err.Error())
+			return
+		}
+		resp, err := s.decide(r.Context(), &req)
+		if err != nil {
+			code := http.StatusBadRequest
+			if status.Code(err) == codes.Unavailable {
+				code = http.StatusServiceUnavailable
+			}
+			writeError(w, code, status.Convert(err).Message())
+			return
+		}
+		out, err := protojson.Marshal(resp)
+		if err != nil { // a response the server built always encodes
+			s.log.Error("encoding a rate limit response", zap.Error(err))
+			writeError(w, http.StatusInternalServerError, "internal error")
+			return
+		}
+		code := http.StatusOK
+		if resp.OverallCode == codeOverLimit {
+			code = http.StatusTooManyRequests
+		}
+		writeJSON(w, code, append(out, '\n'))
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// writeError answers {"error": msg}.
+func writeError(w http.ResponseWriter, status int, msg string) {
+	b, _ := json.Marshal(map[string]string{"error": msg})
+	writeJSON(w, status, append(b, '\n'))
+}
