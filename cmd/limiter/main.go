@@ -18,6 +18,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/limiter"
 	"github.com/ratewarden/ratewarden/internal/ops"
 	"github.com/ratewarden/ratewarden/internal/redisstore"
+	"github.com/ratewarden/ratewarden/internal/rlsapi"
 	"github.com/ratewarden/ratewarden/internal/rules"
 	"github.com/ratewarden/ratewarden/internal/rulesync"
 	"github.com/ratewarden/ratewarden/internal/telemetry"
@@ -140,6 +141,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if cfg.DynamicRules { // the rule store's last answer, no I/O
 		probes = append(probes, ops.Probe{Name: "postgres", Check: func(context.Context) error { return rulesMgr.StoreError() }})
 	}
+	// Envoy's rate limit API: the same engine, over gRPC and POST /json.
+	rls := rlsapi.New(rlsapi.Config{
+		AddressKey:      cfg.RLS.AddressKey,
+		EndpointKey:     cfg.RLS.EndpointKey,
+		ShadowMode:      cfg.RLS.ShadowMode,
+		ResponseHeaders: cfg.RLS.ResponseHeaders,
+		LimitHeader:     cfg.RLS.LimitHeader,
+		RemainingHeader: cfg.RLS.RemainingHeader,
+		ResetHeader:     cfg.RLS.ResetHeader,
+		APITokens:       cfg.APITokens,
+	}, svc, log.Named("rls"), reg)
 	api := httpapi.NewHandler(httpapi.Config{
 		Service:        svc,
 		TrustedProxies: cfg.TrustedProxies,
@@ -153,6 +165,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		Rules:          rulesMgr,
 		Instances:      liveInstances(heartbeats),
 		Instance:       cfg.Instance,
+		RateLimitJSON:  rls.JSONHandler(false), // the token check is httpapi's, as for /v1/check
 	})
 	opsHandler := ops.NewHandler(ops.Config{
 		Metrics:  telemetry.MetricsHandler(reg),
@@ -211,6 +224,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		g.Add(listenerPart("ops listener", opsListener))
 	}
 	g.Add(listenerPart("decision listener", decisions))
+	var grpcListener *grpcPart
+	if cfg.RLS.GRPCListenAddr != "" {
+		grpcListener = &grpcPart{addr: cfg.RLS.GRPCListenAddr, rls: rls, server: rls.GRPCServer(rlsapi.ServerOptions{
+			TLS:                   cfg.TLS,
+			MaxConnectionAge:      cfg.RLS.MaxConnectionAge,
+			MaxConnectionAgeGrace: cfg.RLS.MaxConnectionAgeGrace,
+		})}
+		g.Add(grpcListener.part())
+	}
 	if cfg.PprofAddr != "" {
 		g.Add(listenerPart("profile listener", &ops.Listener{Var: "PPROF_ADDR", Addr: cfg.PprofAddr, Handler: ops.ProfileHandler(), Log: log}))
 	}
@@ -219,7 +241,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		if opsListener != nil {
 			opsAddr = opsListener.Address()
 		}
+		grpcAddr := ""
+		if grpcListener != nil {
+			grpcAddr = grpcListener.address()
+		}
 		log.Info("limiter listening", zap.String("addr", decisions.Address()), zap.String("ops_addr", opsAddr),
+			zap.String("grpc_addr", grpcAddr),
 			zap.Bool("tls", cfg.TLS != nil), zap.Bool("client_certificates", cfg.TLSFiles.ClientCAFile != ""),
 			zap.Bool("api_tokens", len(cfg.APITokens) > 0), zap.Int("rules", len(rulesMgr.View().Rules)),
 			zap.String("rules_version", rulesMgr.View().Version), zap.String("redis", redisCfg.Target()),

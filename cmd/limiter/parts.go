@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/httpapi"
@@ -17,6 +20,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/pgrules"
 	"github.com/ratewarden/ratewarden/internal/pgstore"
 	"github.com/ratewarden/ratewarden/internal/redisstore"
+	"github.com/ratewarden/ratewarden/internal/rlsapi"
 	"github.com/ratewarden/ratewarden/internal/rulesync"
 )
 
@@ -86,3 +90,39 @@ func liveInstances(hb *redisstore.Heartbeats) func(context.Context, time.Time) (
 		return out, err
 	}
 }
+
+// grpcPart serves Envoy's rate limit API on GRPC_LISTEN_ADDR. Like the HTTP
+// listeners it opens only once the warm-up has ended; at shutdown its
+// health turns NOT_SERVING and the calls in flight finish, within the
+// shutdown deadline.
+type grpcPart struct {
+	addr   string
+	rls    *rlsapi.Server
+	server *grpc.Server
+	ln     net.Listener
+}
+
+func (p *grpcPart) part() lifecycle.Part {
+	return lifecycle.Part{
+		Name: "grpc listener",
+		Start: func(ctx context.Context) error {
+			var lc net.ListenConfig
+			ln, err := lc.Listen(ctx, "tcp", p.addr)
+			if err != nil {
+				return fmt.Errorf("GRPC_LISTEN_ADDR %s: %w", p.addr, err)
+			}
+			p.ln = ln
+			return nil
+		},
+		Run: func(context.Context) error {
+			if err := p.server.Serve(p.ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+				return fmt.Errorf("GRPC_LISTEN_ADDR %s: %w", p.address(), err)
+			}
+			return nil
+		},
+		Stop: func(ctx context.Context) error { return p.rls.GracefulStop(ctx, p.server) },
+	}
+}
+
+// address is the bound address (the port chosen for ":0").
+func (p *grpcPart) address() string { return p.ln.Addr().String() }

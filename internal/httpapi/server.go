@@ -45,6 +45,9 @@ type Config struct {
 	Rules     RuleAdmin
 	Instances func(ctx context.Context, now time.Time) ([]LiveInstance, error)
 	Instance  string
+	// RateLimitJSON, when set, serves envoyproxy/ratelimit's POST /json
+	// (rlsapi), behind the API tokens like the other decision routes.
+	RateLimitJSON http.Handler
 }
 
 type handler struct {
@@ -63,13 +66,23 @@ func NewHandler(cfg Config) http.Handler {
 	h := &handler{cfg: cfg, svc: cfg.Service}
 	h.decisions.New = func() any { return new(limiter.Decision) }
 	check, auth := h.check, h.auth
+	var rlsJSON http.HandlerFunc
+	if cfg.RateLimitJSON != nil {
+		rlsJSON = cfg.RateLimitJSON.ServeHTTP
+	}
 	if len(cfg.APITokens) > 0 {
 		tokens := bearer.New(cfg.APITokens...)
 		check, auth = h.callers(tokens, "/v1/check", check), h.callers(tokens, authPath, auth)
+		if rlsJSON != nil {
+			rlsJSON = h.callers(tokens, "/json", rlsJSON)
+		}
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/check", check)
 	mux.HandleFunc(authPath, auth)
+	if rlsJSON != nil {
+		mux.HandleFunc("/json", rlsJSON) // rlsapi answers other methods with 405
+	}
 	h.registerAdmin(mux)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Below /v1/auth/ the path is the client's request path (Envoy's
