@@ -1,0 +1,422 @@
+package rlsconfig
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/ratewarden/ratewarden/internal/decide"
+	"github.com/ratewarden/ratewarden/internal/rules"
+)
+
+// fileYAML is one configuration file.
+type fileYAML struct {
+	Domain      string           `yaml:"domain"`
+	Descriptors []descriptorYAML `yaml:"descriptors"`
+}
+
+// descriptorYAML is one descriptor of the tree.
+type descriptorYAML struct {
+	Key       string         `yaml:"key"`
+	Value     string         `yaml:"value"`
+	RateLimit *rateLimitYAML `yaml:"rate_limit"`
+	// ShadowMode decides and counts but never denies (rules.Rule.Shadow).
+	ShadowMode bool `yaml:"shadow_mode"`
+	// The flags of this level (rules.DescriptorEntry): they apply to the
+	// rate limits of this descriptor and of the ones nested in it.
+	DetailedMetric bool             `yaml:"detailed_metric"`
+	ValueToMetric  bool             `yaml:"value_to_metric"`
+	ShareThreshold bool             `yaml:"share_threshold"`
+	Descriptors    []descriptorYAML `yaml:"descriptors"`
+}
+
+// rateLimitYAML is a rate_limit block. Pointers tell a field left out from
+// one written as 0.
+type rateLimitYAML struct {
+	Name            string        `yaml:"name"`
+	Replaces        []replaceYAML `yaml:"replaces"`
+	Unit            *string       `yaml:"unit"`
+	RequestsPerUnit *uint32       `yaml:"requests_per_unit"`
+	UnitMultiplier  *uint32       `yaml:"unit_multiplier"`
+	Unlimited       bool          `yaml:"unlimited"`
+
+	// Extension, in the terms of the rules file.
+	Algorithm      decide.Algorithm      `yaml:"algorithm"`
+	Burst          *int64                `yaml:"burst"`
+	Penalty        rules.Duration        `yaml:"penalty"`
+	OnRedisFailure rules.FailurePolicy   `yaml:"on_redis_failure"`
+	Schedule       []rules.ScheduleEntry `yaml:"schedule"`
+	Escalate       []rules.Escalation    `yaml:"escalate"`
+	Limits         []rules.Limit         `yaml:"limits"`
+}
+
+type replaceYAML struct {
+	Name string `yaml:"name"`
+}
+
+// units are the units of envoyproxy/ratelimit, lower-case (it accepts any
+// case). A month is 30 days and a year 365, as there.
+var units = map[string]time.Duration{
+	"second": time.Second,
+	"minute": time.Minute,
+	"hour":   time.Hour,
+	"day":    24 * time.Hour,
+	"week":   7 * 24 * time.Hour,
+	"month":  30 * 24 * time.Hour,
+	"year":   365 * 24 * time.Hour,
+}
+
+const unitNames = "second, minute, hour, day, week, month or year"
+
+// parsedFile is one file's domain and its rules (without ids yet).
+type parsedFile struct {
+	name  string
+	rules []*node
+}
+
+// node is a rule made from one descriptor, and where it comes from.
+type node struct {
+	file, path string
+	rule       rules.Rule
+	// limitsForm: the rate_limit wrote limits (the rules-file form) rather
+	// than unit and requests_per_unit.
+	limitsForm bool
+}
+
+func (n *node) errorf(field, format string, args ...any) *Error {
+	return &Error{File: n.file, Domain: n.rule.Descriptor.Domain, Path: n.path, Field: field,
+		Reason: fmt.Sprintf(format, args...)}
+}
+
+// parseFile decodes one file strictly (unknown keys are errors) and
+// converts its descriptors. It returns the domain whenever the file has a
+// valid one, and every problem found.
+func parseFile(name string, data []byte) (*parsedFile, []error) {
+	fileErr := func(field, format string, args ...any) []error {
+		return []error{&Error{File: name, Field: field, Reason: fmt.Sprintf(format, args...)}}
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var f fileYAML
+	if err := dec.Decode(&f); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fileErr("", "empty file (a configuration file needs a domain)")
+		}
+		return nil, decodeErrors(name, data, err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		if err != nil {
+			return nil, decodeErrors(name, data, err)
+		}
+		return nil, fileErr("", "line %d: a configuration file holds one YAML document", extra.Line)
+	}
+	if why := validDomain(f.Domain); why != "" {
+		return nil, fileErr("domain", "%s", why)
+	}
+	w := &walker{file: name, domain: f.Domain}
+	pf := &parsedFile{name: f.Domain, rules: w.level(nil, f.Descriptors, "")}
+	return pf, w.errs
+}
+
+// validDomain returns why d is not a valid domain, or "".
+func validDomain(d string) string {
+	switch {
+	case d == "":
+		return "required (envoyproxy/ratelimit: a configuration file cannot have an empty domain)"
+	case len(d) > rules.MaxDomain:
+		return fmt.Sprintf("at most %d bytes", rules.MaxDomain)
+	case badText(d):
+		return fmt.Sprintf("%q must be valid UTF-8 without control characters", truncate(d, 80))
+	}
+	return ""
+}
+
+// badText reports whether s has a control character or invalid UTF-8, which
+// descriptor rules refuse.
+func badText(s string) bool {
+	return strings.ContainsFunc(s, func(c rune) bool { return c < 0x20 || c == 0x7f || c == 0xFFFD })
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// walker converts the descriptor tree of one file.
+type walker struct {
+	file, domain string
+	errs         []error
+}
+
+func (w *walker) errorf(path, field, format string, args ...any) {
+	w.errs = append(w.errs, &Error{File: w.file, Domain: w.domain, Path: path, Field: field,
+		Reason: fmt.Sprintf(format, args...)})
+}
+
+// level converts the descriptors of one level, below the entries parent
+// (whose path is parentPath), and returns their rules in tree order.
+func (w *walker) level(parent []rules.DescriptorEntry, ds []descriptorYAML, parentPath string) []*node {
+	subs := make([][]*node, len(ds))
+	entries := make([]rules.DescriptorEntry, len(ds))
+	ok := make([]bool, len(ds))
+	for i := range ds {
+		d := &ds[i]
+		e := rules.DescriptorEntry{Key: d.Key, Value: d.Value, ShareThreshold: d.ShareThreshold,
+			DetailedMetric: d.DetailedMetric, ValueToMetric: d.ValueToMetric}
+		entries[i] = e
+		if d.Key == "" {
+			w.errorf(parentPath, fmt.Sprintf("descriptors[%d].key", i), "required (envoyproxy/ratelimit: descriptor has empty key)")
+			continue
+		}
+		path := Path(append(parent[:len(parent):len(parent)], e))
+		if j := duplicateOf(ds[:i], d); j >= 0 {
+			w.errorf(path, "", "duplicate descriptor composite key (also descriptors[%d] of this level)", j)
+			continue
+		}
+		ok[i] = true
+		subs[i] = w.descriptor(append(parent[:len(parent):len(parent)], e), d, path)
+	}
+	// A descriptor without rate_limit whose nested descriptors define no
+	// rate limit either is "effectively whitelisted" (envoyproxy/ratelimit):
+	// a request that reaches it is not limited. It makes no rule, unless a
+	// less specific descriptor of the same level (the key alone, or a
+	// shorter wildcard) would then match the request in its place: there
+	// an unlimited rule keeps it whitelisted, as the descriptor tree of
+	// package rules only has the nodes its rules make.
+	produces := make([]bool, len(ds))
+	for i := range subs {
+		produces[i] = len(subs[i]) > 0
+	}
+	var out []*node
+	for i := range ds {
+		if ok[i] && !produces[i] && ds[i].RateLimit == nil && shadows(entries, produces, i) {
+			e := append(parent[:len(parent):len(parent)], entries[i])
+			subs[i] = []*node{w.newNode(e, Path(e), rules.Rule{
+				Algorithm:  decide.FixedWindow,
+				Shadow:     ds[i].ShadowMode,
+				Descriptor: &rules.DescriptorMatch{Unlimited: true},
+			})}
+		}
+		out = append(out, subs[i]...)
+	}
+	return out
+}
+
+// duplicateOf returns the index in ds of a descriptor with d's key and
+// value, or -1.
+func duplicateOf(ds []descriptorYAML, d *descriptorYAML) int {
+	for j := range ds {
+		if ds[j].Key == d.Key && ds[j].Value == d.Value {
+			return j
+		}
+	}
+	return -1
+}
+
+// shadows reports whether entries[i] would leave a request to a less
+// specific entry of its level that makes rules: the same key alone, or a
+// wildcard whose prefix the value (or the value's own prefix) starts with.
+func shadows(entries []rules.DescriptorEntry, produces []bool, i int) bool {
+	e := entries[i]
+	if e.Value == "" {
+		return false
+	}
+	prefix, wild := e.Wildcard()
+	for j, s := range entries {
+		if j == i || !produces[j] || s.Key != e.Key {
+			continue
+		}
+		if s.Value == "" {
+			return true
+		}
+		if p, ok := s.Wildcard(); ok {
+			if wild && len(p) < len(prefix) && strings.HasPrefix(prefix, p) {
+				return true
+			}
+			if !wild && strings.HasPrefix(e.Value, p) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// descriptor converts descriptor d at entries (path) and the descriptors
+// nested in it, and returns their rules in tree order.
+func (w *walker) descriptor(entries []rules.DescriptorEntry, d *descriptorYAML, path string) []*node {
+	depth := len(entries)
+	e := entries[depth-1]
+	switch {
+	case len(e.Key) > rules.MaxDescriptorKey:
+		w.errorf(path, "key", "at most %d bytes", rules.MaxDescriptorKey)
+	case badText(e.Key):
+		w.errorf(path, "key", "must be valid UTF-8 without control characters")
+	}
+	switch {
+	case len(e.Value) > rules.MaxDescriptorValue:
+		w.errorf(path, "value", "at most %d bytes", rules.MaxDescriptorValue)
+	case badText(e.Value):
+		w.errorf(path, "value", "must be valid UTF-8 without control characters")
+	}
+	if _, wild := e.Wildcard(); e.ShareThreshold && !wild {
+		w.errorf(path, "share_threshold", "needs a wildcard value (ending in *)")
+	}
+	var out []*node
+	if d.RateLimit != nil {
+		if n := w.rateLimit(entries, d, path); n != nil {
+			out = append(out, n)
+		}
+	}
+	if len(d.Descriptors) > 0 {
+		if depth >= rules.MaxEntries {
+			w.errorf(path, "descriptors", "nested deeper than %d levels", rules.MaxEntries)
+		} else {
+			out = append(out, w.level(entries, d.Descriptors, path)...)
+		}
+	}
+	return out
+}
+
+// rateLimit converts the rate_limit of descriptor d, or reports why it
+// cannot and returns nil. Problems only rules validation finds (bounds of
+// the extension's fields) are left to it: Load reports them with the
+// descriptor's path.
+func (w *walker) rateLimit(entries []rules.DescriptorEntry, d *descriptorYAML, path string) *node {
+	rl := d.RateLimit
+	nerrs := len(w.errs)
+	fail := func(field, format string, args ...any) { w.errorf(path, field, format, args...) }
+	var replaces []string
+	for i, r := range rl.Replaces {
+		switch {
+		case r.Name == "":
+			fail(fmt.Sprintf("rate_limit.replaces[%d].name", i), "required (the name of the rate limit replaced)")
+		case r.Name == rl.Name:
+			fail(fmt.Sprintf("rate_limit.replaces[%d].name", i), "%q is this rate limit's own name", truncate(r.Name, 80))
+		}
+		replaces = append(replaces, r.Name)
+	}
+	r := rules.Rule{
+		Algorithm:      rl.Algorithm,
+		Penalty:        rl.Penalty,
+		Shadow:         d.ShadowMode,
+		OnRedisFailure: rl.OnRedisFailure,
+		Schedule:       rl.Schedule,
+		Escalate:       rl.Escalate,
+		Descriptor:     &rules.DescriptorMatch{Name: rl.Name, Replaces: replaces, Unlimited: rl.Unlimited},
+	}
+	if r.Algorithm == "" {
+		r.Algorithm = decide.FixedWindow
+	}
+	if r.OnRedisFailure == "" {
+		r.OnRedisFailure = rules.FailLocal
+	}
+	switch {
+	case rl.Unlimited:
+		if rl.Unit != nil || rl.RequestsPerUnit != nil {
+			fail("rate_limit", "should not have unit/requests_per_unit with unlimited")
+		}
+		if extra := rl.present(false); len(extra) > 0 {
+			fail("rate_limit.unlimited", "not allowed with %s", strings.Join(extra, ", "))
+		}
+	case len(rl.Limits) > 0:
+		if extra := rl.present(true); len(extra) > 0 {
+			fail("rate_limit.limits", "not allowed with %s (limits replaces them)", strings.Join(extra, ", "))
+		}
+		r.Limits = rl.Limits
+	default:
+		r.Limits = w.limit(rl, r.Algorithm, fail)
+	}
+	if len(w.errs) > nerrs {
+		return nil
+	}
+	n := w.newNode(entries, path, r)
+	n.limitsForm = len(rl.Limits) > 0
+	return n
+}
+
+// present lists the fields of rl that an unlimited rate limit (limits
+// false), or one writing limits (limits true), must not have.
+func (rl *rateLimitYAML) present(limits bool) []string {
+	var out []string
+	add := func(set bool, name string) {
+		if set {
+			out = append(out, name)
+		}
+	}
+	if limits {
+		add(rl.Unit != nil, "unit")
+		add(rl.RequestsPerUnit != nil, "requests_per_unit")
+	}
+	add(rl.UnitMultiplier != nil, "unit_multiplier")
+	add(rl.Burst != nil, "burst")
+	if !limits {
+		add(rl.Algorithm != "", "algorithm")
+		add(len(rl.Limits) > 0, "limits")
+		add(rl.Penalty != 0, "penalty")
+		add(rl.OnRedisFailure != "", "on_redis_failure")
+		add(len(rl.Schedule) > 0, "schedule")
+		add(len(rl.Escalate) > 0, "escalate")
+	}
+	return out
+}
+
+// limit converts unit, unit_multiplier, requests_per_unit and burst into
+// the rate limit's one limit, or reports why it cannot.
+func (w *walker) limit(rl *rateLimitYAML, alg decide.Algorithm, fail func(field, format string, args ...any)) []rules.Limit {
+	var per time.Duration
+	switch {
+	case rl.Unit == nil || *rl.Unit == "":
+		fail("rate_limit", "missing unit (want %s)", unitNames)
+	default:
+		if per = units[strings.ToLower(*rl.Unit)]; per == 0 {
+			fail("rate_limit", "unknown unit %q (want %s)", truncate(*rl.Unit, 40), unitNames)
+		}
+	}
+	if m := rl.UnitMultiplier; m != nil {
+		switch {
+		case *m == 0:
+			fail("rate_limit.unit_multiplier", "must be at least 1")
+		case per > 0 && int64(*m) > math.MaxInt64/int64(per):
+			fail("rate_limit.unit_multiplier", "%d %ss is too long a window", *m, strings.ToLower(*rl.Unit))
+		default:
+			per *= time.Duration(*m)
+		}
+	}
+	if rl.RequestsPerUnit == nil {
+		fail("rate_limit", "missing requests_per_unit (0 denies every request)")
+		return nil
+	}
+	rpu := int64(*rl.RequestsPerUnit)
+	if alg != decide.TokenBucket {
+		if rl.Burst != nil {
+			fail("rate_limit.burst", "only with algorithm token_bucket (the bucket's capacity)")
+		}
+		return []rules.Limit{{Requests: rpu, Per: rules.Duration(per)}}
+	}
+	if rpu == 0 {
+		fail("rate_limit.requests_per_unit", "0 (deny every request) needs a window algorithm, not token_bucket")
+	}
+	if rl.Burst == nil {
+		fail("rate_limit.burst", "required with algorithm token_bucket (the bucket's capacity; requests_per_unit tokens refill every unit)")
+		return nil
+	}
+	return []rules.Limit{{Rate: rpu, Burst: *rl.Burst, Per: rules.Duration(per)}}
+}
+
+// newNode makes the node of rule r at entries: r gets its domain, path
+// and priority (its id comes later, from every rule of the directory).
+func (w *walker) newNode(entries []rules.DescriptorEntry, path string, r rules.Rule) *node {
+	r.Priority = Priority
+	r.Descriptor.Domain = w.domain
+	r.Descriptor.Entries = entries
+	return &node{file: w.file, path: path, rule: r}
+}

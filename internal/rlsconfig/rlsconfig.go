@@ -1,0 +1,278 @@
+// Package rlsconfig loads the YAML configuration files of
+// envoyproxy/ratelimit (Envoy's rate limit service) as they are, and turns
+// them into descriptor rules of package rules: one rules.Rule per
+// descriptor with a rate_limit, with its path from the top of the tree in
+// rules.DescriptorMatch. The rules of a directory of such files
+// (RLS_CONFIG_DIR) join the rules file and the dynamic rules in one rule
+// set.
+//
+// The format is envoyproxy/ratelimit's: a domain per file (unique across
+// the files), a tree of descriptors (key, optional value, a value ending in
+// '*' being a prefix wildcard), each with an optional rate_limit (unit,
+// requests_per_unit, unit_multiplier, name, replaces, unlimited) and the
+// flags shadow_mode, detailed_metric, value_to_metric and share_threshold.
+// As an extension a rate_limit may also choose the algorithm, a token
+// bucket's burst, a penalty, the Redis failure policy, a schedule,
+// escalations, or several limits in the rules-file form (see rateLimitYAML).
+//
+// The package is pure: it imports no driver and does no I/O beyond
+// ReadDir and LoadDir.
+package rlsconfig
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/ratewarden/ratewarden/internal/rules"
+)
+
+// Bounds of a configuration directory. A directory with more files, or a
+// file larger than MaxFileSize, is refused whole: a limit never silently
+// goes missing.
+const (
+	MaxFiles    = 1000
+	MaxFileSize = 4 << 20 // bytes
+)
+
+// Priority is the priority of every rule of a configuration directory (the
+// rules file's default).
+const Priority = 100
+
+// File is one configuration file: its base name and content.
+type File struct {
+	Name string
+	Data []byte
+}
+
+// Config is the configuration of a directory, converted.
+type Config struct {
+	// Files are the base names of the files loaded, sorted.
+	Files []string
+	// Domains are the domains the files define, in file order; a domain
+	// without any rate_limit is listed too (it has no rules).
+	Domains []Domain
+	// Rules are the descriptor rules, by file, then in the order of the
+	// tree (a descriptor before its nested ones). They pass
+	// rules.Rule.Validate and compile together.
+	Rules []rules.Rule
+	// Hash is Hash of the files: it changes when any name or content does.
+	Hash string
+}
+
+// Domain is one domain of a Config.
+type Domain struct {
+	Name string
+	File string // base name of the file defining it
+	// Rules is how many of Config.Rules are of this domain.
+	Rules int
+}
+
+// Domain returns the domain named name, or nil.
+func (c *Config) Domain(name string) *Domain {
+	for i := range c.Domains {
+		if c.Domains[i].Name == name {
+			return &c.Domains[i]
+		}
+	}
+	return nil
+}
+
+// IsConfigFile reports whether a directory entry named name is read as a
+// configuration file: *.yaml or *.yml, not a dotfile (editors' swap files,
+// and the "..data" links of Kubernetes ConfigMap volumes, start with one).
+func IsConfigFile(name string) bool {
+	return !strings.HasPrefix(name, ".") && (strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml"))
+}
+
+// ReadDir reads the configuration files of dir, sorted by name: every
+// regular file (or symbolic link to one) that IsConfigFile names. Other
+// entries, subdirectories included, are ignored: the directory is not read
+// recursively. More than MaxFiles files, or one larger than MaxFileSize, is
+// an error.
+func ReadDir(dir string) ([]File, error) {
+	entries, err := os.ReadDir(dir) // sorted by name
+	if err != nil {
+		return nil, err
+	}
+	var files []File
+	for _, e := range entries {
+		if !IsConfigFile(e.Name()) {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		info, err := os.Stat(path) // follows links, as ConfigMap volumes use them
+		if err != nil {
+			return nil, err
+		}
+		if !info.Mode().IsRegular() {
+			continue
+		}
+		if len(files) == MaxFiles {
+			return nil, fmt.Errorf("%s: more than %d configuration files", dir, MaxFiles)
+		}
+		data, err := readBounded(path)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, File{Name: e.Name(), Data: data})
+	}
+	return files, nil
+}
+
+// readBounded reads the file at path, refusing one larger than MaxFileSize
+// (also when it grows while being read).
+func readBounded(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxFileSize {
+		return nil, fmt.Errorf("%s: larger than %d bytes (4 MiB)", path, MaxFileSize)
+	}
+	return data, nil
+}
+
+// Hash returns the hex SHA-256 of the files' names and contents (each
+// length-prefixed, so that no two lists of files share one): a reload
+// applies a directory only when its hash changed.
+func Hash(files []File) string {
+	h := sha256.New()
+	var n [8]byte
+	for _, f := range files {
+		for _, b := range [][]byte{[]byte(f.Name), f.Data} {
+			binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+			h.Write(n[:])
+			h.Write(b)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// LoadDir reads and loads the configuration files of dir (ReadDir, then
+// Load).
+func LoadDir(dir string) (*Config, error) {
+	files, err := ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	return Load(files)
+}
+
+// Load parses the files as envoyproxy/ratelimit does and converts them.
+// Every problem of every file is reported (errors.Join), each naming the
+// file, the domain and the descriptor path when it has them (see Error).
+// The files' names must be distinct; their order is kept.
+func Load(files []File) (*Config, error) {
+	c := &Config{Hash: Hash(files)}
+	var errs []error
+	var nodes []*node
+	for _, f := range files {
+		c.Files = append(c.Files, f.Name)
+		d, ferrs := parseFile(f.Name, f.Data)
+		errs = append(errs, ferrs...)
+		if d == nil {
+			continue
+		}
+		if prev := c.Domain(d.name); prev != nil {
+			errs = append(errs, &Error{File: f.Name, Domain: d.name,
+				Reason: fmt.Sprintf("duplicate domain (also in %s)", prev.File)})
+			continue
+		}
+		c.Domains = append(c.Domains, Domain{Name: d.name, File: f.Name})
+		if len(ferrs) == 0 {
+			nodes = append(nodes, d.rules...)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	assignIDs(nodes)
+	for _, n := range nodes {
+		c.Rules = append(c.Rules, n.rule)
+		c.Domain(n.rule.Descriptor.Domain).Rules++
+	}
+	if err := check(c.Rules, nodes); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// check validates and compiles the rules together, as the limiter will,
+// and names the descriptor behind each problem.
+func check(rs []rules.Rule, nodes []*node) error {
+	_, err := rules.Compile(&rules.File{Rules: rs}, rules.Options{})
+	if err == nil {
+		return nil
+	}
+	byID := make(map[string]*node, len(nodes))
+	for _, n := range nodes {
+		byID[n.rule.ID] = n
+	}
+	fields := rules.FieldErrors(err)
+	if len(fields) == 0 {
+		return err
+	}
+	errs := make([]error, 0, len(fields))
+	for _, fe := range fields {
+		n := byID[fe.RuleID]
+		if n == nil {
+			errs = append(errs, fe)
+			continue
+		}
+		errs = append(errs, n.errorf(ruleField(fe.Field, n.limitsForm), "%s", fe.Reason))
+	}
+	return errors.Join(errs...)
+}
+
+// ruleField names a field of a converted rule as the configuration file
+// writes it: the limit built from unit and requests_per_unit is named by
+// them, the other rule fields sit in rate_limit.
+func ruleField(field string, limitsForm bool) string {
+	if !limitsForm {
+		switch {
+		case field == "limits" || field == "limits[0]" || field == "limits[0].requests" || field == "limits[0].rate":
+			return "rate_limit.requests_per_unit"
+		case field == "limits[0].burst":
+			return "rate_limit.burst"
+		case field == "limits[0].per":
+			return "rate_limit.unit"
+		}
+	}
+	if rest, ok := strings.CutPrefix(field, "descriptor."); ok {
+		return rest
+	}
+	if field == "shadow" {
+		return "shadow_mode"
+	}
+	return "rate_limit." + field
+}
+
+// Path renders descriptor entries as envoyproxy/ratelimit names a
+// descriptor: key_value per level (key alone without a value), joined by
+// '.'.
+func Path(entries []rules.DescriptorEntry) string {
+	var b strings.Builder
+	for i, e := range entries {
+		if i > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(e.Key)
+		if e.Value != "" {
+			b.WriteByte('_')
+			b.WriteString(e.Value)
+		}
+	}
+	return b.String()
+}
