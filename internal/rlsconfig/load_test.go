@@ -1,0 +1,394 @@
+package rlsconfig_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ratewarden/ratewarden/internal/rlsconfig"
+	"github.com/ratewarden/ratewarden/internal/rules"
+)
+
+func readFile(t testing.TB, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// nested returns a configuration whose descriptors nest depth levels, the
+// deepest with a rate limit.
+func nested(depth int) string {
+	var b strings.Builder
+	b.WriteString("domain: deep\ndescriptors:\n")
+	for i := range depth {
+		ind := strings.Repeat("    ", i)
+		fmt.Fprintf(&b, "%s  - key: k%d\n", ind, i+1)
+		if i < depth-1 {
+			fmt.Fprintf(&b, "%s    descriptors:\n", ind)
+		} else {
+			fmt.Fprintf(&b, "%s    rate_limit: {unit: second, requests_per_unit: 1}\n", ind)
+		}
+	}
+	return b.String()
+}
+
+// Every class of error is reported with the file, the domain and the
+// descriptor path, and every problem of a file is reported.
+func TestLoadErrors(t *testing.T) {
+	const head = "domain: messaging\ndescriptors:\n"
+	tests := []struct {
+		name   string
+		config string
+		want   []string // each an error line, exactly
+	}{
+		{"unknown unit", head + `
+  - key: message_type
+    value: marketing
+    descriptors:
+      - key: to_number
+        rate_limit: {unit: fortnight, requests_per_unit: 5}
+`, []string{`config.yaml: domain messaging: descriptor message_type_marketing.to_number: rate_limit: unknown unit "fortnight" (want second, minute, hour, day, week, month or year)`}},
+		{"missing unit", head + "  - key: a\n    rate_limit: {requests_per_unit: 5}\n",
+			[]string{"config.yaml: domain messaging: descriptor a: rate_limit: missing unit (want second, minute, hour, day, week, month or year)"}},
+		{"missing requests_per_unit", head + "  - key: a\n    rate_limit: {unit: second}\n",
+			[]string{"config.yaml: domain messaging: descriptor a: rate_limit: missing requests_per_unit (0 denies every request)"}},
+		{"descriptor without key", head + "  - value: x\n    rate_limit: {unit: second, requests_per_unit: 1}\n  - key: a\n    descriptors:\n      - {value: y}\n",
+			[]string{
+				"config.yaml: domain messaging: descriptors[0].key: required (envoyproxy/ratelimit: descriptor has empty key)",
+				"config.yaml: domain messaging: descriptor a: descriptors[0].key: required (envoyproxy/ratelimit: descriptor has empty key)",
+			}},
+		{"duplicate descriptor", head + "  - key: a\n    value: b\n  - key: a\n  - key: a\n    value: b\n",
+			[]string{"config.yaml: domain messaging: descriptor a_b: duplicate descriptor composite key (also descriptors[0] of this level)"}},
+		{"replaces with an empty name", head + "  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, replaces: [{name: x}, {}]}\n",
+			[]string{"config.yaml: domain messaging: descriptor a: rate_limit.replaces[1].name: required (the name of the rate limit replaced)"}},
+		{"replaces its own name", head + "  - key: a\n    rate_limit: {name: x, unit: second, requests_per_unit: 1, replaces: [{name: x}]}\n",
+			[]string{`config.yaml: domain messaging: descriptor a: rate_limit.replaces[0].name: "x" is this rate limit's own name`}},
+		{"share_threshold without a wildcard", head + "  - key: a\n    value: b\n    share_threshold: true\n    rate_limit: {unit: second, requests_per_unit: 1}\n",
+			[]string{"config.yaml: domain messaging: descriptor a_b: share_threshold: needs a wildcard value (ending in *)"}},
+		{"nested too deep", strings.Replace(nested(rules.MaxEntries+1), "deep", "messaging", 1),
+			[]string{"config.yaml: domain messaging: descriptor k1.k2.k3.k4.k5.k6.k7.k8: descriptors: nested deeper than 8 levels"}},
+		{"unlimited with a unit", head + "  - key: ldap\n    rate_limit: {unlimited: true, unit: second, requests_per_unit: 5}\n",
+			[]string{"config.yaml: domain messaging: descriptor ldap: rate_limit: should not have unit/requests_per_unit with unlimited"}},
+		{"unlimited with the extension", head + "  - key: ldap\n    rate_limit: {unlimited: true, algorithm: sliding_window, penalty: 1m}\n",
+			[]string{"config.yaml: domain messaging: descriptor ldap: rate_limit.unlimited: not allowed with algorithm, penalty"}},
+		{"unit_multiplier 0", head + "  - key: a\n    rate_limit: {unit: second, unit_multiplier: 0, requests_per_unit: 1}\n",
+			[]string{"config.yaml: domain messaging: descriptor a: rate_limit.unit_multiplier: must be at least 1"}},
+		{"window too long", head + "  - key: a\n    rate_limit: {unit: year, unit_multiplier: 4000000000, requests_per_unit: 1}\n",
+			[]string{"config.yaml: domain messaging: descriptor a: rate_limit.unit_multiplier: 4000000000 years is too long a window"}},
+		{"unknown key in a descriptor", head + "  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1}\n    shadow: true\n",
+			[]string{`config.yaml: domain messaging: descriptor a: line 5: unknown field shadow`}},
+		{"unknown key in a nested rate_limit", head + "  - key: a\n    descriptors:\n      - key: b\n        rate_limit:\n          unit: second\n          requests: 1\n",
+			[]string{`config.yaml: domain messaging: descriptor a.b: line 8: unknown field requests`}},
+		{"unknown top-level key", "domain: messaging\ndescriptor: []\n",
+			[]string{`config.yaml: domain messaging: line 2: unknown field descriptor`}},
+		{"wrong type", head + "  - key: a\n    rate_limit: {unit: second, requests_per_unit: -1}\n",
+			[]string{"config.yaml: domain messaging: descriptor a: line 4: cannot unmarshal !!int `-1` into uint32"}},
+		{"descriptors not a list", head[:len(head)-1] + " {key: a}\n",
+			[]string{"config.yaml: domain messaging: line 2: cannot unmarshal !!map into a list of descriptors"}},
+		{"missing domain", "descriptors: []\n",
+			[]string{"config.yaml: domain: required (envoyproxy/ratelimit: a configuration file cannot have an empty domain)"}},
+		{"empty file", "# nothing\n", []string{"config.yaml: empty file (a configuration file needs a domain)"}},
+		{"two documents", "domain: a\n---\ndomain: b\n", []string{"config.yaml: line 2: a configuration file holds one YAML document"}},
+		{"not YAML", "domain: [\n", []string{"config.yaml: yaml: line 1: did not find expected node content"}},
+		{"key too long", head + "  - key: " + strings.Repeat("k", 257) + "\n    rate_limit: {unit: second, requests_per_unit: 1}\n",
+			[]string{"config.yaml: domain messaging: descriptor " + strings.Repeat("k", 257) + ": key: at most 256 bytes"}},
+		// The extension.
+		{"burst without token_bucket", head + "  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, burst: 5}\n",
+			[]string{"config.yaml: domain messaging: descriptor a: rate_limit.burst: only with algorithm token_bucket (the bucket's capacity)"}},
+		{"token_bucket without burst", head + "  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, algorithm: token_bucket}\n",
+			[]string{"config.yaml: domain messaging: descriptor a: rate_limit.burst: required with algorithm token_bucket (the bucket's capacity; requests_per_unit tokens refill every unit)"}},
+		{"token_bucket of 0", head + "  - key: a\n    rate_limit: {unit: second, requests_per_unit: 0, algorithm: token_bucket, burst: 1}\n",
+			[]string{"config.yaml: domain messaging: descriptor a: rate_limit.requests_per_unit: 0 (deny every request) needs a window algorithm, not token_bucket"}},
+		{"limits with unit", head + "  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, limits: [{requests: 1, per: 1s}]}\n",
+			[]string{"config.yaml: domain messaging: descriptor a: rate_limit.limits: not allowed with unit, requests_per_unit (limits replaces them)"}},
+		{"unknown algorithm (rules validation)", head + "  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, algorithm: leaky}\n",
+			[]string{`config.yaml: domain messaging: descriptor a: rate_limit.algorithm: unknown "leaky" (want fixed_window, sliding_window, sliding_window_counter or token_bucket)`}},
+		{"deny-all with a penalty (rules validation)", head + "  - key: a\n    rate_limit: {unit: second, requests_per_unit: 0, penalty: 1m}\n",
+			[]string{"config.yaml: domain messaging: descriptor a: rate_limit.requests_per_unit: 0 (deny every request) is not allowed with schedule, penalty or escalate"}},
+		{"a bad limit (rules validation)", head + "  - key: a\n    rate_limit: {limits: [{requests: 5, per: 1s}, {requests: 0, per: 1s}]}\n",
+			[]string{
+				"config.yaml: domain messaging: descriptor a: rate_limit.limits[1].per: duplicate per 1s (also limits[0])",
+				"config.yaml: domain messaging: descriptor a: rate_limit.limits[1].requests: must be between 1 and 2^53",
+			}},
+		{"a bad schedule (rules validation)", head + "  - key: a\n    rate_limit:\n      unit: second\n      requests_per_unit: 5\n      schedule: [{daily: {from: \"25:00\", to: \"06:00\"}, limits: [{requests: 1, per: 1s}]}]\n",
+			[]string{`config.yaml: domain messaging: descriptor a: rate_limit.schedule[0].daily.from: "25:00" must be HH:MM (00:00 to 23:59)`}},
+		{"a bad duration", head + "  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, penalty: 1x}\n",
+			[]string{`config.yaml: domain messaging: descriptor a: line 4: invalid duration "1x" (want Go syntax such as 500ms, 10s, 5m, 1h)`}},
+		{"every problem of a file", head + `
+  - key: a
+    rate_limit: {unit: fortnight, requests_per_unit: 1}
+  - key: b
+    descriptors:
+      - key: c
+        value: d
+        share_threshold: true
+      - key: e
+        rate_limit: {unit: second}
+`, []string{
+			`config.yaml: domain messaging: descriptor a: rate_limit: unknown unit "fortnight" (want second, minute, hour, day, week, month or year)`,
+			"config.yaml: domain messaging: descriptor b.c_d: share_threshold: needs a wildcard value (ending in *)",
+			"config.yaml: domain messaging: descriptor b.e: rate_limit: missing requests_per_unit (0 denies every request)",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := rlsconfig.Load([]rlsconfig.File{{Name: "config.yaml", Data: []byte(tt.config)}})
+			if err == nil {
+				t.Fatalf("loaded %+v; want an error", c.Rules)
+			}
+			got := strings.Split(err.Error(), "\n")
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("errors:\n%s\nwant:\n%s", err, strings.Join(tt.want, "\n"))
+			}
+			if n := len(rlsconfig.Errors(err)); n != len(tt.want) {
+				t.Errorf("Errors: %d, want %d", n, len(tt.want))
+			}
+		})
+	}
+}
+
+// A domain is unique across the files; the problems of every file are
+// reported.
+func TestLoadErrorsAcrossFiles(t *testing.T) {
+	files := []rlsconfig.File{
+		{Name: "a.yaml", Data: []byte("domain: messaging\ndescriptors: [{key: a, rate_limit: {unit: second, requests_per_unit: 1}}]\n")},
+		{Name: "b.yaml", Data: []byte("domain: other\ndescriptors: [{key: a, rate_limit: {unit: hours, requests_per_unit: 1}}]\n")},
+		{Name: "c.yaml", Data: []byte("domain: messaging\ndescriptors: []\n")},
+	}
+	_, err := rlsconfig.Load(files)
+	want := []string{
+		`b.yaml: domain other: descriptor a: rate_limit: unknown unit "hours" (want second, minute, hour, day, week, month or year)`,
+		"c.yaml: domain messaging: duplicate domain (also in a.yaml)",
+	}
+	if err == nil || !slices.Equal(strings.Split(err.Error(), "\n"), want) {
+		t.Fatalf("errors:\n%v\nwant:\n%s", err, strings.Join(want, "\n"))
+	}
+	var e *rlsconfig.Error
+	if !errors.As(err, &e) || e.File != "b.yaml" || e.Domain != "other" || e.Path != "a" || e.Field != "rate_limit" {
+		t.Errorf("first error %+v", e)
+	}
+}
+
+// A domain without descriptors, or with descriptors but no rate limit, is
+// a domain without rules; MaxEntries levels are allowed.
+func TestLoadEdges(t *testing.T) {
+	c, err := rlsconfig.Load([]rlsconfig.File{
+		{Name: "a.yaml", Data: []byte("domain: empty\n")},
+		{Name: "b.yaml", Data: []byte("domain: placeholders\ndescriptors: [{key: a, descriptors: [{key: b}]}, {key: c, value: d}]\n")},
+		{Name: "c.yaml", Data: []byte(nested(rules.MaxEntries))},
+		{Name: "d.yaml", Data: []byte("---\ndomain: doc\ndescriptors:\n  - {key: k, value: true, rate_limit: {unit: second, requests_per_unit: 4294967295}}\n")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []rlsconfig.Domain{{Name: "empty", File: "a.yaml"}, {Name: "placeholders", File: "b.yaml"},
+		{Name: "deep", File: "c.yaml", Rules: 1}, {Name: "doc", File: "d.yaml", Rules: 1}}
+	if !slices.Equal(c.Domains, want) {
+		t.Errorf("domains %+v, want %+v", c.Domains, want)
+	}
+	if len(c.Rules) != 2 || len(c.Rules[0].Descriptor.Entries) != rules.MaxEntries ||
+		c.Rules[1].ID != "rls.doc.k_true" || c.Rules[1].Limits[0].Requests != 1<<32-1 {
+		t.Errorf("rules %+v", c.Rules)
+	}
+}
+
+var validID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// Rule ids are readable when they can be, else cut short with a hash of
+// the path; they never depend on the order or names of the files.
+func TestRuleIDs(t *testing.T) {
+	long := strings.Repeat("v", 80)
+	config := func(domain string) []byte {
+		return []byte(`domain: ` + domain + `
+descriptors:
+  - {key: a_b, rate_limit: {unit: second, requests_per_unit: 1}}
+  - {key: a, value: b, rate_limit: {unit: second, requests_per_unit: 1}}
+  - {key: "clé", value: "x*", rate_limit: {unit: second, requests_per_unit: 1}}
+  - {key: long, value: ` + long + `, rate_limit: {unit: second, requests_per_unit: 1}}
+  - {key: path, descriptors: [{key: user, value: "a b", rate_limit: {unit: second, requests_per_unit: 1}}]}
+`)
+	}
+	files := []rlsconfig.File{{Name: "one.yaml", Data: config("one")}, {Name: "two.yaml", Data: config("two.domain")}}
+	c, err := rlsconfig.Load(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, r := range c.Rules {
+		if !validID.MatchString(r.ID) {
+			t.Errorf("invalid id %q", r.ID)
+		}
+		ids = append(ids, r.ID)
+	}
+	want := []*regexp.Regexp{
+		regexp.MustCompile(`^rls\.one\.a_b-[0-9a-f]{12}$`), // a_b collides with a_b (key a, value b)
+		regexp.MustCompile(`^rls\.one\.a_b-[0-9a-f]{12}$`),
+		regexp.MustCompile(`^rls\.one\.cl__x_$`),
+		regexp.MustCompile(`^rls\.one\.long_v{38}-[0-9a-f]{12}$`), // cut to 51 bytes
+		regexp.MustCompile(`^rls\.one\.path\.user_a_b$`),
+		regexp.MustCompile(`^rls\.two\.domain\.a_b-[0-9a-f]{12}$`),
+		regexp.MustCompile(`^rls\.two\.domain\.a_b-[0-9a-f]{12}$`),
+		regexp.MustCompile(`^rls\.two\.domain\.cl__x_$`),
+		regexp.MustCompile(`^rls\.two\.domain\.long_v{31}-[0-9a-f]{12}$`),
+		regexp.MustCompile(`^rls\.two\.domain\.path\.user_a_b$`),
+	}
+	if len(ids) != len(want) {
+		t.Fatalf("ids %q", ids)
+	}
+	for i, re := range want {
+		if !re.MatchString(ids[i]) {
+			t.Errorf("id %q does not match %s", ids[i], re)
+		}
+	}
+	if ids[0] == ids[1] || ids[5] == ids[6] {
+		t.Errorf("colliding paths share an id: %q", ids)
+	}
+
+	// Other file names and order: the same ids.
+	again, err := rlsconfig.Load([]rlsconfig.File{{Name: "0.yaml", Data: config("two.domain")}, {Name: "9.yaml", Data: config("one")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids2 []string
+	for _, r := range again.Rules {
+		ids2 = append(ids2, r.ID)
+	}
+	slices.Sort(ids)
+	slices.Sort(ids2)
+	if !slices.Equal(ids, ids2) {
+		t.Errorf("ids depend on the files' names or order:\n%q\n%q", ids, ids2)
+	}
+}
+
+// ReadDir reads the *.yaml and *.yml files of the directory itself, sorted,
+// following links, and ignores dotfiles, other files and subdirectories;
+// its bounds are enforced.
+func TestReadDir(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("b.yml", "domain: b\n")
+	write("a.yaml", "domain: a\n")
+	write(".hidden.yaml", "not: loaded\n")
+	write("README.md", "not loaded")
+	write("c.yaml.swp", "not loaded")
+	if err := os.MkdirAll(filepath.Join(dir, "sub.yaml"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "sub.yaml", "d.yaml"), []byte("domain: d\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A ConfigMap volume: the files are links into a hidden directory.
+	if err := os.MkdirAll(filepath.Join(dir, "..data"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "..data", "c.yaml"), []byte("domain: c\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join("..data", "c.yaml"), filepath.Join(dir, "c.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	files, err := rlsconfig.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range files {
+		names = append(names, f.Name+"="+strings.TrimSpace(string(f.Data)))
+	}
+	if want := []string{"a.yaml=domain: a", "b.yml=domain: b", "c.yaml=domain: c"}; !slices.Equal(names, want) {
+		t.Errorf("files %q, want %q", names, want)
+	}
+	c, err := rlsconfig.LoadDir(dir)
+	if err != nil || !slices.Equal(c.Files, []string{"a.yaml", "b.yml", "c.yaml"}) || c.Hash != rlsconfig.Hash(files) {
+		t.Errorf("LoadDir: %+v, %v", c, err)
+	}
+
+	if _, err := rlsconfig.ReadDir(filepath.Join(dir, "missing")); err == nil {
+		t.Error("a missing directory reads")
+	}
+	write("big.yaml", strings.Repeat("#", rlsconfig.MaxFileSize+1))
+	if _, err := rlsconfig.ReadDir(dir); err == nil || !strings.Contains(err.Error(), "big.yaml: larger than 4194304 bytes") {
+		t.Errorf("a file over the bound: %v", err)
+	}
+	if err := os.Remove(filepath.Join(dir, "big.yaml")); err != nil {
+		t.Fatal(err)
+	}
+
+	many := t.TempDir()
+	for i := range rlsconfig.MaxFiles + 1 {
+		if err := os.WriteFile(filepath.Join(many, fmt.Sprintf("%04d.yaml", i)), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := rlsconfig.ReadDir(many); err == nil || !strings.Contains(err.Error(), "more than 1000 configuration files") {
+		t.Errorf("too many files: %v", err)
+	}
+}
+
+// The hash changes with any name or content, and only then.
+func TestHash(t *testing.T) {
+	base := []rlsconfig.File{{Name: "a.yaml", Data: []byte("domain: a\n")}, {Name: "b.yaml", Data: []byte("domain: b\n")}}
+	h := rlsconfig.Hash(base)
+	if h != rlsconfig.Hash(slices.Clone(base)) {
+		t.Error("the hash is not deterministic")
+	}
+	for name, files := range map[string][]rlsconfig.File{
+		"content":   {{Name: "a.yaml", Data: []byte("domain: a\n")}, {Name: "b.yaml", Data: []byte("domain: c\n")}},
+		"name":      {{Name: "a.yaml", Data: []byte("domain: a\n")}, {Name: "c.yaml", Data: []byte("domain: b\n")}},
+		"boundary":  {{Name: "a.yaml", Data: []byte("domain: a\nb.yaml")}, {Name: "", Data: []byte("domain: b\n")}},
+		"one fewer": base[:1],
+		"none":      nil,
+	} {
+		if rlsconfig.Hash(files) == h {
+			t.Errorf("%s: same hash", name)
+		}
+	}
+}
+
+// Arbitrary bytes as one file never panic, and either fail or give rules
+// that validate and compile.
+func FuzzLoad(f *testing.F) {
+	for _, dir := range []string{"testdata", examplesDir} {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			f.Fatal(err)
+		}
+		for _, e := range entries {
+			if !e.IsDir() {
+				f.Add(readFile(f, filepath.Join(dir, e.Name())))
+			}
+		}
+	}
+	f.Add([]byte(nested(rules.MaxEntries + 1)))
+	f.Add([]byte("domain: d\ndescriptors: [{key: a, value: \"*\", share_threshold: true, rate_limit: {unlimited: true}}]\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := rlsconfig.Load([]rlsconfig.File{{Name: "fuzz.yaml", Data: data}})
+		if err != nil {
+			if len(rlsconfig.Errors(err)) == 0 && !strings.HasPrefix(err.Error(), "fuzz.yaml: ") {
+				t.Fatalf("an error that names no file: %v", err)
+			}
+			return
+		}
+		for _, r := range c.Rules {
+			if err := r.Validate(); err != nil {
+				t.Fatalf("rule %s does not validate: %v", r.ID, err)
+			}
+		}
+		if _, err := rules.Compile(&rules.File{Rules: c.Rules}, rules.Options{}); err != nil {
+			t.Fatalf("rules do not compile: %v", err)
+		}
+	})
+}
