@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -94,8 +95,9 @@ func IsConfigFile(name string) bool {
 // ReadDir reads the configuration files of dir, sorted by name: every
 // regular file (or symbolic link to one) that IsConfigFile names. Other
 // entries, subdirectories included, are ignored: the directory is not read
-// recursively. More than MaxFiles files, or one larger than MaxFileSize, is
-// an error.
+// recursively, and a file removed while it is read is left out (the next
+// read sees the directory as it is then). More than MaxFiles files, or one
+// larger than MaxFileSize, is an error.
 func ReadDir(dir string) ([]File, error) {
 	entries, err := os.ReadDir(dir) // sorted by name
 	if err != nil {
@@ -108,6 +110,9 @@ func ReadDir(dir string) ([]File, error) {
 		}
 		path := filepath.Join(dir, e.Name())
 		info, err := os.Stat(path) // follows links, as ConfigMap volumes use them
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // removed since listed, or a link left dangling by a swap
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -118,6 +123,9 @@ func ReadDir(dir string) ([]File, error) {
 			return nil, fmt.Errorf("%s: more than %d configuration files", dir, MaxFiles)
 		}
 		data, err := readBounded(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
