@@ -6,6 +6,7 @@ import (
 )
 
 type metrics struct {
+	sources        []string // the sources in use
 	reloads        *prometheus.CounterVec
 	lastSuccessful *prometheus.GaugeVec
 	dynamicVersion prometheus.Gauge
@@ -18,20 +19,20 @@ const (
 	resultFailure = "failure"
 )
 
-// newMetrics registers the metrics of the rule sources in use (file, and
-// dynamic when dynamic is true), their reload counts starting at 0. The
-// last-reload gauge is left without a series until a load reports one: a
-// 0 there would read as a refused load.
-func newMetrics(reg prometheus.Registerer, dynamic bool) *metrics {
+// newMetrics registers the metrics of the rule sources in use (file, rls
+// when rls is true, dynamic when dynamic is true), their reload counts
+// starting at 0. The last-reload gauge is left without a series until a
+// load reports one: a 0 there would read as a refused load.
+func newMetrics(reg prometheus.Registerer, dynamic, rls bool) *metrics {
 	f := promauto.With(reg)
 	m := &metrics{
 		reloads: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "rate_limit_rules_reloads_total",
-			Help: "Rule loads by source (file, dynamic) and result (success, failure: refused, the running rules stayed).",
+			Help: "Rule loads by source (file, rls_config, dynamic) and result (success, failure: refused, the running rules stayed).",
 		}, []string{"source", "result"}),
 		lastSuccessful: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "rate_limit_rules_last_reload_successful",
-			Help: "1 when the last load of the source (file, dynamic) was applied, 0 when it was refused.",
+			Help: "1 when the last load of the source (file, rls_config, dynamic) was applied, 0 when it was refused.",
 		}, []string{"source"}),
 		dynamicVersion: f.NewGauge(prometheus.GaugeOpts{
 			Name: "rate_limit_rules_dynamic_version",
@@ -39,14 +40,17 @@ func newMetrics(reg prometheus.Registerer, dynamic bool) *metrics {
 		}),
 		loaded: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "rate_limit_rules",
-			Help: "Rules in force by source (file, dynamic).",
+			Help: "Rules in force by source (file, rls_config, dynamic).",
 		}, []string{"source"}),
 	}
-	sources := []string{SourceFile}
-	if dynamic {
-		sources = append(sources, SourceDynamic)
+	m.sources = []string{SourceFile}
+	if rls {
+		m.sources = append(m.sources, SourceRLS)
 	}
-	for _, source := range sources {
+	if dynamic {
+		m.sources = append(m.sources, SourceDynamic)
+	}
+	for _, source := range m.sources {
 		m.reloads.WithLabelValues(source, resultSuccess)
 		m.reloads.WithLabelValues(source, resultFailure)
 	}
@@ -65,6 +69,9 @@ func (m *metrics) reload(source string, ok bool) {
 func (m *metrics) applied(v *View) {
 	m.dynamicVersion.Set(float64(v.DynamicVersion))
 	counts := map[string]int{SourceFile: 0, SourceDynamic: 0}
+	for _, s := range m.sources {
+		counts[s] = 0
+	}
 	for _, r := range v.Rules {
 		counts[r.Source]++
 	}

@@ -11,17 +11,19 @@ import (
 // waits for a load (a 0 there would fire the reload alert).
 func TestMetricsStartAtZero(t *testing.T) {
 	tests := []struct {
-		name    string
-		dynamic bool
-		reloads int
+		name         string
+		dynamic, rls bool
+		reloads      int
 	}{
-		{"file only", false, 2},
-		{"file and dynamic", true, 4},
+		{"file only", false, false, 2},
+		{"file and dynamic", true, false, 4},
+		{"file and rls", false, true, 4},
+		{"every source", true, true, 6},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			reg := prometheus.NewRegistry()
-			newMetrics(reg, tt.dynamic)
+			newMetrics(reg, tt.dynamic, tt.rls)
 			if n, err := testutil.GatherAndCount(reg, "rate_limit_rules_reloads_total"); err != nil || n != tt.reloads {
 				t.Errorf("rate_limit_rules_reloads_total: %d series (%v), want %d", n, err, tt.reloads)
 			}

@@ -1,11 +1,13 @@
 // Package rulesync keeps a limiter's rules current. The rules in force are
-// the rules file merged with the dynamic rules of the rule store (Postgres):
-// a dynamic rule overrides the file's rule of the same id. The file is
-// reloaded on SIGHUP and when its content changes; the dynamic rules are
+// the rules file, the rules of a directory of envoyproxy/ratelimit
+// configuration files (RLS_CONFIG_DIR, see package rlsconfig) and the
+// dynamic rules of the rule store (Postgres): a dynamic rule overrides the
+// rule of the same id of either file source. The file and the directory are
+// reloaded on SIGHUP and when their content changes; the dynamic rules are
 // reloaded when a change is announced on Redis pub/sub and when the store's
 // version moves (polled), so a lost announcement delays an update but never
-// loses it. A file or rule set that does not validate is refused and the
-// running rules stay.
+// loses it. A file, directory or rule set that does not validate is refused
+// and the running rules stay.
 //
 // The Manager also makes the changes of the admin API: it validates a rule
 // exactly as the file loader does, stores it with its audit row, applies it
@@ -20,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +30,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/ratewarden/ratewarden/internal/rlsconfig"
 	"github.com/ratewarden/ratewarden/internal/rules"
 )
 
@@ -40,7 +44,10 @@ type Announcer interface {
 // Config wires a Manager.
 type Config struct {
 	// File is the rules file (RULES_FILE).
-	File    string
+	File string
+	// RLSDir is a directory of envoyproxy/ratelimit configuration files
+	// (RLS_CONFIG_DIR), read as often as File; empty: none.
+	RLSDir  string
 	Options rules.Options
 	// Apply puts a rule set in force (limiter.Service.SetRules).
 	Apply func(*rules.Set)
@@ -52,7 +59,8 @@ type Config struct {
 	// Report, when set, tells the others which version this instance runs
 	// (redisstore.Heartbeats.ReportRules, bounded by its own timeout).
 	Report func(version string, appliedAt time.Time)
-	// FilePoll is how often the file is read for changes (default 1s);
+	// FilePoll is how often the file and RLSDir are read for changes
+	// (default 1s);
 	// StorePoll how often the store's version is read (default 1s); Timeout
 	// bounds each background store operation (default 2s).
 	FilePoll, StorePoll, Timeout time.Duration
@@ -80,15 +88,19 @@ func (e *InvalidError) Unwrap() error { return e.Err }
 const (
 	SourceFile    = "file"
 	SourceDynamic = "dynamic"
+	SourceRLS     = "rls_config" // RLS_CONFIG_DIR
 )
 
 // View is the rule set in force on this instance.
 type View struct {
-	// Version names the merged rule set: "<dynamic version>-<file hash>".
+	// Version names the merged rule set: "<dynamic version>-<file hash>",
+	// then "-<RLS hash>" when an RLS directory is configured.
 	Version        string
 	DynamicVersion int64
 	File           string
 	FileHash       string // first 12 hex digits of the file's SHA-256
+	RLSDir         string // empty: none
+	RLSHash        string // first 12 hex digits of rlsconfig.Hash of its files
 	AppliedAt      time.Time
 	Rules          []RuleView // evaluation order
 	Set            *rules.Set // the compiled set
@@ -96,9 +108,11 @@ type View struct {
 
 // RuleView is one rule in force and where it comes from.
 type RuleView struct {
-	Rule          rules.Rule
-	Source        string // SourceFile or SourceDynamic
-	OverridesFile bool   // a dynamic rule replacing the file's rule of its id
+	Rule   rules.Rule
+	Source string // SourceFile, SourceRLS or SourceDynamic
+	// OverridesFile: a dynamic rule replacing the rule of its id of the
+	// rules file or of the RLS directory.
+	OverridesFile bool
 	// Version, UpdatedAt and UpdatedBy describe a dynamic rule's last change.
 	Version   int64
 	UpdatedAt time.Time
@@ -129,7 +143,9 @@ type Manager struct {
 	mu         sync.Mutex // serializes loads, changes and applies
 	file       *rules.File
 	fileHash   string
-	refused    string // hash of the last file content refused, reported once
+	refused    string            // hash of the last file content refused, reported once
+	rls        *rlsconfig.Config // nil without RLSDir
+	rlsRefused string            // hash of the last RLSDir content refused, reported once
 	dynamic    []dynamicRule
 	dynVersion int64
 	// refusedVersion is a version of the dynamic rules that was refused:
@@ -161,12 +177,13 @@ func New(cfg Config) *Manager {
 	if cfg.Registerer == nil {
 		cfg.Registerer = prometheus.NewRegistry()
 	}
-	return &Manager{cfg: cfg, metrics: newMetrics(cfg.Registerer, cfg.Connect != nil), wake: make(chan struct{}, 1)}
+	return &Manager{cfg: cfg, metrics: newMetrics(cfg.Registerer, cfg.Connect != nil, cfg.RLSDir != ""), wake: make(chan struct{}, 1)}
 }
 
-// Start loads the rules file (an error is fatal: there is nothing to run),
-// then the dynamic rules when the store answers within the timeout (else
-// the file's rules run and the store is retried by Run), and applies them.
+// Start loads the rules file and the RLS directory (an error is fatal:
+// there is nothing to run), then the dynamic rules when the store answers
+// within the timeout (else the files' rules run and the store is retried by
+// Run), and applies them.
 func (m *Manager) Start(ctx context.Context) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -176,6 +193,14 @@ func (m *Manager) Start(ctx context.Context) error {
 		return err
 	}
 	m.file, m.fileHash = f, hash
+	if m.cfg.RLSDir != "" {
+		c, err := rlsconfig.LoadDir(m.cfg.RLSDir)
+		if err != nil {
+			m.metrics.reload(SourceRLS, false)
+			return fmt.Errorf("RLS_CONFIG_DIR %s: %w", m.cfg.RLSDir, err)
+		}
+		m.rls = c
+	}
 	if m.cfg.Connect != nil {
 		sctx, cancel := context.WithTimeout(ctx, m.cfg.Timeout)
 		if m.connectLocked(sctx) == nil && m.loadDynamicLocked(sctx) == nil {
@@ -184,15 +209,22 @@ func (m *Manager) Start(ctx context.Context) error {
 		cancel()
 	}
 	if err := m.applyLocked(); err != nil {
+		if m.rls != nil {
+			return fmt.Errorf("RULES_FILE %s with RLS_CONFIG_DIR %s: %w", m.cfg.File, m.cfg.RLSDir, err)
+		}
 		return fmt.Errorf("RULES_FILE %s: %w", m.cfg.File, err)
 	}
 	m.metrics.reload(SourceFile, true)
+	if m.rls != nil {
+		m.metrics.reload(SourceRLS, true)
+	}
 	return nil
 }
 
-// Run keeps the rules current until ctx ends: the file on every signal
-// from reload (SIGHUP) and every FilePoll, the dynamic rules on every
-// announcement and every StorePoll. It closes the store when it returns.
+// Run keeps the rules current until ctx ends: the file and the RLS
+// directory on every signal from reload (SIGHUP) and every FilePoll, the
+// dynamic rules on every announcement and every StorePoll. It closes the
+// store when it returns.
 func (m *Manager) Run(ctx context.Context, reload <-chan os.Signal) {
 	var wg sync.WaitGroup
 	defer func() {
@@ -225,10 +257,12 @@ func (m *Manager) Run(ctx context.Context, reload <-chan os.Signal) {
 		case <-ctx.Done():
 			return
 		case <-reload:
-			m.cfg.Log.Info("reloading rules file on signal", zap.String("file", m.cfg.File))
+			m.cfg.Log.Info("reloading rules file on signal", zap.String("file", m.cfg.File), zap.String("rls_dir", m.cfg.RLSDir))
 			_ = m.ReloadFile(true)
+			_ = m.ReloadRLS(true)
 		case <-fileTick.C:
 			_ = m.ReloadFile(false)
+			_ = m.ReloadRLS(false)
 		case <-m.wake:
 			m.refresh(ctx)
 		case <-storeTick:
@@ -287,6 +321,55 @@ func (m *Manager) refuseFile(key string, err error) error {
 		m.cfg.Log.Error("rules file refused; the running rules stay", zap.String("file", m.cfg.File), zap.Error(err))
 	}
 	return fmt.Errorf("RULES_FILE %s: %w", m.cfg.File, err)
+}
+
+// ReloadRLS reads the RLS directory and applies it if its content (names
+// and contents of its files) changed; without RLSDir it does nothing. An
+// invalid directory is refused (counted, and logged once per content unless
+// force) and the running rules stay, as ReloadFile does.
+func (m *Manager) ReloadRLS(force bool) error {
+	if m.cfg.RLSDir == "" {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if force {
+		m.rlsRefused = ""
+	}
+	files, err := rlsconfig.ReadDir(m.cfg.RLSDir)
+	if err != nil {
+		return m.refuseRLS("read:"+err.Error(), err)
+	}
+	hash := rlsconfig.Hash(files)
+	if (m.rls != nil && hash == m.rls.Hash) || hash == m.rlsRefused {
+		return nil
+	}
+	c, err := rlsconfig.Load(files)
+	if err != nil {
+		return m.refuseRLS(hash, err)
+	}
+	old := m.rls
+	m.rls = c
+	if err := m.applyLocked(); err != nil {
+		m.rls = old
+		return m.refuseRLS(hash, err)
+	}
+	m.rlsRefused = ""
+	m.metrics.reload(SourceRLS, true)
+	m.cfg.Log.Info("RLS config reloaded", zap.String("dir", m.cfg.RLSDir), zap.Int("files", len(c.Files)),
+		zap.Int("domains", len(c.Domains)), zap.Int("rules", len(c.Rules)), zap.String("version", m.view.Load().Version))
+	return nil
+}
+
+// refuseRLS counts a refused RLS directory and logs it unless the same
+// content (or read error), named by key, was already logged.
+func (m *Manager) refuseRLS(key string, err error) error {
+	m.metrics.reload(SourceRLS, false)
+	if key != m.rlsRefused {
+		m.rlsRefused = key
+		m.cfg.Log.Error("RLS config refused; the running rules stay", zap.String("dir", m.cfg.RLSDir), zap.Error(err))
+	}
+	return fmt.Errorf("RLS_CONFIG_DIR %s: %w", m.cfg.RLSDir, err)
 }
 
 // refresh connects to the store if need be and reloads the dynamic rules
@@ -398,14 +481,14 @@ func (m *Manager) loadDynamicLocked(ctx context.Context) error {
 	return nil
 }
 
-// applyLocked compiles the file merged with the dynamic rules and puts the
-// set in force.
+// applyLocked compiles the file and the RLS directory merged with the
+// dynamic rules and puts the set in force.
 func (m *Manager) applyLocked() error {
 	dyn := make([]rules.Rule, len(m.dynamic))
 	for i, d := range m.dynamic {
 		dyn[i] = d.rule
 	}
-	set, err := rules.Compile(rules.Merge(m.file, dyn), m.cfg.Options)
+	set, err := rules.Compile(m.merged(dyn), m.cfg.Options)
 	if err != nil {
 		return err
 	}
@@ -420,12 +503,34 @@ func (m *Manager) applyLocked() error {
 	return nil
 }
 
+// merged is the rules file with the RLS directory's rules added, then
+// the dynamic rules applied (a dynamic rule replaces the rule of its id).
+// A rule of the directory with the id of one of the file is a duplicate,
+// which Compile refuses.
+func (m *Manager) merged(dyn []rules.Rule) *rules.File {
+	base := m.file
+	if m.rls != nil && len(m.rls.Rules) > 0 {
+		base = &rules.File{Rules: slices.Concat(m.file.Rules, m.rls.Rules), Exempt: m.file.Exempt, Detection: m.file.Detection}
+	}
+	return rules.Merge(base, dyn)
+}
+
 func (m *Manager) viewOf(set *rules.Set, now time.Time) *View {
 	v := &View{DynamicVersion: m.dynVersion, File: m.cfg.File, FileHash: m.fileHash[:12], AppliedAt: now, Set: set}
 	v.Version = fmt.Sprintf("%d-%s", v.DynamicVersion, v.FileHash)
+	if m.rls != nil {
+		v.RLSDir, v.RLSHash = m.cfg.RLSDir, m.rls.Hash[:12]
+		v.Version += "-" + v.RLSHash
+	}
 	inFile := make(map[string]*rules.Rule, len(m.file.Rules))
 	for i := range m.file.Rules {
 		inFile[m.file.Rules[i].ID] = &m.file.Rules[i]
+	}
+	inRLS := map[string]*rules.Rule{}
+	if m.rls != nil {
+		for i := range m.rls.Rules {
+			inRLS[m.rls.Rules[i].ID] = &m.rls.Rules[i]
+		}
 	}
 	dyn := make(map[string]*dynamicRule, len(m.dynamic))
 	for i := range m.dynamic {
@@ -433,10 +538,12 @@ func (m *Manager) viewOf(set *rules.Set, now time.Time) *View {
 	}
 	for _, r := range set.Rules() {
 		if d, ok := dyn[r.ID]; ok {
-			v.Rules = append(v.Rules, RuleView{Rule: d.rule, Source: SourceDynamic, OverridesFile: inFile[r.ID] != nil,
+			v.Rules = append(v.Rules, RuleView{Rule: d.rule, Source: SourceDynamic, OverridesFile: inFile[r.ID] != nil || inRLS[r.ID] != nil,
 				Version: d.stored.Version, UpdatedAt: d.stored.UpdatedAt, UpdatedBy: d.stored.UpdatedBy})
+		} else if f, ok := inFile[r.ID]; ok {
+			v.Rules = append(v.Rules, RuleView{Rule: *f, Source: SourceFile})
 		} else {
-			v.Rules = append(v.Rules, RuleView{Rule: *inFile[r.ID], Source: SourceFile})
+			v.Rules = append(v.Rules, RuleView{Rule: *inRLS[r.ID], Source: SourceRLS})
 		}
 	}
 	return v
@@ -506,6 +613,9 @@ func (m *Manager) change(ctx context.Context, id string, edit func(current *rule
 			if m.fileRule(id) != nil {
 				return Result{}, fmt.Errorf("%w: %s comes from the rules file, not the API (edit the file, or override it with PUT)", ErrNotFound, id)
 			}
+			if m.rlsRule(id) != nil {
+				return Result{}, fmt.Errorf("%w: %s comes from RLS_CONFIG_DIR, not the API (edit its files, or override it with PUT)", ErrNotFound, id)
+			}
 			return Result{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 		}
 	} else {
@@ -545,7 +655,23 @@ func (m *Manager) currentRule(id string) *rules.Rule {
 			return &m.dynamic[i].rule
 		}
 	}
-	return m.fileRule(id)
+	if r := m.fileRule(id); r != nil {
+		return r
+	}
+	return m.rlsRule(id)
+}
+
+// rlsRule returns the RLS directory's rule id, or nil.
+func (m *Manager) rlsRule(id string) *rules.Rule {
+	if m.rls == nil {
+		return nil
+	}
+	for i := range m.rls.Rules {
+		if m.rls.Rules[i].ID == id {
+			return &m.rls.Rules[i]
+		}
+	}
+	return nil
 }
 
 func (m *Manager) fileRule(id string) *rules.Rule {
@@ -565,7 +691,7 @@ func (m *Manager) validateWith(r rules.Rule) error {
 			dyn = append(dyn, d.rule)
 		}
 	}
-	_, err := rules.Compile(rules.Merge(m.file, append(dyn, r)), m.cfg.Options)
+	_, err := rules.Compile(m.merged(append(dyn, r)), m.cfg.Options)
 	return err
 }
 
