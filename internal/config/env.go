@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -128,4 +129,26 @@ func (e *env) prefixes(name string) []netip.Prefix {
 		out = append(out, p)
 	}
 	return out
+}
+
+// readableDir reads an optional directory: empty means none; when set it
+// must be a directory that can be listed, checked now so that a wrong path
+// stops the process at start.
+func (e *env) readableDir(name string) string {
+	v := e.str(name, "")
+	if v == "" {
+		return ""
+	}
+	info, err := os.Stat(v)
+	switch {
+	case err != nil:
+		e.errs = append(e.errs, fmt.Errorf("%s: %w", name, err))
+	case !info.IsDir():
+		e.fail(name, "a readable directory", v)
+	default:
+		if _, err := os.ReadDir(v); err != nil {
+			e.errs = append(e.errs, fmt.Errorf("%s: %w", name, err))
+		}
+	}
+	return v
 }

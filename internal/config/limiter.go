@@ -54,6 +54,9 @@ type Limiter struct {
 	DynamicRules bool
 	DatabaseURL  string
 	RulesPoll    time.Duration // how often the rules file and the rule store's version are read
+	// RLSConfigDir is a directory of envoyproxy/ratelimit configuration
+	// files whose descriptor rules join the rules file's; empty: none.
+	RLSConfigDir string
 
 	// PprofAddr, when set, serves net/http/pprof on a listener of its own.
 	PprofAddr string
@@ -113,6 +116,7 @@ func LoadLimiter(getenv func(string) string) (Limiter, error) {
 		DynamicRules: e.onOff("DYNAMIC_RULES", true),
 		DatabaseURL:  e.str("DATABASE_URL", DefaultDatabaseURL),
 		RulesPoll:    e.duration("RULES_POLL_INTERVAL", time.Second),
+		RLSConfigDir: e.readableDir("RLS_CONFIG_DIR"),
 
 		PprofAddr:     e.str("PPROF_ADDR", ""),
 		OpsListenAddr: e.str("OPS_LISTEN_ADDR", ""),

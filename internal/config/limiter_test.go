@@ -28,7 +28,7 @@ func TestLoadLimiterDefaults(t *testing.T) {
 	if !c.DynamicRules || c.DatabaseURL != DefaultDatabaseURL || c.RulesPoll != time.Second {
 		t.Fatalf("unexpected dynamic rules defaults: %+v", c)
 	}
-	if c.OverLimitCache != 100_000 || c.PprofAddr != "" {
+	if c.OverLimitCache != 100_000 || c.PprofAddr != "" || c.RLSConfigDir != "" {
 		t.Fatalf("unexpected performance defaults: %+v", c)
 	}
 	want := RLS{GRPCListenAddr: ":8083", LimitHeader: "RateLimit-Limit", RemainingHeader: "RateLimit-Remaining",
@@ -125,6 +125,8 @@ func TestLoadLimiterErrorsNameTheVariable(t *testing.T) {
 		{"bad shadow switch", "SHADOW_MODE", "yes please"},
 		{"empty address key", "RLS_ADDRESS_KEY", "\x01"},
 		{"negative connection age", "GRPC_MAX_CONNECTION_AGE", "-1s"},
+		{"missing RLS config dir", "RLS_CONFIG_DIR", "/nonexistent/rls"},
+		{"RLS config dir that is a file", "RLS_CONFIG_DIR", "limiter_test.go"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -150,5 +152,14 @@ func TestTrustedProxiesNormalized(t *testing.T) {
 	}
 	if _, err := LoadLimiter(mapEnv(map[string]string{"TRUSTED_PROXIES": "fe80::1%eth0"})); err == nil {
 		t.Error("a zoned address was accepted")
+	}
+}
+
+// RLS_CONFIG_DIR names a directory the limiter can list.
+func TestLoadLimiterRLSConfigDir(t *testing.T) {
+	dir := t.TempDir()
+	c, err := LoadLimiter(mapEnv(map[string]string{"RLS_CONFIG_DIR": dir}))
+	if err != nil || c.RLSConfigDir != dir {
+		t.Fatalf("RLSConfigDir %q, %v; want %q", c.RLSConfigDir, err, dir)
 	}
 }
