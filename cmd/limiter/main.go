@@ -116,6 +116,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	// manager (SIGHUP, file and store polls, announcements on Redis).
 	rulesMgr := rulesync.New(rulesync.Config{
 		File:    cfg.RulesFile,
+		RLSDir:  cfg.RLSConfigDir,
 		Options: rules.Options{KeyPrefix: cfg.RedisKeyPrefix},
 		Apply:   svc.SetRules,
 		Connect: ruleStore(cfg),
