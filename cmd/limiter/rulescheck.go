@@ -8,18 +8,27 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/decide"
+	"github.com/ratewarden/ratewarden/internal/rlsconfig"
 	"github.com/ratewarden/ratewarden/internal/rules"
 )
 
 // rulesUsage is printed by "limiter rules -h" and after every usage error.
-const rulesUsage = `usage: limiter rules check FILE...
+const rulesUsage = `usage: limiter rules check [--rls-dir DIR]... [FILE...]
 
 Check validates each rules file as the limiter would load it (strict YAML,
 every rule and setting validated, then compiled) and prints the rules it
 defines, in evaluation order. Every file is checked, even after a failure.
 
-Exit status: 0 if every file is valid, 1 if any file is invalid or cannot be
-read, 2 on a usage error.
+--rls-dir DIR (or --rls-dir=DIR, as often as needed) checks a directory of
+envoyproxy/ratelimit configuration files as the limiter loads
+RLS_CONFIG_DIR: its *.yaml and *.yml files (dotfiles and subdirectories
+ignored), one domain per file, every descriptor converted and compiled.
+It prints the descriptor rules they define (domain, path, limit and
+flags), then the domains. Rules files and directories are checked each on
+its own, in the order given.
+
+Exit status: 0 if everything checked is valid, 1 if any file or directory
+is invalid or cannot be read, 2 on a usage error.
 `
 
 // Exit statuses of rulesCommand, as promtool check uses them so that CI
@@ -52,32 +61,57 @@ func rulesUsageError(stderr io.Writer, msg string) int {
 	return rulesExitUsage
 }
 
-// rulesCheck runs "limiter rules check FILE...". Arguments are parsed by
-// hand rather than with package flag so that a help flag after a file name
-// still prints the usage; "--" ends the flags for files named like one.
+// checkTarget is one thing to check: a rules file, or an RLS directory.
+type checkTarget struct {
+	path string
+	dir  bool
+}
+
+// rulesCheck runs "limiter rules check [--rls-dir DIR]... [FILE...]".
+// Arguments are parsed by hand rather than with package flag so that a
+// help flag after a file name still prints the usage; "--" ends the flags
+// for files named like one.
 func rulesCheck(args []string, stdout, stderr io.Writer) int {
-	var files []string
-	for i, a := range args {
+	var targets []checkTarget
+	for i := 0; i < len(args); i++ {
+		a := args[i]
 		if a == "--" {
-			files = append(files, args[i+1:]...)
+			for _, f := range args[i+1:] {
+				targets = append(targets, checkTarget{path: f})
+			}
 			break
 		}
 		switch {
 		case a == "-h" || a == "-help" || a == "--help":
 			_, _ = io.WriteString(stdout, rulesUsage)
 			return rulesExitOK
+		case a == "--rls-dir" || a == "-rls-dir":
+			if i+1 == len(args) || args[i+1] == "" {
+				return rulesUsageError(stderr, "check: --rls-dir needs a directory")
+			}
+			i++
+			targets = append(targets, checkTarget{path: args[i], dir: true})
+			continue
+		case strings.HasPrefix(a, "--rls-dir=") || strings.HasPrefix(a, "-rls-dir="):
+			_, dir, _ := strings.Cut(a, "=")
+			if dir == "" {
+				return rulesUsageError(stderr, "check: --rls-dir needs a directory")
+			}
+			targets = append(targets, checkTarget{path: dir, dir: true})
+			continue
 		case len(a) > 1 && a[0] == '-':
 			return rulesUsageError(stderr, fmt.Sprintf("check: unknown flag %q", a))
 		}
-		files = append(files, a)
+		targets = append(targets, checkTarget{path: a})
 	}
-	if len(files) == 0 {
-		return rulesUsageError(stderr, "check: no file given")
+	if len(targets) == 0 {
+		return rulesUsageError(stderr, "check: no file or --rls-dir given")
 	}
 	status := rulesExitOK
 	wrote := false // separates the reports of successive valid files
-	for _, path := range files {
-		f, set, err := loadRulesForCheck(path)
+	for _, t := range targets {
+		path := t.path
+		report, err := t.check()
 		if err != nil {
 			status = rulesExitInvalid
 			var b strings.Builder
@@ -92,11 +126,28 @@ func rulesCheck(args []string, stdout, stderr io.Writer) int {
 		if wrote {
 			b.WriteByte('\n')
 		}
-		writeRulesReport(&b, path, f, set)
+		report(&b)
 		_, _ = io.WriteString(stdout, b.String())
 		wrote = true
 	}
 	return status
+}
+
+// check loads the target as the limiter does and returns the writer of its
+// report.
+func (t checkTarget) check() (func(*strings.Builder), error) {
+	if t.dir {
+		c, set, err := loadRLSForCheck(t.path)
+		if err != nil {
+			return nil, err
+		}
+		return func(b *strings.Builder) { writeRLSReport(b, t.path, c, set) }, nil
+	}
+	f, set, err := loadRulesForCheck(t.path)
+	if err != nil {
+		return nil, err
+	}
+	return func(b *strings.Builder) { writeRulesReport(b, t.path, f, set) }, nil
 }
 
 // loadRulesForCheck loads and compiles path exactly as the limiter does at
@@ -113,6 +164,20 @@ func loadRulesForCheck(path string) (*rules.File, *rules.Set, error) {
 		return nil, nil, err
 	}
 	return f, set, nil
+}
+
+// loadRLSForCheck loads an RLS directory exactly as the limiter does at
+// start (rlsconfig.LoadDir, then Compile with the default options).
+func loadRLSForCheck(dir string) (*rlsconfig.Config, *rules.Set, error) {
+	c, err := rlsconfig.LoadDir(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	set, err := rules.Compile(&rules.File{Rules: c.Rules}, rules.Options{})
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, set, nil
 }
 
 // checkErrorLines splits err (problems are joined one per line) into the
@@ -143,14 +208,38 @@ func writeRulesReport(b *strings.Builder, path string, f *rules.File, set *rules
 	rs := set.Rules()
 	fmt.Fprintf(b, "Checking %s\n  SUCCESS: %d %s found\n\n", path, len(rs), rulesPlural(int64(len(rs)), "rule", "rules"))
 	for _, r := range rs {
-		writeRule(b, r)
+		writeRule(b, r, nil)
 	}
 	fmt.Fprintf(b, "exempt: %s\n", describeExempt(f.Exempt))
 	fmt.Fprintf(b, "detection: %s\n", describeDetection(set.Detection()))
 }
 
-// writeRule describes one compiled rule.
-func writeRule(b *strings.Builder, r *rules.Rule) {
+// writeRLSReport describes a valid RLS directory: its descriptor rules in
+// evaluation order, then its domains and the files defining them.
+func writeRLSReport(b *strings.Builder, dir string, c *rlsconfig.Config, set *rules.Set) {
+	rs := set.Rules()
+	fmt.Fprintf(b, "Checking %s (RLS config)\n  SUCCESS: %d descriptor %s found in %d %s\n\n", dir, len(rs),
+		rulesPlural(int64(len(rs)), "rule", "rules"), len(c.Files), rulesPlural(int64(len(c.Files)), "file", "files"))
+	files := make(map[string]string, len(c.Domains))
+	for _, d := range c.Domains {
+		files[d.Name] = d.File
+	}
+	for _, r := range rs {
+		writeRule(b, r, files)
+	}
+	domains := make([]string, len(c.Domains))
+	for i, d := range c.Domains {
+		domains[i] = fmt.Sprintf("%s (%s, %d %s)", d.Name, d.File, d.Rules, rulesPlural(int64(d.Rules), "rule", "rules"))
+	}
+	if len(domains) == 0 {
+		domains = []string{"none"}
+	}
+	fmt.Fprintf(b, "domains: %s\n", strings.Join(domains, "; "))
+}
+
+// writeRule describes one compiled rule. domainFiles, when set, names the
+// file of each descriptor domain.
+func writeRule(b *strings.Builder, r *rules.Rule, domainFiles map[string]string) {
 	mode := ""
 	if r.Shadow {
 		mode = ", shadow"
@@ -159,12 +248,16 @@ func writeRule(b *strings.Builder, r *rules.Rule) {
 	if r.Shadow {
 		writeField(b, "shadow:", "reports only, never denies")
 	}
-	writeField(b, "matches:", describeMatch(r.Match))
-	writeField(b, "key:", describeKey(r.Key))
-	if slices.Contains(r.Key, "ip") {
-		writeField(b, "ipv6:", describeIPv6Grouping(r.IPv6Prefix, "share the limits"))
+	if d := r.Descriptor; d != nil {
+		writeDescriptor(b, r, domainFiles[d.Domain])
+	} else {
+		writeField(b, "matches:", describeMatch(r.Match))
+		writeField(b, "key:", describeKey(r.Key))
+		if slices.Contains(r.Key, "ip") {
+			writeField(b, "ipv6:", describeIPv6Grouping(r.IPv6Prefix, "share the limits"))
+		}
+		writeField(b, "limits:", describeLimits(r.Algorithm, r.Limits))
 	}
-	writeField(b, "limits:", describeLimits(r.Algorithm, r.Limits))
 	writeTierLimits(b, rulesContIndent, r.Algorithm, r.Tiers)
 	if r.Penalty != 0 {
 		writeField(b, "penalty:", rulesDuration(r.Penalty.Std()))
@@ -183,7 +276,51 @@ func writeRule(b *strings.Builder, r *rules.Rule) {
 		}
 		writeField(b, label, describeEscalation(e))
 	}
-	writeField(b, "on Redis failure:", string(r.OnRedisFailure))
+	if d := r.Descriptor; d == nil || !d.Unlimited && !r.Blocks() { // else answered without Redis
+		writeField(b, "on Redis failure:", string(r.OnRedisFailure))
+	}
+}
+
+// writeDescriptor describes what a descriptor rule matches (the domain,
+// from file when known, and the path) and its limits, which an unlimited
+// rule and a rule of 0 requests answer without Redis.
+func writeDescriptor(b *strings.Builder, r *rules.Rule, file string) {
+	d := r.Descriptor
+	domain := d.Domain
+	if file != "" {
+		domain += " (" + file + ")"
+	}
+	writeField(b, "domain:", domain)
+	writeField(b, "path:", rlsconfig.Path(d.Entries))
+	if d.Name != "" {
+		writeField(b, "name:", d.Name)
+	}
+	if len(d.Replaces) > 0 {
+		writeField(b, "replaces:", strings.Join(d.Replaces, ", ")+" (not applied when this rule matches too)")
+	}
+	var flags []string
+	for _, e := range d.Entries {
+		if e.ShareThreshold {
+			flags = append(flags, fmt.Sprintf("share_threshold on %s (the values matching %s count as one)", e.Key, e.Value))
+		}
+		if e.DetailedMetric {
+			flags = append(flags, "detailed_metric on "+e.Key)
+		}
+		if e.ValueToMetric {
+			flags = append(flags, "value_to_metric on "+e.Key)
+		}
+	}
+	if len(flags) > 0 {
+		writeField(b, "flags:", strings.Join(flags, "; "))
+	}
+	switch {
+	case d.Unlimited:
+		writeField(b, "limits:", "unlimited (answered OK without Redis)")
+	case r.Blocks():
+		writeField(b, "limits:", describeLimits(r.Algorithm, r.Limits)+" (denies every request, without Redis)")
+	default:
+		writeField(b, "limits:", describeLimits(r.Algorithm, r.Limits))
+	}
 }
 
 // writeField writes one "label: value" line of a rule's description.

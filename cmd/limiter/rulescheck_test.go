@@ -15,6 +15,8 @@ const (
 	rulesFullPath         = "testdata/rules/full.yaml"
 	rulesInvalidPath      = "testdata/rules/invalid.yaml"
 	rulesUnknownFieldPath = "testdata/rules/unknown-field.yaml"
+	rlsValidDir           = "testdata/rls/valid"
+	rlsInvalidDir         = "testdata/rls/invalid"
 )
 
 // runRulesCommand runs rulesCommand and returns its exit status and output.
@@ -49,7 +51,7 @@ func writeTempRules(t *testing.T, content string) string {
 // Usage errors exit 2 with the usage on stderr; help exits 0 with the usage
 // on stdout.
 func TestRulesCommandUsage(t *testing.T) {
-	const usage = "usage: limiter rules check FILE..."
+	const usage = "usage: limiter rules check [--rls-dir DIR]... [FILE...]"
 	tests := []struct {
 		name       string
 		args       []string
@@ -62,7 +64,12 @@ func TestRulesCommandUsage(t *testing.T) {
 		{name: "unknown subcommand", args: []string{"lint", "a.yaml"}, wantCode: 2,
 			wantStderr: []string{`limiter rules: unknown subcommand "lint"`, usage}},
 		{name: "no file", args: []string{"check"}, wantCode: 2,
-			wantStderr: []string{"limiter rules: check: no file given", usage}},
+			wantStderr: []string{"limiter rules: check: no file or --rls-dir given", usage}},
+		{name: "rls-dir without a directory", args: []string{"check", "--rls-dir"}, wantCode: 2,
+			wantStderr: []string{"limiter rules: check: --rls-dir needs a directory", usage}},
+		{name: "rls-dir= without a directory", args: []string{"check", rulesFullPath, "--rls-dir="}, wantCode: 2,
+			wantStderr: []string{"limiter rules: check: --rls-dir needs a directory", usage}},
+		{name: "help documents rls-dir", args: []string{"--help"}, wantCode: 0, wantStdout: []string{"--rls-dir DIR", "RLS_CONFIG_DIR"}},
 		{name: "unknown flag", args: []string{"check", "--strict", rulesFullPath}, wantCode: 2,
 			wantStderr: []string{`check: unknown flag "--strict"`, usage}},
 		{name: "help flag", args: []string{"--help"}, wantCode: 0, wantStdout: []string{usage, "Exit status"}},
@@ -265,5 +272,112 @@ func TestRulesCommandShortDuration(t *testing.T) {
 		if got := rulesDuration(tt.d); got != tt.want {
 			t.Errorf("rulesDuration(%v) = %q, want %q", tt.d, got, tt.want)
 		}
+	}
+}
+
+// The report of an RLS directory using every feature is pinned exactly:
+// descriptor rules in evaluation order with their domain (and file), path,
+// flags and limits, then the domains. Dotfiles are not read.
+func TestRulesCommandRLSReport(t *testing.T) {
+	const want = `Checking testdata/rls/valid (RLS config)
+  SUCCESS: 5 descriptor rules found in 2 files
+
+rls.api.path__api__ (priority 100, token_bucket, shadow)
+  shadow:    reports only, never denies
+  domain:    api (api.yml)
+  path:      path_/api/*
+  flags:     share_threshold on path (the values matching /api/* count as one); value_to_metric on path
+  limits:    10 tokens per 1s, burst 50
+  penalty:   1m
+  on Redis failure: deny
+rls.messaging.internal (priority 100, fixed_window)
+  domain:    messaging (messaging.yaml)
+  path:      internal
+  limits:    unlimited (answered OK without Redis)
+rls.messaging.message_type_marketing.to_number (priority 100, fixed_window)
+  domain:    messaging (messaging.yaml)
+  path:      message_type_marketing.to_number
+  name:      marketing
+  limits:    5 per 24h
+  on Redis failure: local
+rls.messaging.remote_address_50.0.0.5 (priority 100, fixed_window)
+  domain:    messaging (messaging.yaml)
+  path:      remote_address_50.0.0.5
+  limits:    0 per 1s (denies every request, without Redis)
+rls.messaging.to_number (priority 100, fixed_window)
+  domain:    messaging (messaging.yaml)
+  path:      to_number
+  replaces:  marketing (not applied when this rule matches too)
+  flags:     detailed_metric on to_number
+  limits:    100 per 2h
+  on Redis failure: local
+domains: api (api.yml, 1 rule); messaging (messaging.yaml, 4 rules)
+`
+	for _, args := range [][]string{{"check", "--rls-dir", rlsValidDir}, {"check", "--rls-dir=" + rlsValidDir}} {
+		code, stdout, stderr := runRulesCommand(t, args...)
+		if code != 0 || stderr != "" {
+			t.Fatalf("%q: exit status %d, stderr:\n%s", args, code, stderr)
+		}
+		if stdout != want {
+			t.Fatalf("%q: report:\n%s\nwant:\n%s", args, stdout, want)
+		}
+	}
+}
+
+// An invalid or missing directory exits 1 and is reported on stderr with
+// every problem: file, domain, descriptor path.
+func TestRulesCommandRLSInvalid(t *testing.T) {
+	tests := []struct {
+		name, dir  string
+		wantStderr []string
+	}{
+		{"invalid", rlsInvalidDir, []string{
+			rlsInvalidDir + ": FAILED\n",
+			"\n  a.yaml: domain messaging: descriptor message_type_marketing.to_number: rate_limit: unknown unit \"fortnight\" (want second, minute, hour, day, week, month or year)\n",
+			"\n  b.yaml: domain messaging: duplicate domain (also in a.yaml)\n",
+		}},
+		{"missing", "testdata/rls/no-such-dir", []string{"testdata/rls/no-such-dir: FAILED\n", "  open testdata/rls/no-such-dir: "}},
+		{"a file", rulesFullPath, []string{rulesFullPath + ": FAILED\n"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := runRulesCommand(t, "check", "--rls-dir", tt.dir)
+			if code != 1 || stdout != "" {
+				t.Errorf("exit status %d, stdout:\n%s", code, stdout)
+			}
+			rulesCheckContains(t, "stderr", stderr, tt.wantStderr)
+		})
+	}
+}
+
+// Rules files and directories are checked in the order given, each on its
+// own; a descriptor rule of a rules file is described by its domain and
+// path.
+func TestRulesCommandFilesAndDirs(t *testing.T) {
+	file := writeTempRules(t, `rules:
+  - id: envoy-users
+    algorithm: fixed_window
+    limits: [{requests: 10, per: 1s}]
+    descriptor: {domain: edge, entries: [{key: user}]}
+`)
+	code, stdout, stderr := runRulesCommand(t, "check", file, "--rls-dir", rlsValidDir, rulesExamplePath)
+	if code != 0 || stderr != "" {
+		t.Fatalf("exit status %d, stderr:\n%s", code, stderr)
+	}
+	rulesCheckContains(t, "stdout", stdout, []string{
+		"envoy-users (priority 100, fixed_window)\n  domain:    edge\n  path:      user\n  limits:    10 per 1s\n",
+		"\n\nChecking " + rlsValidDir + " (RLS config)\n",
+		"\n\nChecking " + rulesExamplePath + "\n",
+	})
+	if i, j, k := strings.Index(stdout, file), strings.Index(stdout, rlsValidDir), strings.Index(stdout, rulesExamplePath); i < 0 || j < i || k < j {
+		t.Errorf("not in the order given:\n%s", stdout)
+	}
+	if strings.Contains(stdout, "matches:   requests of any method") {
+		t.Errorf("a descriptor rule is described as a rule of /v1/check:\n%s", stdout)
+	}
+
+	code, _, stderr = runRulesCommand(t, "check", "--rls-dir", rlsInvalidDir, rulesExamplePath)
+	if code != 1 || !strings.Contains(stderr, rlsInvalidDir+": FAILED") {
+		t.Errorf("an invalid directory among valid files: exit status %d, stderr:\n%s", code, stderr)
 	}
 }
