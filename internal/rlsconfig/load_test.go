@@ -120,6 +120,8 @@ func TestLoadErrors(t *testing.T) {
 			}},
 		{"a bad schedule (rules validation)", head + "  - key: a\n    rate_limit:\n      unit: second\n      requests_per_unit: 5\n      schedule: [{daily: {from: \"25:00\", to: \"06:00\"}, limits: [{requests: 1, per: 1s}]}]\n",
 			[]string{`config.yaml: domain messaging: descriptor a: rate_limit.schedule[0].daily.from: "25:00" must be HH:MM (00:00 to 23:59)`}},
+		{"a long name (rules validation)", head + "  - key: a\n    rate_limit: {name: " + strings.Repeat("n", 129) + ", unit: second, requests_per_unit: 1}\n",
+			[]string{"config.yaml: domain messaging: descriptor a: rate_limit.name: at most 128 bytes"}},
 		{"a bad duration", head + "  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, penalty: 1x}\n",
 			[]string{`config.yaml: domain messaging: descriptor a: line 4: invalid duration "1x" (want Go syntax such as 500ms, 10s, 5m, 1h)`}},
 		{"every problem of a file", head + `

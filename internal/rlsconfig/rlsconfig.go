@@ -259,6 +259,12 @@ func ruleField(field string, limitsForm bool) string {
 		}
 	}
 	if rest, ok := strings.CutPrefix(field, "descriptor."); ok {
+		switch {
+		case rest == "name" || rest == "unlimited":
+			return "rate_limit." + rest
+		case strings.HasPrefix(rest, "replaces"):
+			return "rate_limit." + rest
+		}
 		return rest
 	}
 	if field == "shadow" {
