@@ -28,7 +28,7 @@ func TestLoadLimiterDefaults(t *testing.T) {
 	if !c.DynamicRules || c.DatabaseURL != DefaultDatabaseURL || c.RulesPoll != time.Second {
 		t.Fatalf("unexpected dynamic rules defaults: %+v", c)
 	}
-	if c.OverLimitCache != 100_000 || c.PprofAddr != "" || c.RLSConfigDir != "" {
+	if c.OverLimitCache != 100_000 || c.PprofAddr != "" {
 		t.Fatalf("unexpected performance defaults: %+v", c)
 	}
 	want := RLS{GRPCListenAddr: ":8083", LimitHeader: "RateLimit-Limit", RemainingHeader: "RateLimit-Remaining",
@@ -125,8 +125,6 @@ func TestLoadLimiterErrorsNameTheVariable(t *testing.T) {
 		{"bad shadow switch", "SHADOW_MODE", "yes please"},
 		{"empty address key", "RLS_ADDRESS_KEY", "\x01"},
 		{"negative connection age", "GRPC_MAX_CONNECTION_AGE", "-1s"},
-		{"missing RLS config dir", "RLS_CONFIG_DIR", "/nonexistent/rls"},
-		{"RLS config dir that is a file", "RLS_CONFIG_DIR", "limiter_test.go"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -155,11 +153,21 @@ func TestTrustedProxiesNormalized(t *testing.T) {
 	}
 }
 
-// RLS_CONFIG_DIR names a directory the limiter can list.
+// RLS_CONFIG_DIR is empty by default, else a directory the limiter can
+// list; anything else is one line naming the variable.
 func TestLoadLimiterRLSConfigDir(t *testing.T) {
+	if c, err := LoadLimiter(mapEnv(nil)); err != nil || c.RLSConfigDir != "" {
+		t.Fatalf("default RLSConfigDir %q, %v; want none", c.RLSConfigDir, err)
+	}
 	dir := t.TempDir()
 	c, err := LoadLimiter(mapEnv(map[string]string{"RLS_CONFIG_DIR": dir}))
 	if err != nil || c.RLSConfigDir != dir {
 		t.Fatalf("RLSConfigDir %q, %v; want %q", c.RLSConfigDir, err, dir)
+	}
+	for name, value := range map[string]string{"missing": "/nonexistent/rls", "a file": "limiter_test.go"} {
+		_, err := LoadLimiter(mapEnv(map[string]string{"RLS_CONFIG_DIR": value}))
+		if err == nil || !strings.HasPrefix(err.Error(), "RLS_CONFIG_DIR: ") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: want one line naming RLS_CONFIG_DIR, got %v", name, err)
+		}
 	}
 }
