@@ -17,6 +17,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/ratewarden/ratewarden/internal/rlsconfig"
 )
 
 const (
@@ -39,15 +43,6 @@ const (
 
 // --- envoyproxy/ratelimit configuration files ---
 
-// The keys a file of RLS_CONFIG_DIR may use: envoyproxy/ratelimit's, and in
-// rate_limit ratewarden's extensions (algorithm, burst, penalty).
-var (
-	manifestRLSRootKeys       = []string{"domain", "descriptors"}
-	manifestRLSDescriptorKeys = []string{"key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric"}
-	manifestRLSLimitKeys      = []string{"unit", "requests_per_unit", "unit_multiplier", "name", "unlimited", "replaces", "algorithm", "burst", "penalty"}
-	manifestRLSUnits          = []string{"second", "minute", "hour", "day", "week", "month", "year"}
-	manifestRLSAlgorithms     = []string{"fixed_window", "sliding_window", "sliding_window_counter", "token_bucket"}
-)
 
 // manifestRLSFile is one YAML file of an RLS_CONFIG_DIR.
 type manifestRLSFile struct {
@@ -85,112 +80,22 @@ func manifestReadRLSDir(dir string) ([]manifestRLSFile, error) {
 	return files, nil
 }
 
-// manifestRLSProblems checks the files the way envoyproxy/ratelimit loads
-// them (every key known, one file per domain, no two entries with the same
-// key and value at one level, a unit and a count for every limit), plus
-// ratewarden's extensions. A stand-in until the limiter's own loader exists;
-// then the test should call it, as manifestCheckRulesFile calls rules.Parse.
+// manifestRLSProblems loads the files as the limiter does (package
+// rlsconfig, RLS_CONFIG_DIR), so the recipe's rules are held to the real
+// loader: each file re-encoded from what the test may have changed.
 func manifestRLSProblems(files []manifestRLSFile) []string {
-	var problems []string
-	domains := map[string]string{}
-	for _, f := range files {
-		report := func(format string, args ...any) {
-			problems = append(problems, f.name+": "+fmt.Sprintf(format, args...))
+	in := make([]rlsconfig.File, len(files))
+	for i, f := range files {
+		data, err := yaml.Marshal(f.doc)
+		if err != nil {
+			return []string{f.name + ": " + err.Error()}
 		}
-		for k := range f.doc {
-			if !slices.Contains(manifestRLSRootKeys, k) {
-				report("unknown key %q", k)
-			}
-		}
-		domain := manifestStr(f.doc["domain"])
-		if domain == "" {
-			report("no domain")
-		} else if other, dup := domains[domain]; dup {
-			report("domain %q is also %s's", domain, other)
-		}
-		domains[domain] = f.name
-		manifestRLSLevelProblems(manifestList(f.doc["descriptors"]), domain, report)
+		in[i] = rlsconfig.File{Name: f.name, Data: data}
 	}
-	return problems
-}
-
-func manifestRLSLevelProblems(level []any, where string, report func(string, ...any)) {
-	seen := map[string]bool{}
-	for _, d := range level {
-		m := manifestMap(d)
-		key, value := manifestStr(m["key"]), manifestStr(m["value"])
-		at := where + "." + key
-		if value != "" {
-			at += "_" + value
-		}
-		for k := range m {
-			if !slices.Contains(manifestRLSDescriptorKeys, k) {
-				report("%s: unknown key %q", at, k)
-			}
-		}
-		if key == "" {
-			report("%s: a descriptor without key", where)
-		}
-		if seen[key+"\x00"+value] {
-			report("%s: duplicate descriptor", at)
-		}
-		seen[key+"\x00"+value] = true
-		for _, b := range []string{"shadow_mode", "detailed_metric"} {
-			if v, ok := m[b]; ok {
-				if _, isBool := v.(bool); !isBool {
-					report("%s: %s %v is not true or false", at, b, v)
-				}
-			}
-		}
-		if rl, ok := m["rate_limit"]; ok {
-			manifestRLSLimitProblems(manifestMap(rl), at, report)
-		}
-		if m["rate_limit"] == nil && len(manifestList(m["descriptors"])) == 0 {
-			// envoyproxy/ratelimit takes such an entry as "never limited";
-			// in this recipe it is a mistake.
-			report("%s: neither rate_limit nor nested descriptors", at)
-		}
-		manifestRLSLevelProblems(manifestList(m["descriptors"]), at, report)
+	if _, err := rlsconfig.Load(in); err != nil {
+		return strings.Split(err.Error(), "\n")
 	}
-}
-
-func manifestRLSLimitProblems(rl map[string]any, at string, report func(string, ...any)) {
-	for k := range rl {
-		if !slices.Contains(manifestRLSLimitKeys, k) {
-			report("%s: rate_limit: unknown key %q", at, k)
-		}
-	}
-	if rl["unlimited"] == true {
-		return
-	}
-	if u := manifestStr(rl["unit"]); !slices.Contains(manifestRLSUnits, u) {
-		report("%s: rate_limit: unit %q is none of %v", at, u, manifestRLSUnits)
-	}
-	if n, ok := rl["requests_per_unit"].(int); !ok || n < 0 {
-		report("%s: rate_limit: requests_per_unit %v is not a count", at, rl["requests_per_unit"])
-	}
-	if v, ok := rl["unit_multiplier"]; ok {
-		if n, isInt := v.(int); !isInt || n < 1 {
-			report("%s: rate_limit: unit_multiplier %v is not a positive count", at, v)
-		}
-	}
-	alg := manifestStr(rl["algorithm"])
-	if alg != "" && !slices.Contains(manifestRLSAlgorithms, alg) {
-		report("%s: rate_limit: algorithm %q is none of %v", at, alg, manifestRLSAlgorithms)
-	}
-	if v, ok := rl["burst"]; ok {
-		if n, isInt := v.(int); !isInt || n < 1 {
-			report("%s: rate_limit: burst %v is not a positive count", at, v)
-		}
-		if alg != "token_bucket" {
-			report("%s: rate_limit: burst is for algorithm token_bucket, not %q", at, alg)
-		}
-	}
-	if v, ok := rl["penalty"]; ok {
-		if d, err := time.ParseDuration(manifestStr(v)); err != nil || d <= 0 {
-			report("%s: rate_limit: penalty %v is not a positive duration (5m, 1h)", at, v)
-		}
-	}
+	return nil
 }
 
 // manifestRLSEntry is one (key, value) entry of a descriptor; value is ""
@@ -943,12 +848,12 @@ func TestManifestEnvoyRLSCheckersCatchMistakes(t *testing.T) {
 				rl["requests_per_units"] = rl["requests_per_unit"]
 				delete(rl, "requests_per_unit")
 			})
-		}, `unknown key "requests_per_units"`},
+		}, "unknown field requests_per_units"},
 		{"rules: burst without token bucket", func(t *testing.T) []string {
 			return recipeWith(t, func(_ map[string]any, files []manifestRLSFile) {
 				manifestMap(manifestAt(manifestList(files[0].doc["descriptors"])[0], "rate_limit"))["algorithm"] = "sliding_window"
 			})
-		}, "burst is for algorithm token_bucket"},
+		}, "burst: only with algorithm token_bucket"},
 		{"compose: envoy without the recipe", func(t *testing.T) []string {
 			return composeWith(t, func(s map[string]any) { delete(manifestMap(s["envoy"]), "volumes") })
 		}, "does not mount " + manifestEnvoyRLSRecipe},

@@ -37,15 +37,6 @@ const (
 // manifestRuntimeEnv are read by the Go runtime, not by internal/config.
 var manifestRuntimeEnv = []string{"GOMAXPROCS", "GOMEMLIMIT", "GOGC", "GODEBUG"}
 
-// manifestAnnouncedEnv are the limiter's settings for its gRPC rate limit
-// service (Envoy's ratelimit filter), which the compose file sets while that
-// service is being written: internal/config does not read them yet. Once it
-// does, the scan finds them and this list changes nothing; a misspelling of
-// them is still reported.
-var manifestAnnouncedEnv = map[string][]string{
-	"limiter": {"GRPC_LISTEN_ADDR", "RLS_CONFIG_DIR", "LIMIT_RESPONSE_HEADERS_ENABLED"},
-}
-
 // manifestShelllessImages have no shell or HTTP client for a healthcheck.
 var manifestShelllessImages = []string{"traefik/whoami", "hashicorp/http-echo"}
 
@@ -99,14 +90,9 @@ func manifestLoadConfig(t testing.TB) manifestConfig {
 			}
 		}
 	}
-	for s, names := range manifestAnnouncedEnv {
-		for _, n := range names {
-			cfg.env[s][n] = true
-		}
-	}
 	// The scan must see what README documents, or it proves nothing.
 	for s, names := range map[string][]string{
-		"limiter":  {"REDIS_URL", "KAFKA_BROKERS", "LISTEN_ADDR", "RULES_FILE", "ADMIN_TOKEN", "TRUSTED_PROXIES", "AUTH_DENY_STATUS", "DATABASE_URL", "INSTANCE_ID"},
+		"limiter":  {"REDIS_URL", "KAFKA_BROKERS", "LISTEN_ADDR", "RULES_FILE", "ADMIN_TOKEN", "TRUSTED_PROXIES", "AUTH_DENY_STATUS", "DATABASE_URL", "INSTANCE_ID", "GRPC_LISTEN_ADDR", "RLS_CONFIG_DIR", "LIMIT_RESPONSE_HEADERS_ENABLED"},
 		"detector": {"REDIS_URL", "RULES_FILE", "LISTEN_ADDR", "DETECTOR_GROUP_ID"},
 		"archiver": {"DATABASE_URL", "LISTEN_ADDR", "ARCHIVER_GROUP_ID"},
 	} {

@@ -114,7 +114,8 @@ func startService(t *testing.T, bin string, env []string) string {
 	addr := proctest.FreeAddr(t)
 	var out proctest.Output
 	cmd := exec.Command(bin)
-	cmd.Env = append(append(os.Environ(), env...), "LISTEN_ADDR="+addr)
+	// The limiter's gRPC port is chosen by the kernel (the others ignore it).
+	cmd.Env = append(append(os.Environ(), env...), "LISTEN_ADDR="+addr, "GRPC_LISTEN_ADDR=127.0.0.1:0")
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

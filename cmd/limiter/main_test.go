@@ -23,6 +23,7 @@ func TestRunServesAndStopsCleanly(t *testing.T) {
 	addr := proctest.FreeAddr(t)
 	env := map[string]string{
 		"LISTEN_ADDR":      addr,
+		"GRPC_LISTEN_ADDR": "127.0.0.1:0",
 		"KAFKA_BROKERS":    broker.Addr(),
 		"REDIS_URL":        redistest.URL(),
 		"REDIS_KEY_PREFIX": prefix,

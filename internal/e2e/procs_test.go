@@ -63,7 +63,10 @@ type proc struct {
 	// opsAddr is a limiter's OPS_LISTEN_ADDR, when it has one: known once
 	// await has returned.
 	opsAddr string
-	done    chan struct{}
+	// grpcAddr is a limiter's GRPC_LISTEN_ADDR (Envoy's rate limit API),
+	// 127.0.0.1:0 unless the test sets it: known once await has returned.
+	grpcAddr string
+	done     chan struct{}
 }
 
 // start runs cmd/<name> as launch does and waits for /readyz.
@@ -92,6 +95,9 @@ func launch(t *testing.T, name string, env map[string]string) *proc {
 	}
 	p.cmd = exec.Command(binary(t, name))
 	p.cmd.Env = append(os.Environ(), "LISTEN_ADDR="+listen, "LOG_LEVEL=info")
+	if name == "limiter" {
+		p.cmd.Env = append(p.cmd.Env, "GRPC_LISTEN_ADDR=127.0.0.1:0") // env may override it
+	}
 	for k, v := range env {
 		p.cmd.Env = append(p.cmd.Env, k+"="+v)
 	}
@@ -110,9 +116,9 @@ func launch(t *testing.T, name string, env map[string]string) *proc {
 }
 
 // listeningRE finds the addresses in the limiter's "limiter listening"
-// line: the decision listener's, and the ops listener's (empty without
-// OPS_LISTEN_ADDR).
-var listeningRE = regexp.MustCompile(`"msg":"limiter listening","addr":"([^"]+)","ops_addr":"([^"]*)"`)
+// line: the decision listener's, the ops listener's (empty without
+// OPS_LISTEN_ADDR) and the gRPC listener's (empty when off).
+var listeningRE = regexp.MustCompile(`"msg":"limiter listening","addr":"([^"]+)","ops_addr":"([^"]*)","grpc_addr":"([^"]*)"`)
 
 // await polls path every 10 ms until it answers 200, once the process has
 // an address: on the ops listener when the limiter has one (its decision
@@ -123,7 +129,7 @@ func (p *proc) await(path string, timeout time.Duration) error {
 	for {
 		if p.addr == "" {
 			if m := listeningRE.FindStringSubmatch(p.out.String()); m != nil {
-				p.addr, p.opsAddr = m[1], m[2]
+				p.addr, p.opsAddr, p.grpcAddr = m[1], m[2], m[3]
 			}
 		}
 		if p.addr != "" {
