@@ -109,7 +109,7 @@ func TestBenchRulePropagation(t *testing.T) {
 	e, _ := rulesEnv(t)
 	var lims []*proc
 	for i := 1; i <= 3; i++ {
-		lims = append(lims, e.start("limiter", "INSTANCE_ID", fmt.Sprintf("l%d", i), "LOG_LEVEL", "warn"))
+		lims = append(lims, e.start("limiter", "INSTANCE_ID", fmt.Sprintf("l%d", i)))
 	}
 	rdb := redistest.Client(t)
 	reports := e.vars["REDIS_KEY_PREFIX"] + "{instances}:rules"

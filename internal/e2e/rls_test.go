@@ -371,3 +371,73 @@ func TestRLSDynamicDescriptorRule(t *testing.T) {
 		t.Fatalf("codes %v, want %s", codes, want)
 	}
 }
+
+// On a Redis Cluster, two limiters and 48 concurrent gRPC clients: exactly
+// the limit admitted per address and algorithm, the addresses' keys spread
+// over the primaries. Fixed windows are an hour: a round an hour ends in
+// is run again, with other addresses.
+func TestRLSExactOnCluster(t *testing.T) {
+	const limit, addrs = 20, 8
+	files := map[string]string{}
+	for alg, rl := range rlsAlgorithms {
+		rl = strings.Replace(rl, "requests_per_unit: 100", fmt.Sprintf("requests_per_unit: %d", limit), 1)
+		rl = strings.Replace(rl, "burst: 100", fmt.Sprintf("burst: %d", limit), 1)
+		files[alg+".yaml"] = fmt.Sprintf("domain: cluster-%s\ndescriptors:\n  - key: remote_address\n    %s\n", alg, rl)
+	}
+	s := startClusterSystem(t, 2, limit, "RLS_CONFIG_DIR", rlsDir(t, files), "REDIS_TIMEOUT", "2s")
+	clients := []rlsv3.RateLimitServiceClient{rlsClient(t, s.limiters[0]), rlsClient(t, s.limiters[1])}
+	for attempt := 0; ; attempt++ {
+		hour := time.Now().Truncate(time.Hour)
+		type target struct{ alg, addr string }
+		var all []target
+		for alg := range rlsAlgorithms {
+			for i := range addrs {
+				for range 3 * limit {
+					all = append(all, target{alg, fmt.Sprintf("198.18.%d.%d", attempt, i)})
+				}
+			}
+		}
+		jobs := make(chan target)
+		var mu sync.Mutex
+		admitted := map[target]int{}
+		var failed []error
+		var wg sync.WaitGroup
+		for w := range 48 {
+			wg.Go(func() {
+				for tg := range jobs {
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					resp, err := clients[w%2].ShouldRateLimit(ctx, rlsRequest("cluster-"+tg.alg, "remote_address="+tg.addr))
+					cancel()
+					mu.Lock()
+					if err != nil {
+						failed = append(failed, err)
+					} else if resp.OverallCode == rlsv3.RateLimitResponse_OK {
+						admitted[tg]++
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		for _, tg := range all {
+			jobs <- tg
+		}
+		close(jobs)
+		wg.Wait()
+		if hour != time.Now().Truncate(time.Hour) && attempt == 0 {
+			t.Log("an hour ended during the round: again")
+			continue
+		}
+		if len(failed) > 0 {
+			t.Fatalf("%d of %d calls failed, first: %v", len(failed), len(all), failed[0])
+		}
+		for alg := range rlsAlgorithms {
+			for i := range addrs {
+				tg := target{alg, fmt.Sprintf("198.18.%d.%d", attempt, i)}
+				if admitted[tg] != limit {
+					t.Errorf("%s, %s: %d admitted across 2 limiters, want exactly %d", alg, tg.addr, admitted[tg], limit)
+				}
+			}
+		}
+		return
+	}
+}
