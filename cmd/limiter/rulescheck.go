@@ -291,7 +291,7 @@ func writeDescriptor(b *strings.Builder, r *rules.Rule, file string) {
 		domain += " (" + file + ")"
 	}
 	writeField(b, "domain:", domain)
-	writeField(b, "path:", rlsconfig.Path(d.Entries))
+	writeField(b, "path:", rules.DescriptorPath(d.Entries))
 	if d.Name != "" {
 		writeField(b, "name:", d.Name)
 	}

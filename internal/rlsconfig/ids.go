@@ -53,7 +53,7 @@ func readableID(d *rules.DescriptorMatch) string {
 	b.WriteString(idPrefix)
 	writeMapped(&b, d.Domain)
 	b.WriteByte('.')
-	writeMapped(&b, Path(d.Entries))
+	writeMapped(&b, rules.DescriptorPath(d.Entries))
 	return b.String()
 }
 

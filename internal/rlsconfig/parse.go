@@ -177,7 +177,7 @@ func (w *walker) level(parent []rules.DescriptorEntry, ds []descriptorYAML, pare
 			w.errorf(parentPath, fmt.Sprintf("descriptors[%d].key", i), "required (envoyproxy/ratelimit: descriptor has empty key)")
 			continue
 		}
-		path := Path(append(parent[:len(parent):len(parent)], e))
+		path := rules.DescriptorPath(append(parent[:len(parent):len(parent)], e))
 		if j := duplicateOf(ds[:i], d); j >= 0 {
 			w.errorf(path, "", "duplicate descriptor composite key (also descriptors[%d] of this level)", j)
 			continue
@@ -200,7 +200,7 @@ func (w *walker) level(parent []rules.DescriptorEntry, ds []descriptorYAML, pare
 	for i := range ds {
 		if ok[i] && !produces[i] && ds[i].RateLimit == nil && shadows(entries, produces, i) {
 			e := append(parent[:len(parent):len(parent)], entries[i])
-			subs[i] = []*node{w.newNode(e, Path(e), rules.Rule{
+			subs[i] = []*node{w.newNode(e, rules.DescriptorPath(e), rules.Rule{
 				Algorithm:  decide.FixedWindow,
 				Shadow:     ds[i].ShadowMode,
 				Descriptor: &rules.DescriptorMatch{Unlimited: true},

@@ -272,21 +272,3 @@ func ruleField(field string, limitsForm bool) string {
 	}
 	return "rate_limit." + field
 }
-
-// Path renders descriptor entries as envoyproxy/ratelimit names a
-// descriptor: key_value per level (key alone without a value), joined by
-// '.'.
-func Path(entries []rules.DescriptorEntry) string {
-	var b strings.Builder
-	for i, e := range entries {
-		if i > 0 {
-			b.WriteByte('.')
-		}
-		b.WriteString(e.Key)
-		if e.Value != "" {
-			b.WriteByte('_')
-			b.WriteString(e.Value)
-		}
-	}
-	return b.String()
-}

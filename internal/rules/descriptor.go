@@ -159,18 +159,18 @@ func indexDescriptors(rs []*Rule) (map[string]*descNode, error) {
 		}
 		if n.rule != nil {
 			return nil, &FieldError{RuleID: r.ID, Field: "descriptor", Reason: fmt.Sprintf(
-				"domain %q, %s: duplicate descriptor (also rule %s)", d.Domain, d.path(), n.rule.ID)}
+				"domain %q, %s: duplicate descriptor (also rule %s)", d.Domain, DescriptorPath(d.Entries), n.rule.ID)}
 		}
 		n.rule = r
 	}
 	return trees, nil
 }
 
-// path formats the entries as envoyproxy/ratelimit names a descriptor:
-// key_value per level, joined by '.'.
-func (d *DescriptorMatch) path() string {
+// DescriptorPath names a descriptor path as envoyproxy/ratelimit does:
+// key_value per level (the key alone without a value), joined by '.'.
+func DescriptorPath(entries []DescriptorEntry) string {
 	var b strings.Builder
-	for i, e := range d.Entries {
+	for i, e := range entries {
 		if i > 0 {
 			b.WriteByte('.')
 		}
