@@ -1,6 +1,7 @@
 package archiver
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -33,6 +34,9 @@ type Violation struct {
 	RetryAfterMs int64
 	Shadow       bool
 	Instance     string
+	// Domain and Descriptors (the event's descriptors as JSON) are those of
+	// a decision of Envoy's rate limit API; empty otherwise (NULL).
+	Domain, Descriptors string
 }
 
 // ViolationFrom is the row of a decision. CurrentCount is Limit - Remaining
@@ -45,7 +49,18 @@ func ViolationFrom(ev event.Decision) Violation {
 		Algorithm: ev.Algorithm, Reason: ev.Reason, Limit: ev.Limit,
 		CurrentCount: max(ev.Limit-ev.Remaining, 0),
 		RetryAfterMs: ev.RetryAfterMS, Shadow: ev.Shadow, Instance: ev.Instance,
+		Domain: ev.Domain, Descriptors: descriptorsJSON(ev.Descriptors),
 	}
+}
+
+// descriptorsJSON is the JSON of a rate limit API decision's descriptors,
+// "" for other decisions.
+func descriptorsJSON(ds []event.Descriptor) string {
+	if len(ds) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(ds) // strings and slices only: cannot fail
+	return string(b)
 }
 
 // DeadLetter is a message that can never be archived: its Kafka position,

@@ -22,4 +22,10 @@ func TestViolationFrom(t *testing.T) {
 	if got := ViolationFrom(d).CurrentCount; got != 0 {
 		t.Errorf("CurrentCount = %d with remaining above limit, want 0", got)
 	}
+	d.Domain = "edge"
+	d.Descriptors = []event.Descriptor{{Entries: []event.Entry{{Key: "remote_address", Value: "203.0.113.7"}}, RuleID: "r", Code: event.CodeOverLimit}}
+	got := ViolationFrom(d)
+	if want := `[{"entries":[{"key":"remote_address","value":"203.0.113.7"}],"rule_id":"r","code":"OVER_LIMIT"}]`; got.Domain != "edge" || got.Descriptors != want {
+		t.Errorf("rate limit API decision: domain %q, descriptors %s; want edge, %s", got.Domain, got.Descriptors, want)
+	}
 }

@@ -441,3 +441,29 @@ func TestRLSExactOnCluster(t *testing.T) {
 		return
 	}
 }
+
+// A rate limit API violation reaches Postgres through the archiver, with
+// its domain and descriptors.
+func TestRLSViolationsAreArchived(t *testing.T) {
+	e, db := archiverEnv(t)
+	dir := rlsDir(t, map[string]string{"edge.yaml": "domain: edge\ndescriptors:\n  - key: api_key\n    rate_limit: {unit: hour, requests_per_unit: 1}\n"})
+	lim := e.start("limiter", "RLS_CONFIG_DIR", dir)
+	e.start("archiver")
+	client := rlsClient(t, lim)
+	key := "k-" + e.vars["REDIS_KEY_PREFIX"]
+	var codes []string
+	for range 2 {
+		resp, err := client.ShouldRateLimit(context.Background(), rlsRequest("edge", "api_key="+key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		codes = append(codes, resp.OverallCode.String())
+	}
+	if codes[1] != "OVER_LIMIT" {
+		t.Fatalf("codes %v, want the second over the limit of 1", codes)
+	}
+	query := fmt.Sprintf(`SELECT count(*) FROM rate_limit_violations WHERE domain = 'edge'
+		AND descriptors->0->'entries'->0->>'value' = '%s' AND descriptors->0->>'code' = 'OVER_LIMIT'
+		AND rule_id = 'rls.edge.api_key' AND host(ip_address) = '0.0.0.0'`, key)
+	waitFor(t, 15*time.Second, "the violation in Postgres", func() bool { return count(t, db, query) == 1 })
+}

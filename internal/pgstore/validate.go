@@ -56,6 +56,7 @@ func validateViolation(v archiver.Violation) error {
 		{"user_id", v.UserID, maxIndexedText}, {"rule_id", v.RuleID, maxIndexedText},
 		{"endpoint", v.Endpoint, 0}, {"method", v.Method, 0}, {"tier", v.Tier, 0},
 		{"algorithm", v.Algorithm, 0}, {"reason", v.Reason, 0}, {"instance", v.Instance, 0},
+		{"domain", v.Domain, 0}, {"descriptors", v.Descriptors, 0},
 	} {
 		if err := checkText(f.value, f.max); err != nil {
 			return fmt.Errorf("field %q: %w", f.name, err)

@@ -125,13 +125,17 @@ type columns interface {
 }
 
 const insertViolations = `INSERT INTO rate_limit_violations (event_id, occurred_at, user_id, ip_address, endpoint,
-	http_method, user_tier, rule_id, algorithm, reason, limit_value, current_count, retry_after_ms, shadow, instance)
+	http_method, user_tier, rule_id, algorithm, reason, limit_value, current_count, retry_after_ms, shadow, instance,
+	domain, descriptors)
 SELECT event_id, occurred_at, NULLIF(user_id, ''), ip_address, endpoint,
-	http_method, user_tier, rule_id, algorithm, reason, limit_value, current_count, retry_after_ms, shadow, instance
+	http_method, user_tier, rule_id, algorithm, reason, limit_value, current_count, retry_after_ms, shadow, instance,
+	NULLIF(domain, ''), NULLIF(descriptors, '')::jsonb
 FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::inet[], $5::text[],
-	$6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::bigint[], $12::bigint[], $13::bigint[], $14::boolean[], $15::text[])
+	$6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::bigint[], $12::bigint[], $13::bigint[], $14::boolean[], $15::text[],
+	$16::text[], $17::text[])
 	AS t(event_id, occurred_at, user_id, ip_address, endpoint,
-	http_method, user_tier, rule_id, algorithm, reason, limit_value, current_count, retry_after_ms, shadow, instance)
+	http_method, user_tier, rule_id, algorithm, reason, limit_value, current_count, retry_after_ms, shadow, instance,
+	domain, descriptors)
 ON CONFLICT DO NOTHING`
 
 type violationColumns struct {
@@ -139,6 +143,7 @@ type violationColumns struct {
 	occurredAt                                                      []time.Time
 	ip                                                              []netip.Addr
 	userID, endpoint, method, tier, ruleID, algorithm, reason, inst []string
+	domain, descriptors                                             []string
 	limit, current, retryAfter                                      []int64
 	shadow                                                          []bool
 }
@@ -150,6 +155,7 @@ func violationArgs(vs []archiver.Violation) (*violationColumns, error) {
 		userID: make([]string, n), endpoint: make([]string, n), method: make([]string, n), tier: make([]string, n),
 		ruleID: make([]string, n), algorithm: make([]string, n), reason: make([]string, n), inst: make([]string, n),
 		limit: make([]int64, n), current: make([]int64, n), retryAfter: make([]int64, n), shadow: make([]bool, n),
+		domain: make([]string, n), descriptors: make([]string, n),
 	}
 	for i, v := range vs {
 		if err := validateViolation(v); err != nil {
@@ -162,6 +168,7 @@ func violationArgs(vs []archiver.Violation) (*violationColumns, error) {
 		c.userID[i], c.endpoint[i], c.method[i], c.tier[i] = v.UserID, v.Endpoint, v.Method, v.Tier
 		c.ruleID[i], c.algorithm[i], c.reason[i], c.inst[i] = v.RuleID, v.Algorithm, v.Reason, v.Instance
 		c.limit[i], c.current[i], c.retryAfter[i], c.shadow[i] = v.Limit, v.CurrentCount, v.RetryAfterMs, v.Shadow
+		c.domain[i], c.descriptors[i] = v.Domain, v.Descriptors
 	}
 	return c, nil
 }
@@ -171,7 +178,8 @@ func (c *violationColumns) len() int { return len(c.eventID) }
 func (c *violationColumns) slice(i, j int) []any {
 	return []any{c.eventID[i:j], c.occurredAt[i:j], c.userID[i:j], c.ip[i:j], c.endpoint[i:j],
 		c.method[i:j], c.tier[i:j], c.ruleID[i:j], c.algorithm[i:j], c.reason[i:j],
-		c.limit[i:j], c.current[i:j], c.retryAfter[i:j], c.shadow[i:j], c.inst[i:j]}
+		c.limit[i:j], c.current[i:j], c.retryAfter[i:j], c.shadow[i:j], c.inst[i:j],
+		c.domain[i:j], c.descriptors[i:j]}
 }
 
 const insertBans = `INSERT INTO bans (ban_id, ts, action, scope, subject, reason, count, threshold,

@@ -76,6 +76,25 @@ func TestWriteViolationsIdempotent(t *testing.T) {
 	if got != want {
 		t.Errorf("stored\n%+v\nwant\n%+v", got, want)
 	}
+	var domain, descriptors *string
+	if err := s.pool.QueryRow(ctx, `SELECT domain, descriptors::text FROM rate_limit_violations WHERE event_id = $1`,
+		v.EventID).Scan(&domain, &descriptors); err != nil || domain != nil || descriptors != nil {
+		t.Errorf("domain and descriptors of a /v1/check violation: %v %v %v, want NULL", domain, descriptors, err)
+	}
+
+	// A violation of Envoy's rate limit API keeps its domain and descriptors.
+	rls := violation(n+2, now)
+	rls.IP, rls.Endpoint, rls.Method = "0.0.0.0", "/", ""
+	rls.Domain = "edge"
+	rls.Descriptors = `[{"entries":[{"key":"api_key","value":"k-1"}],"rule_id":"rls.edge.api_key","code":"OVER_LIMIT"}]`
+	if _, err := s.Write(ctx, archiver.Batch{Violations: []archiver.Violation{rls}}); err != nil {
+		t.Fatal(err)
+	}
+	var code string
+	if err := s.pool.QueryRow(ctx, `SELECT domain, descriptors->0->>'code' FROM rate_limit_violations WHERE event_id = $1`,
+		rls.EventID).Scan(&domain, &code); err != nil || domain == nil || *domain != "edge" || code != "OVER_LIMIT" {
+		t.Errorf("rate limit API violation: domain %v, descriptors[0].code %q, %v", domain, code, err)
+	}
 }
 
 func TestWriteBansAndDeadLetters(t *testing.T) {
