@@ -113,7 +113,9 @@ LISTEN_ADDR=$DETECTOR_ADDR setsid bin/detector &
 pids+=($!)
 wait_for "$DETECTOR_ADDR" detector
 
-LISTEN_ADDR=$LIMITER_ADDR setsid bin/limiter &
+# Envoy's rate limit API on GRPC_LISTEN_ADDR (default :8083), with the
+# descriptor rules of the Envoy recipe (envoyproxy/ratelimit's format).
+LISTEN_ADDR=$LIMITER_ADDR RLS_CONFIG_DIR=${RLS_CONFIG_DIR:-deploy/gateways/envoy/rls} setsid bin/limiter &
 pids+=($!)
 wait_for "$LIMITER_ADDR" limiter
 
@@ -121,6 +123,7 @@ cat <<MSG
 
 ratewarden is running. Try:
   curl -s -H "Authorization: Bearer $token_hint" -X POST http://$LIMITER_ADDR/v1/check -d '{"ip":"203.0.113.7","endpoint":"/api/login","method":"POST"}'
+  curl -s -H "Authorization: Bearer $token_hint" -X POST http://$LIMITER_ADDR/json -d '{"domain":"edge","descriptors":[{"entries":[{"key":"remote_address","value":"203.0.113.7"}]}]}'
   curl -s http://$LIMITER_ADDR/readyz
   curl -s http://$DETECTOR_ADDR/metrics | grep rate_limit_detector_bans_total
 Press Ctrl-C to stop.
