@@ -1,8 +1,8 @@
 // Package lua embeds the Redis scripts of every rate-limiting algorithm. Each
-// script is the shared prelude (argument parsing, penalty and escalation
-// holds, choice of the binding limit) followed by the body of one algorithm;
-// see the header comments of prelude.lua and of each algorithm file for KEYS,
-// ARGV and the reply. The detector's scripts stand alone (no prelude):
+// script is the shared helpers (common.lua), the prelude (argument parsing,
+// penalty and escalation holds, choice of the binding limit) and the body of
+// one algorithm; see the header comments of prelude.lua and of each
+// algorithm file for KEYS, ARGV and the reply. The detector's scripts stand alone (no prelude):
 // DetectWindows and DetectClaim.
 package lua
 
@@ -18,18 +18,29 @@ var files embed.FS
 // written in the rules file.
 var Algorithms = []string{"fixed_window", "sliding_window", "sliding_window_counter", "token_bucket"}
 
-// Source returns the complete script (prelude and body) of the algorithm,
-// or "" when there is no script of that name.
+// Source returns the complete script (helpers, prelude and body) of the
+// algorithm, or "" when there is no script of that name.
 func Source(alg string) string {
-	body, err := files.ReadFile(alg + ".lua")
-	if err != nil || !slices.Contains(Algorithms, alg) {
+	if !slices.Contains(Algorithms, alg) {
 		return ""
 	}
-	prelude, err := files.ReadFile("prelude.lua")
-	if err != nil {
-		panic("lua: prelude.lua is not embedded")
+	return join("common.lua", "prelude.lua", alg+".lua")
+}
+
+// join returns the embedded files one after the other, each on new lines.
+func join(names ...string) string {
+	var src []byte
+	for i, name := range names {
+		b, err := files.ReadFile(name)
+		if err != nil {
+			panic("lua: " + name + " is not embedded")
+		}
+		if i > 0 {
+			src = append(src, '\n')
+		}
+		src = append(src, b...)
 	}
-	return string(prelude) + "\n" + string(body)
+	return string(src)
 }
 
 // DetectWindows returns detect_windows.lua: records one sighting of an

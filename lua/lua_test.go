@@ -13,8 +13,8 @@ func TestSource(t *testing.T) {
 	for _, alg := range Algorithms {
 		t.Run(alg, func(t *testing.T) {
 			src := Source(alg)
-			if !strings.HasPrefix(src, "-- prelude.lua") {
-				t.Fatalf("script of %s does not start with the prelude", alg)
+			if !strings.HasPrefix(src, "-- common.lua") || !strings.Contains(src, "\n-- prelude.lua") {
+				t.Fatalf("script of %s does not start with the helpers then the prelude", alg)
 			}
 			if !strings.Contains(src, "-- "+alg+".lua") {
 				t.Errorf("script of %s lacks its header comment", alg)
@@ -24,7 +24,7 @@ func TestSource(t *testing.T) {
 			}
 		})
 	}
-	for _, name := range []string{"", "prelude", "leaky_bucket", "../lua/prelude", "fixed_window.lua"} {
+	for _, name := range []string{"", "prelude", "common", "leaky_bucket", "../lua/prelude", "fixed_window.lua"} {
 		if Source(name) != "" {
 			t.Errorf("Source(%q) is not empty", name)
 		}

@@ -1,6 +1,6 @@
--- prelude.lua: shared by every rate-limit script. Package lua prepends it to
--- each algorithm body, which defines a table `alg` and ends with
--- `return decide(alg)`.
+-- prelude.lua: decide(alg), with penalty and escalation holds, for the
+-- algorithm body that follows (see common.lua for how scripts are
+-- assembled).
 --
 -- KEYS[1] state: counters, log or bucket of the algorithm
 -- KEYS[2] hold:  string, integer ms until which the key is denied (penalty)
@@ -15,51 +15,6 @@
 --
 -- Returns {allowed 1/0, held 1/0, limit_index (0-based, -1 when held),
 --          limit (quota), remaining, reset_after_ms, retry_after_ms}.
---
--- All values are integers below 2^53. Integers are written to Redis with
--- string.format('%d') because tostring uses '%.14g' and would round large
--- values.
-
-local function istr(x)
-  return string.format('%d', x)
-end
-
--- divmod returns floor(a / b) and a - b * floor(a / b), exact for integers
--- below 2^53 even where the float quotient rounds to the next integer.
-local function divmod(a, b)
-  local q = math.floor(a / b)
-  local r = a - q * b
-  if r < 0 then
-    q = q - 1
-    r = r + b
-  elseif r >= b then
-    q = q + 1
-    r = r - b
-  end
-  return q, r
-end
-
-local function ceildiv(a, b)
-  local q, r = divmod(a, b)
-  if r > 0 then
-    q = q + 1
-  end
-  return q
-end
-
--- new_result returns the table alg.evaluate fills: admitted, and per limit
--- quota, remaining, reset, deny and retry.
-local function new_result()
-  return {admitted = true, quota = {}, remaining = {}, reset = {}, deny = {}, retry = {}}
-end
-
--- write_state writes the hash fields of an admission, args being HSET's
--- field and value pairs, and sets the state key to expire in ttl ms: a field
--- is never written without the expiry.
-local function write_state(key, args, ttl)
-  redis.call('HSET', key, unpack(args))
-  redis.call('PEXPIRE', key, istr(ttl))
-end
 
 -- record_hit adds a hit at now to the escalation log, keeps the newest
 -- max_triggers hits and returns the hold candidate the escalations ask for.
@@ -84,21 +39,6 @@ local function record_hit(key, now, esc, cand)
     end
   end
   return cand
-end
-
--- binding returns the 1-based index of the limit whose numbers the result
--- reports: the denying limit with the longest retry, or when admitted the
--- limit with the fewest remaining units; ties go to the lowest index.
-local function binding(r)
-  local b = nil
-  for i = 1, #r.quota do
-    if r.admitted then
-      if b == nil or r.remaining[i] < r.remaining[b] then b = i end
-    elseif r.deny[i] and (b == nil or r.retry[i] > r.retry[b]) then
-      b = i
-    end
-  end
-  return b
 end
 
 local function decide(alg)

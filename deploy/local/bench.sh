@@ -88,7 +88,7 @@ declare -A r_rps r_lim r_redis r_kafka r_pipe r_hrps r_p50 r_p99 r_p999
 
 # 1. The ceiling: redis-benchmark running the limiter's own scripts.
 for alg in $ALGORITHMS; do
-	sha[$alg]=$(cat lua/prelude.lua <(echo) "lua/$alg.lua" | rcli -x script load)
+	sha[$alg]=$(cat lua/common.lua <(echo) lua/prelude.lua <(echo) "lua/$alg.lua" | rcli -x script load)
 	key="${PREFIX}{bench|ip=__rand_int__}"
 	args=(EVALSHA "${sha[$alg]}" 3 "$key:$(suffix "$alg")" "$key:hold" "$key:hits" 0 1 0 0 1 $(limit_args "$alg" 1000))
 	c50[$alg]=$(rb -c 50 -n 300000 -r "$KEYS" "${args[@]}")
