@@ -1,6 +1,8 @@
 -- common.lua: the helpers of every rate-limit script. Package lua puts it
--- first, then prelude.lua, which defines decide(alg), then the body of one
--- algorithm, which defines a table `alg` and ends with `return decide(alg)`.
+-- first, then a prelude that defines decide(alg) (prelude.lua, or
+-- noholds.lua for calls without penalty or escalations), then the body of
+-- one algorithm, which defines a table `alg` and ends with
+-- `return decide(alg)`.
 --
 -- All values are integers below 2^53. Integers are written to Redis with
 -- string.format('%d') because tostring uses '%.14g' and would round large

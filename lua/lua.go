@@ -1,9 +1,13 @@
-// Package lua embeds the Redis scripts of every rate-limiting algorithm. Each
-// script is the shared helpers (common.lua), the prelude (argument parsing,
-// penalty and escalation holds, choice of the binding limit) and the body of
-// one algorithm; see the header comments of prelude.lua and of each
-// algorithm file for KEYS, ARGV and the reply. The detector's scripts stand alone (no prelude):
-// DetectWindows and DetectClaim.
+// Package lua embeds the Redis scripts of every rate-limiting algorithm.
+// Each algorithm has a script of each Variant: the full one, for any call,
+// is common.lua (helpers), prelude.lua (argument parsing, penalty and
+// escalation holds, choice of the binding limit) and the body of the
+// algorithm; the lean ones do only what a call without holds needs (see
+// Variant). See the header comment of each file for KEYS, ARGV and the
+// reply. Every variant of an algorithm keeps the same state in the same
+// keys and fields, so a key may be decided by one variant and then by
+// another. The detector's scripts stand alone (no prelude): DetectWindows
+// and DetectClaim.
 package lua
 
 import (
@@ -18,16 +22,49 @@ var files embed.FS
 // written in the rules file.
 var Algorithms = []string{"fixed_window", "sliding_window", "sliding_window_counter", "token_bucket"}
 
-// Source returns the complete script (helpers, prelude and body) of the
-// algorithm, or "" when there is no script of that name.
-func Source(alg string) string {
+// Variant names a form of an algorithm's script.
+type Variant string
+
+const (
+	// Full decides any call: penalty, escalations, any number of limits.
+	// KEYS state, hold, hits; ARGV as prelude.lua's header has it.
+	Full Variant = "full"
+	// NoHolds decides a call without penalty or escalations, with any
+	// number of limits: noholds.lua instead of prelude.lua. KEYS state;
+	// ARGV now, cost, the limits.
+	NoHolds Variant = "noholds"
+	// OneLimit decides a call without penalty or escalations and with one
+	// limit, in a script of its own (<algorithm>_one.lua). KEYS and ARGV
+	// as NoHolds. Not every algorithm has one.
+	OneLimit Variant = "one"
+)
+
+// Variants lists the variants, fullest first.
+var Variants = []Variant{Full, NoHolds, OneLimit}
+
+// Source returns the full script of the algorithm, or "" when there is no
+// script of that name.
+func Source(alg string) string { return Script(alg, Full) }
+
+// Script returns the algorithm's script of variant v, or "" when there is
+// none.
+func Script(alg string, v Variant) string {
 	if !slices.Contains(Algorithms, alg) {
 		return ""
 	}
-	return join("common.lua", "prelude.lua", alg+".lua")
+	switch v {
+	case Full:
+		return join("common.lua", "prelude.lua", alg+".lua")
+	case NoHolds:
+		return join("common.lua", "noholds.lua", alg+".lua")
+	case OneLimit:
+		if src, err := files.ReadFile(alg + "_one.lua"); err == nil {
+			return string(src)
+		}
+	}
+	return ""
 }
 
-// join returns the embedded files one after the other, each on new lines.
 func join(names ...string) string {
 	var src []byte
 	for i, name := range names {

@@ -13,33 +13,52 @@ func TestSource(t *testing.T) {
 	for _, alg := range Algorithms {
 		t.Run(alg, func(t *testing.T) {
 			src := Source(alg)
-			if !strings.HasPrefix(src, "-- common.lua") || !strings.Contains(src, "\n-- prelude.lua") {
-				t.Fatalf("script of %s does not start with the helpers then the prelude", alg)
+			if src != Script(alg, Full) {
+				t.Fatalf("Source(%s) is not its full script", alg)
 			}
-			if !strings.Contains(src, "-- "+alg+".lua") {
-				t.Errorf("script of %s lacks its header comment", alg)
+			for v, prelude := range map[Variant]string{Full: "prelude.lua", NoHolds: "noholds.lua"} {
+				src := Script(alg, v)
+				if !strings.HasPrefix(src, "-- common.lua") || !strings.Contains(src, "\n-- "+prelude) {
+					t.Errorf("%s script of %s does not start with common.lua then %s", v, alg, prelude)
+				}
+				if !strings.Contains(src, "-- "+alg+".lua") {
+					t.Errorf("%s script of %s lacks its header comment", v, alg)
+				}
+				if !strings.HasSuffix(strings.TrimSpace(src), "return decide(alg)") {
+					t.Errorf("%s script of %s does not end with return decide(alg)", v, alg)
+				}
 			}
-			if !strings.HasSuffix(strings.TrimSpace(src), "return decide(alg)") {
-				t.Errorf("script of %s does not end with return decide(alg)", alg)
+			if one := Script(alg, OneLimit); one != "" && !strings.HasPrefix(one, "-- "+alg+"_one.lua") {
+				t.Errorf("one-limit script of %s does not start with its header comment", alg)
 			}
 		})
 	}
-	for _, name := range []string{"", "prelude", "common", "leaky_bucket", "../lua/prelude", "fixed_window.lua"} {
-		if Source(name) != "" {
-			t.Errorf("Source(%q) is not empty", name)
+	for _, name := range []string{"", "prelude", "common", "noholds", "leaky_bucket", "../lua/prelude", "fixed_window.lua", "fixed_window_one"} {
+		for _, v := range Variants {
+			if Script(name, v) != "" {
+				t.Errorf("Script(%q, %s) is not empty", name, v)
+			}
 		}
+	}
+	if Script("fixed_window", "other") != "" {
+		t.Error("a script of an unknown variant")
 	}
 }
 
-// TestCompile loads every script into the local Redis, which compiles it.
+// TestCompile loads every script of every variant into the local Redis,
+// which compiles it.
 func TestCompile(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 	t.Cleanup(func() { client.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for _, alg := range Algorithms {
-		if err := client.ScriptLoad(ctx, Source(alg)).Err(); err != nil {
-			t.Errorf("load %s: %v", alg, err)
+		for _, v := range Variants {
+			if src := Script(alg, v); src != "" {
+				if err := client.ScriptLoad(ctx, src).Err(); err != nil {
+					t.Errorf("load %s %s: %v", alg, v, err)
+				}
+			}
 		}
 	}
 }

@@ -1,6 +1,5 @@
--- prelude.lua: decide(alg), with penalty and escalation holds, for the
--- algorithm body that follows (see common.lua for how scripts are
--- assembled).
+-- prelude.lua: decide(alg) with penalty and escalation holds, the full
+-- form every call can use (see common.lua for how scripts are assembled).
 --
 -- KEYS[1] state: counters, log or bucket of the algorithm
 -- KEYS[2] hold:  string, integer ms until which the key is denied (penalty)

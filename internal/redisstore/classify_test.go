@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratewarden/ratewarden/internal/decide"
+	"github.com/ratewarden/ratewarden/lua"
 )
 
 func TestClassifyError(t *testing.T) {
@@ -107,5 +108,60 @@ func TestArgs(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPrepare: a call without penalty or escalations goes to a lean script
+// with the state key alone and no hold or escalation arguments; with one
+// limit, to the algorithm's one-limit script where there is one.
+func TestPrepare(t *testing.T) {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:0"}) // never used
+	defer client.Close()
+	store := New(client)
+	keys := decide.Keys{State: "s", Hold: "h", Hits: "x"}
+	window := []decide.Limit{{Requests: 5, Per: time.Second}}
+	bucket := []decide.Limit{{Rate: 10, Per: time.Second, Burst: 20}, {Rate: 100, Per: time.Minute, Burst: 100}}
+	tests := []struct {
+		name    string
+		call    decide.Call
+		variant lua.Variant
+		keys    []string
+		args    []any
+	}{
+		{"fixed window, one limit", decide.Call{Algorithm: decide.FixedWindow, Limits: window, Cost: 1},
+			lua.NoHolds, []string{"s"}, []any{int64(0), int64(1), int64(5), int64(1000)}},
+		{"fixed window, penalty", decide.Call{Algorithm: decide.FixedWindow, Limits: window, Cost: 1, Penalty: time.Second},
+			lua.Full, []string{"s", "h", "x"}, []any{int64(0), int64(1), int64(1000), int64(0), int64(1), int64(5), int64(1000)}},
+		{"fixed window, escalation", decide.Call{Algorithm: decide.FixedWindow, Limits: window, Cost: 1,
+			Escalations: []decide.Escalation{{Triggers: 2, Within: time.Second, Penalty: time.Minute}}},
+			lua.Full, []string{"s", "h", "x"}, []any{int64(0), int64(1), int64(0), int64(1), int64(2), int64(1000), int64(60_000), int64(1), int64(5), int64(1000)}},
+		{"token bucket, two limits", decide.Call{Algorithm: decide.TokenBucket, Limits: bucket, Cost: 3, NowMs: 77},
+			lua.NoHolds, []string{"s"}, []any{int64(77), int64(3), int64(10), int64(1000), int64(20), int64(100), int64(60_000), int64(100)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.call.Keys = keys
+			sc := store.prepare(&tt.call)
+			if want := store.scripts[tt.call.Algorithm].of(tt.variant); sc.script == nil || sc.script != want {
+				t.Errorf("script is not the %s one", tt.variant)
+			}
+			if !slices.Equal(sc.keys, tt.keys) {
+				t.Errorf("keys = %v, want %v", sc.keys, tt.keys)
+			}
+			if !slices.Equal(sc.args, tt.args) {
+				t.Errorf("args = %#v, want %#v", sc.args, tt.args)
+			}
+		})
+	}
+	// an algorithm without a one-limit script takes the one without holds
+	for _, alg := range []decide.Algorithm{decide.FixedWindow, decide.SlidingWindow, decide.SlidingWindowCounter, decide.TokenBucket} {
+		c := decide.Call{Algorithm: alg, Keys: keys, Limits: bucket[:1], Cost: 1}
+		want := store.scripts[alg].one
+		if want == nil {
+			want = store.scripts[alg].noHolds
+		}
+		if sc := store.prepare(&c); sc.script != want || len(sc.keys) != 1 {
+			t.Errorf("%s, one limit: not its leanest script", alg)
+		}
 	}
 }

@@ -89,8 +89,10 @@ func privateRedis(tb testing.TB) *redis.Client {
 // digests returns the SHA1 digests of store's scripts.
 func digests(store *Store) []string {
 	var shas []string
-	for _, sc := range store.scripts {
-		shas = append(shas, sc.Hash())
+	for _, a := range store.scripts {
+		for _, sc := range a.all() {
+			shas = append(shas, sc.Hash())
+		}
 	}
 	return shas
 }

@@ -13,13 +13,15 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/decide"
 	"github.com/ratewarden/ratewarden/internal/decide/decidetest"
+	"github.com/ratewarden/ratewarden/lua"
 )
 
 // TestDecideRandom runs random rules and request sequences (clock jumps,
 // bursts, costs above quota, holds) through the scripts and the model and
-// requires identical results. Each step makes the Redis keys persistent
-// while the model expires its state by its own clock: results still agree
-// only if expiring a key never changes a decision.
+// requires identical results, for every variant of the scripts that can
+// decide the rule. Each step makes the Redis keys persistent while the
+// model expires its state by its own clock: results still agree only if
+// expiring a key never changes a decision.
 func TestDecideRandom(t *testing.T) {
 	client, store, prefix := differentialEnv(t)
 	sequences := 150
@@ -27,13 +29,75 @@ func TestDecideRandom(t *testing.T) {
 		sequences = 20
 	}
 	for seq := range sequences {
-		rng := rand.New(rand.NewPCG(42, uint64(seq)))
+		rule := randomRule(rand.New(rand.NewPCG(42, uint64(seq))))
+		for _, v := range variantsFor(store, &rule) {
+			rng := rand.New(rand.NewPCG(42, uint64(seq)))
+			randomRule(rng) // the same steps for every variant
+			keys := decidetest.Keys(prefix, strconv.Itoa(seq)+string(v))
+			now := 1_000_000 + rng.Int64N(1_000_000_000)
+			compareSteps(t, client, as(store, v), seq, rule, keys, 40, func(c *decide.Call) {
+				now = nextNow(rng, now)
+				c.NowMs, c.Cost = now, randomCost(rng)
+			})
+		}
+	}
+}
+
+// TestLeanRandom is TestDecideRandom for rules without penalty or
+// escalations, half of them of one limit: the lean scripts, the full ones
+// and the model must agree.
+func TestLeanRandom(t *testing.T) {
+	client, store, prefix := differentialEnv(t)
+	sequences := 120
+	if testing.Short() {
+		sequences = 20
+	}
+	for seq := range sequences {
+		rule := randomRule(rand.New(rand.NewPCG(7, uint64(seq))))
+		rule.Penalty, rule.Escalations = 0, nil
+		if seq%2 == 0 {
+			rule.Limits = rule.Limits[:1]
+		}
+		for _, v := range variantsFor(store, &rule) {
+			rng := rand.New(rand.NewPCG(7, uint64(seq)))
+			randomRule(rng)
+			keys := decidetest.Keys(prefix, "lean"+strconv.Itoa(seq)+string(v))
+			now := 1_000_000 + rng.Int64N(1_000_000_000)
+			compareSteps(t, client, as(store, v), seq, rule, keys, 60, func(c *decide.Call) {
+				now = nextNow(rng, now)
+				c.NowMs, c.Cost = now, randomCost(rng)
+			})
+		}
+	}
+}
+
+// TestVariantSwitchRandom moves keys between the variants mid-sequence:
+// each step drops the rule's penalty and escalations or keeps them, so the
+// store sends it to a lean script or to the full one, on the same state,
+// and the model decides the same calls. Counts must carry over both ways.
+func TestVariantSwitchRandom(t *testing.T) {
+	client, store, prefix := differentialEnv(t)
+	sequences := 120
+	if testing.Short() {
+		sequences = 20
+	}
+	for seq := range sequences {
+		rng := rand.New(rand.NewPCG(11, uint64(seq)))
 		rule := randomRule(rng)
-		keys := decidetest.Keys(prefix, strconv.Itoa(seq))
+		if seq%2 == 0 {
+			rule.Limits = rule.Limits[:1]
+		}
+		if rule.Penalty == 0 && len(rule.Escalations) == 0 {
+			rule.Penalty = 1500 * time.Millisecond
+		}
+		keys := decidetest.Keys(prefix, "switch"+strconv.Itoa(seq))
 		now := 1_000_000 + rng.Int64N(1_000_000_000)
-		compareSteps(t, client, store, seq, rule, keys, 40, func() (int64, int64) {
+		compareSteps(t, client, store.prepare, seq, rule, keys, 60, func(c *decide.Call) {
 			now = nextNow(rng, now)
-			return now, randomCost(rng)
+			c.NowMs, c.Cost = now, randomCost(rng)
+			if rng.IntN(2) == 0 {
+				c.Penalty, c.Escalations = 0, nil
+			}
 		})
 	}
 }
@@ -50,41 +114,48 @@ func differentialEnv(t *testing.T) (*redis.Client, *Store, string) {
 	return client, store, testPrefix(t, client)
 }
 
-// compareSteps decides steps calls of rule on keys through the script and
-// through a fresh model, with the time and cost next returns, and fails at
-// the first difference with the model's history.
-func compareSteps(t *testing.T, client *redis.Client, store *Store, seq int, rule decide.Call, keys decide.Keys, steps int, next func() (now, cost int64)) {
+// as returns the preparation of calls for variant v of their scripts.
+func as(store *Store, v lua.Variant) func(*decide.Call) scriptCall {
+	return func(c *decide.Call) scriptCall { return store.prepareAs(c, v) }
+}
+
+// compareSteps decides steps calls of rule on keys through the scripts that
+// prepare picks and through a fresh model, each call as step sets its time,
+// cost and anything else, and fails at the first difference with the
+// model's history.
+func compareSteps(t *testing.T, client *redis.Client, prepare func(*decide.Call) scriptCall, seq int, rule decide.Call, keys decide.Keys, steps int, step func(*decide.Call)) {
 	t.Helper()
 	model := decide.NewMemory()
 	var history strings.Builder
-	for step := range steps {
+	for i := range steps {
 		c := rule
 		c.Keys = keys
-		c.NowMs, c.Cost = next()
-		got, err := decidePersistent(context.Background(), client, store, c)
+		step(&c)
+		got, err := decidePersistent(context.Background(), client, prepare, c)
 		if err != nil {
-			t.Fatalf("sequence %d step %d: %v", seq, step, err)
+			t.Fatalf("sequence %d step %d: %v", seq, i, err)
 		}
 		ref := model.Decide(c, 0)
-		fmt.Fprintf(&history, "  now %d cost %d -> %+v\n", c.NowMs, c.Cost, ref)
+		fmt.Fprintf(&history, "  now %d cost %d penalty %v escalations %d -> %+v\n", c.NowMs, c.Cost, c.Penalty, len(c.Escalations), ref)
 		if got != ref {
-			t.Fatalf("sequence %d step %d: redis and model differ\nrule %+v\nredis %+v\nhistory (model):\n%s",
-				seq, step, rule, got, history.String())
+			t.Fatalf("sequence %d step %d (key %s): redis and model differ\nrule %+v\nredis %+v\nhistory (model):\n%s",
+				seq, i, keys.State, rule, got, history.String())
 		}
 	}
 }
 
-// decidePersistent decides c and makes its keys persistent in one
-// transaction. Apart, a key whose TTL (counted from the call's NowMs, often
-// a few ms) ran out on the server's clock in between would lose state the
-// model keeps, as soon as the machine is slow.
-func decidePersistent(ctx context.Context, client *redis.Client, store *Store, c decide.Call) (decide.Result, error) {
+// decidePersistent decides c with the script prepare picks and makes its
+// keys persistent in one transaction. Apart, a key whose TTL (counted from
+// the call's NowMs, often a few ms) ran out on the server's clock in
+// between would lose state the model keeps, as soon as the machine is slow.
+func decidePersistent(ctx context.Context, client *redis.Client, prepare func(*decide.Call) scriptCall, c decide.Call) (decide.Result, error) {
 	if err := c.Validate(); err != nil {
 		return decide.Result{}, err
 	}
+	sc := prepare(&c)
 	var cmd *redis.Cmd
 	_, err := client.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-		cmd = store.scripts[c.Algorithm].EvalSha(ctx, pipe, keys(&c), args(&c)...)
+		cmd = sc.script.EvalSha(ctx, pipe, sc.keys, sc.args...)
 		for _, key := range keys(&c) {
 			pipe.Persist(ctx, key)
 		}
@@ -148,11 +219,11 @@ func randomCost(rng *rand.Rand) int64 {
 }
 
 // TestSlidingWindowRandom runs long random sequences through the sliding
-// window's script and the model and requires identical results: costs from
-// 0 to above the largest limit, limits up to 2^53 - 1 (running totals that
-// wrap), bursts in one ms, more members left behind than a call trims, and
-// a clock that jumps both ways. Each step makes the key persistent, as in
-// TestDecideRandom.
+// window's scripts (every variant) and the model and requires identical
+// results: costs from 0 to above the largest limit, limits up to 2^53 - 1
+// (running totals that wrap), bursts in one ms, more members left behind
+// than a call trims, and a clock that jumps both ways. Each step makes the
+// key persistent, as in TestDecideRandom.
 func TestSlidingWindowRandom(t *testing.T) {
 	client, store, prefix := differentialEnv(t)
 	sequences := 40
@@ -160,18 +231,21 @@ func TestSlidingWindowRandom(t *testing.T) {
 		sequences = 8
 	}
 	for seq := range sequences {
-		rng := rand.New(rand.NewPCG(53, uint64(seq)))
-		rule := randomSlidingRule(rng)
-		small := seq%2 == 0 // costs of a few units: logs of hundreds of members
-		keys := decidetest.Keys(prefix, "sw"+strconv.Itoa(seq))
-		var maxPer int64
-		for _, l := range rule.Limits {
-			maxPer = max(maxPer, l.Per.Milliseconds())
+		first := randomSlidingRule(rand.New(rand.NewPCG(53, uint64(seq))))
+		for _, v := range variantsFor(store, &first) { // the same steps for every variant
+			rng := rand.New(rand.NewPCG(53, uint64(seq)))
+			rule := randomSlidingRule(rng)
+			small := seq%2 == 0 // costs of a few units: logs of hundreds of members
+			keys := decidetest.Keys(prefix, "sw"+strconv.Itoa(seq)+string(v))
+			var maxPer int64
+			for _, l := range rule.Limits {
+				maxPer = max(maxPer, l.Per.Milliseconds())
+			}
+			clock := slidingClock(rng, 1_000_000+rng.Int64N(1_000_000_000), maxPer)
+			compareSteps(t, client, as(store, v), seq, rule, keys, 300, func(c *decide.Call) {
+				c.NowMs, c.Cost = clock(), slidingCost(rng, rule.Limits, small)
+			})
 		}
-		clock := slidingClock(rng, 1_000_000+rng.Int64N(1_000_000_000), maxPer)
-		compareSteps(t, client, store, seq, rule, keys, 300, func() (int64, int64) {
-			return clock(), slidingCost(rng, rule.Limits, small)
-		})
 	}
 }
 

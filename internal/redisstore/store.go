@@ -3,7 +3,6 @@
 package redisstore
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -26,8 +25,42 @@ var errNoScript = errors.New("no script for the algorithm")
 // concurrent use.
 type Store struct {
 	client   redis.UniversalClient
-	scripts  map[decide.Algorithm]*redis.Script // one per algorithm of lua.Algorithms
-	commands commandTable                       // a cluster client's, for WarmUp
+	scripts  map[decide.Algorithm]*algScripts // one per algorithm of lua.Algorithms
+	commands commandTable                     // a cluster client's, for WarmUp
+}
+
+// algScripts are the scripts of one algorithm, one per variant of package
+// lua. A call goes to the leanest that decides it (see Store.prepare).
+type algScripts struct {
+	full    *redis.Script // any call
+	noHolds *redis.Script // no penalty and no escalations
+	one     *redis.Script // no penalty, no escalations, one limit; nil: none
+}
+
+// of returns the script of variant v, or nil.
+func (a *algScripts) of(v lua.Variant) *redis.Script {
+	switch {
+	case a == nil:
+		return nil
+	case v == lua.Full:
+		return a.full
+	case v == lua.NoHolds:
+		return a.noHolds
+	case v == lua.OneLimit:
+		return a.one
+	}
+	return nil
+}
+
+// all returns every script of the algorithm.
+func (a *algScripts) all() []*redis.Script {
+	var all []*redis.Script
+	for _, v := range lua.Variants {
+		if sc := a.of(v); sc != nil {
+			all = append(all, sc)
+		}
+	}
+	return all
 }
 
 // New returns a Store on client (a *redis.Client, *redis.ClusterClient or
@@ -37,14 +70,66 @@ type Store struct {
 // Store of a cluster client before its first command: WarmUp learns from
 // the nodes created after New whether go-redis has its command table.
 func New(client redis.UniversalClient) *Store {
-	s := &Store{client: client, scripts: make(map[decide.Algorithm]*redis.Script, len(lua.Algorithms))}
+	s := &Store{client: client, scripts: make(map[decide.Algorithm]*algScripts, len(lua.Algorithms))}
 	if c, ok := client.(*redis.ClusterClient); ok {
 		s.commands.watch(c)
 	}
+	script := func(alg string, v lua.Variant) *redis.Script {
+		if src := lua.Script(alg, v); src != "" {
+			return redis.NewScript(src)
+		}
+		return nil
+	}
 	for _, alg := range lua.Algorithms {
-		s.scripts[decide.Algorithm(alg)] = redis.NewScript(lua.Source(alg))
+		s.scripts[decide.Algorithm(alg)] = &algScripts{
+			full:    script(alg, lua.Full),
+			noHolds: script(alg, lua.NoHolds),
+			one:     script(alg, lua.OneLimit),
+		}
 	}
 	return s
+}
+
+// variant returns the leanest variant of the scripts that decides c: a call
+// without penalty or escalations never touches the hold and hits keys, so
+// it needs neither them nor the escalation arguments.
+func variant(c *decide.Call) lua.Variant {
+	switch {
+	case c.Penalty > 0 || len(c.Escalations) > 0:
+		return lua.Full
+	case len(c.Limits) == 1:
+		return lua.OneLimit
+	}
+	return lua.NoHolds
+}
+
+// prepare returns c as a call of the leanest script of its algorithm that
+// decides it; the script is nil when the algorithm has none.
+func (s *Store) prepare(c *decide.Call) scriptCall {
+	return s.prepareAs(c, s.leanest(c))
+}
+
+// leanest returns the leanest variant of c's scripts that decides c: the
+// one-limit script where the algorithm has one, else the one without holds.
+func (s *Store) leanest(c *decide.Call) lua.Variant {
+	v := variant(c)
+	if v == lua.OneLimit && s.scripts[c.Algorithm].of(v) == nil {
+		v = lua.NoHolds
+	}
+	return v
+}
+
+// prepareAs returns c as a call of variant v of its algorithm's script; the
+// script is nil when there is no such script. The caller makes sure v can
+// decide c.
+func (s *Store) prepareAs(c *decide.Call, v lua.Variant) scriptCall {
+	sc := scriptCall{script: s.scripts[c.Algorithm].of(v)}
+	if v == lua.Full {
+		sc.keys, sc.args = keys(c), args(c)
+	} else {
+		sc.keys, sc.args = []string{c.Keys.State}, leanArgs(c)
+	}
+	return sc
 }
 
 // Load caches every script on the server; on a cluster ClusterClient sends
@@ -94,12 +179,13 @@ func (s *Store) run(ctx context.Context, calls []decide.Call, results []decide.R
 	}
 	sc := make([]scriptCall, len(calls))
 	for i := range calls {
-		script := s.scripts[calls[i].Algorithm]
-		if err := calls[i].Validate(); err != nil || script == nil {
-			fail(i, cmp.Or(err, errNoScript))
+		if err := calls[i].Validate(); err != nil {
+			fail(i, err)
 			continue
 		}
-		sc[i] = scriptCall{script: script, keys: keys(&calls[i]), args: args(&calls[i])}
+		if sc[i] = s.prepare(&calls[i]); sc[i].script == nil {
+			fail(i, errNoScript)
+		}
 	}
 	for i, cmd := range runScripts(ctx, s.client, sc) {
 		if cmd == nil {
@@ -119,21 +205,41 @@ func keys(c *decide.Call) []string {
 	return []string{c.Keys.State, c.Keys.Hold, c.Keys.Hits}
 }
 
-// args encodes the ARGV of the scripts (see lua/prelude.lua). Values are
-// passed as int64, which go-redis formats with strconv.
+// args encodes the ARGV of the full scripts (see lua/prelude.lua). Values
+// are passed as int64, which go-redis formats with strconv.
 func args(c *decide.Call) []any {
-	width := 2
-	if c.Algorithm == decide.TokenBucket {
-		width = 3
-	}
+	width := limitWidth(c)
 	a := make([]any, 0, 5+3*len(c.Escalations)+width*len(c.Limits))
 	a = append(a, c.NowMs, c.Cost, c.Penalty.Milliseconds(), int64(len(c.Escalations)))
 	for _, e := range c.Escalations {
 		a = append(a, e.Triggers, e.Within.Milliseconds(), e.Penalty.Milliseconds())
 	}
 	a = append(a, int64(len(c.Limits)))
+	return appendLimits(a, c)
+}
+
+// leanArgs encodes the ARGV of the scripts without holds (see
+// lua/noholds.lua and lua/*_one.lua): now, cost and the limits.
+func leanArgs(c *decide.Call) []any {
+	a := make([]any, 0, 2+limitWidth(c)*len(c.Limits))
+	a = append(a, c.NowMs, c.Cost)
+	return appendLimits(a, c)
+}
+
+// limitWidth is the number of ARGV of each limit of c.
+func limitWidth(c *decide.Call) int {
+	if c.Algorithm == decide.TokenBucket {
+		return 3
+	}
+	return 2
+}
+
+// appendLimits appends the limits of c as the scripts read them: rate,
+// per_ms and burst for the token bucket, else requests and per_ms. The
+// scripts name their hash fields after per_ms as strconv writes it.
+func appendLimits(a []any, c *decide.Call) []any {
 	for _, l := range c.Limits {
-		if width == 3 {
+		if c.Algorithm == decide.TokenBucket {
 			a = append(a, l.Rate, l.Per.Milliseconds(), l.Burst)
 		} else {
 			a = append(a, l.Requests, l.Per.Milliseconds())

@@ -14,10 +14,13 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/decide"
 	"github.com/ratewarden/ratewarden/internal/decide/decidetest"
+	"github.com/ratewarden/ratewarden/lua"
 )
 
-// TestDecideScenarios runs every scenario through the scripts on real Redis
-// and through the reference model; both must give the expected results.
+// TestDecideScenarios runs every scenario through the reference model and,
+// on real Redis, through every variant of the scripts that can decide its
+// rule (the full one always; those without holds when the rule has no
+// penalty or escalations): all must give the expected results.
 func TestDecideScenarios(t *testing.T) {
 	client := newClient(t, redisAddr())
 	store := New(client)
@@ -25,25 +28,106 @@ func TestDecideScenarios(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range decidetest.Scenarios() {
-		t.Run(s.Name, func(t *testing.T) {
-			prefix := testPrefix(t, client)
-			keys := decidetest.Keys(prefix, "subject")
+		for _, v := range variantsFor(store, &s.Rule) {
+			t.Run(s.Name+"/"+string(v), func(t *testing.T) {
+				prefix := testPrefix(t, client)
+				keys := decidetest.Keys(prefix, "subject")
+				model := decide.NewMemory()
+				for i, step := range s.Steps {
+					c := s.Call(keys, i)
+					got, err := decideAs(context.Background(), client, store, c, v)
+					if err != nil {
+						t.Fatalf("step %d: %v", i, err)
+					}
+					ref := model.Decide(c, 0)
+					if got != step.Want {
+						t.Errorf("step %d (now %d, cost %d): redis\n got  %+v\n want %+v", i, step.NowMs, step.Cost, got, step.Want)
+					}
+					if got != ref {
+						t.Errorf("step %d (now %d, cost %d): redis and model differ\n redis %+v\n model %+v", i, step.NowMs, step.Cost, got, ref)
+					}
+				}
+				requireExpiry(t, client, prefix)
+			})
+		}
+	}
+}
+
+// variantsFor returns the variants of the scripts that can decide calls of
+// rule, fullest first.
+func variantsFor(store *Store, rule *decide.Call) []lua.Variant {
+	vs := []lua.Variant{lua.Full}
+	if rule.Penalty == 0 && len(rule.Escalations) == 0 {
+		vs = append(vs, lua.NoHolds)
+		if len(rule.Limits) == 1 && store.scripts[rule.Algorithm].one != nil {
+			vs = append(vs, lua.OneLimit)
+		}
+	}
+	return vs
+}
+
+// decideAs decides c with variant v of its algorithm's script.
+func decideAs(ctx context.Context, client redis.UniversalClient, store *Store, c decide.Call, v lua.Variant) (decide.Result, error) {
+	if err := c.Validate(); err != nil {
+		return decide.Result{}, err
+	}
+	return parse(runScripts(ctx, client, []scriptCall{store.prepareAs(&c, v)})[0])
+}
+
+// TestVariantSwitch changes a rule between calls on one key: it gains a
+// penalty, a second limit, escalations, and loses them again, so each call
+// goes to another script (one-limit, full, without holds). The count
+// carries over every switch, for every algorithm, as the model has it.
+func TestVariantSwitch(t *testing.T) {
+	client := newClient(t, redisAddr())
+	store := New(client)
+	if err := store.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	hour := decide.Limit{Requests: 5, Rate: 1, Burst: 5, Per: time.Hour}
+	minute := decide.Limit{Requests: 10, Rate: 1, Burst: 10, Per: time.Minute} // never binds
+	esc := []decide.Escalation{{Triggers: 2, Within: time.Minute, Penalty: time.Hour}}
+	steps := []struct {
+		limits      []decide.Limit
+		penalty     time.Duration
+		escalations []decide.Escalation
+		want        lua.Variant
+		allowed     bool
+		remaining   int64
+	}{
+		{[]decide.Limit{hour}, 0, nil, lua.OneLimit, true, 4},
+		{[]decide.Limit{hour}, time.Second, nil, lua.Full, true, 3},
+		{[]decide.Limit{hour, minute}, 0, nil, lua.NoHolds, true, 2},
+		{[]decide.Limit{hour, minute}, 0, esc, lua.Full, true, 1},
+		{[]decide.Limit{hour}, 0, nil, lua.OneLimit, true, 0},
+		{[]decide.Limit{hour}, 0, nil, lua.OneLimit, false, 0},
+		{[]decide.Limit{hour}, time.Second, nil, lua.Full, false, 0},
+	}
+	for _, alg := range []decide.Algorithm{decide.FixedWindow, decide.SlidingWindow, decide.SlidingWindowCounter, decide.TokenBucket} {
+		t.Run(string(alg), func(t *testing.T) {
+			keys := decidetest.Keys(testPrefix(t, client), "switch")
 			model := decide.NewMemory()
-			for i, step := range s.Steps {
-				c := s.Call(keys, i)
+			now := int64(400 * 3_600_000) // the start of an hour: no previous window
+			for i, st := range steps {
+				c := decide.Call{Keys: keys, Algorithm: alg, Limits: st.limits, Cost: 1, Penalty: st.penalty, Escalations: st.escalations, NowMs: now + int64(i)}
+				want := st.want
+				if want == lua.OneLimit && store.scripts[alg].one == nil {
+					want = lua.NoHolds
+				}
+				if sc := store.prepare(&c); sc.script != store.scripts[alg].of(want) {
+					t.Fatalf("step %d: the store does not pick the %s script", i, want)
+				}
 				got, err := store.Decide(context.Background(), []decide.Call{c})
 				if err != nil {
 					t.Fatalf("step %d: %v", i, err)
 				}
-				ref := model.Decide(c, 0)
-				if got[0] != step.Want {
-					t.Errorf("step %d (now %d, cost %d): redis\n got  %+v\n want %+v", i, step.NowMs, step.Cost, got[0], step.Want)
+				if ref := model.Decide(c, 0); got[0] != ref {
+					t.Errorf("step %d (%s): redis and model differ\n redis %+v\n model %+v", i, want, got[0], ref)
 				}
-				if got[0] != ref {
-					t.Errorf("step %d (now %d, cost %d): redis and model differ\n redis %+v\n model %+v", i, step.NowMs, step.Cost, got[0], ref)
+				if got[0].Allowed != st.allowed || got[0].Remaining != st.remaining || got[0].Held {
+					t.Errorf("step %d (%s): %+v, want allowed %v with %d remaining", i, want, got[0], st.allowed, st.remaining)
 				}
 			}
-			requireExpiry(t, client, prefix)
 		})
 	}
 }
@@ -127,23 +211,30 @@ func TestNoScript(t *testing.T) {
 	}
 
 	// the EVAL fallback cached the scripts: EVALSHA works again
-	if err := client.EvalSha(ctx, store.scripts[decide.SlidingWindow].Hash(), keys(&batch[1]), args(&batch[1])...).Err(); err != nil {
+	if err := evalSha(ctx, client, store, batch[1]); err != nil {
 		t.Errorf("evalsha after the fallback: %v", err)
 	}
 
 	if err := client.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	err = client.EvalSha(ctx, store.scripts[decide.FixedWindow].Hash(), keys(&batch[0]), args(&batch[0])...).Err()
+	err = evalSha(ctx, client, store, batch[0])
 	if class := ClassifyError(err); class != "noscript" {
 		t.Errorf("ClassifyError(%v) = %q, want noscript", err, class)
 	}
 	if err := store.Load(ctx); err != nil {
 		t.Fatalf("load: %v", err)
 	}
-	if err := client.EvalSha(ctx, store.scripts[decide.TokenBucket].Hash(), keys(&batch[2]), args(&batch[2])...).Err(); err != nil {
+	if err := evalSha(ctx, client, store, batch[2]); err != nil {
 		t.Errorf("evalsha after load: %v", err)
 	}
+}
+
+// evalSha runs c with EVALSHA only (no EVAL fallback), by the script
+// store would choose for it.
+func evalSha(ctx context.Context, client *redis.Client, store *Store, c decide.Call) error {
+	sc := store.prepare(&c)
+	return client.EvalSha(ctx, sc.script.Hash(), sc.keys, sc.args...).Err()
 }
 
 // evalCalls returns how many EVAL commands the server has run.
