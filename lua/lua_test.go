@@ -33,6 +33,9 @@ func TestSource(t *testing.T) {
 			}
 		})
 	}
+	if Script("fixed_window", OneLimit) == "" {
+		t.Error("fixed_window has no one-limit script")
+	}
 	for _, name := range []string{"", "prelude", "common", "noholds", "leaky_bucket", "../lua/prelude", "fixed_window.lua", "fixed_window_one"} {
 		for _, v := range Variants {
 			if Script(name, v) != "" {

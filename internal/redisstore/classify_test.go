@@ -129,7 +129,7 @@ func TestPrepare(t *testing.T) {
 		args    []any
 	}{
 		{"fixed window, one limit", decide.Call{Algorithm: decide.FixedWindow, Limits: window, Cost: 1},
-			lua.NoHolds, []string{"s"}, []any{int64(0), int64(1), int64(5), int64(1000)}},
+			lua.OneLimit, []string{"s"}, []any{int64(0), int64(1), int64(5), int64(1000)}},
 		{"fixed window, penalty", decide.Call{Algorithm: decide.FixedWindow, Limits: window, Cost: 1, Penalty: time.Second},
 			lua.Full, []string{"s", "h", "x"}, []any{int64(0), int64(1), int64(1000), int64(0), int64(1), int64(5), int64(1000)}},
 		{"fixed window, escalation", decide.Call{Algorithm: decide.FixedWindow, Limits: window, Cost: 1,
@@ -154,7 +154,7 @@ func TestPrepare(t *testing.T) {
 		})
 	}
 	// an algorithm without a one-limit script takes the one without holds
-	for _, alg := range []decide.Algorithm{decide.FixedWindow, decide.SlidingWindow, decide.SlidingWindowCounter, decide.TokenBucket} {
+	for _, alg := range []decide.Algorithm{decide.SlidingWindow, decide.SlidingWindowCounter, decide.TokenBucket} {
 		c := decide.Call{Algorithm: alg, Keys: keys, Limits: bucket[:1], Cost: 1}
 		want := store.scripts[alg].one
 		if want == nil {
