@@ -324,3 +324,36 @@ func slidingCost(rng *rand.Rand, limits []decide.Limit, small bool) int64 {
 		return 1 + rng.Int64N(q)
 	}
 }
+
+// TestWindowCounterRandom runs random sequences through the sliding window
+// counter's scripts (every variant) and the model, with windows of a few
+// ms, so that the edges of its integer arithmetic come up: a previous
+// window that lets a call in only at the window's last ms, an estimate
+// exactly at the limit, waits that reach into the next window.
+func TestWindowCounterRandom(t *testing.T) {
+	client, store, prefix := differentialEnv(t)
+	sequences := 60
+	if testing.Short() {
+		sequences = 10
+	}
+	rule := func(rng *rand.Rand) decide.Call {
+		pers := []time.Duration{2 * time.Millisecond, 3 * time.Millisecond, 7 * time.Millisecond, 20 * time.Millisecond}
+		c := decide.Call{Algorithm: decide.SlidingWindowCounter}
+		for range 1 + rng.IntN(2) {
+			c.Limits = append(c.Limits, decide.Limit{Requests: 1 + rng.Int64N(40), Per: pers[rng.IntN(len(pers))]})
+		}
+		return c
+	}
+	for seq := range sequences {
+		first := rule(rand.New(rand.NewPCG(29, uint64(seq))))
+		for _, v := range variantsFor(store, &first) { // the same steps for every variant
+			rng := rand.New(rand.NewPCG(29, uint64(seq)))
+			rule := rule(rng)
+			keys := decidetest.Keys(prefix, "swc"+strconv.Itoa(seq)+string(v))
+			clock := slidingClock(rng, 1_000_000+rng.Int64N(1_000_000_000), 20)
+			compareSteps(t, client, as(store, v), seq, rule, keys, 200, func(c *decide.Call) {
+				c.NowMs, c.Cost = clock(), slidingCost(rng, rule.Limits, seq%2 == 0)
+			})
+		}
+	}
+}
