@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make bench: the benchmark suite, in one run on one machine and one Redis.
 #  1. redis-benchmark EVALSHA of each algorithm's script at -c 50 and at
-#     -c 50 -P 16 (the pipelined ceiling);
+#     -c 50 -P 16 (the pipelined ceiling): the script the limiter sends for
+#     the rules below (one limit, no penalty: lua/<algorithm>_one.lua);
 #  2. the limiter's POST /v1/check over loopback HTTP (cmd/loadgen, keep-alive,
 #     events on) per algorithm, its ratio to (1), and the CPU per decision of
 #     the limiter beside Redis's (from /proc); and the same over gRPC (Envoy's
@@ -15,12 +16,17 @@
 #  5. limiter peak RSS over 1 M distinct keys, Redis memory per key;
 #  6. detector events/s, archiver rows/s, rule propagation;
 #  7. the in-process path against a Redis Cluster of one primary and of
-#     three (private redis-server processes, no replicas).
+#     three (private redis-server processes, no replicas);
+#  8. Redis CPU per decision of each algorithm's full and lean scripts, and
+#     for the fixed window of the INCRBY + PEXPIRE pipeline envoyproxy/
+#     ratelimit sends, on a private redis-server (go test -tags bench -run
+#     TestBenchRedisCPU ./internal/redisstore; CPU_ROUNDS rounds of
+#     CPU_DURATION per script, taking turns).
 # The table goes to stdout and to $OUT (docs/benchmark.md), which README
 # quotes. Needs redis-benchmark and redis-cli (Debian: redis-tools), Redis and
 # Postgres as for make test, and a limiter built with the gRPC API
 # (GRPC_LISTEN_ADDR, RLS_CONFIG_DIR). Knobs: DURATION, CONNS, KEYS,
-# ALGORITHMS, ROUNDS, GRPC_CONNS, RSS_KEYS, OUT.
+# ALGORITHMS, ROUNDS, GRPC_CONNS, RSS_KEYS, CPU_ROUNDS, CPU_DURATION, OUT.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -31,6 +37,8 @@ ALGORITHMS=${ALGORITHMS:-fixed_window sliding_window sliding_window_counter toke
 ROUNDS=${ROUNDS:-2}
 GRPC_CONNS=${GRPC_CONNS:-4}
 RSS_KEYS=${RSS_KEYS:-1000000}
+CPU_ROUNDS=${CPU_ROUNDS:-3}
+CPU_DURATION=${CPU_DURATION:-2s}
 OUT=${OUT:-docs/benchmark.md}
 REDIS_HOST=${REDIS_HOST:-127.0.0.1}
 REDIS_PORT=${REDIS_PORT:-6379}
@@ -86,11 +94,13 @@ declare -A sha c50 p16 http lim_us redis_us kafka_us pipe half_p50 half_p99 half
 # shellcheck disable=SC2034
 declare -A r_rps r_lim r_redis r_kafka r_pipe r_hrps r_p50 r_p99 r_p999
 
-# 1. The ceiling: redis-benchmark running the limiter's own scripts.
+# 1. The ceiling: redis-benchmark running the limiter's own scripts, those it
+# sends for a rule of one limit without penalty or escalations (KEYS state;
+# ARGV now, cost, the limit).
 for alg in $ALGORITHMS; do
-	sha[$alg]=$(cat lua/common.lua <(echo) lua/prelude.lua <(echo) "lua/$alg.lua" | rcli -x script load)
+	sha[$alg]=$(rcli -x script load <"lua/${alg}_one.lua")
 	key="${PREFIX}{bench|ip=__rand_int__}"
-	args=(EVALSHA "${sha[$alg]}" 3 "$key:$(suffix "$alg")" "$key:hold" "$key:hits" 0 1 0 0 1 $(limit_args "$alg" 1000))
+	args=(EVALSHA "${sha[$alg]}" 1 "$key:$(suffix "$alg")" 0 1 $(limit_args "$alg" 1000))
 	c50[$alg]=$(rb -c 50 -n 300000 -r "$KEYS" "${args[@]}")
 	p16[$alg]=$(rb -c 50 -P 16 -n 1000000 -r "$KEYS" "${args[@]}")
 	echo "redis-benchmark $alg: -c 50 ${c50[$alg]}/s, -c 50 -P 16 ${p16[$alg]}/s" >&2
@@ -251,7 +261,7 @@ clear_keys
 # MEMORY USAGE (key, value and overhead) averaged over 1000 of them.
 for alg in $ALGORITHMS; do
 	key="${PREFIX}{bench|ip=__rand_int__}"
-	rb -c 50 -P 16 -n 500000 -r 50000 EVALSHA "${sha[$alg]}" 3 "$key:$(suffix "$alg")" "$key:hold" "$key:hits" 0 1 0 0 1 $(limit_args "$alg" 60000) >/dev/null
+	rb -c 50 -P 16 -n 500000 -r 50000 EVALSHA "${sha[$alg]}" 1 "$key:$(suffix "$alg")" 0 1 $(limit_args "$alg" 60000) >/dev/null
 	mem_key[$alg]=$(rcli --scan --pattern "${PREFIX}*" | awk "NR <= 1000" | sed 's/^/MEMORY USAGE /' | rcli | awk '{s += $1; n++} END {printf "%.0f", s / n}')
 	clear_keys
 done
@@ -276,6 +286,10 @@ start_broker
 BENCH_KAFKA_BROKERS=$BROKER_ADDR BENCH_DURATION=$DURATION \
 	go test -tags bench -run TestBenchClusterScaling -count=1 -v ./internal/limiter >"$work/cluster.txt" 2>&1 || { cat "$work/cluster.txt" >&2; exit 1; }
 stop_broker
+
+# 8. Redis CPU per decision of the scripts, on a private redis-server.
+BENCH_ROUNDS=$CPU_ROUNDS BENCH_DURATION=$CPU_DURATION BENCH_ALGORITHMS="$ALGORITHMS" \
+	go test -tags bench -run TestBenchRedisCPU -count=1 -v ./internal/redisstore >"$work/rediscpu.txt" 2>&1 || { cat "$work/rediscpu.txt" >&2; exit 1; }
 
 {
 	echo "# Benchmark"
@@ -329,6 +343,10 @@ stop_broker
 	echo "Redis Cluster, one primary against three (go test -tags bench -run TestBenchClusterScaling ./internal/limiter; no replicas, events on):"
 	echo
 	grep -E '^cluster [0-9]+ primaries' "$work/cluster.txt" | sed 's/^/- /'
+	echo
+	echo "Redis CPU per decision, full and lean scripts; fixed window: lean / full / INCRBY+PEXPIRE reference, ratios (go test -tags bench -run TestBenchRedisCPU ./internal/redisstore: a private redis-server, its utime + stime ÷ decisions; $(sed -nE 's/^redis-cpu setup: //p' "$work/rediscpu.txt"), scripts taking turns within each round; median (min – max) over the rounds, ratios per round):"
+	echo
+	grep -E '^\|' "$work/rediscpu.txt"
 } | tee "$OUT"
 echo
 echo "bench: table written to $OUT"
