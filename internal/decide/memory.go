@@ -246,7 +246,7 @@ func (sh *shard) recordHit(c Call, now, cand int64) int64 {
 	return cand
 }
 
-// binding mirrors binding() in lua/prelude.lua.
+// binding mirrors binding() in lua/common.lua.
 func binding(outs []outcome, admitted bool) int {
 	b := -1
 	for i, o := range outs {
