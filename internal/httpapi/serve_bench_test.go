@@ -1,0 +1,257 @@
+package httpapi_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+
+	"github.com/ratewarden/ratewarden/internal/httpapi"
+	"github.com/ratewarden/ratewarden/internal/kafkabus"
+	"github.com/ratewarden/ratewarden/internal/limiter"
+	"github.com/ratewarden/ratewarden/internal/ops"
+	"github.com/ratewarden/ratewarden/internal/redisstore"
+	"github.com/ratewarden/ratewarden/internal/redistest"
+	"github.com/ratewarden/ratewarden/internal/rules"
+)
+
+// The Serve benchmarks measure what one decision costs the server on the
+// real HTTP path: the handler behind ops.NewServer on a loopback listener,
+// as cmd/limiter serves it, the real local Redis through the coalescer, and
+// events encoded and handed to the publisher. The client writes prebuilt
+// requests on raw keep-alive connections and reads the answers through a
+// reused buffer, so it allocates nothing per request: allocs/op (the
+// process's runtime.MemStats.Mallocs over the run ÷ requests) is the
+// server's allocations per decision. BenchmarkServeFloor is the same client
+// against a handler that does nothing but answer: what net/http itself
+// costs, the part no handler can save.
+//
+//	go test -run '^$' -bench '^BenchmarkServe' -benchtime 20000x -count 3 ./internal/httpapi/
+//
+// Events go to a publisher that drops them unless BENCH_KAFKA_BROKERS names
+// a broker (bin/devkafka in another process, say): an in-process broker's
+// own allocations would count as the server's.
+
+// serveConns is the number of client connections, as many goroutines.
+const serveConns = 32
+
+func BenchmarkServeCheck(b *testing.B) {
+	rdb := plainRedis(b)
+	set, err := rules.Compile(&rules.File{Rules: []rules.Rule{{
+		ID: "per-ip", Algorithm: "sliding_window", Key: []string{"ip"}, Match: rules.Match{Endpoints: []string{"/api/**"}},
+		Limits: []rules.Limit{{Requests: 1_000_000, Per: rules.Duration(time.Second)}},
+	}}}, rules.Options{KeyPrefix: redistest.Prefix(b, rdb)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	counter := redisstore.NewCoalescer(redisstore.New(rdb), redisstore.CoalesceConfig{})
+	b.Cleanup(counter.Close)
+	reg := prometheus.NewRegistry()
+	svc := limiter.New(limiter.Config{Instance: "bench", ClassifyError: redisstore.ClassifyError, OverLimitCacheSize: 100_000},
+		set, counter, benchPublisher(b, reg), zap.NewNop(), reg)
+	h := ops.Beside(httpapi.NewHandler(httpapi.Config{Service: svc, Log: zap.NewNop()}), ops.NewHandler(ops.Config{}))
+	benchServe(b, h, func(i int) string {
+		return `{"ip":"10.1.` + strconv.Itoa(i/256%256) + `.` + strconv.Itoa(i%256) + `","endpoint":"/api/books/17","method":"GET"}`
+	})
+}
+
+// BenchmarkServeFloor is BenchmarkServeCheck's client against a handler
+// that reads the body and answers a fixed decision with the same headers.
+func BenchmarkServeFloor(b *testing.B) {
+	answer := []byte(`{"allowed":true,"reason":"ok","rule_id":"per-ip","algorithm":"sliding_window","limit":1000000,` +
+		`"remaining":999999,"reset_after_ms":1000,"retry_after_ms":0,"mode":"redis","shadow":false,` +
+		`"event_id":"0198f2a4-9c1e-7d2b-8e3f-4a5b6c7d8e9f"}` + "\n")
+	header := map[string][]string{
+		"Content-Type":          {"application/json"},
+		"Cache-Control":         {"no-store"},
+		"Ratelimit-Policy":      {`"per-ip/1s";q=1000000;w=1`},
+		"Ratelimit":             {`"per-ip/1s";r=999999;t=1`},
+		"X-Ratelimit-Limit":     {"1000000"},
+		"X-Ratelimit-Remaining": {"999999"},
+		"X-Ratelimit-Reset":     {"1"},
+	}
+	bufs := sync.Pool{New: func() any { return new(bytes.Buffer) }}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		buf := bufs.Get().(*bytes.Buffer)
+		buf.Reset()
+		_, _ = buf.ReadFrom(r.Body)
+		bufs.Put(buf)
+		wh := w.Header()
+		for k, v := range header {
+			wh[k] = v
+		}
+		_, _ = w.Write(answer)
+	})
+	benchServe(b, h, func(i int) string {
+		return `{"ip":"10.1.` + strconv.Itoa(i/256%256) + `.` + strconv.Itoa(i%256) + `","endpoint":"/api/books/17","method":"GET"}`
+	})
+}
+
+// benchServe serves h as the limiter does and sends b.N POST /v1/check
+// requests over serveConns keep-alive connections, the bodies body(0),
+// body(1), ... spread over them.
+func benchServe(b *testing.B, h http.Handler, body func(i int) string) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := ops.NewServer(h, zap.NewNop())
+	go func() { _ = srv.Serve(ln) }()
+	b.Cleanup(func() { _ = srv.Close() })
+
+	conns := make(chan *rawClient, serveConns)
+	for c := range serveConns {
+		rc, err := dialRaw(ln.Addr().String())
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = rc.conn.Close() })
+		// 64 requests per connection, distinct client IPs.
+		for i := range 64 {
+			rc.reqs = append(rc.reqs, buildPost("/v1/check", body(c*64+i)))
+		}
+		for range 100 { // warm-up: connections, pools, scripts, keys
+			if err := rc.roundTrip(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		conns <- rc
+	}
+	var failed atomic.Value
+	b.ReportAllocs()
+	b.SetParallelism(serveConns / runtime.GOMAXPROCS(0))
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		rc := <-conns
+		defer func() { conns <- rc }()
+		for pb.Next() {
+			if err := rc.roundTrip(); err != nil {
+				failed.Store(err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	if err, _ := failed.Load().(error); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// rawClient is one keep-alive HTTP/1.1 connection sending prebuilt
+// requests in turn, reading the answers through its own buffer: it
+// allocates nothing per request.
+type rawClient struct {
+	conn net.Conn
+	r    *bufio.Reader
+	reqs [][]byte
+	next int
+}
+
+func dialRaw(addr string) (*rawClient, error) {
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return &rawClient{conn: conn, r: bufio.NewReaderSize(conn, 8192)}, nil
+}
+
+func buildPost(path, body string) []byte {
+	return []byte("POST " + path + " HTTP/1.1\r\nHost: limiter\r\nContent-Type: application/json\r\n" +
+		"Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body)
+}
+
+var errNotOK = errors.New("answer other than 200")
+
+// roundTrip sends the next request and reads its answer, which must be 200
+// with a Content-Length.
+func (c *rawClient) roundTrip() error {
+	req := c.reqs[c.next]
+	c.next = (c.next + 1) % len(c.reqs)
+	if _, err := c.conn.Write(req); err != nil {
+		return err
+	}
+	line, err := c.r.ReadSlice('\n')
+	if err != nil {
+		return err
+	}
+	if !bytes.HasPrefix(line, []byte("HTTP/1.1 200 ")) {
+		return fmt.Errorf("%w: %q", errNotOK, line)
+	}
+	length := -1
+	for {
+		line, err := c.r.ReadSlice('\n')
+		if err != nil {
+			return err
+		}
+		line = bytes.TrimRight(line, "\r\n")
+		if len(line) == 0 {
+			break
+		}
+		if name, value, ok := bytes.Cut(line, []byte(":")); ok && bytes.EqualFold(name, []byte("Content-Length")) {
+			n, err := strconv.Atoi(string(bytes.TrimSpace(value)))
+			if err != nil {
+				return err
+			}
+			length = n
+		}
+	}
+	if length < 0 {
+		return errors.New("answer without Content-Length")
+	}
+	_, err = c.r.Discard(length)
+	return err
+}
+
+// plainRedis is a client of the test Redis without redistest's hook, whose
+// checks allocate on every command.
+func plainRedis(b *testing.B) *redis.Client {
+	opts, err := redis.ParseURL(redistest.URL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	rdb := redis.NewClient(opts)
+	if err := rdb.Ping(context.Background()).Err(); err != nil {
+		b.Fatalf("redis: %v", err)
+	}
+	b.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+// benchPublisher is a Kafka producer to BENCH_KAFKA_BROKERS, or else a
+// publisher that counts and drops.
+func benchPublisher(b *testing.B, reg prometheus.Registerer) limiter.Publisher {
+	brokers := os.Getenv("BENCH_KAFKA_BROKERS")
+	if brokers == "" {
+		return &droppingPublisher{}
+	}
+	p, err := kafkabus.NewProducer(kafkabus.ProducerConfig{Brokers: strings.Split(brokers, ","), Topic: topic, QueueSize: 100_000},
+		zap.NewNop(), reg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = p.Close(ctx)
+	})
+	return p
+}
+
+type droppingPublisher struct{ n atomic.Int64 }
+
+func (p *droppingPublisher) Publish(_, _ []byte) bool { p.n.Add(1); return true }
