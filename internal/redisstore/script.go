@@ -3,6 +3,8 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -21,18 +23,41 @@ type scriptCall struct {
 // or promoted cluster node): on a cluster only those of the nodes that
 // lacked it, and the first EVAL caches it there. A call without a script is
 // not sent and gets a nil command. Errors are read per command.
+//
+// The EVALSHA commands are built here rather than by Script.EvalSha, which
+// boxes every key and the digest into a new argument slice per call: the
+// keys and the digest go in as pointers (boxing a pointer allocates
+// nothing) and the arguments of all the calls share one pooled slice,
+// which go-redis reads only while it sends them.
 func runScripts(ctx context.Context, client redis.UniversalClient, calls []scriptCall) []*redis.Cmd {
 	cmds := make([]*redis.Cmd, len(calls))
+	arena := argArenas.Get().(*[]any)
+	defer func() {
+		clear(*arena) // drop the references to keys and arguments
+		argArenas.Put(arena)
+	}()
+	*arena = (*arena)[:0]
 	if len(calls) == 1 {
 		if c := &calls[0]; c.script != nil {
-			cmds[0] = c.script.Run(ctx, client, c.keys, c.args...) // EVALSHA, then EVAL on NOSCRIPT
+			cmd := evalSha(ctx, arena, c)
+			_ = client.Process(ctx, cmd)
+			if isNoScript(cmd.Err()) {
+				cmd = c.script.Eval(ctx, client, c.keys, c.args...)
+			}
+			cmds[0] = cmd
 		}
 		return cmds
 	}
+	n := 0
+	for i := range calls {
+		n += 3 + len(calls[i].keys) + len(calls[i].args)
+	}
+	*arena = slices.Grow(*arena, n) // evalSha's slices of it must not move
 	pipe := client.Pipeline()
 	for i := range calls {
 		if c := &calls[i]; c.script != nil {
-			cmds[i] = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
+			cmds[i] = evalSha(ctx, arena, c)
+			_ = pipe.Process(ctx, cmds[i])
 		}
 	}
 	if pipe.Len() == 0 {
@@ -59,6 +84,54 @@ func runScripts(ctx context.Context, client redis.UniversalClient, calls []scrip
 		_, _ = pipe.Exec(ctx)
 	}
 	return cmds
+}
+
+// argArenas recycles the argument slices of runScripts.
+var argArenas = sync.Pool{New: func() any { return new([]any) }}
+
+// evalSha returns the EVALSHA command of c, its arguments appended to
+// arena (which must have room for them when several commands share it).
+func evalSha(ctx context.Context, arena *[]any, c *scriptCall) *redis.Cmd {
+	start := len(*arena)
+	*arena = append(*arena, "evalsha", digestOf(c.script), len(c.keys))
+	for i := range c.keys {
+		*arena = append(*arena, &c.keys[i])
+	}
+	*arena = append(*arena, c.args...)
+	cmd := redis.NewCmd(ctx, (*arena)[start:len(*arena):len(*arena)]...)
+	if len(c.keys) > 0 {
+		cmd.SetFirstKeyPos(3) // the cluster client routes by the first key
+	}
+	return cmd
+}
+
+// scriptDigests interns the digests of the scripts, for digestOf: as many
+// as there are distinct scripts.
+var scriptDigests struct {
+	mu sync.RWMutex
+	m  map[string]*string
+}
+
+// digestOf returns the digest of script as a pointer, which an argument
+// slice holds without allocating.
+func digestOf(script *redis.Script) *string {
+	h := script.Hash()
+	scriptDigests.mu.RLock()
+	d := scriptDigests.m[h]
+	scriptDigests.mu.RUnlock()
+	if d != nil {
+		return d
+	}
+	scriptDigests.mu.Lock()
+	defer scriptDigests.mu.Unlock()
+	if d = scriptDigests.m[h]; d == nil {
+		if scriptDigests.m == nil {
+			scriptDigests.m = make(map[string]*string)
+		}
+		d = &h
+		scriptDigests.m[h] = d
+	}
+	return d
 }
 
 func isNoScript(err error) bool {
