@@ -128,7 +128,8 @@ func digestOf(script *redis.Script) *string {
 		if scriptDigests.m == nil {
 			scriptDigests.m = make(map[string]*string)
 		}
-		d = &h
+		digest := h // h itself stays on the stack
+		d = &digest
 		scriptDigests.m[h] = d
 	}
 	return d
