@@ -344,5 +344,12 @@ func (s *Service) publishEvent(ev *event.Decision, d *Decision, now time.Time) {
 	ev.Mode = string(d.Mode)
 	ev.Shadow = d.Shadow
 	// The producer counts what it drops; a decision never waits for Kafka.
-	s.pub.Publish([]byte(ev.IP), ev.AppendJSON(make([]byte, 0, 512)))
+	// Key and value share one allocation: the producer owns both from here.
+	buf := append(make([]byte, 0, len(ev.IP)+eventSize), ev.IP...)
+	key := buf[:len(ev.IP):len(ev.IP)] // the value's appends cannot reach into it
+	s.pub.Publish(key, ev.AppendJSON(buf[len(ev.IP):]))
 }
+
+// eventSize is room enough for a /v1/check decision's event; larger ones
+// (long values, descriptors) grow their buffer.
+const eventSize = 512
