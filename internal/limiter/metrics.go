@@ -5,7 +5,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
@@ -183,13 +182,3 @@ const (
 	tierNone  = "none"
 	tierOther = "other"
 )
-
-// newEventID returns a time-ordered UUID (v7), which keeps the archive's
-// event_id index append-friendly.
-func newEventID() string {
-	id, err := uuid.NewV7()
-	if err != nil {
-		return uuid.NewString()
-	}
-	return id.String()
-}
