@@ -156,8 +156,14 @@ func (h *handler) decide(w http.ResponseWriter, r *http.Request, req *rules.Requ
 		return
 	}
 	setRateLimitHeaders(w.Header(), d)
-	writeJSON(w, statusOf(d), appendDecision(make([]byte, 0, 320), d))
+	buf := answers.Get().(*[]byte)
+	*buf = appendDecision((*buf)[:0], d)
+	writeJSON(w, statusOf(d), *buf) // Write copies it into the connection's buffer
+	answers.Put(buf)
 }
+
+// answers recycles the buffers decisions are encoded into.
+var answers = sync.Pool{New: func() any { b := make([]byte, 0, 320); return &b }}
 
 func (h *handler) inputError(w http.ResponseWriter, err error) {
 	var in *inputError
