@@ -52,16 +52,18 @@ type Decision struct {
 	// in headers: they must not change what clients do.
 	Enforced int
 
-	calls []decide.Call
+	calls       []decide.Call
+	callResults []decide.Result // the results of calls, for Deciders that write into it
 }
 
 // Reset clears d for reuse.
 func (d *Decision) Reset() {
 	*d = Decision{
-		Applied:  d.Applied[:0],
-		Results:  d.Results[:0],
-		calls:    d.calls[:0],
-		Enforced: -1,
+		Applied:     d.Applied[:0],
+		Results:     d.Results[:0],
+		calls:       d.calls[:0],
+		callResults: d.callResults[:0],
+		Enforced:    -1,
 	}
 }
 

@@ -27,6 +27,13 @@ type Decider interface {
 	Decide(ctx context.Context, calls []decide.Call) ([]decide.Result, error)
 }
 
+// decidesInto is implemented by Deciders that can write the results into
+// the caller's slice (results[:len(calls)]), which the decision reuses,
+// rather than return a new one; redisstore.Coalescer does.
+type decidesInto interface {
+	DecideInto(ctx context.Context, calls []decide.Call, results []decide.Result) error
+}
+
 // partialFailure is implemented by Decider errors that may concern part of
 // Redis only, such as one Redis Cluster node failing while the others
 // answer; PartialFailure reports whether that is the case.
@@ -249,7 +256,7 @@ func (s *Service) decide(ctx context.Context, d *Decision, now time.Time) {
 	// A client that hangs up must not look like a Redis failure, so the
 	// request's cancellation is not passed on; the Decider bounds its own
 	// time (the coalescer's round-trip timeout, go-redis socket timeouts).
-	results, err := s.decider.Decide(context.WithoutCancel(ctx), d.calls)
+	results, err := s.decideCalls(context.WithoutCancel(ctx), d)
 	if err != nil {
 		s.metrics.redisErrors.WithLabelValues(s.cfg.ClassifyError(err)).Inc()
 		// One cluster node down while the others answer: this request falls
@@ -274,6 +281,17 @@ func (s *Service) decide(ctx context.Context, d *Decision, now time.Time) {
 		j++
 	}
 	d.aggregate()
+}
+
+// decideCalls decides d.calls with the Decider, into d's own results slice
+// when the Decider can write into it.
+func (s *Service) decideCalls(ctx context.Context, d *Decision) ([]decide.Result, error) {
+	into, ok := s.decider.(decidesInto)
+	if !ok {
+		return s.decider.Decide(ctx, d.calls)
+	}
+	d.callResults = append(d.callResults[:0], make([]decide.Result, len(d.calls))...)
+	return d.callResults, into.DecideInto(ctx, d.calls, d.callResults)
 }
 
 func (s *Service) finish(d *Decision, results []decide.Result) {

@@ -155,12 +155,33 @@ func (c *Coalescer) Decide(ctx context.Context, calls []decide.Call) ([]decide.R
 	if len(calls) == 0 {
 		return nil, nil
 	}
-	if err := ctx.Err(); err != nil { // select below picks at random among ready cases
+	results := make([]decide.Result, len(calls))
+	answered, err := c.decide(ctx, calls, results)
+	if !answered {
 		return nil, err
+	}
+	return results, err
+}
+
+// DecideInto is Decide writing the results into results (at least as long
+// as calls) rather than a new slice: the limiter's decisions reuse theirs.
+func (c *Coalescer) DecideInto(ctx context.Context, calls []decide.Call, results []decide.Result) error {
+	if len(calls) == 0 {
+		return nil
+	}
+	_, err := c.decide(ctx, calls, results[:len(calls)])
+	return err
+}
+
+// decide decides calls into results (of the same length); answered is
+// false when it returned before the lanes answered (ctx ended, or Close).
+func (c *Coalescer) decide(ctx context.Context, calls []decide.Call, results []decide.Result) (answered bool, err error) {
+	if err := ctx.Err(); err != nil { // select below picks at random among ready cases
+		return false, err
 	}
 	lanes, parts, err := c.route(ctx, calls)
 	if err != nil {
-		return nil, err
+		return false, err
 	}
 	p := c.items.Get().(*pending)
 	p.calls, p.err = calls, nil
@@ -177,23 +198,26 @@ func (c *Coalescer) Decide(ctx context.Context, calls []decide.Call) ([]decide.R
 			if i == 0 { // no lane has p: it can be reused
 				c.items.Put(p)
 			}
-			return nil, ctx.Err()
+			return false, ctx.Err()
 		case <-c.quit:
-			return nil, errClosed
+			return false, errClosed
 		}
 	}
 	select {
 	case <-p.done:
-		results, err := append([]decide.Result(nil), p.results...), p.err
+		// The lanes write into p, not into results: a caller that gave up
+		// (below) must not have its slice written to later.
+		copy(results, p.results)
+		err := p.err
 		p.calls = nil
 		c.items.Put(p)
-		return results, err
+		return true, err
 	case <-ctx.Done():
 		// A worker may still own p and write to it: leave it to the
 		// garbage collector rather than reuse it.
-		return nil, ctx.Err()
+		return false, ctx.Err()
 	case <-c.quit:
-		return nil, errClosed
+		return false, errClosed
 	}
 }
 
