@@ -124,6 +124,16 @@ func bodyTooLarge(err error) error {
 	return nil
 }
 
+// canonicalIP returns addr's string form: ip itself when it is already in
+// that form, as clients almost always send it, else a new string.
+func canonicalIP(ip string, addr netip.Addr) string {
+	var buf [64]byte // more than the longest form, an IPv6 address with a zone
+	if string(addr.AppendTo(buf[:0])) == ip {
+		return ip
+	}
+	return addr.String()
+}
+
 // newRequest validates and normalizes the subject of a decision, from either
 // the JSON API or forward-auth headers.
 func newRequest(userID, ip, endpoint, method, tier string, cost int64, attrs map[string]string) (rules.Request, error) {
@@ -165,7 +175,7 @@ func newRequest(userID, ip, endpoint, method, tier string, cost int64, attrs map
 	}
 	return rules.Request{
 		UserID:     userID,
-		IP:         addr.String(),
+		IP:         canonicalIP(ip, addr),
 		Addr:       addr,
 		Endpoint:   normalized,
 		Method:     strings.ToUpper(method),
