@@ -24,13 +24,30 @@ type scriptCall struct {
 // lacked it, and the first EVAL caches it there. A call without a script is
 // not sent and gets a nil command. Errors are read per command.
 //
+// The replies are read as arrays of integers, as the rate-limit scripts
+// answer: go-redis reads them into one []int64, where a generic reply would
+// box every integer past 255.
+func runScripts(ctx context.Context, client redis.UniversalClient, calls []scriptCall) []*redis.IntSliceCmd {
+	return runCommands(ctx, client, calls, redis.NewIntSliceCmd, intsOf)
+}
+
+// runScriptReplies is runScripts for scripts whose replies are not arrays
+// of integers: the replies are generic.
+func runScriptReplies(ctx context.Context, client redis.UniversalClient, calls []scriptCall) []*redis.Cmd {
+	return runCommands(ctx, client, calls, redis.NewCmd, func(c *redis.Cmd) *redis.Cmd { return c })
+}
+
+// runCommands is runScripts with commands made by newCmd; fromEval turns the
+// reply of an EVAL (the rare second round trip) into one of them.
+//
 // The EVALSHA commands are built here rather than by Script.EvalSha, which
 // boxes every key and the digest into a new argument slice per call: the
 // keys and the digest go in as pointers (boxing a pointer allocates
 // nothing) and the arguments of all the calls share one pooled slice,
 // which go-redis reads only while it sends them.
-func runScripts(ctx context.Context, client redis.UniversalClient, calls []scriptCall) []*redis.Cmd {
-	cmds := make([]*redis.Cmd, len(calls))
+func runCommands[C redis.Cmder](ctx context.Context, client redis.UniversalClient, calls []scriptCall,
+	newCmd func(context.Context, ...any) C, fromEval func(*redis.Cmd) C) []C {
+	cmds := make([]C, len(calls))
 	arena := argArenas.Get().(*[]any)
 	defer func() {
 		clear(*arena) // drop the references to keys and arguments
@@ -39,12 +56,11 @@ func runScripts(ctx context.Context, client redis.UniversalClient, calls []scrip
 	*arena = (*arena)[:0]
 	if len(calls) == 1 {
 		if c := &calls[0]; c.script != nil {
-			cmd := evalSha(ctx, arena, c)
-			_ = client.Process(ctx, cmd)
-			if isNoScript(cmd.Err()) {
-				cmd = c.script.Eval(ctx, client, c.keys, c.args...)
+			cmds[0] = evalSha(ctx, arena, c, newCmd)
+			_ = client.Process(ctx, cmds[0])
+			if isNoScript(cmds[0].Err()) {
+				cmds[0] = fromEval(c.script.Eval(ctx, client, c.keys, c.args...))
 			}
-			cmds[0] = cmd
 		}
 		return cmds
 	}
@@ -56,7 +72,7 @@ func runScripts(ctx context.Context, client redis.UniversalClient, calls []scrip
 	pipe := client.Pipeline()
 	for i := range calls {
 		if c := &calls[i]; c.script != nil {
-			cmds[i] = evalSha(ctx, arena, c)
+			cmds[i] = evalSha(ctx, arena, c, newCmd)
 			_ = pipe.Process(ctx, cmds[i])
 		}
 	}
@@ -65,8 +81,8 @@ func runScripts(ctx context.Context, client redis.UniversalClient, calls []scrip
 	}
 	_, _ = pipe.Exec(ctx) // errors are read per command
 	var missing []int
-	for i, cmd := range cmds {
-		if cmd != nil && isNoScript(cmd.Err()) {
+	for i := range cmds {
+		if calls[i].script != nil && isNoScript(cmds[i].Err()) {
 			missing = append(missing, i)
 		}
 	}
@@ -74,31 +90,61 @@ func runScripts(ctx context.Context, client redis.UniversalClient, calls []scrip
 	case 0:
 	case 1:
 		c := &calls[missing[0]]
-		cmds[missing[0]] = c.script.Eval(ctx, client, c.keys, c.args...)
+		cmds[missing[0]] = fromEval(c.script.Eval(ctx, client, c.keys, c.args...))
 	default:
 		pipe := client.Pipeline()
-		for _, i := range missing {
+		evals := make([]*redis.Cmd, len(missing))
+		for j, i := range missing {
 			c := &calls[i]
-			cmds[i] = c.script.Eval(ctx, pipe, c.keys, c.args...)
+			evals[j] = c.script.Eval(ctx, pipe, c.keys, c.args...)
 		}
 		_, _ = pipe.Exec(ctx)
+		for j, i := range missing {
+			cmds[i] = fromEval(evals[j])
+		}
 	}
 	return cmds
+}
+
+// intsOf returns the reply of cmd, an EVAL, as an array of integers: the
+// error errReply when it is not one.
+func intsOf(cmd *redis.Cmd) *redis.IntSliceCmd {
+	out := redis.NewIntSliceCmd(context.Background())
+	v, err := cmd.Result()
+	if err != nil {
+		out.SetErr(err)
+		return out
+	}
+	vals, ok := v.([]any)
+	if !ok {
+		out.SetErr(errReply)
+		return out
+	}
+	ints := make([]int64, len(vals))
+	for i, x := range vals {
+		if ints[i], ok = x.(int64); !ok {
+			out.SetErr(errReply)
+			return out
+		}
+	}
+	out.SetVal(ints)
+	return out
 }
 
 // argArenas recycles the argument slices of runScripts.
 var argArenas = sync.Pool{New: func() any { return new([]any) }}
 
-// evalSha returns the EVALSHA command of c, its arguments appended to
-// arena (which must have room for them when several commands share it).
-func evalSha(ctx context.Context, arena *[]any, c *scriptCall) *redis.Cmd {
+// evalSha returns the EVALSHA command of c made by newCmd, its arguments
+// appended to arena (which must have room for them when several commands
+// share it).
+func evalSha[C redis.Cmder](ctx context.Context, arena *[]any, c *scriptCall, newCmd func(context.Context, ...any) C) C {
 	start := len(*arena)
 	*arena = append(*arena, "evalsha", digestOf(c.script), len(c.keys))
 	for i := range c.keys {
 		*arena = append(*arena, &c.keys[i])
 	}
 	*arena = append(*arena, c.args...)
-	cmd := redis.NewCmd(ctx, (*arena)[start:len(*arena):len(*arena)]...)
+	cmd := newCmd(ctx, (*arena)[start:len(*arena):len(*arena)]...)
 	if len(c.keys) > 0 {
 		cmd.SetFirstKeyPos(3) // the cluster client routes by the first key
 	}

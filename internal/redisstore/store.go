@@ -248,21 +248,36 @@ func appendLimits(a []any, c *decide.Call) []any {
 	return a
 }
 
-// parse reads the seven integers of a script reply.
-func parse(cmd *redis.Cmd) (decide.Result, error) {
-	v, err := cmd.Result()
-	if err != nil {
-		return decide.Result{}, err
-	}
-	vals, ok := v.([]any)
-	if !ok || len(vals) != 7 {
-		return decide.Result{}, errReply
-	}
+// parse reads the seven integers of a script reply: the command of
+// runScripts, or a generic one (tests run scripts of their own).
+func parse(cmd redis.Cmder) (decide.Result, error) {
 	var n [7]int64
-	for i, x := range vals {
-		if n[i], ok = x.(int64); !ok {
+	switch cmd := cmd.(type) {
+	case *redis.IntSliceCmd:
+		vals, err := cmd.Result()
+		if err != nil {
+			return decide.Result{}, err
+		}
+		if len(vals) != 7 {
 			return decide.Result{}, errReply
 		}
+		copy(n[:], vals)
+	case *redis.Cmd:
+		v, err := cmd.Result()
+		if err != nil {
+			return decide.Result{}, err
+		}
+		vals, ok := v.([]any)
+		if !ok || len(vals) != 7 {
+			return decide.Result{}, errReply
+		}
+		for i, x := range vals {
+			if n[i], ok = x.(int64); !ok {
+				return decide.Result{}, errReply
+			}
+		}
+	default:
+		return decide.Result{}, errReply
 	}
 	return decide.Result{
 		Allowed:    n[0] == 1,

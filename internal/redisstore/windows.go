@@ -51,7 +51,7 @@ func (w *Windows) Record(ctx context.Context, spec detect.WindowSpec, sightings 
 		}
 		calls[i] = w.call(spec, s)
 	}
-	cmds := runScripts(ctx, w.client, calls)
+	cmds := runScriptReplies(ctx, w.client, calls)
 	tallies := make([]detect.Tally, len(cmds))
 	for i, cmd := range cmds {
 		t, err := parseTally(cmd, len(spec.Violations))
