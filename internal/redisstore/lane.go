@@ -34,6 +34,7 @@ func (l *lane) work() {
 		batch   []part
 		calls   []decide.Call
 		results []decide.Result
+		trip    = newTripContext()
 	)
 	for {
 		select {
@@ -54,7 +55,7 @@ func (l *lane) work() {
 			}
 		}
 		results = append(results[:0], make([]decide.Result, len(calls))...)
-		errs := l.roundTrip(calls, results)
+		errs := l.roundTrip(trip, calls, results)
 		off := 0
 		for _, pt := range batch {
 			n, p := pt.size(), pt.p
@@ -80,8 +81,8 @@ func (l *lane) work() {
 
 // roundTrip decides calls in one pipeline to the node, unless its breaker
 // is open, and feeds the breaker. Errors of a failing node of a cluster are
-// *nodeError.
-func (l *lane) roundTrip(calls []decide.Call, results []decide.Result) []error {
+// *nodeError. trip is the worker's context of its round trips.
+func (l *lane) roundTrip(trip *tripContext, calls []decide.Call, results []decide.Result) []error {
 	cfg := &l.c.cfg
 	if l.isOpen() {
 		if l.c.cluster != nil {
@@ -98,9 +99,8 @@ func (l *lane) roundTrip(calls []decide.Call, results []decide.Result) []error {
 	if cfg.OnFlush != nil {
 		cfg.OnFlush(len(calls))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
-	errs := l.c.store.run(ctx, calls, results)
-	cancel()
+	errs := l.c.store.run(trip.start(cfg.Timeout), calls, results)
+	trip.end()
 	failed := false
 	for i, err := range errs {
 		if err != nil && nodeFailure(err) {

@@ -1,0 +1,95 @@
+package redisstore
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// tripContext is the context of one lane worker's round trips, reused from
+// one to the next. context.WithTimeout costs five allocations a round trip
+// (the context, its timer, the done channel go-redis asks for on every
+// command); this one allocates only when a round trip timed out (a new done
+// channel for the next one).
+//
+// It is context.WithTimeout(context.Background(), timeout) for the round
+// trip between start and end: Deadline reports the deadline, Done is closed
+// and Err is context.DeadlineExceeded once it passes, Value is nil. Only
+// the worker calls start and end; go-redis uses it on the worker's
+// goroutine, only while the round trip runs.
+type tripContext struct {
+	timer *time.Timer // calls expire at the deadline
+
+	mu       sync.Mutex
+	deadline time.Time
+	running  bool          // between start and end
+	done     chan struct{} // closed when the deadline of a round trip passed
+	err      error         // context.DeadlineExceeded once done is closed
+}
+
+var _ context.Context = (*tripContext)(nil)
+
+func newTripContext() *tripContext {
+	c := &tripContext{done: make(chan struct{})}
+	c.timer = time.AfterFunc(time.Hour, c.expire)
+	c.timer.Stop()
+	return c
+}
+
+// start begins a round trip that must end within timeout.
+func (c *tripContext) start(timeout time.Duration) context.Context {
+	c.mu.Lock()
+	if c.err != nil { // the last round trip timed out
+		c.done, c.err = make(chan struct{}), nil
+	}
+	c.deadline = time.Now().Add(timeout)
+	c.running = true
+	c.mu.Unlock()
+	c.timer.Reset(timeout)
+	return c
+}
+
+// end ends the round trip.
+func (c *tripContext) end() {
+	c.timer.Stop() // a call of expire already under way finds running false
+	c.mu.Lock()
+	c.running = false
+	c.mu.Unlock()
+}
+
+// expire closes done when a round trip is running past its deadline; a
+// late call (the timer of an earlier round trip, stopped too late) finds
+// none, or one whose deadline has not passed.
+func (c *tripContext) expire() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.running || c.err != nil {
+		return
+	}
+	if left := time.Until(c.deadline); left > 0 {
+		c.timer.Reset(left)
+		return
+	}
+	c.err = context.DeadlineExceeded
+	close(c.done)
+}
+
+func (c *tripContext) Deadline() (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.deadline, true
+}
+
+func (c *tripContext) Done() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.done
+}
+
+func (c *tripContext) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+func (c *tripContext) Value(any) any { return nil }
