@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"context"
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/decide"
@@ -54,7 +55,18 @@ type Decision struct {
 
 	calls       []decide.Call
 	callResults []decide.Result // the results of calls, for Deciders that write into it
+	detached    detachedContext // the Decider's context while it decides calls
 }
+
+// detachedContext is context.WithoutCancel(parent) kept in the pooled
+// Decision, where context.WithoutCancel allocates on every decision: no
+// deadline, never done, the parent's values.
+type detachedContext struct{ parent context.Context }
+
+func (*detachedContext) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (*detachedContext) Done() <-chan struct{}       { return nil }
+func (*detachedContext) Err() error                  { return nil }
+func (c *detachedContext) Value(key any) any         { return c.parent.Value(key) }
 
 // Reset clears d for reuse.
 func (d *Decision) Reset() {

@@ -22,7 +22,9 @@ import (
 )
 
 // Decider decides calls against shared state (Redis), all in one round trip.
-// It must bound its own time: the context it gets carries no deadline.
+// It must bound its own time: the context it gets carries no deadline and
+// is never cancelled. The context must not be used after Decide returns
+// (the decision reuses it).
 type Decider interface {
 	Decide(ctx context.Context, calls []decide.Call) ([]decide.Result, error)
 }
@@ -256,7 +258,9 @@ func (s *Service) decide(ctx context.Context, d *Decision, now time.Time) {
 	// A client that hangs up must not look like a Redis failure, so the
 	// request's cancellation is not passed on; the Decider bounds its own
 	// time (the coalescer's round-trip timeout, go-redis socket timeouts).
-	results, err := s.decideCalls(context.WithoutCancel(ctx), d)
+	d.detached = detachedContext{parent: ctx}
+	results, err := s.decideCalls(&d.detached, d)
+	d.detached = detachedContext{}
 	if err != nil {
 		s.metrics.redisErrors.WithLabelValues(s.cfg.ClassifyError(err)).Inc()
 		// One cluster node down while the others answer: this request falls
