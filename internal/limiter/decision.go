@@ -56,6 +56,11 @@ type Decision struct {
 	calls       []decide.Call
 	callResults []decide.Result // the results of calls, for Deciders that write into it
 	detached    detachedContext // the Decider's context while it decides calls
+
+	// The descriptors of a rate limit API decision's event, while it is
+	// encoded.
+	eventDescs   []event.Descriptor
+	eventEntries []event.Entry
 }
 
 // detachedContext is context.WithoutCancel(parent) kept in the pooled
@@ -71,11 +76,13 @@ func (c *detachedContext) Value(key any) any         { return c.parent.Value(key
 // Reset clears d for reuse.
 func (d *Decision) Reset() {
 	*d = Decision{
-		Applied:     d.Applied[:0],
-		Results:     d.Results[:0],
-		calls:       d.calls[:0],
-		callResults: d.callResults[:0],
-		Enforced:    -1,
+		Applied:      d.Applied[:0],
+		Results:      d.Results[:0],
+		calls:        d.calls[:0],
+		callResults:  d.callResults[:0],
+		eventDescs:   d.eventDescs[:0],
+		eventEntries: d.eventEntries[:0],
+		Enforced:     -1,
 	}
 }
 

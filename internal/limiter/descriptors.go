@@ -65,10 +65,21 @@ func answerWithoutRedis(a *rules.Applied, now time.Time) (decide.Result, bool) {
 // publishDescriptors publishes the event of a rate limit API decision: the
 // client address (or, without one, the unspecified address), the domain,
 // and each descriptor with the rule that decided it and its code.
+//
+// The event's descriptors are built in slices the decision keeps: the event
+// is encoded before publishEvent returns, and nothing holds them after.
 func (s *Service) publishDescriptors(req *rules.DescriptorRequest, d *Decision, now time.Time) {
-	descs := make([]event.Descriptor, len(req.Descriptors))
+	n := 0
+	for _, desc := range req.Descriptors {
+		n += len(desc.Entries)
+	}
+	descs := append(d.eventDescs[:0], make([]event.Descriptor, len(req.Descriptors))...)
+	all := append(d.eventEntries[:0], make([]event.Entry, n)...)
+	d.eventDescs, d.eventEntries = descs, all
+	defer func() { clear(descs); clear(all) }() // no request strings kept in the pool
 	for i, desc := range req.Descriptors {
-		entries := make([]event.Entry, len(desc.Entries))
+		entries := all[:len(desc.Entries):len(desc.Entries)]
+		all = all[len(desc.Entries):]
 		for j, e := range desc.Entries {
 			entries[j] = event.Entry{Key: e.Key, Value: e.Value}
 		}

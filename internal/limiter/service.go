@@ -367,11 +367,24 @@ func (s *Service) publishEvent(ev *event.Decision, d *Decision, now time.Time) {
 	ev.Shadow = d.Shadow
 	// The producer counts what it drops; a decision never waits for Kafka.
 	// Key and value share one allocation: the producer owns both from here.
-	buf := append(make([]byte, 0, len(ev.IP)+eventSize), ev.IP...)
+	size := len(ev.IP) + eventSize
+	for _, desc := range ev.Descriptors {
+		size += descriptorSize
+		for _, e := range desc.Entries {
+			size += entrySize + len(e.Key) + len(e.Value)
+		}
+	}
+	buf := append(make([]byte, 0, size), ev.IP...)
 	key := buf[:len(ev.IP):len(ev.IP)] // the value's appends cannot reach into it
 	s.pub.Publish(key, ev.AppendJSON(buf[len(ev.IP):]))
 }
 
-// eventSize is room enough for a /v1/check decision's event; larger ones
-// (long values, descriptors) grow their buffer.
-const eventSize = 512
+// eventSize is room enough for a decision's event without descriptors,
+// unless its strings are long; descriptorSize and entrySize are the room a
+// descriptor and an entry take besides their keys and values, escapes
+// aside. A larger event grows its buffer.
+const (
+	eventSize      = 512
+	descriptorSize = 64
+	entrySize      = 24
+)
