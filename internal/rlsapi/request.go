@@ -193,5 +193,9 @@ func clientAddr(v string) (string, netip.Addr) {
 		return "", netip.Addr{}
 	}
 	a = a.Unmap()
+	var buf [64]byte // more than the longest form
+	if string(a.AppendTo(buf[:0])) == v {
+		return v, a // the value is in canonical form, as Envoy sends addresses: no new string
+	}
 	return a.String(), a
 }

@@ -35,19 +35,18 @@ const (
 //   - A banned client address makes every descriptor OVER_LIMIT, without a
 //     current limit, with the time until the ban ends.
 func (s *Server) answer(req *rules.DescriptorRequest, d *limiter.Decision) *rlsv3.RateLimitResponse {
-	n := len(req.Descriptors)
-	resp := &rlsv3.RateLimitResponse{OverallCode: codeOK}
-	all := make([]rlsv3.RateLimitResponse_DescriptorStatus, n)
-	resp.Statuses = make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)
-	for i := range all {
-		all[i].Code = codeOK
-		resp.Statuses[i] = &all[i]
+	m := newMessages(len(req.Descriptors))
+	resp := m.resp
+	resp.OverallCode = codeOK
+	for i := range m.statuses {
+		m.statuses[i].Code = codeOK
+		resp.Statuses[i] = &m.statuses[i]
 	}
 	if d.Reason == event.ReasonBanned {
 		resp.OverallCode = codeOverLimit
-		for _, st := range resp.Statuses {
+		for i, st := range resp.Statuses {
 			st.Code = codeOverLimit
-			st.DurationUntilReset = durationpb.New(d.ResetAfter)
+			st.DurationUntilReset = setDuration(&m.resets[i], d.ResetAfter)
 		}
 		return resp
 	}
@@ -63,9 +62,9 @@ func (s *Server) answer(req *rules.DescriptorRequest, d *limiter.Decision) *rlsv
 			st.Code = codeOverLimit
 			resp.OverallCode = codeOverLimit
 		}
-		st.CurrentLimit = currentLimit(a, r)
+		st.CurrentLimit = currentLimit(&m.limits[a.Descriptor], a, r)
 		st.LimitRemaining = clampUint32(r.Remaining)
-		st.DurationUntilReset = durationpb.New(r.ResetAfter)
+		st.DurationUntilReset = setDuration(&m.resets[a.Descriptor], r.ResetAfter)
 		if !a.Rule.Shadow && (header < 0 || headerFirst(st, resp.Statuses[header])) {
 			header = a.Descriptor
 		}
@@ -74,6 +73,52 @@ func (s *Server) answer(req *rules.DescriptorRequest, d *limiter.Decision) *rlsv
 		resp.ResponseHeadersToAdd = s.headers(resp.Statuses[header])
 	}
 	return resp
+}
+
+// messages are the messages of one response, allocated together: the
+// response, its statuses, and each status's current limit and time until
+// reset (at most one of each per descriptor: a descriptor is decided by one
+// rule). gRPC marshals the response after the handler returned, so they
+// cannot be reused, but they need not be allocated one by one.
+type messages struct {
+	resp     *rlsv3.RateLimitResponse
+	statuses []rlsv3.RateLimitResponse_DescriptorStatus
+	limits   []rlsv3.RateLimitResponse_RateLimit
+	resets   []durationpb.Duration
+}
+
+// oneDescriptor holds the messages of the answer to one descriptor, the
+// usual request (Envoy sends one call per descriptor list).
+type oneDescriptor struct {
+	resp     rlsv3.RateLimitResponse
+	statuses [1]*rlsv3.RateLimitResponse_DescriptorStatus
+	status   [1]rlsv3.RateLimitResponse_DescriptorStatus
+	limit    [1]rlsv3.RateLimitResponse_RateLimit
+	reset    [1]durationpb.Duration
+}
+
+// newMessages returns the messages of the answer to n descriptors: in one
+// allocation for one descriptor, in five for more.
+func newMessages(n int) messages {
+	if n == 1 {
+		o := new(oneDescriptor)
+		o.resp.Statuses = o.statuses[:]
+		return messages{resp: &o.resp, statuses: o.status[:], limits: o.limit[:], resets: o.reset[:]}
+	}
+	return messages{
+		resp:     &rlsv3.RateLimitResponse{Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)},
+		statuses: make([]rlsv3.RateLimitResponse_DescriptorStatus, n),
+		limits:   make([]rlsv3.RateLimitResponse_RateLimit, n),
+		resets:   make([]durationpb.Duration, n),
+	}
+}
+
+// setDuration sets dst to d as durationpb.New would make it and returns it.
+func setDuration(dst *durationpb.Duration, d time.Duration) *durationpb.Duration {
+	nanos := d.Nanoseconds()
+	secs := nanos / 1e9
+	dst.Seconds, dst.Nanos = secs, int32(nanos-secs*1e9)
+	return dst
 }
 
 // headerFirst reports whether status a rather than b should be described by
@@ -103,11 +148,12 @@ func (s *Server) headers(st *rlsv3.RateLimitResponse_DescriptorStatus) []*corev3
 	}
 }
 
-// currentLimit is a rule's limit as Envoy's API describes limits: the
-// binding limit of the result (the first limit when a penalty or an
-// escalation held the key and no limit was binding), named by the rule's
-// rate limit name. A token bucket is described by its refill rate.
-func currentLimit(a *rules.Applied, r *decide.Result) *rlsv3.RateLimitResponse_RateLimit {
+// currentLimit sets dst to a rule's limit as Envoy's API describes limits
+// and returns it: the binding limit of the result (the first limit when a
+// penalty or an escalation held the key and no limit was binding), named by
+// the rule's rate limit name. A token bucket is described by its refill
+// rate.
+func currentLimit(dst *rlsv3.RateLimitResponse_RateLimit, a *rules.Applied, r *decide.Result) *rlsv3.RateLimitResponse_RateLimit {
 	ls := a.Call.Limits
 	l := ls[0]
 	if r.LimitIndex > 0 && r.LimitIndex < len(ls) {
@@ -117,8 +163,9 @@ func currentLimit(a *rules.Applied, r *decide.Result) *rlsv3.RateLimitResponse_R
 	if a.Rule.Algorithm == decide.TokenBucket {
 		n = l.Rate
 	}
-	rpu, unit := perUnit(n, l.Per)
-	return &rlsv3.RateLimitResponse_RateLimit{Name: a.Rule.Descriptor.Name, RequestsPerUnit: rpu, Unit: unit}
+	dst.RequestsPerUnit, dst.Unit = perUnit(n, l.Per)
+	dst.Name = a.Rule.Descriptor.Name
+	return dst
 }
 
 // units are the time units of Envoy's API, shortest first; a month is 30
