@@ -34,7 +34,7 @@ unit:
 # The tests that pin allocations per decision, without the race detector,
 # under which sync.Pool drops objects at random (they skip themselves there).
 allocs:
-	$(GO) test -count=1 -run 'Allocations$$' ./internal/httpapi/ ./internal/redisstore/
+	$(GO) test -count=1 -run 'Allocations$$' ./internal/httpapi/ ./internal/redisstore/ ./internal/rlsapi/
 
 fuzz-short:
 	deploy/local/fuzz.sh $(FUZZTIME)

@@ -1,0 +1,5 @@
+//go:build !race
+
+package rlsapi_test
+
+const raceDetector = false
