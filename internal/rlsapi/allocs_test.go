@@ -96,4 +96,3 @@ func (s *staticDecider) Decide(_ context.Context, calls []decide.Call) ([]decide
 type discard struct{}
 
 func (discard) Publish(_, _ []byte) bool { return true }
-
