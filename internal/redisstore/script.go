@@ -68,7 +68,7 @@ func runCommands[C redis.Cmder](ctx context.Context, client redis.UniversalClien
 	for i := range calls {
 		n += 3 + len(calls[i].keys) + len(calls[i].args)
 	}
-	*arena = slices.Grow(*arena, n) // evalSha's slices of it must not move
+	*arena = slices.Grow(*arena, n) // room for every command: grown at most once
 	pipe := client.Pipeline()
 	for i := range calls {
 		if c := &calls[i]; c.script != nil {
@@ -135,8 +135,7 @@ func intsOf(cmd *redis.Cmd) *redis.IntSliceCmd {
 var argArenas = sync.Pool{New: func() any { return new([]any) }}
 
 // evalSha returns the EVALSHA command of c made by newCmd, its arguments
-// appended to arena (which must have room for them when several commands
-// share it).
+// appended to arena. Commands made before keep theirs if arena grows.
 func evalSha[C redis.Cmder](ctx context.Context, arena *[]any, c *scriptCall, newCmd func(context.Context, ...any) C) C {
 	start := len(*arena)
 	*arena = append(*arena, "evalsha", digestOf(c.script), len(c.keys))
