@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/ratewarden/ratewarden/internal/kafkabus"
 	"github.com/ratewarden/ratewarden/internal/limiter"
@@ -85,8 +86,11 @@ type fixedAnswer struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 }
 
+// fixedResponse has the shape of the decisions' answers, so that the client
+// decodes the same messages.
 var fixedResponse = &rlsv3.RateLimitResponse{OverallCode: ok, Statuses: []*rlsv3.RateLimitResponse_DescriptorStatus{{
-	Code: ok, CurrentLimit: limitOf("per-ip", 1_000_000, second), LimitRemaining: 999_999,
+	Code: ok, CurrentLimit: limitOf("", 1_000_000, second), LimitRemaining: 999_999,
+	DurationUntilReset: durationpb.New(time.Second),
 }}}
 
 func (fixedAnswer) ShouldRateLimit(context.Context, *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
