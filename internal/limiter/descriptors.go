@@ -77,9 +77,10 @@ func (s *Service) publishDescriptors(req *rules.DescriptorRequest, d *Decision, 
 	all := append(d.eventEntries[:0], make([]event.Entry, n)...)
 	d.eventDescs, d.eventEntries = descs, all
 	defer func() { clear(descs); clear(all) }() // no request strings kept in the pool
+	rest := all
 	for i, desc := range req.Descriptors {
-		entries := all[:len(desc.Entries):len(desc.Entries)]
-		all = all[len(desc.Entries):]
+		entries := rest[:len(desc.Entries):len(desc.Entries)]
+		rest = rest[len(desc.Entries):]
 		for j, e := range desc.Entries {
 			entries[j] = event.Entry{Key: e.Key, Value: e.Value}
 		}

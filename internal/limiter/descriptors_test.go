@@ -224,3 +224,27 @@ func lastEvent(t *testing.T, pub *capturePublisher) event.Decision {
 	}
 	return ev
 }
+
+// The slices an event's descriptors are built in are cleared once the
+// event is published: a pooled decision keeps no request's strings.
+func TestDescriptorEventSlicesCleared(t *testing.T) {
+	svc := New(Config{Instance: "test"}, compileRules(t, descriptorRules), &fakeDecider{}, &capturePublisher{}, zap.NewNop(), prometheus.NewRegistry())
+	var d Decision
+	req := &rules.DescriptorRequest{Domain: "edge", IP: "203.0.113.7", Addr: netip.MustParseAddr("203.0.113.7"), Endpoint: "/",
+		Descriptors: []rules.Descriptor{{Entries: []rules.Entry{{Key: "remote_address", Value: "203.0.113.7"}}, Cost: 1},
+			{Entries: []rules.Entry{{Key: "path", Value: "/a"}, {Key: "method", Value: "GET"}}, Cost: 1}}}
+	svc.CheckDescriptors(context.Background(), req, &d)
+	if len(d.eventDescs) != 2 || len(d.eventEntries) != 3 {
+		t.Fatalf("event slices %d and %d long, want 2 and 3", len(d.eventDescs), len(d.eventEntries))
+	}
+	for _, e := range d.eventEntries {
+		if e != (event.Entry{}) {
+			t.Errorf("entry %+v kept after the event was published", e)
+		}
+	}
+	for _, desc := range d.eventDescs {
+		if desc.Entries != nil || desc.RuleID != "" {
+			t.Errorf("descriptor %+v kept after the event was published", desc)
+		}
+	}
+}
