@@ -211,28 +211,28 @@ func TestNoScript(t *testing.T) {
 	}
 
 	// the EVAL fallback cached the scripts: EVALSHA works again
-	if err := evalSha(ctx, client, store, batch[1]); err != nil {
+	if err := evalShaOnly(ctx, client, store, batch[1]); err != nil {
 		t.Errorf("evalsha after the fallback: %v", err)
 	}
 
 	if err := client.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	err = evalSha(ctx, client, store, batch[0])
+	err = evalShaOnly(ctx, client, store, batch[0])
 	if class := ClassifyError(err); class != "noscript" {
 		t.Errorf("ClassifyError(%v) = %q, want noscript", err, class)
 	}
 	if err := store.Load(ctx); err != nil {
 		t.Fatalf("load: %v", err)
 	}
-	if err := evalSha(ctx, client, store, batch[2]); err != nil {
+	if err := evalShaOnly(ctx, client, store, batch[2]); err != nil {
 		t.Errorf("evalsha after load: %v", err)
 	}
 }
 
-// evalSha runs c with EVALSHA only (no EVAL fallback), by the script
+// evalShaOnly runs c with EVALSHA only (no EVAL fallback), by the script
 // store would choose for it.
-func evalSha(ctx context.Context, client *redis.Client, store *Store, c decide.Call) error {
+func evalShaOnly(ctx context.Context, client *redis.Client, store *Store, c decide.Call) error {
 	sc := store.prepare(&c)
 	return client.EvalSha(ctx, sc.script.Hash(), sc.keys, sc.args...).Err()
 }
