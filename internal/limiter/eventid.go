@@ -11,10 +11,10 @@ import (
 // milliseconds, then 12 bits of the millisecond's fraction (RFC 9562
 // section 6.2, method 3), so that the ids of one process are strictly
 // increasing, then 62 random bits. It costs one allocation, the string.
-func newEventID() string {
+func (c *v7Clock) newEventID() string {
 	var u [16]byte
 	_, _ = rand.Read(u[8:]) // never fails (crypto/rand panics rather)
-	stamp := eventIDClock.next(time.Now())
+	stamp := c.next(time.Now())
 	ms, frac := stamp>>12, stamp&0xfff
 	u[0], u[1], u[2], u[3], u[4], u[5] = byte(ms>>40), byte(ms>>32), byte(ms>>24), byte(ms>>16), byte(ms>>8), byte(ms)
 	u[6], u[7] = 0x70|byte(frac>>8), byte(frac) // version 7
@@ -22,10 +22,8 @@ func newEventID() string {
 	return formatUUID(&u)
 }
 
-// eventIDClock stamps the event ids of the process.
-var eventIDClock v7Clock
-
-// v7Clock hands out strictly increasing UUIDv7 stamps.
+// v7Clock hands out strictly increasing UUIDv7 stamps; each Service has
+// its own (the ids of one process are increasing per Service).
 type v7Clock struct{ last atomic.Int64 }
 
 // next returns now as Unix milliseconds << 12 | the millisecond's fraction

@@ -8,10 +8,11 @@ import (
 )
 
 func TestEventIDs(t *testing.T) {
+	var clock v7Clock
 	before := time.Now().UnixMilli()
 	prev := ""
 	for range 10_000 {
-		s := newEventID()
+		s := clock.newEventID()
 		id, err := uuid.Parse(s)
 		if err != nil {
 			t.Fatalf("%q: %v", s, err)
@@ -29,7 +30,7 @@ func TestEventIDs(t *testing.T) {
 			t.Fatalf("%q: time %d outside [%d, now]", s, ms, before)
 		}
 	}
-	if n := testing.AllocsPerRun(100, func() { _ = newEventID() }); n != 1 && !raceDetector {
+	if n := testing.AllocsPerRun(100, func() { _ = clock.newEventID() }); n != 1 && !raceDetector {
 		t.Errorf("newEventID: %v allocations, want 1 (the string)", n)
 	}
 }

@@ -132,7 +132,7 @@ func New(cfg Config, set *rules.Set, decider Decider, pub Publisher, log *zap.Lo
 		cfg.Now = time.Now
 	}
 	if cfg.NewEventID == nil {
-		cfg.NewEventID = newEventID
+		cfg.NewEventID = new(v7Clock).newEventID
 	}
 	if cfg.ClassifyError == nil {
 		cfg.ClassifyError = func(error) string { return "other" }
