@@ -43,7 +43,6 @@ const (
 
 // --- envoyproxy/ratelimit configuration files ---
 
-
 // manifestRLSFile is one YAML file of an RLS_CONFIG_DIR.
 type manifestRLSFile struct {
 	name string
