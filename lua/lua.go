@@ -1,9 +1,9 @@
 // Package lua embeds the Redis scripts of every rate-limiting algorithm.
 // Each algorithm has a script of each Variant: the full one, for any call,
-// is common.lua (helpers), prelude.lua (argument parsing, penalty and
+// is arith.lua and common.lua (helpers), prelude.lua (argument parsing, penalty and
 // escalation holds, choice of the binding limit) and the body of the
 // algorithm; the lean ones do only what a call without holds needs (see
-// Variant). See the header comment of each file for KEYS, ARGV and the
+// Variant; the one-limit scripts share arith.lua). See the header comment of each file for KEYS, ARGV and the
 // reply. Every variant of an algorithm keeps the same state in the same
 // keys and fields, so a key may be decided by one variant and then by
 // another. The detector's scripts stand alone (no prelude): DetectWindows
@@ -54,13 +54,14 @@ func Script(alg string, v Variant) string {
 	}
 	switch v {
 	case Full:
-		return join("common.lua", "prelude.lua", alg+".lua")
+		return join("arith.lua", "common.lua", "prelude.lua", alg+".lua")
 	case NoHolds:
-		return join("common.lua", "noholds.lua", alg+".lua")
+		return join("arith.lua", "common.lua", "noholds.lua", alg+".lua")
 	case OneLimit:
-		if src, err := files.ReadFile(alg + "_one.lua"); err == nil {
-			return string(src)
+		if alg == "fixed_window" { // no arithmetic helper: none to define per call
+			return join(alg + "_one.lua")
 		}
+		return join("arith.lua", alg+"_one.lua")
 	}
 	return ""
 }

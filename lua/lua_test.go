@@ -18,8 +18,8 @@ func TestSource(t *testing.T) {
 			}
 			for v, prelude := range map[Variant]string{Full: "prelude.lua", NoHolds: "noholds.lua"} {
 				src := Script(alg, v)
-				if !strings.HasPrefix(src, "-- common.lua") || !strings.Contains(src, "\n-- "+prelude) {
-					t.Errorf("%s script of %s does not start with common.lua then %s", v, alg, prelude)
+				if !strings.HasPrefix(src, "-- arith.lua") || !strings.Contains(src, "\n-- common.lua") || !strings.Contains(src, "\n-- "+prelude) {
+					t.Errorf("%s script of %s does not start with arith.lua, common.lua then %s", v, alg, prelude)
 				}
 				if !strings.Contains(src, "-- "+alg+".lua") {
 					t.Errorf("%s script of %s lacks its header comment", v, alg)
@@ -28,8 +28,8 @@ func TestSource(t *testing.T) {
 					t.Errorf("%s script of %s does not end with return decide(alg)", v, alg)
 				}
 			}
-			if one := Script(alg, OneLimit); one != "" && !strings.HasPrefix(one, "-- "+alg+"_one.lua") {
-				t.Errorf("one-limit script of %s does not start with its header comment", alg)
+			if one := Script(alg, OneLimit); one != "" && !strings.Contains(one, "-- "+alg+"_one.lua") {
+				t.Errorf("one-limit script of %s lacks its header comment", alg)
 			}
 		})
 	}

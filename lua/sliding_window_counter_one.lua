@@ -1,5 +1,5 @@
 -- sliding_window_counter_one.lua: the sliding window counter of one limit,
--- for calls without penalty or escalations; stands alone (no prelude).
+-- for calls without penalty or escalations; after arith.lua, no prelude.
 -- Decides as sliding_window_counter.lua does for such a call (see there
 -- for the estimate, remaining, reset and retry) and keeps the same state,
 -- so a key moves between the two as its rule gains or loses a penalty or a
@@ -26,21 +26,6 @@ if now == 0 then
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 local cost, requests, per = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-
--- divmod returns floor(a / b) and a - b * floor(a / b), exact for integers
--- below 2^53 even where the float quotient rounds to the next integer.
-local function divmod(a, b)
-  local q = math.floor(a / b)
-  local r = a - q * b
-  if r < 0 then
-    q = q - 1
-    r = r + b
-  elseif r >= b then
-    q = q + 1
-    r = r - b
-  end
-  return q, r
-end
 
 local sf, cf, pf = 's:' .. ARGV[4], 'c:' .. ARGV[4], 'p:' .. ARGV[4]
 local v = redis.call('HMGET', KEYS[1], sf, cf, pf)

@@ -1,5 +1,5 @@
 -- sliding_window_one.lua: the sliding-window log of one limit, for calls
--- without penalty or escalations; stands alone (no prelude). Decides as
+-- without penalty or escalations; after arith.lua, no prelude. Decides as
 -- sliding_window.lua does for such a call (see there for the log, its
 -- running totals modulo 2^53, trimming and expiry) and keeps the same
 -- state, so a key moves between the two as its rule gains or loses a
@@ -29,10 +29,6 @@ if now == 0 then
 end
 local cost, requests, per = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local from = now - per
-
-local function istr(x)
-  return string.format('%d', x)
-end
 
 -- span returns the base and cum of a member "<base>:<cum>".
 local function span(member)

@@ -1,5 +1,5 @@
 -- token_bucket_one.lua: the token bucket of one limit, for calls without
--- penalty or escalations; stands alone (no prelude). Decides as
+-- penalty or escalations; after arith.lua, no prelude. Decides as
 -- token_bucket.lua does for such a call and keeps the same state, so a key
 -- moves between the two as its rule gains or loses a penalty or a second
 -- limit, and limiters of either version agree.
@@ -25,27 +25,6 @@ if now == 0 then
 end
 local cost, rate, per, burst = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local full = burst * 1000
-
--- divmod returns floor(a / b) and a - b * floor(a / b), exact for integers
--- below 2^53 even where the float quotient rounds to the next integer.
-local function divmod(a, b)
-  local q = math.floor(a / b)
-  local r = a - q * b
-  if r < 0 then
-    q = q - 1
-    r = r + b
-  elseif r >= b then
-    q = q + 1
-    r = r - b
-  end
-  return q, r
-end
-
-local function ceildiv(a, b)
-  local q, r = divmod(a, b)
-  if r > 0 then q = q + 1 end
-  return q
-end
 
 -- fill_time is the ms until the bucket, t milli-tokens and remainder r, is
 -- full again.
