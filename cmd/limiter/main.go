@@ -153,7 +153,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		ResetHeader:     cfg.RLS.ResetHeader,
 		APITokens:       cfg.APITokens,
 	}, svc, log.Named("rls"), reg)
-	api := httpapi.NewHandler(httpapi.Config{
+	apiCfg := httpapi.Config{
 		Service:        svc,
 		TrustedProxies: cfg.TrustedProxies,
 		AuthDenyStatus: cfg.AuthDenyStatus,
@@ -167,7 +167,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		Instances:      liveInstances(heartbeats),
 		Instance:       cfg.Instance,
 		RateLimitJSON:  rls.JSONHandler(false), // the token check is httpapi's, as for /v1/check
-	})
+	}
+	api := httpapi.NewHandler(apiCfg)
 	opsHandler := ops.NewHandler(ops.Config{
 		Metrics:  telemetry.MetricsHandler(reg),
 		Probes:   probes,
@@ -177,13 +178,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	})
 	// The decision port serves the operational routes too, unless they have
 	// a port of their own: then only /healthz stays, for gateways' health
-	// checks.
-	decisions := &ops.Listener{Var: "LISTEN_ADDR", Addr: cfg.ListenAddr, TLS: cfg.TLS, Log: log, Handler: ops.Beside(api, opsHandler)}
+	// checks. POST /v1/check is served by fasthttp, the other routes by
+	// net/http behind it (httpapi.NewFastHandler).
+	rest := ops.Beside(api, opsHandler)
 	var opsListener *ops.Listener
 	if cfg.OpsListenAddr != "" {
-		decisions.Handler = ops.WithHealthz(api)
+		rest = ops.WithHealthz(api)
 		opsListener = &ops.Listener{Var: "OPS_LISTEN_ADDR", Addr: cfg.OpsListenAddr, Log: log, Handler: opsHandler}
 	}
+	decisions := &ops.Listener{Var: "LISTEN_ADDR", Addr: cfg.ListenAddr, TLS: cfg.TLS, Log: log, Fast: httpapi.NewFastHandler(apiCfg, rest)}
 	warnIfOpen(cfg, log)
 
 	g := lifecycle.New(log, cfg.ShutdownTimeout)

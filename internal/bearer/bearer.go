@@ -32,8 +32,14 @@ const scheme = "Bearer "
 
 // Allows reports whether header, the value of an Authorization header (or
 // of gRPC's authorization metadata), carries one of the tokens.
-func (b Tokens) Allows(header string) bool {
-	if len(header) < len(scheme) || !strings.EqualFold(header[:len(scheme)], scheme) {
+func (b Tokens) Allows(header string) bool { return allows(b, header) }
+
+// AllowsBytes is Allows for a header value held in bytes (fasthttp's), so
+// that checking it costs no copy.
+func (b Tokens) AllowsBytes(header []byte) bool { return allows(b, header) }
+
+func allows[T string | []byte](b Tokens, header T) bool {
+	if len(header) < len(scheme) || !strings.EqualFold(string(header[:len(scheme)]), scheme) {
 		return false
 	}
 	sum := sha256.Sum256([]byte(header[len(scheme):]))

@@ -30,6 +30,9 @@ func TestTokens(t *testing.T) {
 			if got := tokens.Allows(tt.header); got != tt.want {
 				t.Fatalf("Allows(%q) = %v, want %v", tt.header, got, tt.want)
 			}
+			if got := tokens.AllowsBytes([]byte(tt.header)); got != tt.want {
+				t.Fatalf("AllowsBytes(%q) = %v, want %v", tt.header, got, tt.want)
+			}
 			r := httptest.NewRequest("GET", "/", nil)
 			if tt.header != "" {
 				r.Header.Set("Authorization", tt.header)

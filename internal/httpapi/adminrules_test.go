@@ -92,7 +92,7 @@ func newRuleStack(t *testing.T) *ruleStack {
 // decoded JSON body.
 func (s *ruleStack) admin(method, path, body string, header ...string) (int, map[string]any) {
 	s.t.Helper()
-	req, _ := http.NewRequest(method, s.srv.URL+path, strings.NewReader(body))
+	req, _ := http.NewRequest(method, s.url+path, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer tok")
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])

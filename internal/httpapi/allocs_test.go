@@ -3,14 +3,14 @@ package httpapi
 import (
 	"bytes"
 	"context"
-	"io"
+	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 
 	"github.com/ratewarden/ratewarden/internal/decide"
@@ -19,17 +19,17 @@ import (
 )
 
 // TestCheckAllocations pins the allocations of one POST /v1/check decision
-// between net/http and Redis, so that a change that adds some fails make
+// between the HTTP server and Redis, so that a change that adds some fails make
 // test: decoding (one string of the body), matching (one string for the
 // keys of each rule that applies), the decision, the event id, the event
 // encoded and published (one buffer), and the rate-limit headers (their
 // values and the slices holding them). The
-// handler serves a check through its mux with a reused request and
-// ResponseWriter, deciding with a Decider and a Publisher that allocate
-// nothing. Raise a bound only for a reason worth an allocation on every
-// decision. What net/http costs by itself and what the Redis round trip
-// costs are measured by BenchmarkServeFloor and redisstore's
-// TestCoalescerAllocations.
+// decision port's handler serves a check with a reused request context, as
+// fasthttp's server reuses them, deciding with a Decider and a Publisher
+// that allocate nothing. Raise a bound only for a reason worth an
+// allocation on every decision. What the server costs by itself and what
+// the Redis round trip costs are measured by BenchmarkServeFloor and
+// redisstore's TestCoalescerAllocations.
 //
 // Under the race detector sync.Pool drops objects at random, so the counts
 // vary: make test runs this test again without it (make allocs).
@@ -41,26 +41,22 @@ func TestCheckAllocations(t *testing.T) {
 		name, body string
 		want       float64
 	}{
-		{"one rule, allowed", `{"ip":"203.0.113.7","endpoint":"/api/books/17","method":"GET"}`, 6},
-		{"two rules, denied", `{"ip":"203.0.113.8","endpoint":"/api/books/17","user_id":"u-42","tier":"free"}`, 7},
+		{"one rule, allowed", `{"ip":"203.0.113.7","endpoint":"/api/books/17","method":"GET"}`, 5},
+		{"two rules, denied", `{"ip":"203.0.113.8","endpoint":"/api/books/17","user_id":"u-42","tier":"free"}`, 6},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h, dec := allocsHandler(t)
 			dec.deny = strings.HasSuffix(tt.name, "denied")
-			data := []byte(tt.body)
-			body := bytes.NewReader(data)
-			r := httptest.NewRequest(http.MethodPost, "/v1/check", nil)
-			r.Body = io.NopCloser(body)
-			w := &reusedWriter{header: http.Header{}}
+			ctx := checkCtx(tt.body)
 			serve := func() {
-				body.Reset(data)
-				w.reset()
-				h.ServeHTTP(w, r)
+				ctx.Response.Reset()
+				h(ctx)
 			}
 			serve()
-			if w.status != http.StatusOK || w.header.Get("Ratelimit-Policy") == "" || bytes.Contains(w.body.Bytes(), []byte(`"allowed":true`)) == dec.deny {
-				t.Fatalf("status %d, headers %v: %s", w.status, w.header, w.body.Bytes())
+			if ctx.Response.StatusCode() != http.StatusOK || len(ctx.Response.Header.Peek("Ratelimit-Policy")) == 0 ||
+				bytes.Contains(ctx.Response.Body(), []byte(`"allowed":true`)) == dec.deny {
+				t.Fatalf("status %d, headers %s: %s", ctx.Response.StatusCode(), ctx.Response.Header.Header(), ctx.Response.Body())
 			}
 			if got := testing.AllocsPerRun(1000, serve); got > tt.want {
 				t.Errorf("%v allocations per decision, want at most %v", got, tt.want)
@@ -72,29 +68,35 @@ func TestCheckAllocations(t *testing.T) {
 }
 
 // BenchmarkCheckPath is TestCheckAllocations's decision as a benchmark: the
-// CPU of the decision path between net/http and Redis, one rule.
+// CPU of the decision path between the HTTP server and Redis, one rule.
 func BenchmarkCheckPath(b *testing.B) {
 	h, _ := allocsHandler(b)
-	data := []byte(`{"ip":"203.0.113.7","endpoint":"/api/books/17","method":"GET"}`)
-	body := bytes.NewReader(data)
-	r := httptest.NewRequest(http.MethodPost, "/v1/check", nil)
-	r.Body = io.NopCloser(body)
-	w := &reusedWriter{header: http.Header{}}
+	ctx := checkCtx(`{"ip":"203.0.113.7","endpoint":"/api/books/17","method":"GET"}`)
 	b.ReportAllocs()
 	for b.Loop() {
-		body.Reset(data)
-		w.reset()
-		h.ServeHTTP(w, r)
+		ctx.Response.Reset()
+		h(ctx)
 	}
-	if w.status != http.StatusOK {
-		b.Fatalf("status %d: %s", w.status, w.body.Bytes())
+	if ctx.Response.StatusCode() != http.StatusOK {
+		b.Fatalf("status %d: %s", ctx.Response.StatusCode(), ctx.Response.Body())
 	}
+}
+
+// checkCtx is a POST /v1/check of body, as fasthttp hands it to a handler.
+func checkCtx(body string) *fasthttp.RequestCtx {
+	var req fasthttp.Request
+	req.Header.SetMethod(http.MethodPost)
+	req.SetRequestURI("/v1/check")
+	req.SetBodyString(body)
+	ctx := new(fasthttp.RequestCtx)
+	ctx.Init(&req, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}, nil)
+	return ctx
 }
 
 // allocsHandler is the API over a service with one rule per client IP and
 // one per user, deciding with a Decider and publishing to a Publisher that
 // allocate nothing.
-func allocsHandler(t testing.TB) (http.Handler, *staticDecider) {
+func allocsHandler(t testing.TB) (fasthttp.RequestHandler, *staticDecider) {
 	set, err := rules.Compile(&rules.File{Rules: []rules.Rule{
 		{ID: "per-ip", Algorithm: decide.SlidingWindow, Key: []string{"ip"}, Match: rules.Match{Endpoints: []string{"/api/**"}},
 			Limits: []rules.Limit{{Requests: 1000, Per: rules.Duration(time.Second)}}},
@@ -106,7 +108,7 @@ func allocsHandler(t testing.TB) (http.Handler, *staticDecider) {
 	}
 	dec := &staticDecider{}
 	svc := limiter.New(limiter.Config{Instance: "test"}, set, dec, discard{}, zap.NewNop(), prometheus.NewRegistry())
-	return NewHandler(Config{Service: svc, Log: zap.NewNop()}), dec
+	return NewFastHandler(Config{Service: svc, Log: zap.NewNop()}, http.NotFoundHandler()), dec
 }
 
 // staticDecider admits every call, or denies them all, into a slice of its
@@ -132,28 +134,3 @@ func (s *staticDecider) Decide(_ context.Context, calls []decide.Call) ([]decide
 type discard struct{}
 
 func (discard) Publish(_, _ []byte) bool { return true }
-
-// reusedWriter is a ResponseWriter reused from one request to the next, as
-// net/http's are not: its header map keeps its room.
-type reusedWriter struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func (w *reusedWriter) reset() {
-	clear(w.header)
-	w.status = 0
-	w.body.Reset()
-}
-
-func (w *reusedWriter) Header() http.Header { return w.header }
-
-func (w *reusedWriter) WriteHeader(status int) { w.status = status }
-
-func (w *reusedWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.body.Write(b)
-}

@@ -16,7 +16,7 @@ func TestBodyLimit(t *testing.T) {
 	s := newStack(t, stackOptions{rules: ruleFor("fixed_window", "[{requests: 5, per: 1s}]")})
 	send := func(body string) *http.Response {
 		t.Helper()
-		conn, err := net.Dial("tcp", strings.TrimPrefix(s.srv.URL, "http://"))
+		conn, err := net.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -60,7 +60,7 @@ rules:
 	if got := s.metric("rate_limit_mode", map[string]string{"mode": "local"}); got != 1 {
 		t.Fatalf("rate_limit_mode{mode=local} = %v, want 1", got)
 	}
-	resp, err := s.client.Get(s.srv.URL + "/readyz")
+	resp, err := s.client.Get(s.url + "/readyz")
 	if err != nil {
 		t.Fatal(err)
 	}

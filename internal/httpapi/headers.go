@@ -9,24 +9,38 @@ import (
 	"github.com/ratewarden/ratewarden/internal/limiter"
 )
 
-// setRateLimitHeaders writes the IETF httpapi RateLimit-Policy and RateLimit
-// fields, the X-RateLimit-* fields and, when denied, Retry-After. They
-// describe the most constrained enforced limit; RateLimit-Policy lists every
-// enforced limit that applied. Shadow rules never appear, and a decision
-// without an enforced rule (exempt, no_rule) carries none.
-func setRateLimitHeaders(h http.Header, d *limiter.Decision) {
+// rateLimitHeaders are the IETF httpapi RateLimit-Policy and RateLimit
+// fields, the X-RateLimit-* fields and, when denied, Retry-After, encoded
+// into one buffer: header i is names[i] with the value b[ends[i-1]:ends[i]].
+// They describe the most constrained enforced limit; RateLimit-Policy lists
+// every enforced limit that applied. Shadow rules never appear, and a
+// decision without an enforced rule (exempt, no_rule) carries none, but a
+// ban carries Retry-After.
+type rateLimitHeaders struct {
+	buf   [512]byte
+	b     []byte
+	ends  [6]int
+	names []string
+}
+
+var (
+	limitHeaderNames = []string{"Ratelimit-Policy", "Ratelimit", "X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset", "Retry-After"}
+	retryAfterOnly   = limitHeaderNames[5:]
+)
+
+// encode fills rh from d.
+func (rh *rateLimitHeaders) encode(d *limiter.Decision) {
+	b := rh.buf[:0]
 	applied, res, ok := d.EnforcedLimit()
 	if !ok {
+		rh.names = nil
 		if !d.Allowed && d.RetryAfter > 0 { // banned: no limit to describe, but a time to come back
-			h["Retry-After"] = []string{strconv.FormatInt(ceilSeconds(d.RetryAfter), 10)}
+			rh.b = strconv.AppendInt(b, ceilSeconds(d.RetryAfter), 10)
+			rh.ends[0] = len(rh.b)
+			rh.names = retryAfterOnly
 		}
 		return
 	}
-	// Every value is written into one buffer and converted to one string;
-	// the header values are slices of it (two allocations in all).
-	var buf [512]byte
-	b := buf[:0]
-	var ends [6]int
 	for _, a := range d.Applied {
 		if a.Rule.Shadow {
 			continue
@@ -42,7 +56,7 @@ func setRateLimitHeaders(h http.Header, d *limiter.Decision) {
 			b = strconv.AppendInt(b, ceilSeconds(window(l)), 10)
 		}
 	}
-	ends[0] = len(b)
+	rh.ends[0] = len(b)
 
 	binding := applied.Call.Limits[0]
 	if res.LimitIndex >= 0 && res.LimitIndex < len(applied.Call.Limits) {
@@ -54,27 +68,46 @@ func setRateLimitHeaders(h http.Header, d *limiter.Decision) {
 	b = strconv.AppendInt(b, res.Remaining, 10)
 	b = append(b, ";t="...)
 	b = strconv.AppendInt(b, reset, 10)
-	ends[1] = len(b)
+	rh.ends[1] = len(b)
 	b = strconv.AppendInt(b, res.Limit, 10)
-	ends[2] = len(b)
+	rh.ends[2] = len(b)
 	b = strconv.AppendInt(b, res.Remaining, 10)
-	ends[3] = len(b)
+	rh.ends[3] = len(b)
 	b = strconv.AppendInt(b, reset, 10)
-	ends[4] = len(b)
-	names := [...]string{"Ratelimit-Policy", "Ratelimit", "X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset", "Retry-After"}
-	n := 5
+	rh.ends[4] = len(b)
+	rh.names = limitHeaderNames[:5]
 	if !d.Allowed {
 		b = strconv.AppendInt(b, max(ceilSeconds(d.RetryAfter), 1), 10)
-		ends[5] = len(b)
-		n = 6
+		rh.ends[5] = len(b)
+		rh.names = limitHeaderNames
 	}
-	all := string(b)
-	vals := make([]string, n)
+	rh.b = b
+}
+
+// each calls set with every header's name and value; the value is rh's.
+func (rh *rateLimitHeaders) each(set func(name string, value []byte)) {
 	start := 0
-	for i := range n {
-		vals[i] = all[start:ends[i]]
-		h[names[i]] = vals[i : i+1 : i+1]
-		start = ends[i]
+	for i, name := range rh.names {
+		set(name, rh.b[start:rh.ends[i]])
+		start = rh.ends[i]
+	}
+}
+
+// setRateLimitHeaders writes d's rate-limit headers into h: one string and
+// one slice of values in all.
+func setRateLimitHeaders(h http.Header, d *limiter.Decision) {
+	var rh rateLimitHeaders
+	rh.encode(d)
+	if len(rh.names) == 0 {
+		return
+	}
+	all := string(rh.b)
+	vals := make([]string, len(rh.names))
+	start := 0
+	for i, name := range rh.names {
+		vals[i] = all[start:rh.ends[i]]
+		h[name] = vals[i : i+1 : i+1]
+		start = rh.ends[i]
 	}
 }
 

@@ -1,14 +1,11 @@
 package httpapi
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/netip"
 	"strings"
-	"sync"
 	"unicode/utf8"
 
 	"github.com/ratewarden/ratewarden/internal/event"
@@ -56,48 +53,11 @@ func badRequest(format string, args ...any) error {
 	return &inputError{status: http.StatusBadRequest, msg: fmt.Sprintf(format, args...)}
 }
 
-// bodyReader reads a request body into a buffer, through a limited reader
-// of its own: both are recycled through bodies, where http.MaxBytesReader
-// would allocate its reader on every request.
-type bodyReader struct {
-	buf   bytes.Buffer
-	limit io.LimitedReader
-}
-
-// bodies recycles request-body buffers.
-var bodies = sync.Pool{New: func() any { return new(bodyReader) }}
-
-// readBody reads r's body, at most maxBody bytes, into br.buf. A larger
-// body is answered as http.MaxBytesReader has it answered: 413, and the
-// connection closed after the answer.
-func (br *bodyReader) readBody(w http.ResponseWriter, r *http.Request) error {
-	br.buf.Reset()
-	br.limit = io.LimitedReader{R: r.Body, N: maxBody + 1}
-	_, err := br.buf.ReadFrom(&br.limit)
-	br.limit.R = nil
-	if err != nil {
-		return badRequest("reading the body: %v", err)
-	}
-	if br.buf.Len() > maxBody {
-		// The byte past the limit, through http.MaxBytesReader, tells the
-		// server to close the connection after the answer rather than read
-		// the rest of the body.
-		over := http.MaxBytesReader(w, io.NopCloser(bytes.NewReader(br.buf.Bytes()[maxBody:])), 0)
-		_, err := over.Read(make([]byte, 1))
-		return bodyTooLarge(err)
-	}
-	return nil
-}
-
-// decodeCheck reads and validates the body of POST /v1/check.
-func decodeCheck(w http.ResponseWriter, r *http.Request) (rules.Request, error) {
-	br := bodies.Get().(*bodyReader)
-	defer bodies.Put(br)
-	if err := br.readBody(w, r); err != nil {
-		return rules.Request{}, err
-	}
+// decodeCheck validates data, the body of POST /v1/check (at most maxBody
+// bytes: the server refuses a longer one).
+func decodeCheck(data []byte) (rules.Request, error) {
 	var body checkBody
-	if err := parseCheckBody(br.buf.Bytes(), &body); err != nil {
+	if err := parseCheckBody(data, &body); err != nil {
 		return rules.Request{}, badRequest("invalid JSON: %v", err)
 	}
 	if body.Cost < 0 || body.Cost > maxCost {

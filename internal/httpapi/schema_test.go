@@ -146,7 +146,7 @@ func (s *schemaStack) checkJSON(fields map[string]any) response {
 // admin calls the admin API and returns the status and the raw body.
 func (s *schemaStack) admin(method, path, body string) (int, []byte) {
 	s.t.Helper()
-	req, err := http.NewRequest(method, s.srv.URL+path, strings.NewReader(body))
+	req, err := http.NewRequest(method, s.url+path, strings.NewReader(body))
 	if err != nil {
 		s.t.Fatal(err)
 	}

@@ -1,5 +1,6 @@
-// Package httpapi serves the limiter's HTTP API: POST /v1/check, forward-auth
-// on /v1/auth and the admin API. The operational routes (health, readiness,
+// Package httpapi serves the limiter's HTTP API: POST /v1/check (on
+// fasthttp, NewFastHandler), forward-auth on /v1/auth and the admin API (on
+// net/http, NewHandler). The operational routes (health, readiness,
 // metrics) are package ops's.
 package httpapi
 
@@ -58,27 +59,32 @@ type handler struct {
 	adminLimit  *adminLimiter
 }
 
-// NewHandler returns the limiter's routes.
-func NewHandler(cfg Config) http.Handler {
+func newHandler(cfg Config) *handler {
 	if cfg.AuthDenyStatus == 0 {
 		cfg.AuthDenyStatus = http.StatusTooManyRequests
 	}
 	h := &handler{cfg: cfg, svc: cfg.Service}
 	h.decisions.New = func() any { return new(limiter.Decision) }
-	check, auth := h.check, h.auth
+	return h
+}
+
+// NewHandler returns the limiter's net/http routes: every route but
+// POST /v1/check, which NewFastHandler serves in front of them.
+func NewHandler(cfg Config) http.Handler {
+	h := newHandler(cfg)
+	auth := h.auth
 	var rlsJSON http.HandlerFunc
 	if cfg.RateLimitJSON != nil {
 		rlsJSON = cfg.RateLimitJSON.ServeHTTP
 	}
 	if len(cfg.APITokens) > 0 {
 		tokens := bearer.New(cfg.APITokens...)
-		check, auth = h.callers(tokens, "/v1/check", check), h.callers(tokens, authPath, auth)
+		auth = h.callers(tokens, authPath, auth)
 		if rlsJSON != nil {
 			rlsJSON = h.callers(tokens, "/json", rlsJSON)
 		}
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/check", check)
 	mux.HandleFunc(authPath, auth)
 	if rlsJSON != nil {
 		mux.HandleFunc("/json", rlsJSON) // rlsapi answers other methods with 405
@@ -112,15 +118,6 @@ func (h *handler) callers(tokens bearer.Tokens, route string, next http.HandlerF
 		}
 		next(w, r)
 	}
-}
-
-func (h *handler) check(w http.ResponseWriter, r *http.Request) {
-	req, err := decodeCheck(w, r)
-	if err != nil {
-		h.inputError(w, err)
-		return
-	}
-	h.decide(w, r, &req, func(*limiter.Decision) int { return http.StatusOK })
 }
 
 func (h *handler) auth(w http.ResponseWriter, r *http.Request) {

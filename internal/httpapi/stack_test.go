@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 
 	"github.com/ratewarden/ratewarden/internal/httpapi"
@@ -34,7 +34,8 @@ const topic = "ratelimit.decisions"
 // embedded Kafka broker.
 type stack struct {
 	t        testing.TB
-	srv      *httptest.Server
+	url      string                   // http://host:port
+	handler  fasthttp.RequestHandler // what the listener serves
 	reg      *prometheus.Registry
 	producer *kafkabus.Producer
 	client   *http.Client
@@ -99,11 +100,11 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	}
 	// As the limiter serves them without OPS_LISTEN_ADDR: the operational
 	// routes beside the API, /readyz with the mode.
-	srv := httptest.NewServer(ops.Beside(httpapi.NewHandler(cfg), ops.NewHandler(ops.Config{
+	handler := httpapi.NewFastHandler(cfg, ops.Beside(httpapi.NewHandler(cfg), ops.NewHandler(ops.Config{
 		Metrics: telemetry.MetricsHandler(reg),
 		Details: func() map[string]string { return map[string]string{"mode": string(svc.Mode())} },
 	})))
-	t.Cleanup(srv.Close)
+	url := serve(t, handler)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -113,7 +114,24 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}, Timeout: 30 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	t.Cleanup(client.CloseIdleConnections)
-	return &stack{t: t, srv: srv, reg: reg, producer: producer, client: client, opts: o}
+	return &stack{t: t, url: url, handler: handler, reg: reg, producer: producer, client: client, opts: o}
+}
+
+// serve serves h on a loopback port as the limiter serves its decision port
+// (ops.Listener, fasthttp) until the test ends, and returns its URL.
+func serve(t testing.TB, h fasthttp.RequestHandler) string {
+	t.Helper()
+	l := &ops.Listener{Var: "LISTEN_ADDR", Addr: "127.0.0.1:0", Fast: h, Log: zap.NewNop()}
+	if err := l.Listen(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = l.Serve(context.Background()) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = l.Shutdown(ctx)
+	})
+	return "http://" + l.Address()
 }
 
 // response is a decoded /v1/check or /v1/auth answer.
@@ -141,7 +159,7 @@ func (s *stack) check(body string) response {
 
 func (s *stack) do(method, path, body string, header map[string]string) response {
 	s.t.Helper()
-	req, err := http.NewRequest(method, s.srv.URL+path, strings.NewReader(body))
+	req, err := http.NewRequest(method, s.url+path, strings.NewReader(body))
 	if err != nil {
 		s.t.Fatal(err)
 	}

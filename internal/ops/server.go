@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 )
 
@@ -35,12 +36,17 @@ type Listener struct {
 	Var     string
 	Addr    string
 	Handler http.Handler
+	// Fast, when set, is served by fasthttp (NewFastServer) instead of
+	// Handler by net/http: the decision port's.
+	Fast fasthttp.RequestHandler
 	// TLS, when set, serves HTTPS only.
 	TLS *tls.Config
 	Log *zap.Logger
 
-	srv *http.Server
-	ln  net.Listener
+	srv   *http.Server
+	fast  *fasthttp.Server
+	conns fastConns // fast's open connections
+	ln    net.Listener
 }
 
 // Listen binds the address; nothing is served before Serve.
@@ -54,6 +60,11 @@ func (l *Listener) Listen(ctx context.Context) error {
 		ln = tls.NewListener(ln, l.TLS)
 	}
 	l.ln = ln
+	if l.Fast != nil {
+		l.fast = NewFastServer(l.Fast, l.Log)
+		l.fast.ConnState = l.conns.track
+		return nil
+	}
 	l.srv = NewServer(l.Handler, l.Log)
 	return nil
 }
@@ -65,8 +76,13 @@ func (l *Listener) Address() string { return l.ln.Addr().String() }
 // Serve serves until Shutdown, then returns nil; any other end of the
 // server is its error.
 func (l *Listener) Serve(context.Context) error {
-	err := l.srv.Serve(l.ln)
-	if errors.Is(err, http.ErrServerClosed) {
+	var err error
+	if l.fast != nil {
+		err = l.fast.Serve(l.ln) // nil once shut down
+	} else {
+		err = l.srv.Serve(l.ln)
+	}
+	if err == nil || errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
 	return fmt.Errorf("%s %s: %w", l.Var, l.Address(), err)
@@ -75,6 +91,11 @@ func (l *Listener) Serve(context.Context) error {
 // Shutdown stops accepting connections and waits, until ctx ends, for the
 // requests in flight; past that the remaining connections are closed.
 func (l *Listener) Shutdown(ctx context.Context) error {
+	if l.fast != nil {
+		err := shutdownFast(ctx, l.fast, &l.conns)
+		_ = l.ln.Close() // in case Serve never ran
+		return err
+	}
 	if l.srv == nil {
 		return nil
 	}

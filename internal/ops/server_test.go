@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"bufio"
 	"context"
 	"io"
 	"net"
@@ -9,22 +10,46 @@ import (
 	"testing"
 	"time"
 
+	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 )
 
-// A listener serves from Listen to Shutdown; Shutdown waits for the request
-// in flight.
+// A listener, net/http's or fasthttp's, serves from Listen to Shutdown;
+// Shutdown waits for the request in flight.
 func TestListenerServesUntilShutdown(t *testing.T) {
-	inFlight := make(chan struct{})
-	release := make(chan struct{})
-	l := &Listener{Var: "LISTEN_ADDR", Addr: "127.0.0.1:0", Log: zap.NewNop(),
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path == "/slow" {
+	for _, fast := range []bool{false, true} {
+		t.Run(map[bool]string{false: "net/http", true: "fasthttp"}[fast], func(t *testing.T) {
+			inFlight := make(chan struct{})
+			release := make(chan struct{})
+			testServesUntilShutdown(t, slowListener(fast, inFlight, release), inFlight, release)
+		})
+	}
+}
+
+// slowListener answers "ok", on /slow once release is closed.
+func slowListener(fast bool, inFlight, release chan struct{}) *Listener {
+	l := &Listener{Var: "LISTEN_ADDR", Addr: "127.0.0.1:0", Log: zap.NewNop()}
+	if fast {
+		l.Fast = func(ctx *fasthttp.RequestCtx) {
+			if string(ctx.Path()) == "/slow" {
 				close(inFlight)
 				<-release
 			}
-			io.WriteString(w, "ok")
-		})}
+			ctx.SetBodyString("ok")
+		}
+		return l
+	}
+	l.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			close(inFlight)
+			<-release
+		}
+		io.WriteString(w, "ok")
+	})
+	return l
+}
+
+func testServesUntilShutdown(t *testing.T, l *Listener, inFlight, release chan struct{}) {
 	if err := l.Listen(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -81,5 +106,78 @@ func TestListenerErrorNamesTheVariable(t *testing.T) {
 	}
 	if err := l.Shutdown(context.Background()); err != nil {
 		t.Fatalf("Shutdown of a listener that never listened: %v", err)
+	}
+}
+
+// Past its deadline, a fasthttp listener's Shutdown closes the connections
+// still busy, as net/http's does: fasthttp itself leaves them open.
+func TestFastListenerShutdownDeadline(t *testing.T) {
+	inFlight := make(chan struct{})
+	release := make(chan struct{})
+	defer close(release)
+	l := slowListener(true, inFlight, release)
+	if err := l.Listen(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = l.Serve(context.Background()) }()
+	conn, err := net.Dial("tcp", l.Address())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	<-inFlight
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := l.Shutdown(ctx); err == nil {
+		t.Fatal("Shutdown with a request in flight past its deadline returned nil")
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := conn.Read(make([]byte, 1)); n != 0 || err == nil {
+		t.Fatalf("read %d bytes, %v: want the connection closed", n, err)
+	}
+}
+
+// Requests fasthttp cannot read are answered in JSON with the status that
+// names the fault, and the connection is closed.
+func TestFastListenerRequestErrors(t *testing.T) {
+	l := &Listener{Var: "LISTEN_ADDR", Addr: "127.0.0.1:0", Log: zap.NewNop(),
+		Fast: func(ctx *fasthttp.RequestCtx) { ctx.SetBodyString("ok") }}
+	if err := l.Listen(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = l.Serve(context.Background()) }()
+	t.Cleanup(func() { _ = l.Shutdown(context.Background()) })
+	tests := []struct {
+		name, request string
+		status        int
+	}{
+		{"headers over 64 KiB", "GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("b", 65<<10) + "\r\n\r\n", 431},
+		{"body over 64 KiB", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 65537\r\n\r\n" + strings.Repeat("b", 65537), 413},
+		{"malformed", "GET / HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n", 400},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", l.Address())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+			go func() { _, _ = io.WriteString(conn, tt.request) }()
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.status || !resp.Close || resp.Header.Get("Content-Type") != "application/json" ||
+				!strings.HasPrefix(string(body), `{"error":"`) {
+				t.Fatalf("%d close=%v %q: %s; want %d, JSON, connection closed", resp.StatusCode, resp.Close,
+					resp.Header.Get("Content-Type"), body, tt.status)
+			}
+		})
 	}
 }

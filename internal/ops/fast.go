@@ -1,0 +1,99 @@
+package ops
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
+)
+
+// MaxBody is the largest request body a fasthttp listener reads: every
+// route's own bound (64 KiB) is the same. A longer body is answered 413 and
+// the connection closed.
+const MaxBody = 64 << 10
+
+// NewFastServer is NewServer for fasthttp, with NewServer's bounds: a
+// request (headers and body) within 10 s, a response written within 10 s,
+// idle keep-alives 120 s, headers 64 KiB (fasthttp's read buffer, one per
+// open connection), bodies MaxBody. Errors of the request itself (too
+// large, malformed, too slow) are answered in JSON as the handlers' are.
+func NewFastServer(h fasthttp.RequestHandler, log *zap.Logger) *fasthttp.Server {
+	return &fasthttp.Server{
+		Handler:               h,
+		ReadTimeout:           10 * time.Second,
+		WriteTimeout:          10 * time.Second,
+		IdleTimeout:           120 * time.Second,
+		ReadBufferSize:        64 << 10,
+		MaxRequestBodySize:    MaxBody,
+		NoDefaultServerHeader: true,
+		CloseOnShutdown:       true,
+		ErrorHandler:          fastRequestError,
+		Logger:                zap.NewStdLog(log.Named("http")),
+	}
+}
+
+// fastRequestError answers a request fasthttp could not read; the server
+// closes the connection after it.
+func fastRequestError(ctx *fasthttp.RequestCtx, err error) {
+	status, msg := http.StatusBadRequest, "malformed request"
+	var small *fasthttp.ErrSmallBuffer
+	var netErr net.Error
+	switch {
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		status, msg = http.StatusRequestEntityTooLarge, "request body larger than 65536 bytes"
+	case errors.As(err, &small):
+		status, msg = http.StatusRequestHeaderFieldsTooLarge, "request headers larger than 65536 bytes"
+	case errors.As(err, &netErr) && netErr.Timeout():
+		status, msg = http.StatusRequestTimeout, "request not received in time"
+	}
+	b, _ := json.Marshal(map[string]string{"error": msg})
+	ctx.SetStatusCode(status)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(append(b, '\n'))
+}
+
+// fastConns tracks a fasthttp server's open connections, so that a
+// shutdown past its deadline can close them: fasthttp leaves them open.
+type fastConns struct {
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+}
+
+func (c *fastConns) track(conn net.Conn, state fasthttp.ConnState) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch state {
+	case fasthttp.StateNew:
+		if c.conns == nil {
+			c.conns = make(map[net.Conn]struct{})
+		}
+		c.conns[conn] = struct{}{}
+	case fasthttp.StateClosed, fasthttp.StateHijacked:
+		delete(c.conns, conn)
+	}
+}
+
+func (c *fastConns) closeAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for conn := range c.conns {
+		_ = conn.Close()
+	}
+}
+
+// shutdownFast stops srv as http.Server.Shutdown stops a server: no new
+// connections, idle ones closed, requests in flight answered until ctx
+// ends, then every connection closed.
+func shutdownFast(ctx context.Context, srv *fasthttp.Server, conns *fastConns) error {
+	err := srv.ShutdownWithContext(ctx)
+	if err != nil {
+		conns.closeAll()
+	}
+	return err
+}
