@@ -20,6 +20,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 
 	"github.com/ratewarden/ratewarden/internal/httpapi"
@@ -32,15 +33,15 @@ import (
 )
 
 // The Serve benchmarks measure what one decision costs the server on the
-// real HTTP path: the handler behind ops.NewServer on a loopback listener,
-// as cmd/limiter serves it, the real local Redis through the coalescer, and
+// real HTTP path: the decision port's handler behind ops.Listener on a
+// loopback port, as cmd/limiter serves it, the real local Redis through the coalescer, and
 // events encoded and handed to the publisher. The client writes prebuilt
 // requests on raw keep-alive connections and reads the answers through a
 // reused buffer, so it allocates nothing per request: allocs/op (the
 // process's runtime.MemStats.Mallocs over the run ÷ requests) is the
 // server's allocations per decision. BenchmarkServeFloor is the same client
-// against a handler that does nothing but answer: what net/http itself
-// costs, the part no handler can save.
+// against a handler that does nothing but answer: what the HTTP server
+// itself costs, the part no handler can save.
 //
 //	go test -run '^$' -bench '^BenchmarkServe' -benchtime 20000x -count 3 ./internal/httpapi/
 //
@@ -66,8 +67,9 @@ func BenchmarkServeCheck(b *testing.B) {
 	reg := prometheus.NewRegistry()
 	svc := limiter.New(limiter.Config{Instance: "bench", ClassifyError: redisstore.ClassifyError, OverLimitCacheSize: 100_000},
 		set, counter, benchPublisher(b, reg), zap.NewNop(), reg)
-	h := ops.Beside(httpapi.NewHandler(httpapi.Config{Service: svc, Log: zap.NewNop()}), ops.NewHandler(ops.Config{}))
-	benchServe(b, h, &trips, func(i int) string {
+	cfg := httpapi.Config{Service: svc, Log: zap.NewNop()}
+	h := httpapi.NewFastHandler(cfg, ops.Beside(httpapi.NewHandler(cfg), ops.NewHandler(ops.Config{})))
+	benchServe(b, &ops.Listener{Fast: h}, &trips, func(i int) string {
 		return `{"ip":"10.1.` + strconv.Itoa(i/256%256) + `.` + strconv.Itoa(i%256) + `","endpoint":"/api/books/17","method":"GET"}`
 	})
 }
@@ -87,7 +89,9 @@ func (r *roundTrips) report(b *testing.B) {
 }
 
 // BenchmarkServeFloor is BenchmarkServeCheck's client against a handler
-// that reads the body and answers a fixed decision with the same headers.
+// that reads the body and answers a fixed decision with the same headers:
+// what the server costs by itself, fasthttp's (the decision port's) and
+// net/http's for comparison.
 func BenchmarkServeFloor(b *testing.B) {
 	answer := []byte(`{"allowed":true,"reason":"ok","rule_id":"per-ip","algorithm":"sliding_window","limit":1000000,` +
 		`"remaining":999999,"reset_after_ms":1000,"retry_after_ms":0,"mode":"redis","shadow":false,` +
@@ -101,38 +105,53 @@ func BenchmarkServeFloor(b *testing.B) {
 		"X-Ratelimit-Remaining": {"999999"},
 		"X-Ratelimit-Reset":     {"1"},
 	}
-	bufs := sync.Pool{New: func() any { return new(bytes.Buffer) }}
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		buf := bufs.Get().(*bytes.Buffer)
-		buf.Reset()
-		_, _ = buf.ReadFrom(r.Body)
-		bufs.Put(buf)
-		wh := w.Header()
-		for k, v := range header {
-			wh[k] = v
-		}
-		_, _ = w.Write(answer)
-	})
-	benchServe(b, h, nil, func(i int) string {
+	body := func(i int) string {
 		return `{"ip":"10.1.` + strconv.Itoa(i/256%256) + `.` + strconv.Itoa(i%256) + `","endpoint":"/api/books/17","method":"GET"}`
+	}
+	b.Run("fasthttp", func(b *testing.B) {
+		benchServe(b, &ops.Listener{Fast: func(ctx *fasthttp.RequestCtx) {
+			_ = ctx.PostBody()
+			for k, v := range header {
+				ctx.Response.Header.Set(k, v[0])
+			}
+			ctx.SetBody(answer)
+		}}, nil, body)
+	})
+	b.Run("net/http", func(b *testing.B) {
+		bufs := sync.Pool{New: func() any { return new(bytes.Buffer) }}
+		benchServe(b, &ops.Listener{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			buf := bufs.Get().(*bytes.Buffer)
+			buf.Reset()
+			_, _ = buf.ReadFrom(r.Body)
+			bufs.Put(buf)
+			wh := w.Header()
+			for k, v := range header {
+				wh[k] = v
+			}
+			_, _ = w.Write(answer)
+		})}, nil, body)
 	})
 }
 
-// benchServe serves h as the limiter does and sends b.N POST /v1/check
-// requests over serveConns keep-alive connections, the bodies body(0),
-// body(1), ... spread over them. trips, when set, is reported.
-func benchServe(b *testing.B, h http.Handler, trips *roundTrips, body func(i int) string) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+// benchServe serves l's handler on a loopback port as the limiter does and
+// sends b.N POST /v1/check requests over serveConns keep-alive
+// connections, the bodies body(0), body(1), ... spread over them. trips,
+// when set, is reported.
+func benchServe(b *testing.B, l *ops.Listener, trips *roundTrips, body func(i int) string) {
+	l.Var, l.Addr, l.Log = "LISTEN_ADDR", "127.0.0.1:0", zap.NewNop()
+	if err := l.Listen(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	srv := ops.NewServer(h, zap.NewNop())
-	go func() { _ = srv.Serve(ln) }()
-	b.Cleanup(func() { _ = srv.Close() })
+	go func() { _ = l.Serve(context.Background()) }()
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = l.Shutdown(ctx)
+	})
 
 	conns := make(chan *rawClient, serveConns)
 	for c := range serveConns {
-		rc, err := dialRaw(ln.Addr().String())
+		rc, err := dialRaw(l.Address())
 		if err != nil {
 			b.Fatal(err)
 		}

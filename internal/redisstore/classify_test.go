@@ -145,11 +145,30 @@ func TestPrepare(t *testing.T) {
 			if want := store.scripts[tt.call.Algorithm].of(tt.variant); sc.script == nil || sc.script != want {
 				t.Errorf("script is not the %s one", tt.variant)
 			}
-			if !slices.Equal(sc.keys, tt.keys) {
-				t.Errorf("keys = %v, want %v", sc.keys, tt.keys)
+			keys, args := sc.keysArgs()
+			if !slices.Equal(keys, tt.keys) {
+				t.Errorf("keys = %v, want %v", keys, tt.keys)
 			}
-			if !slices.Equal(sc.args, tt.args) {
-				t.Errorf("args = %#v, want %#v", sc.args, tt.args)
+			if !slices.Equal(args, tt.args) {
+				t.Errorf("args = %#v, want %#v", args, tt.args)
+			}
+			// What EVALSHA sends: the same, through pointers.
+			var arena []any
+			cmd := evalSha(context.Background(), &arena, &sc, redis.NewIntSliceCmd)
+			var sent []any
+			for _, a := range cmd.Args()[3:] {
+				switch v := a.(type) {
+				case *string:
+					sent = append(sent, *v)
+				case *int64:
+					sent = append(sent, *v)
+				default:
+					sent = append(sent, v)
+				}
+			}
+			want := append(append([]any{}, toAny(tt.keys)...), tt.args...)
+			if !slices.Equal(sent, want) {
+				t.Errorf("EVALSHA sends %#v, want %#v", sent, want)
 			}
 		})
 	}
@@ -160,7 +179,7 @@ func TestPrepare(t *testing.T) {
 		if want == nil {
 			want = store.scripts[alg].noHolds
 		}
-		if sc := store.prepare(&c); sc.script != want || len(sc.keys) != 1 {
+		if sc := store.prepare(&c); sc.script != want || sc.lean == nil {
 			t.Errorf("%s, one limit: not its leanest script", alg)
 		}
 	}

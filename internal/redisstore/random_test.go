@@ -153,9 +153,10 @@ func decidePersistent(ctx context.Context, client *redis.Client, prepare func(*d
 		return decide.Result{}, err
 	}
 	sc := prepare(&c)
+	scKeys, scArgs := sc.keysArgs()
 	var cmd *redis.Cmd
 	_, err := client.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-		cmd = sc.script.EvalSha(ctx, pipe, sc.keys, sc.args...)
+		cmd = sc.script.EvalSha(ctx, pipe, scKeys, scArgs...)
 		for _, key := range keys(&c) {
 			pipe.Persist(ctx, key)
 		}

@@ -109,7 +109,8 @@ func storeLoad(name string, store *Store, c decide.Call, v lua.Variant) cpuLoad 
 		tag := key + ":" + string(c.Algorithm)
 		c.Keys = decide.Keys{State: tag + ":st", Hold: tag + ":hold", Hits: tag + ":hits"}
 		sc := store.prepareAs(&c, v)
-		return []redis.Cmder{sc.script.EvalSha(ctx, pipe, sc.keys, sc.args...)}
+		keys, args := sc.keysArgs()
+		return []redis.Cmder{sc.script.EvalSha(ctx, pipe, keys, args...)}
 	}}
 }
 

@@ -7,14 +7,41 @@ import (
 	"sync"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratewarden/ratewarden/internal/decide"
 )
 
 // scriptCall is one call of a script: the script (nil: not sent), its KEYS
-// and its ARGV.
+// and its ARGV, or instead lean, a call of a lean script (lua.OneLimit,
+// lua.NoHolds), whose KEYS and ARGV evalSha writes from the call's own
+// fields without building them first.
 type scriptCall struct {
 	script *redis.Script
 	keys   []string
 	args   []any
+	lean   *decide.Call
+}
+
+// width is the number of KEYS and ARGV of c.
+func (c *scriptCall) width() int {
+	if c.lean != nil {
+		return 3 + limitWidth(c.lean)*len(c.lean.Limits)
+	}
+	return len(c.keys) + len(c.args)
+}
+
+// keysArgs returns c's KEYS and ARGV, built for a lean call.
+func (c *scriptCall) keysArgs() ([]string, []any) {
+	if c.lean != nil {
+		return []string{c.lean.Keys.State}, leanArgs(c.lean)
+	}
+	return c.keys, c.args
+}
+
+// eval runs c with EVAL, which caches its script on the server.
+func (c *scriptCall) eval(ctx context.Context, client redis.Scripter) *redis.Cmd {
+	keys, args := c.keysArgs()
+	return c.script.Eval(ctx, client, keys, args...)
 }
 
 // runScripts runs calls in one round trip, by digest (EVALSHA), pipelined
@@ -59,14 +86,14 @@ func runCommands[C redis.Cmder](ctx context.Context, client redis.UniversalClien
 			cmds[0] = evalSha(ctx, arena, c, newCmd)
 			_ = client.Process(ctx, cmds[0])
 			if isNoScript(cmds[0].Err()) {
-				cmds[0] = fromEval(c.script.Eval(ctx, client, c.keys, c.args...))
+				cmds[0] = fromEval(c.eval(ctx, client))
 			}
 		}
 		return cmds
 	}
 	n := 0
 	for i := range calls {
-		n += 3 + len(calls[i].keys) + len(calls[i].args)
+		n += 3 + calls[i].width()
 	}
 	*arena = slices.Grow(*arena, n) // room for every command: grown at most once
 	pipe := client.Pipeline()
@@ -90,13 +117,13 @@ func runCommands[C redis.Cmder](ctx context.Context, client redis.UniversalClien
 	case 0:
 	case 1:
 		c := &calls[missing[0]]
-		cmds[missing[0]] = fromEval(c.script.Eval(ctx, client, c.keys, c.args...))
+		cmds[missing[0]] = fromEval(c.eval(ctx, client))
 	default:
 		pipe := client.Pipeline()
 		evals := make([]*redis.Cmd, len(missing))
 		for j, i := range missing {
 			c := &calls[i]
-			evals[j] = c.script.Eval(ctx, pipe, c.keys, c.args...)
+			evals[j] = c.eval(ctx, pipe)
 		}
 		_, _ = pipe.Exec(ctx)
 		for j, i := range missing {
@@ -138,16 +165,36 @@ var argArenas = sync.Pool{New: func() any { return new([]any) }}
 // appended to arena. Commands made before keep theirs if arena grows.
 func evalSha[C redis.Cmder](ctx context.Context, arena *[]any, c *scriptCall, newCmd func(context.Context, ...any) C) C {
 	start := len(*arena)
-	*arena = append(*arena, "evalsha", digestOf(c.script), len(c.keys))
-	for i := range c.keys {
-		*arena = append(*arena, &c.keys[i])
+	if c.lean != nil {
+		*arena = appendLean(*arena, digestOf(c.script), c.lean)
+	} else {
+		*arena = append(*arena, "evalsha", digestOf(c.script), len(c.keys))
+		for i := range c.keys {
+			*arena = append(*arena, &c.keys[i])
+		}
+		*arena = append(*arena, c.args...)
 	}
-	*arena = append(*arena, c.args...)
 	cmd := newCmd(ctx, (*arena)[start:len(*arena):len(*arena)]...)
-	if len(c.keys) > 0 {
+	if c.lean != nil || len(c.keys) > 0 {
 		cmd.SetFirstKeyPos(3) // the cluster client routes by the first key
 	}
 	return cmd
+}
+
+// appendLean appends the EVALSHA of a lean script: its one key and the
+// ARGV of leanArgs, as pointers into c (c and its limits outlive the round
+// trip), so that only a period in milliseconds past 255 is boxed.
+func appendLean(a []any, digest *string, c *decide.Call) []any {
+	a = append(a, "evalsha", digest, 1, &c.Keys.State, &c.NowMs, &c.Cost)
+	for i := range c.Limits {
+		l := &c.Limits[i]
+		if c.Algorithm == decide.TokenBucket {
+			a = append(a, &l.Rate, l.Per.Milliseconds(), &l.Burst)
+		} else {
+			a = append(a, &l.Requests, l.Per.Milliseconds())
+		}
+	}
+	return a
 }
 
 // scriptDigests interns the digests of the scripts, for digestOf: as many

@@ -127,7 +127,7 @@ func (s *Store) prepareAs(c *decide.Call, v lua.Variant) scriptCall {
 	if v == lua.Full {
 		sc.keys, sc.args = keys(c), args(c)
 	} else {
-		sc.keys, sc.args = []string{c.Keys.State}, leanArgs(c)
+		sc.lean = c
 	}
 	return sc
 }

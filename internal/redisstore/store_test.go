@@ -234,7 +234,8 @@ func TestNoScript(t *testing.T) {
 // store would choose for it.
 func evalShaOnly(ctx context.Context, client *redis.Client, store *Store, c decide.Call) error {
 	sc := store.prepare(&c)
-	return client.EvalSha(ctx, sc.script.Hash(), sc.keys, sc.args...).Err()
+	keys, args := sc.keysArgs()
+	return client.EvalSha(ctx, sc.script.Hash(), keys, args...).Err()
 }
 
 // evalCalls returns how many EVAL commands the server has run.
