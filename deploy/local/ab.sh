@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# deploy/local/ab.sh A B: two limiter builds side by side under make bench's
+# HTTP load (section 2 and 3 of deploy/local/bench.sh), in ROUNDS rounds
+# that alternate A and B, so that this machine's drift hits both alike.
+# Each round: a fresh broker and limiter, a 3 s warm-up, DURATION at
+# CONNS keep-alive connections (throughput, CPU per decision of the limiter
+# and of Redis from /proc), then DURATION at half that rate (p50, p99).
+# B ÷ A per pair of rounds closes the table. A and B are limiter binaries
+# (say, one built from main with `go build -o /tmp/a ./cmd/limiter`);
+# bin/loadgen and bin/devkafka come from this tree (make build).
+# Knobs: ALGORITHM, DURATION, CONNS, KEYS, ROUNDS.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+[ $# -eq 2 ] || { echo "usage: $0 LIMITER_A LIMITER_B" >&2; exit 2; }
+bins=("$1" "$2")
+ALGORITHM=${ALGORITHM:-fixed_window}
+DURATION=${DURATION:-10s}
+CONNS=${CONNS:-64}
+KEYS=${KEYS:-10000}
+ROUNDS=${ROUNDS:-3}
+REDIS_HOST=${REDIS_HOST:-127.0.0.1}
+REDIS_PORT=${REDIS_PORT:-6379}
+LIMITER_ADDR=127.0.0.1:18080
+BROKER_ADDR=127.0.0.1:19092
+PREFIX="rwab:$$:"
+work=$(mktemp -d)
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+	redis-cli -h "$REDIS_HOST" -p "$REDIS_PORT" --scan --pattern "${PREFIX}*" | xargs -r -n 1000 redis-cli -h "$REDIS_HOST" -p "$REDIS_PORT" unlink >/dev/null
+	rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+per_decision() { awk -v t="$1" -v hz="$(getconf CLK_TCK)" -v n="$2" 'BEGIN {printf "%.1f", t / hz * 1e6 / n}'; }
+redis_pid=$(redis-cli -h "$REDIS_HOST" -p "$REDIS_PORT" info server | tr -d '\r' | awk -F: '$1 == "process_id" {print $2}')
+if [ "$ALGORITHM" = token_bucket ]; then limit="{rate: 1000, per: 1s, burst: 1000}"; else limit="{requests: 1000, per: 1s}"; fi
+echo "rules: [{id: ab, match: {endpoints: [\"/ab/**\"]}, key: [ip], algorithm: $ALGORITHM, limits: [$limit]}]" >"$work/rules.yaml"
+run_loadgen() { bin/loadgen -progress 0 -mix normal=100 -users 0 -url "http://$LIMITER_ADDR" -endpoint /ab/books/17 \
+	-workers "$CONNS" -keys "$KEYS" "$@" >"$work/loadgen.txt" 2>&1 || { cat "$work/loadgen.txt" >&2; exit 1; }; }
+
+declare -A tput lim red p50 p99
+printf '| round | build | decisions/s | CPU µs/decision limiter | Redis | at half: p50 ms | p99 ms |\n|---|---|---|---|---|---|---|\n'
+for ((r = 1; r <= ROUNDS; r++)); do
+	for v in 0 1; do
+		LISTEN_ADDR=$BROKER_ADDR bin/devkafka -partitions 3 2>>"$work/devkafka.log" &
+		broker=$!
+		pids=("$broker")
+		for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/19092) 2>/dev/null && break; sleep 0.1; done
+		LISTEN_ADDR=$LIMITER_ADDR GRPC_LISTEN_ADDR=off RULES_FILE="$work/rules.yaml" REDIS_KEY_PREFIX="$PREFIX" \
+			KAFKA_BROKERS=$BROKER_ADDR DYNAMIC_RULES=false REDIS_URL="redis://$REDIS_HOST:$REDIS_PORT/0" LOG_LEVEL=warn \
+			INSTANCE_ID=ab "${bins[v]}" 2>>"$work/limiter.log" &
+		limiter=$!
+		pids=("$limiter" "$broker")
+		for _ in $(seq 100); do curl -fs "http://$LIMITER_ADDR/readyz" >/dev/null && break; sleep 0.1; done
+		run_loadgen -duration 3s
+		before=($(cpu "$limiter") $(cpu "$redis_pid"))
+		run_loadgen -duration "$DURATION" -summary-file "$work/max.env"
+		after=($(cpu "$limiter") $(cpu "$redis_pid"))
+		read -r x n < <(source "$work/max.env"; echo "$rps $requests")
+		k=$v,$r
+		tput[$k]=$x
+		lim[$k]=$(per_decision $((after[0] - before[0])) "$n")
+		red[$k]=$(per_decision $((after[1] - before[1])) "$n")
+		run_loadgen -rate "$(awk -v r="$x" 'BEGIN {printf "%d", r / 2}')" -duration "$DURATION" -summary-file "$work/half.env"
+		read -r "p50[$k]" "p99[$k]" < <(source "$work/half.env"; echo "$p50_ms $p99_ms")
+		printf '| %d | %s | %s | %s | %s | %s | %s |\n' "$r" "${bins[v]}" "${tput[$k]}" "${lim[$k]}" "${red[$k]}" "${p50[$k]}" "${p99[$k]}"
+		for p in "$limiter" "$broker"; do kill -TERM "$p"; wait "$p" 2>/dev/null || true; done
+		pids=()
+	done
+	printf '| %d | B ÷ A | %s | %s | %s | %s | %s |\n' "$r" \
+		"$(awk -v a="${tput[0,$r]}" -v b="${tput[1,$r]}" 'BEGIN {printf "%.2f", b / a}')" \
+		"$(awk -v a="${lim[0,$r]}" -v b="${lim[1,$r]}" 'BEGIN {printf "%.2f", b / a}')" \
+		"$(awk -v a="${red[0,$r]}" -v b="${red[1,$r]}" 'BEGIN {printf "%.2f", b / a}')" \
+		"$(awk -v a="${p50[0,$r]}" -v b="${p50[1,$r]}" 'BEGIN {printf "%.2f", b / a}')" \
+		"$(awk -v a="${p99[0,$r]}" -v b="${p99[1,$r]}" 'BEGIN {printf "%.2f", b / a}')"
+done
