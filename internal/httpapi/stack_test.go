@@ -34,7 +34,7 @@ const topic = "ratelimit.decisions"
 // embedded Kafka broker.
 type stack struct {
 	t        testing.TB
-	url      string                   // http://host:port
+	url      string                  // http://host:port
 	handler  fasthttp.RequestHandler // what the listener serves
 	reg      *prometheus.Registry
 	producer *kafkabus.Producer
