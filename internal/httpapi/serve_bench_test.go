@@ -138,20 +138,11 @@ func BenchmarkServeFloor(b *testing.B) {
 // connections, the bodies body(0), body(1), ... spread over them. trips,
 // when set, is reported.
 func benchServe(b *testing.B, l *ops.Listener, trips *roundTrips, body func(i int) string) {
-	l.Var, l.Addr, l.Log = "LISTEN_ADDR", "127.0.0.1:0", zap.NewNop()
-	if err := l.Listen(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	go func() { _ = l.Serve(context.Background()) }()
-	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = l.Shutdown(ctx)
-	})
+	addr := strings.TrimPrefix(serve(b, l), "http://")
 
 	conns := make(chan *rawClient, serveConns)
 	for c := range serveConns {
-		rc, err := dialRaw(l.Address())
+		rc, err := dialRaw(addr)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -104,7 +104,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 		Metrics: telemetry.MetricsHandler(reg),
 		Details: func() map[string]string { return map[string]string{"mode": string(svc.Mode())} },
 	})))
-	url := serve(t, handler)
+	url := serve(t, &ops.Listener{Fast: handler})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -117,11 +117,11 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	return &stack{t: t, url: url, handler: handler, reg: reg, producer: producer, client: client, opts: o}
 }
 
-// serve serves h on a loopback port as the limiter serves its decision port
-// (ops.Listener, fasthttp) until the test ends, and returns its URL.
-func serve(t testing.TB, h fasthttp.RequestHandler) string {
+// serve serves l (its handler set) on a loopback port as the limiter serves
+// its decision port until the test ends, and returns its URL.
+func serve(t testing.TB, l *ops.Listener) string {
 	t.Helper()
-	l := &ops.Listener{Var: "LISTEN_ADDR", Addr: "127.0.0.1:0", Fast: h, Log: zap.NewNop()}
+	l.Var, l.Addr, l.Log = "LISTEN_ADDR", "127.0.0.1:0", zap.NewNop()
 	if err := l.Listen(context.Background()); err != nil {
 		t.Fatal(err)
 	}
