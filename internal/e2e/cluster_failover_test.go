@@ -29,8 +29,10 @@ func startFailoverLoad(s *clusterSystem, tgs []target, pause time.Duration) *fai
 	l := &failoverLoad{admitted: map[target]int{}, modes: map[target]map[string]int{},
 		redisAfter: map[target]time.Time{}, deniedAfter: map[target]bool{}, stopping: make(chan struct{})}
 	httpc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: len(tgs)}}
-	for _, tg := range tgs {
+	for _, tg := range tgs { // before any goroutine reads the map
 		l.modes[tg] = map[string]int{}
+	}
+	for _, tg := range tgs {
 		for _, lim := range s.limiters {
 			l.wg.Go(func() {
 				for {
