@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"sync"
@@ -13,17 +14,21 @@ import (
 	"go.uber.org/zap"
 )
 
-// MaxBody is the largest request body a fasthttp listener reads: every
-// route's own bound (64 KiB) is the same. A longer body is answered 413 and
-// the connection closed.
-const MaxBody = 64 << 10
+// Bounds of a fasthttp listener's requests: the body (every route's own
+// bound is the same 64 KiB; a longer one is answered 413 and the connection
+// closed) and the headers (fasthttp's read buffer, held per open
+// connection; longer headers are answered 431).
+const (
+	maxFastBody    = 64 << 10
+	maxFastHeaders = 64 << 10
+)
 
 // NewFastServer is NewServer for fasthttp, with NewServer's bounds where
 // fasthttp has them: a request, headers and body, within 5 s (fasthttp has
 // one deadline for both; 5 s is NewServer's for headers, and a decision
 // body is small), a response written within 10 s,
 // idle keep-alives 120 s, headers 64 KiB (fasthttp's read buffer, one per
-// open connection), bodies MaxBody. Errors of the request itself (too
+// open connection), bodies 64 KiB. Errors of the request itself (too
 // large, malformed, too slow) are answered in JSON as the handlers' are.
 func NewFastServer(h fasthttp.RequestHandler, log *zap.Logger) *fasthttp.Server {
 	return &fasthttp.Server{
@@ -31,8 +36,8 @@ func NewFastServer(h fasthttp.RequestHandler, log *zap.Logger) *fasthttp.Server 
 		ReadTimeout:           5 * time.Second,
 		WriteTimeout:          10 * time.Second,
 		IdleTimeout:           120 * time.Second,
-		ReadBufferSize:        64 << 10,
-		MaxRequestBodySize:    MaxBody,
+		ReadBufferSize:        maxFastHeaders,
+		MaxRequestBodySize:    maxFastBody,
 		NoDefaultServerHeader: true,
 		CloseOnShutdown:       true,
 		ErrorHandler:          fastRequestError,
@@ -48,9 +53,9 @@ func fastRequestError(ctx *fasthttp.RequestCtx, err error) {
 	var netErr net.Error
 	switch {
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
-		status, msg = http.StatusRequestEntityTooLarge, "request body larger than 65536 bytes"
+		status, msg = http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", maxFastBody)
 	case errors.As(err, &small):
-		status, msg = http.StatusRequestHeaderFieldsTooLarge, "request headers larger than 65536 bytes"
+		status, msg = http.StatusRequestHeaderFieldsTooLarge, fmt.Sprintf("request headers larger than %d bytes", maxFastHeaders)
 	case errors.As(err, &netErr) && netErr.Timeout():
 		status, msg = http.StatusRequestTimeout, "request not received in time"
 	}
@@ -67,17 +72,21 @@ type fastConns struct {
 	conns map[net.Conn]struct{}
 }
 
+// track is the server's ConnState hook. fasthttp calls it twice per
+// request too (active, idle), so only opening and closing take the lock.
 func (c *fastConns) track(conn net.Conn, state fasthttp.ConnState) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	switch state {
 	case fasthttp.StateNew:
+		c.mu.Lock()
 		if c.conns == nil {
 			c.conns = make(map[net.Conn]struct{})
 		}
 		c.conns[conn] = struct{}{}
+		c.mu.Unlock()
 	case fasthttp.StateClosed, fasthttp.StateHijacked:
+		c.mu.Lock()
 		delete(c.conns, conn)
+		c.mu.Unlock()
 	}
 }
 
