@@ -31,6 +31,15 @@ func TestDecisionRoutesNeedAToken(t *testing.T) {
 	check := func(header map[string]string) response {
 		return s.do(http.MethodPost, "/v1/check", `{"ip":"198.51.100.1","endpoint":"/api/a"}`, header)
 	}
+	batch := func(header map[string]string) response { // its one decision, or its error
+		b := s.batch(header, `{"ip":"198.51.100.1","endpoint":"/api/a"}`)
+		r := response{Status: b.Status, Header: b.Header, Error: b.Error}
+		if len(b.Decisions) == 1 {
+			r = b.Decisions[0]
+			r.Status, r.Header = b.Status, b.Header
+		}
+		return r
+	}
 	forwardAuth := func(header map[string]string) response {
 		h := map[string]string{"X-Forwarded-Uri": "/api/a"}
 		for k, v := range header {
@@ -40,7 +49,7 @@ func TestDecisionRoutesNeedAToken(t *testing.T) {
 	}
 	envoyAuth := func(header map[string]string) response { return s.do(http.MethodGet, "/v1/auth/api/a", "", header) }
 	bearer := func(t string) map[string]string { return map[string]string{"Authorization": "Bearer " + t} }
-	for route, call := range map[string]func(map[string]string) response{"check": check, "auth": forwardAuth, "auth/<path>": envoyAuth} {
+	for route, call := range map[string]func(map[string]string) response{"check": check, "batch": batch, "auth": forwardAuth, "auth/<path>": envoyAuth} {
 		for _, tt := range []struct {
 			name   string
 			header map[string]string
@@ -73,7 +82,7 @@ func TestDecisionRoutesNeedAToken(t *testing.T) {
 	if r := s.do(http.MethodGet, "/v1/admin/bans", "", bearer(adminToken)); r.Status != 200 {
 		t.Fatalf("admin API with its token: %d, want 200", r.Status)
 	}
-	if got := s.metric("rate_limit_requests_total", nil); got != 6 {
-		t.Fatalf("%v decisions counted, want the 6 authorized ones only", got)
+	if got := s.metric("rate_limit_requests_total", nil); got != 8 {
+		t.Fatalf("%v decisions counted, want the 8 authorized ones only", got)
 	}
 }

@@ -35,6 +35,44 @@ func parseCheckBody(data []byte, body *checkBody) error {
 
 var errTrailing = errors.New("unexpected data after the request object")
 
+// parseBatchBody decodes the body of POST /v1/check/batch, {"checks":
+// [check, ...]}, as parseCheckBody does one check, calling each with the
+// i-th check's body in turn; an error of each ends the parse and is
+// returned as it is. One allocation for the strings of every check, as for
+// one.
+func parseBatchBody(data []byte, each func(i int, body *checkBody) error) error {
+	p := jsonParser{b: data, s: string(data)}
+	p.space()
+	if p.i == len(p.b) {
+		return errors.New("empty body")
+	}
+	seen := false
+	err := p.object(func(field string) error {
+		switch {
+		case field != "checks":
+			return fmt.Errorf("unknown field %q", field)
+		case seen: // encoding/json would keep the last: refuse rather than guess
+			return errors.New("checks: given twice")
+		}
+		seen = true
+		return p.array(func(i int) error {
+			var body checkBody
+			if err := p.object(func(field string) error { return p.checkField(field, &body) }); err != nil {
+				return fmt.Errorf("checks[%d]: %w", i, err)
+			}
+			return each(i, &body)
+		})
+	})
+	if err != nil {
+		return err
+	}
+	p.space()
+	if p.i != len(p.b) {
+		return errTrailing
+	}
+	return nil
+}
+
 type jsonParser struct {
 	b []byte
 	s string // b as a string, whose substrings str returns
@@ -138,6 +176,39 @@ func (p *jsonParser) checkField(field string, body *checkBody) error {
 		})
 	default:
 		return fmt.Errorf("unknown field %q", field)
+	}
+}
+
+// array parses [value, ...], calling elem with each one's index and the
+// parser positioned at it.
+func (p *jsonParser) array(elem func(i int) error) error {
+	if p.i >= len(p.b) || p.b[p.i] != '[' {
+		return p.errorf("expected an array")
+	}
+	p.i++
+	p.space()
+	if p.i < len(p.b) && p.b[p.i] == ']' {
+		p.i++
+		return nil
+	}
+	for i := 0; ; i++ {
+		p.space()
+		if err := elem(i); err != nil {
+			return err
+		}
+		p.space()
+		if p.i >= len(p.b) {
+			return p.errorf("unexpected end of input")
+		}
+		switch p.b[p.i] {
+		case ',':
+			p.i++
+		case ']':
+			p.i++
+			return nil
+		default:
+			return p.errorf("expected ',' or ']' after array element")
+		}
 	}
 }
 

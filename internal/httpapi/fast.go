@@ -10,13 +10,18 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/bearer"
 	"github.com/ratewarden/ratewarden/internal/limiter"
+	"github.com/ratewarden/ratewarden/internal/rules"
 )
 
-// checkPath is the JSON decision API.
-const checkPath = "/v1/check"
+// The JSON decision API: one check, several.
+const (
+	checkPath = "/v1/check"
+	batchPath = "/v1/check/batch"
+)
 
 // NewFastHandler returns the decision port's handler, served by fasthttp
-// (ops.Listener's Fast): POST /v1/check natively, and every other request
+// (ops.Listener's Fast): POST /v1/check and /v1/check/batch natively, and
+// every other request
 // (forward-auth, POST /json, the admin API, the operational routes) to
 // rest, a net/http handler such as NewHandler's, through fasthttp's
 // adaptor.
@@ -35,7 +40,8 @@ func NewFastHandler(cfg Config, rest http.Handler) fasthttp.RequestHandler {
 		tokens = bearer.New(cfg.APITokens...)
 	}
 	return func(ctx *fasthttp.RequestCtx) {
-		if string(ctx.Path()) != checkPath {
+		batch := string(ctx.Path()) == batchPath // compared, not copied
+		if !batch && string(ctx.Path()) != checkPath {
 			other(ctx)
 			return
 		}
@@ -47,12 +53,16 @@ func NewFastHandler(cfg Config, rest http.Handler) fasthttp.RequestHandler {
 		if tokens != nil && !tokens.AllowsBytes(ctx.Request.Header.Peek("Authorization")) {
 			// The logger samples: a flood of refusals cannot flood the log.
 			h.cfg.Log.Warn("decision request refused: missing or invalid bearer token",
-				zap.Stringer("source", ctx.RemoteAddr()), zap.String("route", checkPath))
+				zap.Stringer("source", ctx.RemoteAddr()), zap.ByteString("route", ctx.Path()))
 			ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="ratewarden"`)
 			fastError(ctx, http.StatusUnauthorized, "missing or invalid bearer token")
 			return
 		}
-		h.fastCheck(ctx)
+		if batch {
+			h.fastBatch(ctx)
+		} else {
+			h.fastCheck(ctx)
+		}
 	}
 }
 
@@ -61,19 +71,14 @@ func NewFastHandler(cfg Config, rest http.Handler) fasthttp.RequestHandler {
 func (h *handler) fastCheck(ctx *fasthttp.RequestCtx) {
 	req, err := decodeCheck(ctx.PostBody())
 	if err != nil {
-		if in, ok := err.(*inputError); ok {
-			fastError(ctx, in.status, in.msg)
-			return
-		}
-		h.cfg.Log.Error("unexpected input error", zap.Error(err))
-		fastError(ctx, http.StatusInternalServerError, "internal error")
+		h.fastInputError(ctx, err)
 		return
 	}
 	d := h.decisions.Get().(*limiter.Decision)
 	defer h.decisions.Put(d)
 	h.svc.Check(ctx, &req, d)
 	if d.Unavailable {
-		fastError(ctx, http.StatusServiceUnavailable, "rule "+d.RuleID+" cannot be decided: redis unavailable and its failure policy is deny")
+		fastError(ctx, http.StatusServiceUnavailable, unavailable(d))
 		return
 	}
 	var rh rateLimitHeaders
@@ -81,6 +86,42 @@ func (h *handler) fastCheck(ctx *fasthttp.RequestCtx) {
 	rh.each(ctx.Response.Header.SetBytesV)
 	var buf [384]byte // more than a decision's longest answer
 	fastJSON(ctx, http.StatusOK, appendDecision(buf[:0], d))
+}
+
+// batch is what one POST /v1/check/batch reuses from the last.
+type batch struct {
+	reqs   []rules.Request
+	checks limiter.Batch
+	answer []byte
+}
+
+// fastBatch answers POST /v1/check/batch: the decisions of every check in
+// order, decided together (limiter.Service.CheckBatch), 400 for a body it
+// refuses. No rate-limit headers: they would describe one decision of
+// several.
+func (h *handler) fastBatch(ctx *fasthttp.RequestCtx) {
+	b := h.batches.Get().(*batch)
+	defer h.batches.Put(b)
+	var err error
+	b.reqs, err = decodeBatch(ctx.PostBody(), b.reqs)
+	defer clear(b.reqs) // the pool must not keep the body's strings alive
+	if err != nil {
+		h.fastInputError(ctx, err)
+		return
+	}
+	h.svc.CheckBatch(ctx, b.reqs, &b.checks)
+	b.answer = appendBatch(b.answer[:0], b.checks.Decisions)
+	fastJSON(ctx, http.StatusOK, b.answer)
+}
+
+// fastInputError answers a body decodeCheck or decodeBatch refused.
+func (h *handler) fastInputError(ctx *fasthttp.RequestCtx, err error) {
+	if in, ok := err.(*inputError); ok {
+		fastError(ctx, in.status, in.msg)
+		return
+	}
+	h.cfg.Log.Error("unexpected input error", zap.Error(err))
+	fastError(ctx, http.StatusInternalServerError, "internal error")
 }
 
 // fastJSON answers status with a JSON body, which fasthttp copies.

@@ -26,6 +26,10 @@ const (
 	maxAttrName   = 64
 	maxAttrValue  = 1024
 	maxCost       = 1_000_000
+	// maxBatch bounds the checks of one POST /v1/check/batch: its answer,
+	// its events and its share of a Redis round trip stay bounded (and its
+	// body within maxBody anyway).
+	maxBatch = 100
 )
 
 // checkBody is the JSON body of POST /v1/check (README "POST /v1/check"),
@@ -60,6 +64,39 @@ func decodeCheck(data []byte) (rules.Request, error) {
 	if err := parseCheckBody(data, &body); err != nil {
 		return rules.Request{}, badRequest("invalid JSON: %v", err)
 	}
+	return validateCheck(&body)
+}
+
+// decodeBatch validates data, the body of POST /v1/check/batch, into reqs
+// (reused): 1 to maxBatch checks, each as decodeCheck wants it. An invalid
+// check refuses the whole batch, naming its index.
+func decodeBatch(data []byte, reqs []rules.Request) ([]rules.Request, error) {
+	reqs = reqs[:0]
+	err := parseBatchBody(data, func(i int, body *checkBody) error {
+		if i == maxBatch {
+			return badRequest("checks: at most %d per batch", maxBatch)
+		}
+		req, err := validateCheck(body)
+		if err != nil {
+			return badRequest("checks[%d]: %v", i, err)
+		}
+		reqs = append(reqs, req)
+		return nil
+	})
+	var in *inputError
+	switch {
+	case errors.As(err, &in):
+		return reqs, in
+	case err != nil:
+		return reqs, badRequest("invalid JSON: %v", err)
+	case len(reqs) == 0:
+		return reqs, badRequest("checks: required, 1 to %d of them", maxBatch)
+	}
+	return reqs, nil
+}
+
+// validateCheck validates and normalizes one check's body.
+func validateCheck(body *checkBody) (rules.Request, error) {
 	if body.Cost < 0 || body.Cost > maxCost {
 		return rules.Request{}, badRequest("cost: must be between 1 and %d", maxCost)
 	}

@@ -13,7 +13,13 @@ import (
 // ids are restricted to [A-Za-z0-9._-]), from constants or from a UUID, so
 // none needs escaping.
 func appendDecision(b []byte, d *limiter.Decision) []byte {
-	b = append(b, `{"allowed":`...)
+	b = append(b, '{')
+	return append(appendDecisionFields(b, d), "}\n"...)
+}
+
+// appendDecisionFields is appendDecision's object without its braces.
+func appendDecisionFields(b []byte, d *limiter.Decision) []byte {
+	b = append(b, `"allowed":`...)
 	b = strconv.AppendBool(b, d.Allowed)
 	b = append(b, `,"reason":"`...)
 	b = append(b, d.Reason...)
@@ -35,7 +41,34 @@ func appendDecision(b []byte, d *limiter.Decision) []byte {
 	b = strconv.AppendBool(b, d.Shadow)
 	b = append(b, `,"event_id":"`...)
 	b = append(b, d.EventID...)
-	return append(b, "\"}\n"...)
+	return append(b, '"')
+}
+
+// appendBatch encodes the answer to a batch (README "POST
+// /v1/check/batch"): each decision as appendDecision's object with the
+// status a single check would have had, 200, or 503 and its error.
+func appendBatch(b []byte, ds []limiter.Decision) []byte {
+	b = append(b, `{"decisions":[`...)
+	for i := range ds {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		d := &ds[i]
+		if d.Unavailable {
+			b = append(b, `{"status":503,"error":"`...)
+			b = append(b, unavailable(d)...) // a rule id and constants: no escapes
+			b = append(b, `"}`...)
+			continue
+		}
+		b = append(b, `{"status":200,`...)
+		b = append(appendDecisionFields(b, d), '}')
+	}
+	return append(b, "]}\n"...)
+}
+
+// unavailable is the error of a decision a deny-policy rule could not make.
+func unavailable(d *limiter.Decision) string {
+	return "rule " + d.RuleID + " cannot be decided: redis unavailable and its failure policy is deny"
 }
 
 // Shared header values: net/http only reads them.

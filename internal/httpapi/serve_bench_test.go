@@ -53,6 +53,37 @@ import (
 const serveConns = 32
 
 func BenchmarkServeCheck(b *testing.B) {
+	h, trips := benchHandler(b)
+	benchServe(b, &ops.Listener{Fast: h}, "/v1/check", trips, 1, benchCheck)
+}
+
+// BenchmarkServeBatch is BenchmarkServeCheck with its checks sent in
+// batches (POST /v1/check/batch) of 10 and 50: cpu-ns/decision and
+// allocs/decision are what one decision costs there.
+func BenchmarkServeBatch(b *testing.B) {
+	for _, n := range []int{10, 50} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			h, trips := benchHandler(b)
+			benchServe(b, &ops.Listener{Fast: h}, "/v1/check/batch", trips, n, func(i int) string {
+				checks := make([]string, n)
+				for j := range checks {
+					checks[j] = benchCheck(i*n + j)
+				}
+				return `{"checks":[` + strings.Join(checks, ",") + `]}`
+			})
+		})
+	}
+}
+
+// benchCheck is the i-th check of the Serve benchmarks: one client IP each.
+func benchCheck(i int) string {
+	return `{"ip":"10.1.` + strconv.Itoa(i/256%256) + `.` + strconv.Itoa(i%256) + `","endpoint":"/api/books/17","method":"GET"}`
+}
+
+// benchHandler is the decision port's handler as the limiter serves it: a
+// sliding-window rule per client IP, the real local Redis through the
+// coalescer (whose round trips it counts), events to benchPublisher.
+func benchHandler(b *testing.B) (fasthttp.RequestHandler, *roundTrips) {
 	rdb := plainRedis(b)
 	set, err := rules.Compile(&rules.File{Rules: []rules.Rule{{
 		ID: "per-ip", Algorithm: "sliding_window", Key: []string{"ip"}, Match: rules.Match{Endpoints: []string{"/api/**"}},
@@ -61,17 +92,14 @@ func BenchmarkServeCheck(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var trips roundTrips
+	trips := new(roundTrips)
 	counter := redisstore.NewCoalescer(redisstore.New(rdb), redisstore.CoalesceConfig{OnFlush: trips.flushed})
 	b.Cleanup(counter.Close)
 	reg := prometheus.NewRegistry()
 	svc := limiter.New(limiter.Config{Instance: "bench", ClassifyError: redisstore.ClassifyError, OverLimitCacheSize: 100_000},
 		set, counter, benchPublisher(b, reg), zap.NewNop(), reg)
 	cfg := httpapi.Config{Service: svc, Log: zap.NewNop()}
-	h := httpapi.NewFastHandler(cfg, ops.Beside(httpapi.NewHandler(cfg), ops.NewHandler(ops.Config{})))
-	benchServe(b, &ops.Listener{Fast: h}, &trips, func(i int) string {
-		return `{"ip":"10.1.` + strconv.Itoa(i/256%256) + `.` + strconv.Itoa(i%256) + `","endpoint":"/api/books/17","method":"GET"}`
-	})
+	return httpapi.NewFastHandler(cfg, ops.Beside(httpapi.NewHandler(cfg), ops.NewHandler(ops.Config{}))), trips
 }
 
 // roundTrips counts the coalescer's round trips and the calls they carry:
@@ -115,7 +143,7 @@ func BenchmarkServeFloor(b *testing.B) {
 				ctx.Response.Header.Set(k, v[0])
 			}
 			ctx.SetBody(answer)
-		}}, nil, body)
+		}}, "/v1/check", nil, 1, body)
 	})
 	b.Run("net/http", func(b *testing.B) {
 		bufs := sync.Pool{New: func() any { return new(bytes.Buffer) }}
@@ -129,15 +157,16 @@ func BenchmarkServeFloor(b *testing.B) {
 				wh[k] = v
 			}
 			_, _ = w.Write(answer)
-		})}, nil, body)
+		})}, "/v1/check", nil, 1, body)
 	})
 }
 
 // benchServe serves l's handler on a loopback port as the limiter does and
-// sends b.N POST /v1/check requests over serveConns keep-alive
-// connections, the bodies body(0), body(1), ... spread over them. trips,
-// when set, is reported.
-func benchServe(b *testing.B, l *ops.Listener, trips *roundTrips, body func(i int) string) {
+// sends b.N POST requests to path over serveConns keep-alive connections,
+// the bodies body(0), body(1), ... spread over them. trips, when set, is
+// reported. With decisions > 1 per request (batches), the CPU and the
+// allocations per decision are reported too.
+func benchServe(b *testing.B, l *ops.Listener, path string, trips *roundTrips, decisions int, body func(i int) string) {
 	addr := strings.TrimPrefix(serve(b, l), "http://")
 
 	conns := make(chan *rawClient, serveConns)
@@ -149,7 +178,7 @@ func benchServe(b *testing.B, l *ops.Listener, trips *roundTrips, body func(i in
 		b.Cleanup(func() { _ = rc.conn.Close() })
 		// 64 requests per connection, distinct client IPs.
 		for i := range 64 {
-			rc.reqs = append(rc.reqs, buildPost("/v1/check", body(c*64+i)))
+			rc.reqs = append(rc.reqs, buildPost(path, body(c*64+i)))
 		}
 		for range 100 { // warm-up: connections, pools, scripts, keys
 			if err := rc.roundTrip(); err != nil {
@@ -166,6 +195,9 @@ func benchServe(b *testing.B, l *ops.Listener, trips *roundTrips, body func(i in
 	b.ReportAllocs()
 	b.SetParallelism(serveConns / runtime.GOMAXPROCS(0))
 	cpu := processCPU(b)
+	var mem runtime.MemStats
+	runtime.ReadMemStats(&mem)
+	mallocs := mem.Mallocs
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		rc := <-conns
@@ -178,7 +210,14 @@ func benchServe(b *testing.B, l *ops.Listener, trips *roundTrips, body func(i in
 		}
 	})
 	b.StopTimer()
-	b.ReportMetric(float64(processCPU(b)-cpu)/float64(b.N), "cpu-ns/op")
+	used := float64(processCPU(b) - cpu)
+	b.ReportMetric(used/float64(b.N), "cpu-ns/op")
+	if decisions > 1 {
+		runtime.ReadMemStats(&mem)
+		n := float64(b.N * decisions)
+		b.ReportMetric(used/n, "cpu-ns/decision")
+		b.ReportMetric(float64(mem.Mallocs-mallocs)/n, "allocs/decision")
+	}
 	if err, _ := failed.Load().(error); err != nil {
 		b.Fatal(err)
 	}

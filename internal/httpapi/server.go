@@ -54,7 +54,8 @@ type Config struct {
 type handler struct {
 	cfg         Config
 	svc         *limiter.Service
-	decisions   sync.Pool
+	decisions   sync.Pool // *limiter.Decision
+	batches     sync.Pool // *batch
 	adminTokens bearer.Tokens
 	adminLimit  *adminLimiter
 }
@@ -65,6 +66,7 @@ func newHandler(cfg Config) *handler {
 	}
 	h := &handler{cfg: cfg, svc: cfg.Service}
 	h.decisions.New = func() any { return new(limiter.Decision) }
+	h.batches.New = func() any { return new(batch) }
 	return h
 }
 
@@ -149,7 +151,7 @@ func (h *handler) decide(w http.ResponseWriter, r *http.Request, req *rules.Requ
 	defer h.decisions.Put(d)
 	h.svc.Check(r.Context(), req, d)
 	if d.Unavailable {
-		writeError(w, http.StatusServiceUnavailable, "rule "+d.RuleID+" cannot be decided: redis unavailable and its failure policy is deny")
+		writeError(w, http.StatusServiceUnavailable, unavailable(d))
 		return
 	}
 	setRateLimitHeaders(w.Header(), d)

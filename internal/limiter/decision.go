@@ -53,8 +53,9 @@ type Decision struct {
 	// in headers: they must not change what clients do.
 	Enforced int
 
-	calls       []decide.Call
+	calls       []decide.Call   // what prepare left for Redis
 	callResults []decide.Result // the results of calls, for Deciders that write into it
+	cached      uint64          // bit i: Applied[i] answered without Redis
 	detached    detachedContext // the Decider's context while it decides calls
 
 	// The descriptors of a rate limit API decision's event, while it is

@@ -96,17 +96,20 @@ func TestOverLimitCacheIsBoundedAndCleared(t *testing.T) {
 }
 
 // modelDecider decides in the reference model of the Lua scripts at the
-// fake clock's time, as Redis would, and counts the calls it was sent.
+// fake clock's time, as Redis would, and counts the calls it was sent and
+// the round trips (Decide calls) they took.
 type modelDecider struct {
 	mu    sync.Mutex
 	mem   *decide.Memory
 	clock *fakeClock
 	calls int
+	trips int
 }
 
 func (m *modelDecider) Decide(_ context.Context, calls []decide.Call) ([]decide.Result, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.trips++
 	now := m.clock.Now().UnixMilli()
 	out := make([]decide.Result, len(calls))
 	for i, c := range calls {

@@ -179,21 +179,36 @@ func (s *Service) Rules() *rules.Set { return s.rules.Load().Set }
 // be normalized (see httpapi); Cost must be at least 1.
 func (s *Service) Check(ctx context.Context, req *rules.Request, d *Decision) {
 	start := s.cfg.Now()
-	d.Reset()
-	d.Mode = s.Mode()
 	set := s.rules.Load()
+	if s.admit(set, req, d, s.Mode(), start) {
+		s.decide(ctx, d, start)
+	}
+	s.complete(set, req, d, start)
+}
+
+// admit resets d and answers it when no rule needs deciding: an exempt
+// subject, a banned one, or none of set's rules applying. It reports
+// whether d.Applied holds rules to decide.
+func (s *Service) admit(set *ruleSet, req *rules.Request, d *Decision, mode Mode, now time.Time) bool {
+	d.Reset()
+	d.Mode = mode
 	switch {
 	case set.Exempt(req):
 		d.Allowed, d.Reason = true, event.ReasonExempt
-	case s.banned(req, start, d): // d now holds the denial
+	case s.banned(req, now, d): // d now holds the denial
 	default:
-		d.Applied = set.Match(req, start, d.Applied)
-		if len(d.Applied) == 0 {
-			d.Allowed, d.Reason = true, event.ReasonNoRule
-		} else {
-			s.decide(ctx, d, start)
+		d.Applied = set.Match(req, now, d.Applied)
+		if len(d.Applied) != 0 {
+			return true
 		}
+		d.Allowed, d.Reason = true, event.ReasonNoRule
 	}
+	return false
+}
+
+// complete gives a decided d its event id and event, unless it could not be
+// decided, and its metrics.
+func (s *Service) complete(set *ruleSet, req *rules.Request, d *Decision, start time.Time) {
 	if !d.Unavailable {
 		d.EventID = s.cfg.NewEventID()
 		s.publish(req, d, start)
@@ -221,26 +236,42 @@ func (s *Service) banned(req *rules.Request, now time.Time, d *Decision) bool {
 // decide decides the applied rules: in Redis in redis mode, else (or when
 // the round trip fails) by each rule's failure policy.
 func (s *Service) decide(ctx context.Context, d *Decision, now time.Time) {
+	if !s.prepare(d, now) {
+		return
+	}
+	// A client that hangs up must not look like a Redis failure, so the
+	// request's cancellation is not passed on; the Decider bounds its own
+	// time (the coalescer's round-trip timeout, go-redis socket timeouts).
+	d.detached = detachedContext{parent: ctx}
+	d.callResults = append(d.callResults[:0], make([]decide.Result, len(d.calls))...)
+	results, err := s.decideCalls(&d.detached, d.calls, d.callResults)
+	d.detached = detachedContext{}
+	s.settle(d, results, s.roundTrip(err), now)
+}
+
+// prepare answers what of d needs no round trip: everything when not in
+// redis mode (by the failure policies), the rules known to be over their
+// limit (from the over-limit cache) and those that need no count. It leaves
+// the calls that must go to Redis in d.calls and reports whether there are
+// any; when there are none, d is decided.
+func (s *Service) prepare(d *Decision, now time.Time) bool {
 	if d.Mode != ModeRedis || s.breaker.isOpen() {
 		if d.Mode == ModeRedis { // the breaker just opened; the mode follows
 			d.Mode = ModeLocal
 		}
 		s.finish(d, s.fallback(d, now))
-		return
+		return false
 	}
-	// Rules whose key is known to be over its limit are answered from the
-	// over-limit cache; the others go to Redis in one round trip.
-	var cached uint64 // bit i: d.Applied[i] answered without Redis
 	hits := 0
 	for i := range d.Applied {
 		a := &d.Applied[i]
 		if r, ok := answerWithoutRedis(a, now); ok { // at most 64 descriptors: i < 64
-			cached |= 1 << i
+			d.cached |= 1 << i
 			d.Results = append(d.Results, r)
 			continue
 		}
 		if r, ok := s.over.get(&a.Call, now); ok && i < 64 { // past 64 rules, always Redis
-			cached |= 1 << i
+			d.cached |= 1 << i
 			hits++
 			d.Results = append(d.Results, r)
 			continue
@@ -253,31 +284,41 @@ func (s *Service) decide(ctx context.Context, d *Decision, now time.Time) {
 	}
 	if len(d.calls) == 0 {
 		d.aggregate()
-		return
+		return false
 	}
-	// A client that hangs up must not look like a Redis failure, so the
-	// request's cancellation is not passed on; the Decider bounds its own
-	// time (the coalescer's round-trip timeout, go-redis socket timeouts).
-	d.detached = detachedContext{parent: ctx}
-	results, err := s.decideCalls(&d.detached, d)
-	d.detached = detachedContext{}
+	return true
+}
+
+// roundTrip feeds the breaker and the error metric with the outcome of one
+// round trip, whatever number of decisions shared it, and returns its error.
+func (s *Service) roundTrip(err error) error {
+	if err == nil {
+		s.breaker.success()
+		return nil
+	}
+	s.metrics.redisErrors.WithLabelValues(s.cfg.ClassifyError(err)).Inc()
+	// One cluster node down while the others answer: the decisions of this
+	// round trip fall back, the keys of the other nodes stay exact in redis
+	// mode.
+	if !isPartial(err) && s.breaker.failure() {
+		s.log.Warn("redis decisions keep failing, breaker open", zap.Error(err))
+		s.breakerOpened()
+	}
+	return err
+}
+
+// settle decides d with the results of its calls (d.calls, prepared), or by
+// the failure policies when their round trip failed with err.
+func (s *Service) settle(d *Decision, results []decide.Result, err error, now time.Time) {
 	if err != nil {
-		s.metrics.redisErrors.WithLabelValues(s.cfg.ClassifyError(err)).Inc()
-		// One cluster node down while the others answer: this request falls
-		// back, the keys of the other nodes stay exact in redis mode.
-		if !isPartial(err) && s.breaker.failure() {
-			s.log.Warn("redis decisions keep failing, breaker open", zap.Error(err))
-			s.breakerOpened()
-		}
 		d.Mode = ModeLocal
 		d.Results = d.Results[:0]
 		s.finish(d, s.fallback(d, now))
 		return
 	}
-	s.breaker.success()
 	j := 0
 	for i := range d.Applied {
-		if cached&(1<<i) != 0 { // 0 from i = 64 on
+		if d.cached&(1<<i) != 0 { // 0 from i = 64 on
 			continue
 		}
 		d.Results[i] = results[j]
@@ -287,15 +328,14 @@ func (s *Service) decide(ctx context.Context, d *Decision, now time.Time) {
 	d.aggregate()
 }
 
-// decideCalls decides d.calls with the Decider, into d's own results slice
-// when the Decider can write into it.
-func (s *Service) decideCalls(ctx context.Context, d *Decision) ([]decide.Result, error) {
+// decideCalls decides calls with the Decider, into results (as long as
+// calls) when the Decider can write into it.
+func (s *Service) decideCalls(ctx context.Context, calls []decide.Call, results []decide.Result) ([]decide.Result, error) {
 	into, ok := s.decider.(decidesInto)
 	if !ok {
-		return s.decider.Decide(ctx, d.calls)
+		return s.decider.Decide(ctx, calls)
 	}
-	d.callResults = append(d.callResults[:0], make([]decide.Result, len(d.calls))...)
-	return d.callResults, into.DecideInto(ctx, d.calls, d.callResults)
+	return results, into.DecideInto(ctx, calls, results)
 }
 
 func (s *Service) finish(d *Decision, results []decide.Result) {

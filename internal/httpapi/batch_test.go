@@ -1,0 +1,261 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+
+	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/kafkatest"
+	"github.com/ratewarden/ratewarden/internal/redisstore"
+)
+
+// batchResponse is a decoded POST /v1/check/batch answer: each decision
+// decodes as a /v1/check answer, its "status" into Status.
+type batchResponse struct {
+	Status    int
+	Header    http.Header
+	Error     string     `json:"error"`
+	Decisions []response `json:"decisions"`
+}
+
+// batch sends checks (JSON objects) as one POST /v1/check/batch.
+func (s *stack) batch(header map[string]string, checks ...string) batchResponse {
+	s.t.Helper()
+	return s.batchBody(header, `{"checks":[`+strings.Join(checks, ",")+`]}`)
+}
+
+func (s *stack) batchBody(header map[string]string, body string) batchResponse {
+	s.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, s.url+"/v1/check/batch", strings.NewReader(body))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	r := batchResponse{Status: resp.StatusCode, Header: resp.Header}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields() // an entry carries nothing /v1/check's answer does not
+	if err := dec.Decode(&r); err != nil {
+		s.t.Fatalf("undecodable batch answer %q: %v", raw, err)
+	}
+	return r
+}
+
+// A batch is decided as its checks would be one after the other: in order
+// (three checks of one key against a limit of 2: the third is denied), each
+// with its own reason, event and metrics; the answer carries no rate-limit
+// headers, which would describe one decision of several.
+func TestBatchDecidesEachCheckInOrder(t *testing.T) {
+	s := newStack(t, stackOptions{rules: `
+rules:
+  - id: per-ip
+    match: {endpoints: ["/api/**"]}
+    key: [ip]
+    algorithm: fixed_window
+    limits: [{requests: 2, per: 1m}]
+exempt:
+  tiers: [SUPER_ADMIN]
+`})
+	awayFromMinuteBoundary(t, "fixed_window")
+	a, b := `{"ip":"192.0.2.1","endpoint":"/api/x"}`, `{"ip":"192.0.2.2","endpoint":"/api/x","user_id":"u-2"}`
+	r := s.batch(nil, a, a, a, b, `{"ip":"192.0.2.1","endpoint":"/elsewhere"}`, `{"ip":"192.0.2.1","endpoint":"/api/x","tier":"super_admin"}`)
+	if r.Status != http.StatusOK || len(r.Decisions) != 6 {
+		t.Fatalf("status %d, %d decisions (%q), want 200 and 6", r.Status, len(r.Decisions), r.Error)
+	}
+	want := []struct {
+		allowed   bool
+		reason    string
+		remaining int64
+	}{{true, "ok", 1}, {true, "ok", 0}, {false, "rate_limited", 0}, {true, "ok", 1}, {true, "no_rule", 0}, {true, "exempt", 0}}
+	ids := map[string]response{}
+	for i, d := range r.Decisions {
+		w := want[i]
+		if d.Status != http.StatusOK || d.Allowed != w.allowed || d.Reason != w.reason || d.Remaining != w.remaining || d.EventID == "" {
+			t.Errorf("decision %d: %+v, want status 200, allowed %v, reason %s, remaining %d", i, d, w.allowed, w.reason, w.remaining)
+		}
+		if w.reason == "rate_limited" && (d.RuleID != "per-ip" || d.RetryAfterMs <= 0 || d.Mode != "redis") {
+			t.Errorf("denial %d lacks its rule, retry or mode: %+v", i, d)
+		}
+		ids[d.EventID] = d
+	}
+	if len(ids) != 6 {
+		t.Fatalf("%d distinct event ids, want 6", len(ids))
+	}
+	if h := r.Header.Get("RateLimit"); h != "" || r.Header.Get("Retry-After") != "" {
+		t.Fatalf("a batch answer carries rate-limit headers: %v", r.Header)
+	}
+	for _, m := range kafkatest.ReadMessages(t, s.opts.broker.Brokers(), topic, 6, 20*time.Second) {
+		ev, err := event.DecodeDecision(m.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, ok := ids[ev.EventID]
+		if !ok || ev.Allowed != d.Allowed || ev.Reason != d.Reason || string(m.Key) != ev.IP {
+			t.Errorf("event %+v (key %q) matches no decision of the batch", ev, m.Key)
+		}
+		if ev.IP == "192.0.2.2" && ev.UserID != "u-2" {
+			t.Errorf("event of the second client lost its user: %+v", ev)
+		}
+		delete(ids, ev.EventID)
+	}
+	if got := s.metric("rate_limit_requests_total", nil); got != 6 {
+		t.Fatalf("%v decisions counted, want 6", got)
+	}
+}
+
+// Batches from many clients, alone and mixed with single checks, share a
+// limit exactly: 20 clients × 5 batches of 9 checks + 1 single check, all
+// of one key, against a limit of 100.
+func TestBatchExactUnderConcurrency(t *testing.T) {
+	for _, tc := range exactCases {
+		t.Run(tc.algorithm, func(t *testing.T) {
+			s := newStack(t, stackOptions{rules: ruleFor(tc.algorithm, tc.limits), overLimitCache: 1000})
+			awayFromMinuteBoundary(t, tc.algorithm)
+			const check = `{"ip":"198.51.100.9","endpoint":"/api/books/1"}`
+			checks := strings.TrimSuffix(strings.Repeat(check+",", 9), ",")
+			var admitted, denied atomic.Int64
+			count := func(d response) {
+				switch {
+				case d.Status != http.StatusOK:
+					t.Errorf("status %d: %s", d.Status, d.Error)
+				case d.Allowed:
+					admitted.Add(1)
+				case d.Reason == "rate_limited":
+					denied.Add(1)
+				default:
+					t.Errorf("unexpected decision %+v", d)
+				}
+			}
+			var wg sync.WaitGroup
+			for range 20 {
+				wg.Go(func() {
+					for range 5 {
+						r := s.batch(nil, checks)
+						if r.Status != http.StatusOK || len(r.Decisions) != 9 {
+							t.Errorf("batch: status %d, %d decisions: %s", r.Status, len(r.Decisions), r.Error)
+							return
+						}
+						for _, d := range r.Decisions {
+							count(d)
+						}
+						count(s.check(check))
+					}
+				})
+			}
+			wg.Wait()
+			if admitted.Load() != 100 || denied.Load() != 900 {
+				t.Fatalf("admitted %d, denied %d; want exactly 100 and 900", admitted.Load(), denied.Load())
+			}
+		})
+	}
+}
+
+func TestBatchBadInput(t *testing.T) {
+	s := newStack(t, stackOptions{rules: ruleFor("fixed_window", "[{requests: 5, per: 1s}]")})
+	ok := `{"ip":"1.2.3.4","endpoint":"/a"}`
+	tests := []struct {
+		name, body  string
+		status      int
+		errContains string
+	}{
+		{"empty body", ``, 400, "empty body"},
+		{"no checks", `{}`, 400, "checks: required"},
+		{"empty checks", `{"checks":[]}`, 400, "checks: required"},
+		{"null checks", `{"checks":null}`, 400, "invalid JSON"},
+		{"checks not an array", `{"checks":{}}`, 400, "invalid JSON"},
+		{"checks twice", `{"checks":[` + ok + `],"checks":[` + ok + `]}`, 400, "given twice"},
+		{"unknown field", `{"checks":[` + ok + `],"color":"red"}`, 400, "unknown field"},
+		{"unknown field in a check", `{"checks":[` + ok + `,{"ip":"1.2.3.4","endpoint":"/a","color":"red"}]}`, 400, "checks[1]: unknown field"},
+		{"invalid check", `{"checks":[` + ok + `,` + ok + `,{"ip":"999.1.1.1","endpoint":"/a"}]}`, 400, "checks[2]: ip: not an IP"},
+		{"check not an object", `{"checks":[` + ok + `,7]}`, 400, "checks[1]"},
+		{"trailing data", `{"checks":[` + ok + `]} {}`, 400, "unexpected data"},
+		{"unterminated", `{"checks":[` + ok, 400, "invalid JSON"},
+		{"too many checks", `{"checks":[` + strings.TrimSuffix(strings.Repeat(ok+",", 101), ",") + `]}`, 400, "at most 100"},
+		{"oversized body", `{"checks":[{"ip":"1.2.3.4","endpoint":"/a","user_id":"` + strings.Repeat("u", 70<<10) + `"}]}`, 413, "larger than"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := s.batchBody(nil, tt.body)
+			if r.Status != tt.status || !strings.Contains(r.Error, tt.errContains) || r.Decisions != nil {
+				t.Fatalf("got %d %q (%d decisions), want %d containing %q and none", r.Status, r.Error, len(r.Decisions), tt.status, tt.errContains)
+			}
+		})
+	}
+	if r := s.do(http.MethodGet, "/v1/check/batch", "", nil); r.Status != http.StatusMethodNotAllowed || r.Header.Get("Allow") != "POST" {
+		t.Fatalf("GET: %d (Allow %q), want 405 with Allow: POST", r.Status, r.Header.Get("Allow"))
+	}
+	if got := s.metric("rate_limit_requests_total", nil); got != 0 {
+		t.Fatalf("%v decisions counted from refused batches, want 0", got)
+	}
+	if r := s.batch(nil, ok, ok); r.Status != 200 || len(r.Decisions) != 2 || !r.Decisions[1].Allowed {
+		t.Fatalf("the service keeps serving batches after bad input: %+v", r)
+	}
+}
+
+// With Redis not answering, each check of a batch follows its rule's
+// failure policy, a deny-policy rule's check answering 503 inside the
+// batch's 200; the batch's shared round trip counts once towards the
+// breaker.
+func TestBatchFailurePolicies(t *testing.T) {
+	redisstore.RouteLogs(zap.NewNop())
+	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	t.Cleanup(func() { _ = dead.Close() })
+	s := newStack(t, stackOptions{rdb: dead, prefix: "rwtest:dead:", rules: `
+rules:
+  - id: local-rule
+    match: {endpoints: ["/local"]}
+    key: [ip]
+    algorithm: fixed_window
+    limits: [{requests: 2, per: 1m}]
+    on_redis_failure: local
+  - id: allow-rule
+    match: {endpoints: ["/allow"]}
+    key: [ip]
+    algorithm: fixed_window
+    limits: [{requests: 1, per: 1m}]
+    on_redis_failure: allow
+  - id: deny-rule
+    match: {endpoints: ["/deny"]}
+    key: [ip]
+    algorithm: fixed_window
+    limits: [{requests: 1, per: 1m}]
+    on_redis_failure: deny
+`})
+	local := `{"ip":"192.0.2.7","endpoint":"/local"}`
+	r := s.batch(nil, local, local, local, `{"ip":"192.0.2.7","endpoint":"/allow"}`, `{"ip":"192.0.2.7","endpoint":"/deny"}`)
+	if r.Status != http.StatusOK || len(r.Decisions) != 5 {
+		t.Fatalf("status %d, %d decisions, want 200 and 5: %q", r.Status, len(r.Decisions), r.Error)
+	}
+	got := make([]string, 5)
+	for i, d := range r.Decisions {
+		got[i] = fmt.Sprintf("%d %v %s %s", d.Status, d.Allowed, d.Reason, d.Mode)
+	}
+	want := []string{"200 true ok local", "200 true ok local", "200 false rate_limited local", "200 true ok local", "503 false  "}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("decisions %q, want %q", got, want)
+	}
+	if d := r.Decisions[4]; !strings.Contains(d.Error, "deny-rule cannot be decided") || d.EventID != "" {
+		t.Fatalf("the deny-policy check: %+v", d)
+	}
+	if got := s.metric("rate_limit_redis_errors_total", nil); got != 1 {
+		t.Fatalf("redis errors counted = %v, want 1: the batch made one round trip", got)
+	}
+}

@@ -1,0 +1,73 @@
+package limiter
+
+import (
+	"context"
+
+	"github.com/ratewarden/ratewarden/internal/decide"
+	"github.com/ratewarden/ratewarden/internal/rules"
+)
+
+// Batch holds the decisions of CheckBatch and what they share. It is reused
+// across batches (its slices keep their capacity), as Decision is.
+type Batch struct {
+	// Decisions[i] is the verdict on the i-th request of the last batch.
+	Decisions []Decision
+
+	calls    []decide.Call // every decision's Redis calls, in order
+	results  []decide.Result
+	detached detachedContext
+}
+
+// CheckBatch decides every request of reqs into b.Decisions (at the same
+// index) and publishes their events, as Check would one after the other,
+// except that the Redis calls of all of them go in one submission to the
+// Decider: one wait and one wake-up for the batch, and with the coalescer
+// one round trip per Redis node. If that round trip fails, every decision
+// that needed it falls back by its rules' failure policies, as the rules
+// of one request do; the breaker counts it once.
+func (s *Service) CheckBatch(ctx context.Context, reqs []rules.Request, b *Batch) {
+	start := s.cfg.Now()
+	set := s.rules.Load()
+	mode := s.Mode()
+	b.Decisions = grow(b.Decisions, len(reqs))
+	b.calls = b.calls[:0]
+	for i := range reqs {
+		d := &b.Decisions[i]
+		if s.admit(set, &reqs[i], d, mode, start) && s.prepare(d, start) {
+			b.calls = append(b.calls, d.calls...)
+		}
+	}
+	if len(b.calls) != 0 {
+		// Not cancelled with the request, as in decide.
+		b.detached = detachedContext{parent: ctx}
+		b.results = append(b.results[:0], make([]decide.Result, len(b.calls))...)
+		results, err := s.decideCalls(&b.detached, b.calls, b.results)
+		b.detached = detachedContext{}
+		err = s.roundTrip(err)
+		off := 0
+		for i := range reqs {
+			d := &b.Decisions[i]
+			if n := len(d.calls); n != 0 {
+				var mine []decide.Result
+				if err == nil {
+					mine = results[off : off+n]
+				}
+				s.settle(d, mine, err, start)
+				off += n
+			}
+		}
+		clear(b.calls) // drop references to the requests' keys
+	}
+	for i := range reqs {
+		s.complete(set, &reqs[i], &b.Decisions[i], start)
+	}
+}
+
+// grow returns ds with length n, keeping the decisions (and their slices'
+// capacity) it already holds.
+func grow(ds []Decision, n int) []Decision {
+	if n <= cap(ds) {
+		return ds[:n]
+	}
+	return append(ds[:cap(ds)], make([]Decision, n-cap(ds))...)
+}
