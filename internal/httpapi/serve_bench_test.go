@@ -23,6 +23,7 @@ import (
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 
+	"github.com/ratewarden/ratewarden/internal/decide"
 	"github.com/ratewarden/ratewarden/internal/httpapi"
 	"github.com/ratewarden/ratewarden/internal/kafkabus"
 	"github.com/ratewarden/ratewarden/internal/limiter"
@@ -53,25 +54,34 @@ import (
 const serveConns = 32
 
 func BenchmarkServeCheck(b *testing.B) {
-	h, trips := benchHandler(b)
+	h, trips := benchHandler(b, decide.SlidingWindow)
 	benchServe(b, &ops.Listener{Fast: h}, "/v1/check", trips, 1, benchCheck)
 }
 
-// BenchmarkServeBatch is BenchmarkServeCheck with its checks sent in
+// BenchmarkServeBatch compares, for a fixed-window and a sliding-window
+// rule, single checks (BenchmarkServeCheck) with the same checks sent in
 // batches (POST /v1/check/batch) of 10 and 50: cpu-ns/decision and
-// allocs/decision are what one decision costs there.
+// allocs/decision are what one decision costs.
+//
+//	go test -run '^$' -bench '^BenchmarkServeBatch$' -benchtime 20000x ./internal/httpapi/
 func BenchmarkServeBatch(b *testing.B) {
-	for _, n := range []int{10, 50} {
-		b.Run(strconv.Itoa(n), func(b *testing.B) {
-			h, trips := benchHandler(b)
-			benchServe(b, &ops.Listener{Fast: h}, "/v1/check/batch", trips, n, func(i int) string {
-				checks := make([]string, n)
-				for j := range checks {
-					checks[j] = benchCheck(i*n + j)
-				}
-				return `{"checks":[` + strings.Join(checks, ",") + `]}`
-			})
+	for _, alg := range []decide.Algorithm{decide.FixedWindow, decide.SlidingWindow} {
+		b.Run(string(alg)+"/single", func(b *testing.B) {
+			h, trips := benchHandler(b, alg)
+			benchServe(b, &ops.Listener{Fast: h}, "/v1/check", trips, 1, benchCheck)
 		})
+		for _, n := range []int{10, 50} {
+			b.Run(string(alg)+"/"+strconv.Itoa(n), func(b *testing.B) {
+				h, trips := benchHandler(b, alg)
+				benchServe(b, &ops.Listener{Fast: h}, "/v1/check/batch", trips, n, func(i int) string {
+					checks := make([]string, n)
+					for j := range checks {
+						checks[j] = benchCheck(i*n + j)
+					}
+					return `{"checks":[` + strings.Join(checks, ",") + `]}`
+				})
+			})
+		}
 	}
 }
 
@@ -81,18 +91,19 @@ func benchCheck(i int) string {
 }
 
 // benchHandler is the decision port's handler as the limiter serves it: a
-// sliding-window rule per client IP, the real local Redis through the
-// coalescer (whose round trips it counts), events to benchPublisher.
-func benchHandler(b *testing.B) (fasthttp.RequestHandler, *roundTrips) {
+// rule of algorithm per client IP, the real local Redis through the
+// coalescer (whose round trips and Redis CPU it counts), events to
+// benchPublisher.
+func benchHandler(b *testing.B, algorithm decide.Algorithm) (fasthttp.RequestHandler, *roundTrips) {
 	rdb := plainRedis(b)
+	trips := &roundTrips{redisPID: redisPID(b, rdb)}
 	set, err := rules.Compile(&rules.File{Rules: []rules.Rule{{
-		ID: "per-ip", Algorithm: "sliding_window", Key: []string{"ip"}, Match: rules.Match{Endpoints: []string{"/api/**"}},
+		ID: "per-ip", Algorithm: algorithm, Key: []string{"ip"}, Match: rules.Match{Endpoints: []string{"/api/**"}},
 		Limits: []rules.Limit{{Requests: 1_000_000, Per: rules.Duration(time.Second)}},
 	}}}, rules.Options{KeyPrefix: redistest.Prefix(b, rdb)})
 	if err != nil {
 		b.Fatal(err)
 	}
-	trips := new(roundTrips)
 	counter := redisstore.NewCoalescer(redisstore.New(rdb), redisstore.CoalesceConfig{OnFlush: trips.flushed})
 	b.Cleanup(counter.Close)
 	reg := prometheus.NewRegistry()
@@ -105,15 +116,73 @@ func benchHandler(b *testing.B) (fasthttp.RequestHandler, *roundTrips) {
 // roundTrips counts the coalescer's round trips and the calls they carry:
 // allocations per round trip (context, pooled connection check, pipeline)
 // are shared by its calls, so the allocations per decision depend on how
-// many calls the load puts in one.
-type roundTrips struct{ trips, calls atomic.Int64 }
+// many calls the load puts in one. With the pid of a Redis on this machine
+// it also reports Redis's CPU per decision.
+type roundTrips struct {
+	trips, calls atomic.Int64
+	redisPID     int // 0: unknown
+	redisTicks   int64
+}
 
 func (r *roundTrips) flushed(calls int) { r.trips.Add(1); r.calls.Add(int64(calls)) }
 
-func (r *roundTrips) reset() { r.trips.Store(0); r.calls.Store(0) }
+func (r *roundTrips) reset() {
+	r.trips.Store(0)
+	r.calls.Store(0)
+	r.redisTicks = procTicks(r.redisPID)
+}
 
 func (r *roundTrips) report(b *testing.B) {
 	b.ReportMetric(float64(r.calls.Load())/float64(max(r.trips.Load(), 1)), "calls/roundtrip")
+	if r.redisPID != 0 && r.calls.Load() > 0 {
+		// Clock ticks of 10 ms: a run of a few seconds reads to 1 %.
+		b.ReportMetric(float64(procTicks(r.redisPID)-r.redisTicks)*1e7/float64(r.calls.Load()), "redis-cpu-ns/call")
+	}
+}
+
+// redisPID is the pid of rdb's server when it runs on this machine (its
+// /proc entry is readable), else 0.
+func redisPID(b *testing.B, rdb *redis.Client) int {
+	info, err := rdb.Info(context.Background(), "server").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			if pid, err := strconv.Atoi(v); err == nil && procTicks(pid) >= 0 {
+				return pid
+			}
+		}
+	}
+	return 0
+}
+
+// procTicks is the user and system CPU of process pid in clock ticks
+// (1/100 s on Linux), or -1 when it cannot be read.
+func procTicks(pid int) int64 {
+	if pid == 0 {
+		return -1
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return -1
+	}
+	// The command may hold spaces: the fields that follow it are counted
+	// from its closing parenthesis. utime and stime are fields 14 and 15.
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return -1
+	}
+	fields := strings.Fields(string(stat[i+1:]))
+	if len(fields) < 13 {
+		return -1
+	}
+	user, err1 := strconv.ParseInt(fields[11], 10, 64)
+	sys, err2 := strconv.ParseInt(fields[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return -1
+	}
+	return user + sys
 }
 
 // BenchmarkServeFloor is BenchmarkServeCheck's client against a handler
