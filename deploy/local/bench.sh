@@ -94,11 +94,19 @@ declare -A sha c50 p16 http lim_us redis_us kafka_us pipe half_p50 half_p99 half
 # shellcheck disable=SC2034
 declare -A r_rps r_lim r_redis r_kafka r_pipe r_hrps r_p50 r_p99 r_p999
 
+# one_limit_script prints the script the limiter sends for a rule of one
+# limit, byte for byte (lua.Script(alg, lua.OneLimit)): the one-limit file,
+# after arith.lua's helpers unless it is the fixed window's, which needs none.
+one_limit_script() {
+	if [ "$1" != fixed_window ]; then cat lua/arith.lua; echo; fi
+	cat "lua/$1_one.lua"
+}
+
 # 1. The ceiling: redis-benchmark running the limiter's own scripts, those it
 # sends for a rule of one limit without penalty or escalations (KEYS state;
 # ARGV now, cost, the limit).
 for alg in $ALGORITHMS; do
-	sha[$alg]=$(rcli -x script load <"lua/${alg}_one.lua")
+	sha[$alg]=$(one_limit_script "$alg" | rcli -x script load)
 	key="${PREFIX}{bench|ip=__rand_int__}"
 	args=(EVALSHA "${sha[$alg]}" 1 "$key:$(suffix "$alg")" 0 1 $(limit_args "$alg" 1000))
 	c50[$alg]=$(rb -c 50 -n 300000 -r "$KEYS" "${args[@]}")
