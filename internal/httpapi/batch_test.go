@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -12,12 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-	"go.uber.org/zap"
-
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/kafkatest"
-	"github.com/ratewarden/ratewarden/internal/redisstore"
 )
 
 // batchResponse is a decoded POST /v1/check/batch answer: each decision
@@ -37,19 +32,7 @@ func (s *stack) batch(header map[string]string, checks ...string) batchResponse 
 
 func (s *stack) batchBody(header map[string]string, body string) batchResponse {
 	s.t.Helper()
-	req, err := http.NewRequest(http.MethodPost, s.url+"/v1/check/batch", strings.NewReader(body))
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := s.client.Do(req)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
+	resp, raw := s.send(http.MethodPost, "/v1/check/batch", body, header)
 	r := batchResponse{Status: resp.StatusCode, Header: resp.Header}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields() // an entry carries nothing /v1/check's answer does not
@@ -215,30 +198,7 @@ func TestBatchBadInput(t *testing.T) {
 // batch's 200; the batch's shared round trip counts once towards the
 // breaker.
 func TestBatchFailurePolicies(t *testing.T) {
-	redisstore.RouteLogs(zap.NewNop())
-	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
-	t.Cleanup(func() { _ = dead.Close() })
-	s := newStack(t, stackOptions{rdb: dead, prefix: "rwtest:dead:", rules: `
-rules:
-  - id: local-rule
-    match: {endpoints: ["/local"]}
-    key: [ip]
-    algorithm: fixed_window
-    limits: [{requests: 2, per: 1m}]
-    on_redis_failure: local
-  - id: allow-rule
-    match: {endpoints: ["/allow"]}
-    key: [ip]
-    algorithm: fixed_window
-    limits: [{requests: 1, per: 1m}]
-    on_redis_failure: allow
-  - id: deny-rule
-    match: {endpoints: ["/deny"]}
-    key: [ip]
-    algorithm: fixed_window
-    limits: [{requests: 1, per: 1m}]
-    on_redis_failure: deny
-`})
+	s := deadRedisStack(t)
 	local := `{"ip":"192.0.2.7","endpoint":"/local"}`
 	r := s.batch(nil, local, local, local, `{"ip":"192.0.2.7","endpoint":"/allow"}`, `{"ip":"192.0.2.7","endpoint":"/deny"}`)
 	if r.Status != http.StatusOK || len(r.Decisions) != 5 {

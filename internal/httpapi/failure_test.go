@@ -15,30 +15,7 @@ import (
 // five failed round trips the breaker opens: the mode is local and Redis is
 // no longer called.
 func TestRedisFailurePolicies(t *testing.T) {
-	redisstore.RouteLogs(zap.NewNop())
-	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
-	t.Cleanup(func() { _ = dead.Close() })
-	s := newStack(t, stackOptions{rdb: dead, prefix: "rwtest:dead:", rules: `
-rules:
-  - id: local-rule
-    match: {endpoints: ["/local"]}
-    key: [ip]
-    algorithm: fixed_window
-    limits: [{requests: 2, per: 1m}]
-    on_redis_failure: local
-  - id: allow-rule
-    match: {endpoints: ["/allow"]}
-    key: [ip]
-    algorithm: fixed_window
-    limits: [{requests: 1, per: 1m}]
-    on_redis_failure: allow
-  - id: deny-rule
-    match: {endpoints: ["/deny"]}
-    key: [ip]
-    algorithm: fixed_window
-    limits: [{requests: 1, per: 1m}]
-    on_redis_failure: deny
-`})
+	s := deadRedisStack(t)
 	var local []response
 	for range 3 {
 		local = append(local, s.check(`{"ip":"192.0.2.7","endpoint":"/local"}`))
@@ -69,4 +46,34 @@ rules:
 	if err := json.NewDecoder(resp.Body).Decode(&ready); err != nil || resp.StatusCode != 200 || ready.Mode != "local" {
 		t.Fatalf("readyz: status %d mode %q (%v), want 200 local", resp.StatusCode, ready.Mode, err)
 	}
+}
+
+// deadRedisStack is a stack whose Redis never answers, with one rule per
+// failure policy: /local (2 per minute, in memory), /allow and /deny.
+func deadRedisStack(t *testing.T) *stack {
+	t.Helper()
+	redisstore.RouteLogs(zap.NewNop())
+	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	t.Cleanup(func() { _ = dead.Close() })
+	return newStack(t, stackOptions{rdb: dead, prefix: "rwtest:dead:", rules: `
+rules:
+  - id: local-rule
+    match: {endpoints: ["/local"]}
+    key: [ip]
+    algorithm: fixed_window
+    limits: [{requests: 2, per: 1m}]
+    on_redis_failure: local
+  - id: allow-rule
+    match: {endpoints: ["/allow"]}
+    key: [ip]
+    algorithm: fixed_window
+    limits: [{requests: 1, per: 1m}]
+    on_redis_failure: allow
+  - id: deny-rule
+    match: {endpoints: ["/deny"]}
+    key: [ip]
+    algorithm: fixed_window
+    limits: [{requests: 1, per: 1m}]
+    on_redis_failure: deny
+`})
 }

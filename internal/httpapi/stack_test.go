@@ -159,6 +159,19 @@ func (s *stack) check(body string) response {
 
 func (s *stack) do(method, path, body string, header map[string]string) response {
 	s.t.Helper()
+	resp, raw := s.send(method, path, body, header)
+	r := response{Status: resp.StatusCode, Header: resp.Header}
+	if len(bytes.TrimSpace(raw)) > 0 && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		if err := json.Unmarshal(raw, &r); err != nil {
+			s.t.Fatalf("%s %s: undecodable body %q: %v", method, path, raw, err)
+		}
+	}
+	return r
+}
+
+// send sends a request and returns its response with the whole body read.
+func (s *stack) send(method, path, body string, header map[string]string) (*http.Response, []byte) {
+	s.t.Helper()
 	req, err := http.NewRequest(method, s.url+path, strings.NewReader(body))
 	if err != nil {
 		s.t.Fatal(err)
@@ -171,14 +184,11 @@ func (s *stack) do(method, path, body string, header map[string]string) response
 		s.t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	r := response{Status: resp.StatusCode, Header: resp.Header}
-	if len(bytes.TrimSpace(raw)) > 0 && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
-		if err := json.Unmarshal(raw, &r); err != nil {
-			s.t.Fatalf("%s %s: undecodable body %q: %v", method, path, raw, err)
-		}
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		s.t.Fatalf("%s %s: reading the answer: %v", method, path, err)
 	}
-	return r
+	return resp, raw
 }
 
 // metric sums the samples of a counter family whose labels include want.
