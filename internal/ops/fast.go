@@ -46,8 +46,10 @@ func NewFastServer(h fasthttp.RequestHandler, log *zap.Logger) *fasthttp.Server 
 }
 
 // fastRequestError answers a request fasthttp could not read; the server
-// closes the connection after it.
+// closes the connection after it, lingering (lingerConn) so that a client
+// still sending reads the answer rather than a reset.
 func fastRequestError(ctx *fasthttp.RequestCtx, err error) {
+	lingerOnClose(ctx.Conn())
 	status, msg := http.StatusBadRequest, "malformed request"
 	var small *fasthttp.ErrSmallBuffer
 	var netErr net.Error

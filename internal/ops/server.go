@@ -56,6 +56,9 @@ func (l *Listener) Listen(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", l.Var, l.Addr, err)
 	}
+	if l.Fast != nil {
+		ln = lingerListener{ln}
+	}
 	if l.TLS != nil {
 		ln = tls.NewListener(ln, l.TLS)
 	}
