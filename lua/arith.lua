@@ -1,5 +1,5 @@
--- arith.lua: integer helpers of every rate-limit script but the one-limit
--- fixed window, which needs none. Package lua puts it first.
+-- arith.lua: integer helpers of every rate-limit script. Package lua puts it
+-- first.
 --
 -- All values are integers below 2^53. Integers are written to Redis with
 -- string.format('%d') because tostring uses '%.14g' and would round large

@@ -35,7 +35,8 @@ const (
 	NoHolds Variant = "noholds"
 	// OneLimit decides a call without penalty or escalations and with one
 	// limit, in a script of its own (<algorithm>_one.lua). KEYS and ARGV
-	// as NoHolds. Not every algorithm has one.
+	// as NoHolds. The fixed window has none: Redis decides such a call
+	// with INCRBY and PEXPIRE, no script (see package redisstore).
 	OneLimit Variant = "one"
 )
 
@@ -58,8 +59,8 @@ func Script(alg string, v Variant) string {
 	case NoHolds:
 		return join("arith.lua", "common.lua", "noholds.lua", alg+".lua")
 	case OneLimit:
-		if alg == "fixed_window" { // no arithmetic helper: none to define per call
-			return join(alg + "_one.lua")
+		if alg == "fixed_window" {
+			return ""
 		}
 		return join("arith.lua", alg+"_one.lua")
 	}
@@ -88,6 +89,10 @@ func DetectWindows() string { return standalone("detect_windows.lua") }
 // DetectClaim returns detect_claim.lua: claims and settles an offender's ban
 // or warning record, escalating repeat offenders (see its header comment).
 func DetectClaim() string { return standalone("detect_claim.lua") }
+
+// Clock returns clock.lua: the server's clock in milliseconds (see its
+// header comment).
+func Clock() string { return standalone("clock.lua") }
 
 func standalone(name string) string {
 	src, err := files.ReadFile(name)

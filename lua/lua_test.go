@@ -33,8 +33,13 @@ func TestSource(t *testing.T) {
 			}
 		})
 	}
-	if Script("fixed_window", OneLimit) == "" {
-		t.Error("fixed_window has no one-limit script")
+	for _, alg := range []string{"sliding_window", "sliding_window_counter", "token_bucket"} {
+		if Script(alg, OneLimit) == "" {
+			t.Errorf("%s has no one-limit script", alg)
+		}
+	}
+	if Script("fixed_window", OneLimit) != "" {
+		t.Error("fixed_window has a one-limit script: its calls are counted without one")
 	}
 	for _, name := range []string{"", "prelude", "common", "noholds", "leaky_bucket", "../lua/prelude", "fixed_window.lua", "fixed_window_one"} {
 		for _, v := range Variants {
@@ -66,13 +71,14 @@ func TestCompile(t *testing.T) {
 	}
 }
 
-// TestDetectScripts checks the detector's scripts stand alone and compile.
+// TestDetectScripts checks the scripts outside the algorithms (the
+// detector's, the clock) stand alone and compile.
 func TestDetectScripts(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 	t.Cleanup(func() { client.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	for name, src := range map[string]string{"detect_windows": DetectWindows(), "detect_claim": DetectClaim()} {
+	for name, src := range map[string]string{"detect_windows": DetectWindows(), "detect_claim": DetectClaim(), "clock": Clock()} {
 		if !strings.HasPrefix(src, "-- "+name+".lua") {
 			t.Errorf("%s does not start with its header comment", name)
 		}

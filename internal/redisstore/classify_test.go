@@ -128,8 +128,10 @@ func TestPrepare(t *testing.T) {
 		keys    []string
 		args    []any
 	}{
-		{"fixed window, one limit", decide.Call{Algorithm: decide.FixedWindow, Limits: window, Cost: 1},
+		{"sliding window, one limit", decide.Call{Algorithm: decide.SlidingWindow, Limits: window, Cost: 1},
 			lua.OneLimit, []string{"s"}, []any{int64(0), int64(1), int64(5), int64(1000)}},
+		{"fixed window, two limits", decide.Call{Algorithm: decide.FixedWindow, Limits: append(window, window[0]), Cost: 1},
+			lua.NoHolds, []string{"s"}, []any{int64(0), int64(1), int64(5), int64(1000), int64(5), int64(1000)}},
 		{"fixed window, penalty", decide.Call{Algorithm: decide.FixedWindow, Limits: window, Cost: 1, Penalty: time.Second},
 			lua.Full, []string{"s", "h", "x"}, []any{int64(0), int64(1), int64(1000), int64(0), int64(1), int64(5), int64(1000)}},
 		{"fixed window, escalation", decide.Call{Algorithm: decide.FixedWindow, Limits: window, Cost: 1,
@@ -171,6 +173,11 @@ func TestPrepare(t *testing.T) {
 				t.Errorf("EVALSHA sends %#v, want %#v", sent, want)
 			}
 		})
+	}
+	// a fixed window of one limit without holds is counted, no script
+	c := decide.Call{Algorithm: decide.FixedWindow, Keys: keys, Limits: window, Cost: 1}
+	if sc := store.prepare(&c); sc.script != nil || sc.counted != &c {
+		t.Error("fixed window, one limit: not counted")
 	}
 	// an algorithm without a one-limit script takes the one without holds
 	for _, alg := range []decide.Algorithm{decide.SlidingWindow, decide.SlidingWindowCounter, decide.TokenBucket} {

@@ -88,7 +88,7 @@ func privateRedis(tb testing.TB) *redis.Client {
 
 // digests returns the SHA1 digests of store's scripts.
 func digests(store *Store) []string {
-	var shas []string
+	shas := []string{clockScript.Hash()}
 	for _, a := range store.scripts {
 		for _, sc := range a.all() {
 			shas = append(shas, sc.Hash())

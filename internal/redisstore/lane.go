@@ -13,7 +13,8 @@ type lane struct {
 	c     *Coalescer
 	addr  string // "" on a single server
 	queue chan part
-	alone []*lane // itself: the route of calls it decides alone
+	alone []*lane    // itself: the route of calls it decides alone
+	clock *nodeClock // the node's clock, for counted calls
 
 	failures  atomic.Int64 // consecutive failed round trips
 	openUntil atomic.Int64 // unix ns until which calls fail at once; 0: closed
@@ -21,7 +22,7 @@ type lane struct {
 
 // startLane starts the workers of the lane of the node at addr.
 func (c *Coalescer) startLane(addr string) *lane {
-	l := &lane{c: c, addr: addr, queue: make(chan part, c.cfg.Limit*c.cfg.Pipelines)}
+	l := &lane{c: c, addr: addr, queue: make(chan part, c.cfg.Limit*c.cfg.Pipelines), clock: c.store.clocks.of(addr)}
 	l.alone = []*lane{l}
 	for range c.cfg.Pipelines {
 		c.workers.Go(l.work)
@@ -99,7 +100,7 @@ func (l *lane) roundTrip(trip *tripContext, calls []decide.Call, results []decid
 	if cfg.OnFlush != nil {
 		cfg.OnFlush(len(calls))
 	}
-	errs := l.c.store.run(trip.start(cfg.Timeout), calls, results)
+	errs := l.c.store.run(trip.start(cfg.Timeout), l.clock, calls, results)
 	trip.end()
 	failed := false
 	for i, err := range errs {

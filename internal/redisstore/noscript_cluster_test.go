@@ -33,6 +33,9 @@ func testClusterNoScript(t *testing.T, e *clusterEnv) {
 	for i, s := range subjects {
 		batch[i] = decide.Call{Keys: decidetest.Keys(prefix, s), Algorithm: algs[i%len(algs)], NowMs: 7_000_000, Cost: 1,
 			Limits: []decide.Limit{{Requests: 10, Rate: 1, Burst: 10, Per: time.Hour}}}
+		if batch[i].Counted() { // a penalty makes it a script's call
+			batch[i].Penalty = time.Second
+		}
 	}
 	model := decide.NewMemory()
 	// run decides calls on the cluster and the model, and requires that

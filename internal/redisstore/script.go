@@ -14,17 +14,26 @@ import (
 // scriptCall is one call of a script: the script (nil: not sent), its KEYS
 // and its ARGV, or instead lean, a call of a lean script (lua.OneLimit,
 // lua.NoHolds), whose KEYS and ARGV evalSha writes from the call's own
-// fields without building them first.
+// fields without building them first. A counted call (see counted.go) has
+// no script: counted is set, and the round trip sets key, ttl and incr.
 type scriptCall struct {
 	script *redis.Script
 	keys   []string
 	args   []any
 	lean   *decide.Call
+
+	counted *decide.Call
+	key     string        // the counter of the call's window
+	ttl     int64         // its expiry, ms
+	incr    *redis.IntCmd // INCRBY key cost
 }
 
 // width is the number of KEYS and ARGV of c.
 func (c *scriptCall) width() int {
-	if c.lean != nil {
+	switch {
+	case c.counted != nil:
+		return 3 // INCRBY's three arguments past the three of the EVALSHA it is counted as
+	case c.lean != nil:
 		return 3 + limitWidth(c.lean)*len(c.lean.Limits)
 	}
 	return len(c.keys) + len(c.args)
@@ -48,8 +57,10 @@ func (c *scriptCall) eval(ctx context.Context, client redis.Scripter) *redis.Cmd
 // when there are several, and runs again with EVAL, in a second round trip,
 // the calls whose server lacked their script (restart, SCRIPT FLUSH, a new
 // or promoted cluster node): on a cluster only those of the nodes that
-// lacked it, and the first EVAL caches it there. A call without a script is
-// not sent and gets a nil command. Errors are read per command.
+// lacked it, and the first EVAL caches it there. A counted call goes in the
+// same pipeline as its INCRBY and PEXPIRE, read from its incr, and gets a
+// nil command, as does a call without a script, which is not sent. Errors
+// are read per command.
 //
 // The replies are read as arrays of integers, as the rate-limit scripts
 // answer: go-redis reads them into one []int64, where a generic reply would
@@ -81,7 +92,7 @@ func runCommands[C redis.Cmder](ctx context.Context, client redis.UniversalClien
 		argArenas.Put(arena)
 	}()
 	*arena = (*arena)[:0]
-	if len(calls) == 1 {
+	if len(calls) == 1 && calls[0].counted == nil {
 		if c := &calls[0]; c.script != nil {
 			cmds[0] = evalSha(ctx, arena, c, newCmd)
 			_ = client.Process(ctx, cmds[0])
@@ -98,7 +109,10 @@ func runCommands[C redis.Cmder](ctx context.Context, client redis.UniversalClien
 	*arena = slices.Grow(*arena, n) // room for every command: grown at most once
 	pipe := client.Pipeline()
 	for i := range calls {
-		if c := &calls[i]; c.script != nil {
+		switch c := &calls[i]; {
+		case c.counted != nil:
+			c.queue(ctx, pipe, arena)
+		case c.script != nil:
 			cmds[i] = evalSha(ctx, arena, c, newCmd)
 			_ = pipe.Process(ctx, cmds[i])
 		}

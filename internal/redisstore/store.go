@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -18,15 +19,21 @@ import (
 // errReply means a script answered something other than its seven integers.
 var errReply = errors.New("unexpected script reply")
 
+// errNoClock means a counted call came without its time and without a
+// clock to read it from.
+var errNoClock = errors.New("counted call without the server's time")
+
 // errNoScript means a valid call's algorithm has no script in package lua.
 var errNoScript = errors.New("no script for the algorithm")
 
-// Store decides rate-limit calls with the Lua scripts. It is safe for
-// concurrent use.
+// Store decides rate-limit calls with the Lua scripts, and counted calls
+// (decide.Call.Counted) with INCRBY and PEXPIRE. It is safe for concurrent
+// use.
 type Store struct {
 	client   redis.UniversalClient
 	scripts  map[decide.Algorithm]*algScripts // one per algorithm of lua.Algorithms
 	commands commandTable                     // a cluster client's, for WarmUp
+	clocks   clocks                           // the servers' clocks, for counted calls
 }
 
 // algScripts are the scripts of one algorithm, one per variant of package
@@ -103,9 +110,19 @@ func variant(c *decide.Call) lua.Variant {
 	return lua.NoHolds
 }
 
-// prepare returns c as a call of the leanest script of its algorithm that
-// decides it; the script is nil when the algorithm has none.
+// prepare returns c as a counted call when it is one, else as a call of
+// the leanest script of its algorithm that decides it; the script is nil
+// when the algorithm has none.
 func (s *Store) prepare(c *decide.Call) scriptCall {
+	if c.Counted() {
+		return countedCall(c)
+	}
+	return s.scriptOf(c)
+}
+
+// scriptOf returns c as a call of the leanest script of its algorithm that
+// decides it, counted or not.
+func (s *Store) scriptOf(c *decide.Call) scriptCall {
 	return s.prepareAs(c, s.leanest(c))
 }
 
@@ -154,8 +171,12 @@ func (s *Store) Decide(ctx context.Context, calls []decide.Call) ([]decide.Resul
 			return nil, callError(calls[i], err)
 		}
 	}
+	calls, err := s.stamp(ctx, calls)
+	if err != nil {
+		return nil, err
+	}
 	results := make([]decide.Result, len(calls))
-	if errs := s.run(ctx, calls, results); errs != nil {
+	if errs := s.run(ctx, nil, calls, results); errs != nil {
 		for _, err := range errs {
 			if err != nil {
 				return nil, err
@@ -165,11 +186,57 @@ func (s *Store) Decide(ctx context.Context, calls []decide.Call) ([]decide.Resul
 	return results, nil
 }
 
+// stamp returns calls with the server's time in the NowMs of their counted
+// calls that have none, as Decide needs them: a copy when it sets any. Each
+// call's server is asked for its clock the first time.
+func (s *Store) stamp(ctx context.Context, calls []decide.Call) ([]decide.Call, error) {
+	copied := false
+	for i := range calls {
+		if !calls[i].Counted() || calls[i].NowMs != 0 {
+			continue
+		}
+		clock, err := s.clockOf(ctx, calls[i].Keys.State)
+		if err != nil {
+			return nil, callError(calls[i], err)
+		}
+		now, _, ok := clock.now()
+		if !ok {
+			if err := clock.sample(ctx, s.client, calls[i].Keys.State); err != nil {
+				return nil, callError(calls[i], err)
+			}
+			now, _, _ = clock.now()
+		}
+		if !copied {
+			calls, copied = slices.Clone(calls), true
+		}
+		calls[i].NowMs = now
+	}
+	return calls, nil
+}
+
+// clockOf returns the clock of the server that holds key.
+func (s *Store) clockOf(ctx context.Context, key string) (*nodeClock, error) {
+	c, ok := s.client.(*redis.ClusterClient)
+	if !ok {
+		return s.clocks.of(""), nil
+	}
+	node, err := c.MasterForKey(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return s.clocks.of(node.Options().Addr), nil
+}
+
 // run decides calls in one round trip into results (same length). It
 // returns nil when every call succeeded, else one error per call (nil for
 // those that succeeded), so a pipeline shared by several requests fails
 // only the requests whose calls failed.
-func (s *Store) run(ctx context.Context, calls []decide.Call, results []decide.Result) []error {
+//
+// Counted calls need their NowMs: run sets it from clock on those without
+// one (calls are the caller's own copies), asking the server the first
+// time, and has the round trip sample the clock again once it is older than
+// clockRefresh. With clock nil they must have it already.
+func (s *Store) run(ctx context.Context, clock *nodeClock, calls []decide.Call, results []decide.Result) []error {
 	var errs []error
 	fail := func(i int, err error) {
 		if errs == nil {
@@ -177,26 +244,80 @@ func (s *Store) run(ctx context.Context, calls []decide.Call, results []decide.R
 		}
 		errs[i] = callError(calls[i], err)
 	}
-	sc := make([]scriptCall, len(calls))
+	sc := make([]scriptCall, len(calls), len(calls)+1) // room for a clock sample
+	counted := -1                                      // the first counted call
 	for i := range calls {
 		if err := calls[i].Validate(); err != nil {
 			fail(i, err)
 			continue
 		}
-		if sc[i] = s.prepare(&calls[i]); sc[i].script == nil {
+		if sc[i] = s.prepare(&calls[i]); sc[i].script == nil && sc[i].counted == nil {
 			fail(i, errNoScript)
 		}
+		if sc[i].counted != nil && counted < 0 {
+			counted = i
+		}
 	}
-	for i, cmd := range runScripts(ctx, s.client, sc) {
-		if cmd == nil {
-			continue
+	var sampled time.Time // when the clock sample was sent; zero: none
+	if counted >= 0 && clock != nil {
+		now, age, ok := clock.now()
+		if !ok {
+			if err := clock.sample(ctx, s.client, calls[counted].Keys.State); err != nil {
+				for i := range sc {
+					if sc[i].counted != nil {
+						fail(i, err)
+						sc[i].counted = nil
+					}
+				}
+			}
+			now, age, _ = clock.now()
 		}
-		r, err := parse(cmd)
-		if err != nil {
-			fail(i, err)
-			continue
+		for i := range sc {
+			if c := sc[i].counted; c != nil && c.NowMs == 0 {
+				c.NowMs = now
+			}
 		}
-		results[i] = r
+		if age > clockRefresh {
+			sc = append(sc, scriptCall{script: clockScript, keys: []string{calls[counted].Keys.State}})
+			sampled = time.Now()
+		}
+	}
+	for i := range calls {
+		if c := sc[i].counted; c != nil && c.NowMs == 0 { // no clock: the caller's bug
+			fail(i, errNoClock)
+			sc[i].counted = nil
+		}
+	}
+	cmds := runScripts(ctx, s.client, sc)
+	if !sampled.IsZero() {
+		if ms, err := cmds[len(calls)].Result(); err == nil && len(ms) == 1 {
+			clock.record(sampled, time.Now(), ms[0])
+		}
+	}
+	var refunds []int // denied counted calls whose cost goes back
+	for i := range calls {
+		switch {
+		case sc[i].counted != nil:
+			count, err := sc[i].incr.Result()
+			if err != nil {
+				fail(i, err)
+				continue
+			}
+			results[i] = decide.CountedResult(&calls[i], count)
+			if !results[i].Allowed && calls[i].Cost > 0 {
+				refunds = append(refunds, i)
+			}
+		case cmds[i] != nil:
+			r, err := parse(cmds[i])
+			if err != nil {
+				fail(i, err)
+				continue
+			}
+			results[i] = r
+		}
+	}
+	if len(refunds) > 0 {
+		refund(ctx, s.client, sc, refunds)
 	}
 	return errs
 }

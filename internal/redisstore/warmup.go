@@ -27,7 +27,7 @@ func (s *Store) WarmUp(ctx context.Context, conns int) error {
 	case *redis.ClusterClient:
 		return s.warmCluster(ctx, c, conns)
 	case *redis.Client: // a single server, or a primary found through Sentinel
-		return s.warmNode(ctx, c, conns)
+		return s.warmNode(ctx, c, "", conns)
 	default:
 		return s.Load(ctx)
 	}
@@ -36,7 +36,7 @@ func (s *Store) WarmUp(ctx context.Context, conns int) error {
 func (s *Store) warmCluster(ctx context.Context, c *redis.ClusterClient, conns int) error {
 	// ForEachMaster loads the slot map first.
 	err := c.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
-		if err := s.warmNode(ctx, node, conns); err != nil {
+		if err := s.warmNode(ctx, node, node.Options().Addr, conns); err != nil {
 			return fmt.Errorf("primary %s: %w", node.Options().Addr, err)
 		}
 		return nil
@@ -48,13 +48,20 @@ func (s *Store) warmCluster(ctx context.Context, c *redis.ClusterClient, conns i
 	return s.loadCommandTable(ctx, c)
 }
 
-// warmNode opens conns connections to one server, pinging on each, and
-// caches every script on it.
-func (s *Store) warmNode(ctx context.Context, node *redis.Client, conns int) error {
+// warmNode opens conns connections to one server, pinging on each, caches
+// every script on it and samples its clock, the clock of addr ("" for a
+// single server) that counted calls read.
+func (s *Store) warmNode(ctx context.Context, node *redis.Client, addr string, conns int) error {
 	if err := dial(ctx, node, conns); err != nil {
 		return err
 	}
-	return s.loadScripts(ctx, node)
+	if err := s.loadScripts(ctx, node); err != nil {
+		return err
+	}
+	if err := s.clocks.of(addr).sampleNode(ctx, node); err != nil {
+		return fmt.Errorf("redis clock: %w", err)
+	}
+	return nil
 }
 
 // dial makes node's pool hold at least n open connections: each Conn keeps
@@ -80,6 +87,9 @@ func dial(ctx context.Context, node *redis.Client, n int) error {
 // loadScripts caches every script on one server, or on every node of a
 // cluster client (go-redis sends SCRIPT LOAD to each).
 func (s *Store) loadScripts(ctx context.Context, c redis.Scripter) error {
+	if err := clockScript.Load(ctx, c).Err(); err != nil {
+		return fmt.Errorf("redis script load: %w", err)
+	}
 	for _, a := range s.scripts {
 		for _, sc := range a.all() {
 			if err := sc.Load(ctx, c).Err(); err != nil {

@@ -1,0 +1,33 @@
+package decide
+
+import "time"
+
+// Counted reports whether c can be decided by counting alone: a fixed
+// window of one limit without penalty or escalations. Redis then decides it
+// with INCRBY and PEXPIRE on a key of its own per window (see
+// CountedWindow), no script.
+func (c *Call) Counted() bool {
+	return c.Algorithm == FixedWindow && len(c.Limits) == 1 && c.Penalty == 0 && len(c.Escalations) == 0
+}
+
+// CountedWindow returns the index of the fixed window of per (ms) that
+// holds nowMs, and the time left in it (ms).
+func CountedWindow(nowMs, per int64) (index, left int64) {
+	q, off := divmod(nowMs, per)
+	return q, per - off
+}
+
+// CountedResult decides a counted call (see Call.Counted) from count, the
+// window's count after adding the call's cost, as INCRBY answers it: the
+// call is admitted when count is within the limit, and a denied call's cost
+// is to be taken back. It answers as the model's fixed window does for a
+// count that only admitted calls raised.
+func CountedResult(c *Call, count int64) Result {
+	l := c.Limits[0]
+	_, left := CountedWindow(c.NowMs, l.Per.Milliseconds())
+	reset := time.Duration(left) * time.Millisecond
+	if count <= l.Requests {
+		return Result{Allowed: true, Limit: l.Requests, Remaining: l.Requests - count, ResetAfter: reset}
+	}
+	return Result{Limit: l.Requests, Remaining: max(0, l.Requests-(count-c.Cost)), ResetAfter: reset, RetryAfter: reset}
+}

@@ -1,0 +1,88 @@
+package redisstore
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratewarden/ratewarden/internal/decide"
+)
+
+// countedGrace keeps a window's counter this long past the window's end, so
+// that a limiter whose estimate of the server's clock lags a little (half a
+// round trip, or a refresh late) still finds the window's count rather
+// than a new counter.
+const countedGrace = 1000 // ms
+
+// A counted call (decide.Call.Counted: a fixed window of one limit, without
+// penalty or escalations) needs no script: its counter is a key of its own
+// per window, <state key>:<per ms>:<window index>, and Redis decides it with
+//
+//	INCRBY <counter> <cost>
+//	PEXPIRE <counter> <time left in the window + countedGrace>
+//
+// the two commands envoyproxy/ratelimit sends per limit, at a fraction of
+// a script's cost on the server (see README, Redis CPU per decision). The
+// call is admitted when the count INCRBY answers is within the limit. A
+// denied call takes its cost back (DECRBY, refund), so the count is that of
+// the admitted calls, as the scripts and the model keep it; until the
+// refund lands, a concurrent call of a larger cost than the room left may
+// be denied that would have fit.
+//
+// The window comes from the call's NowMs, the server's time as the limiter
+// estimates it (nodeClock): every limiter places a call in the same window
+// without trusting its own wall clock.
+
+// countedCall returns c as a counted call.
+func countedCall(c *decide.Call) scriptCall {
+	return scriptCall{counted: c}
+}
+
+// queue adds c's INCRBY and PEXPIRE to pipe, their arguments appended to
+// arena (pointers into c, which outlives the round trip).
+func (c *scriptCall) queue(ctx context.Context, pipe redis.Pipeliner, arena *[]any) {
+	per := c.counted.Limits[0].Per.Milliseconds()
+	index, left := decide.CountedWindow(c.counted.NowMs, per)
+	c.key = countedKey(c.counted.Keys.State, per, index)
+	c.ttl = left + countedGrace
+	start := len(*arena)
+	*arena = append(*arena, "incrby", &c.key, &c.counted.Cost, "pexpire", &c.key, &c.ttl)
+	a := (*arena)[start:len(*arena):len(*arena)]
+	c.incr = redis.NewIntCmd(ctx, a[:3]...)
+	_ = pipe.Process(ctx, c.incr)
+	_ = pipe.Process(ctx, redis.NewBoolCmd(ctx, a[3:]...))
+}
+
+// countedKey returns the counter of the window index of per (ms) of the
+// state key state: within the state key's hash tag on a cluster.
+func countedKey(state string, per, index int64) string {
+	var buf [128]byte // on the stack: the string is the one allocation
+	b := append(buf[:0], state...)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, per, 10)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, index, 10)
+	return string(b)
+}
+
+// refund takes back the cost of the denied counted calls at the positions
+// denied in one more round trip. The expiry is set again in case the
+// counter expired in between (a round trip longer than countedGrace), so a
+// refund never leaves a key without one. A refund that fails leaves the
+// count high until the window ends: calls are denied, never admitted, for
+// it.
+func refund(ctx context.Context, client redis.UniversalClient, calls []scriptCall, denied []int) {
+	pipe := client.Pipeline()
+	for _, i := range denied {
+		calls[i].queueRefund(ctx, pipe)
+	}
+	_, _ = pipe.Exec(ctx)
+}
+
+// queueRefund adds the refund of c, a queued counted call, to pipe.
+func (c *scriptCall) queueRefund(ctx context.Context, pipe redis.Pipeliner) {
+	pipe.DecrBy(ctx, c.key, c.counted.Cost)
+	pipe.PExpire(ctx, c.key, time.Duration(c.ttl)*time.Millisecond)
+}

@@ -1,0 +1,239 @@
+package redisstore
+
+import (
+	"cmp"
+	"context"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratewarden/ratewarden/internal/decide"
+	"github.com/ratewarden/ratewarden/internal/decide/decidetest"
+)
+
+// TestCountedScenarios runs the fixed window scenarios that counted calls
+// decide (one limit, no holds) through Store.Decide, which counts them
+// with INCRBY and refunds the denied: each step must give the scenario's
+// result and the model's. Scenarios whose clock goes back are left out:
+// counted calls name their window in the key, so an earlier time reads the
+// earlier window's counter (see README).
+func TestCountedScenarios(t *testing.T) {
+	client := newClient(t, redisAddr())
+	store := New(client)
+	ran := 0
+	for _, s := range decidetest.Scenarios() {
+		if !s.Rule.Counted() || countedBackwards(s) {
+			continue
+		}
+		ran++
+		t.Run(s.Name, func(t *testing.T) {
+			prefix := testPrefix(t, client)
+			keys := decidetest.Keys(prefix, "subject")
+			model := decide.NewMemory()
+			for i, step := range s.Steps {
+				c := s.Call(keys, i)
+				got, err := store.Decide(context.Background(), []decide.Call{c})
+				if err != nil {
+					t.Fatalf("step %d: %v", i, err)
+				}
+				if got[0] != step.Want {
+					t.Errorf("step %d (now %d, cost %d): redis\n got  %+v\n want %+v", i, step.NowMs, step.Cost, got[0], step.Want)
+				}
+				if ref := model.Decide(c, 0); got[0] != ref {
+					t.Errorf("step %d (now %d, cost %d): redis and model differ\n redis %+v\n model %+v", i, step.NowMs, step.Cost, got[0], ref)
+				}
+			}
+			requireExpiry(t, client, prefix)
+		})
+	}
+	if ran < 3 {
+		t.Fatalf("%d scenarios are counted calls, want at least 3", ran)
+	}
+}
+
+// countedBackwards reports whether s is of counted calls and its clock goes
+// back: an earlier time reads the earlier window's counter, where the model
+// and the scripts keep the later window.
+func countedBackwards(s decidetest.Scenario) bool {
+	return s.Rule.Counted() && !slices.IsSortedFunc(s.Steps, func(a, b decidetest.Step) int { return cmp.Compare(a.NowMs, b.NowMs) })
+}
+
+// TestCountedRandom runs random fixed windows of one limit (costs 0, 1, a
+// few, above the quota; several calls in one ms; long pauses) through
+// INCRBY, PEXPIRE and the refund and through the model, and requires
+// identical results. The clock never goes back (see TestCountedScenarios).
+func TestCountedRandom(t *testing.T) {
+	client := newClient(t, redisAddr())
+	prefix := testPrefix(t, client)
+	sequences := 150
+	if testing.Short() {
+		sequences = 20
+	}
+	for seq := range sequences {
+		rng := rand.New(rand.NewPCG(61, uint64(seq)))
+		rule := randomRule(rng)
+		rule.Algorithm, rule.Limits, rule.Penalty, rule.Escalations = decide.FixedWindow, rule.Limits[:1], 0, nil
+		keys := decidetest.Keys(prefix, "counted"+strconv.Itoa(seq))
+		model := decide.NewMemory()
+		now := 1_000_000 + rng.Int64N(1_000_000_000)
+		for i := range 60 {
+			c := rule
+			c.Keys = keys
+			now = max(now, nextNow(rng, now))
+			c.NowMs, c.Cost = now, randomCost(rng)
+			got, err := decideCountedPersistent(context.Background(), client, c)
+			if err != nil {
+				t.Fatalf("sequence %d step %d: %v", seq, i, err)
+			}
+			if ref := model.Decide(c, 0); got != ref {
+				t.Fatalf("sequence %d step %d (now %d, cost %d, limit %+v): redis %+v, model %+v", seq, i, c.NowMs, c.Cost, c.Limits[0], got, ref)
+			}
+		}
+	}
+}
+
+// decideCountedPersistent decides the counted call c as Store.run does, its
+// counter made persistent in the same transaction: the model keeps a
+// window's count by its own clock (c.NowMs, far from the server's), and a
+// counter expiring on the server's clock in between would lose it.
+func decideCountedPersistent(ctx context.Context, client *redis.Client, c decide.Call) (decide.Result, error) {
+	sc := countedCall(&c)
+	var arena []any
+	if _, err := client.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+		sc.queue(ctx, pipe, &arena)
+		pipe.Persist(ctx, sc.key)
+		return nil
+	}); err != nil {
+		return decide.Result{}, err
+	}
+	r := decide.CountedResult(&c, sc.incr.Val())
+	if !r.Allowed && c.Cost > 0 {
+		if _, err := client.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+			sc.queueRefund(ctx, pipe)
+			pipe.Persist(ctx, sc.key)
+			return nil
+		}); err != nil {
+			return decide.Result{}, err
+		}
+	}
+	return r, nil
+}
+
+// TestCountedServerClock: calls without a time are counted in the window of
+// the server's clock, not the limiter's, through Store.Decide and the
+// Coalescer; the counter expires at the end of the window plus the grace,
+// and a refund leaves the count at what was admitted.
+func TestCountedServerClock(t *testing.T) {
+	client := newClient(t, redisAddr())
+	store := New(client)
+	co := NewCoalescer(store, CoalesceConfig{})
+	t.Cleanup(co.Close)
+	ctx := context.Background()
+	for name, decideFn := range map[string]decider{"store": store.Decide, "coalescer": co.Decide} {
+		t.Run(name, func(t *testing.T) {
+			const per = int64(3_600_000) // an hour: a boundary mid-test is retried
+			prefix := testPrefix(t, client)
+			for try := 0; ; try++ {
+				c := decide.Call{Keys: decidetest.Keys(prefix, "clock"+strconv.Itoa(try)), Algorithm: decide.FixedWindow,
+					Limits: []decide.Limit{{Requests: 2, Per: time.Hour}}, Cost: 1}
+				before := serverMs(t, client)
+				var results []decide.Result
+				for range 3 {
+					r, err := decideFn(ctx, []decide.Call{c})
+					if err != nil {
+						t.Fatal(err)
+					}
+					results = append(results, r[0])
+				}
+				after := serverMs(t, client)
+				if before/per != after/per && try == 0 { // the hour ended in between
+					continue
+				}
+				key := countedKey(c.Keys.State, per, before/per)
+				if n, err := client.Get(ctx, key).Int64(); err != nil || n != 2 {
+					t.Fatalf("counter %s = %d (%v), want 2: the admitted calls, the denied one refunded", key, n, err)
+				}
+				ttl := client.PTTL(ctx, key).Val().Milliseconds()
+				// at least until the window ends, at most the grace after it
+				// (and a second for the estimate of the server's clock)
+				if left := per - after%per; ttl < left || ttl > per-before%per+countedGrace+1000 {
+					t.Errorf("counter expires in %d ms, want the %d ms left of the window plus up to %d", ttl, left, countedGrace)
+				}
+				if !results[0].Allowed || !results[1].Allowed || results[2].Allowed || results[2].Remaining != 0 {
+					t.Errorf("results %+v: want two admitted, the third denied", results)
+				}
+				return
+			}
+		})
+	}
+}
+
+// TestCountedClockRefresh: an estimate older than clockRefresh is sampled
+// again by the next round trip that counts a call, so a server clock that
+// stepped (here: an estimate an hour off) is followed within a refresh.
+func TestCountedClockRefresh(t *testing.T) {
+	client := newClient(t, redisAddr())
+	store := New(client)
+	prefix := testPrefix(t, client)
+	clock := new(nodeClock)
+	off := serverMs(t, client) + 3_600_000
+	clock.last.Store(&clockSample{serverMs: off, at: time.Now().Add(-2 * clockRefresh)})
+	calls := []decide.Call{{Keys: decidetest.Keys(prefix, "refresh"), Algorithm: decide.FixedWindow,
+		Limits: []decide.Limit{{Requests: 5, Per: time.Minute}}, Cost: 1}}
+	results := make([]decide.Result, 1)
+	if errs := store.run(context.Background(), clock, calls, results); errs != nil {
+		t.Fatal(errs)
+	}
+	if calls[0].NowMs < off { // this round trip still used the old estimate
+		t.Errorf("call placed at %d, want the estimate's %d or later", calls[0].NowMs, off)
+	}
+	est, age, _ := clock.now()
+	if age >= clockRefresh {
+		t.Fatalf("estimate is %v old after the round trip: not sampled again", age)
+	}
+	if d := est - serverMs(t, client); d < -5000 || d > 5000 {
+		t.Errorf("estimate is %d ms from the server's clock after the refresh", d)
+	}
+}
+
+// TestCountedSwitch: a fixed window that gains a penalty or a second limit
+// moves from its counter to the scripts' state, where its count starts
+// anew, and finds the counter's count again when it loses them: the one
+// place where a rule's change of features does not carry its count over
+// (README, Redis CPU per decision).
+func TestCountedSwitch(t *testing.T) {
+	client := newClient(t, redisAddr())
+	store := New(client)
+	keys := decidetest.Keys(testPrefix(t, client), "switch")
+	hour := decide.Limit{Requests: 5, Per: time.Hour}
+	now := int64(400 * 3_600_000) // the start of an hour
+	steps := []struct {
+		limits    []decide.Limit
+		penalty   time.Duration
+		counted   bool
+		remaining int64
+	}{
+		{[]decide.Limit{hour}, 0, true, 4},
+		{[]decide.Limit{hour}, 0, true, 3},
+		{[]decide.Limit{hour}, time.Second, false, 4},                        // the script's state: new
+		{[]decide.Limit{hour, {Requests: 9, Per: time.Minute}}, 0, false, 3}, // the same state
+		{[]decide.Limit{hour}, 0, true, 2},                                   // the counter again
+	}
+	for i, st := range steps {
+		c := decide.Call{Keys: keys, Algorithm: decide.FixedWindow, Limits: st.limits, Cost: 1, Penalty: st.penalty, NowMs: now + int64(i)}
+		if c.Counted() != st.counted {
+			t.Fatalf("step %d: counted %v, want %v", i, c.Counted(), st.counted)
+		}
+		r, err := store.Decide(context.Background(), []decide.Call{c})
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if !r[0].Allowed || r[0].Remaining != st.remaining {
+			t.Errorf("step %d: %+v, want admitted with %d remaining", i, r[0], st.remaining)
+		}
+	}
+}
