@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # deploy/local/ab.sh A B: two limiter builds side by side under make bench's
-# HTTP load (section 2 and 3 of deploy/local/bench.sh), in ROUNDS rounds
-# that alternate A and B, so that this machine's drift hits both alike.
+# HTTP load (section 2 and 3 of deploy/local/bench.sh), or with PROTOCOL=grpc
+# its gRPC load (Envoy's ShouldRateLimit, one remote_address descriptor of
+# an RLS config domain with the same limit, GRPC_CONNS connections), in
+# ROUNDS rounds that alternate A and B, so that this machine's drift hits
+# both alike.
 # Each round: a fresh broker and limiter, a 3 s warm-up, DURATION at
 # CONNS keep-alive connections (throughput, CPU per decision of the limiter
 # and of Redis from /proc), then DURATION at half that rate (p50, p99).
 # B ÷ A per pair of rounds closes the table. A and B are limiter binaries
 # (say, one built from main with `go build -o /tmp/a ./cmd/limiter`);
 # bin/loadgen and bin/devkafka come from this tree (make build).
-# Knobs: ALGORITHM, DURATION, CONNS, KEYS, ROUNDS.
+# Knobs: ALGORITHM, DURATION, CONNS, KEYS, ROUNDS, PROTOCOL, GRPC_CONNS.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 [ $# -eq 2 ] || { echo "usage: $0 LIMITER_A LIMITER_B" >&2; exit 2; }
@@ -18,6 +21,9 @@ DURATION=${DURATION:-10s}
 CONNS=${CONNS:-64}
 KEYS=${KEYS:-10000}
 ROUNDS=${ROUNDS:-3}
+PROTOCOL=${PROTOCOL:-http}
+GRPC_CONNS=${GRPC_CONNS:-4}
+GRPC_ADDR=127.0.0.1:18083
 REDIS_HOST=${REDIS_HOST:-127.0.0.1}
 REDIS_PORT=${REDIS_PORT:-6379}
 LIMITER_ADDR=127.0.0.1:18080
@@ -36,7 +42,16 @@ per_decision() { awk -v t="$1" -v hz="$(getconf CLK_TCK)" -v n="$2" 'BEGIN {prin
 redis_pid=$(redis-cli -h "$REDIS_HOST" -p "$REDIS_PORT" info server | tr -d '\r' | awk -F: '$1 == "process_id" {print $2}')
 if [ "$ALGORITHM" = token_bucket ]; then limit="{rate: 1000, per: 1s, burst: 1000}"; else limit="{requests: 1000, per: 1s}"; fi
 echo "rules: [{id: ab, match: {endpoints: [\"/ab/**\"]}, key: [ip], algorithm: $ALGORITHM, limits: [$limit]}]" >"$work/rules.yaml"
-run_loadgen() { bin/loadgen -progress 0 -mix normal=100 -users 0 -url "http://$LIMITER_ADDR" -endpoint /ab/books/17 \
+mkdir "$work/rls"
+if [ "$ALGORITHM" = token_bucket ]; then burst=", burst: 1000"; else burst=; fi
+printf 'domain: ab\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: second, requests_per_unit: 1000%s, algorithm: %s}\n' \
+	"$burst" "$ALGORITHM" >"$work/rls/ab.yaml"
+case $PROTOCOL in
+http) target=(-url "http://$LIMITER_ADDR" -endpoint /ab/books/17) ;;
+grpc) target=(-protocol grpc -grpc-addr "$GRPC_ADDR" -grpc-conns "$GRPC_CONNS" -domain ab) ;;
+*) echo "PROTOCOL=$PROTOCOL: want http or grpc" >&2; exit 2 ;;
+esac
+run_loadgen() { bin/loadgen -progress 0 -mix normal=100 -users 0 "${target[@]}" \
 	-workers "$CONNS" -keys "$KEYS" "$@" >"$work/loadgen.txt" 2>&1 || { cat "$work/loadgen.txt" >&2; exit 1; }; }
 
 declare -A tput lim red p50 p99
@@ -47,12 +62,13 @@ for ((r = 1; r <= ROUNDS; r++)); do
 		broker=$!
 		pids=("$broker")
 		for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/19092) 2>/dev/null && break; sleep 0.1; done
-		LISTEN_ADDR=$LIMITER_ADDR GRPC_LISTEN_ADDR=off RULES_FILE="$work/rules.yaml" REDIS_KEY_PREFIX="$PREFIX" \
+		LISTEN_ADDR=$LIMITER_ADDR GRPC_LISTEN_ADDR=$GRPC_ADDR RLS_CONFIG_DIR="$work/rls" RULES_FILE="$work/rules.yaml" REDIS_KEY_PREFIX="$PREFIX" \
 			KAFKA_BROKERS=$BROKER_ADDR DYNAMIC_RULES=false REDIS_URL="redis://$REDIS_HOST:$REDIS_PORT/0" LOG_LEVEL=warn \
 			INSTANCE_ID=ab "${bins[v]}" 2>>"$work/limiter.log" &
 		limiter=$!
 		pids=("$limiter" "$broker")
 		for _ in $(seq 100); do curl -fs "http://$LIMITER_ADDR/readyz" >/dev/null && break; sleep 0.1; done
+		for _ in $(seq 20); do (exec 3<>"/dev/tcp/${GRPC_ADDR%:*}/${GRPC_ADDR##*:}") 2>/dev/null && break; sleep 0.1; done
 		run_loadgen -duration 3s
 		before=($(cpu "$limiter") $(cpu "$redis_pid"))
 		run_loadgen -duration "$DURATION" -summary-file "$work/max.env"
