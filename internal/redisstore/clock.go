@@ -47,6 +47,19 @@ func (c *nodeClock) now() (ms int64, age time.Duration, ok bool) {
 	return s.serverMs + age.Milliseconds(), age, true
 }
 
+// read returns now's answer, sampling the server's clock first (key routes
+// the sample on a cluster) when there is no sample yet.
+func (c *nodeClock) read(ctx context.Context, client redis.UniversalClient, key string) (int64, time.Duration, error) {
+	if ms, age, ok := c.now(); ok {
+		return ms, age, nil
+	}
+	if err := c.sample(ctx, client, key); err != nil {
+		return 0, 0, err
+	}
+	ms, age, _ := c.now()
+	return ms, age, nil
+}
+
 // record takes the server's answer serverMs to a sample sent at sent and
 // answered at received.
 func (c *nodeClock) record(sent, received time.Time, serverMs int64) {

@@ -294,8 +294,10 @@ func procCPU(t *testing.T, pid string) time.Duration {
 }
 
 // incrExpire is what envoyproxy/ratelimit sends per decision of a fixed
-// window: INCRBY and an expiry, pipelined.
+// window: INCRBY and an expiry, pipelined, on a key suffixed with the
+// window's start in seconds as it names them.
 func incrExpire(ctx context.Context, pipe redis.Pipeliner, key string) []redis.Cmder {
+	key += "_" + strconv.FormatInt(time.Now().Unix(), 10)
 	return []redis.Cmder{pipe.IncrBy(ctx, key, 1), pipe.PExpire(ctx, key, time.Second)}
 }
 

@@ -199,12 +199,9 @@ func (s *Store) stamp(ctx context.Context, calls []decide.Call) ([]decide.Call, 
 		if err != nil {
 			return nil, callError(calls[i], err)
 		}
-		now, _, ok := clock.now()
-		if !ok {
-			if err := clock.sample(ctx, s.client, calls[i].Keys.State); err != nil {
-				return nil, callError(calls[i], err)
-			}
-			now, _, _ = clock.now()
+		now, _, err := clock.read(ctx, s.client, calls[i].Keys.State)
+		if err != nil {
+			return nil, callError(calls[i], err)
 		}
 		if !copied {
 			calls, copied = slices.Clone(calls), true
@@ -258,35 +255,26 @@ func (s *Store) run(ctx context.Context, clock *nodeClock, calls []decide.Call, 
 			counted = i
 		}
 	}
-	var sampled time.Time // when the clock sample was sent; zero: none
+	var now int64
+	var age time.Duration
+	clockErr := errNoClock // without a clock, counted calls must come with their time
 	if counted >= 0 && clock != nil {
-		now, age, ok := clock.now()
-		if !ok {
-			if err := clock.sample(ctx, s.client, calls[counted].Keys.State); err != nil {
-				for i := range sc {
-					if sc[i].counted != nil {
-						fail(i, err)
-						sc[i].counted = nil
-					}
-				}
-			}
-			now, age, _ = clock.now()
-		}
-		for i := range sc {
-			if c := sc[i].counted; c != nil && c.NowMs == 0 {
-				c.NowMs = now
-			}
-		}
-		if age > clockRefresh {
-			sc = append(sc, scriptCall{script: clockScript, keys: []string{calls[counted].Keys.State}})
-			sampled = time.Now()
-		}
+		now, age, clockErr = clock.read(ctx, s.client, calls[counted].Keys.State)
 	}
 	for i := range calls {
-		if c := sc[i].counted; c != nil && c.NowMs == 0 { // no clock: the caller's bug
-			fail(i, errNoClock)
-			sc[i].counted = nil
+		if c := sc[i].counted; c != nil && c.NowMs == 0 {
+			if clockErr != nil {
+				fail(i, clockErr)
+				sc[i].counted = nil
+				continue
+			}
+			c.NowMs = now
 		}
+	}
+	var sampled time.Time // when the clock sample was sent; zero: none
+	if counted >= 0 && clockErr == nil && age > clockRefresh {
+		sc = append(sc, scriptCall{script: clockScript, keys: []string{calls[counted].Keys.State}})
+		sampled = time.Now()
 	}
 	cmds := runScripts(ctx, s.client, sc)
 	if !sampled.IsZero() {
