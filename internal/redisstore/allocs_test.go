@@ -13,7 +13,7 @@ import (
 // alone through the coalescer to the real Redis, so that a change that adds
 // some fails make test. A round trip of one call pays in full what calls
 // sharing a pipeline share: go-redis checking the pooled connection (3),
-// the slices of commands and of scripts (2). The call costs its command and
+// the slice of commands (1; the calls' is pooled). The call costs its command and
 // its reply (2) and, of a lean script, the period of each limit boxed
 // (appendLean: KEYS and the other ARGV go in as pointers into the call).
 // Raise the bound only for a reason worth an allocation on every decision.
@@ -32,12 +32,12 @@ func TestCoalescerAllocations(t *testing.T) {
 		alg  decide.Algorithm
 		want float64
 	}{
-		{decide.SlidingWindow, 8},
+		{decide.SlidingWindow, 7},
 		// counted (no script): INCRBY, PEXPIRE and the window's key (3), and
-		// alone a pipeline of its own rather than one command (go-redis's
-		// Pipeline, its queue, its error check: 6 more, which calls that
-		// share a round trip share)
-		{decide.FixedWindow, 16},
+		// alone a pipeline round trip rather than one command (the
+		// pipeline's queue and go-redis's error check: 3 more, which calls
+		// that share a round trip share)
+		{decide.FixedWindow, 10},
 	} {
 		t.Run(string(tc.alg), func(t *testing.T) {
 			calls := []decide.Call{{

@@ -71,7 +71,7 @@ func (c *nodeClock) record(sent, received time.Time, serverMs int64) {
 func (c *nodeClock) sample(ctx context.Context, client redis.UniversalClient, key string) error {
 	call := []scriptCall{{script: clockScript, keys: []string{key}}}
 	sent := time.Now()
-	ms, err := runScripts(ctx, client, call)[0].Result()
+	ms, err := runScripts(ctx, client, nil, call)[0].Result()
 	if err != nil {
 		return err
 	}

@@ -40,9 +40,9 @@ func countedCall(c *decide.Call) scriptCall {
 	return scriptCall{counted: c}
 }
 
-// queue adds c's INCRBY and PEXPIRE to pipe, their arguments appended to
-// arena (pointers into c, which outlives the round trip).
-func (c *scriptCall) queue(ctx context.Context, pipe redis.Pipeliner, arena *[]any) {
+// commands appends c's INCRBY and PEXPIRE to cmds, their arguments
+// appended to arena (pointers into c, which outlives the round trip).
+func (c *scriptCall) commands(ctx context.Context, arena *[]any, cmds []redis.Cmder) []redis.Cmder {
 	per := c.counted.Limits[0].Per.Milliseconds()
 	index, left := decide.CountedWindow(c.counted.NowMs, per)
 	c.key = countedKey(c.counted.Keys.State, per, index)
@@ -51,8 +51,7 @@ func (c *scriptCall) queue(ctx context.Context, pipe redis.Pipeliner, arena *[]a
 	*arena = append(*arena, "incrby", &c.key, &c.counted.Cost, "pexpire", &c.key, &c.ttl)
 	a := (*arena)[start:len(*arena):len(*arena)]
 	c.incr = redis.NewIntCmd(ctx, a[:3]...)
-	_ = pipe.Process(ctx, c.incr)
-	_ = pipe.Process(ctx, redis.NewBoolCmd(ctx, a[3:]...))
+	return append(cmds, c.incr, redis.NewBoolCmd(ctx, a[3:]...))
 }
 
 // countedKey returns the counter of the window index of per (ms) of the

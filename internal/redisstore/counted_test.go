@@ -104,7 +104,7 @@ func decideCountedPersistent(ctx context.Context, client *redis.Client, c decide
 	sc := countedCall(&c)
 	var arena []any
 	if _, err := client.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-		sc.queue(ctx, pipe, &arena)
+		_ = pipe.BatchProcess(ctx, sc.commands(ctx, &arena, nil)...)
 		pipe.Persist(ctx, sc.key)
 		return nil
 	}); err != nil {
@@ -185,7 +185,7 @@ func TestCountedClockRefresh(t *testing.T) {
 	calls := []decide.Call{{Keys: decidetest.Keys(prefix, "refresh"), Algorithm: decide.FixedWindow,
 		Limits: []decide.Limit{{Requests: 5, Per: time.Minute}}, Cost: 1}}
 	results := make([]decide.Result, 1)
-	if errs := store.run(context.Background(), clock, calls, results); errs != nil {
+	if errs := store.run(context.Background(), clock, nil, calls, results); errs != nil {
 		t.Fatal(errs)
 	}
 	if calls[0].NowMs < off { // this round trip still used the old estimate

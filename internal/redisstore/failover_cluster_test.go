@@ -158,7 +158,7 @@ func testClusterFailover(t *testing.T, e *clusterEnv) {
 			calls := []decide.Call{pairs[p][0], pairs[p][1]}
 			results := make([]decide.Result, len(calls))
 			ctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-			errs := store.run(ctx, new(nodeClock), calls, results) // a clock of its own: sampled first
+			errs := store.run(ctx, new(nodeClock), nil, calls, results) // a clock of its own: sampled first
 			cancel()
 			for i := range calls {
 				var err error

@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/ratewarden/ratewarden/internal/decide"
 )
 
@@ -36,6 +38,7 @@ func (l *lane) work() {
 		calls   []decide.Call
 		results []decide.Result
 		trip    = newTripContext()
+		pipe    = l.c.store.client.Pipeline() // reused: Exec empties it
 	)
 	for {
 		select {
@@ -56,7 +59,7 @@ func (l *lane) work() {
 			}
 		}
 		results = append(results[:0], make([]decide.Result, len(calls))...)
-		errs := l.roundTrip(trip, calls, results)
+		errs := l.roundTrip(trip, pipe, calls, results)
 		off := 0
 		for _, pt := range batch {
 			n, p := pt.size(), pt.p
@@ -82,8 +85,9 @@ func (l *lane) work() {
 
 // roundTrip decides calls in one pipeline to the node, unless its breaker
 // is open, and feeds the breaker. Errors of a failing node of a cluster are
-// *nodeError. trip is the worker's context of its round trips.
-func (l *lane) roundTrip(trip *tripContext, calls []decide.Call, results []decide.Result) []error {
+// *nodeError. trip is the worker's context of its round trips, pipe its
+// pipeline.
+func (l *lane) roundTrip(trip *tripContext, pipe redis.Pipeliner, calls []decide.Call, results []decide.Result) []error {
 	cfg := &l.c.cfg
 	if l.isOpen() {
 		if l.c.cluster != nil {
@@ -100,7 +104,7 @@ func (l *lane) roundTrip(trip *tripContext, calls []decide.Call, results []decid
 	if cfg.OnFlush != nil {
 		cfg.OnFlush(len(calls))
 	}
-	errs := l.c.store.run(trip.start(cfg.Timeout), l.clock, calls, results)
+	errs := l.c.store.run(trip.start(cfg.Timeout), l.clock, pipe, calls, results)
 	trip.end()
 	failed := false
 	for i, err := range errs {

@@ -113,7 +113,7 @@ func countedLoad(c decide.Call) cpuLoad {
 		c.NowMs = time.Now().UnixMilli()
 		sc := countedCall(&c)
 		var arena []any
-		sc.queue(ctx, pipe, &arena)
+		_ = pipe.BatchProcess(ctx, sc.commands(ctx, &arena, nil)...)
 		return []redis.Cmder{sc.incr}
 	}}
 }

@@ -65,14 +65,17 @@ func (c *scriptCall) eval(ctx context.Context, client redis.Scripter) *redis.Cmd
 // The replies are read as arrays of integers, as the rate-limit scripts
 // answer: go-redis reads them into one []int64, where a generic reply would
 // box every integer past 255.
-func runScripts(ctx context.Context, client redis.UniversalClient, calls []scriptCall) []*redis.IntSliceCmd {
-	return runCommands(ctx, client, calls, redis.NewIntSliceCmd, intsOf)
+//
+// pipe, when not nil, is a pipeline of client's to send them with, reused
+// from one round trip to the next (a new one costs four allocations).
+func runScripts(ctx context.Context, client redis.UniversalClient, pipe redis.Pipeliner, calls []scriptCall) []*redis.IntSliceCmd {
+	return runCommands(ctx, client, pipe, calls, redis.NewIntSliceCmd, intsOf)
 }
 
 // runScriptReplies is runScripts for scripts whose replies are not arrays
 // of integers: the replies are generic.
 func runScriptReplies(ctx context.Context, client redis.UniversalClient, calls []scriptCall) []*redis.Cmd {
-	return runCommands(ctx, client, calls, redis.NewCmd, func(c *redis.Cmd) *redis.Cmd { return c })
+	return runCommands(ctx, client, nil, calls, redis.NewCmd, func(c *redis.Cmd) *redis.Cmd { return c })
 }
 
 // runCommands is runScripts with commands made by newCmd; fromEval turns the
@@ -83,7 +86,7 @@ func runScriptReplies(ctx context.Context, client redis.UniversalClient, calls [
 // keys and the digest go in as pointers (boxing a pointer allocates
 // nothing) and the arguments of all the calls share one pooled slice,
 // which go-redis reads only while it sends them.
-func runCommands[C redis.Cmder](ctx context.Context, client redis.UniversalClient, calls []scriptCall,
+func runCommands[C redis.Cmder](ctx context.Context, client redis.UniversalClient, pipe redis.Pipeliner, calls []scriptCall,
 	newCmd func(context.Context, ...any) C, fromEval func(*redis.Cmd) C) []C {
 	cmds := make([]C, len(calls))
 	arena := argArenas.Get().(*[]any)
@@ -107,19 +110,30 @@ func runCommands[C redis.Cmder](ctx context.Context, client redis.UniversalClien
 		n += 3 + calls[i].width()
 	}
 	*arena = slices.Grow(*arena, n) // room for every command: grown at most once
-	pipe := client.Pipeline()
+	if pipe == nil {
+		pipe = client.Pipeline()
+	}
+	// Queued together: one append to the pipeline's queue, where a command
+	// at a time grows it again and again.
+	queued := cmderArenas.Get().(*[]redis.Cmder)
+	defer func() {
+		clear(*queued)
+		*queued = (*queued)[:0]
+		cmderArenas.Put(queued)
+	}()
 	for i := range calls {
 		switch c := &calls[i]; {
 		case c.counted != nil:
-			c.queue(ctx, pipe, arena)
+			*queued = c.commands(ctx, arena, *queued)
 		case c.script != nil:
 			cmds[i] = evalSha(ctx, arena, c, newCmd)
-			_ = pipe.Process(ctx, cmds[i])
+			*queued = append(*queued, cmds[i])
 		}
 	}
-	if pipe.Len() == 0 {
+	if len(*queued) == 0 {
 		return cmds
 	}
+	_ = pipe.BatchProcess(ctx, *queued...)
 	_, _ = pipe.Exec(ctx) // errors are read per command
 	var missing []int
 	for i := range cmds {
@@ -172,8 +186,12 @@ func intsOf(cmd *redis.Cmd) *redis.IntSliceCmd {
 	return out
 }
 
-// argArenas recycles the argument slices of runScripts.
-var argArenas = sync.Pool{New: func() any { return new([]any) }}
+// argArenas and cmderArenas recycle the argument and command slices of
+// runScripts.
+var (
+	argArenas   = sync.Pool{New: func() any { return new([]any) }}
+	cmderArenas = sync.Pool{New: func() any { return new([]redis.Cmder) }}
+)
 
 // evalSha returns the EVALSHA command of c made by newCmd, its arguments
 // appended to arena. Commands made before keep theirs if arena grows.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -18,6 +19,9 @@ import (
 
 // errReply means a script answered something other than its seven integers.
 var errReply = errors.New("unexpected script reply")
+
+// scriptCalls recycles the scriptCall slices of Store.run.
+var scriptCalls = sync.Pool{New: func() any { return new([]scriptCall) }}
 
 // errNoClock means a counted call came without its time and without a
 // clock to read it from.
@@ -176,7 +180,7 @@ func (s *Store) Decide(ctx context.Context, calls []decide.Call) ([]decide.Resul
 		return nil, err
 	}
 	results := make([]decide.Result, len(calls))
-	if errs := s.run(ctx, nil, calls, results); errs != nil {
+	if errs := s.run(ctx, nil, nil, calls, results); errs != nil {
 		for _, err := range errs {
 			if err != nil {
 				return nil, err
@@ -232,8 +236,9 @@ func (s *Store) clockOf(ctx context.Context, key string) (*nodeClock, error) {
 // Counted calls need their NowMs: run sets it from clock on those without
 // one (calls are the caller's own copies), asking the server the first
 // time, and has the round trip sample the clock again once it is older than
-// clockRefresh. With clock nil they must have it already.
-func (s *Store) run(ctx context.Context, clock *nodeClock, calls []decide.Call, results []decide.Result) []error {
+// clockRefresh. With clock nil they must have it already. pipe, when not
+// nil, is the caller's pipeline to reuse (see runScripts).
+func (s *Store) run(ctx context.Context, clock *nodeClock, pipe redis.Pipeliner, calls []decide.Call, results []decide.Result) []error {
 	var errs []error
 	fail := func(i int, err error) {
 		if errs == nil {
@@ -241,8 +246,14 @@ func (s *Store) run(ctx context.Context, clock *nodeClock, calls []decide.Call, 
 		}
 		errs[i] = callError(calls[i], err)
 	}
-	sc := make([]scriptCall, len(calls), len(calls)+1) // room for a clock sample
-	counted := -1                                      // the first counted call
+	pooled := scriptCalls.Get().(*[]scriptCall)
+	sc := append((*pooled)[:0], make([]scriptCall, len(calls))...)
+	defer func() {
+		clear(sc) // drop the references to the calls and commands
+		*pooled = sc[:0]
+		scriptCalls.Put(pooled)
+	}()
+	counted := -1 // the first counted call
 	for i := range calls {
 		if err := calls[i].Validate(); err != nil {
 			fail(i, err)
@@ -276,7 +287,7 @@ func (s *Store) run(ctx context.Context, clock *nodeClock, calls []decide.Call, 
 		sc = append(sc, scriptCall{script: clockScript, keys: []string{calls[counted].Keys.State}})
 		sampled = time.Now()
 	}
-	cmds := runScripts(ctx, s.client, sc)
+	cmds := runScripts(ctx, s.client, pipe, sc)
 	if !sampled.IsZero() {
 		if ms, err := cmds[len(calls)].Result(); err == nil && len(ms) == 1 {
 			clock.record(sampled, time.Now(), ms[0])

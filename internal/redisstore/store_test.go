@@ -72,7 +72,7 @@ func decideAs(ctx context.Context, client redis.UniversalClient, store *Store, c
 	if err := c.Validate(); err != nil {
 		return decide.Result{}, err
 	}
-	return parse(runScripts(ctx, client, []scriptCall{store.prepareAs(&c, v)})[0])
+	return parse(runScripts(ctx, client, nil, []scriptCall{store.prepareAs(&c, v)})[0])
 }
 
 // TestVariantSwitch changes a rule between calls on one key: it gains a
