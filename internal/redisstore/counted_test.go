@@ -32,21 +32,7 @@ func TestCountedScenarios(t *testing.T) {
 		ran++
 		t.Run(s.Name, func(t *testing.T) {
 			prefix := testPrefix(t, client)
-			keys := decidetest.Keys(prefix, "subject")
-			model := decide.NewMemory()
-			for i, step := range s.Steps {
-				c := s.Call(keys, i)
-				got, err := store.Decide(context.Background(), []decide.Call{c})
-				if err != nil {
-					t.Fatalf("step %d: %v", i, err)
-				}
-				if got[0] != step.Want {
-					t.Errorf("step %d (now %d, cost %d): redis\n got  %+v\n want %+v", i, step.NowMs, step.Cost, got[0], step.Want)
-				}
-				if ref := model.Decide(c, 0); got[0] != ref {
-					t.Errorf("step %d (now %d, cost %d): redis and model differ\n redis %+v\n model %+v", i, step.NowMs, step.Cost, got[0], ref)
-				}
-			}
+			stepScenario(t, s, decidetest.Keys(prefix, "subject"), decideOne(context.Background(), store))
 			requireExpiry(t, client, prefix)
 		})
 	}

@@ -35,21 +35,7 @@ func testClusterDecide(t *testing.T, e *clusterEnv) {
 		prefix := redistest.Prefix(t, e.client)
 		for n, s := range scenarios {
 			t.Run(s.Name, func(t *testing.T) {
-				keys := decidetest.Keys(prefix, subjects[n])
-				model := decide.NewMemory()
-				for i, step := range s.Steps {
-					c := s.Call(keys, i)
-					got, err := store.Decide(ctx, []decide.Call{c})
-					if err != nil {
-						t.Fatalf("step %d: %v", i, err)
-					}
-					if got[0] != step.Want {
-						t.Errorf("step %d (now %d, cost %d): redis\n got  %+v\n want %+v", i, step.NowMs, step.Cost, got[0], step.Want)
-					}
-					if ref := model.Decide(c, 0); got[0] != ref {
-						t.Errorf("step %d (now %d, cost %d): redis and model differ\n redis %+v\n model %+v", i, step.NowMs, step.Cost, got[0], ref)
-					}
-				}
+				stepScenario(t, s, decidetest.Keys(prefix, subjects[n]), decideOne(ctx, store))
 			})
 		}
 		written := clusterKeys(t, e.client, prefix)

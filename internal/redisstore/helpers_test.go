@@ -5,8 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratewarden/ratewarden/internal/redistest"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratewarden/ratewarden/internal/decide"
+	"github.com/ratewarden/ratewarden/internal/decide/decidetest"
+	"github.com/ratewarden/ratewarden/internal/redistest"
 )
 
 // redisAddr is the shared Redis the integration tests run against
@@ -95,4 +98,36 @@ func digests(store *Store) []string {
 		}
 	}
 	return shas
+}
+
+// stepScenario decides the steps of s on keys one at a time with decideFn
+// and through a fresh model: each result must be the step's and the
+// model's.
+func stepScenario(t *testing.T, s decidetest.Scenario, keys decide.Keys, decideFn func(decide.Call) (decide.Result, error)) {
+	t.Helper()
+	model := decide.NewMemory()
+	for i, step := range s.Steps {
+		c := s.Call(keys, i)
+		got, err := decideFn(c)
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if got != step.Want {
+			t.Errorf("step %d (now %d, cost %d): redis\n got  %+v\n want %+v", i, step.NowMs, step.Cost, got, step.Want)
+		}
+		if ref := model.Decide(c, 0); got != ref {
+			t.Errorf("step %d (now %d, cost %d): redis and model differ\n redis %+v\n model %+v", i, step.NowMs, step.Cost, got, ref)
+		}
+	}
+}
+
+// decideOne decides c alone with store.Decide.
+func decideOne(ctx context.Context, store *Store) func(decide.Call) (decide.Result, error) {
+	return func(c decide.Call) (decide.Result, error) {
+		r, err := store.Decide(ctx, []decide.Call{c})
+		if err != nil {
+			return decide.Result{}, err
+		}
+		return r[0], nil
+	}
 }

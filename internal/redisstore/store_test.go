@@ -32,22 +32,9 @@ func TestDecideScenarios(t *testing.T) {
 		for _, v := range variantsFor(store, &s.Rule) {
 			t.Run(s.Name+"/"+string(v), func(t *testing.T) {
 				prefix := testPrefix(t, client)
-				keys := decidetest.Keys(prefix, "subject")
-				model := decide.NewMemory()
-				for i, step := range s.Steps {
-					c := s.Call(keys, i)
-					got, err := decideAs(context.Background(), client, store, c, v)
-					if err != nil {
-						t.Fatalf("step %d: %v", i, err)
-					}
-					ref := model.Decide(c, 0)
-					if got != step.Want {
-						t.Errorf("step %d (now %d, cost %d): redis\n got  %+v\n want %+v", i, step.NowMs, step.Cost, got, step.Want)
-					}
-					if got != ref {
-						t.Errorf("step %d (now %d, cost %d): redis and model differ\n redis %+v\n model %+v", i, step.NowMs, step.Cost, got, ref)
-					}
-				}
+				stepScenario(t, s, decidetest.Keys(prefix, "subject"), func(c decide.Call) (decide.Result, error) {
+					return decideAs(context.Background(), client, store, c, v)
+				})
 				requireExpiry(t, client, prefix)
 			})
 		}
