@@ -48,9 +48,10 @@ func (c *nodeClock) now() (ms int64, age time.Duration, ok bool) {
 }
 
 // read returns now's answer, sampling the server's clock first (key routes
-// the sample on a cluster) when there is no sample yet.
-func (c *nodeClock) read(ctx context.Context, client redis.UniversalClient, key string) (int64, time.Duration, error) {
-	if ms, age, ok := c.now(); ok {
+// the sample on a cluster) when there is no sample yet, or when it is older
+// than maxAge (0: any age will do).
+func (c *nodeClock) read(ctx context.Context, client redis.UniversalClient, key string, maxAge time.Duration) (int64, time.Duration, error) {
+	if ms, age, ok := c.now(); ok && (maxAge == 0 || age <= maxAge) {
 		return ms, age, nil
 	}
 	if err := c.sample(ctx, client, key); err != nil {

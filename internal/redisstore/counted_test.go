@@ -159,8 +159,9 @@ func TestCountedServerClock(t *testing.T) {
 }
 
 // TestCountedClockRefresh: an estimate older than clockRefresh is sampled
-// again by the next round trip that counts a call, so a server clock that
-// stepped (here: an estimate an hour off) is followed within a refresh.
+// again by the next round trip that counts a call (or, in Store.Decide,
+// before it), so a server clock that stepped (here: an estimate an hour
+// off) is followed within a refresh.
 func TestCountedClockRefresh(t *testing.T) {
 	client := newClient(t, redisAddr())
 	store := New(client)
@@ -183,6 +184,18 @@ func TestCountedClockRefresh(t *testing.T) {
 	}
 	if d := est - serverMs(t, client); d < -5000 || d > 5000 {
 		t.Errorf("estimate is %d ms from the server's clock after the refresh", d)
+	}
+
+	// Store.Decide has no round trips of a lane to refresh in: it samples a
+	// stale clock before placing the call.
+	store.clocks.of("").last.Store(&clockSample{serverMs: off, at: time.Now().Add(-2 * clockRefresh)})
+	c := calls[0]
+	c.NowMs = 0
+	if _, err := store.Decide(context.Background(), []decide.Call{c}); err != nil {
+		t.Fatal(err)
+	}
+	if est, _, _ := store.clocks.of("").now(); est-serverMs(t, client) > 5000 {
+		t.Errorf("Store.Decide kept an estimate %d ms ahead of the server's clock", est-serverMs(t, client))
 	}
 }
 

@@ -32,7 +32,7 @@ type scriptCall struct {
 func (c *scriptCall) width() int {
 	switch {
 	case c.counted != nil:
-		return 3 // INCRBY's three arguments past the three of the EVALSHA it is counted as
+		return 3 // with the 3 every call is given: INCRBY's and PEXPIRE's three arguments each
 	case c.lean != nil:
 		return 3 + limitWidth(c.lean)*len(c.lean.Limits)
 	}

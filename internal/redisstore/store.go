@@ -192,7 +192,8 @@ func (s *Store) Decide(ctx context.Context, calls []decide.Call) ([]decide.Resul
 
 // stamp returns calls with the server's time in the NowMs of their counted
 // calls that have none, as Decide needs them: a copy when it sets any. Each
-// call's server is asked for its clock the first time.
+// call's server is asked for its clock when its estimate is missing or older
+// than clockRefresh (a lane refreshes it in its round trips instead).
 func (s *Store) stamp(ctx context.Context, calls []decide.Call) ([]decide.Call, error) {
 	copied := false
 	for i := range calls {
@@ -203,7 +204,7 @@ func (s *Store) stamp(ctx context.Context, calls []decide.Call) ([]decide.Call, 
 		if err != nil {
 			return nil, callError(calls[i], err)
 		}
-		now, _, err := clock.read(ctx, s.client, calls[i].Keys.State)
+		now, _, err := clock.read(ctx, s.client, calls[i].Keys.State, clockRefresh)
 		if err != nil {
 			return nil, callError(calls[i], err)
 		}
@@ -270,7 +271,7 @@ func (s *Store) run(ctx context.Context, clock *nodeClock, pipe redis.Pipeliner,
 	var age time.Duration
 	clockErr := errNoClock // without a clock, counted calls must come with their time
 	if counted >= 0 && clock != nil {
-		now, age, clockErr = clock.read(ctx, s.client, calls[counted].Keys.State)
+		now, age, clockErr = clock.read(ctx, s.client, calls[counted].Keys.State, 0) // refreshed below, in the round trip
 	}
 	for i := range calls {
 		if c := sc[i].counted; c != nil && c.NowMs == 0 {
