@@ -47,18 +47,26 @@ func NewFastServer(h fasthttp.RequestHandler, log *zap.Logger) *fasthttp.Server 
 
 // fastRequestError answers a request fasthttp could not read; the server
 // closes the connection after it, lingering (lingerConn) so that a client
-// still sending reads the answer rather than a reset.
+// still sending reads the answer rather than a reset. A connection on which
+// nothing arrived within the read timeout (a client's spare pooled
+// connection, say) is closed without an answer, as net/http closes it: a
+// client that sends its request just then would read a 408 for it.
 func fastRequestError(ctx *fasthttp.RequestCtx, err error) {
+	var netErr net.Error
+	timeout := errors.As(err, &netErr) && netErr.Timeout()
+	if timeout && unused(ctx.Conn()) {
+		_ = ctx.Conn().Close() // fasthttp's answer then goes nowhere
+		return
+	}
 	lingerOnClose(ctx.Conn())
 	status, msg := http.StatusBadRequest, "malformed request"
 	var small *fasthttp.ErrSmallBuffer
-	var netErr net.Error
 	switch {
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
 		status, msg = http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", maxFastBody)
 	case errors.As(err, &small):
 		status, msg = http.StatusRequestHeaderFieldsTooLarge, fmt.Sprintf("request headers larger than %d bytes", maxFastHeaders)
-	case errors.As(err, &netErr) && netErr.Timeout():
+	case timeout:
 		status, msg = http.StatusRequestTimeout, "request not received in time"
 	}
 	b, _ := json.Marshal(map[string]string{"error": msg})

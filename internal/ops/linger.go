@@ -33,10 +33,20 @@ func (l lingerListener) Accept() (net.Conn, error) {
 
 // lingerConn is a connection whose Close, once lingerOnClose was called,
 // sends FIN, reads and drops up to lingerBytes for up to lingerTime, then
-// closes, in a goroutine of its own.
+// closes, in a goroutine of its own. It also tells whether any byte has
+// arrived on it (unused).
 type lingerConn struct {
 	net.Conn
 	linger atomic.Bool
+	used   atomic.Bool // a byte has arrived
+}
+
+func (c *lingerConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 && !c.used.Load() {
+		c.used.Store(true)
+	}
+	return n, err
 }
 
 func (c *lingerConn) Close() error {
@@ -57,10 +67,22 @@ func (c *lingerConn) Close() error {
 // lingerOnClose marks conn, a connection of a lingerListener (or TLS over
 // one), to linger when it is closed.
 func lingerOnClose(conn net.Conn) {
+	if c := lingerConnOf(conn); c != nil {
+		c.linger.Store(true)
+	}
+}
+
+// unused reports whether no byte has arrived on conn, a connection of a
+// lingerListener (or TLS over one; the handshake counts).
+func unused(conn net.Conn) bool {
+	c := lingerConnOf(conn)
+	return c != nil && !c.used.Load()
+}
+
+func lingerConnOf(conn net.Conn) *lingerConn {
 	if t, ok := conn.(*tls.Conn); ok {
 		conn = t.NetConn()
 	}
-	if c, ok := conn.(*lingerConn); ok {
-		c.linger.Store(true)
-	}
+	c, _ := conn.(*lingerConn)
+	return c
 }

@@ -3,10 +3,12 @@ package ops
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -182,6 +184,46 @@ func TestFastListenerRequestErrors(t *testing.T) {
 				!strings.HasPrefix(string(body), `{"error":"`) {
 				t.Fatalf("%d close=%v %q: %s; want %d, JSON, connection closed", resp.StatusCode, resp.Close,
 					resp.Header.Get("Content-Type"), body, tt.status)
+			}
+		})
+	}
+}
+
+// A connection on which nothing arrives within the read timeout is closed
+// without an answer (a client sending on it just then would take a 408 for
+// its own answer); one that sent part of a request gets the 408.
+func TestFastListenerReadTimeout(t *testing.T) {
+	l := &Listener{Var: "LISTEN_ADDR", Addr: "127.0.0.1:0", Log: zap.NewNop(),
+		Fast: func(ctx *fasthttp.RequestCtx) { ctx.SetBodyString("ok") }}
+	if err := l.Listen(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = l.Serve(context.Background()) }()
+	t.Cleanup(func() { _ = l.Shutdown(context.Background()) })
+	for _, tt := range []struct {
+		name, sent string
+		answer     string // the status line's start; "": none
+	}{
+		{"nothing sent", "", ""},
+		{"part of a request", "POST /v1/check HTTP/1.1\r\nHost: x\r\n", "HTTP/1.1 408"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			conn, err := net.Dial("tcp", l.Address())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
+			if _, err := io.WriteString(conn, tt.sent); err != nil {
+				t.Fatal(err)
+			}
+			got, err := io.ReadAll(conn) // until the server closes
+			if err != nil && !errors.Is(err, syscall.ECONNRESET) {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(string(got), tt.answer) || (tt.answer == "" && len(got) > 0) {
+				t.Fatalf("got %q before the close, want %q", got, tt.answer)
 			}
 		})
 	}
