@@ -70,6 +70,14 @@ const (
 	serverPingTimeout = 20 * time.Second
 )
 
+// streamWorkers is how many long-lived goroutines run the calls. Without
+// them gRPC starts a goroutine per call, whose stack then grows while
+// decoding the request: copying stacks was 12 % of the limiter's CPU under
+// load. The workers keep their grown stacks. Calls beyond them, while all
+// are waiting on Redis, still get a goroutine each, so the number bounds
+// nothing; it covers the calls in flight of a few busy gateways.
+const streamWorkers = 256
+
 // healthPrefix starts the methods of the health service, which need no
 // token.
 const healthPrefix = "/grpc.health.v1.Health/"
@@ -91,6 +99,7 @@ func (s *Server) GRPCServer(opts ServerOptions) *grpc.Server {
 	sopts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(opts.MaxRecvMsgSize),
 		grpc.MaxConcurrentStreams(opts.MaxConcurrentStreams),
+		grpc.NumStreamWorkers(streamWorkers),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
 			MaxConnectionAge:      opts.MaxConnectionAge, // 0: gRPC's default, infinite
 			MaxConnectionAgeGrace: opts.MaxConnectionAgeGrace,
