@@ -8,11 +8,11 @@ import (
 	"os"
 	"time"
 
-	"github.com/bytedance/gopkg/util/gctuner"
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
 	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/gcfloor"
 	"github.com/ratewarden/ratewarden/internal/httpapi"
 	"github.com/ratewarden/ratewarden/internal/kafkabus"
 	"github.com/ratewarden/ratewarden/internal/lifecycle"
@@ -30,29 +30,8 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "rules" {
 		os.Exit(rulesCommand(os.Args[2:], os.Stdout, os.Stderr))
 	}
-	tuneGC(os.Getenv)
+	gcfloor.Start(os.Getenv)
 	lifecycle.Main("limiter", run)
-}
-
-// gcHeapFloor is the heap size below which the garbage collector waits
-// longer than GOGC=100 would (see tuneGC).
-const gcHeapFloor = 64 << 20
-
-// tuneGC lets the heap grow to gcHeapFloor before it is collected while the
-// live heap is small, instead of at twice the live heap: a limiter keeps
-// a few MiB alive and allocates a few KiB per decision (most of them in
-// gRPC's and kafka-go's code), so it collected many times a second, about a
-// tenth of its CPU over gRPC. GOGC rises to at most 500 and is 100 again
-// once the live heap passes half the floor, so large heaps (local-mode
-// state, a full over-limit cache) keep the default's memory. An operator's
-// GOGC or GOMEMLIMIT turns it off.
-func tuneGC(getenv func(string) string) {
-	if getenv("GOGC") != "" || getenv("GOMEMLIMIT") != "" {
-		return
-	}
-	gctuner.SetMinGCPercent(100)
-	gctuner.SetMaxGCPercent(500)
-	gctuner.Tuning(gcHeapFloor)
 }
 
 // run wires the limiter's parts and runs them in order (package lifecycle):

@@ -1,12 +1,10 @@
-package main
+package gcfloor
 
 import (
 	"runtime"
 	"runtime/debug"
 	"testing"
 	"time"
-
-	"github.com/bytedance/gopkg/util/gctuner"
 )
 
 // gcPercent reads GOGC as the runtime has it.
@@ -16,20 +14,22 @@ func gcPercent() int {
 	return p
 }
 
-func TestTuneGC(t *testing.T) {
+func TestStart(t *testing.T) {
 	before := gcPercent()
 	t.Cleanup(func() {
-		gctuner.Tuning(0) // stops the tuner
+		Stop()
 		debug.SetGCPercent(before)
 	})
 
 	for _, v := range []string{"GOGC", "GOMEMLIMIT"} {
-		tuneGC(func(k string) string {
+		if Start(func(k string) string {
 			if k == v {
 				return "200"
 			}
 			return ""
-		})
+		}) {
+			t.Fatalf("Start with %s set reported the floor on", v)
+		}
 		runtime.GC()
 		runtime.GC()
 		if got := gcPercent(); got != before {
@@ -39,11 +39,13 @@ func TestTuneGC(t *testing.T) {
 
 	// This test's live heap is a few MiB, far below the floor: the tuner
 	// raises GOGC to its most once a collection has run its finalizer.
-	tuneGC(func(string) string { return "" })
+	if !Start(func(string) string { return "" }) {
+		t.Fatal("Start without GOGC or GOMEMLIMIT reported the floor off")
+	}
 	deadline := time.Now().Add(10 * time.Second)
-	for gcPercent() != 500 {
+	for gcPercent() != maxPercent {
 		if time.Now().After(deadline) {
-			t.Fatalf("GOGC = %d ten seconds after collections began, want 500 for a heap far below %d bytes", gcPercent(), gcHeapFloor)
+			t.Fatalf("GOGC = %d ten seconds after collections began, want %d for a heap far below %d bytes", gcPercent(), maxPercent, Floor)
 		}
 		runtime.GC()
 		time.Sleep(10 * time.Millisecond)
