@@ -4,13 +4,13 @@
 // A limiter keeps a few MiB alive and allocates a few KiB per decision
 // (most of it in gRPC's and kafka-go's code), so with Go's default
 // (GOGC=100: collect when the heap has doubled) it collected many times a
-// second: about a tenth of its CPU over gRPC. (The detector and the
-// archiver measured the same with and without the floor, so they run
-// without.) Start runs bytedance/gopkg's gctuner: after each collection GOGC is
-// set so that the next one comes when the heap reaches Floor, between 100
-// and 500; once the heap in use passes half the floor it is 100, so large
-// heaps (local-mode state, a full over-limit cache) cost no more memory
-// than with the default.
+// second: about a tenth of its CPU over gRPC. Start runs bytedance/gopkg's
+// gctuner: after each collection GOGC is set so that the next one comes
+// when the heap reaches Floor, between 100 and 500; once the heap in use
+// passes half the floor it is 100, so large heaps (local-mode state, a
+// full over-limit cache) cost no more memory than with the default. The
+// detector and the archiver measured the same with and without the floor,
+// so they run without.
 package gcfloor
 
 import "github.com/bytedance/gopkg/util/gctuner"
