@@ -142,9 +142,9 @@ func TestFastListenerShutdownDeadline(t *testing.T) {
 	}
 }
 
-// Requests fasthttp cannot read are answered in JSON with the status that
-// names the fault, and the connection is closed.
-func TestFastListenerRequestErrors(t *testing.T) {
+// serveOK serves a fasthttp listener answering "ok" until the test ends.
+func serveOK(t *testing.T) *Listener {
+	t.Helper()
 	l := &Listener{Var: "LISTEN_ADDR", Addr: "127.0.0.1:0", Log: zap.NewNop(),
 		Fast: func(ctx *fasthttp.RequestCtx) { ctx.SetBodyString("ok") }}
 	if err := l.Listen(context.Background()); err != nil {
@@ -152,6 +152,13 @@ func TestFastListenerRequestErrors(t *testing.T) {
 	}
 	go func() { _ = l.Serve(context.Background()) }()
 	t.Cleanup(func() { _ = l.Shutdown(context.Background()) })
+	return l
+}
+
+// Requests fasthttp cannot read are answered in JSON with the status that
+// names the fault, and the connection is closed.
+func TestFastListenerRequestErrors(t *testing.T) {
+	l := serveOK(t)
 	tests := []struct {
 		name, request string
 		status        int
@@ -193,13 +200,7 @@ func TestFastListenerRequestErrors(t *testing.T) {
 // without an answer (a client sending on it just then would take a 408 for
 // its own answer); one that sent part of a request gets the 408.
 func TestFastListenerReadTimeout(t *testing.T) {
-	l := &Listener{Var: "LISTEN_ADDR", Addr: "127.0.0.1:0", Log: zap.NewNop(),
-		Fast: func(ctx *fasthttp.RequestCtx) { ctx.SetBodyString("ok") }}
-	if err := l.Listen(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = l.Serve(context.Background()) }()
-	t.Cleanup(func() { _ = l.Shutdown(context.Background()) })
+	l := serveOK(t)
 	for _, tt := range []struct {
 		name, sent string
 		answer     string // the status line's start; "": none
