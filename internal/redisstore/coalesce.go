@@ -20,7 +20,10 @@ var errClosed = errors.New("redis coalescer closed")
 // CoalesceConfig tunes a Coalescer.
 type CoalesceConfig struct {
 	// Pipelines is the number of round trips in flight at once per Redis
-	// node, each on its own connection (default 4).
+	// node, each on its own connection (default 4). Only one of them at a
+	// time carries fewer than Limit calls: calls arriving while it is in
+	// flight wait for it and share the next round trip, so more round
+	// trips go in parallel only while the backlog fills whole pipelines.
 	Pipelines int
 	// Limit caps the calls sent in one pipeline (default 64).
 	Limit int

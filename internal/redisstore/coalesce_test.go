@@ -107,3 +107,126 @@ func TestCoalescerContextAndClose(t *testing.T) {
 		t.Fatalf("after Close: got %v, want errClosed", err)
 	}
 }
+
+// heldFlushes is a Coalescer's OnFlush that records the calls of every
+// round trip and holds the first until release is closed.
+type heldFlushes struct {
+	mu       sync.Mutex
+	sizes    []int
+	inFlight chan struct{} // closed when the first round trip is held
+	release  chan struct{}
+	released sync.Once
+}
+
+func newHeldFlushes() *heldFlushes {
+	return &heldFlushes{inFlight: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (h *heldFlushes) releaseFirst() { h.released.Do(func() { close(h.release) }) }
+
+func (h *heldFlushes) onFlush(n int) {
+	h.mu.Lock()
+	h.sizes = append(h.sizes, n)
+	first := len(h.sizes) == 1
+	h.mu.Unlock()
+	if first {
+		close(h.inFlight)
+		<-h.release
+	}
+}
+
+func (h *heldFlushes) recorded() []int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]int(nil), h.sizes...)
+}
+
+// waitFor polls cond until it holds, failing the test after a generous bound.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+	}
+}
+
+// While a round trip that is not full is in flight, calls arriving wait
+// for it and then share one round trip, even with connections to spare:
+// that is what keeps Redis's and the limiter's system calls per decision
+// down under load.
+func TestCoalescerOnePartialRoundTripAtATime(t *testing.T) {
+	client := newClient(t, redisAddr())
+	prefix := testPrefix(t, client)
+	held := newHeldFlushes()
+	co := NewCoalescer(New(client), CoalesceConfig{Pipelines: 4, OnFlush: held.onFlush})
+	var wg sync.WaitGroup
+	t.Cleanup(co.Close)
+	t.Cleanup(wg.Wait)
+	t.Cleanup(held.releaseFirst) // first: Close waits for the held worker
+	call := func(name string) []decide.Call {
+		return []decide.Call{{Keys: decidetest.Keys(prefix, name), Algorithm: decide.FixedWindow,
+			Limits: []decide.Limit{{Requests: 5, Per: time.Minute}}, Cost: 1}}
+	}
+	const later = 20
+	decide := func(name string) {
+		wg.Go(func() {
+			if r, err := co.Decide(context.Background(), call(name)); err != nil || !r[0].Allowed || r[0].Remaining != 4 {
+				t.Errorf("%s: %+v, %v", name, r, err)
+			}
+		})
+	}
+	decide("first")
+	<-held.inFlight
+	for i := range later {
+		decide(string(rune('a' + i)))
+	}
+	waitFor(t, "the later calls to queue behind the held round trip", func() bool { return len(co.single.queue) == later })
+	held.releaseFirst()
+	wg.Wait()
+	if got := held.recorded(); len(got) != 2 || got[0] != 1 || got[1] != later {
+		t.Errorf("calls per round trip %v, want [1 %d]", got, later)
+	}
+}
+
+// A full round trip passes the right to gather on before it leaves: a
+// backlog of whole pipelines goes out in parallel, up to Pipelines.
+func TestCoalescerFullRoundTripsInParallel(t *testing.T) {
+	client := newClient(t, redisAddr())
+	prefix := testPrefix(t, client)
+	held := newHeldFlushes()
+	co := NewCoalescer(New(client), CoalesceConfig{Pipelines: 2, Limit: 3, OnFlush: held.onFlush})
+	var wg sync.WaitGroup
+	t.Cleanup(co.Close)
+	t.Cleanup(wg.Wait)
+	t.Cleanup(held.releaseFirst)
+	calls := func(names ...string) []decide.Call {
+		var cs []decide.Call
+		for _, n := range names {
+			cs = append(cs, decide.Call{Keys: decidetest.Keys(prefix, n), Algorithm: decide.FixedWindow,
+				Limits: []decide.Limit{{Requests: 5, Per: time.Minute}}, Cost: 1})
+		}
+		return cs
+	}
+	wg.Go(func() {
+		if _, err := co.Decide(context.Background(), calls("a", "b", "c")); err != nil {
+			t.Errorf("full round trip: %v", err)
+		}
+	})
+	<-held.inFlight
+	done := make(chan error, 1)
+	go func() { _, err := co.Decide(context.Background(), calls("d")); done <- err }()
+	select {
+	case err := <-done: // decided while the full round trip is still held
+		if err != nil {
+			t.Errorf("second round trip: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Errorf("a call waited for a full round trip in flight with a connection to spare")
+	}
+	held.releaseFirst()
+	wg.Wait()
+	if got := held.recorded(); len(got) != 2 || got[0] != 3 || got[1] != 1 {
+		t.Errorf("calls per round trip %v, want [3 1]", got)
+	}
+}

@@ -15,8 +15,14 @@ type lane struct {
 	c     *Coalescer
 	addr  string // "" on a single server
 	queue chan part
-	alone []*lane    // itself: the route of calls it decides alone
-	clock *nodeClock // the node's clock, for counted calls
+	// gather is the lane's one right to take calls from the queue. Its
+	// worker keeps it through a round trip that is not full, so calls
+	// arriving meanwhile wait and share the next round trip rather than
+	// each taking a connection of its own; it passes it on before a full
+	// one, so a backlog of whole pipelines goes out in parallel.
+	gather chan struct{}
+	alone  []*lane    // itself: the route of calls it decides alone
+	clock  *nodeClock // the node's clock, for counted calls
 
 	failures  atomic.Int64 // consecutive failed round trips
 	openUntil atomic.Int64 // unix ns until which calls fail at once; 0: closed
@@ -24,8 +30,10 @@ type lane struct {
 
 // startLane starts the workers of the lane of the node at addr.
 func (c *Coalescer) startLane(addr string) *lane {
-	l := &lane{c: c, addr: addr, queue: make(chan part, c.cfg.Limit*c.cfg.Pipelines), clock: c.store.clocks.of(addr)}
+	l := &lane{c: c, addr: addr, queue: make(chan part, c.cfg.Limit*c.cfg.Pipelines),
+		gather: make(chan struct{}, 1), clock: c.store.clocks.of(addr)}
 	l.alone = []*lane{l}
+	l.gather <- struct{}{}
 	for range c.cfg.Pipelines {
 		c.workers.Go(l.work)
 	}
@@ -39,15 +47,29 @@ func (l *lane) work() {
 		results []decide.Result
 		trip    = newTripContext()
 		pipe    = l.c.store.client.Pipeline() // reused: Exec empties it
+		holding bool                          // l.gather
 	)
 	for {
+		if !holding {
+			select {
+			case <-l.gather:
+				holding = true
+			case <-l.c.quit:
+				return
+			}
+		}
 		select {
 		case pt := <-l.queue:
 			batch = append(batch[:0], pt)
 		case <-l.c.quit:
 			return
 		}
-		batch = l.fill(batch)
+		var n int
+		batch, n = l.fill(batch)
+		if n >= l.c.cfg.Limit {
+			l.gather <- struct{}{}
+			holding = false
+		}
 		calls = calls[:0]
 		for _, pt := range batch {
 			if pt.idx == nil {
@@ -149,9 +171,9 @@ func (l *lane) isOpen() bool {
 }
 
 // fill adds the parts already waiting, and with a window those arriving
-// within it, up to the limit of calls.
-func (l *lane) fill(batch []part) []part {
-	n := batch[0].size()
+// within it, up to the limit of calls; n is the calls of the batch.
+func (l *lane) fill(batch []part) (_ []part, n int) {
+	n = batch[0].size()
 	var timeout <-chan time.Time
 	if l.c.cfg.Window > 0 {
 		t := time.NewTimer(l.c.cfg.Window)
@@ -167,15 +189,15 @@ func (l *lane) fill(batch []part) []part {
 		default:
 		}
 		if timeout == nil {
-			return batch
+			return batch, n
 		}
 		select {
 		case pt := <-l.queue:
 			batch = append(batch, pt)
 			n += pt.size()
 		case <-timeout:
-			return batch
+			return batch, n
 		}
 	}
-	return batch
+	return batch, n
 }
