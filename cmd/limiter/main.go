@@ -83,6 +83,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		Pipelines:  cfg.RedisPipelines,
 		Limit:      cfg.PipelineLimit,
 		Window:     cfg.PipelineWindow,
+		Wait:       cfg.PipelineWait,
 		Timeout:    cfg.RedisTimeout,
 		Registerer: reg,
 	})

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ratewarden/ratewarden/internal/redisstore"
 )
 
 // Limiter is the configuration of cmd/limiter.
@@ -18,6 +20,7 @@ type Limiter struct {
 	RedisPipelines int
 	PipelineLimit  int
 	PipelineWindow time.Duration
+	PipelineWait   time.Duration
 	OverLimitCache int // entries; 0: off
 	LocalMaxKeys   int // keys of local-mode state
 	EventQueueSize int
@@ -95,6 +98,7 @@ func LoadLimiter(getenv func(string) string) (Limiter, error) {
 		RedisPipelines: e.integer("REDIS_PIPELINES", 4, 1, 1024),
 		PipelineLimit:  e.integer("REDIS_PIPELINE_LIMIT", 64, 1, 10000),
 		PipelineWindow: e.durationOrZero("REDIS_PIPELINE_WINDOW", 0),
+		PipelineWait:   e.durationOrZero("REDIS_PIPELINE_WAIT", redisstore.DefaultWait),
 		OverLimitCache: e.integer("OVER_LIMIT_CACHE_SIZE", 100_000, 0, 100_000_000),
 		LocalMaxKeys:   e.integer("LOCAL_MAX_KEYS", 100_000, 1_000, 100_000_000),
 		EventQueueSize: e.integer("EVENT_QUEUE_SIZE", 10000, 1, 10_000_000),

@@ -104,7 +104,7 @@ func benchHandler(b *testing.B, algorithm decide.Algorithm) (fasthttp.RequestHan
 	if err != nil {
 		b.Fatal(err)
 	}
-	counter := redisstore.NewCoalescer(redisstore.New(rdb), redisstore.CoalesceConfig{OnFlush: trips.flushed})
+	counter := redisstore.NewCoalescer(redisstore.New(rdb), redisstore.CoalesceConfig{Wait: redisstore.DefaultWait, OnFlush: trips.flushed})
 	b.Cleanup(counter.Close)
 	reg := prometheus.NewRegistry()
 	svc := limiter.New(limiter.Config{Instance: "bench", ClassifyError: redisstore.ClassifyError, OverLimitCacheSize: 100_000},

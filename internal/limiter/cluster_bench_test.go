@@ -39,7 +39,7 @@ func TestBenchClusterScaling(t *testing.T) {
 			defer rdb.Close()
 			for _, alg := range strings.Fields(envString("BENCH_CLUSTER_ALGORITHMS", "sliding_window token_bucket")) {
 				t.Run(alg, func(t *testing.T) {
-					coalescer := redisstore.NewCoalescer(redisstore.New(rdb), redisstore.CoalesceConfig{Pipelines: pipelines})
+					coalescer := redisstore.NewCoalescer(redisstore.New(rdb), redisstore.CoalesceConfig{Pipelines: pipelines, Wait: redisstore.DefaultWait})
 					defer coalescer.Close()
 					pub, closePub := publisher(t)
 					defer closePub()

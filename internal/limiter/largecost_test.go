@@ -126,7 +126,7 @@ func serviceOnPrivateRedis(t *testing.T, cfg config.Limiter) *limiter.Service {
 		t.Fatal(err)
 	}
 	decider := redisstore.NewCoalescer(store, redisstore.CoalesceConfig{Pipelines: cfg.RedisPipelines,
-		Limit: cfg.PipelineLimit, Window: cfg.PipelineWindow, Timeout: cfg.RedisTimeout})
+		Limit: cfg.PipelineLimit, Window: cfg.PipelineWindow, Wait: cfg.PipelineWait, Timeout: cfg.RedisTimeout})
 	t.Cleanup(decider.Close)
 	file, err := rules.Parse([]byte(largeCostRules))
 	if err != nil {

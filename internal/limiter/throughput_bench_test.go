@@ -44,7 +44,7 @@ func TestBenchDecisionPath(t *testing.T) {
 			prefix := redistest.Prefix(t, rdb)
 			set := benchRules(t, alg, prefix)
 			var calls, trips atomic.Int64
-			coalescer := redisstore.NewCoalescer(redisstore.New(rdb), redisstore.CoalesceConfig{Pipelines: pipelines, Limit: limit,
+			coalescer := redisstore.NewCoalescer(redisstore.New(rdb), redisstore.CoalesceConfig{Pipelines: pipelines, Limit: limit, Wait: redisstore.DefaultWait,
 				OnFlush: func(n int) { calls.Add(int64(n)); trips.Add(1) }})
 			defer coalescer.Close()
 			pub, closePub := publisher(t)

@@ -110,15 +110,15 @@ func TestCoalescerIsolatesHungPrimary(t *testing.T) {
 	hung.Pause()
 	defer hung.Resume()
 	var wg sync.WaitGroup
-	for range 2 { // two failed round trips open the breaker
-		wg.Go(func() {
+	wg.Go(func() {
+		for range 2 { // two failed round trips open the breaker (concurrent calls could share one)
 			took, err := decideOne(subjects[0])
 			var ne *nodeError
 			if !errors.As(err, &ne) || ne.addr != hung.Addr || !ne.partial {
 				t.Errorf("call on the hung primary: %v (took %v), want a partial nodeError of %s", err, took, hung.Addr)
 			}
-		})
-	}
+		}
+	})
 	for _, s := range subjects[1:] { // meanwhile the others answer
 		if took, err := decideOne(s); err != nil || took >= timeout {
 			t.Errorf("call on a healthy primary while another hangs: %v after %v", err, took)

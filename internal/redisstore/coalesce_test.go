@@ -159,7 +159,7 @@ func TestCoalescerOnePartialRoundTripAtATime(t *testing.T) {
 	client := newClient(t, redisAddr())
 	prefix := testPrefix(t, client)
 	held := newHeldFlushes()
-	co := NewCoalescer(New(client), CoalesceConfig{Pipelines: 4, OnFlush: held.onFlush})
+	co := NewCoalescer(New(client), CoalesceConfig{Pipelines: 4, Wait: time.Hour, OnFlush: held.onFlush})
 	var wg sync.WaitGroup
 	t.Cleanup(co.Close)
 	t.Cleanup(wg.Wait)
@@ -189,44 +189,58 @@ func TestCoalescerOnePartialRoundTripAtATime(t *testing.T) {
 	}
 }
 
-// A full round trip passes the right to gather on before it leaves: a
-// backlog of whole pipelines goes out in parallel, up to Pipelines.
-func TestCoalescerFullRoundTripsInParallel(t *testing.T) {
-	client := newClient(t, redisAddr())
-	prefix := testPrefix(t, client)
-	held := newHeldFlushes()
-	co := NewCoalescer(New(client), CoalesceConfig{Pipelines: 2, Limit: 3, OnFlush: held.onFlush})
-	var wg sync.WaitGroup
-	t.Cleanup(co.Close)
-	t.Cleanup(wg.Wait)
-	t.Cleanup(held.releaseFirst)
-	calls := func(names ...string) []decide.Call {
-		var cs []decide.Call
-		for _, n := range names {
-			cs = append(cs, decide.Call{Keys: decidetest.Keys(prefix, n), Algorithm: decide.FixedWindow,
-				Limits: []decide.Limit{{Requests: 5, Per: time.Minute}}, Cost: 1})
-		}
-		return cs
-	}
-	wg.Go(func() {
-		if _, err := co.Decide(context.Background(), calls("a", "b", "c")); err != nil {
-			t.Errorf("full round trip: %v", err)
-		}
-	})
-	<-held.inFlight
-	done := make(chan error, 1)
-	go func() { _, err := co.Decide(context.Background(), calls("d")); done <- err }()
-	select {
-	case err := <-done: // decided while the full round trip is still held
-		if err != nil {
-			t.Errorf("second round trip: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Errorf("a call waited for a full round trip in flight with a connection to spare")
-	}
-	held.releaseFirst()
-	wg.Wait()
-	if got := held.recorded(); len(got) != 2 || got[0] != 3 || got[1] != 1 {
-		t.Errorf("calls per round trip %v, want [3 1]", got)
+// Round trips overlap when the one in flight is full (a backlog of whole
+// pipelines goes out in parallel), once it has been out for Wait (a distant
+// node), and at once without a Wait: then a call is decided while the
+// first round trip is still held.
+func TestCoalescerRoundTripsOverlap(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		wait  time.Duration
+		first int // calls of the held round trip; the limit is 3
+	}{
+		{"full round trip", time.Hour, 3},
+		{"after the wait", time.Millisecond, 1},
+		{"no wait", 0, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client := newClient(t, redisAddr())
+			prefix := testPrefix(t, client)
+			held := newHeldFlushes()
+			co := NewCoalescer(New(client), CoalesceConfig{Pipelines: 2, Limit: 3, Wait: tc.wait, OnFlush: held.onFlush})
+			var wg sync.WaitGroup
+			t.Cleanup(co.Close)
+			t.Cleanup(wg.Wait)
+			t.Cleanup(held.releaseFirst)
+			calls := func(name string, n int) []decide.Call {
+				var cs []decide.Call
+				for i := range n {
+					cs = append(cs, decide.Call{Keys: decidetest.Keys(prefix, name+string(rune('a'+i))), Algorithm: decide.FixedWindow,
+						Limits: []decide.Limit{{Requests: 5, Per: time.Minute}}, Cost: 1})
+				}
+				return cs
+			}
+			wg.Go(func() {
+				if _, err := co.Decide(context.Background(), calls("first", tc.first)); err != nil {
+					t.Errorf("held round trip: %v", err)
+				}
+			})
+			<-held.inFlight
+			done := make(chan error, 1)
+			go func() { _, err := co.Decide(context.Background(), calls("second", 1)); done <- err }()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("second round trip: %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("a call waited for the held round trip with a connection to spare")
+			}
+			held.releaseFirst()
+			wg.Wait()
+			if got := held.recorded(); len(got) != 2 || got[0] != tc.first || got[1] != 1 {
+				t.Errorf("calls per round trip %v, want [%d 1]", got, tc.first)
+			}
+		})
 	}
 }

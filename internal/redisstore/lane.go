@@ -16,10 +16,12 @@ type lane struct {
 	addr  string // "" on a single server
 	queue chan part
 	// gather is the lane's one right to take calls from the queue. Its
-	// worker keeps it through a round trip that is not full, so calls
-	// arriving meanwhile wait and share the next round trip rather than
-	// each taking a connection of its own; it passes it on before a full
-	// one, so a backlog of whole pipelines goes out in parallel.
+	// worker keeps it through a round trip that is not full, up to
+	// cfg.Wait, so calls arriving meanwhile wait and share the next round
+	// trip rather than each taking a connection of its own; it passes it
+	// on before a full one, so a backlog of whole pipelines goes out in
+	// parallel, and after cfg.Wait, so a distant node's round trips
+	// overlap.
 	gather chan struct{}
 	alone  []*lane    // itself: the route of calls it decides alone
 	clock  *nodeClock // the node's clock, for counted calls
@@ -48,7 +50,11 @@ func (l *lane) work() {
 		trip    = newTripContext()
 		pipe    = l.c.store.client.Pipeline() // reused: Exec empties it
 		holding bool                          // l.gather
+		wait    = l.c.cfg.Wait
+		passOn  = time.AfterFunc(time.Hour, func() { l.gather <- struct{}{} })
 	)
+	passOn.Stop()
+	defer passOn.Stop()
 	for {
 		if !holding {
 			select {
@@ -66,9 +72,11 @@ func (l *lane) work() {
 		}
 		var n int
 		batch, n = l.fill(batch)
-		if n >= l.c.cfg.Limit {
+		if n >= l.c.cfg.Limit || wait <= 0 {
 			l.gather <- struct{}{}
 			holding = false
+		} else {
+			passOn.Reset(wait)
 		}
 		calls = calls[:0]
 		for _, pt := range batch {
@@ -82,6 +90,9 @@ func (l *lane) work() {
 		}
 		results = append(results[:0], make([]decide.Result, len(calls))...)
 		errs := l.roundTrip(trip, pipe, calls, results)
+		if holding && !passOn.Stop() {
+			holding = false // passed on while the round trip was out
+		}
 		off := 0
 		for _, pt := range batch {
 			n, p := pt.size(), pt.p

@@ -60,7 +60,8 @@ func BenchmarkServeShouldRateLimit(b *testing.B) {
 		b.Fatal(err)
 	}
 	var trips, calls atomic.Int64
-	counter := redisstore.NewCoalescer(redisstore.New(rdb), redisstore.CoalesceConfig{OnFlush: func(n int) { trips.Add(1); calls.Add(int64(n)) }})
+	counter := redisstore.NewCoalescer(redisstore.New(rdb), redisstore.CoalesceConfig{Wait: redisstore.DefaultWait,
+		OnFlush: func(n int) { trips.Add(1); calls.Add(int64(n)) }})
 	b.Cleanup(counter.Close)
 	reg := prometheus.NewRegistry()
 	svc := limiter.New(limiter.Config{Instance: "bench", ClassifyError: redisstore.ClassifyError, OverLimitCacheSize: 100_000},
