@@ -28,7 +28,7 @@ func TestLoadLimiterDefaults(t *testing.T) {
 	if !c.DynamicRules || c.DatabaseURL != DefaultDatabaseURL || c.RulesPoll != time.Second {
 		t.Fatalf("unexpected dynamic rules defaults: %+v", c)
 	}
-	if c.OverLimitCache != 100_000 || c.PprofAddr != "" {
+	if c.OverLimitCache != 100_000 || c.PprofAddr != "" || c.RedisPipelines != 4 || c.PipelineWindow != 0 || c.PipelineWait != 200*time.Microsecond {
 		t.Fatalf("unexpected performance defaults: %+v", c)
 	}
 	want := RLS{GRPCListenAddr: ":8083", LimitHeader: "RateLimit-Limit", RemainingHeader: "RateLimit-Remaining",
@@ -87,12 +87,14 @@ func TestLoadLimiterValues(t *testing.T) {
 		"REDIS_TIMEOUT":         "2s",
 		"OVER_LIMIT_CACHE_SIZE": "0",
 		"PPROF_ADDR":            "127.0.0.1:6060",
+		"REDIS_PIPELINE_WAIT":   "0",
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(c.KafkaBrokers) != 2 || len(c.RedisClusterAddrs) != 2 || len(c.TrustedProxies) != 3 ||
-		c.AuthDenyStatus != 403 || c.RedisTimeout != 2*time.Second || c.OverLimitCache != 0 || c.PprofAddr != "127.0.0.1:6060" {
+		c.AuthDenyStatus != 403 || c.RedisTimeout != 2*time.Second || c.OverLimitCache != 0 || c.PprofAddr != "127.0.0.1:6060" ||
+		c.PipelineWait != 0 {
 		t.Fatalf("unexpected config: %+v", c)
 	}
 }
@@ -125,6 +127,7 @@ func TestLoadLimiterErrorsNameTheVariable(t *testing.T) {
 		{"bad shadow switch", "SHADOW_MODE", "yes please"},
 		{"empty address key", "RLS_ADDRESS_KEY", "\x01"},
 		{"negative connection age", "GRPC_MAX_CONNECTION_AGE", "-1s"},
+		{"negative pipeline wait", "REDIS_PIPELINE_WAIT", "-200us"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
