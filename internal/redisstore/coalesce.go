@@ -14,9 +14,9 @@ import (
 	"github.com/ratewarden/ratewarden/internal/decide"
 )
 
-// DefaultWait is the limiter's CoalesceConfig.Wait: longer than a round
-// trip to a Redis on the same host or network under load (50 – 150 µs
-// measured here), short against a distant one's.
+// DefaultWait is the limiter's CoalesceConfig.Wait: long enough for most
+// round trips to a Redis on the same host or network, short against a
+// distant one's (README, Performance: One round trip at a time).
 const DefaultWait = 200 * time.Microsecond
 
 // errClosed is returned by a Coalescer after Close.
