@@ -164,14 +164,10 @@ func TestCoalescerOnePartialRoundTripAtATime(t *testing.T) {
 	t.Cleanup(co.Close)
 	t.Cleanup(wg.Wait)
 	t.Cleanup(held.releaseFirst) // first: Close waits for the held worker
-	call := func(name string) []decide.Call {
-		return []decide.Call{{Keys: decidetest.Keys(prefix, name), Algorithm: decide.FixedWindow,
-			Limits: []decide.Limit{{Requests: 5, Per: time.Minute}}, Cost: 1}}
-	}
 	const later = 20
 	decide := func(name string) {
 		wg.Go(func() {
-			if r, err := co.Decide(context.Background(), call(name)); err != nil || !r[0].Allowed || r[0].Remaining != 4 {
+			if r, err := co.Decide(context.Background(), []decide.Call{fixedWindowCall(prefix, name, 5)}); err != nil || !r[0].Allowed || r[0].Remaining != 4 {
 				t.Errorf("%s: %+v, %v", name, r, err)
 			}
 		})
@@ -215,8 +211,7 @@ func TestCoalescerRoundTripsOverlap(t *testing.T) {
 			calls := func(name string, n int) []decide.Call {
 				var cs []decide.Call
 				for i := range n {
-					cs = append(cs, decide.Call{Keys: decidetest.Keys(prefix, name+string(rune('a'+i))), Algorithm: decide.FixedWindow,
-						Limits: []decide.Limit{{Requests: 5, Per: time.Minute}}, Cost: 1})
+					cs = append(cs, fixedWindowCall(prefix, name+string(rune('a'+i)), 5))
 				}
 				return cs
 			}
