@@ -165,17 +165,17 @@ func TestCoalescerOnePartialRoundTripAtATime(t *testing.T) {
 	t.Cleanup(wg.Wait)
 	t.Cleanup(held.releaseFirst) // first: Close waits for the held worker
 	const later = 20
-	decide := func(name string) {
+	check := func(name string) {
 		wg.Go(func() {
 			if r, err := co.Decide(context.Background(), []decide.Call{fixedWindowCall(prefix, name, 5)}); err != nil || !r[0].Allowed || r[0].Remaining != 4 {
 				t.Errorf("%s: %+v, %v", name, r, err)
 			}
 		})
 	}
-	decide("first")
+	check("first")
 	<-held.inFlight
 	for i := range later {
-		decide(string(rune('a' + i)))
+		check(string(rune('a' + i)))
 	}
 	waitFor(t, "the later calls to queue behind the held round trip", func() bool { return len(co.single.queue) == later })
 	held.releaseFirst()
