@@ -144,10 +144,12 @@ func TestCountedServerClock(t *testing.T) {
 					t.Fatalf("counter %s = %d (%v), want 2: the admitted calls, the denied one refunded", key, n, err)
 				}
 				ttl := client.PTTL(ctx, key).Val().Milliseconds()
-				// at least until the window ends, at most the grace after it
-				// (and a second for the estimate of the server's clock)
-				if left := per - after%per; ttl < left || ttl > per-before%per+countedGrace+1000 {
-					t.Errorf("counter expires in %d ms, want the %d ms left of the window plus up to %d", ttl, left, countedGrace)
+				// at least until the window ends and its spread after that, at
+				// most the grace more (and a second for the estimate of the
+				// server's clock)
+				spread := expirySpread(key, per)
+				if left := per - after%per; ttl < left+spread || ttl > per-before%per+countedGrace+spread+1000 {
+					t.Errorf("counter expires in %d ms, want the %d ms left of the window plus %d spread plus up to %d", ttl, left, spread, countedGrace)
 				}
 				if !results[0].Allowed || !results[1].Allowed || results[2].Allowed || results[2].Remaining != 0 {
 					t.Errorf("results %+v: want two admitted, the third denied", results)
@@ -234,5 +236,41 @@ func TestCountedSwitch(t *testing.T) {
 		if !r[0].Allowed || r[0].Remaining != st.remaining {
 			t.Errorf("step %d: %+v, want admitted with %d remaining", i, r[0], st.remaining)
 		}
+	}
+}
+
+// TestExpirySpread: the counters of one window are kept for different
+// times past it, spread evenly over the window (at most maxExpirySpread),
+// so Redis does not delete them all at once.
+func TestExpirySpread(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		per  int64 // ms
+	}{
+		{"second", 1000},
+		{"hour, capped", 3_600_000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			span := min(tc.per, maxExpirySpread)
+			const keys, buckets = 10_000, 10
+			var count [buckets]int
+			for i := range keys {
+				key := countedKey("rl:{ip:203.0.113."+strconv.Itoa(i%250)+"}:"+strconv.Itoa(i), tc.per, 42)
+				s := expirySpread(key, tc.per)
+				if s < 0 || s >= span {
+					t.Fatalf("spread of %s = %d ms, want within [0, %d)", key, s, span)
+				}
+				if again := expirySpread(key, tc.per); again != s {
+					t.Fatalf("spread of %s = %d then %d: want the same from every limiter", key, s, again)
+				}
+				count[s*buckets/span]++
+			}
+			// evenly: each tenth of the span holds a tenth of the keys, ±20 %
+			for b, n := range count {
+				if n < keys/buckets*8/10 || n > keys/buckets*12/10 {
+					t.Errorf("tenth %d of the spread holds %d of %d counters, want about %d: %v", b, n, keys, keys/buckets, count)
+				}
+			}
+		})
 	}
 }
