@@ -7,17 +7,21 @@
 # both alike.
 # Each round: a fresh broker and limiter, a 3 s warm-up, DURATION at
 # CONNS keep-alive connections (throughput, CPU per decision of the limiter
-# and of Redis from /proc), then DURATION at half that rate (p50, p99).
+# and of Redis from /proc), then DURATION at half that rate (p50, p99)
+# after HALF_WARMUP at it, left out (as in make bench: what the maximum
+# left queued drains in it).
 # B ÷ A per pair of rounds closes the table. A and B are limiter binaries
 # (say, one built from main with `go build -o /tmp/a ./cmd/limiter`);
 # bin/loadgen and bin/devkafka come from this tree (make build).
-# Knobs: ALGORITHM, DURATION, CONNS, KEYS, ROUNDS, PROTOCOL, GRPC_CONNS.
+# Knobs: ALGORITHM, DURATION, CONNS, KEYS, ROUNDS, PROTOCOL, GRPC_CONNS,
+# HALF_WARMUP.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 [ $# -eq 2 ] || { echo "usage: $0 LIMITER_A LIMITER_B" >&2; exit 2; }
 bins=("$1" "$2")
 ALGORITHM=${ALGORITHM:-fixed_window}
 DURATION=${DURATION:-10s}
+HALF_WARMUP=${HALF_WARMUP:-2s}
 CONNS=${CONNS:-64}
 KEYS=${KEYS:-10000}
 ROUNDS=${ROUNDS:-3}
@@ -78,7 +82,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
 		tput[$k]=$x
 		lim[$k]=$(per_decision $((after[0] - before[0])) "$n")
 		red[$k]=$(per_decision $((after[1] - before[1])) "$n")
-		run_loadgen -rate "$(awk -v r="$x" 'BEGIN {printf "%d", r / 2}')" -duration "$DURATION" -summary-file "$work/half.env"
+		run_loadgen -rate "$(awk -v r="$x" 'BEGIN {printf "%d", r / 2}')" -warmup "$HALF_WARMUP" -duration "$DURATION" -summary-file "$work/half.env"
 		read -r "p50[$k]" "p99[$k]" < <(source "$work/half.env"; echo "$p50_ms $p99_ms")
 		printf '| %d | %s | %s | %s | %s | %s | %s |\n' "$r" "${bins[v]}" "${tput[$k]}" "${lim[$k]}" "${red[$k]}" "${p50[$k]}" "${p99[$k]}"
 		for p in "$limiter" "$broker"; do kill -TERM "$p"; wait "$p" 2>/dev/null || true; done
