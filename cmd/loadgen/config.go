@@ -8,19 +8,20 @@ import (
 	"math"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 )
 
 // config is the validated command line.
 type config struct {
-	protocol    string // protocolHTTP or protocolGRPC
+	protocol    string // protocolHTTP, protocolJSON or protocolGRPC
 	rawURL      string
-	target      target   // HTTP
+	target      target   // HTTP, JSON
 	grpcAddr    string   // gRPC: host:port
 	grpcConns   int      // gRPC: connections the workers share
-	domain      string   // gRPC: the requests' domain
-	entries     []string // gRPC: the keys of the descriptor's entries
+	domain      string   // gRPC, JSON: the requests' domain
+	entries     []string // gRPC, JSON: the keys of the descriptor's entries
 	token       string
 	workers     int
 	rate        float64
@@ -38,6 +39,7 @@ type config struct {
 // The protocols of -protocol.
 const (
 	protocolHTTP = "http" // POST /v1/check over HTTP/1.1
+	protocolJSON = "json" // envoyproxy/ratelimit's POST /json over HTTP/1.1
 	protocolGRPC = "grpc" // Envoy's ShouldRateLimit over HTTP/2
 )
 
@@ -54,6 +56,10 @@ plaintext HTTP/2): -workers concurrent calls over -grpc-conns connections,
 each a RateLimitRequest in -domain with one descriptor of the -entries of
 the same traffic (the client IP as remote_address...); OK counts as
 allowed, OVER_LIMIT as denied, any other gRPC status as an error.
+With -protocol json it posts the same RateLimitRequest in proto3 JSON to
+envoyproxy/ratelimit's POST /json at -url, over keep-alive HTTP/1.1
+connections as for /v1/check: 200 with overallCode OK counts as allowed,
+429 as denied.
 
 Closed loop (default): -workers workers each send back to back.
 Open loop (-rate R): R requests/s spread evenly over -workers workers;
@@ -90,14 +96,14 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		fmt.Fprint(fs.Output(), usageHead)
 		fs.PrintDefaults()
 	}
-	fs.StringVar(&cfg.protocol, "protocol", protocolHTTP, "`protocol`: http (POST /v1/check) or grpc (Envoy's ShouldRateLimit)")
-	fs.StringVar(&cfg.rawURL, "url", "http://127.0.0.1:8080", "http: limiter base `URL` (http://, no TLS); /v1/check is appended")
+	fs.StringVar(&cfg.protocol, "protocol", protocolHTTP, "`protocol`: http (POST /v1/check), json (envoyproxy/ratelimit's POST /json) or grpc (Envoy's ShouldRateLimit)")
+	fs.StringVar(&cfg.rawURL, "url", "http://127.0.0.1:8080", "http, json: limiter base `URL` (http://, no TLS); /v1/check (json: /json) is appended")
 	fs.StringVar(&cfg.grpcAddr, "grpc-addr", "127.0.0.1:8083", "grpc: `host:port` of the limiter's GRPC_LISTEN_ADDR (plaintext)")
 	fs.IntVar(&cfg.grpcConns, "grpc-conns", 4, "grpc: HTTP/2 connections the workers' calls are spread over")
-	fs.StringVar(&cfg.domain, "domain", "bench", "grpc: the requests' `domain` (an RLS config file's domain)")
-	fs.StringVar(&entries, "entries", entryRemoteAddress, "grpc: the descriptor's `entries`, in order, of remote_address (client IP), path (endpoint), method")
+	fs.StringVar(&cfg.domain, "domain", "bench", "grpc, json: the requests' `domain` (an RLS config file's domain)")
+	fs.StringVar(&entries, "entries", entryRemoteAddress, "grpc, json: the descriptor's `entries`, in order, of remote_address (client IP), path (endpoint), method")
 	fs.StringVar(&cfg.token, "token", "", "bearer `token` sent with every request (grpc: as authorization metadata): one of the limiter's API_TOKENS (empty: none)")
-	fs.IntVar(&cfg.workers, "workers", 16, "http: connections, one per worker; grpc: concurrent calls")
+	fs.IntVar(&cfg.workers, "workers", 16, "http, json: connections, one per worker; grpc: concurrent calls")
 	fs.Float64Var(&cfg.rate, "rate", 0, "open loop: requests per second over all workers; 0: closed loop")
 	fs.DurationVar(&cfg.duration, "duration", 10*time.Second, "measurement length; 0: until -requests are sent")
 	fs.Uint64Var(&cfg.requests, "requests", 0, "stop after this many measured requests; 0: no limit")
@@ -133,37 +139,42 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	return cfg, nil
 }
 
-// Flags of one protocol only: given with the other, they would silently
-// do nothing.
-var (
-	httpOnlyFlags = []string{"url"}
-	grpcOnlyFlags = []string{"grpc-addr", "grpc-conns", "domain", "entries"}
-)
+// protocolFlags are the flags that apply to some protocols only: given
+// with another, they would silently do nothing.
+var protocolFlags = map[string][]string{
+	"url":        {protocolHTTP, protocolJSON},
+	"grpc-addr":  {protocolGRPC},
+	"grpc-conns": {protocolGRPC},
+	"domain":     {protocolGRPC, protocolJSON},
+	"entries":    {protocolGRPC, protocolJSON},
+}
 
 // finish validates the flags and fills in what derives from them; set
 // holds the flags given.
 func (cfg *config) finish(set map[string]bool, mix, keyOrder, ipBase, entries string, keys, cost int) error {
 	var err error
-	var others []string
 	switch cfg.protocol {
 	case protocolHTTP:
-		others = grpcOnlyFlags
-		if cfg.target, err = parseTarget(cfg.rawURL); err != nil {
-			return fmt.Errorf("-url: %w", err)
-		}
+		cfg.target, err = parseTarget(cfg.rawURL, checkPath)
+	case protocolJSON:
+		cfg.target, err = parseTarget(cfg.rawURL, jsonPath)
 	case protocolGRPC:
-		others = httpOnlyFlags
 		if err := checkHostPort(cfg.grpcAddr); err != nil {
 			return fmt.Errorf("-grpc-addr: %w", err)
 		}
+	default:
+		return fmt.Errorf("-protocol %q: want http, json or grpc", cfg.protocol)
+	}
+	if err != nil {
+		return fmt.Errorf("-url: %w", err)
+	}
+	if cfg.protocol != protocolHTTP {
 		if cfg.entries, err = parseEntries(entries); err != nil {
 			return fmt.Errorf("-entries: %w", err)
 		}
-	default:
-		return fmt.Errorf("-protocol %q: want http or grpc", cfg.protocol)
 	}
-	for _, name := range others {
-		if set[name] {
+	for name, protocols := range protocolFlags {
+		if set[name] && !slices.Contains(protocols, cfg.protocol) {
 			return fmt.Errorf("-%s does not apply to -protocol %s", name, cfg.protocol)
 		}
 	}

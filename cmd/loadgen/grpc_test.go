@@ -84,10 +84,15 @@ func (f *fakeRLS) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	return &rlsv3.RateLimitResponse{OverallCode: code}, nil
 }
 
+// reset empties what f records.
+func (f *fakeRLS) reset() {
+	f.peers, f.domains, f.keys, f.hits, f.paths = map[string]bool{}, map[string]int{}, map[string]int{}, map[uint32]int{}, map[string]int{}
+}
+
 // startFakeRLS serves f on loopback and returns its address.
 func startFakeRLS(t *testing.T, f *fakeRLS) string {
 	t.Helper()
-	f.peers, f.domains, f.keys, f.hits, f.paths = map[string]bool{}, map[string]int{}, map[string]int{}, map[uint32]int{}, map[string]int{}
+	f.reset()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -232,6 +237,10 @@ func TestGRPCUsageErrors(t *testing.T) {
 		{[]string{"-protocol", "grpc", "-domain", ""}, "-domain"},
 		{[]string{"-protocol", "grpc", "-entries", "remote_address,user"}, `unknown entry "user"`},
 		{[]string{"-protocol", "grpc", "-entries", "path,path"}, `entry "path" given twice`},
+		{[]string{"-protocol", "json", "-grpc-addr", "127.0.0.1:8083"}, "-grpc-addr does not apply to -protocol json"},
+		{[]string{"-protocol", "json", "-entries", "user"}, `unknown entry "user"`},
+		{[]string{"-protocol", "json", "-url", "https://limiter"}, "TLS is not supported"},
+		{[]string{"-protocol", "json", "-domain", ""}, "-domain"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

@@ -8,7 +8,10 @@
 //
 // With -protocol grpc the same traffic goes to Envoy's rate limit service
 // (ShouldRateLimit) instead, over a few HTTP/2 connections as Envoy sends
-// it, with the request messages reused by each worker.
+// it, with the request messages reused by each worker; with -protocol json
+// to envoyproxy/ratelimit's POST /json, over keep-alive HTTP/1.1 as for
+// /v1/check, so that the limiter and envoyproxy/ratelimit can be measured
+// side by side over HTTP too.
 //
 // Exit status: 0 when the run went well, 1 when the limiter cannot be
 // reached or the error ratio exceeds -max-errors, 2 for usage errors.
@@ -143,7 +146,12 @@ func newSenders(cfg *config) ([]sender, func(), error) {
 	}
 	builder := newRequestBuilder(cfg.target)
 	for i := range senders {
-		senders[i] = newHTTPSender(builder, newClient(cfg.target.addr, cfg.timeout))
+		cl := newClient(cfg.target.addr, cfg.timeout)
+		if cfg.protocol == protocolJSON {
+			senders[i] = newJSONSender(builder, cl, newRLSJSON(cfg.domain, cfg.entries))
+		} else {
+			senders[i] = newHTTPSender(builder, cl)
+		}
 	}
 	return senders, func() {}, nil
 }

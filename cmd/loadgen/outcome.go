@@ -99,9 +99,17 @@ func classify(o *outcome, res response) {
 			return
 		}
 		o.allowed, o.reason = allowed, r
-	case res.status >= 500:
+	default:
+		classifyStatus(o, res.status)
+	}
+}
+
+// classifyStatus sets the error class of an answer that is no decision.
+func classifyStatus(o *outcome, status int) {
+	switch {
+	case status >= 500:
 		o.err = errStatus5xx
-	case res.status >= 400:
+	case status >= 400:
 		o.err = errStatus4xx
 	default:
 		o.err = errStatusMisc

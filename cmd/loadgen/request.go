@@ -19,9 +19,9 @@ type target struct {
 	token string // the bearer token of every request; empty: none
 }
 
-// parseTarget reads the -url flag: an http:// base URL, to which /v1/check
-// is appended unless it already ends with it.
-func parseTarget(raw string) (target, error) {
+// parseTarget reads the -url flag: an http:// base URL, to which endpoint
+// (/v1/check, or /json) is appended unless it already ends with it.
+func parseTarget(raw, endpoint string) (target, error) {
 	u, err := url.Parse(raw)
 	if err != nil || u.Scheme != "http" {
 		return target{}, fmt.Errorf("%q: want an http:// URL such as http://127.0.0.1:8080 (TLS is not supported)", raw)
@@ -36,8 +36,8 @@ func parseTarget(raw string) (target, error) {
 	if u.Port() == "" {
 		t.addr = net.JoinHostPort(u.Hostname(), "80")
 	}
-	if !strings.HasSuffix(t.path, checkPath) {
-		t.path += checkPath
+	if !strings.HasSuffix(t.path, endpoint) {
+		t.path += endpoint
 	}
 	return t, nil
 }

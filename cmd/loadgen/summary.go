@@ -13,7 +13,7 @@ import (
 type summary struct {
 	protocol    string
 	url         string
-	domain      string // gRPC
+	domain      string // gRPC, JSON
 	workers     int
 	conns       int
 	rate        float64       // target; 0 in closed loop
@@ -64,10 +64,14 @@ func (s *summary) errorRatio() float64 { return ratio(s.t.errors, s.t.requests) 
 func (s *summary) writeText(w io.Writer) error {
 	b := bufio.NewWriter(w)
 	t := s.t
-	if s.protocol == protocolGRPC {
+	switch s.protocol {
+	case protocolGRPC:
 		fmt.Fprintf(b, "target     %s, domain %s\n", s.url, s.domain)
 		fmt.Fprintf(b, "mode       %s loop, %d concurrent calls over %d HTTP/2 connections", s.mode(), s.workers, s.conns)
-	} else {
+	case protocolJSON:
+		fmt.Fprintf(b, "target     %s, domain %s\n", s.url, s.domain)
+		fmt.Fprintf(b, "mode       %s loop, %d connections", s.mode(), s.workers)
+	default:
 		fmt.Fprintf(b, "target     %s\n", s.url)
 		fmt.Fprintf(b, "mode       %s loop, %d connections", s.mode(), s.workers)
 	}
@@ -145,7 +149,7 @@ func (s *summary) writeShell(w io.Writer) error {
 	f := func(k string, v float64, decimals int) { kv(k, strconv.FormatFloat(v, 'f', decimals, 64)) }
 	kv("protocol", s.protocol)
 	kv("url", shellQuote(s.url))
-	if s.protocol == protocolGRPC {
+	if s.protocol != protocolHTTP {
 		kv("domain", shellQuote(s.domain))
 	}
 	kv("mode", s.mode())

@@ -212,11 +212,7 @@ func (d *Draw) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"ip":"`...)
 	dst = append(dst, d.IP...)
 	dst = append(dst, `","endpoint":"`...)
-	if d.endpointJSON != nil {
-		dst = append(dst, d.endpointJSON...)
-	} else {
-		dst = append(dst, d.Endpoint...)
-	}
+	dst = d.appendEndpointJSON(dst)
 	dst = append(dst, `","method":"`...)
 	dst = append(dst, d.Method...)
 	dst = append(dst, '"')
@@ -235,6 +231,14 @@ func (d *Draw) AppendJSON(dst []byte) []byte {
 		dst = strconv.AppendInt(dst, int64(d.Cost), 10)
 	}
 	return append(dst, '}')
+}
+
+// appendEndpointJSON appends d's endpoint as the inside of a JSON string.
+func (d *Draw) appendEndpointJSON(dst []byte) []byte {
+	if d.endpointJSON != nil {
+		return append(dst, d.endpointJSON...)
+	}
+	return append(dst, d.Endpoint...)
 }
 
 // attackerIP writes the address of the run-th run of profile p.

@@ -21,25 +21,37 @@ type sender interface {
 	close()
 }
 
-// httpSender sends POST /v1/check over the worker's own keep-alive
-// connection.
+// httpSender sends POST /v1/check, or with -protocol json POST /json, over
+// the worker's own keep-alive connection.
 type httpSender struct {
-	builder requestBuilder
-	client  *client
-	body    []byte // scratch for the request body
-	req     []byte // scratch for the whole request
+	builder    requestBuilder
+	client     *client
+	appendBody func(d *Draw, dst []byte) []byte
+	classify   func(o *outcome, res response)
+	body       []byte // scratch for the request body
+	req        []byte // scratch for the whole request
 }
 
+// newHTTPSender returns a sender of POST /v1/check.
 func newHTTPSender(builder requestBuilder, cl *client) *httpSender {
-	return &httpSender{builder: builder, client: cl, body: make([]byte, 0, 512), req: make([]byte, 0, 1024)}
+	return &httpSender{builder: builder, client: cl, appendBody: (*Draw).AppendJSON, classify: classify,
+		body: make([]byte, 0, 512), req: make([]byte, 0, 1024)}
+}
+
+// newJSONSender returns a sender of envoyproxy/ratelimit's POST /json.
+func newJSONSender(builder requestBuilder, cl *client, r rlsJSON) *httpSender {
+	h := newHTTPSender(builder, cl)
+	h.appendBody = r.appendBody
+	h.classify = classifyRLSJSON
+	return h
 }
 
 func (h *httpSender) send(ctx context.Context, d *Draw, now time.Time, o *outcome) error {
-	h.body = d.AppendJSON(h.body[:0])
+	h.body = h.appendBody(d, h.body[:0])
 	h.req = h.builder.append(h.req[:0], h.body)
 	res, class, err := h.client.roundTrip(ctx, h.req, now)
 	if class == errNone {
-		classify(o, res)
+		h.classify(o, res)
 	} else {
 		o.err = class
 	}

@@ -2,7 +2,9 @@
 # deploy/local/ab.sh A B: two limiter builds side by side under make bench's
 # HTTP load (section 2 and 3 of deploy/local/bench.sh), or with PROTOCOL=grpc
 # its gRPC load (Envoy's ShouldRateLimit, one remote_address descriptor of
-# an RLS config domain with the same limit, GRPC_CONNS connections), in
+# an RLS config domain with the same limit, GRPC_CONNS connections), or
+# with PROTOCOL=json the same request to envoyproxy/ratelimit's POST /json
+# over CONNS keep-alive HTTP/1.1 connections, in
 # ROUNDS rounds that alternate A and B, so that this machine's drift hits
 # both alike.
 # Each round: a fresh broker and limiter, a 3 s warm-up, DURATION at
@@ -52,8 +54,9 @@ printf 'domain: ab\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit
 	"$burst" "$ALGORITHM" >"$work/rls/ab.yaml"
 case $PROTOCOL in
 http) target=(-url "http://$LIMITER_ADDR" -endpoint /ab/books/17) ;;
+json) target=(-protocol json -url "http://$LIMITER_ADDR" -domain ab) ;;
 grpc) target=(-protocol grpc -grpc-addr "$GRPC_ADDR" -grpc-conns "$GRPC_CONNS" -domain ab) ;;
-*) echo "PROTOCOL=$PROTOCOL: want http or grpc" >&2; exit 2 ;;
+*) echo "PROTOCOL=$PROTOCOL: want http, json or grpc" >&2; exit 2 ;;
 esac
 run_loadgen() { bin/loadgen -progress 0 -mix normal=100 -users 0 "${target[@]}" \
 	-workers "$CONNS" -keys "$KEYS" "$@" >"$work/loadgen.txt" 2>&1 || { cat "$work/loadgen.txt" >&2; exit 1; }; }
@@ -71,7 +74,8 @@ for ((r = 1; r <= ROUNDS; r++)); do
 			INSTANCE_ID=ab "${bins[v]}" 2>>"$work/limiter.log" &
 		limiter=$!
 		pids=("$limiter" "$broker")
-		for _ in $(seq 100); do curl -fs "http://$LIMITER_ADDR/readyz" >/dev/null && break; sleep 0.1; done
+		# /healthcheck: envoyproxy/ratelimit's, when it is one of the two
+		for _ in $(seq 100); do curl -fs "http://$LIMITER_ADDR/readyz" >/dev/null || curl -fs "http://$LIMITER_ADDR/healthcheck" >/dev/null && break; sleep 0.1; done
 		for _ in $(seq 20); do (exec 3<>"/dev/tcp/${GRPC_ADDR%:*}/${GRPC_ADDR##*:}") 2>/dev/null && break; sleep 0.1; done
 		run_loadgen -duration 3s
 		before=($(cpu "$limiter") $(cpu "$redis_pid"))
