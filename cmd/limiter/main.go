@@ -169,7 +169,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		Rules:          rulesMgr,
 		Instances:      liveInstances(heartbeats),
 		Instance:       cfg.Instance,
-		RateLimitJSON:  rls.JSONHandler(false), // the token check is httpapi's, as for /v1/check
+		AnswerJSON:     rls.AnswerJSON, // POST /json, on fasthttp beside /v1/check
 	}
 	api := httpapi.NewHandler(apiCfg)
 	opsHandler := ops.NewHandler(ops.Config{

@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,12 +18,19 @@ import (
 )
 
 // The whole process: configuration from the environment, the example rules,
-// a decision over HTTP, its event on the topic, and a clean stop.
+// a decision over HTTP, envoyproxy/ratelimit's POST /json on the same port,
+// their events on the topic, and a clean stop.
 func TestRunServesAndStopsCleanly(t *testing.T) {
 	broker := kafkatest.StartBroker(t, "ratelimit.decisions")
 	prefix := redistest.Prefix(t, redistest.Client(t))
 	addr := proctest.FreeAddr(t)
+	rls := t.TempDir()
+	if err := os.WriteFile(filepath.Join(rls, "edge.yaml"), []byte("domain: edge\ndescriptors:\n"+
+		"  - key: remote_address\n    rate_limit: {unit: minute, requests_per_unit: 1}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	env := map[string]string{
+		"RLS_CONFIG_DIR":   rls,
 		"LISTEN_ADDR":      addr,
 		"GRPC_LISTEN_ADDR": "127.0.0.1:0",
 		"KAFKA_BROKERS":    broker.Addr(),
@@ -65,6 +74,23 @@ func TestRunServesAndStopsCleanly(t *testing.T) {
 	if resp.Header.Get("RateLimit-Policy") == "" {
 		t.Fatalf("missing RateLimit-Policy header: %v", resp.Header)
 	}
+	// POST /json: the first call within the limit, the second over it.
+	for i, want := range []struct {
+		status  int
+		overall string
+	}{{http.StatusOK, `"overallCode":"OK"`}, {http.StatusTooManyRequests, `"overallCode":"OVER_LIMIT"`}} {
+		resp, err := http.Post(base+"/json", "application/json",
+			strings.NewReader(`{"domain":"edge","descriptors":[{"entries":[{"key":"remote_address","value":"198.51.100.9"}]}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if compact := strings.ReplaceAll(string(body), " ", ""); resp.StatusCode != want.status || !strings.Contains(compact, want.overall) ||
+			resp.Header.Get("Content-Type") != "application/json" {
+			t.Fatalf("/json call %d: %d %s %v, want %d with %s", i+1, resp.StatusCode, body, resp.Header, want.status, want.overall)
+		}
+	}
 	metrics, err := http.Get(base + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -84,10 +110,20 @@ func TestRunServesAndStopsCleanly(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("run did not stop within 15s")
 	}
-	msgs := kafkatest.ReadMessages(t, broker.Brokers(), "ratelimit.decisions", 1, 10*time.Second)
-	ev, err := event.DecodeDecision(msgs[0].Value)
-	if err != nil || ev.Instance != "run-test" || ev.RuleID != "login-per-ip" {
-		t.Fatalf("event %+v, %v", ev, err)
+	msgs := kafkatest.ReadMessages(t, broker.Brokers(), "ratelimit.decisions", 3, 10*time.Second)
+	byIP := map[string][]bool{} // the verdicts of each client address
+	for _, m := range msgs {
+		ev, err := event.DecodeDecision(m.Value)
+		if err != nil || ev.Instance != "run-test" {
+			t.Fatalf("event %+v, %v", ev, err)
+		}
+		if ev.IP == "203.0.113.7" && ev.RuleID != "login-per-ip" {
+			t.Fatalf("check event %+v, want rule login-per-ip", ev)
+		}
+		byIP[ev.IP] = append(byIP[ev.IP], ev.Allowed)
+	}
+	if got := byIP["198.51.100.9"]; len(got) != 2 || !got[0] || got[1] || len(byIP["203.0.113.7"]) != 1 {
+		t.Fatalf("events by address %v: want the check, and the /json calls allowed then denied", byIP)
 	}
 }
 

@@ -13,18 +13,18 @@ import (
 	"github.com/ratewarden/ratewarden/internal/rules"
 )
 
-// The JSON decision API: one check, several.
+// The JSON decision API: one check, several; and envoyproxy/ratelimit's.
 const (
 	checkPath = "/v1/check"
 	batchPath = "/v1/check/batch"
+	jsonPath  = "/json"
 )
 
 // NewFastHandler returns the decision port's handler, served by fasthttp
-// (ops.Listener's Fast): POST /v1/check and /v1/check/batch natively, and
-// every other request
-// (forward-auth, POST /json, the admin API, the operational routes) to
-// rest, a net/http handler such as NewHandler's, through fasthttp's
-// adaptor.
+// (ops.Listener's Fast): POST /v1/check, /v1/check/batch and (with
+// Config.AnswerJSON) envoyproxy/ratelimit's /json natively, and every other
+// request (forward-auth, the admin API, the operational routes) to rest, a
+// net/http handler such as NewHandler's, through fasthttp's adaptor.
 //
 // Why two servers' APIs on one port: /v1/check carries nearly all the
 // decisions, and on it net/http's own cost (about 23 allocations and
@@ -39,9 +39,25 @@ func NewFastHandler(cfg Config, rest http.Handler) fasthttp.RequestHandler {
 	if len(cfg.APITokens) > 0 {
 		tokens = bearer.New(cfg.APITokens...)
 	}
+	check, batch := h.fastCheck, h.fastBatch // method values made once
+	var answerJSON fasthttp.RequestHandler
+	if cfg.AnswerJSON != nil {
+		answerJSON = func(ctx *fasthttp.RequestCtx) {
+			status, answer := cfg.AnswerJSON(ctx, ctx.PostBody())
+			fastJSON(ctx, status, answer)
+		}
+	}
 	return func(ctx *fasthttp.RequestCtx) {
-		batch := string(ctx.Path()) == batchPath // compared, not copied
-		if !batch && string(ctx.Path()) != checkPath {
+		var serve fasthttp.RequestHandler
+		switch string(ctx.Path()) { // compared, not copied
+		case checkPath:
+			serve = check
+		case batchPath:
+			serve = batch
+		case jsonPath:
+			serve = answerJSON
+		}
+		if serve == nil {
 			other(ctx)
 			return
 		}
@@ -58,11 +74,7 @@ func NewFastHandler(cfg Config, rest http.Handler) fasthttp.RequestHandler {
 			fastError(ctx, http.StatusUnauthorized, "missing or invalid bearer token")
 			return
 		}
-		if batch {
-			h.fastBatch(ctx)
-		} else {
-			h.fastCheck(ctx)
-		}
+		serve(ctx)
 	}
 }
 

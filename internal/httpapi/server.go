@@ -46,9 +46,10 @@ type Config struct {
 	Rules     RuleAdmin
 	Instances func(ctx context.Context, now time.Time) ([]LiveInstance, error)
 	Instance  string
-	// RateLimitJSON, when set, serves envoyproxy/ratelimit's POST /json
-	// (rlsapi), behind the API tokens like the other decision routes.
-	RateLimitJSON http.Handler
+	// AnswerJSON, when set, answers the body of envoyproxy/ratelimit's
+	// POST /json (rlsapi.Server.AnswerJSON): NewFastHandler serves the
+	// route, behind the API tokens like the other decision routes.
+	AnswerJSON func(ctx context.Context, body []byte) (status int, answer []byte)
 }
 
 type handler struct {
@@ -71,26 +72,16 @@ func newHandler(cfg Config) *handler {
 }
 
 // NewHandler returns the limiter's net/http routes: every route but
-// POST /v1/check, which NewFastHandler serves in front of them.
+// POST /v1/check, /v1/check/batch and /json, which NewFastHandler serves in
+// front of them.
 func NewHandler(cfg Config) http.Handler {
 	h := newHandler(cfg)
 	auth := h.auth
-	var rlsJSON http.HandlerFunc
-	if cfg.RateLimitJSON != nil {
-		rlsJSON = cfg.RateLimitJSON.ServeHTTP
-	}
 	if len(cfg.APITokens) > 0 {
-		tokens := bearer.New(cfg.APITokens...)
-		auth = h.callers(tokens, authPath, auth)
-		if rlsJSON != nil {
-			rlsJSON = h.callers(tokens, "/json", rlsJSON)
-		}
+		auth = h.callers(bearer.New(cfg.APITokens...), authPath, auth)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc(authPath, auth)
-	if rlsJSON != nil {
-		mux.HandleFunc("/json", rlsJSON) // rlsapi answers other methods with 405
-	}
 	h.registerAdmin(mux)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Below /v1/auth/ the path is the client's request path (Envoy's

@@ -2,6 +2,7 @@ package rlsapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -57,34 +58,40 @@ func (s *Server) JSONHandler(checkTokens bool) http.Handler {
 			writeError(w, http.StatusBadRequest, "reading the body: "+err.Error())
 			return
 		}
-		var req rlsv3.RateLimitRequest
-		if err := protojson.Unmarshal(body.Bytes(), &req); err != nil {
-			s.metrics.invalid.WithLabelValues(fieldBody).Inc()
-			s.metrics.requests.WithLabelValues(domainUnknown, resultInvalid).Inc()
-			writeError(w, http.StatusBadRequest, "not a RateLimitRequest in JSON: "+err.Error())
-			return
-		}
-		resp, err := s.decide(r.Context(), &req)
-		if err != nil {
-			code := http.StatusBadRequest
-			if status.Code(err) == codes.Unavailable {
-				code = http.StatusServiceUnavailable
-			}
-			writeError(w, code, status.Convert(err).Message())
-			return
-		}
-		out, err := protojson.Marshal(resp)
-		if err != nil { // a response the server built always encodes
-			s.log.Error("encoding a rate limit response", zap.Error(err))
-			writeError(w, http.StatusInternalServerError, "internal error")
-			return
-		}
-		code := http.StatusOK
-		if resp.OverallCode == codeOverLimit {
-			code = http.StatusTooManyRequests
-		}
-		writeJSON(w, code, append(out, '\n'))
+		code, out := s.AnswerJSON(r.Context(), body.Bytes())
+		writeJSON(w, code, out)
 	})
+}
+
+// AnswerJSON answers the body of a POST /json whose method, bearer token
+// and size the caller has checked, as JSONHandler does: the status and the
+// answer, the RateLimitResponse in proto3 JSON or {"error": "..."}. The
+// limiter's decision port serves the route with it on fasthttp.
+func (s *Server) AnswerJSON(ctx context.Context, body []byte) (code int, answer []byte) {
+	var req rlsv3.RateLimitRequest
+	if err := protojson.Unmarshal(body, &req); err != nil {
+		s.metrics.invalid.WithLabelValues(fieldBody).Inc()
+		s.metrics.requests.WithLabelValues(domainUnknown, resultInvalid).Inc()
+		return http.StatusBadRequest, errorBody("not a RateLimitRequest in JSON: " + err.Error())
+	}
+	resp, err := s.decide(ctx, &req)
+	if err != nil {
+		code = http.StatusBadRequest
+		if status.Code(err) == codes.Unavailable {
+			code = http.StatusServiceUnavailable
+		}
+		return code, errorBody(status.Convert(err).Message())
+	}
+	out, err := protojson.Marshal(resp)
+	if err != nil { // a response the server built always encodes
+		s.log.Error("encoding a rate limit response", zap.Error(err))
+		return http.StatusInternalServerError, errorBody("internal error")
+	}
+	code = http.StatusOK
+	if resp.OverallCode == codeOverLimit {
+		code = http.StatusTooManyRequests
+	}
+	return code, append(out, '\n')
 }
 
 func writeJSON(w http.ResponseWriter, status int, body []byte) {
@@ -97,6 +104,11 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 
 // writeError answers {"error": msg}.
 func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, errorBody(msg))
+}
+
+// errorBody is {"error": msg}.
+func errorBody(msg string) []byte {
 	b, _ := json.Marshal(map[string]string{"error": msg})
-	writeJSON(w, status, append(b, '\n'))
+	return append(b, '\n')
 }
