@@ -82,10 +82,12 @@ func (s *Server) AnswerJSON(ctx context.Context, body []byte) (code int, answer 
 		}
 		return code, errorBody(status.Convert(err).Message())
 	}
-	out, err := protojson.Marshal(resp)
-	if err != nil { // a response the server built always encodes
-		s.log.Error("encoding a rate limit response", zap.Error(err))
-		return http.StatusInternalServerError, errorBody("internal error")
+	out, ok := appendResponseJSON(make([]byte, 0, 512), resp)
+	if !ok {
+		if out, err = protojson.Marshal(resp); err != nil { // a response the server built always encodes
+			s.log.Error("encoding a rate limit response", zap.Error(err))
+			return http.StatusInternalServerError, errorBody("internal error")
+		}
 	}
 	code = http.StatusOK
 	if resp.OverallCode == codeOverLimit {
