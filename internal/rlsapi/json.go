@@ -69,10 +69,13 @@ func (s *Server) JSONHandler(checkTokens bool) http.Handler {
 // limiter's decision port serves the route with it on fasthttp.
 func (s *Server) AnswerJSON(ctx context.Context, body []byte) (code int, answer []byte) {
 	var req rlsv3.RateLimitRequest
-	if err := protojson.Unmarshal(body, &req); err != nil {
-		s.metrics.invalid.WithLabelValues(fieldBody).Inc()
-		s.metrics.requests.WithLabelValues(domainUnknown, resultInvalid).Inc()
-		return http.StatusBadRequest, errorBody("not a RateLimitRequest in JSON: " + err.Error())
+	if !decodeRequestJSON(body, &req) {
+		req.Reset()
+		if err := protojson.Unmarshal(body, &req); err != nil {
+			s.metrics.invalid.WithLabelValues(fieldBody).Inc()
+			s.metrics.requests.WithLabelValues(domainUnknown, resultInvalid).Inc()
+			return http.StatusBadRequest, errorBody("not a RateLimitRequest in JSON: " + err.Error())
+		}
 	}
 	resp, err := s.decide(ctx, &req)
 	if err != nil {

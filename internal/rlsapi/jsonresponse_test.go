@@ -68,7 +68,7 @@ func TestAppendResponseJSON(t *testing.T) {
 		{"enum values without a name", &rlsv3.RateLimitResponse{OverallCode: 7, Statuses: []*rlsv3.RateLimitResponse_DescriptorStatus{
 			descStatus(9, &rlsv3.RateLimitResponse_RateLimit{Unit: 42}, 0, nil)}}},
 		{"response headers", &rlsv3.RateLimitResponse{OverallCode: codeOK,
-			Statuses: []*rlsv3.RateLimitResponse_DescriptorStatus{descStatus(codeOK, perSecond, 3, &durationpb.Duration{Seconds: 1})},
+			Statuses:             []*rlsv3.RateLimitResponse_DescriptorStatus{descStatus(codeOK, perSecond, 3, &durationpb.Duration{Seconds: 1})},
 			ResponseHeadersToAdd: []*corev3.HeaderValue{{Key: "RateLimit-Limit", Value: "1000"}, {Key: "X-\"Odd\"", Value: ""}, {}}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) { sameAsProtojson(t, tt.resp) })
