@@ -89,6 +89,35 @@ func (f *fakeRLS) reset() {
 	f.peers, f.domains, f.keys, f.hits, f.paths = map[string]bool{}, map[string]int{}, map[string]int{}, map[uint32]int{}, map[string]int{}
 }
 
+// checkRunAgainstFake checks a run of 2000 requests of -cost 3 against
+// fake: each call carried domain, the entry keys and path, over conns
+// connections; every one came back allowed or denied (both seen) and
+// counted by its reason. It returns the allowed and denied counts.
+func checkRunAgainstFake(t *testing.T, fake *fakeRLS, s map[string]string, domain, keys, path string, conns int) (allowed, denied float64) {
+	t.Helper()
+	requests := num(t, s, "requests")
+	if requests != 2000 || fake.calls.Load() != 2000 {
+		t.Fatalf("requests = %v, server saw %d; want 2000", requests, fake.calls.Load())
+	}
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	if len(fake.badCalls) > 0 || fake.domains[domain] != 2000 || fake.keys[keys] != 2000 ||
+		fake.hits[3] != 2000 || fake.paths[path] != 2000 {
+		t.Fatalf("calls: domains %v, entry keys %v, hits %v, paths %v, bad %v", fake.domains, fake.keys, fake.hits, fake.paths, fake.badCalls)
+	}
+	if got := len(fake.peers); got != conns {
+		t.Errorf("%d connections, want %d", got, conns)
+	}
+	allowed, denied = num(t, s, "allowed"), num(t, s, "denied")
+	if allowed == 0 || denied == 0 || allowed+denied != requests || num(t, s, "errors") != 0 {
+		t.Fatalf("allowed %v + denied %v, errors %v; want both verdicts, %v in all, no error", allowed, denied, s["errors"], requests)
+	}
+	if num(t, s, "reason_ok") != allowed || num(t, s, "reason_over_limit") != denied || num(t, s, "normal_denied") != denied {
+		t.Errorf("reasons or profiles do not add up: %v", s)
+	}
+	return allowed, denied
+}
+
 // startFakeRLS serves f on loopback and returns its address.
 func startFakeRLS(t *testing.T, f *fakeRLS) string {
 	t.Helper()
@@ -120,26 +149,8 @@ func TestGRPCRunAgainstFakeRLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	requests := num(t, s, "requests")
-	if requests != 2000 || fake.calls.Load() != 2000 {
-		t.Fatalf("requests = %v, server saw %d; want 2000", requests, fake.calls.Load())
-	}
-	fake.mu.Lock()
-	defer fake.mu.Unlock()
-	if len(fake.badCalls) > 0 || fake.domains["edge"] != 2000 || fake.keys["remote_address,path"] != 2000 ||
-		fake.hits[3] != 2000 || fake.paths["/api/books/17"] != 2000 {
-		t.Fatalf("calls: domains %v, entry keys %v, hits %v, paths %v, bad %v", fake.domains, fake.keys, fake.hits, fake.paths, fake.badCalls)
-	}
-	if got := len(fake.peers); got != 3 {
-		t.Errorf("%d connections, want -grpc-conns 3", got)
-	}
-	allowed, denied := num(t, s, "allowed"), num(t, s, "denied")
-	if allowed == 0 || denied == 0 || allowed+denied != requests || num(t, s, "errors") != 0 {
-		t.Fatalf("allowed %v + denied %v, errors %v; want both verdicts, %v in all, no error", allowed, denied, s["errors"], requests)
-	}
-	if num(t, s, "reason_ok") != allowed || num(t, s, "reason_over_limit") != denied || num(t, s, "code_OK") != requests ||
-		num(t, s, "normal_denied") != denied {
-		t.Errorf("reasons, codes or profiles do not add up: %v", s)
+	if allowed, denied := checkRunAgainstFake(t, fake, s, "edge", "remote_address,path", "/api/books/17", 3); num(t, s, "code_OK") != allowed+denied {
+		t.Errorf("codes do not add up: %v", s)
 	}
 	if p50, p99, maxMs := num(t, s, "p50_ms"), num(t, s, "p99_ms"), num(t, s, "max_ms"); p50 <= 0 || p50 > p99 || p99 > maxMs {
 		t.Errorf("latency p50 %v p99 %v max %v out of order", p50, p99, maxMs)
