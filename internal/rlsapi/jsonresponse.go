@@ -15,9 +15,8 @@ import (
 // reports false, having appended nothing, for a response it cannot write
 // as protojson would (a field it does not know set, a string that is not
 // UTF-8, a duration out of range): the caller marshals that one with
-// protojson. protojson, by reflection, was a quarter of the limiter's CPU
-// on POST /json; this writes the same answer for a few hundred
-// nanoseconds.
+// protojson. protojson.Marshal, by reflection, was 14 % of the limiter's
+// CPU on POST /json.
 func appendResponseJSON(dst []byte, resp *rlsv3.RateLimitResponse) ([]byte, bool) {
 	if !writable(resp) {
 		return dst, false
