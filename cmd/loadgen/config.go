@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net"
 	"net/netip"
@@ -173,8 +174,8 @@ func (cfg *config) finish(set map[string]bool, mix, keyOrder, ipBase, entries st
 			return fmt.Errorf("-entries: %w", err)
 		}
 	}
-	for name, protocols := range protocolFlags {
-		if set[name] && !slices.Contains(protocols, cfg.protocol) {
+	for _, name := range slices.Sorted(maps.Keys(protocolFlags)) { // the same error for the same flags
+		if set[name] && !slices.Contains(protocolFlags[name], cfg.protocol) {
 			return fmt.Errorf("-%s does not apply to -protocol %s", name, cfg.protocol)
 		}
 	}
