@@ -95,7 +95,7 @@ func newEnv(t *testing.T, rs []rules.Rule, o options) *env {
 	e := &env{t: t, srv: srv, svc: svc, grpc: g, addr: ln.Addr().String(), reg: reg, events: events}
 	e.conn = e.dial(o.clientTLS)
 	e.client = rlsv3.NewRateLimitServiceClient(e.conn)
-	e.json = httptest.NewServer(srv.JSONHandler(true))
+	e.json = httptest.NewServer(srv.JSONHandler())
 	t.Cleanup(e.json.Close)
 	return e
 }

@@ -51,7 +51,7 @@ func FuzzJSONRequest(f *testing.F) {
 	f.Add([]byte(`{`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		srv := rlsapi.New(rlsapi.Config{}, boundsChecker{t}, zap.NewNop(), prometheus.NewRegistry())
-		h := srv.JSONHandler(false)
+		h := srv.JSONHandler()
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/json", bytes.NewReader(body)))
 		switch w.Code {

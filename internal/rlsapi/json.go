@@ -26,19 +26,17 @@ const MaxJSONBody = 64 << 10
 // (global shadow mode included) and 429 when it is OVER_LIMIT. Errors are
 // {"error": "..."}: 400 for an invalid request, 401 without a valid token,
 // 405 for another method, 413 for a body over MaxJSONBody, 503 when a
-// deny-policy rule could not be decided.
-//
-// checkTokens makes the handler require Config.APITokens itself, as gRPC
-// calls do; pass false only when the caller's own middleware checks the
-// same tokens before it.
-func (s *Server) JSONHandler(checkTokens bool) http.Handler {
+// deny-policy rule could not be decided. It requires Config.APITokens, as
+// gRPC calls do; a caller that checks them itself, as the limiter's
+// fasthttp port does, serves AnswerJSON instead.
+func (s *Server) JSONHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
 			writeError(w, http.StatusMethodNotAllowed, "method not allowed: use POST")
 			return
 		}
-		if checkTokens && len(s.tokens) > 0 && !s.tokens.AllowsRequest(r) {
+		if len(s.tokens) > 0 && !s.tokens.AllowsRequest(r) {
 			s.log.Warn("rate limit call refused: missing or invalid bearer token",
 				zap.String("source", r.RemoteAddr), zap.String("route", "/json"))
 			s.metrics.requests.WithLabelValues(domainUnknown, resultUnauthenticated).Inc()
