@@ -84,20 +84,19 @@ func BenchmarkRequest(b *testing.B) {
 	addr := rawServer(b)
 	sched := newSchedule(time.Now(), 0, time.Hour, 0, 0)
 	traffic := testTraffic(Mix{Normal: 1}, func(c *TrafficConfig) { c.Keys = 1_000_000 })
-	w := newWorker(0, 1, sched, traffic, newHTTPSender(newRequestBuilder(target{addr: addr, host: addr, path: checkPath}), newClient(addr, 5*time.Second)))
+	w := newWorker(0, 1, sched, traffic, newHTTPSender(newRequestBuilder(target{addr: addr, host: addr, path: checkPath}), newClient(addr, 5*time.Second)), 1)
 	defer w.sender.close()
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		var o outcome
 		now := time.Now()
-		w.traffic.Next(w.rng, &w.draw)
-		o.profile = w.draw.Profile
-		if err := w.sender.send(ctx, &w.draw, now, &o); err != nil {
-			b.Fatal(o.err, err)
+		w.traffic.Next(w.rng, &w.draws[0])
+		w.outcomes[0] = outcome{profile: w.draws[0].Profile}
+		if err := w.sender.send(ctx, w.draws, now, w.outcomes); err != nil {
+			b.Fatal(w.outcomes[0].err, err)
 		}
-		o.latency = time.Since(now)
-		w.record(&o, true)
+		w.outcomes[0].latency = time.Since(now)
+		w.record(w.outcomes, true)
 	}
 	if w.tally.denied != uint64(b.N) {
 		b.Fatalf("%d denials in %d requests", w.tally.denied, b.N)
@@ -109,11 +108,11 @@ func BenchmarkRequest(b *testing.B) {
 func BenchmarkBuildRequest(b *testing.B) {
 	traffic := testTraffic(Mix{90, 8, 2, 0}, func(c *TrafficConfig) { c.Keys = 1_000_000 })
 	h := newHTTPSender(newRequestBuilder(target{addr: "127.0.0.1:8080", host: "127.0.0.1:8080", path: checkPath}), nil)
-	w := newWorker(0, 1, nil, traffic, h)
+	w := newWorker(0, 1, nil, traffic, h, 1)
 	b.ReportAllocs()
 	for b.Loop() {
-		w.traffic.Next(w.rng, &w.draw)
-		h.body = w.draw.AppendJSON(h.body[:0])
+		w.traffic.Next(w.rng, &w.draws[0])
+		h.body = w.draws[0].AppendJSON(h.body[:0])
 		h.req = h.builder.append(h.req[:0], h.body)
 	}
 }

@@ -24,6 +24,7 @@ type config struct {
 	domain      string   // gRPC, JSON: the requests' domain
 	entries     []string // gRPC, JSON: the keys of the descriptor's entries
 	token       string
+	batch       int // http: checks per request; over 1, sent to POST /v1/check/batch
 	workers     int
 	rate        float64
 	duration    time.Duration
@@ -61,6 +62,9 @@ With -protocol json it posts the same RateLimitRequest in proto3 JSON to
 envoyproxy/ratelimit's POST /json at -url, over keep-alive HTTP/1.1
 connections as for /v1/check: 200 with overallCode OK counts as allowed,
 429 as denied.
+With -batch N (http) each request carries N checks to POST /v1/check/batch;
+every check counts as a request of its own, with its batch's latency, and
+-rate and -requests count checks.
 
 Closed loop (default): -workers workers each send back to back.
 Open loop (-rate R): R requests/s spread evenly over -workers workers;
@@ -104,8 +108,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.domain, "domain", "bench", "grpc, json: the requests' `domain` (an RLS config file's domain)")
 	fs.StringVar(&entries, "entries", entryRemoteAddress, "grpc, json: the descriptor's `entries`, in order, of remote_address (client IP), path (endpoint), method")
 	fs.StringVar(&cfg.token, "token", "", "bearer `token` sent with every request (grpc: as authorization metadata): one of the limiter's API_TOKENS (empty: none)")
+	fs.IntVar(&cfg.batch, "batch", 1, "http: checks per request, 1 to 100; over 1, sent to POST /v1/check/batch (-rate and -requests count checks)")
 	fs.IntVar(&cfg.workers, "workers", 16, "http, json: connections, one per worker; grpc: concurrent calls")
-	fs.Float64Var(&cfg.rate, "rate", 0, "open loop: requests per second over all workers; 0: closed loop")
+	fs.Float64Var(&cfg.rate, "rate", 0, "open loop: requests (checks) per second over all workers; 0: closed loop")
 	fs.DurationVar(&cfg.duration, "duration", 10*time.Second, "measurement length; 0: until -requests are sent")
 	fs.Uint64Var(&cfg.requests, "requests", 0, "stop after this many measured requests; 0: no limit")
 	fs.DurationVar(&cfg.warmup, "warmup", 0, "load sent before the measurement and left out of it")
@@ -144,6 +149,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 // with another, they would silently do nothing.
 var protocolFlags = map[string][]string{
 	"url":        {protocolHTTP, protocolJSON},
+	"batch":      {protocolHTTP},
 	"grpc-addr":  {protocolGRPC},
 	"grpc-conns": {protocolGRPC},
 	"domain":     {protocolGRPC, protocolJSON},
@@ -156,7 +162,11 @@ func (cfg *config) finish(set map[string]bool, mix, keyOrder, ipBase, entries st
 	var err error
 	switch cfg.protocol {
 	case protocolHTTP:
-		cfg.target, err = parseTarget(cfg.rawURL, checkPath)
+		endpoint := checkPath
+		if cfg.batch > 1 {
+			endpoint = batchPath
+		}
+		cfg.target, err = parseTarget(cfg.rawURL, endpoint)
 	case protocolJSON:
 		cfg.target, err = parseTarget(cfg.rawURL, jsonPath)
 	case protocolGRPC:
@@ -187,6 +197,8 @@ func (cfg *config) finish(set map[string]bool, mix, keyOrder, ipBase, entries st
 		return fmt.Errorf("-mix: %w", err)
 	}
 	switch {
+	case cfg.batch < 1 || cfg.batch > maxBatch:
+		return fmt.Errorf("-batch %d: want 1 to %d", cfg.batch, maxBatch)
 	case cfg.workers < 1 || cfg.workers > 10000:
 		return fmt.Errorf("-workers %d: want 1 to 10000", cfg.workers)
 	case cfg.rate < 0 || math.IsNaN(cfg.rate) || math.IsInf(cfg.rate, 0):

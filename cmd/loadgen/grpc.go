@@ -114,10 +114,11 @@ func newGRPCSender(conn *grpc.ClientConn, cfg *config) *grpcSender {
 	return s
 }
 
-func (s *grpcSender) send(ctx context.Context, d *Draw, now time.Time, o *outcome) error {
-	s.fill(d)
+// send makes one call: gRPC has no batches (draws holds one check).
+func (s *grpcSender) send(ctx context.Context, draws []Draw, now time.Time, outs []outcome) error {
+	s.fill(&draws[0])
 	err := s.conn.Invoke(s.callContext(ctx, now), shouldRateLimit, &s.req, &s.res)
-	classifyGRPC(o, s.res.GetOverallCode(), err)
+	classifyGRPC(&outs[0], s.res.GetOverallCode(), err)
 	return err
 }
 

@@ -249,6 +249,8 @@ func TestGRPCUsageErrors(t *testing.T) {
 		{[]string{"-protocol", "grpc", "-entries", "remote_address,user"}, `unknown entry "user"`},
 		{[]string{"-protocol", "grpc", "-entries", "path,path"}, `entry "path" given twice`},
 		{[]string{"-protocol", "json", "-grpc-addr", "127.0.0.1:8083"}, "-grpc-addr does not apply to -protocol json"},
+		{[]string{"-protocol", "json", "-batch", "10"}, "-batch does not apply to -protocol json"},
+		{[]string{"-protocol", "grpc", "-batch", "10"}, "-batch does not apply to -protocol grpc"},
 		{[]string{"-protocol", "json", "-entries", "user"}, `unknown entry "user"`},
 		{[]string{"-protocol", "json", "-url", "https://limiter"}, "TLS is not supported"},
 		{[]string{"-protocol", "json", "-domain", ""}, "-domain"},

@@ -11,7 +11,8 @@
 // it, with the request messages reused by each worker; with -protocol json
 // to envoyproxy/ratelimit's POST /json, over keep-alive HTTP/1.1 as for
 // /v1/check, so that the limiter and envoyproxy/ratelimit can be measured
-// side by side over HTTP too.
+// side by side over HTTP too. With -batch N each request carries N checks
+// to POST /v1/check/batch, and every check counts as a request.
 //
 // Exit status: 0 when the run went well, 1 when the limiter cannot be
 // reached or the error ratio exceeds -max-errors, 2 for usage errors.
@@ -73,7 +74,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	sched := newSchedule(time.Now(), cfg.warmup, cfg.duration, cfg.requests, cfg.rate)
+	// The schedule is of requests: -rate and -requests count checks.
+	sched := newSchedule(time.Now(), cfg.warmup, cfg.duration, divUp(cfg.requests, uint64(cfg.batch)), cfg.rate/float64(cfg.batch))
 	// Requests in flight at the end may finish within the grace period;
 	// then they are cut, and not counted.
 	runCtx, cancel := context.WithDeadline(ctx, sched.end.Add(min(cfg.timeout, time.Second)))
@@ -86,7 +88,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer closeSenders()
 	col := &collector{last: sched.start}
 	for i, s := range senders {
-		col.workers = append(col.workers, newWorker(i, cfg.seed, sched, traffic, s))
+		col.workers = append(col.workers, newWorker(i, cfg.seed, sched, traffic, s, cfg.batch))
 	}
 	var workers sync.WaitGroup
 	for _, w := range col.workers {
@@ -111,6 +113,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		url:         cfg.url(),
 		domain:      cfg.domain,
 		workers:     cfg.workers,
+		batch:       cfg.batch,
 		conns:       cfg.conns(),
 		rate:        cfg.rate,
 		elapsed:     max(0, finished.Sub(sched.measure)),
@@ -147,9 +150,12 @@ func newSenders(cfg *config) ([]sender, func(), error) {
 	builder := newRequestBuilder(cfg.target)
 	for i := range senders {
 		cl := newClient(cfg.target.addr, cfg.timeout)
-		if cfg.protocol == protocolJSON {
+		switch {
+		case cfg.protocol == protocolJSON:
 			senders[i] = newJSONSender(builder, cl, newRLSJSON(cfg.domain, cfg.entries))
-		} else {
+		case cfg.batch > 1:
+			senders[i] = newBatchSender(builder, cl)
+		default:
 			senders[i] = newHTTPSender(builder, cl)
 		}
 	}
@@ -181,6 +187,9 @@ func (cfg *config) conns() int {
 	}
 	return cfg.workers
 }
+
+// divUp is n ÷ d rounded up.
+func divUp(n, d uint64) uint64 { return (n + d - 1) / d }
 
 // probe fails when no connection to the limiter can be opened: nothing
 // would be measured.

@@ -18,12 +18,15 @@ import (
 	"time"
 )
 
-// fakeLimiter mimics the limiter's POST /v1/check: it decodes the body as
-// strictly as the limiter and answers 200 with a decision. Normal clients
-// with an odd last octet are denied, scanners are banned, brute forcers
-// rate limited, bursty clients allowed.
+// fakeLimiter mimics the limiter's POST /v1/check and POST
+// /v1/check/batch: it decodes the body as strictly as the limiter and
+// answers 200 with a decision, or with each check's. Normal clients with an
+// odd last octet are denied, scanners are banned, brute forcers rate
+// limited, bursty clients allowed.
 type fakeLimiter struct {
-	requests atomic.Int64
+	requests atomic.Int64 // HTTP requests
+	checks   atomic.Int64 // checks in them, one per /v1/check
+	allowed  atomic.Int64 // checks answered allowed
 	delay    time.Duration // before each answer
 	// status, when set, may answer some requests with another status.
 	status func(n int64) int
@@ -32,14 +35,13 @@ type fakeLimiter struct {
 
 func (f *fakeLimiter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	n := f.requests.Add(1)
-	if r.Method != http.MethodPost || r.URL.Path != "/v1/check" || r.Header.Get("Content-Type") != "application/json" {
+	batch := r.URL.Path == "/v1/check/batch"
+	if r.Method != http.MethodPost || (r.URL.Path != "/v1/check" && !batch) || r.Header.Get("Content-Type") != "application/json" {
 		http.Error(w, `{"error":"not found"}`, http.StatusNotFound)
 		return
 	}
-	var b body // the fields of the limiter's request, unknown ones rejected
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&b); err != nil || b.IP == "" || b.Endpoint == "" {
+	checks, ok := decodeChecks(r, batch)
+	if !ok {
 		http.Error(w, `{"error":"invalid"}`, http.StatusBadRequest)
 		return
 	}
@@ -55,6 +57,50 @@ func (f *fakeLimiter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	f.checks.Add(int64(len(checks)))
+	w.Header().Set("Content-Type", "application/json")
+	if !batch {
+		_, _ = w.Write(append(f.decide(checks[0], []byte{'{'}), "}\n"...))
+		return
+	}
+	out := []byte(`{"decisions":[`)
+	for i, b := range checks {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(f.decide(b, append(out, `{"status":200,`...)), '}')
+	}
+	_, _ = w.Write(append(out, "]}\n"...))
+}
+
+// decodeChecks reads the checks of a request, unknown fields rejected.
+func decodeChecks(r *http.Request, batch bool) ([]body, bool) {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	var checks []body
+	if batch {
+		var b struct{ Checks []body }
+		if dec.Decode(&b) != nil || len(b.Checks) == 0 || len(b.Checks) > maxBatch {
+			return nil, false
+		}
+		checks = b.Checks
+	} else {
+		var b body
+		if dec.Decode(&b) != nil {
+			return nil, false
+		}
+		checks = []body{b}
+	}
+	for _, b := range checks {
+		if b.IP == "" || b.Endpoint == "" {
+			return nil, false
+		}
+	}
+	return checks, true
+}
+
+// decide appends the members of the decision on b to dst.
+func (f *fakeLimiter) decide(b body, dst []byte) []byte {
 	allowed, reason := true, "ok"
 	switch {
 	case strings.HasPrefix(b.IP, "203.0.113."):
@@ -67,8 +113,10 @@ func (f *fakeLimiter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			allowed, reason = false, "rate_limited"
 		}
 	}
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write([]byte(`{"allowed":` + strconv.FormatBool(allowed) + `,"reason":"` + reason + `","rule_id":"r","limit":5}` + "\n"))
+	if allowed {
+		f.allowed.Add(1)
+	}
+	return append(dst, `"allowed":`+strconv.FormatBool(allowed)+`,"reason":"`+reason+`","rule_id":"r","limit":5`...)
 }
 
 // startFake serves f and returns the base URL.
@@ -277,6 +325,8 @@ func TestRunUsageErrors(t *testing.T) {
 		{"attackers", []string{"-attackers", "300"}, "-attackers 300"},
 		{"max errors", []string{"-max-errors", "-0.1"}, "-max-errors"},
 		{"cost", []string{"-cost", "0"}, "-cost 0"},
+		{"no batch", []string{"-batch", "0"}, "-batch 0: want 1 to 100"},
+		{"batch too large", []string{"-batch", "101"}, "-batch 101: want 1 to 100"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

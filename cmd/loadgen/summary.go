@@ -15,6 +15,7 @@ type summary struct {
 	url         string
 	domain      string // gRPC, JSON
 	workers     int
+	batch       int // checks per request
 	conns       int
 	rate        float64       // target; 0 in closed loop
 	elapsed     time.Duration // of the measurement
@@ -75,6 +76,9 @@ func (s *summary) writeText(w io.Writer) error {
 		fmt.Fprintf(b, "target     %s\n", s.url)
 		fmt.Fprintf(b, "mode       %s loop, %d connections", s.mode(), s.workers)
 	}
+	if s.batch > 1 {
+		fmt.Fprintf(b, ", %d checks per request (POST /v1/check/batch)", s.batch)
+	}
 	if s.rate > 0 {
 		fmt.Fprintf(b, ", %.1f req/s wanted", s.rate)
 	}
@@ -87,7 +91,11 @@ func (s *summary) writeText(w io.Writer) error {
 		b.WriteString(" (interrupted)")
 	}
 	b.WriteString("\n")
-	fmt.Fprintf(b, "requests   %d (%.1f req/s)\n", t.requests, s.rps())
+	if s.batch > 1 {
+		fmt.Fprintf(b, "requests   %d checks (%.1f/s) in %d HTTP requests of %d\n", t.requests, s.rps(), t.requests/uint64(s.batch), s.batch)
+	} else {
+		fmt.Fprintf(b, "requests   %d (%.1f req/s)\n", t.requests, s.rps())
+	}
 	fmt.Fprintf(b, "allowed    %d (%.2f%%)\n", t.allowed, 100*ratio(t.allowed, t.requests))
 	fmt.Fprintf(b, "denied     %d (%.2f%%)\n", t.denied, 100*ratio(t.denied, t.requests))
 	fmt.Fprintf(b, "errors     %d (%.2f%%)%s\n", t.errors, 100*s.errorRatio(), nonZero(t.byClass[:], errClassNames[:], 1))
@@ -155,6 +163,7 @@ func (s *summary) writeShell(w io.Writer) error {
 	kv("mode", s.mode())
 	kv("workers", s.workers)
 	kv("conns", s.conns)
+	kv("batch", s.batch)
 	f("target_rate", s.rate, 1)
 	f("duration_s", s.elapsed.Seconds(), 3)
 	f("warmup_s", s.warmup.Seconds(), 3)

@@ -7,13 +7,15 @@ import (
 	"time"
 )
 
-// sender sends one drawn request over a protocol and fills in its outcome:
-// whether the limiter answered, the verdict or the error class. Each worker
-// owns one.
+// sender sends one request carrying drawn checks over a protocol and fills
+// in each one's outcome: whether the limiter answered, the verdict or the
+// error class. Each worker owns one.
 type sender interface {
-	// send returns the error of a request that failed, for the worker to
-	// tell a run cut short from a failure.
-	send(ctx context.Context, d *Draw, now time.Time, o *outcome) error
+	// send sends draws (one check, or with -batch that many) and sets
+	// outs[i] to the outcome of draws[i]. It returns the error of a
+	// request that failed, for the worker to tell a run cut short from a
+	// failure.
+	send(ctx context.Context, draws []Draw, now time.Time, outs []outcome) error
 	// interrupt makes the request in flight, if any, fail at once, and
 	// every later one fail: the run is over. Safe from any goroutine.
 	interrupt()
@@ -21,39 +23,60 @@ type sender interface {
 	close()
 }
 
-// httpSender sends POST /v1/check, or with -protocol json POST /json, over
-// the worker's own keep-alive connection.
+// httpSender sends POST /v1/check, with -batch POST /v1/check/batch, or
+// with -protocol json POST /json, over the worker's own keep-alive
+// connection.
 type httpSender struct {
 	builder    requestBuilder
 	client     *client
-	appendBody func(d *Draw, dst []byte) []byte
-	classify   func(o *outcome, res response)
+	appendBody func(draws []Draw, dst []byte) []byte
+	classify   func(outs []outcome, res response)
 	body       []byte // scratch for the request body
 	req        []byte // scratch for the whole request
 }
 
 // newHTTPSender returns a sender of POST /v1/check.
 func newHTTPSender(builder requestBuilder, cl *client) *httpSender {
-	return &httpSender{builder: builder, client: cl, appendBody: (*Draw).AppendJSON, classify: classify,
+	return &httpSender{builder: builder, client: cl, appendBody: one((*Draw).AppendJSON), classify: oneOutcome(classify),
 		body: make([]byte, 0, 512), req: make([]byte, 0, 1024)}
+}
+
+// newBatchSender returns a sender of POST /v1/check/batch.
+func newBatchSender(builder requestBuilder, cl *client) *httpSender {
+	h := newHTTPSender(builder, cl)
+	h.appendBody = appendBatchBody
+	h.classify = classifyBatch
+	return h
 }
 
 // newJSONSender returns a sender of envoyproxy/ratelimit's POST /json.
 func newJSONSender(builder requestBuilder, cl *client, r rlsJSON) *httpSender {
 	h := newHTTPSender(builder, cl)
-	h.appendBody = r.appendBody
-	h.classify = classifyRLSJSON
+	h.appendBody = one(r.appendBody)
+	h.classify = oneOutcome(classifyRLSJSON)
 	return h
 }
 
-func (h *httpSender) send(ctx context.Context, d *Draw, now time.Time, o *outcome) error {
-	h.body = h.appendBody(d, h.body[:0])
+// one adapts the body writer of a single check to a sender's.
+func one(appendBody func(d *Draw, dst []byte) []byte) func([]Draw, []byte) []byte {
+	return func(draws []Draw, dst []byte) []byte { return appendBody(&draws[0], dst) }
+}
+
+// oneOutcome adapts the classification of a single check to a sender's.
+func oneOutcome(classify func(o *outcome, res response)) func([]outcome, response) {
+	return func(outs []outcome, res response) { classify(&outs[0], res) }
+}
+
+func (h *httpSender) send(ctx context.Context, draws []Draw, now time.Time, outs []outcome) error {
+	h.body = h.appendBody(draws, h.body[:0])
 	h.req = h.builder.append(h.req[:0], h.body)
 	res, class, err := h.client.roundTrip(ctx, h.req, now)
 	if class == errNone {
-		h.classify(o, res)
-	} else {
-		o.err = class
+		h.classify(outs, res)
+		return err
+	}
+	for i := range outs {
+		outs[i].err = class
 	}
 	return err
 }
@@ -62,14 +85,16 @@ func (h *httpSender) interrupt() { h.client.interrupt() }
 func (h *httpSender) close()     { h.client.drop() }
 
 // worker sends requests through its own sender, closed or open loop as
-// its schedule says, and counts their outcomes.
+// its schedule says, and counts their outcomes: one per check, so a batch
+// of n counts n times, each with the batch's latency.
 type worker struct {
-	sched   *schedule
-	traffic *Traffic
-	sender  sender
-	rng     *rand.Rand
-	draw    Draw // the request being sent, its buffers reused
-	timer   *time.Timer
+	sched    *schedule
+	traffic  *Traffic
+	sender   sender
+	rng      *rand.Rand
+	draws    []Draw    // the checks being sent, their buffers reused
+	outcomes []outcome // of each of draws
+	timer    *time.Timer
 
 	// mu guards the counts against the collector, which drains them once
 	// per progress interval: uncontended the rest of the time, so it costs
@@ -79,17 +104,23 @@ type worker struct {
 	warm  warmCounts
 }
 
-func newWorker(id int, seed uint64, sched *schedule, traffic *Traffic, s sender) *worker {
+// newWorker returns a worker sending batch checks per request through s.
+func newWorker(id int, seed uint64, sched *schedule, traffic *Traffic, s sender, batch int) *worker {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
-	return &worker{
-		sched:   sched,
-		traffic: traffic,
-		sender:  s,
-		rng:     rand.New(rand.NewPCG(seed, uint64(id))),
-		draw:    Draw{IP: make([]byte, 0, 16), UserID: make([]byte, 0, 32), endpointBuf: make([]byte, 0, 64)},
-		timer:   t,
+	w := &worker{
+		sched:    sched,
+		traffic:  traffic,
+		sender:   s,
+		rng:      rand.New(rand.NewPCG(seed, uint64(id))),
+		draws:    make([]Draw, batch),
+		outcomes: make([]outcome, batch),
+		timer:    t,
 	}
+	for i := range w.draws {
+		w.draws[i] = Draw{IP: make([]byte, 0, 16), UserID: make([]byte, 0, 32), endpointBuf: make([]byte, 0, 64)}
+	}
+	return w
 }
 
 // maxBackoff bounds the pause after a failed connection attempt, so that a
@@ -108,17 +139,21 @@ func (w *worker) run(ctx context.Context) {
 		if !ok {
 			return
 		}
-		o := outcome{late: late}
-		w.traffic.Next(w.rng, &w.draw)
-		o.profile = w.draw.Profile
-		if err := w.sender.send(ctx, &w.draw, now, &o); err != nil && ctx.Err() != nil {
+		for i := range w.draws {
+			w.traffic.Next(w.rng, &w.draws[i])
+			w.outcomes[i] = outcome{late: late, profile: w.draws[i].Profile}
+		}
+		if err := w.sender.send(ctx, w.draws, now, w.outcomes); err != nil && ctx.Err() != nil {
 			return
 		}
-		if o.answered {
-			o.latency = time.Since(start)
+		latency := time.Since(start)
+		for i := range w.outcomes {
+			if w.outcomes[i].answered {
+				w.outcomes[i].latency = latency
+			}
 		}
-		w.record(&o, measured)
-		if o.err != errConnect && o.err != errUnavail {
+		w.record(w.outcomes, measured)
+		if failed := w.outcomes[0].err; failed != errConnect && failed != errUnavail {
 			backoff = 0
 			continue
 		}
@@ -176,11 +211,14 @@ func (w *worker) sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-func (w *worker) record(o *outcome, measured bool) {
+func (w *worker) record(outs []outcome, measured bool) {
 	w.mu.Lock()
-	if measured {
-		w.tally.add(o)
-	} else {
+	for i := range outs {
+		o := &outs[i]
+		if measured {
+			w.tally.add(o)
+			continue
+		}
 		w.warm.requests++
 		if o.err != errNone {
 			w.warm.errors++

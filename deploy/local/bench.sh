@@ -9,9 +9,10 @@
 #     events on) per algorithm, its ratio to (1), and the CPU per decision of
 #     the limiter beside Redis's (from /proc); and the same over gRPC (Envoy's
 #     ShouldRateLimit, loadgen -protocol grpc, the same limits as RLS config
-#     descriptors), in ROUNDS rounds of each protocol, alternating HTTP and
-#     gRPC so that the machine's drift hits both alike, each round with a
-#     fresh limiter and broker; gRPC ÷ HTTP per pair of rounds;
+#     descriptors), and the same checks BATCH at a time (POST /v1/check/batch,
+#     loadgen -batch), in ROUNDS rounds of each, taking turns (HTTP, gRPC,
+#     batches) so that the machine's drift hits them alike, each round with a
+#     fresh limiter and broker; gRPC ÷ HTTP and batches ÷ HTTP per round;
 #  3. p50/p99/p99.9 at a fixed rate of half the maximum measured in (2), per
 #     protocol, after HALF_WARMUP at that rate, left out: the first half
 #     second after the maximum ran at 4-6 ms p99 in 250 ms slices while
@@ -30,8 +31,8 @@
 # quotes. Needs redis-benchmark and redis-cli (Debian: redis-tools), Redis and
 # Postgres as for make test, and a limiter built with the gRPC API
 # (GRPC_LISTEN_ADDR, RLS_CONFIG_DIR). Knobs: DURATION, CONNS, KEYS,
-# ALGORITHMS, ROUNDS, GRPC_CONNS, RSS_KEYS, CPU_ROUNDS, CPU_DURATION, OUT,
-# HALF_WARMUP.
+# ALGORITHMS, ROUNDS, GRPC_CONNS, BATCH, RSS_KEYS, CPU_ROUNDS, CPU_DURATION,
+# OUT, HALF_WARMUP.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -42,6 +43,7 @@ KEYS=${KEYS:-10000}
 ALGORITHMS=${ALGORITHMS:-fixed_window sliding_window sliding_window_counter token_bucket}
 ROUNDS=${ROUNDS:-2}
 GRPC_CONNS=${GRPC_CONNS:-4}
+BATCH=${BATCH:-10}
 RSS_KEYS=${RSS_KEYS:-1000000}
 CPU_ROUNDS=${CPU_ROUNDS:-3}
 CPU_DURATION=${CPU_DURATION:-2s}
@@ -87,9 +89,14 @@ span() { sort -g | awk -v f="$1" '{v[NR] = $1} /n\/a/ {na = 1} END {if (na || !N
 rounds() { local -n a=$1; local r; for ((r = 1; r <= ROUNDS; r++)); do echo "${a[$2,$3,$r]}"; done; }
 # summed FMT ARRAY ALG PROTO: "median (min – max)" of ARRAY over the rounds.
 summed() { local m s; m=$(rounds "$2" "$3" "$4" | med "$1"); s=$(rounds "$2" "$3" "$4" | span "$1"); if [ "$ROUNDS" -gt 1 ] && [ "$s" != "$m" ]; then echo "$m ($s)"; else echo "$m"; fi; }
-# ratios ARRAY ALG: gRPC ÷ HTTP of ARRAY round by round (each gRPC round
-# against the HTTP round just before it), as "min – max".
-ratios() { local -n b=$1; local r; for ((r = 1; r <= ROUNDS; r++)); do ratio "${b[$2,grpc,$r]}" "${b[$2,http,$r]}"; echo; done | span %.2f; }
+# ratios ARRAY ALG PROTO: PROTO ÷ HTTP of ARRAY round by round (each round
+# of PROTO against the HTTP round of the same turn), as "min – max".
+ratios() { local -n b=$1; local r; for ((r = 1; r <= ROUNDS; r++)); do ratio "${b[$2,$3,$r]}" "${b[$2,http,$r]}"; echo; done | span %.2f; }
+# against ARRAY ALG PROTO VALUE: ARRAY ÷ VALUE over the rounds of PROTO, as
+# "min – max".
+against() { local -n c=$1; local r; for ((r = 1; r <= ROUNDS; r++)); do ratio "${c[$2,$3,$r]}" "$4"; echo; done | span %.2f; }
+# per_round A B ALG PROTO: A ÷ B of each round of PROTO, as "min – max".
+per_round() { local -n x=$1 y=$2; local r; for ((r = 1; r <= ROUNDS; r++)); do ratio "${x[$3,$4,$r]}" "${y[$3,$4,$r]}"; echo; done | span %.2f; }
 # rb ARGS...: redis-benchmark's requests/s.
 rb() { redis-benchmark -h "$REDIS_HOST" -p "$REDIS_PORT" -q "$@" | tr '\r' '\n' | sed -nE 's/.*: ([0-9.]+) requests per second.*/\1/p' | tail -1; }
 redis_pid=$(rcli info server | tr -d '\r' | awk -F: '$1 == "process_id" {print $2}')
@@ -200,23 +207,27 @@ run_loadgen() { bin/loadgen ${API_TOKENS:+-token "${API_TOKENS%%,*}"} -progress 
 loadgen() { run_loadgen -url "http://$LIMITER_ADDR" "$@"; }
 # set_target PROTO ALG: loadgen's flags for ALG's rule over PROTO, in tgt.
 # Over gRPC the $CONNS concurrent requests share $GRPC_CONNS connections,
-# as Envoy multiplexes its calls.
+# as Envoy multiplexes its calls; batches carry $BATCH checks each.
 set_target() {
 	local s
 	s=$(suffix "$2")
-	if [ "$1" = grpc ]; then
-		tgt=(-protocol grpc -grpc-addr "$GRPC_ADDR" -grpc-conns "$GRPC_CONNS" -domain "bench_$s")
-	else
-		tgt=(-url "http://$LIMITER_ADDR" -endpoint "/$s/books/17")
-	fi
+	case $1 in
+	grpc) tgt=(-protocol grpc -grpc-addr "$GRPC_ADDR" -grpc-conns "$GRPC_CONNS" -domain "bench_$s") ;;
+	batch) tgt=(-url "http://$LIMITER_ADDR" -endpoint "/$s/books/17" -batch "$BATCH") ;;
+	*) tgt=(-url "http://$LIMITER_ADDR" -endpoint "/$s/books/17") ;;
+	esac
 }
+protocols="http grpc"
+[ "$BATCH" -le 1 ] || protocols="http grpc batch"
+# proto_name PROTO: how the tables name PROTO.
+proto_name() { case $1 in http) echo HTTP ;; grpc) echo gRPC ;; batch) echo "HTTP batches of $BATCH" ;; esac; }
 
 published=0
 dropped=0
 # shellcheck disable=SC2034 # the r_ arrays are read by name
 for alg in $ALGORITHMS; do
 	for ((r = 1; r <= ROUNDS; r++)); do
-		for proto in http grpc; do
+		for proto in $protocols; do
 			k="$alg,$proto,$r"
 			set_target "$proto" "$alg"
 			start_broker
@@ -341,17 +352,28 @@ BENCH_ROUNDS=$CPU_ROUNDS BENCH_DURATION=$CPU_DURATION BENCH_ALGORITHMS="$ALGORIT
 		echo "| $alg | ${half_rps[$alg]}/s | ${half_p50[$alg]} ms | ${half_p99[$alg]} ms | ${half_p999[$alg]} ms |"
 	done
 	echo
-	echo "HTTP against gRPC (Envoy's ShouldRateLimit, \`loadgen -protocol grpc\`: the same $CONNS concurrent requests over $GRPC_CONNS HTTP/2 connections, one remote_address descriptor in an RLS config domain per algorithm with the same limit). $ROUNDS rounds of each, alternating HTTP and gRPC, each with a fresh limiter and broker: median (min – max) over the rounds. The gRPC ÷ HTTP rows divide each gRPC round by the HTTP round just before it: min – max of those ratios."
+	echo "HTTP against gRPC (Envoy's ShouldRateLimit, \`loadgen -protocol grpc\`: the same $CONNS concurrent requests over $GRPC_CONNS HTTP/2 connections, one remote_address descriptor in an RLS config domain per algorithm with the same limit)$([ "$BATCH" -le 1 ] || echo " and against batches (POST /v1/check/batch, \`loadgen -batch $BATCH\`: $BATCH checks per request on each of the $CONNS connections; a check's latency is its batch's)"). $ROUNDS rounds of each, taking turns, each with a fresh limiter and broker: median (min – max) over the rounds. The ÷ HTTP rows divide each round by the HTTP round of the same turn: min – max of those ratios."
 	echo
 	echo "| algorithm | protocol | decisions/s | CPU µs/decision limiter | Redis | broker | calls per round trip | at half the maximum: rate | p50 ms | p99 ms |"
 	echo "|---|---|---|---|---|---|---|---|---|---|"
 	for alg in $ALGORITHMS; do
-		for proto in http grpc; do
-			name=HTTP
-			[ "$proto" = http ] || name=gRPC
-			echo "| $alg | $name | $(summed %.1f r_rps "$alg" $proto) | $(summed %.1f r_lim "$alg" $proto) | $(summed %.1f r_redis "$alg" $proto) | $(summed %.1f r_kafka "$alg" $proto) | $(summed %.1f r_pipe "$alg" $proto) | $(summed %.1f r_hrps "$alg" $proto) | $(summed %.3f r_p50 "$alg" $proto) | $(summed %.3f r_p99 "$alg" $proto) |"
+		for proto in $protocols; do
+			echo "| $alg | $(proto_name "$proto") | $(summed %.1f r_rps "$alg" $proto) | $(summed %.1f r_lim "$alg" $proto) | $(summed %.1f r_redis "$alg" $proto) | $(summed %.1f r_kafka "$alg" $proto) | $(summed %.1f r_pipe "$alg" $proto) | $(summed %.1f r_hrps "$alg" $proto) | $(summed %.3f r_p50 "$alg" $proto) | $(summed %.3f r_p99 "$alg" $proto) |"
 		done
-		echo "| $alg | gRPC ÷ HTTP | $(ratios r_rps "$alg") | $(ratios r_lim "$alg") | $(ratios r_redis "$alg") | $(ratios r_kafka "$alg") | $(ratios r_pipe "$alg") | $(ratios r_hrps "$alg") | $(ratios r_p50 "$alg") | $(ratios r_p99 "$alg") |"
+		for proto in $protocols; do
+			[ "$proto" != http ] || continue
+			echo "| $alg | $(proto_name "$proto") ÷ HTTP | $(ratios r_rps "$alg" $proto) | $(ratios r_lim "$alg" $proto) | $(ratios r_redis "$alg" $proto) | $(ratios r_kafka "$alg" $proto) | $(ratios r_pipe "$alg" $proto) | $(ratios r_hrps "$alg" $proto) | $(ratios r_p50 "$alg" $proto) | $(ratios r_p99 "$alg" $proto) |"
+		done
+	done
+	echo
+	echo "The limiter's CPU per decision against the in-process path's (section 4, the same coalescer, Redis and events without HTTP) and against Redis's, per round (min – max):"
+	echo
+	echo "| algorithm | protocol | limiter ÷ in-process | limiter ÷ Redis |"
+	echo "|---|---|---|---|"
+	for alg in $ALGORITHMS; do
+		for proto in $protocols; do
+			echo "| $alg | $(proto_name "$proto") | $(against r_lim "$alg" $proto "${inproc_lim[$alg]}") | $(per_round r_lim r_redis "$alg" $proto) |"
+		done
 	done
 	echo
 	echo "Memory:"
