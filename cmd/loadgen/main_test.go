@@ -24,9 +24,9 @@ import (
 // odd last octet are denied, scanners are banned, brute forcers rate
 // limited, bursty clients allowed.
 type fakeLimiter struct {
-	requests atomic.Int64 // HTTP requests
-	checks   atomic.Int64 // checks in them, one per /v1/check
-	allowed  atomic.Int64 // checks answered allowed
+	requests atomic.Int64  // HTTP requests
+	checks   atomic.Int64  // checks in them, one per /v1/check
+	allowed  atomic.Int64  // checks answered allowed
 	delay    time.Duration // before each answer
 	// status, when set, may answer some requests with another status.
 	status func(n int64) int
