@@ -385,7 +385,7 @@ BENCH_ROUNDS=$CPU_ROUNDS BENCH_DURATION=$CPU_DURATION BENCH_ALGORITHMS="$ALGORIT
 		echo "| Redis memory per key (MEMORY USAGE), $alg, ~10 requests in the window | ${mem_key[$alg]} bytes |"
 	done
 	echo
-	echo "Events during the HTTP and gRPC runs: $published published, $dropped dropped."
+	echo "Events during the load runs (HTTP, gRPC and batches): $published published, $dropped dropped."
 	echo
 	echo "Pipeline (go test -tags bench ./internal/e2e):"
 	echo
