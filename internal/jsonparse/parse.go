@@ -72,14 +72,8 @@ func (p *Parser) Space() {
 // Object parses {"name": value, ...}, calling member for each name with the
 // parser positioned at its value.
 func (p *Parser) Object(member func(name string) error) error {
-	if p.i >= len(p.b) || p.b[p.i] != '{' {
-		return p.errorf("expected an object")
-	}
-	p.i++
-	p.Space()
-	if p.i < len(p.b) && p.b[p.i] == '}' {
-		p.i++
-		return nil
+	if empty, err := p.open('{', '}', "an object"); err != nil || empty {
+		return err
 	}
 	for {
 		p.Space()
@@ -96,18 +90,8 @@ func (p *Parser) Object(member func(name string) error) error {
 		if err := member(name); err != nil {
 			return err
 		}
-		p.Space()
-		if p.i >= len(p.b) {
-			return p.errorf("unexpected end of input")
-		}
-		switch p.b[p.i] {
-		case ',':
-			p.i++
-		case '}':
-			p.i++
-			return nil
-		default:
-			return p.errorf("expected ',' or '}' after object value")
+		if more, err := p.more('}', "object value"); err != nil || !more {
+			return err
 		}
 	}
 }
@@ -115,34 +99,51 @@ func (p *Parser) Object(member func(name string) error) error {
 // Array parses [value, ...], calling elem with each one's index and the
 // parser positioned at it.
 func (p *Parser) Array(elem func(i int) error) error {
-	if p.i >= len(p.b) || p.b[p.i] != '[' {
-		return p.errorf("expected an array")
-	}
-	p.i++
-	p.Space()
-	if p.i < len(p.b) && p.b[p.i] == ']' {
-		p.i++
-		return nil
+	if empty, err := p.open('[', ']', "an array"); err != nil || empty {
+		return err
 	}
 	for i := 0; ; i++ {
 		p.Space()
 		if err := elem(i); err != nil {
 			return err
 		}
-		p.Space()
-		if p.i >= len(p.b) {
-			return p.errorf("unexpected end of input")
-		}
-		switch p.b[p.i] {
-		case ',':
-			p.i++
-		case ']':
-			p.i++
-			return nil
-		default:
-			return p.errorf("expected ',' or ']' after array element")
+		if more, err := p.more(']', "array element"); err != nil || !more {
+			return err
 		}
 	}
+}
+
+// open consumes the opener of an object or array (what names it) and,
+// when closer follows at once, the closer too: empty is then true.
+func (p *Parser) open(opener, closer byte, what string) (empty bool, err error) {
+	if p.i >= len(p.b) || p.b[p.i] != opener {
+		return false, p.errorf("expected %s", what)
+	}
+	p.i++
+	p.Space()
+	if p.i < len(p.b) && p.b[p.i] == closer {
+		p.i++
+		return true, nil
+	}
+	return false, nil
+}
+
+// more consumes what follows a member or element (after names it): a ','
+// (more is true) or closer (the end).
+func (p *Parser) more(closer byte, after string) (more bool, err error) {
+	p.Space()
+	if p.i >= len(p.b) {
+		return false, p.errorf("unexpected end of input")
+	}
+	switch p.b[p.i] {
+	case ',':
+		p.i++
+		return true, nil
+	case closer:
+		p.i++
+		return false, nil
+	}
+	return false, p.errorf("expected ',' or '%c' after %s", closer, after)
 }
 
 // Null consumes a JSON null, if one comes next.
