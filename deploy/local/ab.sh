@@ -4,7 +4,8 @@
 # its gRPC load (Envoy's ShouldRateLimit, one remote_address descriptor of
 # an RLS config domain with the same limit, GRPC_CONNS connections), or
 # with PROTOCOL=json the same request to envoyproxy/ratelimit's POST /json
-# over CONNS keep-alive HTTP/1.1 connections, in
+# over CONNS keep-alive HTTP/1.1 connections, or with PROTOCOL=batch the
+# HTTP checks BATCH (10) per POST /v1/check/batch, in
 # ROUNDS rounds that alternate A and B, so that this machine's drift hits
 # both alike.
 # Each round: a fresh broker and limiter, a 3 s warm-up, DURATION at
@@ -16,7 +17,7 @@
 # (say, one built from main with `go build -o /tmp/a ./cmd/limiter`);
 # bin/loadgen and bin/devkafka come from this tree (make build).
 # Knobs: ALGORITHM, DURATION, CONNS, KEYS, ROUNDS, PROTOCOL, GRPC_CONNS,
-# HALF_WARMUP.
+# BATCH, HALF_WARMUP.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 [ $# -eq 2 ] || { echo "usage: $0 LIMITER_A LIMITER_B" >&2; exit 2; }
@@ -29,6 +30,7 @@ KEYS=${KEYS:-10000}
 ROUNDS=${ROUNDS:-3}
 PROTOCOL=${PROTOCOL:-http}
 GRPC_CONNS=${GRPC_CONNS:-4}
+BATCH=${BATCH:-10}
 GRPC_ADDR=127.0.0.1:18083
 REDIS_HOST=${REDIS_HOST:-127.0.0.1}
 REDIS_PORT=${REDIS_PORT:-6379}
@@ -54,9 +56,10 @@ printf 'domain: ab\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit
 	"$burst" "$ALGORITHM" >"$work/rls/ab.yaml"
 case $PROTOCOL in
 http) target=(-url "http://$LIMITER_ADDR" -endpoint /ab/books/17) ;;
+batch) target=(-url "http://$LIMITER_ADDR" -endpoint /ab/books/17 -batch "$BATCH") ;;
 json) target=(-protocol json -url "http://$LIMITER_ADDR" -domain ab) ;;
 grpc) target=(-protocol grpc -grpc-addr "$GRPC_ADDR" -grpc-conns "$GRPC_CONNS" -domain ab) ;;
-*) echo "PROTOCOL=$PROTOCOL: want http, json or grpc" >&2; exit 2 ;;
+*) echo "PROTOCOL=$PROTOCOL: want http, batch, json or grpc" >&2; exit 2 ;;
 esac
 run_loadgen() { bin/loadgen -progress 0 -mix normal=100 -users 0 "${target[@]}" \
 	-workers "$CONNS" -keys "$KEYS" "$@" >"$work/loadgen.txt" 2>&1 || { cat "$work/loadgen.txt" >&2; exit 1; }; }
