@@ -89,14 +89,14 @@ span() { sort -g | awk -v f="$1" '{v[NR] = $1} /n\/a/ {na = 1} END {if (na || !N
 rounds() { local -n a=$1; local r; for ((r = 1; r <= ROUNDS; r++)); do echo "${a[$2,$3,$r]}"; done; }
 # summed FMT ARRAY ALG PROTO: "median (min – max)" of ARRAY over the rounds.
 summed() { local m s; m=$(rounds "$2" "$3" "$4" | med "$1"); s=$(rounds "$2" "$3" "$4" | span "$1"); if [ "$ROUNDS" -gt 1 ] && [ "$s" != "$m" ]; then echo "$m ($s)"; else echo "$m"; fi; }
-# ratios ARRAY ALG PROTO: PROTO ÷ HTTP of ARRAY round by round (each round
-# of PROTO against the HTTP round of the same turn), as "min – max".
-ratios() { local -n b=$1; local r; for ((r = 1; r <= ROUNDS; r++)); do ratio "${b[$2,$3,$r]}" "${b[$2,http,$r]}"; echo; done | span %.2f; }
+# quotient A PA B PB ALG: ALG's A over protocol PA ÷ its B over PB, round by
+# round (the rounds of one turn against each other), as "min – max".
+quotient() { local -n x=$1 y=$3; local r; for ((r = 1; r <= ROUNDS; r++)); do ratio "${x[$5,$2,$r]}" "${y[$5,$4,$r]}"; echo; done | span %.2f; }
+# ratios ARRAY ALG PROTO: PROTO ÷ HTTP of ARRAY, round by round.
+ratios() { quotient "$1" "$3" "$1" http "$2"; }
 # against ARRAY ALG PROTO VALUE: ARRAY ÷ VALUE over the rounds of PROTO, as
 # "min – max".
 against() { local -n c=$1; local r; for ((r = 1; r <= ROUNDS; r++)); do ratio "${c[$2,$3,$r]}" "$4"; echo; done | span %.2f; }
-# per_round A B ALG PROTO: A ÷ B of each round of PROTO, as "min – max".
-per_round() { local -n x=$1 y=$2; local r; for ((r = 1; r <= ROUNDS; r++)); do ratio "${x[$3,$4,$r]}" "${y[$3,$4,$r]}"; echo; done | span %.2f; }
 # rb ARGS...: redis-benchmark's requests/s.
 rb() { redis-benchmark -h "$REDIS_HOST" -p "$REDIS_PORT" -q "$@" | tr '\r' '\n' | sed -nE 's/.*: ([0-9.]+) requests per second.*/\1/p' | tail -1; }
 redis_pid=$(rcli info server | tr -d '\r' | awk -F: '$1 == "process_id" {print $2}')
@@ -372,7 +372,7 @@ BENCH_ROUNDS=$CPU_ROUNDS BENCH_DURATION=$CPU_DURATION BENCH_ALGORITHMS="$ALGORIT
 	echo "|---|---|---|---|"
 	for alg in $ALGORITHMS; do
 		for proto in $protocols; do
-			echo "| $alg | $(proto_name "$proto") | $(against r_lim "$alg" $proto "${inproc_lim[$alg]}") | $(per_round r_lim r_redis "$alg" $proto) |"
+			echo "| $alg | $(proto_name "$proto") | $(against r_lim "$alg" $proto "${inproc_lim[$alg]}") | $(quotient r_lim $proto r_redis $proto "$alg") |"
 		done
 	done
 	echo
