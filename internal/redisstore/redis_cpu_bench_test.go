@@ -29,9 +29,12 @@ import (
 // against the leanest one; and for the fixed window of one limit, the
 // counted call the store sends (no script), the INCRBY + PEXPIRE pipeline
 // that envoyproxy/ratelimit sends per decision, and a script that only
-// returns the reply (the floor of any script with that reply). Every load runs at the same concurrency and
-// pipelining (BENCH_CONNS pipelines of BENCH_PIPELINE decisions on
-// BENCH_KEYS random keys, limits of 1000 per second and more, so that
+// returns the reply (the floor of any script with that reply). The counted
+// call and the pipeline each name a client's key as their own service does,
+// so that Redis hashes and stores keys of the lengths it would. Every load
+// runs at the same concurrency and
+// pipelining (BENCH_CONNS pipelines of BENCH_PIPELINE decisions of
+// BENCH_KEYS random clients, limits of 1000 per second and more, so that
 // decisions are admitted) in BENCH_ROUNDS rounds of BENCH_DURATION each,
 // the loads taking turns within a round (A B C A B C) so that the
 // machine's drift hits them alike. It prints µs per decision per load and
@@ -98,18 +101,20 @@ func replyOnly(t *testing.T, client *redis.Client) cpuLoad {
 	if err := sc.Load(context.Background(), client).Err(); err != nil {
 		t.Fatal(err)
 	}
-	return cpuLoad{name: "reply", queue: func(ctx context.Context, pipe redis.Pipeliner, key string) []redis.Cmder {
-		return []redis.Cmder{sc.EvalSha(ctx, pipe, []string{key}, int64(0), int64(1), int64(1000), int64(1000))}
+	return cpuLoad{name: "reply", queue: func(ctx context.Context, pipe redis.Pipeliner, client string) []redis.Cmder {
+		return []redis.Cmder{sc.EvalSha(ctx, pipe, []string{"cpu:reply:{ip=" + client + "}"}, int64(0), int64(1), int64(1000), int64(1000))}
 	}}
 }
 
 // countedLoad decides c, a counted call, as the store sends it: INCRBY and
 // PEXPIRE on the key of its window, placed by this process's clock (the
-// store's estimate of the server's: the same here).
+// store's estimate of the server's: the same here). The key is named as the
+// limiter names that of a fixed-window rule "bench-fw" keyed by the client's
+// IP, under the default prefix: rw:{bench-fw|ip=<client>}:fw:<per>:<window>.
 func countedLoad(c decide.Call) cpuLoad {
-	return cpuLoad{name: "counted", queue: func(ctx context.Context, pipe redis.Pipeliner, key string) []redis.Cmder {
+	return cpuLoad{name: "counted", queue: func(ctx context.Context, pipe redis.Pipeliner, client string) []redis.Cmder {
 		c := c
-		c.Keys = decide.Keys{State: key + ":" + string(c.Algorithm) + ":st"}
+		c.Keys = decide.Keys{State: "rw:{bench-fw|ip=" + client + "}:fw"}
 		c.NowMs = time.Now().UnixMilli()
 		sc := countedCall(&c)
 		var arena []any
@@ -119,11 +124,11 @@ func countedLoad(c decide.Call) cpuLoad {
 }
 
 // storeLoad decides c with variant v of its script, as the store sends it,
-// on keys named as the limiter names them.
+// on a key per client and load (full and lean keep their states apart).
 func storeLoad(name string, store *Store, c decide.Call, v lua.Variant) cpuLoad {
-	return cpuLoad{name: name, queue: func(ctx context.Context, pipe redis.Pipeliner, key string) []redis.Cmder {
+	return cpuLoad{name: name, queue: func(ctx context.Context, pipe redis.Pipeliner, client string) []redis.Cmder {
 		c := c
-		tag := key + ":" + string(c.Algorithm)
+		tag := "cpu:" + name + ":{ip=" + client + "}:" + string(c.Algorithm)
 		c.Keys = decide.Keys{State: tag + ":st", Hold: tag + ":hold", Hits: tag + ":hits"}
 		sc := store.prepareAs(&c, v)
 		keys, args := sc.keysArgs()
@@ -136,7 +141,7 @@ type cpuLoad struct {
 	name string
 	// queue adds one decision on key to pipe; the decision's commands are
 	// read back with check.
-	queue func(ctx context.Context, pipe redis.Pipeliner, key string) []redis.Cmder
+	queue func(ctx context.Context, pipe redis.Pipeliner, client string) []redis.Cmder
 }
 
 // cpuEnv is a private redis-server, its pid and a client of it, with the
@@ -189,7 +194,6 @@ func (e *cpuEnv) run(t *testing.T, l cpuLoad, d time.Duration) (int64, time.Dura
 	for w := range e.conns {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(w), uint64(time.Now().UnixNano())))
-			key := make([]byte, 0, 64)
 			for {
 				select {
 				case <-stop:
@@ -199,8 +203,7 @@ func (e *cpuEnv) run(t *testing.T, l cpuLoad, d time.Duration) (int64, time.Dura
 				pipe := e.client.Pipeline()
 				var cmds []redis.Cmder
 				for range e.depth {
-					key = append(append(append(key[:0], "cpu:"+l.name+":{ip="...), strconv.Itoa(rng.IntN(e.keys))...), '}')
-					cmds = append(cmds, l.queue(ctx, pipe, string(key))...)
+					cmds = append(cmds, l.queue(ctx, pipe, strconv.Itoa(rng.IntN(e.keys)))...)
 				}
 				if _, err := pipe.Exec(ctx); err != nil {
 					failed.CompareAndSwap(nil, err)
@@ -294,10 +297,11 @@ func procCPU(t *testing.T, pid string) time.Duration {
 }
 
 // incrExpire is what envoyproxy/ratelimit sends per decision of a fixed
-// window: INCRBY and an expiry, pipelined, on a key suffixed with the
-// window's start in seconds as it names them.
-func incrExpire(ctx context.Context, pipe redis.Pipeliner, key string) []redis.Cmder {
-	key += "_" + strconv.FormatInt(time.Now().Unix(), 10)
+// window: INCRBY and an expiry, pipelined, on the key it names for a
+// remote_address descriptor of the client in domain "bench", the window's
+// start in seconds last: bench_remote_address_<client>_<start>.
+func incrExpire(ctx context.Context, pipe redis.Pipeliner, client string) []redis.Cmder {
+	key := "bench_remote_address_" + client + "_" + strconv.FormatInt(time.Now().Unix(), 10)
 	return []redis.Cmder{pipe.IncrBy(ctx, key, 1), pipe.PExpire(ctx, key, time.Second)}
 }
 
