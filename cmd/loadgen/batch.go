@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"strconv"
 )
 
@@ -37,11 +38,9 @@ func classifyBatch(outs []outcome, res response) {
 		}
 		return
 	}
-	list := memberValue(res.body, `"decisions"`)
-	if len(list) == 0 || list[0] != '[' {
-		list = nil
-	} else {
-		list = list[1:]
+	list, ok := bytes.CutPrefix(memberValue(res.body, `"decisions"`), []byte("["))
+	if !ok {
+		list = nil // no list: every check is in error
 	}
 	for i := range outs {
 		o := &outs[i]

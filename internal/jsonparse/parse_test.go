@@ -62,11 +62,9 @@ func reference(data []byte) (v any, ok bool) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
+	// Anything but whitespace after the document makes it another one.
 	if dec.Decode(&v) != nil || dec.InputOffset() != int64(len(bytes.TrimRight(data, " \t\r\n"))) {
 		return nil, false
-	}
-	if _, err := dec.Token(); err == nil {
-		return nil, false // more after the document
 	}
 	return integers(v)
 }
