@@ -13,6 +13,11 @@
 #     loadgen -batch), in ROUNDS rounds of each, taking turns (HTTP, gRPC,
 #     batches) so that the machine's drift hits them alike, each round with a
 #     fresh limiter and broker; gRPC ÷ HTTP and batches ÷ HTTP per round;
+#     and, with FLOOR=1, the floor: deploy/local/floorserver, the limiter's
+#     fasthttp server answering what the limiter answered to every request
+#     with no decision behind it, driven as the HTTP rounds are (the most,
+#     the HTTP round's maximum rate, its half rate): the HTTP server's and
+#     the client's own share;
 #  3. p50/p99/p99.9 at a fixed rate of half the maximum measured in (2), per
 #     protocol, after HALF_WARMUP at that rate, left out: the first half
 #     second after the maximum ran at 4-6 ms p99 in 250 ms slices while
@@ -31,8 +36,8 @@
 # quotes. Needs redis-benchmark and redis-cli (Debian: redis-tools), Redis and
 # Postgres as for make test, and a limiter built with the gRPC API
 # (GRPC_LISTEN_ADDR, RLS_CONFIG_DIR). Knobs: DURATION, CONNS, KEYS,
-# ALGORITHMS, ROUNDS, GRPC_CONNS, BATCH, RSS_KEYS, CPU_ROUNDS, CPU_DURATION,
-# OUT, HALF_WARMUP.
+# ALGORITHMS, ROUNDS, GRPC_CONNS, BATCH, FLOOR, RSS_KEYS, CPU_ROUNDS,
+# CPU_DURATION, OUT, HALF_WARMUP.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -44,6 +49,7 @@ ALGORITHMS=${ALGORITHMS:-fixed_window sliding_window sliding_window_counter toke
 ROUNDS=${ROUNDS:-2}
 GRPC_CONNS=${GRPC_CONNS:-4}
 BATCH=${BATCH:-10}
+FLOOR=${FLOOR:-1}
 RSS_KEYS=${RSS_KEYS:-1000000}
 CPU_ROUNDS=${CPU_ROUNDS:-3}
 CPU_DURATION=${CPU_DURATION:-2s}
@@ -52,6 +58,7 @@ REDIS_HOST=${REDIS_HOST:-127.0.0.1}
 REDIS_PORT=${REDIS_PORT:-6379}
 LIMITER_ADDR=127.0.0.1:18080
 GRPC_ADDR=127.0.0.1:18083
+FLOOR_ADDR=127.0.0.1:18090
 BROKER_ADDR=127.0.0.1:19092
 PREFIX="rwbench:$$:"
 work=$(mktemp -d)
@@ -105,7 +112,7 @@ redis_pid=$(rcli info server | tr -d '\r' | awk -F: '$1 == "process_id" {print $
 declare -A sha c50 p16 http lim_us redis_us kafka_us pipe half_p50 half_p99 half_p999 half_rps inproc inproc_lim inproc_redis mem_key
 # Per round, keyed "algorithm,protocol,round", read by name (rounds, ratios).
 # shellcheck disable=SC2034
-declare -A r_rps r_lim r_redis r_kafka r_pipe r_hrps r_p50 r_p99 r_p999
+declare -A r_rps r_lim r_redis r_kafka r_pipe r_hrps r_p50 r_p99 r_p999 r_fmin
 
 # one_limit_script prints the script the limiter sends for a rule of one
 # limit, byte for byte (lua.Script(alg, lua.OneLimit)): arith.lua's helpers,
@@ -217,6 +224,49 @@ set_target() {
 	*) tgt=(-url "http://$LIMITER_ADDR" -endpoint "/$s/books/17") ;;
 	esac
 }
+# record_answer ALG: what the limiter answers a check of ALG's rule, as
+# `curl -si` prints it, for the floor to give.
+record_answer() {
+	curl -fsS -i "http://$LIMITER_ADDR/v1/check" ${API_TOKENS:+-H "Authorization: Bearer ${API_TOKENS%%,*}"} \
+		-H 'Content-Type: application/json' -d "{\"ip\": \"192.0.2.1\", \"endpoint\": \"/$(suffix "$1")/books/17\"}" >"$work/answer-$1.http"
+}
+# floor_round ALG ROUND: the floor giving ALG's recorded answer, driven as
+# the HTTP round ROUND of ALG was: the most it serves (its CPU per request
+# there is its least), at that round's maximum rate (its CPU per request
+# where the limiter's was taken) and at that round's half rate.
+floor_round() {
+	local k="$1,floor,$2" rps n errors half
+	"$work/floorserver" -listen "$FLOOR_ADDR" -answer "$work/answer-$1.http" 2>>"$work/floor.log" &
+	local floor_pid=$!
+	pids+=($floor_pid)
+	for _ in $(seq 100); do (exec 3<>"/dev/tcp/${FLOOR_ADDR%:*}/${FLOOR_ADDR##*:}") 2>/dev/null && break; sleep 0.1; done
+	local t=(-url "http://$FLOOR_ADDR" -endpoint "/$(suffix "$1")/books/17" -workers "$CONNS" -keys "$KEYS")
+	run_loadgen "${t[@]}" -duration 3s # warm-up
+	local before after
+	before=$(cpu "$floor_pid")
+	run_loadgen "${t[@]}" -duration "$DURATION" -summary-file "$work/max.env"
+	after=$(cpu "$floor_pid")
+	(source "$work/max.env"; echo "$rps $requests $errors") >"$work/max.txt"
+	read -r rps n errors <"$work/max.txt"
+	[ "$errors" = 0 ] || echo "bench: $errors errors in the $1 floor round $2" >&2
+	r_rps[$k]=$rps
+	r_fmin[$k]=$(per_decision $((after - before)) "$n")
+	before=$(cpu "$floor_pid")
+	run_loadgen "${t[@]}" -rate "${r_rps[$1,http,$2]%.*}" -duration "$DURATION" -summary-file "$work/max.env"
+	after=$(cpu "$floor_pid")
+	(source "$work/max.env"; echo "$rps $requests $errors") >"$work/max.txt"
+	read -r rps n errors <"$work/max.txt"
+	r_lim[$k]=$(per_decision $((after - before)) "$n")
+	half=$(awk -v r="${r_rps[$1,http,$2]}" 'BEGIN {printf "%d", r / 2}')
+	run_loadgen "${t[@]}" -rate "$half" -warmup "$HALF_WARMUP" -duration "$DURATION" -summary-file "$work/half.env"
+	(source "$work/half.env"; echo "$rps $p50_ms $p99_ms $p999_ms") >"$work/half.txt"
+	read -r "r_hrps[$k]" "r_p50[$k]" "r_p99[$k]" "r_p999[$k]" <"$work/half.txt"
+	echo "floor $1 round $2: ${r_rps[$k]}/s, CPU/request ${r_fmin[$k]} µs, ${r_lim[$k]} µs at the limiter's ${r_rps[$1,http,$2]}/s; at ${r_hrps[$k]}/s p99 ${r_p99[$k]} ms" >&2
+	kill -TERM "$floor_pid"
+	wait "$floor_pid" 2>/dev/null || true
+	forget "$floor_pid"
+}
+[ "$FLOOR" != 1 ] || go build -o "$work/floorserver" ./deploy/local/floorserver
 protocols="http grpc"
 [ "$BATCH" -le 1 ] || protocols="http grpc batch"
 # proto_name PROTO: how the tables name PROTO.
@@ -259,11 +309,13 @@ for alg in $ALGORITHMS; do
 			(source "$work/half.env"; echo "$rps $p50_ms $p99_ms $p999_ms") >"$work/half.txt"
 			read -r "r_hrps[$k]" "r_p50[$k]" "r_p99[$k]" "r_p999[$k]" <"$work/half.txt"
 			echo "limiter $alg $proto round $r: ${r_rps[$k]}/s, CPU/decision limiter ${r_lim[$k]} µs redis ${r_redis[$k]} µs; at ${r_hrps[$k]}/s p99 ${r_p99[$k]} ms" >&2
+			[ "$proto" != http ] || [ "$FLOOR" != 1 ] || record_answer "$alg"
 			published=$((published + $(metric_sum rate_limit_events_published_total)))
 			dropped=$((dropped + $(metric_sum rate_limit_events_dropped_total)))
 			stop_limiter
 			stop_broker
 		done
+		[ "$FLOOR" != 1 ] || floor_round "$alg" "$r"
 	done
 	# The HTTP table: the median of the HTTP rounds.
 	http[$alg]=$(rounds r_rps "$alg" http | med %.1f)
@@ -375,6 +427,16 @@ BENCH_ROUNDS=$CPU_ROUNDS BENCH_DURATION=$CPU_DURATION BENCH_ALGORITHMS="$ALGORIT
 			echo "| $alg | $(proto_name "$proto") | $(against r_lim "$alg" $proto "${inproc_lim[$alg]}") | $(quotient r_lim $proto r_redis $proto "$alg") |"
 		done
 	done
+	if [ "$FLOOR" = 1 ]; then
+		echo
+		echo "The floor (deploy/local/floorserver: the limiter's fasthttp server giving the limiter's own answer to every request, with no decision, Redis or event behind it), driven as the HTTP rounds: at most; at the HTTP round's maximum rate, where its CPU per request is set beside the limiter's; at the HTTP round's half rate. What the HTTP server and the client cost by themselves on this machine: median (min – max) over the rounds, ratios per round:"
+		echo
+		echo "| algorithm | floor requests/s | ÷ redis-benchmark -c 50 | floor CPU µs/request at its maximum | at the limiter's | ÷ in-process | ÷ Redis (HTTP) | limiter HTTP ÷ floor, CPU | p99 at the HTTP half rate: floor | limiter HTTP |"
+		echo "|---|---|---|---|---|---|---|---|---|---|"
+		for alg in $ALGORITHMS; do
+			echo "| $alg | $(summed %.1f r_rps "$alg" floor) | $(against r_rps "$alg" floor "${c50[$alg]}") | $(summed %.1f r_fmin "$alg" floor) | $(summed %.1f r_lim "$alg" floor) | $(against r_lim "$alg" floor "${inproc_lim[$alg]}") | $(quotient r_lim floor r_redis http "$alg") | $(quotient r_lim http r_lim floor "$alg") | $(summed %.3f r_p99 "$alg" floor) ms | $(summed %.3f r_p99 "$alg" http) ms |"
+		done
+	fi
 	echo
 	echo "Memory:"
 	echo

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// recorded is an answer of the limiter's as `curl -si` prints it.
+const recorded = "HTTP/1.1 429 Too Many Requests\r\n" +
+	"Date: Thu, 26 Nov 2026 11:25:32 GMT\r\n" +
+	"Content-Type: application/json\r\n" +
+	"Content-Length: 27\r\n" +
+	"Ratelimit: \"bench-fw/1s\";r=0;t=1\r\n" +
+	"Retry-After: 1\r\n" +
+	"\r\n" +
+	`{"allowed":false,"limit":5}`
+
+func TestServesTheRecordedAnswer(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "answer.http")
+	if err := os.WriteFile(file, []byte(recorded), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var stderr bytes.Buffer
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, []string{"-listen", addr, "-answer", file}, &stderr) }()
+
+	var res *http.Response
+	var err error
+	for range 100 {
+		res, err = http.Post("http://"+addr+"/v1/check", "application/json", strings.NewReader(`{"ip":"192.0.2.1"}`))
+		if err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("no answer: %v (%s)", err, stderr.String())
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 429 || string(body) != `{"allowed":false,"limit":5}` {
+		t.Errorf("answered %d %q, want the recorded 429 and body", res.StatusCode, body)
+	}
+	for name, want := range map[string]string{"Ratelimit": `"bench-fw/1s";r=0;t=1`, "Retry-After": "1", "Content-Type": "application/json"} {
+		if got := res.Header.Get(name); got != want {
+			t.Errorf("%s = %q, want %q", name, got, want)
+		}
+	}
+	if got := res.Header.Get("Date"); got == "Thu, 26 Nov 2026 11:25:32 GMT" {
+		t.Errorf("Date is the recorded one, want the server's own")
+	}
+
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Errorf("exit code %d after a clean stop, want 0 (%s)", code, stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("did not stop")
+	}
+}
+
+func TestRefusesBadArguments(t *testing.T) {
+	dir := t.TempDir()
+	notHTTP := filepath.Join(dir, "bad.http")
+	if err := os.WriteFile(notHTTP, []byte("not a response\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	huge := filepath.Join(dir, "huge.http")
+	if err := os.WriteFile(huge, []byte(fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", maxAnswer+1, strings.Repeat("x", maxAnswer+1))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no answer", nil, "-answer is required"},
+		{"missing file", []string{"-answer", filepath.Join(dir, "none")}, "no such file"},
+		{"not a response", []string{"-answer", notHTTP}, "malformed HTTP"},
+		{"body too long", []string{"-answer", huge}, "body longer than"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			if code := run(context.Background(), tc.args, &stderr); code != 2 || !strings.Contains(stderr.String(), tc.want) {
+				t.Errorf("exit %d, stderr %q; want 2 and %q", code, stderr.String(), tc.want)
+			}
+		})
+	}
+}
+
+// freeAddr returns a loopback address nothing listens on.
+func freeAddr(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
