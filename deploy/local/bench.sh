@@ -383,10 +383,13 @@ stop_broker
 BENCH_ROUNDS=$CPU_ROUNDS BENCH_DURATION=$CPU_DURATION BENCH_ALGORITHMS="$ALGORITHMS" \
 	go test -tags bench -run TestBenchRedisCPU -count=1 -v ./internal/redisstore >"$work/rediscpu.txt" 2>&1 || { cat "$work/rediscpu.txt" >&2; exit 1; }
 
+# Whether the tree differs from the commit, but for $OUT, which tee empties
+# before the line naming the commit is written.
+dirty=$(git diff --quiet -- . ":(exclude)$OUT" || echo ' (with local changes)')
 {
 	echo "# Benchmark"
 	echo
-	echo "\`make bench\` on $(date -u +%Y-%m-%d), commit $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (with local changes)'):"
+	echo "\`make bench\` on $(date -u +%Y-%m-%d), commit $(git rev-parse --short HEAD)$dirty:"
 	echo "$(nproc) cores ($(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -sr), $(go version | awk '{print $3}'), $(redis-server --version | awk '{print $1, $3}')."
 	echo "Load generator, limiter, broker and Redis share these cores. Load runs: $DURATION each, $CONNS keep-alive connections, $KEYS client IPs, one rule (limit 1000/s per IP) per algorithm, events on; HTTP figures are the median of $ROUNDS rounds, each with a fresh limiter and broker."
 	echo
