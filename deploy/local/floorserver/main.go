@@ -11,6 +11,12 @@
 //
 // answer.http is a response as `curl -si` prints it: the status line, the
 // headers, a blank line and the body. It stops on SIGINT or SIGTERM.
+//
+// With -redis host:port each request first sends Redis what a counted
+// fixed window sends, INCRBY and PEXPIRE on one of -keys keys under
+// -prefix, in one round trip of its own from its own goroutine: a Redis
+// leg with no coalescing, no decision and no event, what the simplest
+// Redis-backed limiter pays per request.
 package main
 
 import (
@@ -23,9 +29,12 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 
@@ -46,7 +55,15 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", "127.0.0.1:18090", "address to serve on")
 	answerFile := fs.String("answer", "", "the answer to give, as `curl -si` prints it (required)")
+	redisAddr := fs.String("redis", "", "host:port: count each request in Redis first (INCRBY + PEXPIRE)")
+	prefix := fs.String("prefix", "floor:", "with -redis, the prefix of the keys counted")
+	keys := fs.Uint64("keys", 10000, "with -redis, how many keys the requests are spread over")
+	conns := fs.Int("redis-conns", 64, "with -redis, connections to Redis (one round trip each at a time)")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *keys == 0 || *conns < 1 {
+		fmt.Fprintln(stderr, "floorserver: -keys and -redis-conns must be at least 1")
 		return 2
 	}
 	if *answerFile == "" {
@@ -64,7 +81,20 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "floorserver: %s: %v\n", *answerFile, err)
 		return 2
 	}
-	l := &ops.Listener{Var: "-listen", Addr: *listen, Fast: a.serve, Log: zap.NewNop()}
+	handler := a.serve
+	if *redisAddr != "" {
+		rdb := redis.NewClient(&redis.Options{Addr: *redisAddr, PoolSize: *conns, MinIdleConns: *conns})
+		defer rdb.Close()
+		c := &counter{rdb: rdb, prefix: *prefix, keys: *keys}
+		handler = func(ctx *fasthttp.RequestCtx) {
+			if err := c.count(ctx); err != nil {
+				ctx.Error(err.Error(), fasthttp.StatusServiceUnavailable)
+				return
+			}
+			a.serve(ctx)
+		}
+	}
+	l := &ops.Listener{Var: "-listen", Addr: *listen, Fast: handler, Log: zap.NewNop()}
 	if err := l.Listen(ctx); err != nil {
 		fmt.Fprintf(stderr, "floorserver: %v\n", err)
 		return 1
@@ -131,4 +161,22 @@ func (a *answer) serve(ctx *fasthttp.RequestCtx) {
 		ctx.Response.Header.Set(h[0], h[1])
 	}
 	ctx.SetBody(a.body)
+}
+
+// counter sends each request's INCRBY and PEXPIRE, as a counted fixed
+// window does, on the next of keys keys.
+type counter struct {
+	rdb    *redis.Client
+	prefix string
+	keys   uint64
+	next   atomic.Uint64
+}
+
+func (c *counter) count(ctx context.Context) error {
+	key := c.prefix + strconv.FormatUint(c.next.Add(1)%c.keys, 10)
+	pipe := c.rdb.Pipeline()
+	pipe.IncrBy(ctx, key, 1)
+	pipe.PExpire(ctx, key, time.Minute)
+	_, err := pipe.Exec(ctx)
+	return err
 }

@@ -9,9 +9,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/ratewarden/ratewarden/internal/redistest"
 )
 
 // recorded is an answer of the limiter's as `curl -si` prints it.
@@ -25,32 +29,9 @@ const recorded = "HTTP/1.1 429 Too Many Requests\r\n" +
 	`{"allowed":false,"limit":5}`
 
 func TestServesTheRecordedAnswer(t *testing.T) {
-	dir := t.TempDir()
-	file := filepath.Join(dir, "answer.http")
-	if err := os.WriteFile(file, []byte(recorded), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	addr := freeAddr(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	var stderr bytes.Buffer
-	done := make(chan int, 1)
-	go func() { done <- run(ctx, []string{"-listen", addr, "-answer", file}, &stderr) }()
-
-	var res *http.Response
-	var err error
-	for range 100 {
-		res, err = http.Post("http://"+addr+"/v1/check", "application/json", strings.NewReader(`{"ip":"192.0.2.1"}`))
-		if err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatalf("no answer: %v (%s)", err, stderr.String())
-	}
-	body, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	if res.StatusCode != 429 || string(body) != `{"allowed":false,"limit":5}` {
+	addr, stop := start(t)
+	res, body := post(t, addr)
+	if res.StatusCode != 429 || body != `{"allowed":false,"limit":5}` {
 		t.Errorf("answered %d %q, want the recorded 429 and body", res.StatusCode, body)
 	}
 	for name, want := range map[string]string{"Ratelimit": `"bench-fw/1s";r=0;t=1`, "Retry-After": "1", "Content-Type": "application/json"} {
@@ -61,16 +42,101 @@ func TestServesTheRecordedAnswer(t *testing.T) {
 	if got := res.Header.Get("Date"); got == "Thu, 26 Nov 2026 11:25:32 GMT" {
 		t.Errorf("Date is the recorded one, want the server's own")
 	}
+	stop()
+}
 
-	cancel()
-	select {
-	case code := <-done:
-		if code != 0 {
-			t.Errorf("exit code %d after a clean stop, want 0 (%s)", code, stderr.String())
+func TestCountsEachRequestInRedis(t *testing.T) {
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t, rdb)
+	addr, stop := start(t, "-redis", rdb.Options().Addr, "-prefix", prefix, "-keys", "3")
+	const requests = 7
+	for range requests {
+		if res, body := post(t, addr); res.StatusCode != 429 {
+			t.Fatalf("answered %d %q, want the recorded answer after counting", res.StatusCode, body)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("did not stop")
 	}
+	stop()
+	ctx := context.Background()
+	var total int64
+	for i := range 3 {
+		key := prefix + strconv.Itoa(i)
+		n, err := rdb.Get(ctx, key).Int64()
+		if err != nil {
+			t.Fatalf("GET %s: %v", key, err)
+		}
+		if ttl := rdb.PTTL(ctx, key).Val(); ttl <= 0 || ttl > time.Minute {
+			t.Errorf("PTTL %s = %v, want an expiry within a minute", key, ttl)
+		}
+		total += n
+	}
+	if total != requests {
+		t.Errorf("counted %d over the keys, want %d", total, requests)
+	}
+}
+
+// start runs the server with the recorded answer and extra arguments on a
+// free port; stop ends it and checks it exits cleanly.
+func start(t *testing.T, extra ...string) (addr string, stop func()) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "answer.http")
+	if err := os.WriteFile(file, []byte(recorded), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr = freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var stderr syncBuffer
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, append([]string{"-listen", addr, "-answer", file}, extra...), &stderr) }()
+	for range 100 {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return addr, func() {
+		t.Helper()
+		cancel()
+		select {
+		case code := <-done:
+			if code != 0 {
+				t.Errorf("exit code %d after a clean stop, want 0 (%s)", code, stderr.String())
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("did not stop")
+		}
+	}
+}
+
+// post sends a check to addr and returns the answer and its body.
+func post(t *testing.T, addr string) (*http.Response, string) {
+	t.Helper()
+	res, err := http.Post("http://"+addr+"/v1/check", "application/json", strings.NewReader(`{"ip":"192.0.2.1"}`))
+	if err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	return res, string(body)
+}
+
+// syncBuffer is a bytes.Buffer the server's goroutine may write while the
+// test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func TestRefusesBadArguments(t *testing.T) {
@@ -92,6 +158,7 @@ func TestRefusesBadArguments(t *testing.T) {
 		{"missing file", []string{"-answer", filepath.Join(dir, "none")}, "no such file"},
 		{"not a response", []string{"-answer", notHTTP}, "malformed HTTP"},
 		{"body too long", []string{"-answer", huge}, "body longer than"},
+		{"no keys", []string{"-answer", notHTTP, "-keys", "0"}, "at least 1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer
