@@ -16,8 +16,9 @@
 #     and, with FLOOR=1, the floor: deploy/local/floorserver, the limiter's
 #     fasthttp server answering what the limiter answered to every request
 #     with no decision behind it, driven as the HTTP rounds are (the most,
-#     the HTTP round's maximum rate, its half rate): the HTTP server's and
-#     the client's own share;
+#     the HTTP round's maximum rate, its half rate; at the half rate once
+#     more with one Redis round trip per request, floorserver -redis): the
+#     HTTP server's, the client's and a bare Redis leg's own share;
 #  3. p50/p99/p99.9 at a fixed rate of half the maximum measured in (2), per
 #     protocol, after HALF_WARMUP at that rate, left out: the first half
 #     second after the maximum ran at 4-6 ms p99 in 250 ms slices while
@@ -230,19 +231,36 @@ record_answer() {
 	curl -fsS -i "http://$LIMITER_ADDR/v1/check" ${API_TOKENS:+-H "Authorization: Bearer ${API_TOKENS%%,*}"} \
 		-H 'Content-Type: application/json' -d "{\"ip\": \"192.0.2.1\", \"endpoint\": \"/$(suffix "$1")/books/17\"}" >"$work/answer-$1.http"
 }
-# floor_round ALG ROUND: the floor giving ALG's recorded answer, driven as
-# the HTTP round ROUND of ALG was: the most it serves (its CPU per request
-# there is its least), at that round's maximum rate (its CPU per request
-# where the limiter's was taken) and at that round's half rate.
-floor_round() {
-	local k="$1,floor,$2" rps n errors half
-	"$work/floorserver" -listen "$FLOOR_ADDR" -answer "$work/answer-$1.http" 2>>"$work/floor.log" &
-	local floor_pid=$!
+# start_floor ALG ARGS...: the floor giving ALG's recorded answer, with
+# ARGS, in floor_pid once it listens.
+start_floor() {
+	"$work/floorserver" -listen "$FLOOR_ADDR" -answer "$work/answer-$1.http" "${@:2}" 2>>"$work/floor.log" &
+	floor_pid=$!
 	pids+=($floor_pid)
-	for _ in $(seq 100); do (exec 3<>"/dev/tcp/${FLOOR_ADDR%:*}/${FLOOR_ADDR##*:}") 2>/dev/null && break; sleep 0.1; done
+	for _ in $(seq 100); do (exec 3<>"/dev/tcp/${FLOOR_ADDR%:*}/${FLOOR_ADDR##*:}") 2>/dev/null && return; sleep 0.1; done
+	echo "bench: the floor did not start:" >&2
+	cat "$work/floor.log" >&2
+	exit 1
+}
+stop_floor() { kill -TERM "$floor_pid"; wait "$floor_pid" 2>/dev/null || true; forget "$floor_pid"; }
+# floor_half KEY RATE ARGS...: the floor's p50, p99 and p99.9 at RATE, after
+# HALF_WARMUP, under KEY.
+floor_half() {
+	run_loadgen "${@:3}" -rate "$2" -warmup "$HALF_WARMUP" -duration "$DURATION" -summary-file "$work/half.env"
+	(source "$work/half.env"; echo "$rps $p50_ms $p99_ms $p999_ms") >"$work/half.txt"
+	read -r "r_hrps[$1]" "r_p50[$1]" "r_p99[$1]" "r_p999[$1]" <"$work/half.txt"
+}
+# floor_round ALG ROUND: the floor driven as the HTTP round ROUND of ALG was:
+# the most it serves (its CPU per request there is its least), at that
+# round's maximum rate (its CPU per request where the limiter's was taken)
+# and at that round's half rate; then, at the half rate again, the floor
+# with one INCRBY + PEXPIRE round trip to Redis per request (floorserver
+# -redis), the least any answer that waits on Redis costs in latency.
+floor_round() {
+	local k="$1,floor,$2" rps n errors half before after
 	local t=(-url "http://$FLOOR_ADDR" -endpoint "/$(suffix "$1")/books/17" -workers "$CONNS" -keys "$KEYS")
+	start_floor "$1"
 	run_loadgen "${t[@]}" -duration 3s # warm-up
-	local before after
 	before=$(cpu "$floor_pid")
 	run_loadgen "${t[@]}" -duration "$DURATION" -summary-file "$work/max.env"
 	after=$(cpu "$floor_pid")
@@ -258,13 +276,12 @@ floor_round() {
 	read -r rps n errors <"$work/max.txt"
 	r_lim[$k]=$(per_decision $((after - before)) "$n")
 	half=$(awk -v r="${r_rps[$1,http,$2]}" 'BEGIN {printf "%d", r / 2}')
-	run_loadgen "${t[@]}" -rate "$half" -warmup "$HALF_WARMUP" -duration "$DURATION" -summary-file "$work/half.env"
-	(source "$work/half.env"; echo "$rps $p50_ms $p99_ms $p999_ms") >"$work/half.txt"
-	read -r "r_hrps[$k]" "r_p50[$k]" "r_p99[$k]" "r_p999[$k]" <"$work/half.txt"
-	echo "floor $1 round $2: ${r_rps[$k]}/s, CPU/request ${r_fmin[$k]} µs, ${r_lim[$k]} µs at the limiter's ${r_rps[$1,http,$2]}/s; at ${r_hrps[$k]}/s p99 ${r_p99[$k]} ms" >&2
-	kill -TERM "$floor_pid"
-	wait "$floor_pid" 2>/dev/null || true
-	forget "$floor_pid"
+	floor_half "$k" "$half" "${t[@]}"
+	stop_floor
+	start_floor "$1" -redis "$REDIS_HOST:$REDIS_PORT" -prefix "${PREFIX}floor:" -keys "$KEYS" -redis-conns "$CONNS"
+	floor_half "$1,floor_redis,$2" "$half" "${t[@]}"
+	stop_floor
+	echo "floor $1 round $2: ${r_rps[$k]}/s, CPU/request ${r_fmin[$k]} µs, ${r_lim[$k]} µs at the limiter's ${r_rps[$1,http,$2]}/s; at ${r_hrps[$k]}/s p99 ${r_p99[$k]} ms, with a Redis round trip ${r_p99[$1,floor_redis,$2]} ms" >&2
 }
 [ "$FLOOR" != 1 ] || go build -o "$work/floorserver" ./deploy/local/floorserver
 protocols="http grpc"
@@ -432,12 +449,12 @@ dirty=$(git diff --quiet -- . ":(exclude)$OUT" || echo ' (with local changes)')
 	done
 	if [ "$FLOOR" = 1 ]; then
 		echo
-		echo "The floor (deploy/local/floorserver: the limiter's fasthttp server giving the limiter's own answer to every request, with no decision, Redis or event behind it), driven as the HTTP rounds: at most; at the HTTP round's maximum rate, where its CPU per request is set beside the limiter's; at the HTTP round's half rate. What the HTTP server and the client cost by themselves on this machine: median (min – max) over the rounds, ratios per round:"
+		echo "The floor (deploy/local/floorserver: the limiter's fasthttp server giving the limiter's own answer to every request, with no decision, Redis or event behind it), driven as the HTTP rounds: at most; at the HTTP round's maximum rate, where its CPU per request is set beside the limiter's; at the HTTP round's half rate, bare and with one INCRBY + PEXPIRE round trip to Redis per request (\`floorserver -redis\`: no coalescing, no decision, no event). What the HTTP server, the client and a Redis leg cost by themselves on this machine: median (min – max) over the rounds, ratios per round:"
 		echo
-		echo "| algorithm | floor requests/s | ÷ redis-benchmark -c 50 | floor CPU µs/request at its maximum | at the limiter's | ÷ in-process | ÷ Redis (HTTP) | limiter HTTP ÷ floor, CPU | p99 at the HTTP half rate: floor | limiter HTTP |"
-		echo "|---|---|---|---|---|---|---|---|---|---|"
+		echo "| algorithm | floor requests/s | ÷ redis-benchmark -c 50 | floor CPU µs/request at its maximum | at the limiter's | ÷ in-process | ÷ Redis (HTTP) | limiter HTTP ÷ floor, CPU | p99 at the HTTP half rate: floor | with a Redis round trip | limiter HTTP |"
+		echo "|---|---|---|---|---|---|---|---|---|---|---|"
 		for alg in $ALGORITHMS; do
-			echo "| $alg | $(summed %.1f r_rps "$alg" floor) | $(against r_rps "$alg" floor "${c50[$alg]}") | $(summed %.1f r_fmin "$alg" floor) | $(summed %.1f r_lim "$alg" floor) | $(against r_lim "$alg" floor "${inproc_lim[$alg]}") | $(quotient r_lim floor r_redis http "$alg") | $(quotient r_lim http r_lim floor "$alg") | $(summed %.3f r_p99 "$alg" floor) ms | $(summed %.3f r_p99 "$alg" http) ms |"
+			echo "| $alg | $(summed %.1f r_rps "$alg" floor) | $(against r_rps "$alg" floor "${c50[$alg]}") | $(summed %.1f r_fmin "$alg" floor) | $(summed %.1f r_lim "$alg" floor) | $(against r_lim "$alg" floor "${inproc_lim[$alg]}") | $(quotient r_lim floor r_redis http "$alg") | $(quotient r_lim http r_lim floor "$alg") | $(summed %.3f r_p99 "$alg" floor) ms | $(summed %.3f r_p99 "$alg" floor_redis) ms | $(summed %.3f r_p99 "$alg" http) ms |"
 		done
 	fi
 	echo
