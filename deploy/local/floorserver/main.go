@@ -70,29 +70,16 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "floorserver: -answer is required")
 		return 2
 	}
-	f, err := os.Open(*answerFile)
+	a, err := loadAnswer(*answerFile)
 	if err != nil {
 		fmt.Fprintf(stderr, "floorserver: %v\n", err)
-		return 2
-	}
-	a, err := readAnswer(f)
-	_ = f.Close()
-	if err != nil {
-		fmt.Fprintf(stderr, "floorserver: %s: %v\n", *answerFile, err)
 		return 2
 	}
 	handler := a.serve
 	if *redisAddr != "" {
 		rdb := redis.NewClient(&redis.Options{Addr: *redisAddr, PoolSize: *conns, MinIdleConns: *conns})
 		defer rdb.Close()
-		c := &counter{rdb: rdb, prefix: *prefix, keys: *keys}
-		handler = func(ctx *fasthttp.RequestCtx) {
-			if err := c.count(ctx); err != nil {
-				ctx.Error(err.Error(), fasthttp.StatusServiceUnavailable)
-				return
-			}
-			a.serve(ctx)
-		}
+		handler = (&counter{rdb: rdb, prefix: *prefix, keys: *keys}).before(a.serve)
 	}
 	l := &ops.Listener{Var: "-listen", Addr: *listen, Fast: handler, Log: zap.NewNop()}
 	if err := l.Listen(ctx); err != nil {
@@ -125,6 +112,20 @@ type answer struct {
 // maxAnswer bounds the recorded body: a decision's answer is a few hundred
 // bytes.
 const maxAnswer = 64 << 10
+
+// loadAnswer reads the answer file at path.
+func loadAnswer(path string) (*answer, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	a, err := readAnswer(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return a, nil
+}
 
 // readAnswer parses a response as `curl -si` prints it.
 func readAnswer(r io.Reader) (*answer, error) {
@@ -170,6 +171,18 @@ type counter struct {
 	prefix string
 	keys   uint64
 	next   atomic.Uint64
+}
+
+// before counts each request, then hands it to next; a request Redis did
+// not count is answered 503.
+func (c *counter) before(next fasthttp.RequestHandler) fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		if err := c.count(ctx); err != nil {
+			ctx.Error(err.Error(), fasthttp.StatusServiceUnavailable)
+			return
+		}
+		next(ctx)
+	}
 }
 
 func (c *counter) count(ctx context.Context) error {
