@@ -250,6 +250,19 @@ floor_half() {
 	(source "$work/half.env"; echo "$rps $p50_ms $p99_ms $p999_ms") >"$work/half.txt"
 	read -r "r_hrps[$1]" "r_p50[$1]" "r_p99[$1]" "r_p999[$1]" <"$work/half.txt"
 }
+# floor_cpu ARGS...: loadgen with ARGS against the floor; its requests/s in
+# frps and the floor's CPU per request in fcpu.
+floor_cpu() {
+	local before after rps n errors
+	before=$(cpu "$floor_pid")
+	run_loadgen "$@" -summary-file "$work/max.env"
+	after=$(cpu "$floor_pid")
+	(source "$work/max.env"; echo "$rps $requests $errors") >"$work/max.txt"
+	read -r rps n errors <"$work/max.txt"
+	[ "$errors" = 0 ] || echo "bench: $errors errors against the floor" >&2
+	frps=$rps
+	fcpu=$(per_decision $((after - before)) "$n")
+}
 # floor_round ALG ROUND: the floor driven as the HTTP round ROUND of ALG was:
 # the most it serves (its CPU per request there is its least), at that
 # round's maximum rate (its CPU per request where the limiter's was taken)
@@ -257,24 +270,15 @@ floor_half() {
 # with one INCRBY + PEXPIRE round trip to Redis per request (floorserver
 # -redis), the least any answer that waits on Redis costs in latency.
 floor_round() {
-	local k="$1,floor,$2" rps n errors half before after
+	local k="$1,floor,$2" half frps fcpu
 	local t=(-url "http://$FLOOR_ADDR" -endpoint "/$(suffix "$1")/books/17" -workers "$CONNS" -keys "$KEYS")
 	start_floor "$1"
 	run_loadgen "${t[@]}" -duration 3s # warm-up
-	before=$(cpu "$floor_pid")
-	run_loadgen "${t[@]}" -duration "$DURATION" -summary-file "$work/max.env"
-	after=$(cpu "$floor_pid")
-	(source "$work/max.env"; echo "$rps $requests $errors") >"$work/max.txt"
-	read -r rps n errors <"$work/max.txt"
-	[ "$errors" = 0 ] || echo "bench: $errors errors in the $1 floor round $2" >&2
-	r_rps[$k]=$rps
-	r_fmin[$k]=$(per_decision $((after - before)) "$n")
-	before=$(cpu "$floor_pid")
-	run_loadgen "${t[@]}" -rate "${r_rps[$1,http,$2]%.*}" -duration "$DURATION" -summary-file "$work/max.env"
-	after=$(cpu "$floor_pid")
-	(source "$work/max.env"; echo "$rps $requests $errors") >"$work/max.txt"
-	read -r rps n errors <"$work/max.txt"
-	r_lim[$k]=$(per_decision $((after - before)) "$n")
+	floor_cpu "${t[@]}" -duration "$DURATION"
+	r_rps[$k]=$frps
+	r_fmin[$k]=$fcpu
+	floor_cpu "${t[@]}" -rate "${r_rps[$1,http,$2]%.*}" -duration "$DURATION"
+	r_lim[$k]=$fcpu
 	half=$(awk -v r="${r_rps[$1,http,$2]}" 'BEGIN {printf "%d", r / 2}')
 	floor_half "$k" "$half" "${t[@]}"
 	stop_floor
