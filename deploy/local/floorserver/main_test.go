@@ -11,10 +11,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/ratewarden/ratewarden/internal/proctest"
 	"github.com/ratewarden/ratewarden/internal/redistest"
 )
 
@@ -82,9 +82,9 @@ func start(t *testing.T, extra ...string) (addr string, stop func()) {
 	if err := os.WriteFile(file, []byte(recorded), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr = freeAddr(t)
+	addr = proctest.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	var stderr syncBuffer
+	var stderr proctest.Output
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, append([]string{"-listen", addr, "-answer", file}, extra...), &stderr) }()
 	for range 100 {
@@ -120,25 +120,6 @@ func post(t *testing.T, addr string) (*http.Response, string) {
 	return res, string(body)
 }
 
-// syncBuffer is a bytes.Buffer the server's goroutine may write while the
-// test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestRefusesBadArguments(t *testing.T) {
 	dir := t.TempDir()
 	notHTTP := filepath.Join(dir, "bad.http")
@@ -167,16 +148,4 @@ func TestRefusesBadArguments(t *testing.T) {
 			}
 		})
 	}
-}
-
-// freeAddr returns a loopback address nothing listens on.
-func freeAddr(tb testing.TB) string {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
 }
