@@ -243,9 +243,9 @@ start_floor() {
 	exit 1
 }
 stop_floor() { kill -TERM "$floor_pid"; wait "$floor_pid" 2>/dev/null || true; forget "$floor_pid"; }
-# floor_half KEY RATE ARGS...: the floor's p50, p99 and p99.9 at RATE, after
-# HALF_WARMUP, under KEY.
-floor_half() {
+# half_run KEY RATE ARGS...: loadgen with ARGS at RATE after HALF_WARMUP,
+# left out; its rate, p50, p99 and p99.9 under KEY.
+half_run() {
 	run_loadgen "${@:3}" -rate "$2" -warmup "$HALF_WARMUP" -duration "$DURATION" -summary-file "$work/half.env"
 	(source "$work/half.env"; echo "$rps $p50_ms $p99_ms $p999_ms") >"$work/half.txt"
 	read -r "r_hrps[$1]" "r_p50[$1]" "r_p99[$1]" "r_p999[$1]" <"$work/half.txt"
@@ -280,10 +280,10 @@ floor_round() {
 	floor_cpu "${t[@]}" -rate "${r_rps[$1,http,$2]%.*}" -duration "$DURATION"
 	r_lim[$k]=$fcpu
 	half=$(awk -v r="${r_rps[$1,http,$2]}" 'BEGIN {printf "%d", r / 2}')
-	floor_half "$k" "$half" "${t[@]}"
+	half_run "$k" "$half" "${t[@]}"
 	stop_floor
 	start_floor "$1" -redis "$REDIS_HOST:$REDIS_PORT" -prefix "${PREFIX}floor:" -keys "$KEYS" -redis-conns "$CONNS"
-	floor_half "$1,floor_redis,$2" "$half" "${t[@]}"
+	half_run "$1,floor_redis,$2" "$half" "${t[@]}"
 	stop_floor
 	echo "floor $1 round $2: ${r_rps[$k]}/s, CPU/request ${r_fmin[$k]} µs, ${r_lim[$k]} µs at the limiter's ${r_rps[$1,http,$2]}/s; at ${r_hrps[$k]}/s p99 ${r_p99[$k]} ms, with a Redis round trip ${r_p99[$1,floor_redis,$2]} ms" >&2
 }
@@ -326,9 +326,7 @@ for alg in $ALGORITHMS; do
 			r_pipe[$k]=$(awk -v c="$calls" -v t="$trips" 'BEGIN {printf "%.1f", c / t}')
 
 			half=$(awk -v r="$rps" 'BEGIN {printf "%d", r / 2}')
-			run_loadgen "${tgt[@]}" -workers "$CONNS" -rate "$half" -warmup "$HALF_WARMUP" -duration "$DURATION" -keys "$KEYS" -summary-file "$work/half.env"
-			(source "$work/half.env"; echo "$rps $p50_ms $p99_ms $p999_ms") >"$work/half.txt"
-			read -r "r_hrps[$k]" "r_p50[$k]" "r_p99[$k]" "r_p999[$k]" <"$work/half.txt"
+			half_run "$k" "$half" "${tgt[@]}" -workers "$CONNS" -keys "$KEYS"
 			echo "limiter $alg $proto round $r: ${r_rps[$k]}/s, CPU/decision limiter ${r_lim[$k]} µs redis ${r_redis[$k]} µs; at ${r_hrps[$k]}/s p99 ${r_p99[$k]} ms" >&2
 			[ "$proto" != http ] || [ "$FLOOR" != 1 ] || record_answer "$alg"
 			published=$((published + $(metric_sum rate_limit_events_published_total)))
