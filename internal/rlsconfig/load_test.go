@@ -122,6 +122,10 @@ func TestLoadErrors(t *testing.T) {
 			[]string{`config.yaml: domain messaging: descriptor a: rate_limit.schedule[0].daily.from: "25:00" must be HH:MM (00:00 to 23:59)`}},
 		{"a long name (rules validation)", head + "  - key: a\n    rate_limit: {name: " + strings.Repeat("n", 129) + ", unit: second, requests_per_unit: 1}\n",
 			[]string{"config.yaml: domain messaging: descriptor a: rate_limit.name: at most 128 bytes"}},
+		{"ipv6_prefix out of range (rules validation)", head + "  - key: remote_address\n    rate_limit: {unit: second, requests_per_unit: 1, ipv6_prefix: 16}\n",
+			[]string{"config.yaml: domain messaging: descriptor remote_address: rate_limit.ipv6_prefix: must be between 32 and 128 (a shorter prefix would group unrelated networks; 128: no grouping)"}},
+		{"ipv6_prefix with unlimited", head + "  - key: remote_address\n    rate_limit: {unlimited: true, ipv6_prefix: 48}\n",
+			[]string{"config.yaml: domain messaging: descriptor remote_address: rate_limit.unlimited: not allowed with ipv6_prefix"}},
 		{"a bad duration", head + "  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, penalty: 1x}\n",
 			[]string{`config.yaml: domain messaging: descriptor a: line 4: invalid duration "1x" (want Go syntax such as 500ms, 10s, 5m, 1h)`}},
 		{"every problem of a file", head + `
@@ -187,17 +191,18 @@ func TestLoadEdges(t *testing.T) {
 		{Name: "b.yaml", Data: []byte("domain: placeholders\ndescriptors: [{key: a, descriptors: [{key: b}]}, {key: c, value: d}]\n")},
 		{Name: "c.yaml", Data: []byte(nested(rules.MaxEntries))},
 		{Name: "d.yaml", Data: []byte("---\ndomain: doc\ndescriptors:\n  - {key: k, value: true, rate_limit: {unit: second, requests_per_unit: 4294967295}}\n")},
+		{Name: "e.yaml", Data: []byte("domain: v6\ndescriptors:\n  - {key: remote_address, rate_limit: {unit: second, requests_per_unit: 5, ipv6_prefix: 56}}\n")},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []rlsconfig.Domain{{Name: "empty", File: "a.yaml"}, {Name: "placeholders", File: "b.yaml"},
-		{Name: "deep", File: "c.yaml", Rules: 1}, {Name: "doc", File: "d.yaml", Rules: 1}}
+		{Name: "deep", File: "c.yaml", Rules: 1}, {Name: "doc", File: "d.yaml", Rules: 1}, {Name: "v6", File: "e.yaml", Rules: 1}}
 	if !slices.Equal(c.Domains, want) {
 		t.Errorf("domains %+v, want %+v", c.Domains, want)
 	}
-	if len(c.Rules) != 2 || len(c.Rules[0].Descriptor.Entries) != rules.MaxEntries ||
-		c.Rules[1].ID != "rls.doc.k_true" || c.Rules[1].Limits[0].Requests != 1<<32-1 {
+	if len(c.Rules) != 3 || len(c.Rules[0].Descriptor.Entries) != rules.MaxEntries ||
+		c.Rules[1].ID != "rls.doc.k_true" || c.Rules[1].Limits[0].Requests != 1<<32-1 || c.Rules[2].IPv6Prefix != 56 {
 		t.Errorf("rules %+v", c.Rules)
 	}
 }

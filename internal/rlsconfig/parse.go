@@ -54,6 +54,7 @@ type rateLimitYAML struct {
 	Schedule       []rules.ScheduleEntry `yaml:"schedule"`
 	Escalate       []rules.Escalation    `yaml:"escalate"`
 	Limits         []rules.Limit         `yaml:"limits"`
+	IPv6Prefix     int                   `yaml:"ipv6_prefix"`
 }
 
 type replaceYAML struct {
@@ -311,6 +312,7 @@ func (w *walker) rateLimit(entries []rules.DescriptorEntry, d *descriptorYAML, p
 		OnRedisFailure: rl.OnRedisFailure,
 		Schedule:       rl.Schedule,
 		Escalate:       rl.Escalate,
+		IPv6Prefix:     rl.IPv6Prefix,
 		Descriptor:     &rules.DescriptorMatch{Name: rl.Name, Replaces: replaces, Unlimited: rl.Unlimited},
 	}
 	if r.Algorithm == "" {
@@ -365,6 +367,7 @@ func (rl *rateLimitYAML) present(limits bool) []string {
 		add(rl.OnRedisFailure != "", "on_redis_failure")
 		add(len(rl.Schedule) > 0, "schedule")
 		add(len(rl.Escalate) > 0, "escalate")
+		add(rl.IPv6Prefix != 0, "ipv6_prefix")
 	}
 	return out
 }

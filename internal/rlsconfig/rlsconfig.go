@@ -13,7 +13,8 @@
 // flags shadow_mode, detailed_metric, value_to_metric and share_threshold.
 // As an extension a rate_limit may also choose the algorithm, a token
 // bucket's burst, a penalty, the Redis failure policy, a schedule,
-// escalations, or several limits in the rules-file form (see rateLimitYAML).
+// escalations, several limits in the rules-file form, or the IPv6 grouping
+// of the address levels (ipv6_prefix; see rateLimitYAML).
 //
 // The package is pure: it imports no driver and does no I/O beyond
 // ReadDir and LoadDir.

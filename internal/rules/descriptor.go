@@ -77,8 +77,12 @@ type Descriptor struct {
 // value of the address entry) when it has one; Endpoint and Method are what
 // events report.
 type DescriptorRequest struct {
-	Domain           string
-	Descriptors      []Descriptor
+	Domain      string
+	Descriptors []Descriptor
+	// AddressKey is the key of the entries holding a client address
+	// (RLS_ADDRESS_KEY): in limit keys their values are grouped as the ip
+	// dimension groups clients (see Rule.descriptorCall). Empty: none.
+	AddressKey       string
 	IP               string
 	Addr             netip.Addr
 	Endpoint, Method string
@@ -213,7 +217,7 @@ func (s *Set) MatchDescriptors(req *DescriptorRequest, now time.Time, out []Appl
 		}
 		r := n.rule
 		replaced = replaced || len(r.Descriptor.Replaces) > 0
-		out = append(out, Applied{Rule: r, Descriptor: i, Call: r.descriptorCall(desc, now)})
+		out = append(out, Applied{Rule: r, Descriptor: i, Call: r.descriptorCall(desc, req.AddressKey, now)})
 	}
 	if replaced {
 		out = dropReplaced(out, start)
@@ -239,8 +243,13 @@ func dropReplaced(out []Applied, start int) []Applied {
 
 // descriptorCall is the call of descriptor rule r for desc, whose entries
 // matched r's path: the subject is the entries' keys and values, a shared
-// wildcard level counting under its pattern.
-func (r *Rule) descriptorCall(desc *Descriptor, now time.Time) decide.Call {
+// wildcard level counting under its pattern and an address level (key
+// addrKey) under the address's group, as the ip dimension counts a client:
+// an IPv6 address as its /ipv6_prefix (default 64), so that rotating
+// addresses within one prefix earns no new budget; an IPv4 address, an
+// IPv4-mapped one included, as itself. A value that is no address counts
+// as it is.
+func (r *Rule) descriptorCall(desc *Descriptor, addrKey string, now time.Time) decide.Call {
 	c := r.c
 	if r.Descriptor.Unlimited {
 		return decide.Call{Algorithm: r.Algorithm, Cost: desc.Cost}
@@ -249,8 +258,11 @@ func (r *Rule) descriptorCall(desc *Descriptor, now time.Time) decide.Call {
 	names, vals := nbuf[:len(desc.Entries)], vbuf[:len(desc.Entries)]
 	for i, e := range desc.Entries {
 		names[i], vals[i] = e.Key, e.Value
-		if pe := r.Descriptor.Entries[i]; pe.ShareThreshold {
-			vals[i] = pe.Value
+		switch {
+		case r.Descriptor.Entries[i].ShareThreshold:
+			vals[i] = r.Descriptor.Entries[i].Value
+		case e.Key == addrKey:
+			vals[i] = IPSubjectOf(e.Value, c.ipv6Bits)
 		}
 	}
 	limits, penalty := c.limitsAt("", now)
@@ -279,9 +291,6 @@ func validateDescriptor(r *Rule, p problems) {
 	}
 	if len(r.Tiers) > 0 {
 		p.add("tiers", "not allowed with descriptor (rate limit requests carry no tier)")
-	}
-	if r.IPv6Prefix != 0 {
-		p.add("ipv6_prefix", "not allowed with descriptor")
 	}
 	dp := p.at("descriptor")
 	checkText(dp, "domain", d.Domain, MaxDomain, true)

@@ -46,7 +46,8 @@ type Rule struct {
 	Schedule []ScheduleEntry `yaml:"schedule,omitempty" json:"schedule,omitempty"`
 	// Escalate holds a key denied for longer when it keeps being denied.
 	Escalate []Escalation `yaml:"escalate,omitempty" json:"escalate,omitempty"`
-	// IPv6Prefix groups IPv6 clients for the ip key dimension: every
+	// IPv6Prefix groups IPv6 clients for the ip key dimension, and for a
+	// descriptor rule the levels holding the client address: every
 	// address of one /IPv6Prefix shares one budget. 0 (absent) means
 	// DefaultIPv6Prefix (64), 128 no grouping; at least MinIPv6Prefix.
 	// IPv4 addresses are never grouped.

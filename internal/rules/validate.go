@@ -48,7 +48,9 @@ func validateRule(r *Rule, p problems) {
 		validateMatch(r.Match, p.at("match"))
 		validateKey(r.Key, p)
 	}
-	if validateIPv6Prefix(p, "ipv6_prefix", r.IPv6Prefix) && r.IPv6Prefix != 0 && !slices.Contains(r.Key, "ip") {
+	// A descriptor rule's ipv6_prefix groups its address levels, whose key
+	// (RLS_ADDRESS_KEY) the rules do not know.
+	if validateIPv6Prefix(p, "ipv6_prefix", r.IPv6Prefix) && r.IPv6Prefix != 0 && r.Descriptor == nil && !slices.Contains(r.Key, "ip") {
 		p.add("ipv6_prefix", "applies to the ip key dimension only, and key has no ip")
 	}
 	algOK := true
