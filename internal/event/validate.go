@@ -165,6 +165,34 @@ func HasControl(s string) bool {
 	return false
 }
 
+// EscapeEndpoint returns endpoint with every byte that a valid event's
+// endpoint may not hold, a control character or a byte that is not part of
+// UTF-8, percent-encoded ("/a\x00" becomes "/a%00"); an endpoint without
+// one is returned as it is. The limiter refuses such endpoints on its own
+// API, but Envoy's rate limit API must decide them (Envoy lets a request
+// through when its rate limit service answers an error): escaped, their
+// events stay valid, so the detector counts them and the archiver keeps
+// them, each distinct path as a distinct endpoint. The result is at most 3
+// times as long as endpoint.
+func EscapeEndpoint(endpoint string) string {
+	if utf8.ValidString(endpoint) && !HasControl(endpoint) {
+		return endpoint
+	}
+	const hex = "0123456789ABCDEF"
+	b := make([]byte, 0, len(endpoint)+16)
+	for i := 0; i < len(endpoint); {
+		r, size := utf8.DecodeRuneInString(endpoint[i:])
+		if c := endpoint[i]; (r == utf8.RuneError && size == 1) || c < 0x20 || c == 0x7f {
+			b = append(b, '%', hex[c>>4], hex[c&0xf])
+			i++
+			continue
+		}
+		b = append(b, endpoint[i:i+size]...)
+		i += size
+	}
+	return string(b)
+}
+
 // ValidMethod reports whether m is an HTTP method token as the limiter
 // accepts it: 1 to MaxMethod ASCII letters, '-' or '_'.
 func ValidMethod(m string) bool {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // Each kind of decision the limiter never publishes is refused by the
@@ -97,4 +98,36 @@ func TestValidMethod(t *testing.T) {
 			t.Errorf("ValidMethod(%q) = %v, want %v", m, got, want)
 		}
 	}
+}
+
+func TestEscapeEndpoint(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"/api/login", "/api/login"},
+		{"/é/ü", "/é/ü"},
+		{"/a\x00", "/a%00"},
+		{"/a\nb\x7f", "/a%0Ab%7F"},
+		{"/a\xff\xfe", "/a%FF%FE"},
+		{"/é\xc3", "/é%C3"}, // a cut-off sequence
+	} {
+		if got := EscapeEndpoint(tc.in); got != tc.want {
+			t.Errorf("EscapeEndpoint(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// Whatever a path decodes to, its escaped form is an endpoint a valid event
+// carries, and distinct paths stay distinct.
+func FuzzEscapeEndpoint(f *testing.F) {
+	for _, s := range []string{"/a\x00", "/\xff", "/é", "/a%00"} {
+		f.Add(s, "/b")
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		ea := EscapeEndpoint(a)
+		if !utf8.ValidString(ea) || HasControl(ea) || len(ea) > 3*len(a) {
+			t.Fatalf("EscapeEndpoint(%q) = %q: not valid UTF-8 without control characters of at most 3× the length", a, ea)
+		}
+		if a != b && ea == EscapeEndpoint(b) && !strings.Contains(a+b, "%") {
+			t.Fatalf("%q and %q escape alike: %q", a, b, ea)
+		}
+	})
 }

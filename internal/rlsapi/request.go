@@ -132,6 +132,7 @@ func (s *Server) convert(in *rlsv3.RateLimitRequest, c *call) *invalidError {
 	}
 	req := &c.req
 	req.Domain = domain
+	req.AddressKey = s.cfg.AddressKey
 	var addr, endpoint, method string
 	var hasAddr, hasEndpoint, hasMethod bool
 	for _, d := range descs {
@@ -159,7 +160,7 @@ func (s *Server) convert(in *rlsv3.RateLimitRequest, c *call) *invalidError {
 	}
 	req.Endpoint = "/"
 	if hasEndpoint {
-		req.Endpoint = rules.NormalizeEndpoint(endpoint)
+		req.Endpoint = event.EscapeEndpoint(rules.NormalizeEndpoint(endpoint))
 	}
 	if hasMethod && event.ValidMethod(method) {
 		req.Method = strings.ToUpper(method)

@@ -49,12 +49,16 @@ type Config struct {
 	// AddressKey is the descriptor key whose value is the client's address
 	// (Envoy's remote_address action); the first entry with it counts.
 	// The address is what bans and exemptions by address see and what
-	// events carry. Default "remote_address".
+	// events carry. In limit keys every entry with this key counts as the
+	// ip dimension does: an IPv6 address as its prefix (the rule's
+	// ipv6_prefix, default 64). Default "remote_address".
 	AddressKey string
 	// EndpointKey is the descriptor key whose value is the request path
 	// (Envoy's request_headers action on :path, descriptor_key path),
-	// normalized as /v1/check normalizes endpoints: what exemptions by
-	// endpoint see and events carry; "/" without one. Default "path".
+	// normalized as /v1/check normalizes endpoints, with what an event may
+	// not carry (control characters, bytes that are not UTF-8)
+	// percent-encoded rather than refused: what exemptions by endpoint see
+	// and events carry; "/" without one. Default "path".
 	EndpointKey string
 	// MethodKey is the descriptor key whose value is the request method,
 	// which events carry (upper-cased; dropped when it is not an HTTP
