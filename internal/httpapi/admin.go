@@ -20,9 +20,11 @@ import (
 	"github.com/ratewarden/ratewarden/internal/rules"
 )
 
-// Blacklist is what the admin API needs of the shared blacklist.
+// Blacklist is what the admin API needs of the shared blacklist. Add never
+// shortens a ban in force (it reports false when one outlasts ban).
 type Blacklist interface {
-	Add(ctx context.Context, ban event.Ban) error
+	Add(ctx context.Context, ban event.Ban) (bool, error)
+	Lookup(ctx context.Context, scope, subject string, now time.Time) (event.Ban, bool, error)
 	Remove(ctx context.Context, scope, subject string) (bool, error)
 	Active(ctx context.Context, now time.Time) ([]event.Ban, error)
 }
@@ -148,13 +150,33 @@ func (h *handler) addBan(w http.ResponseWriter, r *http.Request) {
 		BanID: uuid.NewString(), TS: now, Action: event.ActionBan, Scope: req.Scope, Subject: subject,
 		Reason: "manual", DurationS: int64(d / time.Second), ExpiresAt: now.Add(d), Source: "admin", Note: req.Reason,
 	}
+	// A ban never shortens a longer one in force (the detector's, say):
+	// shortening would free the subject while the detector, whose record
+	// still holds the longer ban, only warns about its next offences. To
+	// shorten a ban, lift it (DELETE) and ban again.
+	current, banned, err := h.cfg.Blacklist.Lookup(r.Context(), ban.Scope, ban.Subject, now)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, "ban not applied: "+err.Error())
+		return
+	}
+	if banned && !current.ExpiresAt.Before(ban.ExpiresAt) {
+		h.keptBan(w, r, who, current)
+		return
+	}
 	if err := h.cfg.BanPublisher.Publish(r.Context(), ban); err != nil {
 		writeError(w, http.StatusServiceUnavailable, "ban not applied: "+err.Error())
 		return
 	}
-	if err := h.cfg.Blacklist.Add(r.Context(), ban); err != nil {
+	written, err := h.cfg.Blacklist.Add(r.Context(), ban)
+	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, "ban published but not enforced (retry): "+err.Error())
 		return
+	}
+	if !written { // a longer ban arrived meanwhile
+		if current, banned, err = h.cfg.Blacklist.Lookup(r.Context(), ban.Scope, ban.Subject, now); err == nil && banned {
+			h.keptBan(w, r, who, current)
+			return
+		}
 	}
 	if h.cfg.Bans != nil {
 		h.cfg.Bans.Apply(event.ActionBan, ban.Scope, ban.Subject, ban.ExpiresAt)
@@ -164,6 +186,17 @@ func (h *handler) addBan(w http.ResponseWriter, r *http.Request) {
 		zap.String("subject", ban.Subject), zap.Duration("duration", d), zap.String("ban_id", ban.BanID))
 	raw, _ := event.EncodeBan(ban)
 	writeJSON(w, http.StatusCreated, append(raw, '\n'))
+}
+
+// keptBan answers a ban request that a longer ban in force outlasts: 200
+// with that ban, unchanged (201 is for a ban written).
+func (h *handler) keptBan(w http.ResponseWriter, r *http.Request, who string, current event.Ban) {
+	h.cfg.Log.Info("admin ban kept: a longer ban is in force", zap.String("actor", who),
+		zap.String("client", h.clientIP(r).String()), zap.String("source", r.RemoteAddr),
+		zap.String("scope", current.Scope), zap.String("subject", current.Subject),
+		zap.Time("expires_at", current.ExpiresAt), zap.String("ban_id", current.BanID))
+	raw, _ := event.EncodeBan(current)
+	writeJSON(w, http.StatusOK, append(raw, '\n'))
 }
 
 // removeBan lifts a ban everywhere and announces it on the ban topic. An

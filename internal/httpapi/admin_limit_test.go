@@ -150,7 +150,10 @@ func TestAdminRateLimitOverHTTP(t *testing.T) {
 
 type emptyBlacklist struct{}
 
-func (emptyBlacklist) Add(context.Context, event.Ban) error { return nil }
+func (emptyBlacklist) Add(context.Context, event.Ban) (bool, error) { return true, nil }
+func (emptyBlacklist) Lookup(context.Context, string, string, time.Time) (event.Ban, bool, error) {
+	return event.Ban{}, false, nil
+}
 func (emptyBlacklist) Remove(context.Context, string, string) (bool, error) {
 	return false, nil
 }

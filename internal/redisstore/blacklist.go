@@ -43,23 +43,34 @@ func (b *Blacklist) channel() string { return b.prefix + "{bans}:changes" }
 
 func member(scope, subject string) string { return scope + "|" + subject }
 
-// Add writes (or replaces) the ban of ban.Scope and ban.Subject until
-// ban.ExpiresAt, drops expired entries, then announces the change. A ban
-// that has already expired writes nothing.
-func (b *Blacklist) Add(ctx context.Context, ban event.Ban) error {
+// Add bans ban.Scope and ban.Subject until ban.ExpiresAt, drops expired
+// entries, then announces the change. A ban never shortens one in force:
+// when the subject is banned until ban.ExpiresAt or later (a detector ban
+// outlasting a manual one, or the reverse), nothing is written and Add
+// reports false. A ban that has already expired writes nothing either.
+// Only an unban (Remove) ends a ban early.
+func (b *Blacklist) Add(ctx context.Context, ban event.Ban) (bool, error) {
 	if ban.Action != event.ActionBan || ban.ExpiresAt.IsZero() {
-		return fmt.Errorf("redis blacklist add: not a ban with an expiry")
+		return false, fmt.Errorf("redis blacklist add: not a ban with an expiry")
 	}
 	data, err := event.EncodeBan(ban)
 	if err != nil {
-		return fmt.Errorf("redis blacklist add: %w", err)
+		return false, fmt.Errorf("redis blacklist add: %w", err)
 	}
 	now, expires := b.now().UnixMilli(), ban.ExpiresAt.UnixMilli()
 	if expires <= now {
-		return nil
+		return false, nil
 	}
 	m := member(ban.Scope, ban.Subject)
+	var longer bool
 	write := func(tx *redis.Tx) error {
+		cur, err := tx.ZScore(ctx, b.setKey(), m).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return err
+		}
+		if longer = err == nil && int64(cur) >= expires; longer {
+			return nil
+		}
 		// Expired members are read under WATCH so that one re-added
 		// meanwhile is not deleted with its old details.
 		expired, err := tx.ZRangeByScore(ctx, b.setKey(), &redis.ZRangeBy{
@@ -98,13 +109,51 @@ func (b *Blacklist) Add(ctx context.Context, ban event.Ban) error {
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("redis blacklist add: %w", err)
+		return false, fmt.Errorf("redis blacklist add: %w", err)
+	}
+	if longer {
+		return false, nil
 	}
 	msg := "ban|" + ban.Scope + "|" + strconv.FormatInt(expires, 10) + "|" + ban.Subject
 	if err := b.client.Publish(ctx, b.channel(), msg).Err(); err != nil {
-		return fmt.Errorf("redis blacklist add: publish: %w", err)
+		return true, fmt.Errorf("redis blacklist add: publish: %w", err)
 	}
-	return nil
+	return true, nil
+}
+
+// Lookup returns the ban of scope and subject in force at now, if any,
+// with its details as Active returns them.
+func (b *Blacklist) Lookup(ctx context.Context, scope, subject string, now time.Time) (event.Ban, bool, error) {
+	m := member(scope, subject)
+	var score *redis.FloatCmd
+	var details *redis.StringCmd
+	if _, err := b.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		score = p.ZScore(ctx, b.setKey(), m)
+		details = p.HGet(ctx, b.detailsKey(), m)
+		return nil
+	}); err != nil && !errors.Is(err, redis.Nil) {
+		return event.Ban{}, false, fmt.Errorf("redis blacklist lookup: %w", err)
+	}
+	ms, err := score.Result()
+	if errors.Is(err, redis.Nil) || (err == nil && int64(ms) <= now.UnixMilli()) {
+		return event.Ban{}, false, nil
+	}
+	if err != nil {
+		return event.Ban{}, false, fmt.Errorf("redis blacklist lookup: %w", err)
+	}
+	return banOf(scope, subject, details.Val(), ms), true, nil
+}
+
+// banOf is the ban of a blacklist entry: its details (the ban's JSON) with
+// the entry's expiry, or, when they are missing or unreadable, a ban of
+// scope and subject with that expiry only (it is enforced all the same).
+func banOf(scope, subject, details string, expiresMs float64) event.Ban {
+	ban, err := event.DecodeBan([]byte(details))
+	if err != nil || ban.Scope != scope || ban.Subject != subject {
+		ban = event.Ban{Action: event.ActionBan, Scope: scope, Subject: subject}
+	}
+	ban.ExpiresAt = time.UnixMilli(int64(expiresMs)).UTC()
+	return ban
 }
 
 // Remove lifts the ban of scope and subject and reports whether there was
@@ -164,12 +213,7 @@ func (b *Blacklist) Active(ctx context.Context, now time.Time) ([]event.Ban, err
 				continue
 			}
 			data, _ := details[i].(string)
-			ban, err := event.DecodeBan([]byte(data))
-			if err != nil || ban.Scope != scope || ban.Subject != subject {
-				ban = event.Ban{Action: event.ActionBan, Scope: scope, Subject: subject}
-			}
-			ban.ExpiresAt = time.UnixMilli(int64(z.Score)).UTC()
-			bans = append(bans, ban)
+			bans = append(bans, banOf(scope, subject, data, z.Score))
 		}
 	}
 	return bans, nil

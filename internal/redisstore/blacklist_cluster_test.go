@@ -64,7 +64,7 @@ func testClusterBlacklist(t *testing.T, e *clusterEnv) {
 		var want []event.Ban
 		for i, s := range subjects {
 			ban := banUntil(detectT0, s, time.Duration(i+1)*time.Hour)
-			if err := writer.Add(ctx, ban); err != nil {
+			if _, err := writer.Add(ctx, ban); err != nil {
 				t.Fatal(err)
 			}
 			want = append(want, ban)
@@ -136,7 +136,7 @@ func testClusterBlacklist(t *testing.T, e *clusterEnv) {
 		for w, bl := range []*Blacklist{writer, reader} {
 			wg.Go(func() {
 				for i := range each {
-					if err := bl.Add(ctx, banUntil(detectT0, fmt.Sprintf("c%d-%d", w, i), time.Hour)); err != nil {
+					if _, err := bl.Add(ctx, banUntil(detectT0, fmt.Sprintf("c%d-%d", w, i), time.Hour)); err != nil {
 						errs <- err
 					}
 				}
@@ -155,7 +155,7 @@ func testClusterBlacklist(t *testing.T, e *clusterEnv) {
 
 	t.Run("add drops expired entries", func(t *testing.T) {
 		writer.now = func() time.Time { return detectT0.Add(2 * time.Hour) }
-		if err := writer.Add(ctx, banUntil(detectT0, "late", 3*time.Hour)); err != nil {
+		if _, err := writer.Add(ctx, banUntil(detectT0, "late", 3*time.Hour)); err != nil {
 			t.Fatal(err)
 		}
 		members, err := readerClient.ZRange(ctx, writer.setKey(), 0, -1).Result()

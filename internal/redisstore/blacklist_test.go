@@ -36,7 +36,7 @@ func TestBlacklistRoundTrip(t *testing.T) {
 		bl, prefix := newTestBlacklist(t, t0)
 		a, b := banUntil(t0, "a|b", time.Hour), banUntil(t0, "{x}", 2*time.Hour)
 		for _, ban := range []event.Ban{a, b} {
-			if err := bl.Add(ctx, ban); err != nil {
+			if _, err := bl.Add(ctx, ban); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -84,14 +84,14 @@ func TestBlacklistDropsExpired(t *testing.T) {
 		ctx := context.Background()
 		bl, _ := newTestBlacklist(t, t0)
 		client := redistest.Client(t)
-		if err := bl.Add(ctx, banUntil(t0, "old", time.Minute)); err != nil {
+		if _, err := bl.Add(ctx, banUntil(t0, "old", time.Minute)); err != nil {
 			t.Fatal(err)
 		}
 		bl.now = func() time.Time { return t0.Add(2 * time.Minute) }
-		if err := bl.Add(ctx, banUntil(t0, "expired", time.Minute)); err != nil {
+		if _, err := bl.Add(ctx, banUntil(t0, "expired", time.Minute)); err != nil {
 			t.Fatal(err)
 		}
-		if err := bl.Add(ctx, banUntil(t0, "new", time.Hour)); err != nil {
+		if _, err := bl.Add(ctx, banUntil(t0, "new", time.Hour)); err != nil {
 			t.Fatal(err)
 		}
 		members, _ := client.ZRange(ctx, bl.setKey(), 0, -1).Result()
@@ -99,8 +99,49 @@ func TestBlacklistDropsExpired(t *testing.T) {
 		if want := []string{"user|new"}; !reflect.DeepEqual(members, want) || !reflect.DeepEqual(fields, want) {
 			t.Errorf("set %q, details %q; want %q", members, fields, want)
 		}
-		if err := bl.Add(ctx, event.Ban{BanID: "x", TS: t0, Action: event.ActionBan, Scope: "ip", Subject: "x"}); err == nil {
+		if _, err := bl.Add(ctx, event.Ban{BanID: "x", TS: t0, Action: event.ActionBan, Scope: "ip", Subject: "x"}); err == nil {
 			t.Error("ban without expiry accepted")
+		}
+	})
+}
+
+// A ban never shortens a longer one in force; a longer one replaces it, and
+// only Remove ends one early. Lookup sees what is in force.
+func TestBlacklistNeverShortens(t *testing.T) {
+	forEachClock(t, func(t *testing.T, t0 time.Time) {
+		ctx := context.Background()
+		bl, _ := newTestBlacklist(t, t0)
+		add := func(ban event.Ban, wantWritten bool) {
+			t.Helper()
+			written, err := bl.Add(ctx, ban)
+			if err != nil || written != wantWritten {
+				t.Fatalf("Add until %v: written %v, %v; want %v", ban.ExpiresAt, written, err, wantWritten)
+			}
+		}
+		inForce := func(want event.Ban) {
+			t.Helper()
+			got, ok, err := bl.Lookup(ctx, event.ScopeUser, "a", t0)
+			if err != nil || !ok || got.BanID != want.BanID || !got.ExpiresAt.Equal(want.ExpiresAt) {
+				t.Fatalf("Lookup: %+v %v %v, want ban %s until %v", got, ok, err, want.BanID, want.ExpiresAt)
+			}
+		}
+		hour, short, day := banUntil(t0, "a", time.Hour), banUntil(t0, "a", 2*time.Second), banUntil(t0, "a", 24*time.Hour)
+		short.BanID, day.BanID = "short", "day"
+		add(hour, true)
+		add(short, false)
+		inForce(hour)
+		add(day, true)
+		inForce(day)
+		if removed, err := bl.Remove(ctx, event.ScopeUser, "a"); !removed || err != nil {
+			t.Fatalf("Remove: %v %v", removed, err)
+		}
+		if _, ok, err := bl.Lookup(ctx, event.ScopeUser, "a", t0); ok || err != nil {
+			t.Fatalf("Lookup after Remove: %v %v, want none", ok, err)
+		}
+		add(short, true)
+		inForce(short)
+		if _, ok, _ := bl.Lookup(ctx, event.ScopeUser, "a", t0.Add(3*time.Second)); ok {
+			t.Error("Lookup after the ban expired: still in force")
 		}
 	})
 }
@@ -110,7 +151,7 @@ func TestBlacklistMissingDetails(t *testing.T) {
 	forEachClock(t, func(t *testing.T, t0 time.Time) {
 		ctx := context.Background()
 		bl, _ := newTestBlacklist(t, t0)
-		if err := bl.Add(ctx, banUntil(t0, "a", time.Hour)); err != nil {
+		if _, err := bl.Add(ctx, banUntil(t0, "a", time.Hour)); err != nil {
 			t.Fatal(err)
 		}
 		redistest.Client(t).HSet(ctx, bl.detailsKey(), "user|a", "{not json")
@@ -134,7 +175,7 @@ func TestBlacklistSubscribe(t *testing.T) {
 		wait(t, resyncs)
 		// Foreign messages on the channel are skipped.
 		redistest.Client(t).Publish(context.Background(), bl.channel(), "ban|ip|notanumber|x")
-		if err := bl.Add(context.Background(), banUntil(t0, "a|b|", time.Hour)); err != nil {
+		if _, err := bl.Add(context.Background(), banUntil(t0, "a|b|", time.Hour)); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := bl.Remove(context.Background(), event.ScopeUser, "a|b|"); err != nil {
@@ -177,7 +218,7 @@ func TestBlacklistIPv6PrefixSubject(t *testing.T) {
 		other := banUntil(t0, address, time.Hour) // an address of the prefix is a subject of its own
 		other.Scope = event.ScopeIP
 		for _, b := range []event.Ban{ban, other} {
-			if err := bl.Add(ctx, b); err != nil {
+			if _, err := bl.Add(ctx, b); err != nil {
 				t.Fatal(err)
 			}
 			if got, want := wait(t, changes), (event.BanChange{Action: "ban", Scope: "ip", Subject: b.Subject, ExpiresAt: b.ExpiresAt}); got != want {
@@ -216,7 +257,7 @@ func TestBlacklistSubscribeReconnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait(t, resyncs)
-	if err := bl.Add(context.Background(), banUntil(time.Now(), "a", 24*time.Hour*365*10)); err != nil {
+	if _, err := bl.Add(context.Background(), banUntil(time.Now(), "a", 24*time.Hour*365*10)); err != nil {
 		t.Fatal(err)
 	}
 	if got := wait(t, changes); got.Subject != "a" || got.Action != "ban" {

@@ -80,7 +80,7 @@ func testClusterFailover(t *testing.T, e *clusterEnv) {
 		{"blacklist add and active", func(ctx context.Context, try string) error {
 			ban := banUntil(detectT0, "probe-"+try, time.Hour)
 			ban.ExpiresAt = time.Now().Add(time.Hour).Truncate(time.Millisecond).UTC()
-			if err := bans.Add(ctx, ban); err != nil {
+			if _, err := bans.Add(ctx, ban); err != nil {
 				return err
 			}
 			active, err := bans.Active(ctx, time.Now())
@@ -218,7 +218,7 @@ func testClusterFailover(t *testing.T, e *clusterEnv) {
 				tries++
 				ban := banUntil(detectT0, "sub-"+strconv.Itoa(tries), time.Hour)
 				ban.ExpiresAt = time.Now().Add(time.Hour).UTC()
-				if err := bans.Add(ctx, ban); err != nil {
+				if _, err := bans.Add(ctx, ban); err != nil {
 					return err
 				}
 				return awaitChange(ctx, sc.sub.changes, func(c event.BanChange) bool { return c.Subject == ban.Subject })

@@ -117,7 +117,8 @@ func parseClaim(cmd *redis.Cmd, claimed event.Ban) (detect.Outcome, error) {
 	return detect.Outcome{Ban: b, Publish: status == "new" || state == "pending"}, nil
 }
 
-// Settle writes an enforced, unexpired ban to the blacklist, then marks the
+// Settle writes an enforced, unexpired ban to the blacklist (where it never
+// shortens a longer ban in force, a manual one say), then marks the
 // offender's record settled if it still holds ban.BanID. The blacklist comes
 // first: a crash in between leaves the record pending, so the next claim
 // publishes and settles again rather than never enforcing.
@@ -129,7 +130,7 @@ func (l *Ledger) Settle(ctx context.Context, ban event.Ban, enforce bool) error 
 		return fmt.Errorf("redis settle %s: %w", ban.BanID, err)
 	}
 	if enforce && ban.Action == event.ActionBan && l.bans != nil && ban.ExpiresAt.After(l.now()) {
-		if err := l.bans.Add(ctx, ban); err != nil {
+		if _, err := l.bans.Add(ctx, ban); err != nil {
 			return fmt.Errorf("redis settle %s: %w", ban.BanID, err)
 		}
 	}
