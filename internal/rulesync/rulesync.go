@@ -6,8 +6,18 @@
 // reloaded on SIGHUP and when their content changes; the dynamic rules are
 // reloaded when a change is announced on Redis pub/sub and when the store's
 // version moves (polled), so a lost announcement delays an update but never
-// loses it. A file, directory or rule set that does not validate is refused
-// and the running rules stay.
+// loses it. A file or directory that does not validate is refused and the
+// running rules stay.
+//
+// The files (the rules file and the directory) win over the dynamic rules:
+// when the two do not compile together, the dynamic version is refused and
+// the files' rules run without any dynamic rule, at start (a limiter always
+// starts on valid files) and when a file changes (a running limiter takes a
+// changed file as a restarted one would). A refused version is remembered
+// (View.DynamicRefused) and tried again whenever a file or the directory
+// changes, and when the store's version moves. A new dynamic version that
+// does not compile with the files is refused and the dynamic rules in
+// force, if any, stay.
 //
 // The Manager also makes the changes of the admin API: it validates a rule
 // exactly as the file loader does, stores it with its audit row, applies it
@@ -104,6 +114,22 @@ type View struct {
 	AppliedAt      time.Time
 	Rules          []RuleView // evaluation order
 	Set            *rules.Set // the compiled set
+	// DynamicRefused, when set, is the last version of the dynamic rules
+	// this instance refused: DynamicVersion (0: none) stays in force in
+	// its stead. Cleared when a version is applied.
+	DynamicRefused *Refusal
+}
+
+// Refusal is a version of the dynamic rules that was refused: one of its
+// rules does not parse, or the set does not compile with the files' rules.
+type Refusal struct {
+	Version int64
+	// Rules are the ids of the dynamic rules at fault: those that do not
+	// parse, or that do not compile with the files' rules one by one (else,
+	// when only several together fail, those the error names).
+	Rules []string
+	Err   error
+	At    time.Time
 }
 
 // RuleView is one rule in force and where it comes from.
@@ -149,8 +175,10 @@ type Manager struct {
 	dynamic    []dynamicRule
 	dynVersion int64
 	// refusedVersion is a version of the dynamic rules that was refused:
-	// polls skip it until the version moves.
+	// polls skip it until the version moves, or until a change of the
+	// files clears it to try it again.
 	refusedVersion int64
+	refusal        *Refusal // the last refusal, until a version applies
 	store          Store
 	storeErr       atomic.Pointer[error] // nil: the store answered last time
 	view           atomic.Pointer[View]
@@ -183,7 +211,10 @@ func New(cfg Config) *Manager {
 // Start loads the rules file and the RLS directory (an error is fatal:
 // there is nothing to run), then the dynamic rules when the store answers
 // within the timeout (else the files' rules run and the store is retried by
-// Run), and applies them.
+// Run), and applies them. Dynamic rules that do not load, or do not compile
+// with the files' rules, are refused (logged, counted, View.DynamicRefused)
+// and the files' rules run alone: Start fails only when the files' rules
+// do.
 func (m *Manager) Start(ctx context.Context) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -201,14 +232,13 @@ func (m *Manager) Start(ctx context.Context) error {
 		}
 		m.rls = c
 	}
+	loaded := false
 	if m.cfg.Connect != nil {
 		sctx, cancel := context.WithTimeout(ctx, m.cfg.Timeout)
-		if m.connectLocked(sctx) == nil && m.loadDynamicLocked(sctx) == nil {
-			m.metrics.reload(SourceDynamic, true)
-		} // else logged; the file's rules run until the store answers
-		cancel()
+		loaded = m.connectLocked(sctx) == nil && m.loadDynamicLocked(sctx) == nil
+		cancel() // if not, logged: the files' rules run until the store answers
 	}
-	if err := m.applyLocked(); err != nil {
+	if err := m.applyFilesLocked(); err != nil {
 		if m.rls != nil {
 			return fmt.Errorf("RULES_FILE %s with RLS_CONFIG_DIR %s: %w", m.cfg.File, m.cfg.RLSDir, err)
 		}
@@ -217,6 +247,9 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.metrics.reload(SourceFile, true)
 	if m.rls != nil {
 		m.metrics.reload(SourceRLS, true)
+	}
+	if loaded && m.refusal == nil {
+		m.metrics.reload(SourceDynamic, true)
 	}
 	return nil
 }
@@ -281,7 +314,9 @@ func (m *Manager) poke() {
 // ReloadFile reads the rules file and applies it if its content changed.
 // An invalid file is refused (counted, and logged once per content unless
 // force: an operator's SIGHUP hears about it again) and the running rules
-// stay.
+// stay. A valid file that conflicts with the dynamic rules in force is
+// applied without them (see applyFilesLocked); once a file is applied, a
+// dynamic version refused before is tried again.
 func (m *Manager) ReloadFile(force bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -300,15 +335,17 @@ func (m *Manager) ReloadFile(force bool) error {
 	if err != nil {
 		return m.refuseFile(hash, err)
 	}
+	prior := m.refusal
 	old, oldHash := m.file, m.fileHash
 	m.file, m.fileHash = f, hash
-	if err := m.applyLocked(); err != nil {
+	if err := m.applyFilesLocked(); err != nil {
 		m.file, m.fileHash = old, oldHash
 		return m.refuseFile(hash, err)
 	}
 	m.refused = ""
 	m.metrics.reload(SourceFile, true)
 	m.cfg.Log.Info("rules file reloaded", zap.String("file", m.cfg.File), zap.String("version", m.view.Load().Version))
+	m.retryDynamicLocked(prior)
 	return nil
 }
 
@@ -326,7 +363,8 @@ func (m *Manager) refuseFile(key string, err error) error {
 // ReloadRLS reads the RLS directory and applies it if its content (names
 // and contents of its files) changed; without RLSDir it does nothing. An
 // invalid directory is refused (counted, and logged once per content unless
-// force) and the running rules stay, as ReloadFile does.
+// force) and the running rules stay; a valid one is applied, and a refused
+// dynamic version tried again, as ReloadFile does.
 func (m *Manager) ReloadRLS(force bool) error {
 	if m.cfg.RLSDir == "" {
 		return nil
@@ -348,9 +386,10 @@ func (m *Manager) ReloadRLS(force bool) error {
 	if err != nil {
 		return m.refuseRLS(hash, err)
 	}
+	prior := m.refusal
 	old := m.rls
 	m.rls = c
-	if err := m.applyLocked(); err != nil {
+	if err := m.applyFilesLocked(); err != nil {
 		m.rls = old
 		return m.refuseRLS(hash, err)
 	}
@@ -358,7 +397,22 @@ func (m *Manager) ReloadRLS(force bool) error {
 	m.metrics.reload(SourceRLS, true)
 	m.cfg.Log.Info("RLS config reloaded", zap.String("dir", m.cfg.RLSDir), zap.Int("files", len(c.Files)),
 		zap.Int("domains", len(c.Domains)), zap.Int("rules", len(c.Rules)), zap.String("version", m.view.Load().Version))
+	m.retryDynamicLocked(prior)
 	return nil
+}
+
+// retryDynamicLocked, called once changed files are in force, has the
+// refused dynamic version tried again with them at once (by the refresh
+// Run makes when poked), unless applying these very files refused it
+// (prior is the refusal before they were applied).
+func (m *Manager) retryDynamicLocked(prior *Refusal) {
+	if m.refusal == nil || m.cfg.Connect == nil {
+		return
+	}
+	if m.refusal == prior { // refused with other files: try it with these
+		m.refusedVersion = 0
+	}
+	m.poke() // the store may also hold a newer version than the one refused
 }
 
 // refuseRLS counts a refused RLS directory and logs it unless the same
@@ -395,24 +449,64 @@ func (m *Manager) refresh(ctx context.Context) {
 func (m *Manager) reloadDynamicLocked(ctx context.Context) {
 	oldDyn, oldVersion := m.dynamic, m.dynVersion
 	if err := m.loadDynamicLocked(ctx); err != nil {
+		m.publishRefusalLocked()
 		return
 	}
-	if err := m.applyLocked(); err != nil {
-		m.refuseDynamicLocked(m.dynVersion, err)
+	set, err := m.compileLocked(m.dynamic)
+	if err != nil {
+		refused, atFault := m.dynVersion, m.atFaultLocked(m.dynamic, err)
 		m.dynamic, m.dynVersion = oldDyn, oldVersion
+		m.refuseDynamicLocked(refused, atFault, err)
+		m.publishRefusalLocked()
 		return
 	}
-	m.refusedVersion = 0
+	m.refusedVersion, m.refusal = 0, nil
+	m.putLocked(set)
 	m.metrics.reload(SourceDynamic, true)
 	m.cfg.Log.Info("dynamic rules applied", zap.String("version", m.view.Load().Version))
 }
 
-// refuseDynamicLocked counts and logs a refused version of the dynamic
-// rules; polls skip it until the version moves.
-func (m *Manager) refuseDynamicLocked(version int64, err error) {
+// refuseDynamicLocked counts, logs and remembers a refused version of the
+// dynamic rules, atFault naming its rules at fault (called once
+// m.dynVersion is the version that stays in force); polls skip it until
+// the version moves.
+func (m *Manager) refuseDynamicLocked(version int64, atFault []string, err error) {
 	m.refusedVersion = version
+	m.refusal = &Refusal{Version: version, Rules: atFault, Err: err, At: m.cfg.Now()}
 	m.metrics.reload(SourceDynamic, false)
-	m.cfg.Log.Error("dynamic rules refused; the running rules stay", zap.Int64("version", version), zap.Error(err))
+	m.cfg.Log.Error("dynamic rules refused", zap.Int64("version", version), zap.Strings("rules", atFault),
+		zap.Int64("in_force", m.dynVersion), zap.Error(err))
+}
+
+// publishRefusalLocked shows the last refusal in the view in force, which
+// keeps its rules.
+func (m *Manager) publishRefusalLocked() {
+	if v := m.view.Load(); v != nil && v.DynamicRefused != m.refusal {
+		c := *v
+		c.DynamicRefused = m.refusal
+		m.view.Store(&c)
+	}
+}
+
+// atFaultLocked names the rules of dyn, which do not compile with the
+// files' rules (err), that do not compile with them alone; when none does,
+// the rules err names.
+func (m *Manager) atFaultLocked(dyn []dynamicRule, err error) []string {
+	var ids []string
+	for _, d := range dyn {
+		if _, err := m.compileLocked([]dynamicRule{d}); err != nil {
+			ids = append(ids, d.rule.ID)
+		}
+	}
+	if len(ids) > 0 {
+		return ids
+	}
+	for _, fe := range rules.FieldErrors(err) {
+		if fe.RuleID != "" && !slices.Contains(ids, fe.RuleID) {
+			ids = append(ids, fe.RuleID)
+		}
+	}
+	return ids
 }
 
 // connectLocked opens the store if it is not open.
@@ -472,7 +566,7 @@ func (m *Manager) loadDynamicLocked(ctx context.Context) error {
 		}
 		if err != nil {
 			err = fmt.Errorf("dynamic rule %s: %w", s.ID, err)
-			m.refuseDynamicLocked(v, err)
+			m.refuseDynamicLocked(v, []string{s.ID}, err)
 			return err
 		}
 		dyn = append(dyn, dynamicRule{rule: r, stored: s})
@@ -481,17 +575,41 @@ func (m *Manager) loadDynamicLocked(ctx context.Context) error {
 	return nil
 }
 
-// applyLocked compiles the file and the RLS directory merged with the
-// dynamic rules and puts the set in force.
-func (m *Manager) applyLocked() error {
-	dyn := make([]rules.Rule, len(m.dynamic))
-	for i, d := range m.dynamic {
-		dyn[i] = d.rule
+// applyFilesLocked puts the files' rules, just loaded, in force merged
+// with the dynamic rules. When the two do not compile together the files
+// win: the dynamic version is refused and the files' rules run without any
+// dynamic rule, as they would after a restart. It fails, changing nothing,
+// only when the files' rules alone do not compile.
+func (m *Manager) applyFilesLocked() error {
+	set, err := m.compileLocked(m.dynamic)
+	if err != nil && len(m.dynamic) > 0 {
+		alone, aloneErr := m.compileLocked(nil)
+		if aloneErr != nil {
+			return aloneErr
+		}
+		refused, atFault := m.dynVersion, m.atFaultLocked(m.dynamic, err)
+		m.dynamic, m.dynVersion = nil, 0
+		m.refuseDynamicLocked(refused, atFault, err)
+		set, err = alone, nil
 	}
-	set, err := rules.Compile(m.merged(dyn), m.cfg.Options)
 	if err != nil {
 		return err
 	}
+	m.putLocked(set)
+	return nil
+}
+
+// compileLocked compiles the file and the RLS directory merged with dyn.
+func (m *Manager) compileLocked(dyn []dynamicRule) (*rules.Set, error) {
+	rs := make([]rules.Rule, len(dyn))
+	for i, d := range dyn {
+		rs[i] = d.rule
+	}
+	return rules.Compile(m.merged(rs), m.cfg.Options)
+}
+
+// putLocked puts set, compiled from the sources held, in force.
+func (m *Manager) putLocked(set *rules.Set) {
 	m.cfg.Apply(set)
 	now := m.cfg.Now()
 	view := m.viewOf(set, now)
@@ -500,7 +618,6 @@ func (m *Manager) applyLocked() error {
 	if m.cfg.Report != nil && (prev == nil || prev.Version != view.Version) {
 		m.cfg.Report(view.Version, now)
 	}
-	return nil
 }
 
 // merged is the rules file with the RLS directory's rules added, then
@@ -516,7 +633,8 @@ func (m *Manager) merged(dyn []rules.Rule) *rules.File {
 }
 
 func (m *Manager) viewOf(set *rules.Set, now time.Time) *View {
-	v := &View{DynamicVersion: m.dynVersion, File: m.cfg.File, FileHash: m.fileHash[:12], AppliedAt: now, Set: set}
+	v := &View{DynamicVersion: m.dynVersion, File: m.cfg.File, FileHash: m.fileHash[:12], AppliedAt: now, Set: set,
+		DynamicRefused: m.refusal}
 	v.Version = fmt.Sprintf("%d-%s", v.DynamicVersion, v.FileHash)
 	if m.rls != nil {
 		v.RLSDir, v.RLSHash = m.cfg.RLSDir, m.rls.Hash[:12]
