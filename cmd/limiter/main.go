@@ -175,7 +175,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	opsHandler := ops.NewHandler(ops.Config{
 		Metrics:  telemetry.MetricsHandler(reg),
 		Probes:   probes,
-		Details:  func() map[string]string { return map[string]string{"mode": string(svc.Mode())} },
+		Details: func() map[string]string {
+			d := map[string]string{"mode": string(svc.Mode())}
+			if cfg.DynamicRules {
+				d["dynamic_rules"] = dynamicRulesState(rulesMgr.View())
+			}
+			return d
+		},
 		Profiles: cfg.OpsListenAddr != "", // never on the decision port
 		Log:      log,
 	})

@@ -51,6 +51,19 @@ func rulesPart(mgr *rulesync.Manager) lifecycle.Part {
 	}
 }
 
+// dynamicRulesState is the dynamic_rules field of the limiter's /readyz:
+// "ok", or "refused version N" when this limiter refused the store's
+// dynamic rules (they do not fit its files) and runs without them. It is
+// reported, never making the limiter unready: the rules it runs are valid
+// ones it decides on, as after a restart. /readyz names the version only;
+// GET /v1/admin/rules says why.
+func dynamicRulesState(v *rulesync.View) string {
+	if v == nil || v.DynamicRefused == nil {
+		return "ok"
+	}
+	return fmt.Sprintf("refused version %d", v.DynamicRefused.Version)
+}
+
 // listenerPart serves l from its start: the lifecycle of every listener.
 func listenerPart(name string, l *ops.Listener) lifecycle.Part {
 	return lifecycle.Part{Name: name, Start: l.Listen, Run: l.Serve, Stop: l.Shutdown}

@@ -58,9 +58,33 @@ type instanceJSON struct {
 	InSync    bool      `json:"in_sync"` // runs the version this instance runs
 }
 
+// refusalJSON is a version of the dynamic rules this instance refused
+// (rulesync.Refusal): the dynamic_version shown runs in its stead.
+type refusalJSON struct {
+	Version   int64     `json:"version"`
+	Rules     []string  `json:"rules"` // the dynamic rules at fault
+	Error     string    `json:"error"`
+	RefusedAt time.Time `json:"refused_at"`
+}
+
+func refusalOf(r *rulesync.Refusal) *refusalJSON {
+	if r == nil {
+		return nil
+	}
+	out := &refusalJSON{Version: r.Version, Rules: r.Rules, RefusedAt: r.At}
+	if r.Err != nil {
+		out.Error = r.Err.Error()
+	}
+	if out.Rules == nil {
+		out.Rules = []string{}
+	}
+	return out
+}
+
 type rulesJSON struct {
 	Version        string         `json:"version"`
 	DynamicVersion int64          `json:"dynamic_version"`
+	DynamicRefused *refusalJSON   `json:"dynamic_refused,omitempty"`
 	Instance       string         `json:"instance"`
 	File           string         `json:"file"`
 	FileHash       string         `json:"file_hash"`
@@ -71,11 +95,13 @@ type rulesJSON struct {
 }
 
 // listRules shows the rules in force here with their sources, the merged
-// version, and the version every live limiter reports.
+// version, the dynamic version refused here if any, and the version every
+// live limiter reports.
 func (h *handler) listRules(w http.ResponseWriter, r *http.Request) {
 	v := h.cfg.Rules.View()
-	out := rulesJSON{Version: v.Version, DynamicVersion: v.DynamicVersion, Instance: h.cfg.Instance, File: v.File,
-		FileHash: v.FileHash, AppliedAt: v.AppliedAt, Rules: make([]ruleJSON, len(v.Rules)), Instances: []instanceJSON{}}
+	out := rulesJSON{Version: v.Version, DynamicVersion: v.DynamicVersion, DynamicRefused: refusalOf(v.DynamicRefused),
+		Instance: h.cfg.Instance, File: v.File, FileHash: v.FileHash, AppliedAt: v.AppliedAt,
+		Rules: make([]ruleJSON, len(v.Rules)), Instances: []instanceJSON{}}
 	for i, rv := range v.Rules {
 		out.Rules[i] = ruleJSON{ID: rv.Rule.ID, Source: rv.Source, OverridesFile: rv.OverridesFile, Version: rv.Version,
 			UpdatedAt: rv.UpdatedAt, UpdatedBy: rv.UpdatedBy, Rule: rv.Rule}
@@ -180,6 +206,9 @@ type changeJSON struct {
 	After          json.RawMessage `json:"after"`
 	Announced      bool            `json:"announced"`
 	AnnounceError  string          `json:"announce_error,omitempty"`
+	// DynamicRefused: the change is stored, but this instance refused the
+	// dynamic rules it made (they do not fit its files).
+	DynamicRefused *refusalJSON `json:"dynamic_refused,omitempty"`
 }
 
 // answerChange maps the outcome of a change: 200 (201 for a new rule),
@@ -205,6 +234,9 @@ func (h *handler) answerChange(w http.ResponseWriter, id string, res rulesync.Re
 	out := changeJSON{ID: id, Action: "put", Version: res.View.Version, DynamicVersion: res.Change.Version,
 		ChangedAt: res.Change.ChangedAt, Before: orNull(res.Change.Before), After: orNull(res.Change.After),
 		Announced: res.AnnounceErr == nil}
+	if r := res.View.DynamicRefused; r != nil && r.Version == res.Change.Version {
+		out.DynamicRefused = refusalOf(r)
+	}
 	if res.Change.After == nil {
 		out.Action = "delete"
 	}

@@ -19,7 +19,8 @@ type Config struct {
 	// Probes are the dependencies /readyz checks.
 	Probes []Probe
 	// Details, when set, adds its fields to the /readyz body, between
-	// "status" and "checks": the limiter's decision mode.
+	// "status" and "checks": the limiter's decision mode and the state of
+	// its dynamic rules.
 	Details func() map[string]string
 	// Profiles adds the runtime profiles under /debug/pprof/.
 	Profiles bool
