@@ -1,0 +1,146 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+)
+
+// legacyKeyYAML is the rules file before a deploy: dynamicRulesYAML and a
+// descriptor rule on edge's api_key that the deploy removes.
+const legacyKeyYAML = dynamicRulesYAML + `
+  - id: legacy-key
+    descriptor: {domain: edge, entries: [{key: api_key}]}
+    algorithm: fixed_window
+    limits: [{requests: 1000, per: 1h}]
+`
+
+// apiKeyRule is a dynamic rule written against the file after the deploy
+// (dynamicRulesYAML): on legacy-key's descriptor, so the two conflict.
+const apiKeyRule = `{"id": "api-key", "descriptor": {"domain": "edge", "entries": [{"key": "api_key"}]},
+	"algorithm": "sliding_window", "limits": [{"requests": 2, "per": "1h"}]}`
+
+// A rolling deploy: a limiter of the new rules file stores a dynamic rule
+// that fits its file; an old limiter restarting with the old file, which
+// conflicts with that rule, starts on its file's rules (not exit status 1,
+// a crash loop), shows the refusal in /readyz, GET /v1/admin/rules and the
+// answer to a change, and once its file is replaced by the new one runs
+// the dynamic rules within a poll, without any admin change.
+func TestLimiterStartsOnItsFileWhenDynamicRulesConflict(t *testing.T) {
+	e := newEnv(t)
+	fresh := e.start("limiter", "INSTANCE_ID", "new", "RULES_FILE", writeRules(t, dynamicRulesYAML))
+	if status, body := admin(t, fresh, http.MethodPut, "/v1/admin/rules/api-key", adminToken, apiKeyRule); status != http.StatusCreated {
+		t.Fatalf("PUT on the new limiter: %d %s", status, body)
+	}
+
+	oldFile := writeRules(t, legacyKeyYAML)
+	vars := map[string]string{"INSTANCE_ID": "old", "RULES_FILE": oldFile, "RULES_POLL_INTERVAL": "200ms"}
+	for k, v := range e.vars {
+		if _, set := vars[k]; !set {
+			vars[k] = v
+		}
+	}
+	old := launch(t, "limiter", vars)
+	if err := old.await("/readyz", 15*time.Second); err != nil {
+		select {
+		case <-old.done:
+			t.Fatalf("the limiter exited with status %d: %v", old.cmd.ProcessState.ExitCode(), err)
+		default:
+			t.Fatal(err)
+		}
+	}
+
+	// It runs its file's rules: legacy-key, not api-key.
+	client := rlsClient(t, old)
+	if got := apiKeyLimit(t, client); got != 1000 {
+		t.Fatalf("edge api_key limit %d on the old limiter; want its file's 1000", got)
+	}
+	status, ready := readyz(t, old)
+	if status != http.StatusOK || !strings.Contains(ready, `"status":"ready"`) ||
+		!strings.Contains(ready, `"dynamic_rules":"refused version 1"`) {
+		t.Fatalf("/readyz %d %s; want ready with dynamic_rules refused version 1", status, ready)
+	}
+	view := rulesView(t, old)
+	if r := view.DynamicRefused; view.DynamicVersion != 0 || r == nil || r.Version != 1 ||
+		!slices.Equal(r.Rules, []string{"api-key"}) || !strings.Contains(r.Error, "duplicate descriptor") {
+		t.Fatalf("GET /v1/admin/rules: dynamic_version %d, dynamic_refused %+v; want 0 and version 1 refused for api-key",
+			view.DynamicVersion, r)
+	}
+	if n := old.metric(t, `rate_limit_rules_reloads_total{result="failure",source="dynamic"}`); n != 1 {
+		t.Fatalf("dynamic refusals counted: %v, want 1", n)
+	}
+
+	// A change made on it is stored, and its answer says that this
+	// limiter refused the version it made.
+	status, body := admin(t, old, http.MethodPut, "/v1/admin/rules/signup", adminToken,
+		strings.NewReplacer("login", "signup", `"requests": 3`, `"requests": 30`).Replace(loginAt3))
+	if status != http.StatusCreated || !strings.Contains(body, `"dynamic_refused":{"version":2,"rules":["api-key"]`) {
+		t.Fatalf("PUT on the old limiter: %d %s; want 201 with version 2 refused for api-key", status, body)
+	}
+
+	// The deploy reaches it: its file becomes the new one.
+	rewrite(t, oldFile, legacyKeyYAML, dynamicRulesYAML)
+	waitFor(t, 5*time.Second, "the dynamic rule in force on the old limiter", func() bool { return apiKeyLimit(t, client) == 2 })
+	view = rulesView(t, old)
+	if view.DynamicVersion != 2 || view.DynamicRefused != nil {
+		t.Fatalf("GET /v1/admin/rules after the new file: dynamic_version %d, dynamic_refused %+v; want 2 and none",
+			view.DynamicVersion, view.DynamicRefused)
+	}
+	if _, ready := readyz(t, old); !strings.Contains(ready, `"dynamic_rules":"ok"`) {
+		t.Fatalf("/readyz %s after the new file; want dynamic_rules ok", ready)
+	}
+}
+
+// apiKeyLimit is the limit in force for edge's api_key on the limiter of
+// client (reported over the limit too), or -1 when no rule matches.
+func apiKeyLimit(t *testing.T, client rlsv3.RateLimitServiceClient) int64 {
+	t.Helper()
+	resp, err := client.ShouldRateLimit(context.Background(), rlsRequest("edge", "api_key=k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Statuses[0].CurrentLimit == nil {
+		return -1
+	}
+	return int64(resp.Statuses[0].CurrentLimit.RequestsPerUnit)
+}
+
+// readyz returns the status and body of lim's /readyz.
+func readyz(t *testing.T, lim *proc) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + lim.addr + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// adminRulesView is the part of GET /v1/admin/rules these tests read.
+type adminRulesView struct {
+	DynamicVersion int64 `json:"dynamic_version"`
+	DynamicRefused *struct {
+		Version int64    `json:"version"`
+		Rules   []string `json:"rules"`
+		Error   string   `json:"error"`
+	} `json:"dynamic_refused"`
+}
+
+// rulesView reads GET /v1/admin/rules of lim.
+func rulesView(t *testing.T, lim *proc) adminRulesView {
+	t.Helper()
+	status, body := admin(t, lim, http.MethodGet, "/v1/admin/rules", adminToken, "")
+	var v adminRulesView
+	if err := json.Unmarshal([]byte(body), &v); status != http.StatusOK || err != nil {
+		t.Fatalf("GET /v1/admin/rules: %d %s (%v)", status, body, err)
+	}
+	return v
+}
