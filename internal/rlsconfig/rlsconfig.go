@@ -93,13 +93,84 @@ func IsConfigFile(name string) bool {
 	return !strings.HasPrefix(name, ".") && (strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml"))
 }
 
-// ReadDir reads the configuration files of dir, sorted by name: every
-// regular file (or symbolic link to one) that IsConfigFile names. Other
-// entries, subdirectories included, are ignored: the directory is not read
-// recursively, and a file removed while it is read is left out (the next
-// read sees the directory as it is then). More than MaxFiles files, or one
+// maxReads bounds the reads of a directory that changes while it is read.
+const maxReads = 10
+
+// ReadDir reads one consistent snapshot of the configuration files of dir,
+// sorted by name: every regular file (or symbolic link to one) that
+// IsConfigFile names. Other entries, subdirectories included, are ignored:
+// the directory is not read recursively. More than MaxFiles files, or one
 // larger than MaxFileSize, is an error.
+//
+// A directory whose "..data" is a symbolic link is a Kubernetes ConfigMap
+// (or Secret, or projected) volume: its files are links through "..data"
+// to the directory of the current generation, which the kubelet replaces
+// by swapping the link. ReadDir reads the link once and that generation's
+// directory alone, and reads again when "..data" has moved by the end of
+// the read, so a snapshot never mixes two generations. Any
+// other directory is read until two reads in a row give the same names and
+// contents. When the directory changed during each of maxReads reads, it
+// is an error ("changed while read"); the next call may succeed.
 func ReadDir(dir string) ([]File, error) {
+	if info, err := os.Lstat(filepath.Join(dir, "..data")); err == nil && info.Mode()&fs.ModeSymlink != 0 {
+		return readGeneration(dir)
+	}
+	return readStable(dir)
+}
+
+// readGeneration reads the generation "..data" of dir links to, until
+// "..data" links to the same directory after the read as before it.
+func readGeneration(dir string) ([]File, error) {
+	link := filepath.Join(dir, "..data")
+	for range maxReads {
+		// Readlink, not EvalSymlinks: one read of the link, where the
+		// latter would fail on a generation removed as it resolves it.
+		gen, err := os.Readlink(link)
+		if err != nil {
+			return nil, err
+		}
+		// A generation replaced meanwhile may be removed under the read:
+		// whatever it gives (files missing, an error) is read again.
+		path := gen
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(dir, path)
+		}
+		files, err := readFiles(path)
+		after, aerr := os.Readlink(link)
+		if aerr != nil {
+			return nil, aerr
+		}
+		if after == gen {
+			return files, err
+		}
+	}
+	return nil, fmt.Errorf("%s: changed while read, %d times in a row (..data moved)", dir, maxReads)
+}
+
+// readStable reads dir until two reads in a row agree.
+func readStable(dir string) ([]File, error) {
+	files, err := readFiles(dir)
+	if err != nil {
+		return nil, err
+	}
+	hash := Hash(files)
+	for range maxReads - 1 {
+		again, err := readFiles(dir)
+		if err != nil {
+			return nil, err
+		}
+		if h := Hash(again); h != hash {
+			files, hash = again, h
+			continue
+		}
+		return again, nil
+	}
+	return nil, fmt.Errorf("%s: changed while read, %d times in a row", dir, maxReads)
+}
+
+// readFiles reads the configuration files of dir once, file by file: a
+// file removed while dir is read is left out.
+func readFiles(dir string) ([]File, error) {
 	entries, err := os.ReadDir(dir) // sorted by name
 	if err != nil {
 		return nil, err
