@@ -101,6 +101,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		Instance:      cfg.Instance,
 		ClassifyError: redisstore.ClassifyError,
 		ErrorClasses:  redisstore.ErrorClasses(),
+		Unreached:     redisstore.Unreached,
 		Bans:          bans,
 		Mode: limiter.ModeConfig{
 			FailedChecks:    cfg.RedisFailedChecks,
@@ -173,8 +174,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	api := httpapi.NewHandler(apiCfg)
 	opsHandler := ops.NewHandler(ops.Config{
-		Metrics:  telemetry.MetricsHandler(reg),
-		Probes:   probes,
+		Metrics: telemetry.MetricsHandler(reg),
+		Probes:  probes,
 		Details: func() map[string]string {
 			d := map[string]string{"mode": string(svc.Mode())}
 			if cfg.DynamicRules {
@@ -211,7 +212,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		// fatal: past REDIS_WARMUP_TIMEOUT the limiter starts as it would
 		// cold.
 		lifecycle.Part{Name: "warm-up", Start: func(ctx context.Context) error {
-			warmup.Run(ctx, warmup.Config{
+			complete := warmup.Run(ctx, warmup.Config{
 				Steps: []warmup.Step{
 					{Name: "redis", Run: func(ctx context.Context) error { return store.WarmUp(ctx, redisCfg.PoolSize) }},
 					{Name: "bans", Run: banFollower.Load},
@@ -221,6 +222,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 				Log:        log.With(zap.String("redis", redisCfg.Target())),
 				Registerer: reg,
 			})
+			if !complete && ctx.Err() == nil {
+				// Redis did not answer for REDIS_WARMUP_TIMEOUT: down, not
+				// slow, so the rules fall back from the first request.
+				svc.RedisDown("warm-up incomplete")
+			}
 			return nil
 		}},
 		lifecycle.Part{Name: "redis health checks",

@@ -204,7 +204,10 @@ func (e *Engine) Process(ctx context.Context, in []Input) ([]Outcome, Stats, err
 			st.Late++
 			continue
 		}
-		violation := !ev.Allowed || ev.Shadow
+		// A denial made without Redis is no evidence: local limits are
+		// approximate, and a decision whose round trip timed out is refused
+		// as a precaution, whatever the client did.
+		violation := (!ev.Allowed || ev.Shadow) && ev.Mode != event.ModeLocal
 		// An IPv6 client is its prefix: a scan or a flood spread over the
 		// addresses of one /64 is one offender, and its ban covers them all.
 		// The unspecified address stands for "no client address" (a rate

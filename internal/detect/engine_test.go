@@ -232,6 +232,28 @@ func TestEngineIgnoresTheUnspecifiedAddress(t *testing.T) {
 	}
 }
 
+// A denial made without Redis (mode local: a local limit, or a decision
+// refused because its round trip timed out) is no violation; a denial
+// decided in Redis is.
+func TestEngineIgnoresDenialsMadeWithoutRedis(t *testing.T) {
+	det := rules.DefaultDetection()
+	det.Warn = &rules.WarnPolicy{Violations: 1, Within: dur(time.Minute)}
+	e := detect.NewEngine(detect.Config{Detection: det, Now: afterFixtures}, detecttest.NewMemoryWindows(), detecttest.NewMemoryLedger(), &detecttest.Published{})
+	local, inRedis := deny("a", 0, "192.0.2.1", "", "/"), deny("b", 1, "192.0.2.2", "", "/")
+	local.Mode, inRedis.Mode = event.ModeLocal, event.ModeRedis
+	out, _, err := e.Process(context.Background(), inputs(0, local, inRedis))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, o := range out {
+		got = append(got, o.Ban.Action+" "+o.Ban.Key())
+	}
+	if want := []string{"warn ip:192.0.2.2"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("outcomes %v, want %v", got, want)
+	}
+}
+
 type failingWindows struct{ err error }
 
 func (f failingWindows) Record(context.Context, detect.WindowSpec, []detect.Sighting) ([]detect.Tally, error) {

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -173,8 +174,9 @@ func (p *proc) stop(sig syscall.Signal) {
 	}
 }
 
-// metric returns the sum of the samples of a metric on /metrics.
-func (p *proc) metric(t *testing.T, name string) float64 {
+// metric returns the sum of the samples of a metric on /metrics whose
+// labels include each of labels (written as on /metrics: `class="timeout"`).
+func (p *proc) metric(t *testing.T, name string, labels ...string) float64 {
 	t.Helper()
 	addr := p.addr
 	if p.opsAddr != "" {
@@ -189,6 +191,9 @@ func (p *proc) metric(t *testing.T, name string) float64 {
 	var sum float64
 	for _, line := range strings.Split(string(body), "\n") {
 		if strings.HasPrefix(line, name+" ") || strings.HasPrefix(line, name+"{") {
+			if slices.ContainsFunc(labels, func(l string) bool { return !strings.Contains(line, l) }) {
+				continue
+			}
 			f := strings.Fields(line)
 			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
 			sum += v

@@ -21,6 +21,13 @@ const (
 	ReasonNoRule      = "no_rule"
 )
 
+// Modes a decision can be made in, as in the limiter's HTTP answer.
+const (
+	ModeRedis      = "redis"
+	ModeLocal      = "local" // without Redis: by the rules' on_redis_failure
+	ModePermissive = "permissive"
+)
+
 // Decision is one message of ratelimit.decisions: one limiter decision.
 // The message key is the client IP.
 type Decision struct {

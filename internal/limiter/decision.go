@@ -16,9 +16,9 @@ type Mode string
 
 // The modes (see modeMachine for when each applies).
 const (
-	ModeRedis      Mode = "redis"
-	ModeLocal      Mode = "local"
-	ModePermissive Mode = "permissive"
+	ModeRedis      Mode = event.ModeRedis
+	ModeLocal      Mode = event.ModeLocal
+	ModePermissive Mode = event.ModePermissive
 )
 
 // Decision is the verdict on one request. It is reused across requests

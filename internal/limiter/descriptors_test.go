@@ -174,7 +174,7 @@ func TestCheckDescriptorsBansAndAddresslessEvents(t *testing.T) {
 func TestCheckDescriptorsWhileRedisIsDown(t *testing.T) {
 	clock := &fakeClock{now: time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)}
 	decider := &fakeDecider{down: true}
-	svc := New(Config{Instance: "test", Now: clock.Now}, compileRules(t, descriptorRules), decider,
+	svc := New(Config{Instance: "test", Now: clock.Now, Unreached: unreachedInTests}, compileRules(t, descriptorRules), decider,
 		&capturePublisher{}, zap.NewNop(), prometheus.NewRegistry())
 	ctx := context.Background()
 	d := new(Decision)

@@ -65,10 +65,15 @@ func (s *Service) checkHealth(ctx context.Context) {
 }
 
 // breakerOpened moves the mode out of redis at once.
-func (s *Service) breakerOpened() {
+func (s *Service) breakerOpened() { s.RedisDown("breaker opened") }
+
+// RedisDown moves the mode out of redis at once, for reason (logged), as
+// when the breaker opens: the limiter learned otherwise that Redis does not
+// answer (its warm-up did not complete). Healthy checks bring it back.
+func (s *Service) RedisDown(reason string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if t, ok := s.machine.breakerOpened(s.cfg.Now()); ok {
+	if t, ok := s.machine.redisDown(reason, s.cfg.Now()); ok {
 		s.apply(t)
 	}
 }

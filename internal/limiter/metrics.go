@@ -22,7 +22,8 @@ type metrics struct {
 	live           prometheus.Gauge
 	healthFailures *prometheus.CounterVec
 
-	overLimitHits prometheus.Counter
+	overLimitHits   prometheus.Counter
+	unknownOutcomes prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -53,6 +54,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "rate_limit_redis_health_check_failures_total",
 			Help: "Redis health checks (heartbeats) that failed, by error class.",
 		}, []string{"class"}),
+		unknownOutcomes: f.NewCounter(prometheus.CounterOpts{
+			Name: "rate_limit_redis_unknown_outcomes_total",
+			Help: "Decisions whose Redis round trip failed after it may have run (a timeout): their local rules refused them rather than admit them on a local budget.",
+		}),
 		overLimitHits: f.NewCounter(prometheus.CounterOpts{
 			Name: "rate_limit_over_limit_cache_hits_total",
 			Help: "Rule decisions answered from the over-limit cache (a key Redis denied, until its retry time) without a Redis round trip.",

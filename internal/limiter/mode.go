@@ -75,16 +75,16 @@ func (m *modeMachine) checkResult(ok bool, now time.Time) (transition, bool) {
 	return m.tick(now)
 }
 
-// breakerOpened records that decisions kept failing at now: the mode leaves
-// redis at once.
-func (m *modeMachine) breakerOpened(now time.Time) (transition, bool) {
+// redisDown records that Redis was found down at now, for reason (the
+// breaker opened: decisions kept failing): the mode leaves redis at once.
+func (m *modeMachine) redisDown(reason string, now time.Time) (transition, bool) {
 	if m.mode != ModeRedis {
 		// A decision started before the mode changed: it only interrupts
 		// the healthy run.
 		m.healthy = time.Time{}
 		return transition{}, false
 	}
-	return m.enter(ModeLocal, "breaker opened", now), true
+	return m.enter(ModeLocal, reason, now), true
 }
 
 // tick advances time alone: local becomes permissive after PermissiveAfter.

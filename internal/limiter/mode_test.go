@@ -93,7 +93,7 @@ func TestModeMachine(t *testing.T) {
 				case "fail":
 					tr, ok = m.checkResult(false, now)
 				case "breaker":
-					tr, ok = m.breakerOpened(now)
+					tr, ok = m.redisDown("breaker opened", now)
 				case "tick":
 					tr, ok = m.tick(now)
 				}

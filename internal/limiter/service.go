@@ -67,6 +67,16 @@ type Config struct {
 	// at 0 (default: "other", the label of the default classifier).
 	ClassifyError func(error) string
 	ErrorClasses  []string
+	// Unreached reports whether a Decider error means that the calls never
+	// reached Redis (a refused connection, a node known to be down):
+	// nothing was counted, so rules whose on_redis_failure is local may
+	// decide them in memory, and such failures feed the breaker. Any other
+	// failure, a timeout above all, leaves the outcome unknown: the round
+	// trip may have run and counted, and admitting the request on a local
+	// budget could pass the limit while Redis still counts for the other
+	// instances. A local rule then refuses the request (see refused).
+	// Default: no error is (the outcome is always unknown).
+	Unreached func(error) bool
 	// Bans, when set, denies banned client IPs and users before any rule.
 	Bans *BanSet
 	// Mode sets when the mode changes; BreakerFailures is the number of
@@ -137,6 +147,9 @@ func New(cfg Config, set *rules.Set, decider Decider, pub Publisher, log *zap.Lo
 	if cfg.ClassifyError == nil {
 		cfg.ClassifyError = func(error) string { return "other" }
 		cfg.ErrorClasses = []string{"other"}
+	}
+	if cfg.Unreached == nil {
+		cfg.Unreached = func(error) bool { return false }
 	}
 	if cfg.HealthInterval <= 0 {
 		cfg.HealthInterval = 5 * time.Second
@@ -259,7 +272,7 @@ func (s *Service) prepare(d *Decision, now time.Time) bool {
 		if d.Mode == ModeRedis { // the breaker just opened; the mode follows
 			d.Mode = ModeLocal
 		}
-		s.finish(d, s.fallback(d, now))
+		s.finish(d, s.fallback(d, now, true))
 		return false
 	}
 	hits := 0
@@ -299,8 +312,10 @@ func (s *Service) roundTrip(err error) error {
 	s.metrics.redisErrors.WithLabelValues(s.cfg.ClassifyError(err)).Inc()
 	// One cluster node down while the others answer: the decisions of this
 	// round trip fall back, the keys of the other nodes stay exact in redis
-	// mode.
-	if !isPartial(err) && s.breaker.failure() {
+	// mode. A round trip that timed out says Redis is slow, not that it is
+	// down: only calls that could not reach it open the breaker (the
+	// Decider tells a dead node from a slow one; redisstore's lanes probe).
+	if !isPartial(err) && s.cfg.Unreached(err) && s.breaker.failure() {
 		s.log.Warn("redis decisions keep failing, breaker open", zap.Error(err))
 		s.breakerOpened()
 	}
@@ -313,7 +328,11 @@ func (s *Service) settle(d *Decision, results []decide.Result, err error, now ti
 	if err != nil {
 		d.Mode = ModeLocal
 		d.Results = d.Results[:0]
-		s.finish(d, s.fallback(d, now))
+		unreached := s.cfg.Unreached(err)
+		if !unreached {
+			s.metrics.unknownOutcomes.Inc()
+		}
+		s.finish(d, s.fallback(d, now, unreached))
 		return
 	}
 	j := 0
@@ -348,10 +367,12 @@ func (s *Service) finish(d *Decision, results []decide.Result) {
 
 // fallback decides without Redis in d.Mode, rule by rule, as each rule's
 // on_redis_failure policy says. local: in-memory limiting with the limits
-// divided among the live instances (permissive mode: allowed); allow:
-// allowed; deny: the whole request is refused with 503 unless the rule is in
-// shadow mode (or permissive mode lets deny rules through).
-func (s *Service) fallback(d *Decision, now time.Time) []decide.Result {
+// divided among the live instances (permissive mode: allowed), when the
+// calls were known not to reach Redis (unreached); when they may have (a
+// round trip that timed out), refused; allow: allowed; deny: the whole
+// request is refused with 503 unless the rule is in shadow mode (or
+// permissive mode lets deny rules through).
+func (s *Service) fallback(d *Decision, now time.Time, unreached bool) []decide.Result {
 	results := make([]decide.Result, len(d.Applied))
 	permissive := d.Mode == ModePermissive
 	for i, a := range d.Applied {
@@ -369,9 +390,12 @@ func (s *Service) fallback(d *Decision, now time.Time) []decide.Result {
 		case rules.FailAllow:
 			results[i] = unlimited(a.Call)
 		default:
-			if permissive {
+			switch {
+			case permissive:
 				results[i] = unlimited(a.Call)
-			} else {
+			case !unreached:
+				results[i] = refused(a.Call)
+			default:
 				results[i] = s.local.decide(a.Call, s.live.Load(), now)
 			}
 		}
@@ -383,6 +407,19 @@ func (s *Service) fallback(d *Decision, now time.Time) []decide.Result {
 func unlimited(c decide.Call) decide.Result {
 	q := c.Limits[0].Quota()
 	return decide.Result{Allowed: true, Limit: q, Remaining: q}
+}
+
+// refusedRetry is the retry time of a refused call: the shortest a
+// Retry-After header can say. The next round trip will likely answer.
+const refusedRetry = time.Second
+
+// refused is the result of a local rule's call whose round trip failed
+// with its outcome unknown: Redis may have run it and counted it, so
+// admitting it on the local budget as well could pass the limit while the
+// other instances still count in Redis. Refusing it can only leave part of
+// the limit unused, never exceed it.
+func refused(c decide.Call) decide.Result {
+	return decide.Result{Limit: c.Limits[0].Quota(), RetryAfter: refusedRetry, ResetAfter: refusedRetry}
 }
 
 func (s *Service) publish(req *rules.Request, d *Decision, now time.Time) {

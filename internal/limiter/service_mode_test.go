@@ -20,6 +20,12 @@ import (
 
 var errDown = errors.New("redis down")
 
+// unreachedInTests is Config.Unreached for the fakes: errDown and a node
+// refusing connections say the calls never reached Redis.
+func unreachedInTests(err error) bool {
+	return errors.Is(err, errDown) || errors.As(err, new(nodeDown))
+}
+
 // fakeDecider answers every call allowed, or fails while down; it counts
 // the round trips it was asked for.
 type fakeDecider struct {
@@ -136,6 +142,7 @@ func newModeFixture(t *testing.T, permissiveDeny bool) *modeFixture {
 		BreakerFailures:     5,
 		PermissiveDenyRules: permissiveDeny,
 		Health:              f.health,
+		Unreached:           unreachedInTests,
 	}, set, f.decider, nopPublisher{}, zap.New(core), f.reg)
 	return f
 }
@@ -365,4 +372,59 @@ func TestStartStopHealthChecker(t *testing.T) {
 	if !strings.Contains(f.logs.All()[0].ContextMap()["reason"].(string), "failed health checks") {
 		t.Fatalf("unexpected log: %+v", f.logs.All())
 	}
+}
+
+// errSlow is a round trip that timed out: Redis may have run its calls.
+var errSlow = errors.New("i/o timeout")
+
+// A round trip that timed out leaves its outcome unknown: a local rule
+// refuses the request (it may have been counted in Redis, so a local budget
+// could pass the limit), an allow rule admits it, a deny rule answers 503;
+// and however many time out, Redis is slow, not down: the breaker stays
+// closed and the mode redis.
+func TestTimedOutRoundTripsAreRefusedNotLocal(t *testing.T) {
+	f := newModeFixture(t, false)
+	f.decider.mu.Lock()
+	f.decider.down, f.decider.err = true, errSlow
+	f.decider.mu.Unlock()
+	for i := range 20 {
+		d := f.check("/local", "192.0.2.1")
+		if d.Allowed || d.Reason != "rate_limited" || d.Mode != ModeLocal || d.RetryAfter != refusedRetry || d.Unavailable {
+			t.Fatalf("local rule, round trip %d timed out: %+v, want refused for %v in mode local", i, d, refusedRetry)
+		}
+	}
+	if d := f.check("/allow", "192.0.2.1"); !d.Allowed {
+		t.Fatalf("allow rule, round trip timed out: %+v, want allowed", d)
+	}
+	if d := f.check("/deny", "192.0.2.1"); !d.Unavailable {
+		t.Fatalf("deny rule, round trip timed out: %+v, want unavailable", d)
+	}
+	f.requireMode(t, ModeRedis)
+	if got := testutil.ToFloat64(f.svc.metrics.unknownOutcomes); got != 22 {
+		t.Fatalf("rate_limit_redis_unknown_outcomes_total = %v, want 22", got)
+	}
+	// Once round trips answer, the requests are decided in Redis again.
+	f.decider.set(false)
+	if d := f.check("/local", "192.0.2.1"); !d.Allowed || d.Mode != ModeRedis {
+		t.Fatalf("Redis answering again: %+v", d)
+	}
+}
+
+// RedisDown (a warm-up that did not complete) takes the mode to local at
+// once, with its reason logged; healthy checks bring it back as after the
+// breaker.
+func TestRedisDownEntersLocalMode(t *testing.T) {
+	f := newModeFixture(t, false)
+	f.svc.RedisDown("warm-up incomplete")
+	f.requireMode(t, ModeLocal)
+	if f.logs.FilterMessage("limiter mode changed").FilterField(zap.String("reason", "warm-up incomplete")).Len() != 1 {
+		t.Fatalf("transition not logged with its reason: %v", f.logs.All())
+	}
+	if d := f.check("/local", "192.0.2.1"); !d.Allowed || d.Mode != ModeLocal || f.decider.trips() != 0 {
+		t.Fatalf("in local mode: %+v after %d round trips, want allowed locally without Redis", d, f.decider.trips())
+	}
+	for range 13 { // 0s .. 60s of healthy checks
+		f.beat(5 * time.Second)
+	}
+	f.requireMode(t, ModeRedis)
 }

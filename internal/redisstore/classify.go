@@ -90,6 +90,27 @@ func ClassifyError(err error) string {
 	}
 }
 
+// Unreached reports whether err means that the calls it failed never ran
+// in Redis: they were not sent (a node whose breaker is open, a connection
+// that could not be made or taken from the pool, a closed client) or the
+// server refused them before running them (LOADING, READONLY, CLUSTERDOWN,
+// MOVED, ...). Their outcome is known: nothing was counted. Any other
+// failure, a timeout or a connection lost after the calls were written,
+// leaves it unknown (the limiter's Config.Unreached).
+func Unreached(err error) bool {
+	var op *net.OpError
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, errNodeDown), errors.Is(err, errClosed), errors.Is(err, redis.ErrClosed),
+		errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, redis.ErrPoolExhausted),
+		errors.Is(err, syscall.ECONNREFUSED), errors.As(err, &op) && op.Op == "dial":
+		return true
+	}
+	var redisErr redis.Error
+	return errors.As(err, &redisErr) && unavailable(err)
+}
+
 // unavailable reports a server error meaning the node cannot serve now
 // rather than a fault of the script.
 func unavailable(err error) bool {

@@ -52,6 +52,10 @@ type CoalesceConfig struct {
 	// NodeRetry (defaults 3 and 1s); then one round trip probes the node.
 	NodeFailures int
 	NodeRetry    time.Duration
+	// ProbeTimeout bounds the ping that tells a slow node from a dead one
+	// when round trips to it timed out (default 1s): only a node that does
+	// not answer it is treated as down.
+	ProbeTimeout time.Duration
 	// OnFlush, if set, is told the number of calls of every pipeline sent.
 	OnFlush func(calls int)
 	// Registerer, if set, gets rate_limit_redis_pipeline_calls, the
@@ -77,6 +81,8 @@ type Coalescer struct {
 	workers sync.WaitGroup
 	close   sync.Once
 	items   sync.Pool
+
+	probes *prometheus.CounterVec // by probeSlow, probeDown; nil without a Registerer
 
 	single *lane // the lane of a single server
 	mu     sync.RWMutex
@@ -142,6 +148,9 @@ func NewCoalescer(store *Store, cfg CoalesceConfig) *Coalescer {
 	if cfg.NodeRetry <= 0 {
 		cfg.NodeRetry = time.Second
 	}
+	if cfg.ProbeTimeout <= 0 {
+		cfg.ProbeTimeout = time.Second
+	}
 	if cfg.Registerer != nil {
 		calls := promauto.With(cfg.Registerer).NewHistogram(prometheus.HistogramOpts{
 			Name:    "rate_limit_redis_pipeline_calls",
@@ -155,10 +164,19 @@ func NewCoalescer(store *Store, cfg CoalesceConfig) *Coalescer {
 		}
 	}
 	c := &Coalescer{store: store, cfg: cfg, quit: make(chan struct{}), lanes: map[string]*lane{}}
+	if cfg.Registerer != nil {
+		c.probes = promauto.With(cfg.Registerer).NewCounterVec(prometheus.CounterOpts{
+			Name: "rate_limit_redis_node_probes_total",
+			Help: "Pings of a Redis node after round trips to it timed out, by what they found: slow (it answered; its calls kept going to it) or down (its calls fail at once for a second, decided by their rules' on_redis_failure).",
+		}, []string{"result"})
+		c.probes.WithLabelValues(probeSlow)
+		c.probes.WithLabelValues(probeDown)
+	}
 	c.items.New = func() any { return &pending{done: make(chan struct{}, 1)} }
 	c.cluster, _ = store.client.(*redis.ClusterClient)
 	if c.cluster == nil {
-		c.single = c.startLane("")
+		node, _ := store.client.(*redis.Client) // Sentinel's failover client is one too
+		c.single = c.startLane("", node)
 	}
 	return c
 }
@@ -298,7 +316,7 @@ func (c *Coalescer) laneOf(ctx context.Context, key string) (*lane, error) {
 		return nil, errClosed
 	}
 	if l = c.lanes[addr]; l == nil {
-		l = c.startLane(addr)
+		l = c.startLane(addr, node)
 		c.lanes[addr] = l
 	}
 	return l, nil
@@ -326,8 +344,12 @@ func (c *Coalescer) Close() {
 		c.mu.Unlock()
 		close(c.quit)
 	})
-	c.workers.Wait()
+	c.workers.Wait() // the probes too: each lane's prober is free
 	drain := func(l *lane) {
+		if l.prober != nil {
+			_ = l.prober.Close()
+			l.prober = nil
+		}
 		for {
 			select {
 			case pt := <-l.queue:

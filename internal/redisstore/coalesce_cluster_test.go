@@ -85,15 +85,16 @@ func TestCoalescerLanePerPrimary(t *testing.T) {
 
 // A primary that hangs delays and fails only the calls it serves: the other
 // primaries' callers are answered while it is stopped, its own callers get
-// a partial *nodeError, first after the round-trip timeout, then at once
-// while its breaker is open; once it answers again, a probe closes it.
+// a partial *nodeError, first after the round-trip timeout, then, once a
+// ping has found it dead rather than slow, at once while its breaker is
+// open; once it answers again, a probe closes it.
 func TestCoalescerIsolatesHungPrimary(t *testing.T) {
 	e := startClusterEnv(t, 0)
 	c, client := e.cluster, e.client
 	prefix := redistest.Prefix(t, client)
 	subjects := subjectsOn(t, e, prefix)
 	const timeout, retry = 300 * time.Millisecond, 500 * time.Millisecond
-	co := NewCoalescer(New(client), CoalesceConfig{Timeout: timeout, NodeFailures: 2, NodeRetry: retry})
+	co := NewCoalescer(New(client), CoalesceConfig{Timeout: timeout, NodeFailures: 2, NodeRetry: retry, ProbeTimeout: timeout})
 	defer co.Close()
 	decideOne := func(subject string) (time.Duration, error) {
 		start := time.Now()
@@ -125,6 +126,11 @@ func TestCoalescerIsolatesHungPrimary(t *testing.T) {
 		}
 	}
 	wg.Wait()
+	waitFor(t, "the ping to find the hung primary dead", func() bool {
+		co.mu.RLock()
+		defer co.mu.RUnlock()
+		return co.lanes[hung.Addr].isOpen()
+	})
 	took, err := decideOne(subjects[0])
 	if !errors.Is(err, errNodeDown) || took >= timeout/2 {
 		t.Fatalf("breaker open: got %v after %v, want errNodeDown at once", err, took)

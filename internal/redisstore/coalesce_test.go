@@ -37,8 +37,13 @@ func TestCoalescerExactUnderConcurrency(t *testing.T) {
 				t.Errorf("rate_limit_redis_pipeline_calls: %d series, want 1", n)
 			}
 			families, _ := reg.Gather()
-			if got := families[0].GetMetric()[0].GetHistogram().GetSampleCount(); got != uint64(flushes.Load()) {
-				t.Errorf("rate_limit_redis_pipeline_calls counted %d pipelines, OnFlush %d", got, flushes.Load())
+			for _, f := range families {
+				if f.GetName() != "rate_limit_redis_pipeline_calls" {
+					continue
+				}
+				if got := f.GetMetric()[0].GetHistogram().GetSampleCount(); got != uint64(flushes.Load()) {
+					t.Errorf("rate_limit_redis_pipeline_calls counted %d pipelines, OnFlush %d", got, flushes.Load())
+				}
 			}
 		})
 		return co.Decide

@@ -23,17 +23,22 @@ type lane struct {
 	// parallel, and after cfg.Wait, so a distant node's round trips
 	// overlap.
 	gather chan struct{}
-	alone  []*lane    // itself: the route of calls it decides alone
-	clock  *nodeClock // the node's clock, for counted calls
+	alone  []*lane       // itself: the route of calls it decides alone
+	clock  *nodeClock    // the node's clock, for counted calls
+	node   *redis.Client // a client of the node, whose options probes copy; nil: no probe (fails)
+	prober *redis.Client // probes' own client, made at the first; owned by the probe under way
 
 	failures  atomic.Int64 // consecutive failed round trips
+	timeouts  atomic.Int64 // of which with an unknown outcome (not Unreached)
+	probing   atomic.Bool  // a probe of the node is under way
 	openUntil atomic.Int64 // unix ns until which calls fail at once; 0: closed
 }
 
-// startLane starts the workers of the lane of the node at addr.
-func (c *Coalescer) startLane(addr string) *lane {
+// startLane starts the workers of the lane of the node at addr, whose
+// client node is.
+func (c *Coalescer) startLane(addr string, node *redis.Client) *lane {
 	l := &lane{c: c, addr: addr, queue: make(chan part, c.cfg.Limit*c.cfg.Pipelines),
-		gather: make(chan struct{}, 1), clock: c.store.clocks.of(addr)}
+		gather: make(chan struct{}, 1), clock: c.store.clocks.of(addr), node: node}
 	l.alone = []*lane{l}
 	l.gather <- struct{}{}
 	for range c.cfg.Pipelines {
@@ -139,14 +144,15 @@ func (l *lane) roundTrip(trip *tripContext, pipe redis.Pipeliner, calls []decide
 	}
 	errs := l.c.store.run(trip.start(cfg.Timeout), l.clock, pipe, calls, results)
 	trip.end()
-	failed := false
+	var failed, unknown bool
 	for i, err := range errs {
 		if err != nil && nodeFailure(err) {
 			failed = true
+			unknown = unknown || !Unreached(err)
 			errs[i] = l.fromNode(err)
 		}
 	}
-	l.record(failed)
+	l.record(failed, unknown)
 	return errs
 }
 
@@ -161,17 +167,76 @@ func (l *lane) fromNode(err error) error {
 
 // record feeds the breaker one round trip: NodeFailures failed in a row
 // open it for NodeRetry; the round trip after that is the probe, and a
-// success closes it.
-func (l *lane) record(failed bool) {
+// success closes it. A slow node is not a dead one: when some of those
+// round trips timed out (unknown, rather than refused), the node is first
+// pinged (see probe) and the breaker opens only if the ping fails too;
+// meanwhile calls keep going to the node. Calls the open breaker fails are
+// Unreached, and the limiter's local rules decide them in memory: that must
+// not happen while the node still counts the other limiters' calls.
+func (l *lane) record(failed, unknown bool) {
 	if !failed {
 		if l.failures.Load() != 0 || l.openUntil.Load() != 0 { // no write when healthy
 			l.failures.Store(0)
+			l.timeouts.Store(0)
 			l.openUntil.Store(0)
 		}
 		return
 	}
-	if l.failures.Add(1) >= int64(l.c.cfg.NodeFailures) {
-		l.openUntil.Store(time.Now().Add(l.c.cfg.NodeRetry).UnixNano())
+	if unknown {
+		l.timeouts.Add(1)
+	}
+	if l.failures.Add(1) < int64(l.c.cfg.NodeFailures) {
+		return
+	}
+	if l.timeouts.Load() == 0 {
+		l.open()
+		return
+	}
+	if l.probing.CompareAndSwap(false, true) {
+		l.c.workers.Go(l.probe)
+	}
+}
+
+// open makes the node's calls fail at once for NodeRetry.
+func (l *lane) open() {
+	l.openUntil.Store(time.Now().Add(l.c.cfg.NodeRetry).UnixNano())
+}
+
+// probe pings the node, allowing it ProbeTimeout: an answer means the node
+// is slow, not dead, and the failures are forgotten; no answer opens the
+// breaker. The ping has a client of its own, with the node's options but
+// ProbeTimeout for its timeouts: the decisions' client gives a connection's
+// handshake and every reply the round-trip timeout, which a slow node
+// exceeds by definition.
+func (l *lane) probe() {
+	defer l.probing.Store(false)
+	if l.prober == nil && l.node != nil {
+		o := *l.node.Options()
+		o.DialTimeout, o.ReadTimeout, o.WriteTimeout = l.c.cfg.ProbeTimeout, l.c.cfg.ProbeTimeout, l.c.cfg.ProbeTimeout
+		o.PoolSize, o.MinIdleConns, o.MaxRetries = 1, 0, -1
+		l.prober = redis.NewClient(&o)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), l.c.cfg.ProbeTimeout)
+	defer cancel()
+	if l.prober == nil || l.prober.Ping(ctx).Err() != nil {
+		l.c.countProbe(probeDown)
+		l.open()
+		return
+	}
+	l.c.countProbe(probeSlow)
+	l.failures.Store(0)
+	l.timeouts.Store(0)
+}
+
+// What a probe found: the labels of rate_limit_redis_node_probes_total.
+const (
+	probeSlow = "slow"
+	probeDown = "down"
+)
+
+func (c *Coalescer) countProbe(result string) {
+	if c.probes != nil {
+		c.probes.WithLabelValues(result).Inc()
 	}
 }
 

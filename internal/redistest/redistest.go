@@ -22,6 +22,16 @@ func URL() string {
 	return "redis://127.0.0.1:6379/0"
 }
 
+// Addr is the host:port of URL.
+func Addr(tb testing.TB) string {
+	tb.Helper()
+	opts, err := redis.ParseURL(URL())
+	if err != nil {
+		tb.Fatalf("REDIS_URL: %v", err)
+	}
+	return opts.Addr
+}
+
 // Client returns a client of the test Redis, failing the test with a clear
 // message when it does not answer, and whenever a command sets an absolute
 // expiry that has passed.
