@@ -107,12 +107,14 @@ func liveInstances(hb *redisstore.Heartbeats) func(context.Context, time.Time) (
 // grpcPart serves Envoy's rate limit API on GRPC_LISTEN_ADDR. Like the HTTP
 // listeners it opens only once the warm-up has ended; at shutdown its
 // health turns NOT_SERVING and the calls in flight finish, within the
-// shutdown deadline.
+// shutdown deadline. Its listener bounds the open connections to maxConns
+// (rlsapi.Server.Listener).
 type grpcPart struct {
-	addr   string
-	rls    *rlsapi.Server
-	server *grpc.Server
-	ln     net.Listener
+	addr     string
+	maxConns int
+	rls      *rlsapi.Server
+	server   *grpc.Server
+	ln       net.Listener
 }
 
 func (p *grpcPart) part() lifecycle.Part {
@@ -124,7 +126,7 @@ func (p *grpcPart) part() lifecycle.Part {
 			if err != nil {
 				return fmt.Errorf("GRPC_LISTEN_ADDR %s: %w", p.addr, err)
 			}
-			p.ln = ln
+			p.ln = p.rls.Listener(ln, p.maxConns)
 			return nil
 		},
 		Run: func(context.Context) error {

@@ -60,6 +60,8 @@ type options struct {
 	clientTLS *tls.Config
 	// bans, when set, is called with the registry to build limiter.Config.Bans.
 	bans func(prometheus.Registerer) *limiter.BanSet
+	// maxConns bounds the listener's connections (0: the default).
+	maxConns int
 }
 
 func newEnv(t *testing.T, rs []rules.Rule, o options) *env {
@@ -90,7 +92,7 @@ func newEnv(t *testing.T, rs []rules.Rule, o options) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = g.Serve(ln) }()
+	go func() { _ = g.Serve(srv.Listener(ln, o.maxConns)) }()
 	t.Cleanup(g.Stop)
 	e := &env{t: t, srv: srv, svc: svc, grpc: g, addr: ln.Addr().String(), reg: reg, events: events}
 	e.conn = e.dial(o.clientTLS)

@@ -3,22 +3,18 @@ package rlsapi
 import (
 	"context"
 	"crypto/tls"
-	"strings"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"go.uber.org/zap"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/peer"
-	"google.golang.org/grpc/status"
 )
 
-// ServerOptions set the gRPC server's transport.
+// ServerOptions set the gRPC server's transport. Its bounds are what a
+// caller can make the server hold before it has shown a token; see
+// GRPCServer.
 type ServerOptions struct {
 	// TLS, when set, serves TLS (with ClientCAs and ClientAuth for mutual
 	// TLS); nil serves plaintext HTTP/2.
@@ -34,6 +30,17 @@ type ServerOptions struct {
 	// MaxConcurrentStreams bounds the calls in flight on one connection.
 	// Default DefaultMaxConcurrentStreams.
 	MaxConcurrentStreams uint32
+	// MaxHeaderListSize bounds a call's headers (HTTP/2's
+	// SETTINGS_MAX_HEADER_LIST_SIZE: the decoded names and values plus 32
+	// bytes a field). Default DefaultMaxHeaderListSize.
+	MaxHeaderListSize uint32
+	// MaxConnectionIdle is how long a connection without a call in flight
+	// stays open: then it is sent GOAWAY and closed. Default
+	// DefaultMaxConnectionIdle.
+	MaxConnectionIdle time.Duration
+	// ConnectionTimeout bounds a new connection's TLS handshake and HTTP/2
+	// preface. Default DefaultConnectionTimeout.
+	ConnectionTimeout time.Duration
 	// KeepaliveMinTime is the shortest interval between a client's
 	// keepalive pings the server tolerates; a client pinging more often is
 	// disconnected (GOAWAY too_many_pings). Default DefaultKeepaliveMinTime.
@@ -49,10 +56,30 @@ const (
 	// the 4 MiB gRPC would accept by default per call before convert
 	// refuses it. The same bound as a /json body.
 	DefaultMaxRecvMsgSize = 64 << 10
-	// DefaultMaxConcurrentStreams bounds one connection's calls in flight;
-	// Envoy opens another connection when a connection's streams are all
-	// in use, so this spreads load rather than refusing it.
-	DefaultMaxConcurrentStreams = 1024
+	// DefaultMaxConcurrentStreams, 100, bounds one connection's calls in
+	// flight, and with DefaultMaxHeaderListSize what one connection can
+	// make the server hold. It is the least RFC 9113 recommends, and
+	// above what one gateway connection has in flight (a call takes about
+	// a millisecond: 100 in flight is 100 000 calls a second on one
+	// connection). Envoy opens another connection when a connection's
+	// streams are all in use, so this spreads load rather than refusing
+	// it (grpc-go clients queue the call instead).
+	DefaultMaxConcurrentStreams = 100
+	// DefaultMaxHeaderListSize, 16 KiB, is about ten times the headers of
+	// Envoy's rate limit calls (pseudo-headers, content-type, te,
+	// grpc-timeout, user-agent, x-envoy-* and x-forwarded-for, the
+	// authorization metadata and a few initial_metadata entries: under
+	// 1.5 KiB with HPACK's 32 bytes a field). Past it grpc-go resets the
+	// stream without keeping the rest, and closes the connection if more
+	// CONTINUATION frames follow; gRPC's own default is 16 MiB a call.
+	DefaultMaxHeaderListSize = 16 << 10
+	// DefaultMaxConnectionIdle: a gateway that made no call in 5 minutes
+	// reconnects on its next one; an idle connection is not held longer.
+	DefaultMaxConnectionIdle = 5 * time.Minute
+	// DefaultConnectionTimeout bounds the handshake of a connection that
+	// has not yet spoken HTTP/2 (gRPC's default is 120 s); a TLS handshake
+	// across a region takes well under a second.
+	DefaultConnectionTimeout = 10 * time.Second
 	// DefaultKeepaliveMinTime lets gateways ping every 5 s or more: Envoy's
 	// HTTP/2 connection_keepalive interval is configured per cluster, and
 	// gRPC's own default (5 min) would disconnect any gateway pinging more
@@ -78,29 +105,28 @@ const (
 // nothing; it covers the calls in flight of a few busy gateways.
 const streamWorkers = 256
 
-// healthPrefix starts the methods of the health service, which need no
-// token.
-const healthPrefix = "/grpc.health.v1.Health/"
-
 // GRPCServer returns a gRPC server serving the rate limit service and the
 // health service, with the bearer token check when Config.APITokens are
-// set. The caller serves it on its listener and stops it with
-// GracefulStop.
+// set (see Server.admit). The caller serves it on its listener and stops
+// it with GracefulStop.
+//
+// What a caller without a token can make the server hold: per connection,
+// at most MaxConcurrentStreams calls, each with at most MaxHeaderListSize
+// of headers, and each only until its request arrives or
+// unauthenticatedWait has passed (a health call, which needs no token,
+// until its own deadline); a connection without calls is closed after
+// MaxConnectionIdle, one that has not finished its handshake after
+// ConnectionTimeout.
 func (s *Server) GRPCServer(opts ServerOptions) *grpc.Server {
-	if opts.MaxRecvMsgSize <= 0 {
-		opts.MaxRecvMsgSize = DefaultMaxRecvMsgSize
-	}
-	if opts.MaxConcurrentStreams == 0 {
-		opts.MaxConcurrentStreams = DefaultMaxConcurrentStreams
-	}
-	if opts.KeepaliveMinTime <= 0 {
-		opts.KeepaliveMinTime = DefaultKeepaliveMinTime
-	}
+	opts = opts.withDefaults()
 	sopts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(opts.MaxRecvMsgSize),
 		grpc.MaxConcurrentStreams(opts.MaxConcurrentStreams),
+		grpc.MaxHeaderListSize(opts.MaxHeaderListSize),
+		grpc.ConnectionTimeout(opts.ConnectionTimeout),
 		grpc.NumStreamWorkers(streamWorkers),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
+			MaxConnectionIdle:     opts.MaxConnectionIdle,
 			MaxConnectionAge:      opts.MaxConnectionAge, // 0: gRPC's default, infinite
 			MaxConnectionAgeGrace: opts.MaxConnectionAgeGrace,
 			Time:                  serverPingAfter,
@@ -116,7 +142,8 @@ func (s *Server) GRPCServer(opts ServerOptions) *grpc.Server {
 		sopts = append(sopts, grpc.Creds(credentials.NewTLS(opts.TLS)))
 	}
 	if len(s.tokens) > 0 {
-		sopts = append(sopts, grpc.ChainUnaryInterceptor(s.authUnary), grpc.ChainStreamInterceptor(s.authStream))
+		sopts = append(sopts, grpc.InTapHandle(s.admit),
+			grpc.ChainUnaryInterceptor(refuseUnaryUnauthenticated), grpc.ChainStreamInterceptor(refuseStreamUnauthenticated))
 	}
 	g := grpc.NewServer(sopts...)
 	rlsv3.RegisterRateLimitServiceServer(g, s)
@@ -124,41 +151,26 @@ func (s *Server) GRPCServer(opts ServerOptions) *grpc.Server {
 	return g
 }
 
-func (s *Server) authUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
-	if err := s.authenticate(ctx, info.FullMethod); err != nil {
-		return nil, err
+func (o ServerOptions) withDefaults() ServerOptions {
+	if o.MaxRecvMsgSize <= 0 {
+		o.MaxRecvMsgSize = DefaultMaxRecvMsgSize
 	}
-	return next(ctx, req)
-}
-
-func (s *Server) authStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, next grpc.StreamHandler) error {
-	if err := s.authenticate(ss.Context(), info.FullMethod); err != nil {
-		return err
+	if o.MaxConcurrentStreams == 0 {
+		o.MaxConcurrentStreams = DefaultMaxConcurrentStreams
 	}
-	return next(srv, ss)
-}
-
-// authenticate lets a call through with one of the API tokens in its
-// authorization metadata (exactly one value), or to the health service, so
-// that no one who merely reaches the port can spend a client's budget or
-// have it banned.
-func (s *Server) authenticate(ctx context.Context, method string) error {
-	if strings.HasPrefix(method, healthPrefix) {
-		return nil
+	if o.MaxHeaderListSize == 0 {
+		o.MaxHeaderListSize = DefaultMaxHeaderListSize
 	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	if v := md.Get("authorization"); len(v) == 1 && s.tokens.Allows(v[0]) {
-		return nil
+	if o.MaxConnectionIdle <= 0 {
+		o.MaxConnectionIdle = DefaultMaxConnectionIdle
 	}
-	source := ""
-	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
-		source = p.Addr.String()
+	if o.ConnectionTimeout <= 0 {
+		o.ConnectionTimeout = DefaultConnectionTimeout
 	}
-	// The logger samples: a flood of refusals cannot flood the log.
-	s.log.Warn("rate limit call refused: missing or invalid bearer token",
-		zap.String("source", source), zap.String("method", method))
-	s.metrics.requests.WithLabelValues(domainUnknown, resultUnauthenticated).Inc()
-	return status.Error(codes.Unauthenticated, "missing or invalid bearer token")
+	if o.KeepaliveMinTime <= 0 {
+		o.KeepaliveMinTime = DefaultKeepaliveMinTime
+	}
+	return o
 }
 
 // GracefulStop stops g, a server GRPCServer returned: the health service

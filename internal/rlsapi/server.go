@@ -15,7 +15,10 @@
 //     choice for an unreachable rate limit service; answering OVER_LIMIT
 //     would deny regardless, answering OK would ignore the rule's policy;
 //   - a missing or wrong bearer token, when API tokens are set:
-//     Unauthenticated, /json 401;
+//     Unauthenticated, /json 401; a gRPC call without one whose request
+//     message has not arrived within a second: DeadlineExceeded (see
+//     Server.admit and, for what a caller without a token can make the
+//     server hold, Server.GRPCServer);
 //   - otherwise OK or OVER_LIMIT with one status per descriptor (see
 //     Server.answer); /json 200 or 429.
 package rlsapi
@@ -124,6 +127,7 @@ type Server struct {
 	calls   sync.Pool
 	metrics *metrics
 	health  *health.Server
+	conns   *connTable // of the gRPC listeners (Listener)
 }
 
 var _ rlsv3.RateLimitServiceServer = (*Server)(nil)
@@ -156,7 +160,7 @@ func New(cfg Config, checker Checker, log *zap.Logger, reg prometheus.Registerer
 		log = zap.NewNop()
 	}
 	s := &Server{cfg: cfg, checker: checker, log: log, metrics: newMetrics(reg, cfg.MetricValues),
-		health: health.NewServer()}
+		health: health.NewServer(), conns: newConnTable(reg, log)}
 	if len(cfg.APITokens) > 0 {
 		s.tokens = bearer.New(cfg.APITokens...)
 	}
