@@ -166,8 +166,8 @@ func (l *lane) fromNode(err error) error {
 }
 
 // record feeds the breaker one round trip: NodeFailures failed in a row
-// open it for NodeRetry; the round trip after that is the probe, and a
-// success closes it. A slow node is not a dead one: when some of those
+// open it for NodeRetry; the round trip after that tries the node again,
+// and a success closes it. A slow node is not a dead one: when some of those
 // round trips timed out (unknown, rather than refused), the node is first
 // pinged (see probe) and the breaker opens only if the ping fails too;
 // meanwhile calls keep going to the node. Calls the open breaker fails are
