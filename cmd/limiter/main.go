@@ -196,7 +196,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		rest = ops.WithHealthz(api)
 		opsListener = &ops.Listener{Var: "OPS_LISTEN_ADDR", Addr: cfg.OpsListenAddr, Log: log, Handler: opsHandler}
 	}
-	decisions := &ops.Listener{Var: "LISTEN_ADDR", Addr: cfg.ListenAddr, TLS: cfg.TLS, Log: log, Fast: httpapi.NewFastHandler(apiCfg, rest)}
+	decisions := &ops.Listener{Var: "LISTEN_ADDR", Addr: cfg.ListenAddr, TLS: cfg.TLS, Log: log, MaxConns: cfg.MaxConnections,
+		Fast: httpapi.NewFastHandler(apiCfg, rest)}
 	warnIfOpen(cfg, log)
 
 	g := lifecycle.New(log, cfg.ShutdownTimeout)
@@ -245,7 +246,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	g.Add(listenerPart("decision listener", decisions))
 	var grpcListener *grpcPart
 	if cfg.RLS.GRPCListenAddr != "" {
-		grpcListener = &grpcPart{addr: cfg.RLS.GRPCListenAddr, rls: rls, server: rls.GRPCServer(rlsapi.ServerOptions{
+		grpcListener = &grpcPart{addr: cfg.RLS.GRPCListenAddr, maxConns: cfg.RLS.MaxConnections, rls: rls, server: rls.GRPCServer(rlsapi.ServerOptions{
 			TLS:                   cfg.TLS,
 			MaxConnectionAge:      cfg.RLS.MaxConnectionAge,
 			MaxConnectionAgeGrace: cfg.RLS.MaxConnectionAgeGrace,

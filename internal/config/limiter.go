@@ -16,7 +16,10 @@ import (
 // Limiter is the configuration of cmd/limiter.
 type Limiter struct {
 	Common
-	ListenAddr     string
+	ListenAddr string
+	// MaxConnections bounds LISTEN_ADDR's open connections
+	// (HTTP_MAX_CONNECTIONS); past it a new one is answered 503 and closed.
+	MaxConnections int
 	RedisPipelines int
 	PipelineLimit  int
 	PipelineWindow time.Duration
@@ -77,6 +80,9 @@ type RLS struct {
 	// MaxConnectionAge and MaxConnectionAgeGrace close gRPC connections
 	// after this long (0: never), so clients re-resolve and spread.
 	MaxConnectionAge, MaxConnectionAgeGrace time.Duration
+	// MaxConnections bounds the gRPC listener's open connections
+	// (GRPC_MAX_CONNECTIONS); past it a new connection is closed at once.
+	MaxConnections int
 	// ResponseHeaders adds the RateLimit headers to answers, named by
 	// LimitHeader, RemainingHeader and ResetHeader.
 	ResponseHeaders                           bool
@@ -95,6 +101,7 @@ func LoadLimiter(getenv func(string) string) (Limiter, error) {
 	c := Limiter{
 		Common:         e.common("limiter"),
 		ListenAddr:     e.listen(":8080"),
+		MaxConnections: e.integer("HTTP_MAX_CONNECTIONS", 10_000, 1, 10_000_000), // ops.DefaultMaxConns
 		RedisPipelines: e.integer("REDIS_PIPELINES", 4, 1, 1024),
 		PipelineLimit:  e.integer("REDIS_PIPELINE_LIMIT", 64, 1, 10000),
 		PipelineWindow: e.durationOrZero("REDIS_PIPELINE_WINDOW", 0),
@@ -154,6 +161,7 @@ func loadRLS(e *env) RLS {
 		GRPCListenAddr:        e.str("GRPC_LISTEN_ADDR", ":8083"),
 		MaxConnectionAge:      e.durationOrZero("GRPC_MAX_CONNECTION_AGE", 0),
 		MaxConnectionAgeGrace: e.durationOrZero("GRPC_MAX_CONNECTION_AGE_GRACE", 0),
+		MaxConnections:        e.integer("GRPC_MAX_CONNECTIONS", 1024, 1, 1_000_000), // rlsapi.DefaultMaxConnections
 		ResponseHeaders:       e.onOff("LIMIT_RESPONSE_HEADERS_ENABLED", false),
 		LimitHeader:           e.headerName("LIMIT_LIMIT_HEADER", "RateLimit-Limit"),
 		RemainingHeader:       e.headerName("LIMIT_REMAINING_HEADER", "RateLimit-Remaining"),

@@ -17,7 +17,7 @@ func TestLoadLimiterDefaults(t *testing.T) {
 	}
 	if c.ListenAddr != ":8080" || c.RedisURL != "redis://127.0.0.1:6379/0" ||
 		c.DecisionsTopic != "ratelimit.decisions" || c.BansTopic != "ratelimit.bans" ||
-		c.RulesFile != "deploy/rules.example.yaml" || c.AuthDenyStatus != 429 ||
+		c.RulesFile != "deploy/rules.example.yaml" || c.AuthDenyStatus != 429 || c.MaxConnections != 10_000 ||
 		c.RedisTimeout != 50*time.Millisecond || len(c.KafkaBrokers) != 1 || c.KafkaBrokers[0] != "127.0.0.1:9092" {
 		t.Fatalf("unexpected defaults: %+v", c)
 	}
@@ -31,7 +31,7 @@ func TestLoadLimiterDefaults(t *testing.T) {
 	if c.OverLimitCache != 100_000 || c.PprofAddr != "" || c.RedisPipelines != 4 || c.PipelineWindow != 0 || c.PipelineWait != 200*time.Microsecond {
 		t.Fatalf("unexpected performance defaults: %+v", c)
 	}
-	want := RLS{GRPCListenAddr: ":8083", LimitHeader: "RateLimit-Limit", RemainingHeader: "RateLimit-Remaining",
+	want := RLS{GRPCListenAddr: ":8083", MaxConnections: 1024, LimitHeader: "RateLimit-Limit", RemainingHeader: "RateLimit-Remaining",
 		ResetHeader: "RateLimit-Reset", AddressKey: "remote_address", EndpointKey: "path"}
 	if c.RLS != want {
 		t.Fatalf("rate limit API defaults %+v, want %+v", c.RLS, want)
@@ -43,6 +43,7 @@ func TestLoadLimiterRLSValues(t *testing.T) {
 		"GRPC_LISTEN_ADDR":               "off",
 		"GRPC_MAX_CONNECTION_AGE":        "10m",
 		"GRPC_MAX_CONNECTION_AGE_GRACE":  "30s",
+		"GRPC_MAX_CONNECTIONS":           "64",
 		"LIMIT_RESPONSE_HEADERS_ENABLED": "true",
 		"LIMIT_LIMIT_HEADER":             "X-RateLimit-Limit",
 		"SHADOW_MODE":                    "true",
@@ -51,7 +52,7 @@ func TestLoadLimiterRLSValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := RLS{MaxConnectionAge: 10 * time.Minute, MaxConnectionAgeGrace: 30 * time.Second, ResponseHeaders: true,
+	want := RLS{MaxConnectionAge: 10 * time.Minute, MaxConnectionAgeGrace: 30 * time.Second, MaxConnections: 64, ResponseHeaders: true,
 		LimitHeader: "X-RateLimit-Limit", RemainingHeader: "RateLimit-Remaining", ResetHeader: "RateLimit-Reset",
 		ShadowMode: true, AddressKey: "client_ip", EndpointKey: "path"}
 	if c.RLS != want {
@@ -127,6 +128,8 @@ func TestLoadLimiterErrorsNameTheVariable(t *testing.T) {
 		{"bad shadow switch", "SHADOW_MODE", "yes please"},
 		{"empty address key", "RLS_ADDRESS_KEY", "\x01"},
 		{"negative connection age", "GRPC_MAX_CONNECTION_AGE", "-1s"},
+		{"no grpc connections", "GRPC_MAX_CONNECTIONS", "0"},
+		{"no http connections", "HTTP_MAX_CONNECTIONS", "0"},
 		{"negative pipeline wait", "REDIS_PIPELINE_WAIT", "-200us"},
 	}
 	for _, tt := range tests {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
 
 	"github.com/ratewarden/ratewarden/internal/proctest"
 )
@@ -143,7 +146,11 @@ func TestHostileInput(t *testing.T) {
 		assertServes(t, lim)
 	}
 
-	t.Run("slow loris", func(t *testing.T) { slowLoris(t, lim) })
+	t.Run("slow loris", func(t *testing.T) { slowLoris(t, lim, "POST /v1/check HTTP/1.1\r\nHost: x\r\nX-Slow: ") })
+	t.Run("slow body", func(t *testing.T) {
+		slowLoris(t, lim, "POST /v1/check HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+	})
+	t.Run("idle connections", func(t *testing.T) { idleConnections(t, lim) })
 
 	t.Run("admin flood", func(t *testing.T) {
 		codes := map[int]int{}
@@ -183,12 +190,13 @@ func assertServes(t *testing.T, lim *proc) {
 	}
 }
 
-// slowLoris opens connections that send their headers one byte a second:
-// others are served meanwhile, and the server closes each one after its
-// ReadHeaderTimeout (5 s) instead of waiting for the headers to end.
-func slowLoris(t *testing.T, lim *proc) {
+// slowLoris opens connections that send start, then one byte a second
+// (the rest of the headers, or the body): others are served meanwhile,
+// and the server closes each one after its read timeout (5 s for the whole
+// request, headers and body) instead of waiting for the request to end.
+func slowLoris(t *testing.T, lim *proc, start string) {
 	const conns, readHeaderTimeout = 20, 5 * time.Second
-	start := time.Now()
+	began := time.Now()
 	var wg sync.WaitGroup
 	closedAfter := make([]time.Duration, conns)
 	for i := range conns {
@@ -197,7 +205,7 @@ func slowLoris(t *testing.T, lim *proc) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		if _, err := io.WriteString(c, "POST /v1/check HTTP/1.1\r\nHost: x\r\nX-Slow: "); err != nil {
+		if _, err := io.WriteString(c, start); err != nil {
 			t.Fatal(err)
 		}
 		wg.Go(func() {
@@ -213,10 +221,10 @@ func slowLoris(t *testing.T, lim *proc) {
 			for {
 				select {
 				case <-closed:
-					closedAfter[i] = time.Since(start)
+					closedAfter[i] = time.Since(began)
 					return
 				case <-tick.C:
-					if time.Since(start) > 3*readHeaderTimeout {
+					if time.Since(began) > 3*readHeaderTimeout {
 						closedAfter[i] = -1
 						c.Close()
 						return
@@ -242,6 +250,133 @@ func slowLoris(t *testing.T, lim *proc) {
 		}
 	}
 	t.Logf("slow connections closed after %v..%v", minDur(closedAfter), maxDur(closedAfter))
+}
+
+// idleConnections opens 300 keep-alive connections, each of which sends
+// one request with 60 KiB of headers (no token needed for /healthz) and
+// then idles: each holds the server's read buffer and the request's
+// buffers until the idle timeout (120 s), under the 256 KiB a connection
+// README states, and others are served meanwhile.
+func idleConnections(t *testing.T, lim *proc) {
+	const conns, perConn = 300, 256 << 10
+	pid := lim.cmd.Process.Pid
+	before := residentBytes(t, pid)
+	request := "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: " + strings.Repeat("p", 60<<10) + "\r\n\r\n"
+	for i := range conns {
+		c, err := net.Dial("tcp", lim.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.WriteString(c, request); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.Close {
+			t.Fatalf("connection %d: %d close=%v, want 200 keep-alive", i, resp.StatusCode, resp.Close)
+		}
+	}
+	held := residentBytes(t, pid) - before
+	t.Logf("%d idle connections after 60 KiB of headers each: RSS +%d MB, %d KiB a connection", conns, held>>20, held/conns>>10)
+	if held > conns*perConn {
+		t.Errorf("RSS +%d MB for %d idle connections, over %d KiB each", held>>20, conns, perConn>>10)
+	}
+	assertServes(t, lim)
+}
+
+// With HTTP_MAX_CONNECTIONS and GRPC_MAX_CONNECTIONS open connections, a
+// new one is refused at once (503 on HTTP; closed before HTTP/2's preface
+// on gRPC), and served again once one closes.
+func TestConnectionBounds(t *testing.T) {
+	e := newEnv(t)
+	const max = 20
+	lim := e.start("limiter", "HTTP_MAX_CONNECTIONS", fmt.Sprint(max), "GRPC_MAX_CONNECTIONS", fmt.Sprint(max))
+
+	t.Run("HTTP", func(t *testing.T) {
+		get := func(c net.Conn) (int, error) {
+			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+			if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+				return 0, err
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				return 0, err
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			return resp.StatusCode, nil
+		}
+		var open []net.Conn
+		for i := range max {
+			c, err := net.Dial("tcp", lim.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if code, err := get(c); code != http.StatusOK {
+				t.Fatalf("connection %d: %d %v", i+1, code, err)
+			}
+			open = append(open, c)
+		}
+		extra, err := net.Dial("tcp", lim.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer extra.Close()
+		if code, err := get(extra); code != http.StatusServiceUnavailable {
+			t.Fatalf("connection %d: %d %v, want 503", max+1, code, err)
+		}
+		open[0].Close()
+		waitFor(t, 10*time.Second, "a connection served after one closed", func() bool {
+			c, err := net.Dial("tcp", lim.addr)
+			if err != nil {
+				return false
+			}
+			defer c.Close()
+			code, _ := get(c)
+			return code == http.StatusOK
+		})
+	})
+
+	t.Run("gRPC", func(t *testing.T) {
+		var open []*h2Conn
+		for range max {
+			c := dialH2(t, lim.grpcAddr)
+			c.settle(t, 10*time.Second)
+			open = append(open, c)
+		}
+		// A connection served gets the server's SETTINGS unasked; the one
+		// past the bound is closed without a byte.
+		extra, err := net.Dial("tcp", lim.grpcAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer extra.Close()
+		_ = extra.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if n, err := extra.Read(make([]byte, 64)); n != 0 || err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("connection %d: read %d bytes, %v; want it closed", max+1, n, err)
+		}
+		for i, c := range open {
+			if c.closed() {
+				t.Fatalf("connection %d within the bound closed", i+1)
+			}
+		}
+		if n := lim.metric(t, "rate_limit_rls_connections_closed_total"); n != 1 {
+			t.Errorf("rate_limit_rls_connections_closed_total %v, want 1", n)
+		}
+		open[0].c.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := rlsClient(t, lim).ShouldRateLimit(ctx, rlsRequest("bounds", "remote_address=198.51.100.7"), grpc.WaitForReady(true)); err != nil {
+			t.Errorf("a call once a connection closed: %v", err)
+		}
+	})
 }
 
 func minDur(ds []time.Duration) time.Duration {

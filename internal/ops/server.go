@@ -11,6 +11,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
+	"golang.org/x/net/netutil"
 )
 
 // NewServer returns an http.Server serving h with timeouts and a header
@@ -29,6 +30,14 @@ func NewServer(h http.Handler, log *zap.Logger) *http.Server {
 	}
 }
 
+// DefaultMaxConns bounds a Listener's open connections: gateways keep a
+// pool of keep-alive connections each (nginx's upstream keepalive, a Go
+// client's idle connections), a few thousand across a fleet. Each costs
+// fasthttp about 17 KiB idle, and up to about 200 KiB once it has carried
+// a request with headers near the 64 KiB bound (its read buffer and its
+// request's buffers stay with it while it is idle); net/http about 10 KiB.
+const DefaultMaxConns = 10_000
+
 // Listener serves one handler on one address, from Listen to Shutdown,
 // with NewServer's settings: a part of a process's lifecycle.
 type Listener struct {
@@ -42,6 +51,10 @@ type Listener struct {
 	// TLS, when set, serves HTTPS only.
 	TLS *tls.Config
 	Log *zap.Logger
+	// MaxConns bounds the open connections; 0: DefaultMaxConns. Past it
+	// fasthttp answers a new connection 503 and closes it; net/http
+	// leaves it unaccepted, in the kernel's queue, until one closes.
+	MaxConns int
 
 	srv   *http.Server
 	fast  *fasthttp.Server
@@ -56,8 +69,14 @@ func (l *Listener) Listen(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", l.Var, l.Addr, err)
 	}
+	maxConns := l.MaxConns
+	if maxConns <= 0 {
+		maxConns = DefaultMaxConns
+	}
 	if l.Fast != nil {
 		ln = lingerListener{ln}
+	} else {
+		ln = netutil.LimitListener(ln, maxConns)
 	}
 	if l.TLS != nil {
 		ln = tls.NewListener(ln, l.TLS)
@@ -65,6 +84,7 @@ func (l *Listener) Listen(ctx context.Context) error {
 	l.ln = ln
 	if l.Fast != nil {
 		l.fast = NewFastServer(l.Fast, l.Log)
+		l.fast.Concurrency = maxConns
 		l.fast.ConnState = l.conns.track
 		return nil
 	}
