@@ -110,13 +110,17 @@ const streamWorkers = 256
 // set (see Server.admit). The caller serves it on its listener and stops
 // it with GracefulStop.
 //
-// What a caller without a token can make the server hold: per connection,
-// at most MaxConcurrentStreams calls, each with at most MaxHeaderListSize
-// of headers, and each only until its request arrives or
-// unauthenticatedWait has passed (a health call, which needs no token,
-// until its own deadline); a connection without calls is closed after
-// MaxConnectionIdle, one that has not finished its handshake after
-// ConnectionTimeout.
+// What a caller without a token can make the server hold, served on a
+// Listener with API tokens set: per connection, at most
+// maxUnauthenticatedCalls calls refused for their token, each until its
+// message arrives or for unauthenticatedWait, and maxHealthCalls health
+// calls (which need no token), each with at most MaxHeaderListSize of
+// headers (about 275 KiB a connection at these bounds, measured); a
+// connection without calls is closed after MaxConnectionIdle, one that has
+// not finished its handshake after ConnectionTimeout; and the Listener
+// bounds the connections. Without tokens anyone may call: a connection
+// holds at most MaxConcurrentStreams calls, each until its message arrives
+// or its own deadline passes.
 func (s *Server) GRPCServer(opts ServerOptions) *grpc.Server {
 	opts = opts.withDefaults()
 	sopts := []grpc.ServerOption{

@@ -38,7 +38,10 @@ type unauthenticatedKey struct{}
 // Any other call is counted, logged (sampled) and marked, and its deadline
 // cut to unauthenticatedWait: the interceptors refuse it as soon as its
 // message is read, and a call whose message never comes ends then rather
-// than holding its headers and a goroutine until the client gives up.
+// than holding its headers and a goroutine until the client gives up. On
+// a connection of a Listener, a call that makes more than
+// maxUnauthenticatedCalls such calls, or maxHealthCalls health calls, in
+// flight closes the connection.
 //
 // It does not refuse the call itself, though gRPC lets a tap handle do so:
 // grpc-go (1.81) does not cancel the context of a call its tap refused, so
