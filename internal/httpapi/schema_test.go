@@ -119,7 +119,7 @@ func newSchemaStack(t *testing.T) *schemaStack {
 			t.Cleanup(counter.Close)
 			bans := limiter.NewBanSet(reg)
 			ss.rules = cfg.Service.Rules()
-			cfg.Service = limiter.New(limiter.Config{Instance: "schema-test", ClassifyError: redisstore.ClassifyError, Bans: bans},
+			cfg.Service = limiter.New(limiter.Config{Instance: "schema-test", ClassifyError: redisstore.ClassifyError, Unreached: redisstore.Unreached, Bans: bans},
 				ss.rules, counter, producer, log, reg)
 			cfg.Bans = bans
 			cfg.AdminToken = schemaToken

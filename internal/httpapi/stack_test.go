@@ -92,7 +92,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	// As in production: decisions share pipelines through the coalescer.
 	counter := redisstore.NewCoalescer(redisstore.New(o.rdb), redisstore.CoalesceConfig{Timeout: 5 * time.Second})
 	t.Cleanup(counter.Close)
-	svc := limiter.New(limiter.Config{Instance: "test", ClassifyError: redisstore.ClassifyError, OverLimitCacheSize: o.overLimitCache},
+	svc := limiter.New(limiter.Config{Instance: "test", ClassifyError: redisstore.ClassifyError, Unreached: redisstore.Unreached, OverLimitCacheSize: o.overLimitCache},
 		set, counter, producer, log, reg)
 	cfg := httpapi.Config{Service: svc, Log: log}
 	if o.configure != nil {

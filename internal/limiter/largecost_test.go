@@ -137,8 +137,8 @@ func serviceOnPrivateRedis(t *testing.T, cfg config.Limiter) *limiter.Service {
 		t.Fatal(err)
 	}
 	return limiter.New(limiter.Config{
-		Instance:           "test",
-		ClassifyError:      redisstore.ClassifyError,
+		Instance:      "test",
+		ClassifyError: redisstore.ClassifyError, Unreached: redisstore.Unreached,
 		BreakerFailures:    cfg.RedisBreakerFailures,
 		OverLimitCacheSize: cfg.OverLimitCache,
 	}, set, decider, discardEvents{}, zap.NewNop(), prometheus.NewRegistry())

@@ -81,7 +81,7 @@ func newEnv(t *testing.T, rs []rules.Rule, o options) *env {
 	t.Cleanup(counter.Close)
 	events := &capture{}
 	lcfg := o.limiter
-	lcfg.Instance, lcfg.ClassifyError = "test", redisstore.ClassifyError
+	lcfg.Instance, lcfg.ClassifyError, lcfg.Unreached = "test", redisstore.ClassifyError, redisstore.Unreached
 	if o.bans != nil {
 		lcfg.Bans = o.bans(reg)
 	}
