@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/ratewarden/ratewarden/internal/jsonwire"
 )
 
 // Reasons a decision can carry, as in the limiter's HTTP answer.
@@ -85,29 +87,29 @@ const (
 // microseconds. It does not allocate when dst has enough capacity.
 func (d *Decision) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"event_id":`...)
-	dst = appendString(dst, d.EventID)
+	dst = jsonwire.AppendString(dst, d.EventID)
 	dst = append(dst, `,"ts":"`...)
 	dst = appendTime(dst, d.TS)
 	dst = append(dst, `","instance":`...)
-	dst = appendString(dst, d.Instance)
+	dst = jsonwire.AppendString(dst, d.Instance)
 	dst = append(dst, `,"user_id":`...)
-	dst = appendString(dst, d.UserID)
+	dst = jsonwire.AppendString(dst, d.UserID)
 	dst = append(dst, `,"ip":`...)
-	dst = appendString(dst, d.IP)
+	dst = jsonwire.AppendString(dst, d.IP)
 	dst = append(dst, `,"endpoint":`...)
-	dst = appendString(dst, d.Endpoint)
+	dst = jsonwire.AppendString(dst, d.Endpoint)
 	dst = append(dst, `,"method":`...)
-	dst = appendString(dst, d.Method)
+	dst = jsonwire.AppendString(dst, d.Method)
 	dst = append(dst, `,"tier":`...)
-	dst = appendString(dst, d.Tier)
+	dst = jsonwire.AppendString(dst, d.Tier)
 	dst = append(dst, `,"rule_id":`...)
-	dst = appendString(dst, d.RuleID)
+	dst = jsonwire.AppendString(dst, d.RuleID)
 	dst = append(dst, `,"algorithm":`...)
-	dst = appendString(dst, d.Algorithm)
+	dst = jsonwire.AppendString(dst, d.Algorithm)
 	dst = append(dst, `,"allowed":`...)
 	dst = strconv.AppendBool(dst, d.Allowed)
 	dst = append(dst, `,"reason":`...)
-	dst = appendString(dst, d.Reason)
+	dst = jsonwire.AppendString(dst, d.Reason)
 	dst = append(dst, `,"limit":`...)
 	dst = strconv.AppendInt(dst, d.Limit, 10)
 	dst = append(dst, `,"remaining":`...)
@@ -115,12 +117,12 @@ func (d *Decision) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `,"retry_after_ms":`...)
 	dst = strconv.AppendInt(dst, d.RetryAfterMS, 10)
 	dst = append(dst, `,"mode":`...)
-	dst = appendString(dst, d.Mode)
+	dst = jsonwire.AppendString(dst, d.Mode)
 	dst = append(dst, `,"shadow":`...)
 	dst = strconv.AppendBool(dst, d.Shadow)
 	if d.Domain != "" {
 		dst = append(dst, `,"domain":`...)
-		dst = appendString(dst, d.Domain)
+		dst = jsonwire.AppendString(dst, d.Domain)
 		dst = append(dst, `,"descriptors":[`...)
 		for i, desc := range d.Descriptors {
 			if i > 0 {
@@ -132,15 +134,15 @@ func (d *Decision) AppendJSON(dst []byte) []byte {
 					dst = append(dst, ',')
 				}
 				dst = append(dst, `{"key":`...)
-				dst = appendString(dst, e.Key)
+				dst = jsonwire.AppendString(dst, e.Key)
 				dst = append(dst, `,"value":`...)
-				dst = appendString(dst, e.Value)
+				dst = jsonwire.AppendString(dst, e.Value)
 				dst = append(dst, '}')
 			}
 			dst = append(dst, `],"rule_id":`...)
-			dst = appendString(dst, desc.RuleID)
+			dst = jsonwire.AppendString(dst, desc.RuleID)
 			dst = append(dst, `,"code":`...)
-			dst = appendString(dst, desc.Code)
+			dst = jsonwire.AppendString(dst, desc.Code)
 			dst = append(dst, '}')
 		}
 		dst = append(dst, ']')

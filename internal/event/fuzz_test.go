@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/ratewarden/ratewarden/internal/jsonwire"
 )
 
 func FuzzDecodeDecision(f *testing.F) {
@@ -104,7 +106,7 @@ func FuzzDecisionRoundTrip(f *testing.F) {
 func viaJSON(t *testing.T, s string) string {
 	t.Helper()
 	var out string
-	if err := json.Unmarshal(appendString(nil, s), &out); err != nil {
+	if err := json.Unmarshal(jsonwire.AppendString(nil, s), &out); err != nil {
 		t.Fatal(err)
 	}
 	return out

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/bearer"
 	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/jsonwire"
 	"github.com/ratewarden/ratewarden/internal/rules"
 )
 
@@ -81,7 +82,7 @@ func (h *handler) authorized(next http.HandlerFunc) http.HandlerFunc {
 					zap.String("client", source.String()), zap.String("path", r.URL.Path))
 			}
 			w.Header().Set("Retry-After", strconv.FormatInt(int64((wait+time.Second-1)/time.Second), 10))
-			writeError(w, http.StatusTooManyRequests, "admin API: too many requests")
+			jsonwire.WriteError(w, http.StatusTooManyRequests, "admin API: too many requests")
 			return
 		}
 		if !h.adminTokens.AllowsRequest(r) {
@@ -96,7 +97,7 @@ func (h *handler) authorized(next http.HandlerFunc) http.HandlerFunc {
 func (h *handler) listBans(w http.ResponseWriter, r *http.Request) {
 	bans, err := h.cfg.Blacklist.Active(r.Context(), time.Now())
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, "blacklist unavailable: "+err.Error())
+		jsonwire.WriteError(w, http.StatusServiceUnavailable, "blacklist unavailable: "+err.Error())
 		return
 	}
 	out := make([]json.RawMessage, 0, len(bans))
@@ -106,7 +107,7 @@ func (h *handler) listBans(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	body, _ := json.Marshal(map[string]any{"bans": out})
-	writeJSON(w, http.StatusOK, append(body, '\n'))
+	jsonwire.WriteJSON(w, http.StatusOK, append(body, '\n'))
 }
 
 type banRequest struct {
@@ -156,7 +157,7 @@ func (h *handler) addBan(w http.ResponseWriter, r *http.Request) {
 	// shorten a ban, lift it (DELETE) and ban again.
 	current, banned, err := h.cfg.Blacklist.Lookup(r.Context(), ban.Scope, ban.Subject, now)
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, "ban not applied: "+err.Error())
+		jsonwire.WriteError(w, http.StatusServiceUnavailable, "ban not applied: "+err.Error())
 		return
 	}
 	if banned && !current.ExpiresAt.Before(ban.ExpiresAt) {
@@ -164,12 +165,12 @@ func (h *handler) addBan(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := h.cfg.BanPublisher.Publish(r.Context(), ban); err != nil {
-		writeError(w, http.StatusServiceUnavailable, "ban not applied: "+err.Error())
+		jsonwire.WriteError(w, http.StatusServiceUnavailable, "ban not applied: "+err.Error())
 		return
 	}
 	written, err := h.cfg.Blacklist.Add(r.Context(), ban)
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, "ban published but not enforced (retry): "+err.Error())
+		jsonwire.WriteError(w, http.StatusServiceUnavailable, "ban published but not enforced (retry): "+err.Error())
 		return
 	}
 	if !written { // a longer ban arrived meanwhile
@@ -185,7 +186,7 @@ func (h *handler) addBan(w http.ResponseWriter, r *http.Request) {
 		zap.String("source", r.RemoteAddr), zap.String("scope", ban.Scope),
 		zap.String("subject", ban.Subject), zap.Duration("duration", d), zap.String("ban_id", ban.BanID))
 	raw, _ := event.EncodeBan(ban)
-	writeJSON(w, http.StatusCreated, append(raw, '\n'))
+	jsonwire.WriteJSON(w, http.StatusCreated, append(raw, '\n'))
 }
 
 // keptBan answers a ban request that a longer ban in force outlasts: 200
@@ -196,7 +197,7 @@ func (h *handler) keptBan(w http.ResponseWriter, r *http.Request, who string, cu
 		zap.String("scope", current.Scope), zap.String("subject", current.Subject),
 		zap.Time("expires_at", current.ExpiresAt), zap.String("ban_id", current.BanID))
 	raw, _ := event.EncodeBan(current)
-	writeJSON(w, http.StatusOK, append(raw, '\n'))
+	jsonwire.WriteJSON(w, http.StatusOK, append(raw, '\n'))
 }
 
 // removeBan lifts a ban everywhere and announces it on the ban topic. An
@@ -225,10 +226,10 @@ func (h *handler) removeBan(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case err != nil:
-		writeError(w, http.StatusServiceUnavailable, "blacklist unavailable: "+err.Error())
+		jsonwire.WriteError(w, http.StatusServiceUnavailable, "blacklist unavailable: "+err.Error())
 		return
 	case !removed:
-		writeError(w, http.StatusNotFound, "no active ban for "+scope+" "+subject)
+		jsonwire.WriteError(w, http.StatusNotFound, "no active ban for "+scope+" "+subject)
 		return
 	}
 	if h.cfg.Bans != nil {
@@ -239,11 +240,11 @@ func (h *handler) removeBan(w http.ResponseWriter, r *http.Request) {
 	unban := event.Ban{BanID: uuid.NewString(), TS: time.Now().UTC(), Action: event.ActionUnban, Scope: scope,
 		Subject: subject, Reason: "manual", Source: "admin"}
 	if err := h.cfg.BanPublisher.Publish(r.Context(), unban); err != nil {
-		writeError(w, http.StatusBadGateway, "unbanned, but the unban message was not published: "+err.Error())
+		jsonwire.WriteError(w, http.StatusBadGateway, "unbanned, but the unban message was not published: "+err.Error())
 		return
 	}
 	raw, _ := event.EncodeBan(unban)
-	writeJSON(w, http.StatusOK, append(raw, '\n'))
+	jsonwire.WriteJSON(w, http.StatusOK, append(raw, '\n'))
 }
 
 // ipv6Prefix is the grouping of IPv6 clients in bans: the rules file's

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/jsonwire"
 	"github.com/ratewarden/ratewarden/internal/rules"
 	"github.com/ratewarden/ratewarden/internal/rulesync"
 )
@@ -117,7 +118,7 @@ func (h *handler) listRules(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	body, _ := json.Marshal(out)
-	writeJSON(w, http.StatusOK, append(body, '\n'))
+	jsonwire.WriteJSON(w, http.StatusOK, append(body, '\n'))
 }
 
 func (h *handler) putRule(w http.ResponseWriter, r *http.Request) {
@@ -222,13 +223,13 @@ func (h *handler) answerChange(w http.ResponseWriter, id string, res rulesync.Re
 			fields = append(fields, fieldJSON{Field: fe.Field, Reason: fe.Reason})
 		}
 		body, _ := json.Marshal(map[string]any{"error": "invalid rule: " + err.Error(), "fields": fields})
-		writeJSON(w, http.StatusBadRequest, append(body, '\n'))
+		jsonwire.WriteJSON(w, http.StatusBadRequest, append(body, '\n'))
 		return
 	case errors.Is(err, rulesync.ErrNotFound):
-		writeError(w, http.StatusNotFound, err.Error())
+		jsonwire.WriteError(w, http.StatusNotFound, err.Error())
 		return
 	case err != nil:
-		writeError(w, http.StatusServiceUnavailable, "rule not changed: "+err.Error())
+		jsonwire.WriteError(w, http.StatusServiceUnavailable, "rule not changed: "+err.Error())
 		return
 	}
 	out := changeJSON{ID: id, Action: "put", Version: res.View.Version, DynamicVersion: res.Change.Version,
@@ -248,7 +249,7 @@ func (h *handler) answerChange(w http.ResponseWriter, id string, res rulesync.Re
 		status = http.StatusCreated
 	}
 	body, _ := json.Marshal(out)
-	writeJSON(w, status, append(body, '\n'))
+	jsonwire.WriteJSON(w, status, append(body, '\n'))
 }
 
 func orNull(b json.RawMessage) json.RawMessage {

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/ratewarden/ratewarden/internal/jsonparse"
+	"github.com/ratewarden/ratewarden/internal/jsonwire"
 )
 
 // parseCheckBody decodes the JSON body of POST /v1/check into body without
@@ -17,7 +17,7 @@ import (
 // usual case, are substrings of it, so a body costs one allocation however
 // many fields it has.
 func parseCheckBody(data []byte, body *checkBody) error {
-	p := jsonparse.New(data)
+	p := jsonwire.New(data)
 	if p.AtEnd() {
 		return errors.New("empty body")
 	}
@@ -33,7 +33,7 @@ func parseCheckBody(data []byte, body *checkBody) error {
 // returned as it is. One allocation for the strings of every check, as for
 // one.
 func parseBatchBody(data []byte, each func(i int, body *checkBody) error) error {
-	p := jsonparse.New(data)
+	p := jsonwire.New(data)
 	if p.AtEnd() {
 		return errors.New("empty body")
 	}
@@ -60,7 +60,7 @@ func parseBatchBody(data []byte, each func(i int, body *checkBody) error) error 
 	return p.End()
 }
 
-func checkField(p *jsonparse.Parser, field string, body *checkBody) error {
+func checkField(p *jsonwire.Parser, field string, body *checkBody) error {
 	switch field {
 	case "user_id":
 		return optionalString(p, &body.UserID, field)
@@ -102,7 +102,7 @@ func checkField(p *jsonparse.Parser, field string, body *checkBody) error {
 	}
 }
 
-func optionalString(p *jsonparse.Parser, dst *string, field string) error {
+func optionalString(p *jsonwire.Parser, dst *string, field string) error {
 	if p.Null() {
 		return nil
 	}

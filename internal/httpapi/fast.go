@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"net/http"
 
 	"github.com/valyala/fasthttp"
@@ -9,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ratewarden/ratewarden/internal/bearer"
+	"github.com/ratewarden/ratewarden/internal/jsonwire"
 	"github.com/ratewarden/ratewarden/internal/limiter"
 	"github.com/ratewarden/ratewarden/internal/rules"
 )
@@ -146,6 +146,5 @@ func fastJSON(ctx *fasthttp.RequestCtx, status int, body []byte) {
 
 // fastError answers {"error": msg}, as writeError does.
 func fastError(ctx *fasthttp.RequestCtx, status int, msg string) {
-	b, _ := json.Marshal(map[string]string{"error": msg})
-	fastJSON(ctx, status, append(b, '\n'))
+	fastJSON(ctx, status, jsonwire.ErrorBody(msg))
 }

@@ -1,8 +1,6 @@
 package httpapi
 
 import (
-	"encoding/json"
-	"net/http"
 	"strconv"
 
 	"github.com/ratewarden/ratewarden/internal/limiter"
@@ -69,24 +67,4 @@ func appendBatch(b []byte, ds []limiter.Decision) []byte {
 // unavailable is the error of a decision a deny-policy rule could not make.
 func unavailable(d *limiter.Decision) string {
 	return "rule " + d.RuleID + " cannot be decided: redis unavailable and its failure policy is deny"
-}
-
-// Shared header values: net/http only reads them.
-var (
-	contentTypeJSON = []string{"application/json"}
-	noStore         = []string{"no-store"}
-)
-
-func writeJSON(w http.ResponseWriter, status int, body []byte) {
-	h := w.Header()
-	h["Content-Type"] = contentTypeJSON
-	h["Cache-Control"] = noStore
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
-}
-
-// writeError answers {"error": msg}.
-func writeError(w http.ResponseWriter, status int, msg string) {
-	b, _ := json.Marshal(map[string]string{"error": msg})
-	writeJSON(w, status, append(b, '\n'))
 }

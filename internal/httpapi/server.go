@@ -17,6 +17,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/bearer"
 	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/jsonwire"
 	"github.com/ratewarden/ratewarden/internal/limiter"
 	"github.com/ratewarden/ratewarden/internal/rules"
 )
@@ -142,13 +143,13 @@ func (h *handler) decide(w http.ResponseWriter, r *http.Request, req *rules.Requ
 	defer h.decisions.Put(d)
 	h.svc.Check(r.Context(), req, d)
 	if d.Unavailable {
-		writeError(w, http.StatusServiceUnavailable, unavailable(d))
+		jsonwire.WriteError(w, http.StatusServiceUnavailable, unavailable(d))
 		return
 	}
 	setRateLimitHeaders(w.Header(), d)
 	buf := answers.Get().(*[]byte)
 	*buf = appendDecision((*buf)[:0], d)
-	writeJSON(w, statusOf(d), *buf) // Write copies it into the connection's buffer
+	jsonwire.WriteJSON(w, statusOf(d), *buf) // Write copies it into the connection's buffer
 	answers.Put(buf)
 }
 
@@ -158,9 +159,9 @@ var answers = sync.Pool{New: func() any { b := make([]byte, 0, 320); return &b }
 func (h *handler) inputError(w http.ResponseWriter, err error) {
 	var in *inputError
 	if errors.As(err, &in) {
-		writeError(w, in.status, in.msg)
+		jsonwire.WriteError(w, in.status, in.msg)
 		return
 	}
 	h.cfg.Log.Error("unexpected input error", zap.Error(err))
-	writeError(w, http.StatusInternalServerError, "internal error")
+	jsonwire.WriteError(w, http.StatusInternalServerError, "internal error")
 }

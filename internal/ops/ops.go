@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"go.uber.org/zap"
+
+	"github.com/ratewarden/ratewarden/internal/jsonwire"
 )
 
 // Config is what the operational routes serve.
@@ -48,7 +50,7 @@ func NewHandler(cfg Config) http.Handler {
 
 // Healthz answers 200 while the process runs.
 func Healthz(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, []byte("{\"status\":\"ok\"}\n"))
+	jsonwire.WriteJSON(w, http.StatusOK, []byte("{\"status\":\"ok\"}\n"))
 }
 
 // Beside serves ops's routes and api's on one listener: /healthz, /readyz,
@@ -84,18 +86,4 @@ func isOpsPath(p string) bool {
 		return true
 	}
 	return strings.HasPrefix(p, profilePrefix)
-}
-
-// Shared header values: net/http only reads them.
-var (
-	contentTypeJSON = []string{"application/json"}
-	noStore         = []string{"no-store"}
-)
-
-func writeJSON(w http.ResponseWriter, status int, body []byte) {
-	h := w.Header()
-	h["Content-Type"] = contentTypeJSON
-	h["Cache-Control"] = noStore
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/ratewarden/ratewarden/internal/jsonwire"
 )
 
 // Probe is one dependency checked by /readyz.
@@ -61,7 +63,7 @@ func (h *readiness) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			status, code = "unready", http.StatusServiceUnavailable
 		}
 	}
-	writeJSON(w, code, h.body(status, checks))
+	jsonwire.WriteJSON(w, code, h.body(status, checks))
 }
 
 // body encodes the answer with its fields in a fixed order: status, the

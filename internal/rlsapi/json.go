@@ -3,7 +3,6 @@ package rlsapi
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -13,6 +12,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/ratewarden/ratewarden/internal/jsonwire"
 )
 
 // MaxJSONBody bounds the body of POST /json: the largest request within
@@ -33,7 +34,7 @@ func (s *Server) JSONHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
-			writeError(w, http.StatusMethodNotAllowed, "method not allowed: use POST")
+			jsonwire.WriteError(w, http.StatusMethodNotAllowed, "method not allowed: use POST")
 			return
 		}
 		if len(s.tokens) > 0 && !s.tokens.AllowsRequest(r) {
@@ -41,7 +42,7 @@ func (s *Server) JSONHandler() http.Handler {
 				zap.String("source", r.RemoteAddr), zap.String("route", "/json"))
 			s.metrics.requests.WithLabelValues(domainUnknown, resultUnauthenticated).Inc()
 			w.Header().Set("WWW-Authenticate", `Bearer realm="ratewarden"`)
-			writeError(w, http.StatusUnauthorized, "missing or invalid bearer token")
+			jsonwire.WriteError(w, http.StatusUnauthorized, "missing or invalid bearer token")
 			return
 		}
 		var body bytes.Buffer
@@ -50,14 +51,14 @@ func (s *Server) JSONHandler() http.Handler {
 			s.metrics.requests.WithLabelValues(domainUnknown, resultInvalid).Inc()
 			var tooBig *http.MaxBytesError
 			if errors.As(err, &tooBig) {
-				writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", MaxJSONBody))
+				jsonwire.WriteError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", MaxJSONBody))
 				return
 			}
-			writeError(w, http.StatusBadRequest, "reading the body: "+err.Error())
+			jsonwire.WriteError(w, http.StatusBadRequest, "reading the body: "+err.Error())
 			return
 		}
 		code, out := s.AnswerJSON(r.Context(), body.Bytes())
-		writeJSON(w, code, out)
+		jsonwire.WriteJSON(w, code, out)
 	})
 }
 
@@ -72,7 +73,7 @@ func (s *Server) AnswerJSON(ctx context.Context, body []byte) (code int, answer 
 		if err := protojson.Unmarshal(body, &req); err != nil {
 			s.metrics.invalid.WithLabelValues(fieldBody).Inc()
 			s.metrics.requests.WithLabelValues(domainUnknown, resultInvalid).Inc()
-			return http.StatusBadRequest, errorBody("not a RateLimitRequest in JSON: " + err.Error())
+			return http.StatusBadRequest, jsonwire.ErrorBody("not a RateLimitRequest in JSON: " + err.Error())
 		}
 	}
 	resp, err := s.decide(ctx, &req)
@@ -81,13 +82,13 @@ func (s *Server) AnswerJSON(ctx context.Context, body []byte) (code int, answer 
 		if status.Code(err) == codes.Unavailable {
 			code = http.StatusServiceUnavailable
 		}
-		return code, errorBody(status.Convert(err).Message())
+		return code, jsonwire.ErrorBody(status.Convert(err).Message())
 	}
 	out, ok := appendResponseJSON(make([]byte, 0, 512), resp)
 	if !ok {
 		if out, err = protojson.Marshal(resp); err != nil { // a response the server built always encodes
 			s.log.Error("encoding a rate limit response", zap.Error(err))
-			return http.StatusInternalServerError, errorBody("internal error")
+			return http.StatusInternalServerError, jsonwire.ErrorBody("internal error")
 		}
 	}
 	code = http.StatusOK
@@ -95,23 +96,4 @@ func (s *Server) AnswerJSON(ctx context.Context, body []byte) (code int, answer 
 		code = http.StatusTooManyRequests
 	}
 	return code, append(out, '\n')
-}
-
-func writeJSON(w http.ResponseWriter, status int, body []byte) {
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
-}
-
-// writeError answers {"error": msg}.
-func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, errorBody(msg))
-}
-
-// errorBody is {"error": msg}.
-func errorBody(msg string) []byte {
-	b, _ := json.Marshal(map[string]string{"error": msg})
-	return append(b, '\n')
 }

@@ -9,7 +9,7 @@ import (
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
-	"github.com/ratewarden/ratewarden/internal/jsonparse"
+	"github.com/ratewarden/ratewarden/internal/jsonwire"
 )
 
 // errNotPlain ends decodeRequestJSON's walk of a body it leaves to protojson.
@@ -32,7 +32,7 @@ func decodeRequestJSON(body []byte, req *rlsv3.RateLimitRequest) bool {
 	if bytes.IndexByte(body, '\\') >= 0 {
 		return false // protojson reads escapes its own way (a lone surrogate is an error)
 	}
-	p := jsonparse.New(body)
+	p := jsonwire.New(body)
 	var seenDomain, seenDescriptors, seenHits bool
 	err := p.Object(func(name string) error {
 		switch {
@@ -64,7 +64,7 @@ func decodeRequestJSON(body []byte, req *rlsv3.RateLimitRequest) bool {
 }
 
 // decodeDescriptor reads an object of "entries" into desc.
-func decodeDescriptor(p *jsonparse.Parser, desc *rlcommon.RateLimitDescriptor) error {
+func decodeDescriptor(p *jsonwire.Parser, desc *rlcommon.RateLimitDescriptor) error {
 	seen := false
 	return p.Object(func(name string) error {
 		if name != "entries" || seen {
@@ -91,7 +91,7 @@ func decodeDescriptor(p *jsonparse.Parser, desc *rlcommon.RateLimitDescriptor) e
 }
 
 // plainString reads a string (not null) into dst, copied out of the body.
-func plainString(p *jsonparse.Parser, dst *string) error {
+func plainString(p *jsonwire.Parser, dst *string) error {
 	s, err := p.Str()
 	*dst = strings.Clone(s)
 	return err

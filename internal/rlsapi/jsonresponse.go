@@ -6,6 +6,8 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/ratewarden/ratewarden/internal/jsonwire"
 )
 
 // appendResponseJSON appends resp in proto3 JSON, as protojson.Marshal
@@ -45,10 +47,10 @@ func appendResponseJSON(dst []byte, resp *rlsv3.RateLimitResponse) ([]byte, bool
 			m := 0
 			dst = append(dst, '{')
 			if h.Key != "" {
-				dst = appendString(appendKey(dst, &m, "key"), h.Key)
+				dst = jsonwire.AppendString(appendKey(dst, &m, "key"), h.Key)
 			}
 			if h.Value != "" {
-				dst = appendString(appendKey(dst, &m, "value"), h.Value)
+				dst = jsonwire.AppendString(appendKey(dst, &m, "value"), h.Value)
 			}
 			dst = append(dst, '}')
 		}
@@ -93,7 +95,7 @@ func appendStatus(dst []byte, st *rlsv3.RateLimitResponse_DescriptorStatus) []by
 			dst = appendEnum(appendKey(dst, &m, "unit"), int32(l.Unit), rlsv3.RateLimitResponse_RateLimit_Unit_name)
 		}
 		if l.Name != "" {
-			dst = appendString(appendKey(dst, &m, "name"), l.Name)
+			dst = jsonwire.AppendString(appendKey(dst, &m, "name"), l.Name)
 		}
 		dst = append(dst, '}')
 	}
@@ -122,26 +124,9 @@ func appendKey(dst []byte, n *int, name string) []byte {
 // as protojson does.
 func appendEnum(dst []byte, v int32, names map[int32]string) []byte {
 	if name, ok := names[v]; ok {
-		return appendString(dst, name)
+		return jsonwire.AppendString(dst, name)
 	}
 	return strconv.AppendInt(dst, int64(v), 10)
-}
-
-// appendString appends s, valid UTF-8, as a JSON string.
-func appendString(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '"' || c == '\\':
-			dst = append(dst, '\\', c)
-		case c < 0x20:
-			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-		default:
-			dst = append(dst, c)
-		}
-	}
-	return append(dst, '"')
 }
 
 // maxDurationSeconds is the bound of google.protobuf.Duration in JSON

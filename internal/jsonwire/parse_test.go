@@ -1,4 +1,4 @@
-package jsonparse
+package jsonwire
 
 import (
 	"bytes"

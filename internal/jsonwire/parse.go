@@ -1,7 +1,9 @@
-// Package jsonparse reads JSON without reflection, for the request bodies
-// read on every decision: a strict parser (object, array, string, integer,
-// null) that callers walk with their own field handlers.
-package jsonparse
+// Package jsonwire is the JSON the services read and write by hand, without
+// reflection, on the paths every decision takes: a strict parser (object,
+// array, string, integer, null) that callers walk with their own field
+// handlers, the string encoding of the answers and events they append, and
+// the writing of a JSON answer over net/http.
+package jsonwire
 
 import (
 	"errors"
