@@ -33,9 +33,10 @@
 #     ratelimit sends, on a private redis-server (go test -tags bench -run
 #     TestBenchRedisCPU ./internal/redisstore; CPU_ROUNDS rounds of
 #     CPU_DURATION per script, taking turns).
-# The table goes to stdout and to $OUT (docs/benchmark.md), which README
-# quotes. Needs redis-benchmark and redis-cli (Debian: redis-tools), Redis and
-# Postgres as for make test, and a limiter built with the gRPC API
+# The table goes to stdout and to $OUT (docs/benchmark.md), which
+# docs/performance.md quotes. Needs redis-benchmark and redis-cli (Debian:
+# redis-tools), Redis and Postgres as for make test, and a limiter built
+# with the gRPC API
 # (GRPC_LISTEN_ADDR, RLS_CONFIG_DIR). Knobs: DURATION, CONNS, KEYS,
 # ALGORITHMS, ROUNDS, GRPC_CONNS, BATCH, FLOOR, RSS_KEYS, CPU_ROUNDS,
 # CPU_DURATION, OUT, HALF_WARMUP.
