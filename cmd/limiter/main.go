@@ -11,6 +11,9 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
+	"github.com/ratewarden/ratewarden/internal/adminapi"
+	"github.com/ratewarden/ratewarden/internal/bearer"
+	"github.com/ratewarden/ratewarden/internal/clientaddr"
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/gcfloor"
 	"github.com/ratewarden/ratewarden/internal/httpapi"
@@ -146,6 +149,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if cfg.DynamicRules { // the rule store's last answer, no I/O
 		probes = append(probes, ops.Probe{Name: "postgres", Check: func(context.Context) error { return rulesMgr.StoreError() }})
 	}
+	// One gate for every decision transport (API_TOKENS), one for the
+	// admin API (ADMIN_TOKEN).
+	decisionGate := bearer.NewGate("decisions", "ratewarden", cfg.APITokens, log, reg)
+	clients := clientaddr.Resolver{Trusted: cfg.TrustedProxies}
 	// Envoy's rate limit API: the same engine, over gRPC and POST /json.
 	rls := rlsapi.New(rlsapi.Config{
 		AddressKey:      cfg.RLS.AddressKey,
@@ -155,24 +162,34 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		LimitHeader:     cfg.RLS.LimitHeader,
 		RemainingHeader: cfg.RLS.RemainingHeader,
 		ResetHeader:     cfg.RLS.ResetHeader,
-		APITokens:       cfg.APITokens,
+		Gate:            decisionGate,
 	}, svc, log.Named("rls"), reg)
 	apiCfg := httpapi.Config{
 		Service:        svc,
-		TrustedProxies: cfg.TrustedProxies,
+		Clients:        clients,
 		AuthDenyStatus: cfg.AuthDenyStatus,
-		APITokens:      cfg.APITokens,
+		Gate:           decisionGate,
 		Log:            log,
-		AdminToken:     cfg.AdminToken,
-		Blacklist:      blacklist,
-		BanPublisher:   banPublisher,
-		Bans:           bans,
-		Rules:          rulesMgr,
-		Instances:      liveInstances(heartbeats),
-		Instance:       cfg.Instance,
 		AnswerJSON:     rls.AnswerJSON, // POST /json, on fasthttp beside /v1/check
 	}
 	api := httpapi.NewHandler(apiCfg)
+	if cfg.AdminToken != "" { // else the admin API does not exist (404)
+		adminCfg := adminapi.Config{
+			Gate:         bearer.NewGate("admin", "ratewarden admin", []string{cfg.AdminToken}, log, reg),
+			Clients:      clients,
+			Blacklist:    blacklist,
+			BanPublisher: banPublisher,
+			Bans:         bans,
+			BanGrouping:  func() int { return svc.Rules().Detection().IPv6Prefix },
+			Instances:    liveInstances(heartbeats),
+			Instance:     cfg.Instance,
+			Log:          log,
+		}
+		if cfg.DynamicRules {
+			adminCfg.Rules = rulesMgr
+		}
+		api = adminapi.Beside(api, adminapi.New(adminCfg))
+	}
 	opsHandler := ops.NewHandler(ops.Config{
 		Metrics: telemetry.MetricsHandler(reg),
 		Probes:  probes,

@@ -13,8 +13,8 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
+	"github.com/ratewarden/ratewarden/internal/adminapi"
 	"github.com/ratewarden/ratewarden/internal/config"
-	"github.com/ratewarden/ratewarden/internal/httpapi"
 	"github.com/ratewarden/ratewarden/internal/lifecycle"
 	"github.com/ratewarden/ratewarden/internal/ops"
 	"github.com/ratewarden/ratewarden/internal/pgrules"
@@ -93,12 +93,12 @@ func ruleStore(cfg config.Limiter) func(context.Context) (rulesync.Store, error)
 }
 
 // liveInstances lists the live limiters for the admin API.
-func liveInstances(hb *redisstore.Heartbeats) func(context.Context, time.Time) ([]httpapi.LiveInstance, error) {
-	return func(ctx context.Context, now time.Time) ([]httpapi.LiveInstance, error) {
+func liveInstances(hb *redisstore.Heartbeats) func(context.Context, time.Time) ([]adminapi.LiveInstance, error) {
+	return func(ctx context.Context, now time.Time) ([]adminapi.LiveInstance, error) {
 		list, err := hb.Instances(ctx, now)
-		out := make([]httpapi.LiveInstance, len(list))
+		out := make([]adminapi.LiveInstance, len(list))
 		for i, in := range list {
-			out[i] = httpapi.LiveInstance{ID: in.ID, LastSeen: in.LastSeen, RulesVersion: in.Rules.Version, RulesAppliedAt: in.Rules.AppliedAt}
+			out[i] = adminapi.LiveInstance{ID: in.ID, LastSeen: in.LastSeen, RulesVersion: in.Rules.Version, RulesAppliedAt: in.Rules.AppliedAt}
 		}
 		return out, err
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/ratewarden/ratewarden/internal/httpapi"
+	"github.com/ratewarden/ratewarden/internal/adminapi"
 	"github.com/ratewarden/ratewarden/internal/pgrules"
 	"github.com/ratewarden/ratewarden/internal/pgstore"
 	"github.com/ratewarden/ratewarden/internal/pgtest"
@@ -50,7 +50,7 @@ func newRuleStack(t *testing.T) *ruleStack {
 	}
 	rdb := redistest.Client(t)
 	prefix := redistest.Prefix(t, rdb)
-	s := newStack(t, stackOptions{rules: adminRulesYAML, rdb: rdb, prefix: prefix, configure: func(cfg *httpapi.Config) {
+	s := newStack(t, stackOptions{rules: adminRulesYAML, rdb: rdb, prefix: prefix, configure: func(cfg *stackConfig) {
 		mgr := rulesync.New(rulesync.Config{
 			File:    path,
 			Options: rules.Options{KeyPrefix: prefix},
@@ -70,17 +70,17 @@ func newRuleStack(t *testing.T) *ruleStack {
 			t.Fatal(err)
 		}
 		cfg.AdminToken = "tok"
-		cfg.Rules = mgr
-		cfg.Instance = "l1"
+		cfg.Admin.Rules = mgr
+		cfg.Admin.Instance = "l1"
 		hb := redisstore.NewHeartbeats(rdb, prefix, "l1", time.Second)
 		if _, err := hb.Beat(context.Background(), time.Now()); err != nil {
 			t.Fatal(err)
 		}
-		cfg.Instances = func(ctx context.Context, now time.Time) ([]httpapi.LiveInstance, error) {
+		cfg.Admin.Instances = func(ctx context.Context, now time.Time) ([]adminapi.LiveInstance, error) {
 			list, err := hb.Instances(ctx, now)
-			out := make([]httpapi.LiveInstance, len(list))
+			out := make([]adminapi.LiveInstance, len(list))
 			for i, in := range list {
-				out[i] = httpapi.LiveInstance{ID: in.ID, LastSeen: in.LastSeen, RulesVersion: in.Rules.Version, RulesAppliedAt: in.Rules.AppliedAt}
+				out[i] = adminapi.LiveInstance{ID: in.ID, LastSeen: in.LastSeen, RulesVersion: in.Rules.Version, RulesAppliedAt: in.Rules.AppliedAt}
 			}
 			return out, err
 		}

@@ -1,9 +1,7 @@
 package httpapi
 
 import (
-	"net"
 	"net/http"
-	"net/netip"
 	"strings"
 
 	"github.com/ratewarden/ratewarden/internal/rules"
@@ -42,7 +40,7 @@ func (h *handler) authRequest(r *http.Request) (rules.Request, error) {
 			attrs[name] = v
 		}
 	}
-	ip := h.clientIP(r)
+	ip := h.clients.Of(r)
 	if !ip.IsValid() {
 		return rules.Request{}, badRequest("ip: cannot determine the client address")
 	}
@@ -56,61 +54,4 @@ func firstHeader(h http.Header, names ...string) string {
 		}
 	}
 	return ""
-}
-
-// clientIP is the peer address, unless the peer is a trusted proxy: then the
-// right-most address in X-Forwarded-For that is not a trusted proxy (clients
-// can prepend anything, but not append), else X-Real-IP. If every hop is
-// trusted the left-most is the client; an unparsable hop stops the walk at
-// the last valid one.
-func (h *handler) clientIP(r *http.Request) netip.Addr {
-	peer := parseAddr(r.RemoteAddr)
-	if !h.trusted(peer) {
-		return peer
-	}
-	hops := r.Header.Values("X-Forwarded-For")
-	if len(hops) == 0 {
-		if real := parseAddr(r.Header.Get("X-Real-Ip")); real.IsValid() {
-			return real
-		}
-		return peer
-	}
-	client := peer
-	for i := len(hops) - 1; i >= 0; i-- {
-		parts := strings.Split(hops[i], ",")
-		for j := len(parts) - 1; j >= 0; j-- {
-			hop := parseAddr(parts[j])
-			if !hop.IsValid() {
-				return client
-			}
-			client = hop
-			if !h.trusted(hop) {
-				return client
-			}
-		}
-	}
-	return client
-}
-
-func (h *handler) trusted(a netip.Addr) bool {
-	for _, p := range h.cfg.TrustedProxies {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
-}
-
-// parseAddr accepts "ip", "ip:port" and "[ipv6]:port", normalizing IPv4-mapped
-// IPv6 to IPv4 and dropping zones; invalid input gives the zero Addr.
-func parseAddr(s string) netip.Addr {
-	s = strings.TrimSpace(s)
-	if host, _, err := net.SplitHostPort(s); err == nil {
-		s = host
-	}
-	a, err := netip.ParseAddr(strings.Trim(s, "[]"))
-	if err != nil {
-		return netip.Addr{}
-	}
-	return a.Unmap().WithZone("")
 }

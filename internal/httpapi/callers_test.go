@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/ratewarden/ratewarden/internal/httpapi"
 	"github.com/ratewarden/ratewarden/internal/redisstore"
 	"github.com/ratewarden/ratewarden/internal/redistest"
 )
@@ -23,10 +22,10 @@ func TestDecisionRoutesNeedAToken(t *testing.T) {
 	rdb := redistest.Client(t)
 	prefix := redistest.Prefix(t, rdb)
 	s := newStack(t, stackOptions{rules: ruleFor("token_bucket", "[{rate: 1000, per: 1s, burst: 1000}]"), rdb: rdb, prefix: prefix,
-		configure: func(c *httpapi.Config) {
+		configure: func(c *stackConfig) {
 			c.APITokens = []string{apiTokenA, apiTokenB}
 			c.AdminToken = adminToken
-			c.Blacklist = redisstore.NewBlacklist(rdb, prefix)
+			c.Admin.Blacklist = redisstore.NewBlacklist(rdb, prefix)
 		}})
 	check := func(header map[string]string) response {
 		return s.do(http.MethodPost, "/v1/check", `{"ip":"198.51.100.1","endpoint":"/api/a"}`, header)

@@ -8,8 +8,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/ratewarden/ratewarden/internal/httpapi"
 )
 
 // ruleFor returns a one-rule file keyed on the client IP.
@@ -185,7 +183,7 @@ rules:
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newStack(t, stackOptions{rules: rulesYAML, configure: func(c *httpapi.Config) { c.AuthDenyStatus = tt.denyStatus }})
+			s := newStack(t, stackOptions{rules: rulesYAML, configure: func(c *stackConfig) { c.AuthDenyStatus = tt.denyStatus }})
 			first := s.do(http.MethodGet, tt.path, "", tt.header)
 			if first.Status != http.StatusOK || !first.Allowed || first.Header.Get("X-RateLimit-Remaining") != "0" {
 				t.Fatalf("first: status %d %+v", first.Status, first)

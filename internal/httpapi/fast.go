@@ -24,7 +24,8 @@ const (
 // (ops.Listener's Fast): POST /v1/check, /v1/check/batch and (with
 // Config.AnswerJSON) envoyproxy/ratelimit's /json natively, and every other
 // request (forward-auth, the admin API, the operational routes) to rest, a
-// net/http handler such as NewHandler's, through fasthttp's adaptor.
+// net/http handler such as NewHandler's, through fasthttp's adaptor. The
+// gate of Config admits the decision routes.
 //
 // Why two servers' APIs on one port: /v1/check carries nearly all the
 // decisions, and on it net/http's own cost (about 23 allocations and
@@ -35,10 +36,7 @@ const (
 func NewFastHandler(cfg Config, rest http.Handler) fasthttp.RequestHandler {
 	h := newHandler(cfg)
 	other := fasthttpadaptor.NewFastHTTPHandler(rest)
-	var tokens bearer.Tokens
-	if len(cfg.APITokens) > 0 {
-		tokens = bearer.New(cfg.APITokens...)
-	}
+	gate := cfg.Gate
 	check, batch := h.fastCheck, h.fastBatch // method values made once
 	var answerJSON fasthttp.RequestHandler
 	if cfg.AnswerJSON != nil {
@@ -66,12 +64,10 @@ func NewFastHandler(cfg Config, rest http.Handler) fasthttp.RequestHandler {
 			fastError(ctx, http.StatusMethodNotAllowed, "method not allowed: use POST")
 			return
 		}
-		if tokens != nil && !tokens.AllowsBytes(ctx.Request.Header.Peek("Authorization")) {
-			// The logger samples: a flood of refusals cannot flood the log.
-			h.cfg.Log.Warn("decision request refused: missing or invalid bearer token",
-				zap.Stringer("source", ctx.RemoteAddr()), zap.ByteString("route", ctx.Path()))
-			ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="ratewarden"`)
-			fastError(ctx, http.StatusUnauthorized, "missing or invalid bearer token")
+		if !gate.AllowsBytes(ctx.Request.Header.Peek("Authorization")) {
+			gate.Refused(ctx.RemoteAddr().String(), string(ctx.Path()))
+			ctx.Response.Header.Set("WWW-Authenticate", gate.Challenge())
+			fastError(ctx, http.StatusUnauthorized, bearer.Message)
 			return
 		}
 		serve(ctx)

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/ratewarden/ratewarden/internal/clientaddr"
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/limiter"
 	"github.com/ratewarden/ratewarden/internal/rules"
@@ -41,9 +42,9 @@ func authFuzzHandler(tb testing.TB) *handler {
 		tb.Fatal(err)
 	}
 	svc := limiter.New(limiter.Config{}, set, nil, nil, zap.NewNop(), prometheus.NewRegistry())
-	return &handler{svc: svc, cfg: Config{Service: svc, Log: zap.NewNop(), TrustedProxies: []netip.Prefix{
+	return newHandler(Config{Service: svc, Log: zap.NewNop(), Clients: clientaddr.Resolver{Trusted: []netip.Prefix{
 		netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("::1/128"),
-	}}}
+	}}})
 }
 
 // FuzzAuthHeaders: no combination of forward-auth headers and peer address
@@ -91,11 +92,11 @@ func FuzzAuthHeaders(f *testing.F) {
 		set("X-Attr-Region", attr)
 
 		req, err := h.authRequest(r)
-		ip := h.clientIP(r)
+		ip := h.clients.Of(r)
 		if ip.IsValid() && (ip.Is4In6() || ip.Zone() != "") {
 			t.Fatalf("clientIP %s not normalized", ip)
 		}
-		if peerIP := parseAddr(peer); !h.trusted(peerIP) && ip != peerIP {
+		if peerIP := clientaddr.Parse(peer); !trusted(h, peerIP) && ip != peerIP {
 			t.Fatalf("untrusted peer %q: client %s taken from the headers", peer, ip)
 		}
 		if err != nil {
@@ -133,4 +134,13 @@ func FuzzAuthHeaders(f *testing.F) {
 			t.Fatalf("accepted subject %+v makes an event consumers refuse: %v", req, err)
 		}
 	})
+}
+
+func trusted(h *handler, a netip.Addr) bool {
+	for _, p := range h.clients.Trusted {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }

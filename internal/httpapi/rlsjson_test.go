@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"sync"
 	"testing"
-
-	"github.com/ratewarden/ratewarden/internal/httpapi"
 )
 
 // recordedJSON is a Config.AnswerJSON that records the bodies it is given
@@ -33,7 +31,7 @@ func (r *recordedJSON) answer(_ context.Context, body []byte) (int, []byte) {
 func TestJSONRoute(t *testing.T) {
 	rec := new(recordedJSON)
 	s := newStack(t, stackOptions{rules: ruleFor("token_bucket", "[{rate: 1000, per: 1s, burst: 1000}]"),
-		configure: func(c *httpapi.Config) {
+		configure: func(c *stackConfig) {
 			c.APITokens = []string{apiTokenA}
 			c.AnswerJSON = rec.answer
 		}})

@@ -18,7 +18,6 @@ import (
 	"github.com/ratewarden/ratewarden/internal/detector"
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/eventschema"
-	"github.com/ratewarden/ratewarden/internal/httpapi"
 	"github.com/ratewarden/ratewarden/internal/kafkabus"
 	"github.com/ratewarden/ratewarden/internal/kafkatest"
 	"github.com/ratewarden/ratewarden/internal/limiter"
@@ -104,7 +103,7 @@ func newSchemaStack(t *testing.T) *schemaStack {
 	t.Cleanup(func() { _ = banPub.Close() })
 	ss := &schemaStack{banPub: banPub}
 	ss.stack = newStack(t, stackOptions{rules: schemaRules, rdb: rdb, prefix: prefix, broker: broker,
-		configure: func(cfg *httpapi.Config) {
+		configure: func(cfg *stackConfig) {
 			log, reg := zap.NewNop(), prometheus.NewRegistry()
 			producer, err := kafkabus.NewProducer(kafkabus.ProducerConfig{Brokers: broker.Brokers(), Topic: topic}, log, reg)
 			if err != nil {
@@ -121,10 +120,10 @@ func newSchemaStack(t *testing.T) *schemaStack {
 			ss.rules = cfg.Service.Rules()
 			cfg.Service = limiter.New(limiter.Config{Instance: "schema-test", ClassifyError: redisstore.ClassifyError, Unreached: redisstore.Unreached, Bans: bans},
 				ss.rules, counter, producer, log, reg)
-			cfg.Bans = bans
+			cfg.Admin.Bans = bans
 			cfg.AdminToken = schemaToken
-			cfg.Blacklist = redisstore.NewBlacklist(rdb, prefix)
-			cfg.BanPublisher = banPub
+			cfg.Admin.Blacklist = redisstore.NewBlacklist(rdb, prefix)
+			cfg.Admin.BanPublisher = banPub
 		}})
 	return ss
 }

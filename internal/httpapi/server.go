@@ -1,21 +1,21 @@
-// Package httpapi serves the limiter's HTTP API: POST /v1/check (on
-// fasthttp, NewFastHandler), forward-auth on /v1/auth and the admin API (on
-// net/http, NewHandler). The operational routes (health, readiness,
-// metrics) are package ops's.
+// Package httpapi serves the limiter's decision API over HTTP: POST
+// /v1/check and /v1/check/batch, envoyproxy/ratelimit's POST /json (on
+// fasthttp, NewFastHandler) and forward-auth on /v1/auth (on net/http,
+// NewHandler). The admin API is package adminapi's, the operational routes
+// (health, readiness, metrics) package ops's.
 package httpapi
 
 import (
 	"context"
 	"errors"
 	"net/http"
-	"net/netip"
 	"strings"
 	"sync"
-	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/ratewarden/ratewarden/internal/bearer"
+	"github.com/ratewarden/ratewarden/internal/clientaddr"
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/jsonwire"
 	"github.com/ratewarden/ratewarden/internal/limiter"
@@ -24,66 +24,50 @@ import (
 
 // Config wires the handler.
 type Config struct {
-	Service        *limiter.Service
-	TrustedProxies []netip.Prefix
+	Service *limiter.Service
+	// Clients finds the client of a forward-auth call (TRUSTED_PROXIES).
+	Clients clientaddr.Resolver
 	// AuthDenyStatus answers a rate-limited forward-auth call: 429 by
 	// default; 403 or 401 for nginx auth_request, which accepts no other.
 	AuthDenyStatus int
-	// APITokens, when any, are the bearer tokens a decision request
-	// (/v1/check, /v1/auth) must carry: 401 without one of them.
-	APITokens []string
-	Log       *zap.Logger
-
-	// AdminToken enables the admin API (bearer token); empty disables it.
-	AdminToken   string
-	Blacklist    Blacklist
-	BanPublisher BanPublisher
-	// Bans, when set, learns admin bans at once (others learn them through
-	// the blacklist's change notifications).
-	Bans *limiter.BanSet
-	// Rules, when set, serves the dynamic rules of the admin API; Instances
-	// lists the live limiters with their rule-set versions; Instance names
-	// this one in the audit trail.
-	Rules     RuleAdmin
-	Instances func(ctx context.Context, now time.Time) ([]LiveInstance, error)
-	Instance  string
+	// Gate admits the decision requests (API_TOKENS: 401 without one of
+	// them); nil or without tokens, every caller.
+	Gate *bearer.Gate
+	Log  *zap.Logger
 	// AnswerJSON, when set, answers the body of envoyproxy/ratelimit's
 	// POST /json (rlsapi.Server.AnswerJSON): NewFastHandler serves the
-	// route, behind the API tokens like the other decision routes.
+	// route, behind the gate like the other decision routes.
 	AnswerJSON func(ctx context.Context, body []byte) (status int, answer []byte)
 }
 
 type handler struct {
-	cfg         Config
-	svc         *limiter.Service
-	decisions   sync.Pool // *limiter.Decision
-	batches     sync.Pool // *batch
-	adminTokens bearer.Tokens
-	adminLimit  *adminLimiter
+	cfg       Config
+	svc       *limiter.Service
+	clients   clientaddr.Resolver
+	decisions sync.Pool // *limiter.Decision
+	batches   sync.Pool // *batch
 }
 
 func newHandler(cfg Config) *handler {
 	if cfg.AuthDenyStatus == 0 {
 		cfg.AuthDenyStatus = http.StatusTooManyRequests
 	}
-	h := &handler{cfg: cfg, svc: cfg.Service}
+	if cfg.Log == nil {
+		cfg.Log = zap.NewNop()
+	}
+	h := &handler{cfg: cfg, svc: cfg.Service, clients: cfg.Clients}
 	h.decisions.New = func() any { return new(limiter.Decision) }
 	h.batches.New = func() any { return new(batch) }
 	return h
 }
 
-// NewHandler returns the limiter's net/http routes: every route but
-// POST /v1/check, /v1/check/batch and /json, which NewFastHandler serves in
-// front of them.
+// NewHandler returns forward-auth, /v1/auth and below it: the route
+// NewFastHandler hands to net/http.
 func NewHandler(cfg Config) http.Handler {
 	h := newHandler(cfg)
-	auth := h.auth
-	if len(cfg.APITokens) > 0 {
-		auth = h.callers(bearer.New(cfg.APITokens...), authPath, auth)
-	}
+	auth := cfg.Gate.Guard(authPath, h.auth)
 	mux := http.NewServeMux()
 	mux.HandleFunc(authPath, auth)
-	h.registerAdmin(mux)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Below /v1/auth/ the path is the client's request path (Envoy's
 		// ext_authz path_prefix): it is normalized as an endpoint, while the
@@ -95,23 +79,6 @@ func NewHandler(cfg Config) http.Handler {
 		}
 		mux.ServeHTTP(w, r)
 	})
-}
-
-// callers lets a decision request through to next only with one of the
-// API tokens, so that no one who merely reaches the port can spend a
-// client's budget or have it banned. route names it in the log (the path
-// below /v1/auth/ is the client's).
-func (h *handler) callers(tokens bearer.Tokens, route string, next http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if !tokens.AllowsRequest(r) {
-			// The logger samples: a flood of refusals cannot flood the log.
-			h.cfg.Log.Warn("decision request refused: missing or invalid bearer token",
-				zap.String("source", r.RemoteAddr), zap.String("route", route))
-			unauthorized(w, "ratewarden", "missing or invalid bearer token")
-			return
-		}
-		next(w, r)
-	}
 }
 
 func (h *handler) auth(w http.ResponseWriter, r *http.Request) {

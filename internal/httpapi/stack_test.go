@@ -17,6 +17,8 @@ import (
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 
+	"github.com/ratewarden/ratewarden/internal/adminapi"
+	"github.com/ratewarden/ratewarden/internal/bearer"
 	"github.com/ratewarden/ratewarden/internal/httpapi"
 	"github.com/ratewarden/ratewarden/internal/kafkabus"
 	"github.com/ratewarden/ratewarden/internal/kafkatest"
@@ -55,7 +57,17 @@ type stackOptions struct {
 	queueSize int
 	// overLimitCache sizes the limiter's over-limit cache; 0: off.
 	overLimitCache int
-	configure      func(*httpapi.Config)
+	configure      func(*stackConfig)
+}
+
+// stackConfig is what a test may set of the limiter a stack builds: the
+// decision API's configuration, the tokens of the gates, and the admin
+// API's configuration, served when AdminToken is set.
+type stackConfig struct {
+	httpapi.Config
+	APITokens  []string
+	AdminToken string
+	Admin      adminapi.Config
 }
 
 func newStack(t testing.TB, o stackOptions) *stack {
@@ -94,13 +106,22 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	t.Cleanup(counter.Close)
 	svc := limiter.New(limiter.Config{Instance: "test", ClassifyError: redisstore.ClassifyError, Unreached: redisstore.Unreached, OverLimitCacheSize: o.overLimitCache},
 		set, counter, producer, log, reg)
-	cfg := httpapi.Config{Service: svc, Log: log}
+	cfg := stackConfig{Config: httpapi.Config{Service: svc, Log: log}}
 	if o.configure != nil {
 		o.configure(&cfg)
 	}
-	// As the limiter serves them without OPS_LISTEN_ADDR: the operational
-	// routes beside the API, /readyz with the mode.
-	handler := httpapi.NewFastHandler(cfg, ops.Beside(httpapi.NewHandler(cfg), ops.NewHandler(ops.Config{
+	// As the limiter serves them without OPS_LISTEN_ADDR: the admin API and
+	// the operational routes beside the API, /readyz with the mode.
+	cfg.Gate = bearer.NewGate("decisions", "ratewarden", cfg.APITokens, log, reg)
+	rest := httpapi.NewHandler(cfg.Config)
+	if cfg.AdminToken != "" {
+		a := cfg.Admin
+		a.Gate = bearer.NewGate("admin", "ratewarden admin", []string{cfg.AdminToken}, log, reg)
+		a.Clients = cfg.Clients
+		a.BanGrouping = func() int { return cfg.Service.Rules().Detection().IPv6Prefix }
+		rest = adminapi.Beside(rest, adminapi.New(a))
+	}
+	handler := httpapi.NewFastHandler(cfg.Config, ops.Beside(rest, ops.NewHandler(ops.Config{
 		Metrics: telemetry.MetricsHandler(reg),
 		Details: func() map[string]string { return map[string]string{"mode": string(svc.Mode())} },
 	})))

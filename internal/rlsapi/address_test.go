@@ -73,10 +73,10 @@ func TestAddressEntriesGroupedAsIP(t *testing.T) {
 	body := func(addr string) string {
 		return `{"domain":"default","descriptors":[{"entries":[{"key":"generic_key","value":"login"},{"key":"remote_address","value":"` + addr + `"}]}]}`
 	}
-	if status, b := e.post("", body("2001:db8:1:2::ffff"), nil); status != 429 {
+	if status, b := e.postJSON(body("2001:db8:1:2::ffff")); status != 429 {
 		t.Errorf("/json from a /64 already over its limit: %d %s, want 429", status, b)
 	}
-	if status, b := e.post("", body("2001:db8:1:4::1"), nil); status != 200 {
+	if status, b := e.postJSON(body("2001:db8:1:4::1")); status != 200 {
 		t.Errorf("/json from a fresh /64: %d %s, want 200", status, b)
 	}
 }

@@ -3,11 +3,7 @@ package rlsapi_test
 import (
 	"context"
 	"crypto/tls"
-	"io"
 	"net"
-	"net/http"
-	"net/http/httptest"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -23,6 +19,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/ratewarden/ratewarden/internal/bearer"
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/limiter"
 	"github.com/ratewarden/ratewarden/internal/redisstore"
@@ -42,7 +39,6 @@ type env struct {
 	addr   string
 	conn   *grpc.ClientConn
 	client rlsv3.RateLimitServiceClient
-	json   *httptest.Server
 	reg    *prometheus.Registry
 	events *capture
 	// token, when set, is sent with every call of env.call and env.post.
@@ -50,7 +46,9 @@ type env struct {
 }
 
 type options struct {
-	cfg     rlsapi.Config
+	cfg rlsapi.Config
+	// tokens, when any, make the gate of cfg (API_TOKENS).
+	tokens  []string
 	limiter limiter.Config
 	server  rlsapi.ServerOptions
 	exempt  rules.Exempt
@@ -86,6 +84,9 @@ func newEnv(t *testing.T, rs []rules.Rule, o options) *env {
 		lcfg.Bans = o.bans(reg)
 	}
 	svc := limiter.New(lcfg, set, counter, events, zap.NewNop(), reg)
+	if len(o.tokens) > 0 {
+		o.cfg.Gate = bearer.NewGate("decisions", "ratewarden", o.tokens, zap.NewNop(), reg)
+	}
 	srv := rlsapi.New(o.cfg, svc, zap.NewNop(), reg)
 	g := srv.GRPCServer(o.server)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -97,8 +98,6 @@ func newEnv(t *testing.T, rs []rules.Rule, o options) *env {
 	e := &env{t: t, srv: srv, svc: svc, grpc: g, addr: ln.Addr().String(), reg: reg, events: events}
 	e.conn = e.dial(o.clientTLS)
 	e.client = rlsv3.NewRateLimitServiceClient(e.conn)
-	e.json = httptest.NewServer(srv.JSONHandler())
-	t.Cleanup(e.json.Close)
 	return e
 }
 
@@ -153,30 +152,13 @@ func (e *env) mustCall(req *rlsv3.RateLimitRequest) *rlsv3.RateLimitResponse {
 	return resp
 }
 
-// post sends body to POST /json (or method, when set) and returns the
-// status and body.
-func (e *env) post(method, body string, header map[string]string) (int, string) {
+// postJSON answers body as POST /json does (the decision port checks the
+// method, token and size first: package httpapi's tests) and returns the
+// status and answer.
+func (e *env) postJSON(body string) (int, string) {
 	e.t.Helper()
-	if method == "" {
-		method = http.MethodPost
-	}
-	req, err := http.NewRequest(method, e.json.URL+"/json", strings.NewReader(body))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if e.token != "" {
-		req.Header.Set("Authorization", "Bearer "+e.token)
-	}
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := e.json.Client().Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	code, answer := e.srv.AnswerJSON(context.Background(), []byte(body))
+	return code, string(answer)
 }
 
 // metric sums the samples of a counter family whose labels include want.

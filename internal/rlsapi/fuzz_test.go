@@ -1,10 +1,8 @@
 package rlsapi_test
 
 import (
-	"bytes"
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -51,13 +49,10 @@ func FuzzJSONRequest(f *testing.F) {
 	f.Add([]byte(`{`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		srv := rlsapi.New(rlsapi.Config{}, boundsChecker{t}, zap.NewNop(), prometheus.NewRegistry())
-		h := srv.JSONHandler()
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/json", bytes.NewReader(body)))
-		switch w.Code {
-		case http.StatusOK, http.StatusBadRequest, http.StatusRequestEntityTooLarge:
+		switch code, answer := srv.AnswerJSON(context.Background(), body); code {
+		case http.StatusOK, http.StatusBadRequest:
 		default:
-			t.Fatalf("status %d for %q: %s", w.Code, body, w.Body)
+			t.Fatalf("status %d for %q: %s", code, body, answer)
 		}
 	})
 }

@@ -145,7 +145,7 @@ func (s *Server) GRPCServer(opts ServerOptions) *grpc.Server {
 	if opts.TLS != nil {
 		sopts = append(sopts, grpc.Creds(credentials.NewTLS(opts.TLS)))
 	}
-	if len(s.tokens) > 0 {
+	if !s.cfg.Gate.Open() {
 		sopts = append(sopts, grpc.InTapHandle(s.admit),
 			grpc.ChainUnaryInterceptor(refuseUnaryUnauthenticated), grpc.ChainStreamInterceptor(refuseStreamUnauthenticated))
 	}

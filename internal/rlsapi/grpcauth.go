@@ -5,7 +5,6 @@ import (
 	"strings"
 	"time"
 
-	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
@@ -55,7 +54,7 @@ type unauthenticatedKey struct{}
 func (s *Server) admit(ctx context.Context, info *tap.Info) (context.Context, error) {
 	health := strings.HasPrefix(info.FullMethodName, healthPrefix)
 	if !health {
-		if v := info.Header["authorization"]; len(v) == 1 && s.tokens.Allows(v[0]) {
+		if v := info.Header["authorization"]; len(v) == 1 && s.cfg.Gate.Allows(v[0]) {
 			return ctx, nil
 		}
 	}
@@ -70,9 +69,7 @@ func (s *Server) admit(ctx context.Context, info *tap.Info) (context.Context, er
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
 		source = p.Addr.String()
 	}
-	// The logger samples: a flood of refusals cannot flood the log.
-	s.log.Warn("rate limit call refused: missing or invalid bearer token",
-		zap.String("source", source), zap.String("method", info.FullMethodName))
+	s.cfg.Gate.Refused(source, info.FullMethodName)
 	s.metrics.requests.WithLabelValues(domainUnknown, resultUnauthenticated).Inc()
 	if !c.countUnauthenticated(ctx) {
 		c.closeFor(closedUnauthenticated)

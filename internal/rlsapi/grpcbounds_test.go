@@ -36,7 +36,7 @@ func openCall(t *testing.T, ctx context.Context, conn *grpc.ClientConn, auth str
 // DeadlineExceeded after about a second, without reaching the service; one
 // that sends it is refused Unauthenticated.
 func TestUnauthenticatedCallWithoutMessageEnds(t *testing.T) {
-	e := newEnv(t, []rules.Rule{rule("t", "auth", 100, time.Hour, "k", "")}, options{cfg: rlsapi.Config{APITokens: []string{tokenOld}}})
+	e := newEnv(t, []rules.Rule{rule("t", "auth", 100, time.Hour, "k", "")}, options{tokens: []string{tokenOld}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // generous: it ends after 1 s
 	defer cancel()
 	s := openCall(t, ctx, e.conn, "Bearer wrong-"+tokenOld)
@@ -60,7 +60,7 @@ func TestUnauthenticatedCallWithoutMessageEnds(t *testing.T) {
 // not, and the call never reaches the service; the server advertises the
 // bound, so grpc-go refuses to send them.
 func TestOversizedMetadataRefused(t *testing.T) {
-	e := newEnv(t, []rules.Rule{rule("t", "auth", 100, time.Hour, "k", "")}, options{cfg: rlsapi.Config{APITokens: []string{tokenOld}}})
+	e := newEnv(t, []rules.Rule{rule("t", "auth", 100, time.Hour, "k", "")}, options{tokens: []string{tokenOld}})
 	req := request("auth", desc("k", "a"))
 	if err := e.callWith(req, "Bearer "+tokenOld); err != nil { // the connection has the server's settings
 		t.Fatal(err)
@@ -84,7 +84,7 @@ func TestOversizedMetadataRefused(t *testing.T) {
 // Health calls need no token; a connection with more than 4 of them in
 // flight is closed, and another connection is served.
 func TestHealthCallsPerConnectionBounded(t *testing.T) {
-	e := newEnv(t, nil, options{cfg: rlsapi.Config{APITokens: []string{tokenOld}}})
+	e := newEnv(t, nil, options{tokens: []string{tokenOld}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	conn := e.dial(nil)
@@ -116,7 +116,7 @@ func TestHealthCallsPerConnectionBounded(t *testing.T) {
 // A connection with more than 4 calls without a token in flight is
 // closed; a gateway's connection with a token is not affected.
 func TestUnauthenticatedCallsPerConnectionBounded(t *testing.T) {
-	e := newEnv(t, []rules.Rule{rule("t", "auth", 100, time.Hour, "k", "")}, options{cfg: rlsapi.Config{APITokens: []string{tokenOld}}})
+	e := newEnv(t, []rules.Rule{rule("t", "auth", 100, time.Hour, "k", "")}, options{tokens: []string{tokenOld}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	conn := e.dial(nil)

@@ -1,10 +1,7 @@
 package rlsapi
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"fmt"
 	"net/http"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -16,56 +13,14 @@ import (
 	"github.com/ratewarden/ratewarden/internal/jsonwire"
 )
 
-// MaxJSONBody bounds the body of POST /json: the largest request within
-// the bounds is about 40 KiB of JSON (see DefaultMaxRecvMsgSize).
-const MaxJSONBody = 64 << 10
-
-// JSONHandler returns envoyproxy/ratelimit's POST /json, for the caller to
-// mount (at /json) on the decision listener. The body is a
-// RateLimitRequest in proto3 JSON (unknown fields refused); the answer is
-// the RateLimitResponse in proto3 JSON, 200 when the overall code is OK
-// (global shadow mode included) and 429 when it is OVER_LIMIT. Errors are
-// {"error": "..."}: 400 for an invalid request, 401 without a valid token,
-// 405 for another method, 413 for a body over MaxJSONBody, 503 when a
-// deny-policy rule could not be decided. It requires Config.APITokens, as
-// gRPC calls do; a caller that checks them itself, as the limiter's
-// fasthttp port does, serves AnswerJSON instead.
-func (s *Server) JSONHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			w.Header().Set("Allow", http.MethodPost)
-			jsonwire.WriteError(w, http.StatusMethodNotAllowed, "method not allowed: use POST")
-			return
-		}
-		if len(s.tokens) > 0 && !s.tokens.AllowsRequest(r) {
-			s.log.Warn("rate limit call refused: missing or invalid bearer token",
-				zap.String("source", r.RemoteAddr), zap.String("route", "/json"))
-			s.metrics.requests.WithLabelValues(domainUnknown, resultUnauthenticated).Inc()
-			w.Header().Set("WWW-Authenticate", `Bearer realm="ratewarden"`)
-			jsonwire.WriteError(w, http.StatusUnauthorized, "missing or invalid bearer token")
-			return
-		}
-		var body bytes.Buffer
-		if _, err := body.ReadFrom(http.MaxBytesReader(w, r.Body, MaxJSONBody)); err != nil {
-			s.metrics.invalid.WithLabelValues(fieldBody).Inc()
-			s.metrics.requests.WithLabelValues(domainUnknown, resultInvalid).Inc()
-			var tooBig *http.MaxBytesError
-			if errors.As(err, &tooBig) {
-				jsonwire.WriteError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", MaxJSONBody))
-				return
-			}
-			jsonwire.WriteError(w, http.StatusBadRequest, "reading the body: "+err.Error())
-			return
-		}
-		code, out := s.AnswerJSON(r.Context(), body.Bytes())
-		jsonwire.WriteJSON(w, code, out)
-	})
-}
-
-// AnswerJSON answers the body of a POST /json whose method, bearer token
-// and size the caller has checked, as JSONHandler does: the status and the
-// answer, the RateLimitResponse in proto3 JSON or {"error": "..."}. The
-// limiter's decision port serves the route with it on fasthttp.
+// AnswerJSON answers the body of envoyproxy/ratelimit's POST /json, whose
+// method, bearer token and size the caller has checked (the limiter's
+// decision port serves the route with it, on fasthttp, behind the decision
+// gate and the port's body bound): the body is a RateLimitRequest in proto3
+// JSON (unknown fields refused); the answer is the RateLimitResponse in
+// proto3 JSON, 200 when the overall code is OK (global shadow mode
+// included) and 429 when it is OVER_LIMIT, or {"error": "..."}: 400 for an
+// invalid request, 503 when a deny-policy rule could not be decided.
 func (s *Server) AnswerJSON(ctx context.Context, body []byte) (code int, answer []byte) {
 	var req rlsv3.RateLimitRequest
 	if !decodeRequestJSON(body, &req) {

@@ -185,7 +185,7 @@ func TestGlobalShadowModeAnswersOK(t *testing.T) {
 	checkResponse(t, "first", e.mustCall(req), ok, wantStatus{ok, limitOf("", 1, hour), 0, time.Hour}, wantStatus{code: ok})
 	// Over the limit: the status says so, the overall code does not.
 	checkResponse(t, "second", e.mustCall(req), ok, wantStatus{overLimit, limitOf("", 1, hour), 0, time.Hour}, wantStatus{code: ok})
-	if code, body := e.post("", `{"domain":"gs","descriptors":[{"entries":[{"key":"k","value":"a"}]}]}`, nil); code != 200 || !strings.Contains(body, `"OVER_LIMIT"`) {
+	if code, body := e.postJSON(`{"domain":"gs","descriptors":[{"entries":[{"key":"k","value":"a"}]}]}`); code != 200 || !strings.Contains(body, `"OVER_LIMIT"`) {
 		t.Errorf("/json under global shadow mode: %d %s, want 200 with an OVER_LIMIT status", code, body)
 	}
 	e.wantMetric("rate_limit_rls_shadow_overrides_total", nil, 2)

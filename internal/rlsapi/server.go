@@ -83,13 +83,12 @@ type Config struct {
 	ResponseHeaders                           bool
 	LimitHeader, RemainingHeader, ResetHeader string
 
-	// APITokens, when any, are the bearer tokens a call must carry
-	// (gRPC metadata or HTTP header "authorization: Bearer <token>"): the
-	// API_TOKENS of /v1/check, so one token list admits a gateway on every
-	// API. The health service needs none: health checkers (Envoy's, the
-	// orchestrator's) carry no credentials, and it tells nothing about
-	// clients.
-	APITokens []string
+	// Gate admits the calls (gRPC metadata "authorization: Bearer
+	// <token>"): the decision APIs' gate, so API_TOKENS admits a gateway on
+	// every API. nil or without tokens: every caller. The health service
+	// needs none: health checkers (Envoy's, the orchestrator's) carry no
+	// credentials, and it tells nothing about clients.
+	Gate *bearer.Gate
 
 	// KnownDomain reports whether the rules have descriptor rules in a
 	// domain; other domains are counted under the domain label _unknown.
@@ -123,7 +122,6 @@ type Server struct {
 	cfg     Config
 	checker Checker
 	log     *zap.Logger
-	tokens  bearer.Tokens
 	calls   sync.Pool
 	metrics *metrics
 	health  *health.Server
@@ -161,9 +159,6 @@ func New(cfg Config, checker Checker, log *zap.Logger, reg prometheus.Registerer
 	}
 	s := &Server{cfg: cfg, checker: checker, log: log, metrics: newMetrics(reg, cfg.MetricValues),
 		health: health.NewServer(), conns: newConnTable(reg, log)}
-	if len(cfg.APITokens) > 0 {
-		s.tokens = bearer.New(cfg.APITokens...)
-	}
 	s.calls.New = func() any { return new(call) }
 	s.SetServing(true)
 	return s

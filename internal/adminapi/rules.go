@@ -1,4 +1,4 @@
-package httpapi
+package adminapi
 
 import (
 	"context"
@@ -30,16 +30,6 @@ const maxActor = 128
 // actorHeader names who makes a change, for the audit trail. The bearer
 // token authenticates; this header only attributes.
 const actorHeader = "X-Actor"
-
-func (h *handler) registerRuleAdmin(mux *http.ServeMux) {
-	if h.cfg.Rules == nil {
-		return
-	}
-	mux.HandleFunc("GET /v1/admin/rules", h.authorized(h.listRules))
-	mux.HandleFunc("PUT /v1/admin/rules/{id}", h.authorized(h.putRule))
-	mux.HandleFunc("DELETE /v1/admin/rules/{id}", h.authorized(h.deleteRule))
-	mux.HandleFunc("PUT /v1/admin/rules/{id}/shadow", h.authorized(h.shadowRule))
-}
 
 type ruleJSON struct {
 	ID            string     `json:"id"`
@@ -176,7 +166,7 @@ func (h *handler) changer(r *http.Request) (rulesync.Author, error) {
 	if err != nil {
 		return rulesync.Author{}, err
 	}
-	return rulesync.Author{Actor: a, SourceAddr: h.clientIP(r).String(), Instance: h.cfg.Instance}, nil
+	return rulesync.Author{Actor: a, SourceAddr: h.cfg.Clients.Of(r).String(), Instance: h.cfg.Instance}, nil
 }
 
 // actor is the self-declared author of an admin change (X-Actor, default

@@ -1,4 +1,4 @@
-package httpapi
+package adminapi
 
 import (
 	"context"
@@ -13,22 +13,25 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ratewarden/ratewarden/internal/bearer"
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/rules"
 )
 
 type fakeClock struct{ t time.Time }
 
-func (c *fakeClock) now() time.Time               { return c.t }
-func (c *fakeClock) advance(d time.Duration)      { c.t = c.t.Add(d) }
-func newFakeClock() *fakeClock                    { return &fakeClock{t: time.Unix(1_700_000_000, 0)} }
-func addr(s string) netip.Addr                    { return netip.MustParseAddr(s) }
-func admitted(l *adminLimiter, a netip.Addr) bool { w, _ := l.allow(a); return w == 0 }
+func (c *fakeClock) now() time.Time                { return c.t }
+func (c *fakeClock) advance(d time.Duration)       { c.t = c.t.Add(d) }
+func newFakeClock() *fakeClock                     { return &fakeClock{t: time.Unix(1_700_000_000, 0)} }
+func addr(s string) netip.Addr                     { return netip.MustParseAddr(s) }
+func admitted(l *sourceLimiter, a netip.Addr) bool { w, _ := l.allow(a); return w == 0 }
 
 func TestAdminLimiter(t *testing.T) {
 	t.Run("burst then rate", func(t *testing.T) {
 		clk := newFakeClock()
-		l := newAdminLimiter(10, 20, 100, clk.now)
+		l := newSourceLimiter(10, 20, 100, clk.now)
 		a := addr("203.0.113.1")
 		for i := range 20 {
 			if !admitted(l, a) {
@@ -49,7 +52,7 @@ func TestAdminLimiter(t *testing.T) {
 	})
 	t.Run("sources are independent", func(t *testing.T) {
 		clk := newFakeClock()
-		l := newAdminLimiter(10, 2, 100, clk.now)
+		l := newSourceLimiter(10, 2, 100, clk.now)
 		admitted(l, addr("203.0.113.1"))
 		admitted(l, addr("203.0.113.1"))
 		if admitted(l, addr("203.0.113.1")) {
@@ -61,7 +64,7 @@ func TestAdminLimiter(t *testing.T) {
 	})
 	t.Run("table bounded, overflow shared, idle sources forgotten", func(t *testing.T) {
 		clk := newFakeClock()
-		l := newAdminLimiter(1, 2, 3, clk.now)
+		l := newSourceLimiter(1, 2, 3, clk.now)
 		for i := range 1000 {
 			a := netip.AddrFrom4([4]byte{198, 51, byte(i >> 8), byte(i)})
 			l.allow(a)
@@ -82,7 +85,7 @@ func TestAdminLimiter(t *testing.T) {
 	})
 	t.Run("an IPv6 /64 is one source", func(t *testing.T) {
 		clk := newFakeClock()
-		l := newAdminLimiter(10, 2, 100, clk.now)
+		l := newSourceLimiter(10, 2, 100, clk.now)
 		if !admitted(l, addr("2001:db8:1:2::1")) || !admitted(l, addr("2001:db8:1:2::2")) {
 			t.Fatal("the first two requests of the /64 refused")
 		}
@@ -101,13 +104,14 @@ func TestAdminLimiter(t *testing.T) {
 // Past its burst a source gets 429 with Retry-After, before the token is
 // even checked (so guessing the token is bounded too), and both kinds of
 // refusal are logged with the source address.
-func TestAdminRateLimitOverHTTP(t *testing.T) {
+func TestRateLimitOverHTTP(t *testing.T) {
 	core, logs := observer.New(zapcore.InfoLevel)
 	clk := newFakeClock()
-	h := &handler{cfg: Config{AdminToken: "s3cret", Log: zap.New(core), Blacklist: emptyBlacklist{}},
-		adminLimit: newAdminLimiter(adminRate, adminBurst, adminSources, clk.now)}
-	mux := http.NewServeMux()
-	h.registerAdmin(mux)
+	log := zap.New(core)
+	h := &handler{cfg: Config{Gate: bearer.NewGate("admin", "ratewarden admin", []string{"s3cret"}, log, prometheus.NewRegistry()),
+		Log: log, Blacklist: emptyBlacklist{}},
+		limit: newSourceLimiter(sourceRate, sourceBurst, maxSources, clk.now)}
+	mux := h.routes()
 
 	get := func(peer, token string) *httptest.ResponseRecorder {
 		r := httptest.NewRequest(http.MethodGet, "/v1/admin/bans", nil)
@@ -119,7 +123,7 @@ func TestAdminRateLimitOverHTTP(t *testing.T) {
 		mux.ServeHTTP(w, r)
 		return w
 	}
-	for i := range adminBurst {
+	for i := range sourceBurst {
 		if w := get("203.0.113.5:4000", "guess"); w.Code != http.StatusUnauthorized {
 			t.Fatalf("request %d: status %d, want 401", i+1, w.Code)
 		}
@@ -136,8 +140,8 @@ func TestAdminRateLimitOverHTTP(t *testing.T) {
 	if w := get("203.0.113.6:4000", "guess"); w.Code != http.StatusUnauthorized {
 		t.Fatalf("another source: status %d, want 401", w.Code)
 	}
-	if n := logs.FilterMessage("admin request refused").FilterField(zap.String("source", "203.0.113.5:4000")).Len(); n != adminBurst {
-		t.Errorf("%d token refusals logged with their source, want %d", n, adminBurst)
+	if n := logs.FilterMessage("request refused: missing or invalid bearer token").FilterField(zap.String("source", "203.0.113.5:4000")).Len(); n != sourceBurst {
+		t.Errorf("%d token refusals logged with their source, want %d", n, sourceBurst)
 	}
 	if n := logs.FilterMessage("admin request refused: rate limited").FilterField(zap.String("source", "203.0.113.5:4001")).Len(); n != 1 {
 		t.Errorf("%d rate-limit refusals logged, want 1 per run of refusals", n)

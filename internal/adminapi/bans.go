@@ -1,21 +1,15 @@
-package httpapi
+package adminapi
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"io"
 	"net/http"
 	"net/netip"
-	"strconv"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
-	"github.com/ratewarden/ratewarden/internal/bearer"
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/jsonwire"
 	"github.com/ratewarden/ratewarden/internal/rules"
@@ -39,60 +33,7 @@ type BanPublisher interface {
 const (
 	maxBanDuration = 365 * 24 * time.Hour
 	maxNote        = 256
-
-	// The admin API is for people and scripts: a few requests per second per
-	// source is plenty, and it bounds token guessing.
-	adminRate    = 10 // requests per second per source
-	adminBurst   = 20
-	adminSources = 4096 // sources tracked; beyond it new sources share one bucket
-
-	// adminSourcePrefix groups IPv6 sources of the admin API: a /64 is one
-	// source, so a client cannot multiply its token guesses by rotating
-	// addresses. Fixed rather than detection.ipv6_prefix, so that a
-	// detection setting (128 turns grouping off) cannot loosen the guard on
-	// the token.
-	adminSourcePrefix = rules.DefaultIPv6Prefix
 )
-
-// registerAdmin adds the admin routes when a token is configured; without
-// one the admin API does not exist (404).
-func (h *handler) registerAdmin(mux *http.ServeMux) {
-	if h.cfg.AdminToken == "" {
-		return
-	}
-	h.adminTokens = bearer.New(h.cfg.AdminToken)
-	if h.adminLimit == nil {
-		h.adminLimit = newAdminLimiter(adminRate, adminBurst, adminSources, time.Now)
-	}
-	mux.HandleFunc("GET /v1/admin/bans", h.authorized(h.listBans))
-	mux.HandleFunc("POST /v1/admin/bans", h.authorized(h.addBan))
-	mux.HandleFunc("DELETE /v1/admin/bans/{scope}/{subject...}", h.authorized(h.removeBan))
-	h.registerRuleAdmin(mux)
-}
-
-// authorized rate-limits the source, then checks the bearer token in
-// constant time (package bearer). The limit comes first so it also bounds
-// token guessing.
-func (h *handler) authorized(next http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		source := h.clientIP(r)
-		if wait, first := h.adminLimit.allow(source); wait > 0 {
-			if first { // once per burst of refusals, so a flood cannot flood the log
-				h.cfg.Log.Warn("admin request refused: rate limited", zap.String("source", r.RemoteAddr),
-					zap.String("client", source.String()), zap.String("path", r.URL.Path))
-			}
-			w.Header().Set("Retry-After", strconv.FormatInt(int64((wait+time.Second-1)/time.Second), 10))
-			jsonwire.WriteError(w, http.StatusTooManyRequests, "admin API: too many requests")
-			return
-		}
-		if !h.adminTokens.AllowsRequest(r) {
-			h.cfg.Log.Warn("admin request refused", zap.String("source", r.RemoteAddr), zap.String("path", r.URL.Path))
-			unauthorized(w, "ratewarden admin", "admin API: missing or invalid bearer token")
-			return
-		}
-		next(w, r)
-	}
-}
 
 func (h *handler) listBans(w http.ResponseWriter, r *http.Request) {
 	bans, err := h.cfg.Blacklist.Active(r.Context(), time.Now())
@@ -182,7 +123,7 @@ func (h *handler) addBan(w http.ResponseWriter, r *http.Request) {
 	if h.cfg.Bans != nil {
 		h.cfg.Bans.Apply(event.ActionBan, ban.Scope, ban.Subject, ban.ExpiresAt)
 	}
-	h.cfg.Log.Info("admin ban", zap.String("actor", who), zap.String("client", h.clientIP(r).String()),
+	h.cfg.Log.Info("admin ban", zap.String("actor", who), zap.String("client", h.cfg.Clients.Of(r).String()),
 		zap.String("source", r.RemoteAddr), zap.String("scope", ban.Scope),
 		zap.String("subject", ban.Subject), zap.Duration("duration", d), zap.String("ban_id", ban.BanID))
 	raw, _ := event.EncodeBan(ban)
@@ -193,7 +134,7 @@ func (h *handler) addBan(w http.ResponseWriter, r *http.Request) {
 // with that ban, unchanged (201 is for a ban written).
 func (h *handler) keptBan(w http.ResponseWriter, r *http.Request, who string, current event.Ban) {
 	h.cfg.Log.Info("admin ban kept: a longer ban is in force", zap.String("actor", who),
-		zap.String("client", h.clientIP(r).String()), zap.String("source", r.RemoteAddr),
+		zap.String("client", h.cfg.Clients.Of(r).String()), zap.String("source", r.RemoteAddr),
 		zap.String("scope", current.Scope), zap.String("subject", current.Subject),
 		zap.Time("expires_at", current.ExpiresAt), zap.String("ban_id", current.BanID))
 	raw, _ := event.EncodeBan(current)
@@ -235,7 +176,7 @@ func (h *handler) removeBan(w http.ResponseWriter, r *http.Request) {
 	if h.cfg.Bans != nil {
 		h.cfg.Bans.Apply(event.ActionUnban, scope, subject, time.Time{})
 	}
-	h.cfg.Log.Info("admin unban", zap.String("actor", who), zap.String("client", h.clientIP(r).String()),
+	h.cfg.Log.Info("admin unban", zap.String("actor", who), zap.String("client", h.cfg.Clients.Of(r).String()),
 		zap.String("source", r.RemoteAddr), zap.String("scope", scope), zap.String("subject", subject))
 	unban := event.Ban{BanID: uuid.NewString(), TS: time.Now().UTC(), Action: event.ActionUnban, Scope: scope,
 		Subject: subject, Reason: "manual", Source: "admin"}
@@ -250,10 +191,10 @@ func (h *handler) removeBan(w http.ResponseWriter, r *http.Request) {
 // ipv6Prefix is the grouping of IPv6 clients in bans: the rules file's
 // detection.ipv6_prefix, which the detector applies too.
 func (h *handler) ipv6Prefix() int {
-	if h.svc == nil {
+	if h.cfg.BanGrouping == nil {
 		return rules.DefaultIPv6Prefix
 	}
-	return h.svc.Rules().Detection().IPv6Prefix
+	return h.cfg.BanGrouping()
 }
 
 // banSubject validates the scope and subject of a new ban. IP subjects are
@@ -264,8 +205,8 @@ func banSubject(scope, subject string, bits int) (string, error) {
 	switch {
 	case scope != event.ScopeIP && scope != event.ScopeUser:
 		return "", badRequest("scope: ip or user")
-	case subject == "" || len(subject) > maxUserID:
-		return "", badRequest("subject: 1 to %d bytes", maxUserID)
+	case subject == "" || len(subject) > event.MaxUserID:
+		return "", badRequest("subject: 1 to %d bytes", event.MaxUserID)
 	case scope == event.ScopeUser:
 		return subject, nil
 	}
@@ -283,7 +224,7 @@ func banSubject(scope, subject string, bits int) (string, error) {
 // subjects to try, in order: an IPv6 address's group, then the address; an
 // IPv6 prefix of any length (at least rules.MinIPv6Prefix) as written.
 func unbanSubjects(scope, subject string, bits int) ([]string, error) {
-	if scope != event.ScopeIP || subject == "" || len(subject) > maxUserID {
+	if scope != event.ScopeIP || subject == "" || len(subject) > event.MaxUserID {
 		s, err := banSubject(scope, subject, bits)
 		return []string{s}, err
 	}
@@ -299,91 +240,4 @@ func unbanSubjects(scope, subject string, bits int) ([]string, error) {
 		return nil, badRequest("subject: an IP address, or an IPv6 prefix of length %d to 128", rules.MinIPv6Prefix)
 	}
 	return []string{rules.IPSubject(p.Addr(), p.Bits())}, nil
-}
-
-// jsonError maps an encoding/json decoding error of an admin body to its
-// answer.
-func jsonError(err error) error {
-	if tooBig := bodyTooLarge(err); tooBig != nil {
-		return tooBig
-	}
-	if errors.Is(err, io.EOF) {
-		return badRequest("invalid JSON: empty body")
-	}
-	return badRequest("invalid JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
-}
-
-// adminLimiter is a token bucket per source address, in memory: rate tokens
-// a second up to burst. At most max sources are tracked; when the table is
-// full, sources whose bucket has refilled are forgotten, and if none has,
-// new sources share one overflow bucket, so memory stays bounded whatever
-// the number of addresses a client controls.
-//
-// It is not decide.Memory, whose bound evicts state: an evicted bucket comes
-// back full, which is harmless in local mode (a limit can only become more
-// lenient) but would hand a client rotating addresses a fresh burst of token
-// guesses per address. It also remembers whether a refusal was logged.
-type adminLimiter struct {
-	rate, burst float64
-	max         int
-	now         func() time.Time
-
-	mu       sync.Mutex
-	buckets  map[netip.Prefix]*adminBucket // by source: IPv4 address, IPv6 /64
-	overflow adminBucket
-}
-
-type adminBucket struct {
-	tokens  float64
-	last    time.Time
-	refused bool // a refusal was logged since the last admitted request
-}
-
-func newAdminLimiter(rate, burst float64, max int, now func() time.Time) *adminLimiter {
-	return &adminLimiter{rate: rate, burst: burst, max: max, now: now,
-		buckets: make(map[netip.Prefix]*adminBucket), overflow: adminBucket{tokens: burst}}
-}
-
-// allow takes a token for source (the /64 of an IPv6 source). When there
-// is none it returns how long until there is, and whether this is the
-// first refusal since the source was last admitted.
-func (l *adminLimiter) allow(addr netip.Addr) (wait time.Duration, firstRefusal bool) {
-	source := rules.IPPrefix(addr, adminSourcePrefix)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := l.now()
-	b := l.buckets[source]
-	if b == nil {
-		if len(l.buckets) >= l.max {
-			l.sweep(now)
-		}
-		if len(l.buckets) >= l.max {
-			b = &l.overflow
-		} else {
-			b = &adminBucket{tokens: l.burst, last: now}
-			l.buckets[source] = b
-		}
-	}
-	if !b.last.IsZero() {
-		b.tokens = min(l.burst, b.tokens+now.Sub(b.last).Seconds()*l.rate)
-	}
-	b.last = now
-	if b.tokens >= 1 {
-		b.tokens--
-		b.refused = false
-		return 0, false
-	}
-	first := !b.refused
-	b.refused = true
-	return time.Duration((1 - b.tokens) / l.rate * float64(time.Second)), first
-}
-
-// sweep forgets the sources whose bucket would be full by now: they lose
-// nothing by starting over.
-func (l *adminLimiter) sweep(now time.Time) {
-	for a, b := range l.buckets {
-		if b.tokens+now.Sub(b.last).Seconds()*l.rate >= l.burst {
-			delete(l.buckets, a)
-		}
-	}
 }

@@ -1,0 +1,77 @@
+// Package clientaddr finds the client of an HTTP request: the peer, or,
+// behind trusted proxies, the address they forwarded. Forward-auth
+// (/v1/auth) decides by it and the admin API throttles and audits by it,
+// so a client can name itself only through a proxy the operator trusts.
+package clientaddr
+
+import (
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+)
+
+// Resolver finds clients behind Trusted, the proxies whose X-Forwarded-For
+// and X-Real-IP are believed (TRUSTED_PROXIES). The zero Resolver trusts no
+// proxy: the client is the peer.
+type Resolver struct {
+	Trusted []netip.Prefix
+}
+
+// Of is r's client: the peer address, unless the peer is a trusted proxy:
+// then the right-most address in X-Forwarded-For that is not a trusted
+// proxy (clients can prepend anything, but not append), else X-Real-IP. If
+// every hop is trusted the left-most is the client; an unparsable hop stops
+// the walk at the last valid one. The zero Addr when the peer is not an
+// address.
+func (res Resolver) Of(r *http.Request) netip.Addr {
+	peer := Parse(r.RemoteAddr)
+	if !res.trusted(peer) {
+		return peer
+	}
+	hops := r.Header.Values("X-Forwarded-For")
+	if len(hops) == 0 {
+		if real := Parse(r.Header.Get("X-Real-Ip")); real.IsValid() {
+			return real
+		}
+		return peer
+	}
+	client := peer
+	for i := len(hops) - 1; i >= 0; i-- {
+		parts := strings.Split(hops[i], ",")
+		for j := len(parts) - 1; j >= 0; j-- {
+			hop := Parse(parts[j])
+			if !hop.IsValid() {
+				return client
+			}
+			client = hop
+			if !res.trusted(hop) {
+				return client
+			}
+		}
+	}
+	return client
+}
+
+func (res Resolver) trusted(a netip.Addr) bool {
+	for _, p := range res.Trusted {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// Parse accepts "ip", "ip:port" and "[ipv6]:port", normalizing IPv4-mapped
+// IPv6 to IPv4 and dropping zones; invalid input gives the zero Addr.
+func Parse(s string) netip.Addr {
+	s = strings.TrimSpace(s)
+	if host, _, err := net.SplitHostPort(s); err == nil {
+		s = host
+	}
+	a, err := netip.ParseAddr(strings.Trim(s, "[]"))
+	if err != nil {
+		return netip.Addr{}
+	}
+	return a.Unmap().WithZone("")
+}
