@@ -232,7 +232,18 @@ func manifestDeploymentProblems(objs []manifestKubeObject, d manifestKubeObject,
 		for n := range env {
 			names = append(names, n)
 		}
-		if unknown := manifestUnknownEnv(cfg, binary, names); len(unknown) > 0 {
+		// A ConfigMap or Secret given whole (envFrom) is shared by the
+		// Deployments: each of its variables must be read by one service
+		// (REDIS_URL: not by the archiver); those set one by one, by this
+		// one.
+		own := map[string]bool{}
+		for _, e := range manifestList(manifestAt(c, "env")) {
+			own[manifestStr(manifestAt(e, "name"))] = true
+		}
+		unknown := slices.DeleteFunc(manifestUnknownEnv(cfg, binary, names), func(n string) bool {
+			return !own[n] && manifestReadByAny(cfg, n)
+		})
+		if len(unknown) > 0 {
 			report("%s: environment variables the %s does not read: %s", where, binary, strings.Join(unknown, ", "))
 		}
 		// Probes and metrics are on OPS_LISTEN_ADDR when it is set.

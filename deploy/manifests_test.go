@@ -16,6 +16,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/rules"
 )
 
@@ -46,69 +47,42 @@ type manifestConfig struct {
 	listen map[string]string          // service -> default LISTEN_ADDR
 }
 
-var (
-	manifestNameInCall = regexp.MustCompile(`\b\w+\(\s*"([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*)"`)
-	manifestListenCall = regexp.MustCompile(`\be\.listen\(\s*"([^"]*)"`)
-)
+// manifestServices are the processes the image runs from internal/config's
+// table; loadgen reads flags only.
+var manifestServices = []config.Process{config.LimiterProcess, config.DetectorProcess, config.ArchiverProcess}
 
-// manifestLoadConfig scans internal/config/*.go for the variable names in
-// calls such as e.str("NAME", ...), e.integer("NAME", ...): limiter.go,
-// detector.go and archiver.go belong to their service, the other files
-// (common.go, env.go) to every service. loadgen reads flags only.
+// manifestLoadConfig asks internal/config's table which variables each
+// service reads, and its default LISTEN_ADDR.
 func manifestLoadConfig(t testing.TB) manifestConfig {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(manifestRoot, "internal", "config", "*.go"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no internal/config sources: %v", err)
-	}
-	services := []string{"limiter", "detector", "archiver"}
 	cfg := manifestConfig{env: map[string]map[string]bool{"loadgen": {}}, listen: map[string]string{}}
-	for _, s := range services {
+	for _, p := range manifestServices {
+		s := string(p)
 		cfg.env[s] = map[string]bool{}
 		for _, n := range manifestRuntimeEnv {
 			cfg.env[s][n] = true
 		}
-	}
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
-		}
-		src, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		owners := services
-		if s := strings.TrimSuffix(filepath.Base(f), ".go"); slices.Contains(services, s) {
-			owners = []string{s}
-			if m := manifestListenCall.FindSubmatch(src); m != nil {
-				cfg.listen[s] = string(m[1])
-			}
-		}
-		for _, m := range manifestNameInCall.FindAllSubmatch(src, -1) {
-			for _, s := range owners {
-				cfg.env[s][string(m[1])] = true
-			}
-		}
-	}
-	// The scan must see what README documents, or it proves nothing.
-	for s, names := range map[string][]string{
-		"limiter":  {"REDIS_URL", "KAFKA_BROKERS", "LISTEN_ADDR", "RULES_FILE", "ADMIN_TOKEN", "TRUSTED_PROXIES", "AUTH_DENY_STATUS", "DATABASE_URL", "INSTANCE_ID", "GRPC_LISTEN_ADDR", "RLS_CONFIG_DIR", "LIMIT_RESPONSE_HEADERS_ENABLED"},
-		"detector": {"REDIS_URL", "RULES_FILE", "LISTEN_ADDR", "DETECTOR_GROUP_ID"},
-		"archiver": {"DATABASE_URL", "LISTEN_ADDR", "ARCHIVER_GROUP_ID"},
-	} {
-		for _, n := range names {
-			if !cfg.env[s][n] {
-				t.Fatalf("scan of internal/config found no %s for the %s: the regexp is out of date", n, s)
+		for _, v := range config.Vars(p) {
+			cfg.env[s][v.Name] = true
+			if v.Name == "LISTEN_ADDR" {
+				cfg.listen[s] = v.Default
 			}
 		}
 		if cfg.listen[s] == "" {
-			t.Fatalf("scan of internal/config found no default LISTEN_ADDR for the %s", s)
+			t.Fatalf("internal/config gives the %s no default LISTEN_ADDR", s)
 		}
 	}
-	if cfg.env["detector"]["ADMIN_TOKEN"] {
-		t.Fatal("ADMIN_TOKEN attributed to the detector: the per-file attribution is broken")
-	}
 	return cfg
+}
+
+// manifestReadByAny reports whether some service reads name.
+func manifestReadByAny(cfg manifestConfig, name string) bool {
+	for _, p := range manifestServices {
+		if cfg.env[string(p)][name] {
+			return true
+		}
+	}
+	return false
 }
 
 // manifestUnknownEnv returns the names service does not read, sorted.
@@ -326,6 +300,20 @@ func TestManifestCheckersCatchMistakes(t *testing.T) {
 				c["env"] = append(manifestList(c["env"]), map[string]any{"name": "RULES_FIEL", "value": "x"})
 			})
 		}, "RULES_FIEL"},
+		{"kubernetes: another service's variable", func(t *testing.T) []string {
+			return kubeWith(t, func(c map[string]any) {
+				c["env"] = append(manifestList(c["env"]), map[string]any{"name": "ARCHIVER_GROUP_ID", "value": "x"})
+			})
+		}, "ARCHIVER_GROUP_ID"},
+		{"kubernetes: a shared ConfigMap's variable no service reads", func(t *testing.T) []string {
+			objs := manifestLoadKube(t)
+			cm, ok := manifestFind(objs, "ConfigMap", "ratewarden-env")
+			if !ok {
+				t.Fatal("no ConfigMap ratewarden-env")
+			}
+			manifestMap(cm.doc["data"])["REDIS_ULR"] = "x"
+			return manifestKubeProblems(objs, cfg)
+		}, "REDIS_ULR"},
 		{"kubernetes: liveness on /readyz", func(t *testing.T) []string {
 			return kubeWith(t, func(c map[string]any) { manifestMap(manifestAt(c, "livenessProbe", "httpGet"))["path"] = "/readyz" })
 		}, "livenessProbe path"},

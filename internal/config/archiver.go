@@ -6,7 +6,8 @@ import "time"
 // authentication, database ratewarden.
 const DefaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/ratewarden?sslmode=disable"
 
-// Archiver is the configuration of cmd/archiver.
+// Archiver is the configuration of cmd/archiver. Of Common it reads Kafka,
+// the topics, logging and shutdown: it uses no Redis and no rules.
 type Archiver struct {
 	Common
 	ListenAddr      string
@@ -21,17 +22,8 @@ type Archiver struct {
 
 // LoadArchiver reads the archiver's configuration through getenv.
 func LoadArchiver(getenv func(string) string) (Archiver, error) {
-	e := &env{getenv: getenv}
-	c := Archiver{
-		Common:          e.common("archiver"),
-		ListenAddr:      e.listen(":8082"),
-		DatabaseURL:     e.str("DATABASE_URL", DefaultDatabaseURL),
-		GroupID:         e.str("ARCHIVER_GROUP_ID", "ratewarden-archiver"),
-		BatchSize:       e.integer("ARCHIVER_BATCH_SIZE", 1000, 1, 100_000),
-		Consumers:       e.integer("ARCHIVER_CONSUMERS", 3, 1, 64),
-		FlushInterval:   e.duration("ARCHIVER_FLUSH_INTERVAL", time.Second),
-		RetentionDays:   e.integer("RETENTION_DAYS", 30, 1, 36_500),
-		PartitionsAhead: e.integer("PARTITIONS_AHEAD", 3, 1, 60),
-	}
+	var c Archiver
+	e := newEnv(ArchiverProcess, getenv)
+	e.load(&dest{common: &c.Common, archiver: &c})
 	return c, e.err()
 }

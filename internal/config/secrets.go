@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -15,21 +16,33 @@ const MinTokenBytes = 16
 // deployer has not set a token yet.
 var placeholderMarks = []string{"change-me", "changeme", "replace-me", "replaceme"}
 
-// tokens reads a comma-separated list of bearer tokens (one for
-// ADMIN_TOKEN), refusing short ones, placeholders and characters a header
-// cannot carry. Errors never show a token.
-func (e *env) tokens(name string) []string {
-	list := e.list(name, "")
+// tokens parses a comma-separated list of bearer tokens, refusing short
+// ones, placeholders and characters a header cannot carry. Errors never
+// show a token.
+func tokens(v string) ([]string, error) {
+	list := list(v)
 	for i, t := range list {
 		which := "the token"
 		if len(list) > 1 {
 			which = fmt.Sprintf("token %d of %d", i+1, len(list))
 		}
 		if why := badToken(t); why != "" {
-			e.errs = append(e.errs, fmt.Errorf("%s: %s %s (generate one with: openssl rand -hex 32)", name, which, why))
+			return list, fmt.Errorf("%s %s (generate one with: openssl rand -hex 32)", which, why)
 		}
 	}
-	return list
+	return list, nil
+}
+
+// adminToken parses ADMIN_TOKEN: one token, held to the rules of
+// API_TOKENS; empty: none.
+func adminToken(v string) (string, error) {
+	if strings.Contains(v, ",") {
+		return "", errors.New("expected one token, got a comma-separated list")
+	}
+	if _, err := tokens(v); err != nil {
+		return "", err
+	}
+	return v, nil
 }
 
 func badToken(t string) string {

@@ -1,0 +1,160 @@
+package config
+
+import (
+	"net/netip"
+	"time"
+)
+
+// limiterVars are the rows only the limiter reads.
+var limiterVars = []Var{
+	{Name: "OPS_LISTEN_ADDR", Readers: limiterOnly,
+		Meaning: "`host:port` of a listener of its own for `/metrics`, `/readyz`, `/healthz` and pprof (`/debug/pprof/`), " +
+			"which then leave `LISTEN_ADDR` (but `/healthz`, for gateways' health checks): expose the decision port to gateways only. Plain HTTP",
+		load: bind(inLimiter(func(c *Limiter) *string { return &c.OpsListenAddr }), optionalListenAddr)},
+	{Name: "API_TOKENS", Readers: limiterOnly,
+		Meaning: "comma-separated bearer tokens (several while you rotate), each at least 16 bytes of printable ASCII; " +
+			"when set, `/v1/check`, `/v1/check/batch` and `/v1/auth` answer 401 without `Authorization: Bearer <one of them>`. " +
+			"Empty: anyone who reaches the port may ask for decisions (a warning at start). " +
+			"Placeholders such as `change-me-…` or `REPLACE-ME-…` are refused",
+		load: bind(inLimiter(func(c *Limiter) *[]string { return &c.APITokens }), tokens)},
+	{Name: "TLS_CERT_FILE", Readers: limiterOnly,
+		Meaning: "PEM certificate (chain): `LISTEN_ADDR` serves HTTPS only (TLS 1.2+). With `TLS_KEY_FILE`, both or neither; " +
+			"read at start, a missing file or a key of another certificate stops the start",
+		load: bind(inLimiter(func(c *Limiter) *string { return &c.TLSFiles.CertFile }), text)},
+	{Name: "TLS_KEY_FILE", Readers: limiterOnly,
+		Meaning: "PEM private key of `TLS_CERT_FILE`'s certificate",
+		load:    bind(inLimiter(func(c *Limiter) *string { return &c.TLSFiles.KeyFile }), text)},
+	{Name: "TLS_CLIENT_CA_FILE", Readers: limiterOnly,
+		Meaning: "PEM certificates of the authorities that issue the gateways' client certificates: with it, " +
+			"`LISTEN_ADDR` requires and verifies a client certificate in the handshake (mTLS). Needs `TLS_CERT_FILE`",
+		load: bind(inLimiter(func(c *Limiter) *string { return &c.TLSFiles.ClientCAFile }), text)},
+	{Name: "TRUSTED_PROXIES", Readers: limiterOnly,
+		Meaning: "IPs/CIDRs whose `X-Forwarded-For` / `X-Real-IP` are believed on `/v1/auth`",
+		load:    bind(inLimiter(func(c *Limiter) *[]netip.Prefix { return &c.TrustedProxies }), prefixes)},
+	{Name: "AUTH_DENY_STATUS", Default: "429", Readers: limiterOnly,
+		Meaning: "status of a rate-limited `/v1/auth` call: `429`, `403`, or `401` for nginx `auth_request` (see Gateway integration)",
+		load:    bind(inLimiter(func(c *Limiter) *int { return &c.AuthDenyStatus }), intOneOf(401, 403, 429))},
+	{Name: "ADMIN_TOKEN", Readers: limiterOnly,
+		Meaning: "bearer token of the admin API, held to `API_TOKENS`' rules (16 bytes at least, no placeholder); empty: the admin API is off (404)",
+		load:    bind(inLimiter(func(c *Limiter) *string { return &c.AdminToken }), adminToken)},
+	{Name: "HTTP_MAX_CONNECTIONS", Default: "10000", Readers: limiterOnly,
+		Meaning: "open connections of `LISTEN_ADDR`, 1 to 10 000 000; one more is answered 503 and closed (see Limits on what a client can send)",
+		load:    bind(inLimiter(func(c *Limiter) *int { return &c.MaxConnections }), intBetween(1, 10_000_000))},
+	{Name: "PPROF_ADDR", Readers: limiterOnly,
+		Meaning: "`host:port` of a listener serving `net/http/pprof` (CPU, heap, allocations, goroutines, trace); empty: off. " +
+			"Keep it on loopback or a private network (`OPS_LISTEN_ADDR` serves the same profiles)",
+		load: bind(inLimiter(func(c *Limiter) *string { return &c.PprofAddr }), optionalListenAddr)},
+
+	{Name: "REDIS_WARMUP_TIMEOUT", Default: "5s", Readers: limiterOnly,
+		Meaning: "longest the limiter waits at start for its warm-up (Redis connected, scripts on every primary, bans loaded) " +
+			"before opening its port; past it, it starts without (see Operations)",
+		load: bind(inLimiter(func(c *Limiter) *time.Duration { return &c.RedisWarmup }), positiveDuration)},
+	{Name: "REDIS_BREAKER_FAILURES", Default: "5", Readers: limiterOnly,
+		Meaning: "consecutive round trips that could not reach Redis (refused, or a node found down) that open the breaker: " +
+			"the limiter stops calling Redis (`local` mode). Timeouts do not count: a node whose round trips time out is pinged first",
+		load: bind(inLimiter(func(c *Limiter) *int { return &c.RedisBreakerFailures }), intBetween(1, 1_000_000))},
+	{Name: "REDIS_HEALTH_INTERVAL", Default: "5s", Readers: limiterOnly,
+		Meaning: "health check and heartbeat period (also how live limiters are counted)",
+		load:    bind(inLimiter(func(c *Limiter) *time.Duration { return &c.RedisHealthInterval }), positiveDuration)},
+	{Name: "REDIS_FAILED_CHECKS", Default: "3", Readers: limiterOnly,
+		Meaning: "consecutive failed health checks that switch to `local` mode",
+		load:    bind(inLimiter(func(c *Limiter) *int { return &c.RedisFailedChecks }), intBetween(1, 1000))},
+	{Name: "REDIS_RECOVER_AFTER", Default: "60s", Readers: limiterOnly,
+		Meaning: "healthy checks in a row needed to return to `redis` mode",
+		load:    bind(inLimiter(func(c *Limiter) *time.Duration { return &c.RedisRecoverAfter }), positiveDuration)},
+	{Name: "PERMISSIVE_AFTER", Default: "5m", Readers: limiterOnly,
+		Meaning: "time in `local` mode before `permissive` (`0`: never)",
+		load:    bind(inLimiter(func(c *Limiter) *time.Duration { return &c.PermissiveAfter }), durationOrZero)},
+	{Name: "LIMITER_PERMISSIVE_DENY_RULES", Default: "false", Readers: limiterOnly,
+		Meaning: "`true`: rules with `on_redis_failure: deny` admit too in `permissive` mode (by default they keep answering 503)",
+		load:    bind(inLimiter(func(c *Limiter) *bool { return &c.PermissiveDenyRules }), boolean)},
+	{Name: "REDIS_PIPELINES", Default: "4", Readers: limiterOnly,
+		Meaning: "Redis round trips in flight at once, per Redis node (per primary on a cluster); " +
+			"concurrent decisions share them (pipelining)",
+		load: bind(inLimiter(func(c *Limiter) *int { return &c.RedisPipelines }), intBetween(1, 1024))},
+	{Name: "REDIS_PIPELINE_LIMIT", Default: "64", Readers: limiterOnly,
+		Meaning: "most decisions sent in one round trip",
+		load:    bind(inLimiter(func(c *Limiter) *int { return &c.PipelineLimit }), intBetween(1, 10000))},
+	{Name: "REDIS_PIPELINE_WINDOW", Default: "0", Readers: limiterOnly,
+		Meaning: "how long a round trip waits for more decisions; `0` sends at once (under light load a decision goes alone, at once)",
+		load:    bind(inLimiter(func(c *Limiter) *time.Duration { return &c.PipelineWindow }), durationOrZero)},
+	// The limiter's own default, measured (README, Performance: one round
+	// trip at a time); redisstore.DefaultWait is the same, for benchmarks.
+	{Name: "REDIS_PIPELINE_WAIT", Default: "200us", Readers: limiterOnly,
+		Meaning: "how long decisions wait for a round trip in flight that is not full before another leaves beside it: " +
+			"decisions arriving meanwhile go together in the next round trip, so with a nearby Redis, whose round trips come back sooner, " +
+			"one is in flight at a time and each carries more (fewer system calls for Redis and the limiter); " +
+			"with a distant one they still overlap, this far apart. A full round trip never waits. " +
+			"The most it adds to a decision; `0`: a free connection sends at once. See Performance → One round trip at a time",
+		load: bind(inLimiter(func(c *Limiter) *time.Duration { return &c.PipelineWait }), durationOrZero)},
+	{Name: "LOCAL_MAX_KEYS", Default: "100000", Readers: limiterOnly,
+		Meaning: "keys of local-mode state (in-memory limiting while Redis is away) a limiter may hold, 1 000 to 100 000 000; see Operations",
+		load:    bind(inLimiter(func(c *Limiter) *int { return &c.LocalMaxKeys }), intBetween(1_000, 100_000_000))},
+	{Name: "OVER_LIMIT_CACHE_SIZE", Default: "100000", Readers: limiterOnly,
+		Meaning: "keys the over-limit cache may hold (denials answered from memory until their retry time, see Operations); `0` turns it off",
+		load:    bind(inLimiter(func(c *Limiter) *int { return &c.OverLimitCache }), intBetween(0, 100_000_000))},
+	{Name: "BAN_RESYNC_INTERVAL", Default: "30s", Readers: limiterOnly,
+		Meaning: "how often the limiter reloads the whole blacklist (changes arrive in between by pub/sub)",
+		load:    bind(inLimiter(func(c *Limiter) *time.Duration { return &c.BanResync }), positiveDuration)},
+	{Name: "EVENT_QUEUE_SIZE", Default: "10000", Readers: limiterOnly,
+		Meaning: "events buffered for Kafka; beyond it events are dropped and counted, never waited for",
+		load:    bind(inLimiter(func(c *Limiter) *int { return &c.EventQueueSize }), intBetween(1, 10_000_000))},
+
+	{Name: "DYNAMIC_RULES", Default: "true", Readers: limiterOnly,
+		Meaning: "`false`: the rules file alone, no database (the admin rules endpoints then do not exist)",
+		load:    bind(inLimiter(func(c *Limiter) *bool { return &c.DynamicRules }), boolean)},
+	{Name: "RULES_POLL_INTERVAL", Default: "1s", Readers: limiterOnly,
+		Meaning: "how often the rules file is read for changes and the dynamic rules' version is polled " +
+			"(changes are also announced over Redis, so this only bounds how late a missed announcement is made up)",
+		load: bind(inLimiter(func(c *Limiter) *time.Duration { return &c.RulesPoll }), positiveDuration)},
+	{Name: "RLS_CONFIG_DIR", Readers: limiterOnly,
+		Meaning: "a directory of envoyproxy/ratelimit configuration files, loaded as they are and reloaded on change " +
+			"(see Descriptor rules); empty: none",
+		load: bind(inLimiter(func(c *Limiter) *string { return &c.RLSConfigDir }), readableDir)},
+
+	{Name: "GRPC_LISTEN_ADDR", Default: ":8083", Readers: limiterOnly,
+		Meaning: "Envoy's rate limit API: `RateLimitService` v3 and `grpc.health.v1` over HTTP/2 " +
+			"(TLS with the `TLS_*` files, `API_TOKENS` as `authorization` metadata); `off`: no gRPC listener. " +
+			"`POST /json` is on `LISTEN_ADDR` either way",
+		load: bind(inLimiter(func(c *Limiter) *string { return &c.RLS.GRPCListenAddr }), grpcListenAddr)},
+	{Name: "GRPC_MAX_CONNECTIONS", Default: "1024", Readers: limiterOnly,
+		Meaning: "open connections of the gRPC listener, 1 to 1 000 000; one more is closed as soon as it is accepted " +
+			"(see Envoy's rate limit API: what a caller without a token can hold)",
+		load: bind(inLimiter(func(c *Limiter) *int { return &c.RLS.MaxConnections }), intBetween(1, 1_000_000))},
+	{Name: "GRPC_MAX_CONNECTION_AGE", Default: "0", Readers: limiterOnly,
+		Meaning: "close gRPC connections after this age (±10 %), then after `GRPC_MAX_CONNECTION_AGE_GRACE`: " +
+			"gateways reconnect and spread over new instances; `0`: never",
+		load: bind(inLimiter(func(c *Limiter) *time.Duration { return &c.RLS.MaxConnectionAge }), durationOrZero)},
+	{Name: "GRPC_MAX_CONNECTION_AGE_GRACE", Default: "0", Readers: limiterOnly,
+		Meaning: "how long a gRPC connection past `GRPC_MAX_CONNECTION_AGE` may finish its calls before it is closed; `0`: no bound",
+		load:    bind(inLimiter(func(c *Limiter) *time.Duration { return &c.RLS.MaxConnectionAgeGrace }), durationOrZero)},
+	{Name: "LIMIT_RESPONSE_HEADERS_ENABLED", Default: "false", Readers: limiterOnly,
+		Meaning: "`true`: rate limit API answers carry `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset` " +
+			"in `response_headers_to_add`; `LIMIT_LIMIT_HEADER`, `LIMIT_REMAINING_HEADER`, `LIMIT_RESET_HEADER` rename them",
+		load: bind(inLimiter(func(c *Limiter) *bool { return &c.RLS.ResponseHeaders }), boolean)},
+	{Name: "LIMIT_LIMIT_HEADER", Default: "RateLimit-Limit", Readers: limiterOnly,
+		Meaning: "name of the header with the limit, with `LIMIT_RESPONSE_HEADERS_ENABLED`",
+		load:    bind(inLimiter(func(c *Limiter) *string { return &c.RLS.LimitHeader }), headerName)},
+	{Name: "LIMIT_REMAINING_HEADER", Default: "RateLimit-Remaining", Readers: limiterOnly,
+		Meaning: "name of the header with what remains of the limit, with `LIMIT_RESPONSE_HEADERS_ENABLED`",
+		load:    bind(inLimiter(func(c *Limiter) *string { return &c.RLS.RemainingHeader }), headerName)},
+	{Name: "LIMIT_RESET_HEADER", Default: "RateLimit-Reset", Readers: limiterOnly,
+		Meaning: "name of the header with the seconds until the limit resets, with `LIMIT_RESPONSE_HEADERS_ENABLED`",
+		load:    bind(inLimiter(func(c *Limiter) *string { return &c.RLS.ResetHeader }), headerName)},
+	{Name: "SHADOW_MODE", Default: "false", Readers: limiterOnly,
+		Meaning: "`true`: rate limit API calls answer `OK` overall whatever their descriptors' codes (envoyproxy/ratelimit's global shadow mode)",
+		load:    bind(inLimiter(func(c *Limiter) *bool { return &c.RLS.ShadowMode }), boolean)},
+	{Name: "RLS_ADDRESS_KEY", Default: "remote_address", Readers: limiterOnly,
+		Meaning: "the descriptor key whose value is a rate limit call's client address (bans, exemptions, events)",
+		load:    bind(inLimiter(func(c *Limiter) *string { return &c.RLS.AddressKey }), descriptorKey)},
+	{Name: "RLS_ENDPOINT_KEY", Default: "path", Readers: limiterOnly,
+		Meaning: "the descriptor key whose value is a rate limit call's endpoint (events, exemptions)",
+		load:    bind(inLimiter(func(c *Limiter) *string { return &c.RLS.EndpointKey }), descriptorKey)},
+
+	{Name: "GOGC", DefaultDoc: "unset", Readers: limiterOnly, Runtime: true,
+		Meaning: "Go's own garbage-collector setting. Unset with `GOMEMLIMIT`, the limiter lets its heap grow to 64 MiB " +
+			"before collecting while its live heap is small (see Operations → Garbage collector); " +
+			"setting either turns that off and leaves the collector to them"},
+	{Name: "GOMEMLIMIT", DefaultDoc: "unset", Readers: limiterOnly, Runtime: true,
+		Meaning: "Go's own soft memory limit; setting it turns the limiter's 64 MiB heap floor off, as `GOGC` does"},
+}
