@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"go.uber.org/zap"
@@ -20,13 +21,25 @@ import (
 	"github.com/ratewarden/ratewarden/internal/telemetry"
 )
 
-func main() { lifecycle.Main("archiver", run) }
+// usage heads the archiver's -help; the variables follow it.
+const usage = `Usage: archiver [help]
+
+Stores violations and ban history in Postgres. The environment variables
+below configure it; help (also -h, -help) prints this text.
+`
+
+func main() {
+	if config.Help(os.Args[1:], os.Stdout, config.ArchiverProcess, usage) {
+		return
+	}
+	lifecycle.Main("archiver", run)
+}
 
 // run prepares the database, then consumes both topics until ctx is
 // cancelled; a batch under way is committed before it returns.
 func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
 	if len(args) > 0 {
-		return fmt.Errorf("unexpected arguments %q: configuration comes from the environment (see README)", args)
+		return fmt.Errorf("unexpected arguments %q: configuration comes from the environment (see archiver -help)", args)
 	}
 	cfg, err := config.LoadArchiver(getenv)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"go.uber.org/zap"
@@ -23,13 +24,25 @@ import (
 	"github.com/ratewarden/ratewarden/internal/telemetry"
 )
 
-func main() { lifecycle.Main("detector", run) }
+// usage heads the detector's -help; the variables follow it.
+const usage = `Usage: detector [help]
+
+Consumes the decisions and bans abusive clients. The environment variables
+below configure it; help (also -h, -help) prints this text.
+`
+
+func main() {
+	if config.Help(os.Args[1:], os.Stdout, config.DetectorProcess, usage) {
+		return
+	}
+	lifecycle.Main("detector", run)
+}
 
 // run wires the detector and consumes until ctx is cancelled; the batch in
 // hand is finished (or left uncommitted) before it returns.
 func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
 	if len(args) > 0 {
-		return fmt.Errorf("unexpected arguments %q: configuration comes from the environment (see README)", args)
+		return fmt.Errorf("unexpected arguments %q: configuration comes from the environment (see detector -help)", args)
 	}
 	cfg, err := config.LoadDetector(getenv)
 	if err != nil {

@@ -16,9 +16,24 @@ import (
 	"syscall"
 
 	"go.uber.org/zap"
+
+	rwconfig "github.com/ratewarden/ratewarden/internal/config"
 )
 
+// usage heads devkafka's -help; the variables, and the flags that mirror
+// them, follow it.
+const usage = `Usage: devkafka [flags]
+
+A Kafka-protocol broker for local runs and tests, not for production: it
+creates the decisions and bans topics and stops cleanly on SIGINT or
+SIGTERM. The environment variables below configure it, or their flags,
+which win over them; help (also -h, -help) prints this text.
+`
+
 func main() {
+	if rwconfig.Help(os.Args[1:], os.Stdout, rwconfig.DevKafkaProcess, usage) {
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Getenv, os.Stderr)
 	stop()
