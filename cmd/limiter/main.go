@@ -83,12 +83,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	store := redisstore.New(rdb) // before rdb's first command: see WarmUp
 	decider := redisstore.NewCoalescer(store, redisstore.CoalesceConfig{
-		Pipelines:  cfg.RedisPipelines,
-		Limit:      cfg.PipelineLimit,
-		Window:     cfg.PipelineWindow,
-		Wait:       cfg.PipelineWait,
-		Timeout:    cfg.RedisTimeout,
-		Registerer: reg,
+		Pipelines: cfg.RedisPipelines,
+		Limit:     cfg.PipelineLimit,
+		Window:    cfg.PipelineWindow,
+		Wait:      cfg.PipelineWait,
+		Timeout:   cfg.RedisTimeout,
+		// The only breaker: each node's (see limiter.Config.BreakerOpen).
+		NodeFailures: cfg.RedisBreakerFailures,
+		Registerer:   reg,
 	})
 
 	// Bans: the whole blacklist at start and every BAN_RESYNC_INTERVAL,
@@ -111,7 +113,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 			PermissiveAfter: cfg.PermissiveAfter,
 			RecoverAfter:    cfg.RedisRecoverAfter,
 		},
-		BreakerFailures:     cfg.RedisBreakerFailures,
+		BreakerOpen:         redisstore.BreakerOpen,
 		PermissiveDenyRules: cfg.PermissiveDenyRules,
 		OverLimitCacheSize:  cfg.OverLimitCache,
 		LocalMaxKeys:        cfg.LocalMaxKeys,

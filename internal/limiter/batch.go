@@ -24,7 +24,7 @@ type Batch struct {
 // Decider: one wait and one wake-up for the batch, and with the coalescer
 // one round trip per Redis node. If that round trip fails, every decision
 // that needed it falls back by its rules' failure policies, as the rules
-// of one request do; the breaker counts it once.
+// of one request do.
 func (s *Service) CheckBatch(ctx context.Context, reqs []rules.Request, b *Batch) {
 	start := s.cfg.Now()
 	set := s.rules.Load()

@@ -64,12 +64,10 @@ func (s *Service) checkHealth(ctx context.Context) {
 	}
 }
 
-// breakerOpened moves the mode out of redis at once.
-func (s *Service) breakerOpened() { s.RedisDown("breaker opened") }
-
-// RedisDown moves the mode out of redis at once, for reason (logged), as
-// when the breaker opens: the limiter learned otherwise that Redis does not
-// answer (its warm-up did not complete). Healthy checks bring it back.
+// RedisDown moves the mode out of redis at once, for reason (logged): the
+// Decider's breaker opened, or the limiter learned otherwise that Redis
+// does not answer (its warm-up did not complete). Healthy checks bring it
+// back.
 func (s *Service) RedisDown(reason string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -80,9 +78,6 @@ func (s *Service) RedisDown(reason string) {
 
 // apply makes t the service's mode; s.mu is held.
 func (s *Service) apply(t transition) {
-	if t.To == ModeRedis {
-		s.breaker.reset()
-	}
 	s.mode.Store(&t.To)
 	s.metrics.setMode(t.To)
 	s.log.Warn("limiter mode changed", zap.String("old", string(t.From)), zap.String("new", string(t.To)),

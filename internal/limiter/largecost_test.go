@@ -139,7 +139,7 @@ func serviceOnPrivateRedis(t *testing.T, cfg config.Limiter) *limiter.Service {
 	return limiter.New(limiter.Config{
 		Instance:      "test",
 		ClassifyError: redisstore.ClassifyError, Unreached: redisstore.Unreached,
-		BreakerFailures:    cfg.RedisBreakerFailures,
+		BreakerOpen:        redisstore.BreakerOpen,
 		OverLimitCacheSize: cfg.OverLimitCache,
 	}, set, decider, discardEvents{}, zap.NewNop(), prometheus.NewRegistry())
 }

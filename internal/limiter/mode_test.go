@@ -136,44 +136,6 @@ func TestModeMachineDefaults(t *testing.T) {
 	}
 }
 
-func TestBreaker(t *testing.T) {
-	tests := []struct {
-		name     string
-		outcomes string // f: failure, s: success, r: reset
-		open     bool
-		opened   int // times failure() reported the opening
-	}{
-		{"four failures stay closed", "ffff", false, 0},
-		{"five failures open", "fffff", true, 1},
-		{"a success resets the count", "ffffsffff", false, 0},
-		{"opens once", "ffffffffff", true, 1},
-		{"success while open keeps it open", "fffffs", true, 1},
-		{"reset closes", "fffffr", false, 1},
-		{"reopens after reset", "fffffrfffff", true, 2},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			b := newBreaker(5)
-			opened := 0
-			for _, o := range tt.outcomes {
-				switch o {
-				case 'f':
-					if b.failure() {
-						opened++
-					}
-				case 's':
-					b.success()
-				case 'r':
-					b.reset()
-				}
-			}
-			if b.isOpen() != tt.open || opened != tt.opened {
-				t.Fatalf("open=%v opened=%d, want %v %d", b.isOpen(), opened, tt.open, tt.opened)
-			}
-		})
-	}
-}
-
 func TestDivideLimits(t *testing.T) {
 	in := []decide.Limit{{Requests: 100}, {Rate: 10, Burst: 3}, {Requests: 1}}
 	got := divideLimits(in, 4)

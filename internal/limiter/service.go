@@ -1,9 +1,9 @@
 // Package limiter is the decision service: it matches a request to the rules,
 // decides every applicable rule in one Redis round trip, applies each rule's
 // failure policy when Redis cannot answer, and hands one event per decision
-// to the event bus without waiting for it. A breaker and a health checker
-// drive its mode (redis, local, permissive; see modeMachine), so no request
-// waits on a Redis that is known to be down.
+// to the event bus without waiting for it. The Decider's breaker and a
+// health checker drive its mode (redis, local, permissive; see
+// modeMachine), so no request waits on a Redis that is known to be down.
 package limiter
 
 import (
@@ -70,20 +70,25 @@ type Config struct {
 	// Unreached reports whether a Decider error means that the calls never
 	// reached Redis (a refused connection, a node known to be down):
 	// nothing was counted, so rules whose on_redis_failure is local may
-	// decide them in memory, and such failures feed the breaker. Any other
+	// decide them in memory. Any other
 	// failure, a timeout above all, leaves the outcome unknown: the round
 	// trip may have run and counted, and admitting the request on a local
 	// budget could pass the limit while Redis still counts for the other
 	// instances. A local rule then refuses the request (see refused).
 	// Default: no error is (the outcome is always unknown).
 	Unreached func(error) bool
+	// BreakerOpen reports whether a Decider error says its breaker is open:
+	// Redis (every node a call needed, the failure not partial) failed
+	// round trip after round trip and was found down, so the mode leaves
+	// redis at once and decisions stop calling it until the health checks
+	// bring it back. The Decider's breaker is the only one: it sees each
+	// node's round trips and tells a slow node from a dead one
+	// (redisstore.BreakerOpen). Default: never.
+	BreakerOpen func(error) bool
 	// Bans, when set, denies banned client IPs and users before any rule.
 	Bans *BanSet
-	// Mode sets when the mode changes; BreakerFailures is the number of
-	// consecutive failed decision round trips that open the breaker
-	// (default 5).
-	Mode            ModeConfig
-	BreakerFailures int
+	// Mode sets when the mode changes.
+	Mode ModeConfig
 	// PermissiveDenyRules lets rules whose failure policy is deny through in
 	// permissive mode too; by default they keep answering 503.
 	PermissiveDenyRules bool
@@ -116,7 +121,6 @@ type Service struct {
 	metrics *metrics
 	log     *zap.Logger
 
-	breaker *breaker
 	mode    atomic.Pointer[Mode] // the machine's mode, read on every decision
 	live    atomic.Int64         // live limiter instances, last known
 	mu      sync.Mutex           // guards machine
@@ -151,6 +155,9 @@ func New(cfg Config, set *rules.Set, decider Decider, pub Publisher, log *zap.Lo
 	if cfg.Unreached == nil {
 		cfg.Unreached = func(error) bool { return false }
 	}
+	if cfg.BreakerOpen == nil {
+		cfg.BreakerOpen = func(error) bool { return false }
+	}
 	if cfg.HealthInterval <= 0 {
 		cfg.HealthInterval = 5 * time.Second
 	}
@@ -162,7 +169,7 @@ func New(cfg Config, set *rules.Set, decider Decider, pub Publisher, log *zap.Lo
 	}
 	s := &Service{cfg: cfg, decider: decider, pub: pub, local: newLocalLimiter(cfg.LocalMaxKeys),
 		over: newOverLimitCache(cfg.OverLimitCacheSize), metrics: newMetrics(reg), log: log,
-		breaker: newBreaker(cfg.BreakerFailures), machine: newModeMachine(cfg.Mode, cfg.Now())}
+		machine: newModeMachine(cfg.Mode, cfg.Now())}
 	redis := ModeRedis
 	s.mode.Store(&redis)
 	s.live.Store(1)
@@ -268,10 +275,7 @@ func (s *Service) decide(ctx context.Context, d *Decision, now time.Time) {
 // the calls that must go to Redis in d.calls and reports whether there are
 // any; when there are none, d is decided.
 func (s *Service) prepare(d *Decision, now time.Time) bool {
-	if d.Mode != ModeRedis || s.breaker.isOpen() {
-		if d.Mode == ModeRedis { // the breaker just opened; the mode follows
-			d.Mode = ModeLocal
-		}
+	if d.Mode != ModeRedis {
 		s.finish(d, s.fallback(d, now, true))
 		return false
 	}
@@ -302,22 +306,20 @@ func (s *Service) prepare(d *Decision, now time.Time) bool {
 	return true
 }
 
-// roundTrip feeds the breaker and the error metric with the outcome of one
-// round trip, whatever number of decisions shared it, and returns its error.
+// roundTrip feeds the error metric, and the mode when the Decider's
+// breaker is open, with the outcome of one round trip, whatever number of
+// decisions shared it, and returns its error.
 func (s *Service) roundTrip(err error) error {
 	if err == nil {
-		s.breaker.success()
 		return nil
 	}
 	s.metrics.redisErrors.WithLabelValues(s.cfg.ClassifyError(err)).Inc()
 	// One cluster node down while the others answer: the decisions of this
 	// round trip fall back, the keys of the other nodes stay exact in redis
-	// mode. A round trip that timed out says Redis is slow, not that it is
-	// down: only calls that could not reach it open the breaker (the
-	// Decider tells a dead node from a slow one; redisstore's lanes probe).
-	if !isPartial(err) && s.cfg.Unreached(err) && s.breaker.failure() {
-		s.log.Warn("redis decisions keep failing, breaker open", zap.Error(err))
-		s.breakerOpened()
+	// mode.
+	if !isPartial(err) && s.cfg.BreakerOpen(err) && s.Mode() == ModeRedis {
+		s.log.Warn("redis found down by the breaker", zap.Error(err))
+		s.RedisDown("breaker opened")
 	}
 	return err
 }

@@ -26,13 +26,21 @@ func unreachedInTests(err error) bool {
 	return errors.Is(err, errDown) || errors.As(err, new(nodeDown))
 }
 
+// errBreakerOpen is the fake Decider's breaker: open after
+// fakeBreakerFailures round trips in a row that could not reach Redis, as
+// redisstore's lanes open theirs.
+var errBreakerOpen = errors.New("breaker open")
+
+const fakeBreakerFailures = 5
+
 // fakeDecider answers every call allowed, or fails while down; it counts
 // the round trips it was asked for.
 type fakeDecider struct {
-	mu    sync.Mutex
-	down  bool
-	err   error // the error while down; nil: errDown
-	calls int
+	mu       sync.Mutex
+	down     bool
+	err      error // the error while down; nil: errDown
+	calls    int
+	failures int // in a row
 }
 
 func (c *fakeDecider) Decide(_ context.Context, calls []decide.Call) ([]decide.Result, error) {
@@ -40,11 +48,18 @@ func (c *fakeDecider) Decide(_ context.Context, calls []decide.Call) ([]decide.R
 	defer c.mu.Unlock()
 	c.calls++
 	if c.down {
-		if c.err != nil {
-			return nil, c.err
+		err := c.err
+		if err == nil {
+			err = errDown
 		}
-		return nil, errDown
+		// A slow Redis's timeouts do not open it: redisstore's lanes ping a
+		// node before they take it for down.
+		if c.failures++; c.failures >= fakeBreakerFailures && unreachedInTests(err) {
+			return nil, fmt.Errorf("%w: %w", errBreakerOpen, err)
+		}
+		return nil, err
 	}
+	c.failures = 0
 	out := make([]decide.Result, len(calls))
 	for i, call := range calls {
 		q := call.Limits[0].Quota()
@@ -139,7 +154,7 @@ func newModeFixture(t *testing.T, permissiveDeny bool) *modeFixture {
 		Instance:            "test",
 		Now:                 f.clock.Now,
 		Mode:                ModeConfig{FailedChecks: 3, PermissiveAfter: 5 * time.Minute, RecoverAfter: time.Minute},
-		BreakerFailures:     5,
+		BreakerOpen:         func(err error) bool { return errors.Is(err, errBreakerOpen) },
 		PermissiveDenyRules: permissiveDeny,
 		Health:              f.health,
 		Unreached:           unreachedInTests,
@@ -220,7 +235,7 @@ func TestBreakerOpensAndHealthClosesIt(t *testing.T) {
 	if d := f.check("/local", "192.0.2.1"); d.Mode != ModeRedis || f.decider.trips() != before+1 {
 		t.Fatalf("closed breaker must call Redis: %+v, trips %d", d, f.decider.trips()-before)
 	}
-	// The breaker counts from zero again.
+	// The Decider's breaker counts from zero again.
 	f.decider.set(true)
 	for range 4 {
 		f.check("/local", "192.0.2.1")
@@ -313,7 +328,7 @@ func TestFailedHealthChecksGoLocalThenPermissive(t *testing.T) {
 
 func TestPermissiveDenyRules(t *testing.T) {
 	f := newModeFixture(t, true)
-	f.svc.breakerOpened()
+	f.svc.RedisDown("breaker opened")
 	f.clock.advance(5 * time.Minute)
 	f.health.down = true
 	f.beat(time.Second)

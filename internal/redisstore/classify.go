@@ -11,8 +11,14 @@ import (
 )
 
 // errNodeDown is the error of calls to a node whose breaker is open: they
-// fail without a round trip until the next probe.
-var errNodeDown = errors.New("node down: not tried until the next probe")
+// fail without a round trip until the node is tried again.
+var errNodeDown = errors.New("node down: not tried until its breaker lets a round trip through")
+
+// BreakerOpen reports whether err failed calls without a round trip
+// because their node's breaker is open: the node failed REDIS_BREAKER_FAILURES
+// round trips in a row and was found down, not slow (see lane.record). It
+// is the limiter's Config.BreakerOpen.
+func BreakerOpen(err error) bool { return errors.Is(err, errNodeDown) }
 
 // nodeError is the error of a call whose Redis Cluster node failed.
 type nodeError struct {
