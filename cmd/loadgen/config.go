@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -74,7 +75,8 @@ due time, so a slow limiter shows in it, and as late when over 1ms behind.
 Progress goes to stderr every -progress; the summary to stdout, and with
 -summary-file as key=value lines a shell can source (p50_ms, p99_ms, rps...).
 Exit status: 0 ok, 1 limiter unreachable or error ratio over -max-errors,
-2 bad flags.
+2 bad flags. Loadgen reads no environment variables; help (also -h, -help)
+prints this text.
 
 Traffic profiles (-mix):
   normal      -keys clients (IPs -ip-base + n), book/author/search endpoints
@@ -91,12 +93,18 @@ A profile's requests are its share of the total rate: a scanner trips a
 Flags:
 `
 
-func parseFlags(args []string, stderr io.Writer) (config, error) {
+// parseFlags reads the command line. Help (-h, -help or help) goes to
+// stdout, with flag.ErrHelp; errors, and the usage after them, to stderr.
+func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 	var cfg config
 	var mix, keyOrder, ipBase, entries string
 	var keys, cost int
+	if len(args) == 1 && args[0] == "help" {
+		args = []string{"-help"}
+	}
 	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	var out bytes.Buffer // the flag package's: help or an error, known after Parse
+	fs.SetOutput(&out)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usageHead)
 		fs.PrintDefaults()
@@ -130,8 +138,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Float64Var(&cfg.maxErrors, "max-errors", 0.01, "highest error ratio (errors/requests) that still exits 0")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			_, _ = out.WriteTo(stdout)
 			return cfg, err
 		}
+		_, _ = out.WriteTo(stderr)
 		return cfg, &usageError{fmt.Errorf("%w: %w", errFlagParse, err)}
 	}
 	if fs.NArg() > 0 {

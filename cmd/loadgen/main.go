@@ -66,7 +66,7 @@ func exitCode(err error, stderr io.Writer) int {
 // then writes the summary to stdout (and -summary-file). Progress lines go
 // to stderr. Loadgen is a command-line tool: flags only, no environment.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfg, err := parseFlags(args, stderr)
+	cfg, err := parseFlags(args, stdout, stderr)
 	if err != nil {
 		return err
 	}

@@ -342,11 +342,14 @@ func TestRunUsageErrors(t *testing.T) {
 			}
 		})
 	}
-	t.Run("help", func(t *testing.T) {
-		var stderr bytes.Buffer
-		err := run(context.Background(), []string{"-h"}, new(bytes.Buffer), &stderr)
-		if exitCode(err, new(bytes.Buffer)) != 0 || !strings.Contains(stderr.String(), "-mix") || !strings.Contains(stderr.String(), "Usage: loadgen") {
-			t.Fatalf("-h: %v, %q", err, stderr.String())
-		}
-	})
+	for _, arg := range []string{"-h", "-help", "help"} {
+		t.Run(arg, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := run(context.Background(), []string{arg}, &stdout, &stderr)
+			if exitCode(err, &stderr) != 0 || !strings.Contains(stdout.String(), "-mix") || !strings.HasPrefix(stdout.String(), "Usage: loadgen") ||
+				stderr.Len() > 0 {
+				t.Fatalf("%s: %v, stdout %q, stderr %q", arg, err, stdout.String(), stderr.String())
+			}
+		})
+	}
 }

@@ -49,7 +49,7 @@ func TestRequestBuilderSendsTheToken(t *testing.T) {
 	if got := req.Header.Get("Authorization"); got != "Bearer tok-0123456789abcdef" {
 		t.Fatalf("Authorization %q", got)
 	}
-	if _, err := parseFlags([]string{"-token", "a b\r\nX-Evil: 1"}, io.Discard); err == nil || !strings.Contains(err.Error(), "-token") {
+	if _, err := parseFlags([]string{"-token", "a b\r\nX-Evil: 1"}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "-token") {
 		t.Fatalf("a token that would inject a header: %v", err)
 	}
 }
