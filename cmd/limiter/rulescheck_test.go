@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // Fixtures of the rules check. The example file is the one operators copy,
@@ -248,30 +247,6 @@ func TestRulesCommandChecksEveryFile(t *testing.T) {
 	code, _, _ = runRulesCommand(t, "check", rulesExamplePath, rulesFullPath)
 	if code != 0 {
 		t.Errorf("two valid files: exit status %d, want 0", code)
-	}
-}
-
-// Durations drop their zero trailing units, as they are written in rules
-// files.
-func TestRulesCommandShortDuration(t *testing.T) {
-	tests := []struct {
-		d    time.Duration
-		want string
-	}{
-		{0, "0s"},
-		{500 * time.Millisecond, "500ms"},
-		{10 * time.Second, "10s"},
-		{5 * time.Minute, "5m"},
-		{90 * time.Second, "1m30s"},
-		{time.Hour, "1h"},
-		{90 * time.Minute, "1h30m"},
-		{time.Hour + time.Second, "1h0m1s"},
-		{48 * time.Hour, "48h"},
-	}
-	for _, tt := range tests {
-		if got := rulesDuration(tt.d); got != tt.want {
-			t.Errorf("rulesDuration(%v) = %q, want %q", tt.d, got, tt.want)
-		}
 	}
 }
 
