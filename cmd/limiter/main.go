@@ -29,9 +29,20 @@ import (
 	"github.com/ratewarden/ratewarden/internal/warmup"
 )
 
+// usage heads the limiter's -help; the variables follow it.
+const usage = `Usage: limiter [help | rules check [FILE...]]
+
+The decision service. The environment variables below configure it;
+"limiter rules check" checks rules files (see limiter rules -h), and help
+(also -h, -help) prints this text.
+`
+
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "rules" {
 		os.Exit(rulesCommand(os.Args[2:], os.Stdout, os.Stderr))
+	}
+	if config.Help(os.Args[1:], os.Stdout, config.LimiterProcess, usage) {
+		return
 	}
 	gcfloor.Start(os.Getenv)
 	lifecycle.Main("limiter", run)
@@ -43,7 +54,7 @@ func main() {
 // is closed.
 func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
 	if len(args) > 0 {
-		return fmt.Errorf("unexpected arguments %q: configuration comes from the environment (see README); "+
+		return fmt.Errorf("unexpected arguments %q: configuration comes from the environment (see limiter -help); "+
 			"the only subcommand is \"rules check FILE...\"", args)
 	}
 	cfg, err := config.LoadLimiter(getenv)
