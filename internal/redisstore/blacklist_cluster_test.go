@@ -46,9 +46,9 @@ func startSubscription[T any](tb testing.TB, subscribe func(ctx context.Context,
 // reach the subscriber (the cluster bus forwards them); the optimistic
 // transaction of Add holds under contention from two clients; Remove
 // forgets ledger records whose keys live on other primaries.
-func testClusterBlacklist(t *testing.T, e *clusterEnv) {
+func testClusterBlacklist(t *testing.T, e *redistest.SharedCluster) {
 	ctx := context.Background()
-	writerClient, readerClient := e.cluster.Client(t), e.cluster.Client(t)
+	writerClient, readerClient := e.Cluster.Client(t), e.Cluster.Client(t)
 	prefix := redistest.Prefix(t, writerClient)
 	writer, reader := NewBlacklist(writerClient, prefix), NewBlacklist(readerClient, prefix)
 	writer.now = func() time.Time { return detectT0 }
@@ -56,7 +56,7 @@ func testClusterBlacklist(t *testing.T, e *clusterEnv) {
 	sub := startSubscription(t, reader.SubscribeResync)
 
 	// Subjects whose ledger records (deleted by Remove) sit on every primary.
-	subjects := e.spread(t, 3, func(s string) string {
+	subjects := e.Spread(t, 3, func(s string) string {
 		return offenderTag("", detect.Offender{Scope: event.ScopeUser, Subject: s}) + ":ban"
 	})
 
@@ -82,7 +82,7 @@ func testClusterBlacklist(t *testing.T, e *clusterEnv) {
 	})
 
 	t.Run("published on any node reaches the subscriber", func(t *testing.T) {
-		for i, n := range e.cluster.Nodes {
+		for i, n := range e.Cluster.Nodes {
 			subject := "node-" + strconv.Itoa(i)
 			msg := "ban|ip|" + strconv.FormatInt(detectT0.UnixMilli(), 10) + "|" + subject
 			if err := n.Client().Publish(ctx, reader.channel(), msg).Err(); err != nil {
@@ -99,7 +99,7 @@ func testClusterBlacklist(t *testing.T, e *clusterEnv) {
 		l := NewLedger(writerClient, prefix, writer)
 		l.now = writer.now
 		// Subjects not banned yet: a ban never shortens a longer one.
-		fresh := e.spread(t, 3, func(s string) string {
+		fresh := e.Spread(t, 3, func(s string) string {
 			return offenderTag("", detect.Offender{Scope: event.ScopeUser, Subject: "r" + s}) + ":ban"
 		})
 		for i := range fresh {
@@ -182,6 +182,6 @@ func testClusterBlacklist(t *testing.T, e *clusterEnv) {
 		if want := []string{"user|late"}; !reflect.DeepEqual(members, want) || !reflect.DeepEqual(fields, want) {
 			t.Errorf("set %q, details %q; want %q", members, fields, want)
 		}
-		requireExpiry(t, e.client, prefix)
+		redistest.RequireExpiry(t, e.Client, prefix)
 	})
 }

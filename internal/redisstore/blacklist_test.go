@@ -31,7 +31,7 @@ func banUntil(t0 time.Time, subject string, d time.Duration) event.Ban {
 }
 
 func TestBlacklistRoundTrip(t *testing.T) {
-	forEachClock(t, func(t *testing.T, t0 time.Time) {
+	redistest.ForEachClock(t, detectT0, func(t *testing.T, t0 time.Time) {
 		ctx := context.Background()
 		bl, prefix := newTestBlacklist(t, t0)
 		a, b := banUntil(t0, "a|b", time.Hour), banUntil(t0, "{x}", 2*time.Hour)
@@ -50,7 +50,7 @@ func TestBlacklistRoundTrip(t *testing.T) {
 		if active, _ := bl.Active(ctx, t0.Add(time.Hour)); len(active) != 1 || active[0].Subject != "{x}" {
 			t.Errorf("active an hour later: %+v, want {x} only", active)
 		}
-		requireExpiry(t, redistest.Client(t), prefix)
+		redistest.RequireExpiry(t, redistest.Client(t), prefix)
 		// The keys outlive the last ban by recordKeep, on any clock.
 		for _, key := range []string{bl.setKey(), bl.detailsKey()} {
 			ttl := redistest.Client(t).PTTL(ctx, key).Val()
@@ -80,7 +80,7 @@ func TestBlacklistRoundTrip(t *testing.T) {
 // TestBlacklistDropsExpired: an Add drops the entries and details that have
 // expired; an expired ban is not written.
 func TestBlacklistDropsExpired(t *testing.T) {
-	forEachClock(t, func(t *testing.T, t0 time.Time) {
+	redistest.ForEachClock(t, detectT0, func(t *testing.T, t0 time.Time) {
 		ctx := context.Background()
 		bl, _ := newTestBlacklist(t, t0)
 		client := redistest.Client(t)
@@ -108,7 +108,7 @@ func TestBlacklistDropsExpired(t *testing.T) {
 // A ban never shortens a longer one in force; a longer one replaces it, and
 // only Remove ends one early. Lookup sees what is in force.
 func TestBlacklistNeverShortens(t *testing.T) {
-	forEachClock(t, func(t *testing.T, t0 time.Time) {
+	redistest.ForEachClock(t, detectT0, func(t *testing.T, t0 time.Time) {
 		ctx := context.Background()
 		bl, _ := newTestBlacklist(t, t0)
 		add := func(ban event.Ban, wantWritten bool) {
@@ -148,7 +148,7 @@ func TestBlacklistNeverShortens(t *testing.T) {
 
 // TestBlacklistMissingDetails: an entry is enforced even without details.
 func TestBlacklistMissingDetails(t *testing.T) {
-	forEachClock(t, func(t *testing.T, t0 time.Time) {
+	redistest.ForEachClock(t, detectT0, func(t *testing.T, t0 time.Time) {
 		ctx := context.Background()
 		bl, _ := newTestBlacklist(t, t0)
 		if _, err := bl.Add(ctx, banUntil(t0, "a", time.Hour)); err != nil {
@@ -164,7 +164,7 @@ func TestBlacklistMissingDetails(t *testing.T) {
 }
 
 func TestBlacklistSubscribe(t *testing.T) {
-	forEachClock(t, func(t *testing.T, t0 time.Time) {
+	redistest.ForEachClock(t, detectT0, func(t *testing.T, t0 time.Time) {
 		bl, _ := newTestBlacklist(t, t0)
 		changes, resyncs := make(chan event.BanChange, 10), make(chan struct{}, 10)
 		ctx, cancel := context.WithCancel(context.Background())
@@ -201,7 +201,7 @@ func TestBlacklistSubscribe(t *testing.T) {
 // goes through the set, the details, the change channel and removal as
 // it is.
 func TestBlacklistIPv6PrefixSubject(t *testing.T) {
-	forEachClock(t, func(t *testing.T, t0 time.Time) {
+	redistest.ForEachClock(t, detectT0, func(t *testing.T, t0 time.Time) {
 		ctx := context.Background()
 		bl, _ := newTestBlacklist(t, t0)
 		changes, resyncs := make(chan event.BanChange, 10), make(chan struct{}, 10)
@@ -244,7 +244,7 @@ func TestBlacklistIPv6PrefixSubject(t *testing.T) {
 // TestBlacklistSubscribeReconnect: after the server drops the connection
 // the subscription comes back, with a resync.
 func TestBlacklistSubscribeReconnect(t *testing.T) {
-	client := privateRedis(t)
+	client := redistest.PrivateClient(t)
 	bl := NewBlacklist(client, "rw:")
 	changes, resyncs := make(chan event.BanChange, 10), make(chan struct{}, 10)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -13,10 +13,10 @@ import (
 	"github.com/ratewarden/ratewarden/internal/redistest"
 )
 
-// subjectsOn returns one subject per primary of e, in e.primaries order.
-func subjectsOn(t *testing.T, e *clusterEnv, prefix string) []string {
+// subjectsOn returns one subject per primary of e, in e.Primaries order.
+func subjectsOn(t *testing.T, e *redistest.SharedCluster, prefix string) []string {
 	t.Helper()
-	return e.spread(t, len(e.primaries), func(s string) string { return decidetest.Keys(prefix, s).State })
+	return e.Spread(t, len(e.Primaries), func(s string) string { return decidetest.Keys(prefix, s).State })
 }
 
 func fixedWindowCall(prefix, subject string, limit int64) decide.Call {
@@ -28,8 +28,8 @@ func fixedWindowCall(prefix, subject string, limit int64) decide.Call {
 // on three primaries is split and answered in order, and concurrent callers
 // are admitted exactly up to the limit on every node.
 func TestCoalescerLanePerPrimary(t *testing.T) {
-	e := startClusterEnv(t, 0)
-	c, client := e.cluster, e.client
+	e := redistest.StartSharedCluster(t, 0)
+	c, client := e.Cluster, e.Client
 	prefix := redistest.Prefix(t, client)
 	subjects := subjectsOn(t, e, prefix)
 	co := NewCoalescer(New(client), CoalesceConfig{})
@@ -89,8 +89,8 @@ func TestCoalescerLanePerPrimary(t *testing.T) {
 // ping has found it dead rather than slow, at once while its breaker is
 // open; once it answers again, a probe closes it.
 func TestCoalescerIsolatesHungPrimary(t *testing.T) {
-	e := startClusterEnv(t, 0)
-	c, client := e.cluster, e.client
+	e := redistest.StartSharedCluster(t, 0)
+	c, client := e.Cluster, e.Client
 	prefix := redistest.Prefix(t, client)
 	subjects := subjectsOn(t, e, prefix)
 	const timeout, retry = 300 * time.Millisecond, 500 * time.Millisecond
@@ -155,8 +155,8 @@ func TestCoalescerIsolatesHungPrimary(t *testing.T) {
 // succeed again through the same client, which learns the new slot map
 // without waiting for its periodic reload.
 func TestCoalescerFollowsFailover(t *testing.T) {
-	e := startClusterEnv(t, 1)
-	c := e.cluster
+	e := redistest.StartSharedCluster(t, 1)
+	c := e.Cluster
 	client, err := Connect(ClientConfig{ClusterAddrs: c.Addrs(), Timeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

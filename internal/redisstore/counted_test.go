@@ -13,6 +13,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/decide"
 	"github.com/ratewarden/ratewarden/internal/decide/decidetest"
+	"github.com/ratewarden/ratewarden/internal/redistest"
 )
 
 // TestCountedScenarios runs the fixed window scenarios that counted calls
@@ -33,7 +34,7 @@ func TestCountedScenarios(t *testing.T) {
 		t.Run(s.Name, func(t *testing.T) {
 			prefix := testPrefix(t, client)
 			stepScenario(t, s, decidetest.Keys(prefix, "subject"), decideOne(context.Background(), store))
-			requireExpiry(t, client, prefix)
+			redistest.RequireExpiry(t, client, prefix)
 		})
 	}
 	if ran < 3 {

@@ -22,31 +22,31 @@ func stateKey(subject string) string { return decidetest.Keys("", subject).State
 // scenario in one Decide (one pipeline across every primary), then
 // concurrent multi-node batches. Results must equal the scenarios' and the
 // reference model's, as on a single server.
-func testClusterDecide(t *testing.T, e *clusterEnv) {
+func testClusterDecide(t *testing.T, e *redistest.SharedCluster) {
 	ctx := context.Background()
-	store := New(e.client)
+	store := New(e.Client)
 	if err := store.Load(ctx); err != nil {
 		t.Fatal(err)
 	}
 	scenarios := slices.DeleteFunc(decidetest.Scenarios(), countedBackwards)
-	subjects := e.spread(t, len(scenarios), stateKey)
+	subjects := e.Spread(t, len(scenarios), stateKey)
 
 	t.Run("one call at a time", func(t *testing.T) {
-		prefix := redistest.Prefix(t, e.client)
+		prefix := redistest.Prefix(t, e.Client)
 		for n, s := range scenarios {
 			t.Run(s.Name, func(t *testing.T) {
 				stepScenario(t, s, decidetest.Keys(prefix, subjects[n]), decideOne(ctx, store))
 			})
 		}
-		written := clusterKeys(t, e.client, prefix)
-		e.requireSpread(t, written)
-		if n := requireExpiry(t, e.client, prefix); n < len(scenarios) {
+		written := redistest.Keys(t, e.Client, prefix)
+		e.RequireSpread(t, written)
+		if n := redistest.RequireExpiry(t, e.Client, prefix); n < len(scenarios) {
 			t.Errorf("%d keys written for %d scenarios", n, len(scenarios))
 		}
 	})
 
 	t.Run("one pipeline across primaries", func(t *testing.T) {
-		prefix := redistest.Prefix(t, e.client)
+		prefix := redistest.Prefix(t, e.Client)
 		models := make([]*decide.Memory, len(scenarios))
 		for n := range models {
 			models[n] = decide.NewMemory()
@@ -68,7 +68,7 @@ func testClusterDecide(t *testing.T, e *clusterEnv) {
 				for j, c := range calls {
 					states[j] = c.Keys.State
 				}
-				e.requireSpread(t, states)
+				e.RequireSpread(t, states)
 			}
 			got, err := store.Decide(ctx, calls)
 			if err != nil {
@@ -95,10 +95,10 @@ func testClusterDecide(t *testing.T, e *clusterEnv) {
 // each carrying one call per algorithm, the four keys on three primaries:
 // every key admits exactly its limit of 100, as no pipeline split across
 // nodes may lose or repeat a call.
-func clusterExactUnderConcurrency(t *testing.T, e *clusterEnv, store *Store) {
-	prefix := redistest.Prefix(t, e.client)
+func clusterExactUnderConcurrency(t *testing.T, e *redistest.SharedCluster, store *Store) {
+	prefix := redistest.Prefix(t, e.Client)
 	algs := []decide.Algorithm{decide.FixedWindow, decide.SlidingWindow, decide.SlidingWindowCounter, decide.TokenBucket}
-	subjects := e.spread(t, len(algs), stateKey)
+	subjects := e.Spread(t, len(algs), stateKey)
 	batch := make([]decide.Call, len(algs))
 	states := make([]string, len(algs))
 	for i, alg := range algs {
@@ -107,7 +107,7 @@ func clusterExactUnderConcurrency(t *testing.T, e *clusterEnv, store *Store) {
 			Limits: []decide.Limit{{Requests: 100, Rate: 1, Burst: 100, Per: time.Hour}}}
 		states[i] = batch[i].Keys.State
 	}
-	e.requireSpread(t, states)
+	e.RequireSpread(t, states)
 	admitted := make([]atomic.Int64, len(algs))
 	var failed atomic.Int64
 	var wg sync.WaitGroup

@@ -14,40 +14,40 @@ import (
 
 // spreadOffenders returns n offenders of scope whose keys are served by
 // primary i mod 3, and checks that they cover every primary.
-func (e *clusterEnv) spreadOffenders(tb testing.TB, n int, scope string) []detect.Offender {
+func spreadOffenders(tb testing.TB, e *redistest.SharedCluster, n int, scope string) []detect.Offender {
 	tb.Helper()
 	tagKey := func(s string) string { return offenderTag("", detect.Offender{Scope: scope, Subject: s}) + ":v" }
-	subjects := e.spread(tb, n, tagKey)
+	subjects := e.Spread(tb, n, tagKey)
 	offenders := make([]detect.Offender, n)
 	keys := make([]string, n)
 	for i, s := range subjects {
 		offenders[i] = detect.Offender{Scope: scope, Subject: s}
 		keys[i] = tagKey(s)
 	}
-	e.requireSpread(tb, keys)
+	e.RequireSpread(tb, keys)
 	return offenders
 }
 
 // testClusterWindows: the shared scenario table, then random batches whose
 // sightings of six offenders on three primaries go in one pipeline, against
 // detecttest.MemoryWindows.
-func testClusterWindows(t *testing.T, e *clusterEnv) {
+func testClusterWindows(t *testing.T, e *redistest.SharedCluster) {
 	t.Run("shared scenarios", func(t *testing.T) {
 		detecttest.RunWindows(t, func(t *testing.T) detect.Windows {
-			return NewWindows(e.client, redistest.Prefix(t, e.client))
+			return NewWindows(e.Client, redistest.Prefix(t, e.Client))
 		})
 	})
 
 	t.Run("differential across primaries", func(t *testing.T) {
-		prefix := redistest.Prefix(t, e.client)
-		offenders := append(e.spreadOffenders(t, 3, event.ScopeIP), e.spreadOffenders(t, 3, event.ScopeUser)...)
+		prefix := redistest.Prefix(t, e.Client)
+		offenders := append(spreadOffenders(t, e, 3, event.ScopeIP), spreadOffenders(t, e, 3, event.ScopeUser)...)
 		spec := detect.WindowSpec{
 			Violations: []time.Duration{2 * time.Second, 10 * time.Second},
 			Scan:       3 * time.Second, ScanCap: 5, MaxViolations: 8, Samples: 4, Grace: time.Second,
 			ScanThreshold: 4, ViolationThresholds: []int64{3, 6},
 		}
-		windowsDifferential(t, NewWindows(e.client, prefix), spec, offenders, rand.New(rand.NewPCG(3, 9)), 40, 30)
-		if n := requireExpiry(t, e.client, prefix); n == 0 {
+		windowsDifferential(t, NewWindows(e.Client, prefix), spec, offenders, rand.New(rand.NewPCG(3, 9)), 40, 30)
+		if n := redistest.RequireExpiry(t, e.Client, prefix); n == 0 {
 			t.Errorf("no key written under %s", prefix)
 		}
 	})
@@ -56,11 +56,11 @@ func testClusterWindows(t *testing.T, e *clusterEnv) {
 // testClusterLedger: the shared scenario table (settling into a blacklist
 // on another slot), then random claims of offenders on three primaries
 // against detecttest.MemoryLedger, settled into the blacklist.
-func testClusterLedger(t *testing.T, e *clusterEnv) {
+func testClusterLedger(t *testing.T, e *redistest.SharedCluster) {
 	newLedger := func(t *testing.T) (*Ledger, *Blacklist, string) {
-		prefix := redistest.Prefix(t, e.client)
-		bl := NewBlacklist(e.client, prefix)
-		l := NewLedger(e.client, prefix, bl)
+		prefix := redistest.Prefix(t, e.Client)
+		bl := NewBlacklist(e.Client, prefix)
+		l := NewLedger(e.Client, prefix, bl)
 		l.now = func() time.Time { return detectT0 }
 		bl.now = l.now
 		return l, bl, prefix
@@ -76,7 +76,7 @@ func testClusterLedger(t *testing.T, e *clusterEnv) {
 	t.Run("differential across primaries", func(t *testing.T) {
 		l, bl, prefix := newLedger(t)
 		mem := detecttest.NewMemoryLedger()
-		offenders := e.spreadOffenders(t, 3, event.ScopeIP)
+		offenders := spreadOffenders(t, e, 3, event.ScopeIP)
 		rng := rand.New(rand.NewPCG(5, 11))
 		subjects := make([]string, len(offenders))
 		for i, o := range offenders {
@@ -121,6 +121,6 @@ func testClusterLedger(t *testing.T, e *clusterEnv) {
 		if len(enforced) != len(offenders) {
 			t.Errorf("%d of %d offenders had a ban enforced: change the seed", len(enforced), len(offenders))
 		}
-		requireExpiry(t, e.client, prefix)
+		redistest.RequireExpiry(t, e.Client, prefix)
 	})
 }

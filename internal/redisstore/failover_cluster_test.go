@@ -25,9 +25,9 @@ const recoverWithin = 10 * time.Second
 // the kill, within recoverWithin of the cluster being healthy; the
 // subscriptions must come back too. Data written before the kill is not
 // checked: replication is asynchronous, a failover may lose the last writes.
-func testClusterFailover(t *testing.T, e *clusterEnv) {
+func testClusterFailover(t *testing.T, e *redistest.SharedCluster) {
 	ctx := context.Background()
-	client, err := Connect(ClientConfig{ClusterAddrs: e.cluster.Addrs(), Timeout: 200 * time.Millisecond})
+	client, err := Connect(ClientConfig{ClusterAddrs: e.Cluster.Addrs(), Timeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,13 +43,13 @@ func testClusterFailover(t *testing.T, e *clusterEnv) {
 	windows := NewWindows(client, prefix)
 	ledger := NewLedger(client, prefix, bans)
 
-	victim := e.cluster.PrimaryOf(t, bans.setKey())
-	subjects := e.spread(t, 3, stateKey)
-	offenders := e.spreadOffenders(t, 3, event.ScopeIP)
-	down := e.primaryIndex(t, bans.setKey())
+	victim := e.Cluster.PrimaryOf(t, bans.setKey())
+	subjects := e.Spread(t, 3, stateKey)
+	offenders := spreadOffenders(t, e, 3, event.ScopeIP)
+	down := e.PrimaryIndex(t, bans.setKey())
 	// pairs[p] are two calls on primary p, for pipelines of one node.
 	var pairs [3][]decide.Call
-	for i, s := range e.spread(t, 6, stateKey) {
+	for i, s := range e.Spread(t, 6, stateKey) {
 		pairs[i%3] = append(pairs[i%3], decide.Call{Keys: decidetest.Keys(prefix+"down:", s), Algorithm: decide.FixedWindow,
 			Cost: 1, Limits: []decide.Limit{{Requests: 5, Per: time.Minute}}})
 	}
@@ -138,10 +138,10 @@ func testClusterFailover(t *testing.T, e *clusterEnv) {
 	// A client that only subscribes sends no command whose failure could
 	// tell it that the slot map changed, and this one keeps go-redis's
 	// default timer (60 s) for reloading it.
-	loneChanges := startSubscription(t, NewBlacklist(e.cluster.Client(t), prefix).SubscribeResync)
+	loneChanges := startSubscription(t, NewBlacklist(e.Cluster.Client(t), prefix).SubscribeResync)
 	ruleChanges := startSubscription(t, rules.Subscribe)
 
-	replica := replicaOf(t, e.cluster, victim)
+	replica := e.Cluster.ReplicaOf(t, victim)
 	if err := replica.Client().ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -176,9 +176,9 @@ func testClusterFailover(t *testing.T, e *clusterEnv) {
 			}
 		}
 	})
-	e.cluster.WaitHealthy(t, 15*time.Second)
+	e.Cluster.WaitHealthy(t, 15*time.Second)
 	healthy := time.Now()
-	if p := e.cluster.PrimaryOf(t, bans.setKey()); p != replica {
+	if p := e.Cluster.PrimaryOf(t, bans.setKey()); p != replica {
 		t.Fatalf("blacklist slot served by %s after the failover, want the replica %s", p.Addr, replica.Addr)
 	}
 	t.Logf("killed primary %s; replica %s promoted and cluster healthy after %v",
@@ -188,13 +188,13 @@ func testClusterFailover(t *testing.T, e *clusterEnv) {
 	for _, p := range probes {
 		t.Run(p.name, func(t *testing.T) {
 			tries := 0
-			eventually(t, killed, deadline, func(ctx context.Context) error {
+			redistest.Eventually(t, killed, deadline, func(ctx context.Context) error {
 				tries++
 				return p.run(ctx, "after"+strconv.Itoa(tries))
 			})
 		})
 	}
-	if n := evalCalls(t, replica.Client()); n == 0 {
+	if n := redistest.CommandCalls(t, replica.Client())["eval"]; n == 0 {
 		t.Errorf("the promoted replica ran no EVAL: it had no scripts, so how did it decide?")
 	}
 	for _, sc := range []struct {
@@ -206,7 +206,7 @@ func testClusterFailover(t *testing.T, e *clusterEnv) {
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			resynced, tries := false, 0
-			eventually(t, killed, deadline, func(ctx context.Context) error {
+			redistest.Eventually(t, killed, deadline, func(ctx context.Context) error {
 				if !resynced {
 					select {
 					case <-sc.sub.resyncs:
@@ -227,7 +227,7 @@ func testClusterFailover(t *testing.T, e *clusterEnv) {
 	}
 	t.Run("rule changes subscription", func(t *testing.T) {
 		version := int64(1000)
-		eventually(t, killed, deadline, func(ctx context.Context) error {
+		redistest.Eventually(t, killed, deadline, func(ctx context.Context) error {
 			version++
 			if err := rules.Publish(ctx, version); err != nil {
 				return err

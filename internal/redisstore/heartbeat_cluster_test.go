@@ -14,10 +14,10 @@ import (
 // clients count each other, list each other's rules, and a leave is seen
 // at once (the transactions of Beat, Leave, ReportRules and Instances keep
 // to the {instances} slot).
-func testClusterHeartbeats(t *testing.T, e *clusterEnv) {
+func testClusterHeartbeats(t *testing.T, e *redistest.SharedCluster) {
 	ctx := context.Background()
 	const interval = time.Second
-	clientA, clientB := e.cluster.Client(t), e.cluster.Client(t)
+	clientA, clientB := e.Cluster.Client(t), e.Cluster.Client(t)
 	prefix := redistest.Prefix(t, clientA)
 	a := NewHeartbeats(clientA, prefix, "a", interval)
 	b := NewHeartbeats(clientB, prefix, "b", interval)
@@ -82,12 +82,12 @@ func testClusterHeartbeats(t *testing.T, e *clusterEnv) {
 
 // testClusterRuleChanges: versions published through one cluster client,
 // or on any node directly, reach a subscriber on another client, in order.
-func testClusterRuleChanges(t *testing.T, e *clusterEnv) {
+func testClusterRuleChanges(t *testing.T, e *redistest.SharedCluster) {
 	ctx := context.Background()
-	publisherClient := e.cluster.Client(t)
+	publisherClient := e.Cluster.Client(t)
 	prefix := redistest.Prefix(t, publisherClient)
 	publisher := NewRuleChanges(publisherClient, prefix)
-	subscriber := NewRuleChanges(e.cluster.Client(t), prefix)
+	subscriber := NewRuleChanges(e.Cluster.Client(t), prefix)
 	sub := startSubscription(t, subscriber.Subscribe)
 
 	for v := int64(1); v <= 3; v++ {
@@ -104,7 +104,7 @@ func testClusterRuleChanges(t *testing.T, e *clusterEnv) {
 	if !slices.Equal(got, []int64{1, 2, 3}) {
 		t.Errorf("versions %v, want 1, 2 and 3", got)
 	}
-	for i, n := range e.cluster.Nodes {
+	for i, n := range e.Cluster.Nodes {
 		want := int64(100 + i)
 		if err := n.Client().Publish(ctx, publisher.channel, strconv.FormatInt(want, 10)).Err(); err != nil {
 			t.Fatalf("publish on %s: %v", n.Addr, err)

@@ -40,55 +40,6 @@ func testPrefix(tb testing.TB, client *redis.Client) string {
 	return redistest.Prefix(tb, client)
 }
 
-func scanKeys(tb testing.TB, ctx context.Context, client *redis.Client, prefix string) []string {
-	tb.Helper()
-	var keys []string
-	iter := client.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-	for iter.Next(ctx) {
-		keys = append(keys, iter.Val())
-	}
-	if err := iter.Err(); err != nil {
-		tb.Fatalf("scan %s*: %v", prefix, err)
-	}
-	return keys
-}
-
-// requireExpiry fails when a key under prefix has no TTL, on a single
-// server or on every primary of a cluster, and returns how many keys there
-// are.
-func requireExpiry(tb testing.TB, client redis.UniversalClient, prefix string) int {
-	tb.Helper()
-	ctx := context.Background()
-	var keys []string
-	switch c := client.(type) {
-	case *redis.ClusterClient:
-		keys = clusterKeys(tb, c, prefix)
-	case *redis.Client:
-		keys = scanKeys(tb, ctx, c, prefix)
-	default:
-		tb.Fatalf("requireExpiry: client %T", client)
-	}
-	for _, key := range keys {
-		ttl, err := client.PTTL(ctx, key).Result()
-		if err != nil {
-			tb.Fatalf("pttl %s: %v", key, err)
-		}
-		if ttl == -1 { // -2: expired meanwhile
-			tb.Errorf("key %s has no expiry", key)
-		}
-	}
-	return len(keys)
-}
-
-// privateRedis returns a client of a redis-server of the test's own, for
-// tests that flush scripts or read command statistics.
-func privateRedis(tb testing.TB) *redis.Client {
-	tb.Helper()
-	client := redis.NewClient(&redis.Options{Addr: redistest.StartServer(tb)})
-	tb.Cleanup(func() { client.Close() })
-	return client
-}
-
 // digests returns the SHA1 digests of store's scripts.
 func digests(store *Store) []string {
 	shas := []string{clockScript.Hash()}

@@ -66,7 +66,7 @@ func settle(tb testing.TB, l detect.Ledger, b event.Ban, enforce bool) {
 }
 
 func TestLedgerSteps(t *testing.T) {
-	forEachClock(t, func(t *testing.T, t0 time.Time) {
+	redistest.ForEachClock(t, detectT0, func(t *testing.T, t0 time.Time) {
 		const h = time.Hour
 		type step struct {
 			action, reason string
@@ -139,7 +139,7 @@ func TestLedgerSteps(t *testing.T) {
 						settle(t, mem, ref.Ban, false)
 					}
 				}
-				requireExpiry(t, client, prefix)
+				redistest.RequireExpiry(t, client, prefix)
 			})
 		}
 	})
@@ -148,7 +148,7 @@ func TestLedgerSteps(t *testing.T) {
 // TestLedgerSettleEnforces: the blacklist gets the ban only with enforce,
 // for a ban (not a warning) that has not expired on the wall clock.
 func TestLedgerSettleEnforces(t *testing.T) {
-	forEachClock(t, func(t *testing.T, t0 time.Time) {
+	redistest.ForEachClock(t, detectT0, func(t *testing.T, t0 time.Time) {
 		ctx := context.Background()
 		tests := []struct {
 			name    string
@@ -190,7 +190,7 @@ func TestLedgerSettleEnforces(t *testing.T) {
 // TestLedgerUnbanAllowsNewBan: an admin unban forgets the ledger's record,
 // so the detector may ban again at once; escalation still counts it.
 func TestLedgerUnbanAllowsNewBan(t *testing.T) {
-	forEachClock(t, func(t *testing.T, t0 time.Time) {
+	redistest.ForEachClock(t, detectT0, func(t *testing.T, t0 time.Time) {
 		l, bl, _, _ := newTestLedger(t, t0)
 		first := claim(t, l, claimAt(t0, event.ActionBan, "a|b", "scan", 0))
 		settle(t, l, first.Ban, true)
@@ -225,7 +225,7 @@ func TestLedgerInvalid(t *testing.T) {
 // TestLedgerDifferential runs random claims and settlements, in event-time
 // order, on the Redis and the memory ledger and compares every outcome.
 func TestLedgerDifferential(t *testing.T) {
-	forEachClock(t, func(t *testing.T, t0 time.Time) {
+	redistest.ForEachClock(t, detectT0, func(t *testing.T, t0 time.Time) {
 		l, _, _, _ := newTestLedger(t, t0)
 		mem := detecttest.NewMemoryLedger()
 		rng := rand.New(rand.NewPCG(1, 2))

@@ -21,14 +21,14 @@ import (
 // after SCRIPT FLUSH on one primary only the calls on that primary fall
 // back to EVAL (single calls and pipelines across primaries alike), as do
 // the detector's scripts.
-func testClusterNoScript(t *testing.T, e *clusterEnv) {
+func testClusterNoScript(t *testing.T, e *redistest.SharedCluster) {
 	ctx := context.Background()
-	store := New(e.client)
-	prefix := redistest.Prefix(t, e.client)
+	store := New(e.Client)
+	prefix := redistest.Prefix(t, e.Client)
 	algs := []decide.Algorithm{decide.FixedWindow, decide.SlidingWindow, decide.SlidingWindowCounter, decide.TokenBucket}
 	// Call i runs algorithm i mod 4 on primary i mod 3; 6 calls put 2 on
 	// each primary.
-	subjects := e.spread(t, 6, stateKey)
+	subjects := e.Spread(t, 6, stateKey)
 	batch := make([]decide.Call, len(subjects))
 	for i, s := range subjects {
 		batch[i] = decide.Call{Keys: decidetest.Keys(prefix, s), Algorithm: algs[i%len(algs)], NowMs: 7_000_000, Cost: 1,
@@ -43,15 +43,15 @@ func testClusterNoScript(t *testing.T, e *clusterEnv) {
 	// where a script was missing.
 	run := func(t *testing.T, calls []decide.Call, evals [3]int) {
 		t.Helper()
-		before := e.evalCounts(t)
+		before := e.EvalCounts(t)
 		got, err := store.Decide(ctx, calls)
 		if err != nil {
 			t.Fatal(err)
 		}
-		after := e.evalCounts(t)
+		after := e.EvalCounts(t)
 		for p := range after {
 			if n := after[p] - before[p]; n != evals[p] {
-				t.Errorf("primary %d (%s) ran EVAL %d times, want %d", p, e.primaries[p].Addr, n, evals[p])
+				t.Errorf("primary %d (%s) ran EVAL %d times, want %d", p, e.Primaries[p].Addr, n, evals[p])
 			}
 		}
 		for i, c := range calls {
@@ -70,13 +70,13 @@ func testClusterNoScript(t *testing.T, e *clusterEnv) {
 	}
 
 	t.Run("nodes that never had the scripts", func(t *testing.T) {
-		flush(t, e.cluster.Nodes...)
+		flush(t, e.Cluster.Nodes...)
 		run(t, batch, [3]int{2, 2, 2})
 		run(t, batch, [3]int{}) // the fallback cached them
 	})
 
 	t.Run("load reaches every primary", func(t *testing.T) {
-		flush(t, e.cluster.Nodes...)
+		flush(t, e.Cluster.Nodes...)
 		if err := store.Load(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -85,7 +85,7 @@ func testClusterNoScript(t *testing.T, e *clusterEnv) {
 		// Redis 7 does once they report a replication offset: not on a
 		// cluster that has had no writes yet. The failover subtest covers a
 		// promoted replica without them.
-		for _, n := range e.primaries {
+		for _, n := range e.Primaries {
 			exist, err := n.Client().ScriptExists(ctx, shas...).Result()
 			if err != nil {
 				t.Fatal(err)
@@ -97,7 +97,7 @@ func testClusterNoScript(t *testing.T, e *clusterEnv) {
 		run(t, batch, [3]int{})
 	})
 
-	victim := e.primaries[0]
+	victim := e.Primaries[0]
 	t.Run("one primary flushed, single call", func(t *testing.T) {
 		flush(t, victim)
 		run(t, batch[:1], [3]int{1, 0, 0})
@@ -111,10 +111,10 @@ func testClusterNoScript(t *testing.T, e *clusterEnv) {
 	})
 
 	t.Run("one primary flushed, detector scripts", func(t *testing.T) {
-		ips := e.spread(t, 3, func(s string) string {
+		ips := e.Spread(t, 3, func(s string) string {
 			return offenderTag("", detect.Offender{Scope: event.ScopeIP, Subject: s}) + ":v"
 		})
-		w, l := NewWindows(e.client, prefix), NewLedger(e.client, prefix, nil)
+		w, l := NewWindows(e.Client, prefix), NewLedger(e.Client, prefix, nil)
 		mem := detecttest.NewMemoryWindows()
 		// record sends, in one pipeline, a sighting of each offender and its
 		// redelivery, then claims a ban of ips[0], on the victim.
@@ -141,22 +141,12 @@ func testClusterNoScript(t *testing.T, e *clusterEnv) {
 		}
 		record(t, 0) // caches both scripts where they are missing
 		flush(t, victim)
-		before := e.evalCounts(t)
+		before := e.EvalCounts(t)
 		record(t, 1)
-		after := e.evalCounts(t)
+		after := e.EvalCounts(t)
 		// Two sightings and the claim on the victim; none elsewhere.
 		if got, want := [3]int{after[0] - before[0], after[1] - before[1], after[2] - before[2]}, [3]int{3, 0, 0}; got != want {
 			t.Errorf("EVAL ran %v times per primary, want %v", got, want)
 		}
 	})
-}
-
-// evalCounts returns how many EVAL commands each primary has run.
-func (e *clusterEnv) evalCounts(tb testing.TB) [3]int {
-	tb.Helper()
-	var n [3]int
-	for i, p := range e.primaries {
-		n[i] = evalCalls(tb, p.Client())
-	}
-	return n
 }

@@ -3,8 +3,6 @@ package redisstore
 import (
 	"context"
 	"maps"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +10,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/decide"
 	"github.com/ratewarden/ratewarden/internal/decide/decidetest"
+	"github.com/ratewarden/ratewarden/internal/redistest"
 )
 
 // TestSlidingWindowMembers checks that the log holds one member per
@@ -20,7 +19,7 @@ import (
 // in one ms share a member. It runs on a private server: a log of one
 // member per unit would put millions on the shared one.
 func TestSlidingWindowMembers(t *testing.T) {
-	client := privateRedis(t)
+	client := redistest.PrivateClient(t)
 	store := New(client)
 	const prefix = "rwtest:"
 	ctx := context.Background()
@@ -53,7 +52,7 @@ func TestSlidingWindowMembers(t *testing.T) {
 	if err != nil || r[0].Remaining != 1<<40-sum {
 		t.Errorf("remaining after %d units: %+v, %v", sum, r, err)
 	}
-	requireExpiry(t, client, prefix) // a member rewritten in place keeps its key's expiry
+	redistest.RequireExpiry(t, client, prefix) // a member rewritten in place keeps its key's expiry
 }
 
 // TestSlidingWindowWorkIndependentOfCost checks on a private server (whose
@@ -61,7 +60,7 @@ func TestSlidingWindowMembers(t *testing.T) {
 // runs exactly the Redis commands one of cost 1 runs, admitted or denied,
 // and that the admission adds one member.
 func TestSlidingWindowWorkIndependentOfCost(t *testing.T) {
-	client := privateRedis(t)
+	client := redistest.PrivateClient(t)
 	store := New(client)
 	ctx := context.Background()
 	if err := store.Load(ctx); err != nil {
@@ -88,7 +87,7 @@ func TestSlidingWindowWorkIndependentOfCost(t *testing.T) {
 		if r[0].Allowed != allowed {
 			t.Fatalf("%s, cost %d: %+v, want allowed %v", subject, cost, r[0], allowed)
 		}
-		return commandCalls(t, client)
+		return redistest.CommandCalls(t, client)
 	}
 	small, large := commands("one", 1, true), commands("million", 1_000_000, true)
 	if !maps.Equal(small, large) {
@@ -125,28 +124,4 @@ func serverMs(tb testing.TB, client *redis.Client) int64 {
 		tb.Fatal(err)
 	}
 	return now.UnixMilli()
-}
-
-// commandCalls returns, by command name, the calls INFO commandstats
-// reports since the last CONFIG RESETSTAT, those scripts made included.
-func commandCalls(tb testing.TB, client *redis.Client) map[string]int {
-	tb.Helper()
-	info, err := client.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	calls := map[string]int{}
-	for line := range strings.Lines(info) {
-		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_")
-		name, stats, found := strings.Cut(rest, ":calls=")
-		if !ok || !found {
-			continue
-		}
-		n, err := strconv.Atoi(stats[:strings.IndexByte(stats, ',')])
-		if err != nil {
-			tb.Fatalf("commandstats line %q: %v", line, err)
-		}
-		calls[name] = n
-	}
-	return calls
 }

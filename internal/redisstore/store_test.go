@@ -15,6 +15,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/decide"
 	"github.com/ratewarden/ratewarden/internal/decide/decidetest"
+	"github.com/ratewarden/ratewarden/internal/redistest"
 	"github.com/ratewarden/ratewarden/lua"
 )
 
@@ -35,7 +36,7 @@ func TestDecideScenarios(t *testing.T) {
 				stepScenario(t, s, decidetest.Keys(prefix, "subject"), func(c decide.Call) (decide.Result, error) {
 					return decideAs(context.Background(), client, store, c, v)
 				})
-				requireExpiry(t, client, prefix)
+				redistest.RequireExpiry(t, client, prefix)
 			})
 		}
 	}
@@ -159,7 +160,7 @@ func TestDecideBatch(t *testing.T) {
 // TestNoScript checks that decisions survive a server without the scripts:
 // never loaded, or flushed after loading (on a private server).
 func TestNoScript(t *testing.T) {
-	client := privateRedis(t)
+	client := redistest.PrivateClient(t)
 	store := New(client)
 	ctx := context.Background()
 	call := func(alg decide.Algorithm, subject string) decide.Call {
@@ -182,7 +183,7 @@ func TestNoScript(t *testing.T) {
 	if _, err := store.Decide(ctx, batch[:1]); err != nil {
 		t.Fatalf("single call before load: %v", err)
 	}
-	if n := evalCalls(t, client); n != 1 {
+	if n := redistest.CommandCalls(t, client)["eval"]; n != 1 {
 		t.Fatalf("EVAL ran %d times before load, want 1 (the NOSCRIPT fallback)", n)
 	}
 	if err := client.ScriptFlush(ctx).Err(); err != nil {
@@ -192,7 +193,7 @@ func TestNoScript(t *testing.T) {
 	if err != nil {
 		t.Fatalf("batch after flush: %v", err)
 	}
-	if n := evalCalls(t, client); n != 1+len(batch) {
+	if n := redistest.CommandCalls(t, client)["eval"]; n != 1+len(batch) {
 		t.Fatalf("EVAL ran %d times after the flushed batch, want %d", n, 1+len(batch))
 	}
 	for i, r := range got {
@@ -231,12 +232,6 @@ func evalShaOnly(ctx context.Context, client *redis.Client, store *Store, c deci
 	sc := store.prepare(&c)
 	keys, args := sc.keysArgs()
 	return client.EvalSha(ctx, sc.script.Hash(), keys, args...).Err()
-}
-
-// evalCalls returns how many EVAL commands the server has run.
-func evalCalls(tb testing.TB, client *redis.Client) int {
-	tb.Helper()
-	return commandCalls(tb, client)["eval"]
 }
 
 // TestDecideExactUnderConcurrency sends 1000 calls from 200 goroutines with
@@ -348,7 +343,7 @@ func TestKeysExpire(t *testing.T) {
 			}
 		}
 	}
-	if n := requireExpiry(t, client, prefix); n != 12 {
+	if n := redistest.RequireExpiry(t, client, prefix); n != 12 {
 		t.Errorf("%d keys written, want 12", n)
 	}
 }

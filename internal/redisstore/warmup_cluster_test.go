@@ -17,14 +17,14 @@ import (
 // them on every primary, has the connections asked for open to every
 // primary, which pipelined decisions then use, and routes its first single
 // call without fetching go-redis's command table.
-func testClusterWarmUp(t *testing.T, e *clusterEnv) {
+func testClusterWarmUp(t *testing.T, e *redistest.SharedCluster) {
 	ctx := context.Background()
-	for _, n := range e.cluster.Nodes {
+	for _, n := range e.Cluster.Nodes {
 		if err := n.Client().ScriptFlush(ctx).Err(); err != nil {
 			t.Fatalf("script flush on %s: %v", n.Addr, err)
 		}
 	}
-	client, err := Connect(ClientConfig{ClusterAddrs: e.cluster.Addrs(), Timeout: time.Second, PoolSize: 8})
+	client, err := Connect(ClientConfig{ClusterAddrs: e.Cluster.Addrs(), Timeout: time.Second, PoolSize: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func testClusterWarmUp(t *testing.T, e *clusterEnv) {
 	if err := store.WarmUp(ctx, 6); err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range e.primaries {
+	for _, n := range e.Primaries {
 		requireScripts(t, n.Client(), store)
 	}
 	cluster := client.(*redis.ClusterClient)
@@ -57,7 +57,7 @@ func testClusterWarmUp(t *testing.T, e *clusterEnv) {
 		return n.Load()
 	}
 	before := primaryDials()
-	prefix := redistest.Prefix(t, e.client)
+	prefix := redistest.Prefix(t, e.Client)
 	decideConcurrently(t, store, prefix, 4)
 	if n := primaryDials() - before; n != 0 {
 		t.Errorf("pipelines after the warm-up opened %d connections to the primaries", n)

@@ -13,12 +13,13 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/decide"
 	"github.com/ratewarden/ratewarden/internal/decide/decidetest"
+	"github.com/ratewarden/ratewarden/internal/redistest"
 )
 
 // A cold server: WarmUp caches every script and leaves the pool holding
 // the connections asked for, which pipelined decisions then use.
 func TestWarmUpSingleServer(t *testing.T) {
-	server := privateRedis(t)
+	server := redistest.PrivateClient(t)
 	client, err := Connect(ClientConfig{URL: "redis://" + server.Options().Addr + "/0", Timeout: time.Second, PoolSize: 8})
 	if err != nil {
 		t.Fatal(err)

@@ -215,7 +215,7 @@ func TestWindowsScenarios(t *testing.T) {
 					t.Errorf("sighting %d alone: %+v, in batch: %+v", i, summarize(got), summarize(tallies[i]))
 				}
 			}
-			if n := requireExpiry(t, client, prefix); n == 0 {
+			if n := redistest.RequireExpiry(t, client, prefix); n == 0 {
 				t.Errorf("no key written under %s", prefix)
 			}
 		})
@@ -288,7 +288,7 @@ func TestWindowsHostileSubject(t *testing.T) {
 	if tally.Violations[0] != 1 || tally.SampleEndpoints[0] != "/{x}" {
 		t.Errorf("tally %+v", summarize(tally))
 	}
-	keys := scanKeys(t, context.Background(), client, prefix)
+	keys := redistest.Keys(t, client, prefix)
 	if len(keys) != 3 {
 		t.Fatalf("keys %q, want 3", keys)
 	}
@@ -305,7 +305,7 @@ func TestWindowsHostileSubject(t *testing.T) {
 
 // TestWindowsNoScript: a server that lost its scripts runs them with EVAL.
 func TestWindowsNoScript(t *testing.T) {
-	client := privateRedis(t)
+	client := redistest.PrivateClient(t)
 	ctx := context.Background()
 	w := NewWindows(client, "rw:")
 	for range 2 {

@@ -359,3 +359,17 @@ func (n *Node) Kill() {
 	_ = n.cmd.Process.Kill()
 	<-n.done
 }
+
+// ReplicaOf returns the node replicating primary.
+func (c *Cluster) ReplicaOf(tb testing.TB, primary *Node) *Node {
+	tb.Helper()
+	_, port, _ := net.SplitHostPort(primary.Addr)
+	for _, n := range c.Nodes {
+		info, err := n.Client().Info(context.Background(), "replication").Result()
+		if err == nil && strings.Contains(info, "role:slave") && strings.Contains(info, "master_port:"+port+"\r\n") {
+			return n
+		}
+	}
+	tb.Fatalf("no replica of %s", primary.Addr)
+	return nil
+}

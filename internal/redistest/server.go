@@ -47,3 +47,12 @@ func StartServer(tb testing.TB) string {
 	}
 	return addr
 }
+
+// PrivateClient returns a client of a redis-server of the test's own
+// (StartServer), closed when the test ends.
+func PrivateClient(tb testing.TB) *redis.Client {
+	tb.Helper()
+	client := redis.NewClient(&redis.Options{Addr: StartServer(tb)})
+	tb.Cleanup(func() { client.Close() })
+	return client
+}
