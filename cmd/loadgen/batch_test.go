@@ -11,7 +11,7 @@ import (
 func TestBatchRunAgainstFakeLimiter(t *testing.T) {
 	fake := &fakeLimiter{}
 	url := startFake(t, fake)
-	err, stdout, s := runLoadgen(t, context.Background(), "-url", url, "-batch", "10", "-workers", "4", "-requests", "3000",
+	stdout, s, err := runLoadgen(t, context.Background(), "-url", url, "-batch", "10", "-workers", "4", "-requests", "3000",
 		"-duration", "0", "-mix", "normal=70,bursty=10,scanner=10,bruteforce=10", "-progress", "50ms", "-keys", "1000")
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +46,7 @@ func TestBatchRunAgainstFakeLimiter(t *testing.T) {
 func TestBatchOpenLoopCountsChecks(t *testing.T) {
 	fake := &fakeLimiter{}
 	url := startFake(t, fake)
-	err, _, s := runLoadgen(t, context.Background(), "-url", url, "-batch", "10", "-rate", "100000", "-requests", "205",
+	_, s, err := runLoadgen(t, context.Background(), "-url", url, "-batch", "10", "-rate", "100000", "-requests", "205",
 		"-duration", "0", "-workers", "2", "-progress", "0")
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +64,7 @@ func TestBatchErrorsCountPerCheck(t *testing.T) {
 		}
 		return 200
 	}})
-	err, _, s := runLoadgen(t, context.Background(), "-url", url, "-batch", "4", "-requests", "400", "-duration", "0",
+	_, s, err := runLoadgen(t, context.Background(), "-url", url, "-batch", "4", "-requests", "400", "-duration", "0",
 		"-workers", "1", "-progress", "0", "-max-errors", "1")
 	if err != nil {
 		t.Fatal(err)

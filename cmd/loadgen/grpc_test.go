@@ -143,7 +143,7 @@ func startFakeRLS(t *testing.T, f *fakeRLS) string {
 func TestGRPCRunAgainstFakeRLS(t *testing.T) {
 	fake := &fakeRLS{token: "s3cret"}
 	addr := startFakeRLS(t, fake)
-	err, stdout, s := runLoadgen(t, context.Background(), "-protocol", "grpc", "-grpc-addr", addr, "-token", "s3cret",
+	stdout, s, err := runLoadgen(t, context.Background(), "-protocol", "grpc", "-grpc-addr", addr, "-token", "s3cret",
 		"-workers", "8", "-grpc-conns", "3", "-requests", "2000", "-duration", "0", "-keys", "1000", "-progress", "50ms",
 		"-domain", "edge", "-entries", "remote_address,path", "-endpoint", "/api/books/17", "-cost", "3")
 	if err != nil {
@@ -170,7 +170,7 @@ func TestGRPCRunAgainstFakeRLS(t *testing.T) {
 func TestGRPCDefaults(t *testing.T) {
 	fake := &fakeRLS{}
 	addr := startFakeRLS(t, fake)
-	err, _, s := runLoadgen(t, context.Background(), "-protocol", "grpc", "-grpc-addr", addr, "-rate", "400",
+	_, s, err := runLoadgen(t, context.Background(), "-protocol", "grpc", "-grpc-addr", addr, "-rate", "400",
 		"-duration", "250ms", "-workers", "4", "-progress", "0", "-mix", "normal=1,bursty=1,scanner=1,bruteforce=1")
 	if err != nil {
 		t.Fatal(err)
@@ -201,7 +201,7 @@ func TestGRPCErrors(t *testing.T) {
 			return nil
 		}}
 		addr := startFakeRLS(t, fake)
-		err, stdout, s := runLoadgen(t, context.Background(), "-protocol", "grpc", "-grpc-addr", addr,
+		stdout, s, err := runLoadgen(t, context.Background(), "-protocol", "grpc", "-grpc-addr", addr,
 			"-requests", "500", "-duration", "0", "-workers", "2", "-progress", "0")
 		if err == nil || !strings.Contains(err.Error(), "-max-errors") || exitCode(err, new(bytes.Buffer)) != 1 {
 			t.Fatalf("error = %v, want the error ratio over -max-errors (exit 1)", err)
@@ -214,7 +214,7 @@ func TestGRPCErrors(t *testing.T) {
 	})
 	t.Run("token", func(t *testing.T) {
 		addr := startFakeRLS(t, &fakeRLS{token: "s3cret"})
-		err, _, s := runLoadgen(t, context.Background(), "-protocol", "grpc", "-grpc-addr", addr, "-token", "wrong",
+		_, s, err := runLoadgen(t, context.Background(), "-protocol", "grpc", "-grpc-addr", addr, "-token", "wrong",
 			"-requests", "50", "-duration", "0", "-workers", "2", "-progress", "0")
 		if err == nil || num(t, s, "code_UNAUTHENTICATED") != 50 || num(t, s, "errors_grpc_status") != 50 {
 			t.Fatalf("error %v, summary %v; want 50 UNAUTHENTICATED", err, s)

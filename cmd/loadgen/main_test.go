@@ -127,9 +127,9 @@ func startFake(t *testing.T, f *fakeLimiter) string {
 	return srv.URL
 }
 
-// runLoadgen runs run() with args, returning its error, stdout and the
-// parsed summary file.
-func runLoadgen(t *testing.T, ctx context.Context, args ...string) (error, string, map[string]string) {
+// runLoadgen runs run() with args, returning its stdout, the parsed
+// summary file and its error.
+func runLoadgen(t *testing.T, ctx context.Context, args ...string) (string, map[string]string, error) {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "summary.env")
 	var stdout, stderr bytes.Buffer
@@ -145,7 +145,7 @@ func runLoadgen(t *testing.T, ctx context.Context, args ...string) (error, strin
 			summary[k] = v
 		}
 	}
-	return err, stdout.String(), summary
+	return stdout.String(), summary, err
 }
 
 // num reads a numeric summary value.
@@ -168,7 +168,7 @@ func num(t *testing.T, s map[string]string, key string) float64 {
 func TestRunMixAgainstFakeLimiter(t *testing.T) {
 	fake := &fakeLimiter{}
 	url := startFake(t, fake)
-	err, stdout, s := runLoadgen(t, context.Background(), "-url", url, "-workers", "4", "-requests", "3000",
+	stdout, s, err := runLoadgen(t, context.Background(), "-url", url, "-workers", "4", "-requests", "3000",
 		"-duration", "0", "-mix", "normal=70,bursty=10,scanner=10,bruteforce=10", "-progress", "50ms", "-keys", "1000")
 	if err != nil {
 		t.Fatal(err)
@@ -230,7 +230,7 @@ func TestSummaryFileIsShellSourceable(t *testing.T) {
 func TestRunConnectionClose(t *testing.T) {
 	fake := &fakeLimiter{close: true}
 	url := startFake(t, fake)
-	err, _, s := runLoadgen(t, context.Background(), "-url", url, "-requests", "200", "-workers", "2", "-progress", "0")
+	_, s, err := runLoadgen(t, context.Background(), "-url", url, "-requests", "200", "-workers", "2", "-progress", "0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +242,7 @@ func TestRunConnectionClose(t *testing.T) {
 func TestRunWarmupIsLeftOut(t *testing.T) {
 	fake := &fakeLimiter{}
 	url := startFake(t, fake)
-	err, _, s := runLoadgen(t, context.Background(), "-url", url, "-rate", "200", "-warmup", "250ms", "-duration", "250ms", "-workers", "2", "-progress", "100ms")
+	_, s, err := runLoadgen(t, context.Background(), "-url", url, "-rate", "200", "-warmup", "250ms", "-duration", "250ms", "-workers", "2", "-progress", "100ms")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,14 +259,14 @@ func TestRunErrorRatio(t *testing.T) {
 		}
 		return http.StatusOK
 	}})
-	err, stdout, s := runLoadgen(t, context.Background(), "-url", url, "-requests", "500", "-workers", "2", "-progress", "0")
+	stdout, s, err := runLoadgen(t, context.Background(), "-url", url, "-requests", "500", "-workers", "2", "-progress", "0")
 	if err == nil || !strings.Contains(err.Error(), "-max-errors") || exitCode(err, new(bytes.Buffer)) != 1 {
 		t.Fatalf("error = %v, want the error ratio over -max-errors (exit 1)", err)
 	}
 	if num(t, s, "errors_status_5xx") != 100 || num(t, s, "status_503") != 100 || !strings.Contains(stdout, "status_5xx=100") {
 		t.Fatalf("summary: %v", s)
 	}
-	if err, _, _ := runLoadgen(t, context.Background(), "-url", url, "-requests", "500", "-workers", "2", "-progress", "0", "-max-errors", "0.5"); err != nil {
+	if _, _, err := runLoadgen(t, context.Background(), "-url", url, "-requests", "500", "-workers", "2", "-progress", "0", "-max-errors", "0.5"); err != nil {
 		t.Fatalf("with -max-errors 0.5: %v", err)
 	}
 }
@@ -293,7 +293,7 @@ func TestRunStopsOnCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(300*time.Millisecond, cancel)
 	begin := time.Now()
-	err, stdout, s := runLoadgen(t, ctx, "-url", url, "-duration", "1m", "-workers", "4", "-progress", "0")
+	stdout, s, err := runLoadgen(t, ctx, "-url", url, "-duration", "1m", "-workers", "4", "-progress", "0")
 	if err != nil {
 		t.Fatal(err)
 	}

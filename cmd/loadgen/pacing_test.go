@@ -79,7 +79,7 @@ func TestScheduleClosedLoop(t *testing.T) {
 func TestRunOpenLoopPacing(t *testing.T) {
 	fake := &fakeLimiter{}
 	url := startFake(t, fake)
-	err, _, s := runLoadgen(t, context.Background(), "-url", url, "-rate", "500", "-duration", "1s", "-workers", "4", "-progress", "0")
+	_, s, err := runLoadgen(t, context.Background(), "-url", url, "-rate", "500", "-duration", "1s", "-workers", "4", "-progress", "0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestRunOpenLoopPacing(t *testing.T) {
 // backlog instead of staying at 20 ms.
 func TestRunOpenLoopCountsQueueing(t *testing.T) {
 	url := startFake(t, &fakeLimiter{delay: 20 * time.Millisecond})
-	err, _, s := runLoadgen(t, context.Background(), "-url", url, "-rate", "100", "-duration", "600ms", "-workers", "1", "-progress", "0")
+	_, s, err := runLoadgen(t, context.Background(), "-url", url, "-rate", "100", "-duration", "600ms", "-workers", "1", "-progress", "0")
 	if err != nil {
 		t.Fatal(err)
 	}

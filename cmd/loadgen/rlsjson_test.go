@@ -70,7 +70,7 @@ func TestJSONRunAgainstFakeRLS(t *testing.T) {
 	fake := &fakeRLS{token: "s3cret"}
 	url := startFakeRLSJSON(t, fake)
 	const endpoint = `/api/books/"17"` // escaped in the body, decoded by the server
-	err, stdout, s := runLoadgen(t, context.Background(), "-protocol", "json", "-url", url, "-token", "s3cret",
+	stdout, s, err := runLoadgen(t, context.Background(), "-protocol", "json", "-url", url, "-token", "s3cret",
 		"-workers", "8", "-requests", "2000", "-duration", "0", "-keys", "1000", "-progress", "50ms",
 		"-domain", `edge "1"`, "-entries", "remote_address,path,method", "-endpoint", endpoint, "-cost", "3")
 	if err != nil {
@@ -96,7 +96,7 @@ func TestJSONRunAgainstFakeRLS(t *testing.T) {
 func TestJSONDefaults(t *testing.T) {
 	fake := &fakeRLS{}
 	url := startFakeRLSJSON(t, fake)
-	err, _, s := runLoadgen(t, context.Background(), "-protocol", "json", "-url", url+"/", "-requests", "200",
+	_, s, err := runLoadgen(t, context.Background(), "-protocol", "json", "-url", url+"/", "-requests", "200",
 		"-duration", "0", "-workers", "2", "-progress", "0")
 	if err != nil {
 		t.Fatal(err)

@@ -93,7 +93,7 @@ func (sh *shard) slidingWindow(c Call, now int64, outs []outcome) ([]outcome, bo
 		if hasTop && top.score >= now {
 			e.spans[len(e.spans)-1].cum = plus(top.cum, c.Cost)
 		} else {
-			e = sh.appendSpan(c.Keys.State, e, now, top.cum, c.Cost, maxPer)
+			sh.appendSpan(c.Keys.State, e, now, top.cum, c.Cost, maxPer)
 			newest, hasNewest = now, true
 		}
 	}

@@ -99,6 +99,3 @@ func ceilSeconds(d time.Duration) int64 {
 	}
 	return s
 }
-
-// msTime is the UTC time of a Unix millisecond count.
-func msTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }

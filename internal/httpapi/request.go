@@ -111,16 +111,6 @@ func validateCheck(body *checkBody) (rules.Request, error) {
 	return newRequest(body.UserID, body.IP, body.Endpoint, body.Method, body.Tier, body.Cost, body.Attributes)
 }
 
-// bodyTooLarge is the 413 answer when err comes from a body over maxBody
-// (http.MaxBytesReader), else nil.
-func bodyTooLarge(err error) error {
-	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
-		return &inputError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("request body larger than %d bytes", maxBody)}
-	}
-	return nil
-}
-
 // canonicalIP returns addr's string form: ip itself when it is already in
 // that form, as clients almost always send it, else a new string.
 func canonicalIP(ip string, addr netip.Addr) string {

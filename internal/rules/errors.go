@@ -69,4 +69,3 @@ func (p problems) at(field string) problems {
 
 func (p problems) err() error { return errors.Join(*p.errs...) }
 
-func (p problems) len() int { return len(*p.errs) }
