@@ -46,7 +46,7 @@ var serviceVars = []Var{
 		Meaning: "Redis for decisions (and the detector's windows and bans)",
 		load:    bind(inCommon(func(c *Common) *string { return &c.RedisURL }), text)},
 	{Name: "REDIS_CLUSTER_ADDRS", Readers: redisUsers,
-		Meaning: "comma-separated `host:port` seed list: use Redis Cluster instead of `REDIS_URL` (see Scale-out)",
+		Meaning: "comma-separated `host:port` seed list: use Redis Cluster instead of `REDIS_URL` (see [Scale-out](operations.md#scale-out-redis-cluster-kafka-partitions-several-instances))",
 		load:    bind(inCommon(func(c *Common) *[]string { return &c.RedisClusterAddrs }), hostPorts)},
 	{Name: "REDIS_SENTINEL_ADDRS", Readers: redisUsers,
 		Meaning: "Sentinel `host:port` list (with `REDIS_SENTINEL_MASTER`, both or neither): follow failovers; password and db come from `REDIS_URL`",
@@ -59,7 +59,7 @@ var serviceVars = []Var{
 		load:    bind(inCommon(func(c *Common) *string { return &c.RedisKeyPrefix }), text)},
 	{Name: "REDIS_TIMEOUT", Default: "50ms", Readers: limiterOnly,
 		Meaning: "deadline of one decision round trip and of one health check; past it the rules' `on_redis_failure` applies, " +
-			"except that a `local` rule refuses a request whose round trip timed out (see Failure modes: a slow Redis is not a dead one)",
+			"except that a `local` rule refuses a request whose round trip timed out (see [Failure modes](operations.md#failure-modes))",
 		load: bind(inCommon(func(c *Common) *time.Duration { return &c.RedisTimeout }), positiveDuration)},
 	{Name: "REDIS_TIMEOUT", Default: "50ms", Readers: detectorOnly,
 		Meaning: "deadline of one Redis call, raised to `2s` when shorter: detection batches are pipelined and on no request's path",

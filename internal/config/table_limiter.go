@@ -32,13 +32,13 @@ var limiterVars = []Var{
 		Meaning: "IPs/CIDRs whose `X-Forwarded-For` / `X-Real-IP` are believed on `/v1/auth`",
 		load:    bind(inLimiter(func(c *Limiter) *[]netip.Prefix { return &c.TrustedProxies }), prefixes)},
 	{Name: "AUTH_DENY_STATUS", Default: "429", Readers: limiterOnly,
-		Meaning: "status of a rate-limited `/v1/auth` call: `429`, `403`, or `401` for nginx `auth_request` (see Gateway integration)",
+		Meaning: "status of a rate-limited `/v1/auth` call: `429`, `403`, or `401` for nginx `auth_request` (see [Gateway integration](api.md#gateway-integration))",
 		load:    bind(inLimiter(func(c *Limiter) *int { return &c.AuthDenyStatus }), intOneOf(401, 403, 429))},
 	{Name: "ADMIN_TOKEN", Readers: limiterOnly,
 		Meaning: "bearer token of the admin API, held to `API_TOKENS`' rules (16 bytes at least, no placeholder); empty: the admin API is off (404)",
 		load:    bind(inLimiter(func(c *Limiter) *string { return &c.AdminToken }), adminToken)},
 	{Name: "HTTP_MAX_CONNECTIONS", Default: "10000", Readers: limiterOnly,
-		Meaning: "open connections of `LISTEN_ADDR`, 1 to 10 000 000; one more is answered 503 and closed (see Limits on what a client can send)",
+		Meaning: "open connections of `LISTEN_ADDR`, 1 to 10 000 000; one more is answered 503 and closed (see [Limits on what a client can send](api.md#limits-on-what-a-client-can-send))",
 		load:    bind(inLimiter(func(c *Limiter) *int { return &c.MaxConnections }), intBetween(1, 10_000_000))},
 	{Name: "PPROF_ADDR", Readers: limiterOnly,
 		Meaning: "`host:port` of a listener serving `net/http/pprof` (CPU, heap, allocations, goroutines, trace); empty: off. " +
@@ -47,11 +47,12 @@ var limiterVars = []Var{
 
 	{Name: "REDIS_WARMUP_TIMEOUT", Default: "5s", Readers: limiterOnly,
 		Meaning: "longest the limiter waits at start for its warm-up (Redis connected, scripts on every primary, bans loaded) " +
-			"before opening its port; past it, it starts without (see Operations)",
+			"before opening its port; past it, it starts without, in `local` mode (see [the warm-up](operations.md#start-the-warm-up))",
 		load: bind(inLimiter(func(c *Limiter) *time.Duration { return &c.RedisWarmup }), positiveDuration)},
 	{Name: "REDIS_BREAKER_FAILURES", Default: "5", Readers: limiterOnly,
-		Meaning: "consecutive round trips that could not reach Redis (refused, or a node found down) that open the breaker: " +
-			"the limiter stops calling Redis (`local` mode). Timeouts do not count: a node whose round trips time out is pinged first",
+		Meaning: "failed round trips in a row to one Redis node that open its breaker (the only one): its calls then fail at once, " +
+			"and when every node a decision needs is behind an open breaker the limiter goes to `local` mode. A node whose round trips " +
+			"timed out is pinged first, allowing it a second: one that answers is slow, not down, and its breaker stays closed",
 		load: bind(inLimiter(func(c *Limiter) *int { return &c.RedisBreakerFailures }), intBetween(1, 1_000_000))},
 	{Name: "REDIS_HEALTH_INTERVAL", Default: "5s", Readers: limiterOnly,
 		Meaning: "health check and heartbeat period (also how live limiters are counted)",
@@ -78,20 +79,20 @@ var limiterVars = []Var{
 	{Name: "REDIS_PIPELINE_WINDOW", Default: "0", Readers: limiterOnly,
 		Meaning: "how long a round trip waits for more decisions; `0` sends at once (under light load a decision goes alone, at once)",
 		load:    bind(inLimiter(func(c *Limiter) *time.Duration { return &c.PipelineWindow }), durationOrZero)},
-	// The limiter's own default, measured (README, Performance: one round
+	// The limiter's own default, measured (docs/performance.md: one round
 	// trip at a time); redisstore.DefaultWait is the same, for benchmarks.
 	{Name: "REDIS_PIPELINE_WAIT", Default: "200us", Readers: limiterOnly,
 		Meaning: "how long decisions wait for a round trip in flight that is not full before another leaves beside it: " +
 			"decisions arriving meanwhile go together in the next round trip, so with a nearby Redis, whose round trips come back sooner, " +
 			"one is in flight at a time and each carries more (fewer system calls for Redis and the limiter); " +
 			"with a distant one they still overlap, this far apart. A full round trip never waits. " +
-			"The most it adds to a decision; `0`: a free connection sends at once. See Performance → One round trip at a time",
+			"The most it adds to a decision; `0`: a free connection sends at once. See [One round trip at a time](performance.md#one-round-trip-at-a-time)",
 		load: bind(inLimiter(func(c *Limiter) *time.Duration { return &c.PipelineWait }), durationOrZero)},
 	{Name: "LOCAL_MAX_KEYS", Default: "100000", Readers: limiterOnly,
-		Meaning: "keys of local-mode state (in-memory limiting while Redis is away) a limiter may hold, 1 000 to 100 000 000; see Operations",
+		Meaning: "keys of local-mode state (in-memory limiting while Redis is away) a limiter may hold, 1 000 to 100 000 000; see [Local mode](operations.md#local-mode-deciding-without-redis)",
 		load:    bind(inLimiter(func(c *Limiter) *int { return &c.LocalMaxKeys }), intBetween(1_000, 100_000_000))},
 	{Name: "OVER_LIMIT_CACHE_SIZE", Default: "100000", Readers: limiterOnly,
-		Meaning: "keys the over-limit cache may hold (denials answered from memory until their retry time, see Operations); `0` turns it off",
+		Meaning: "keys the over-limit cache may hold (denials answered from memory until their retry time, see [Over-limit cache](operations.md#over-limit-cache)); `0` turns it off",
 		load:    bind(inLimiter(func(c *Limiter) *int { return &c.OverLimitCache }), intBetween(0, 100_000_000))},
 	{Name: "BAN_RESYNC_INTERVAL", Default: "30s", Readers: limiterOnly,
 		Meaning: "how often the limiter reloads the whole blacklist (changes arrive in between by pub/sub)",
@@ -109,7 +110,7 @@ var limiterVars = []Var{
 		load: bind(inLimiter(func(c *Limiter) *time.Duration { return &c.RulesPoll }), positiveDuration)},
 	{Name: "RLS_CONFIG_DIR", Readers: limiterOnly,
 		Meaning: "a directory of envoyproxy/ratelimit configuration files, loaded as they are and reloaded on change " +
-			"(see Descriptor rules); empty: none",
+			"(see [Descriptor rules](envoy.md#descriptor-rules-envoys-rate-limit-api)); empty: none",
 		load: bind(inLimiter(func(c *Limiter) *string { return &c.RLSConfigDir }), readableDir)},
 
 	{Name: "GRPC_LISTEN_ADDR", Default: ":8083", Readers: limiterOnly,
@@ -119,7 +120,7 @@ var limiterVars = []Var{
 		load: bind(inLimiter(func(c *Limiter) *string { return &c.RLS.GRPCListenAddr }), grpcListenAddr)},
 	{Name: "GRPC_MAX_CONNECTIONS", Default: "1024", Readers: limiterOnly,
 		Meaning: "open connections of the gRPC listener, 1 to 1 000 000; one more is closed as soon as it is accepted " +
-			"(see Envoy's rate limit API: what a caller without a token can hold)",
+			"(see [What a caller without a token can hold](envoy.md#what-a-caller-without-a-token-can-hold))",
 		load: bind(inLimiter(func(c *Limiter) *int { return &c.RLS.MaxConnections }), intBetween(1, 1_000_000))},
 	{Name: "GRPC_MAX_CONNECTION_AGE", Default: "0", Readers: limiterOnly,
 		Meaning: "close gRPC connections after this age (±10 %), then after `GRPC_MAX_CONNECTION_AGE_GRACE`: " +
@@ -153,7 +154,7 @@ var limiterVars = []Var{
 
 	{Name: "GOGC", DefaultDoc: "unset", Readers: limiterOnly, Runtime: true,
 		Meaning: "Go's own garbage-collector setting. Unset with `GOMEMLIMIT`, the limiter lets its heap grow to 64 MiB " +
-			"before collecting while its live heap is small (see Operations → Garbage collector); " +
+			"before collecting while its live heap is small (see [Garbage collector](operations.md#garbage-collector)); " +
 			"setting either turns that off and leaves the collector to them"},
 	{Name: "GOMEMLIMIT", DefaultDoc: "unset", Readers: limiterOnly, Runtime: true,
 		Meaning: "Go's own soft memory limit; setting it turns the limiter's 64 MiB heap floor off, as `GOGC` does"},
