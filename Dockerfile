@@ -6,7 +6,7 @@
 #   archiver  entrypoint /usr/local/bin/archiver, listens on :8082
 #   loadgen   entrypoint /usr/local/bin/loadgen (flags only)
 # The binaries take no arguments: configuration comes from the environment
-# (README "Configuration"), so docker compose overrides `entrypoint` and
+# (docs/configuration.md), so docker compose overrides `entrypoint` and
 # Kubernetes `command` to pick the service.
 #
 #   docker build -t ratewarden:local .

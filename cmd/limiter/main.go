@@ -239,7 +239,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		lifecycle.Part{Name: "ban following", Run: banFollower.Run},
 		rulesPart(rulesMgr),
 		// No listener opens before the warm-up has ended, so no decision is
-		// the first round trip of a cold client (README "Operations"). Not
+		// the first round trip of a cold client (docs/operations.md, the warm-up). Not
 		// fatal: past REDIS_WARMUP_TIMEOUT the limiter starts as it would
 		// cold.
 		lifecycle.Part{Name: "warm-up", Start: func(ctx context.Context) error {

@@ -30,7 +30,7 @@ import (
 func warnIfOpen(cfg config.Limiter, log *zap.Logger) {
 	if len(cfg.APITokens) == 0 && cfg.TLSFiles.ClientCAFile == "" {
 		log.Warn("decisions are open to every caller that reaches LISTEN_ADDR: set API_TOKENS (or TLS_CLIENT_CA_FILE) "+
-			"so that only the gateways may spend clients' budgets or get them banned (README \"Security model\")",
+			"so that only the gateways may spend clients' budgets or get them banned (docs/security.md)",
 			zap.String("addr", cfg.ListenAddr))
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"strconv"
 )
 
-// batchPath is the limiter's batch endpoint (README "POST
+// batchPath is the limiter's batch endpoint (docs/api.md "POST
 // /v1/check/batch"): several /v1/check bodies in one request, answered
 // with each one's decision in order.
 const batchPath = "/v1/check/batch"

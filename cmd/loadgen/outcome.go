@@ -44,7 +44,7 @@ func ioClass(err error, phase errClass) errClass {
 	return phase
 }
 
-// reason is the "reason" of a decision (README "POST /v1/check"), for the
+// reason is the "reason" of a decision (docs/api.md "POST /v1/check"), for the
 // summary; a gRPC answer has only its overall code, OK or OVER_LIMIT.
 type reason int
 

@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// checkPath is the limiter's decision endpoint (README "POST /v1/check").
+// checkPath is the limiter's decision endpoint (docs/api.md "POST /v1/check").
 const checkPath = "/v1/check"
 
 // target is where the requests go.

@@ -7,7 +7,7 @@ import (
 )
 
 // jsonPath is envoyproxy/ratelimit's HTTP endpoint, which the limiter
-// serves too (README "Envoy's rate limit API"): a RateLimitRequest in
+// serves too (docs/envoy.md): a RateLimitRequest in
 // proto3 JSON, answered with the RateLimitResponse, 200 when the overall
 // code is OK and 429 when it is OVER_LIMIT.
 const jsonPath = "/json"

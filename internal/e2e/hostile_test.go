@@ -256,7 +256,7 @@ func slowLoris(t *testing.T, lim *proc, start string) {
 // one request with 60 KiB of headers (no token needed for /healthz) and
 // then idles: each holds the server's read buffer and the request's
 // buffers until the idle timeout (120 s), under the 256 KiB a connection
-// README states, and others are served meanwhile.
+// docs/api.md states, and others are served meanwhile.
 func idleConnections(t *testing.T, lim *proc) {
 	const conns, perConn = 300, 256 << 10
 	pid := lim.cmd.Process.Pid

@@ -27,13 +27,13 @@ rules:
     on_redis_failure: local
 `
 
-// localRSSBound is the resident memory README promises for a limiter at the
+// localRSSBound is the resident memory docs/operations.md promises for a limiter at the
 // default LOCAL_MAX_KEYS (100 000), whatever the number of subjects.
 const localRSSBound = 160 << 20
 
 // During a Redis outage, 500 000 distinct subjects: the limiter keeps
 // answering in local mode, and its resident memory stays under the bound
-// README states, because local state is bounded.
+// docs/operations.md states, because local state is bounded.
 func TestLocalStateIsBounded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("500 000 requests")
@@ -88,7 +88,7 @@ func TestLocalStateIsBounded(t *testing.T) {
 		t.Errorf("%v local keys, over the default bound of 100 000", keys)
 	}
 	if rss > localRSSBound {
-		t.Errorf("RSS %d MB, over the %d MB README states", rss>>20, localRSSBound>>20)
+		t.Errorf("RSS %d MB, over the %d MB docs/operations.md states", rss>>20, localRSSBound>>20)
 	}
 	if d := check(t, lim, "192.0.2.2", "/api/a"); d.Status != http.StatusOK {
 		t.Errorf("a check after the flood: %+v", d)

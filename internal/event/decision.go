@@ -1,6 +1,6 @@
 // Package event holds the wire types published on the Kafka topics
 // (ratelimit.decisions, ratelimit.bans) and their JSON encoding. The field
-// names are the external contract (README "Events", deploy/schemas): fields
+// names are the external contract (docs/events.md, deploy/schemas): fields
 // may be added, never renamed or removed, and decoders tolerate unknown
 // fields.
 package event

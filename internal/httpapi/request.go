@@ -32,7 +32,7 @@ const (
 	maxBatch = 100
 )
 
-// checkBody is the JSON body of POST /v1/check (README "POST /v1/check"),
+// checkBody is the JSON body of POST /v1/check (docs/api.md "POST /v1/check"),
 // decoded by parseCheckBody; the tags document it and let tests compare with
 // encoding/json.
 type checkBody struct {

@@ -6,7 +6,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/limiter"
 )
 
-// appendDecision encodes the answer to a decision (README "POST /v1/check")
+// appendDecision encodes the answer to a decision (docs/api.md "POST /v1/check")
 // without reflection. Every string in it comes from the configuration (rule
 // ids are restricted to [A-Za-z0-9._-]), from constants or from a UUID, so
 // none needs escaping.
@@ -42,7 +42,7 @@ func appendDecisionFields(b []byte, d *limiter.Decision) []byte {
 	return append(b, '"')
 }
 
-// appendBatch encodes the answer to a batch (README "POST
+// appendBatch encodes the answer to a batch (docs/api.md "POST
 // /v1/check/batch"): each decision as appendDecision's object with the
 // status a single check would have had, 200, or 503 and its error.
 func appendBatch(b []byte, ds []limiter.Decision) []byte {

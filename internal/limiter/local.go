@@ -11,7 +11,7 @@ import (
 const sweepEvery = 10 * time.Second
 
 // defaultLocalMaxKeys bounds local-mode state unless configured otherwise:
-// 23 to 40 MB of keys (README "Operations": 230 to 400 B a key).
+// 23 to 40 MB of keys (docs/operations.md, local mode: 230 to 400 B a key).
 const defaultLocalMaxKeys = 100_000
 
 // localLimiter decides in process memory with the same model the Lua scripts

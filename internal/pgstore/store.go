@@ -5,7 +5,7 @@
 // bans and dead letters in one duplicate-safe transaction (archiver.Store).
 // The rows it speaks are the archiver's types; what Postgres would refuse
 // in a row is its own knowledge (ValidateViolation, ValidateBan). The
-// tables and views are what analysts query (README "Analysts: the Postgres
+// tables and views are what analysts query (docs/events.md "Analysts: the Postgres
 // tables").
 package pgstore
 
