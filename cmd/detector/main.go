@@ -19,6 +19,8 @@ import (
 	"github.com/ratewarden/ratewarden/internal/kafkabus"
 	"github.com/ratewarden/ratewarden/internal/lifecycle"
 	"github.com/ratewarden/ratewarden/internal/ops"
+	"github.com/ratewarden/ratewarden/internal/redisdetect"
+	"github.com/ratewarden/ratewarden/internal/redisfleet"
 	"github.com/ratewarden/ratewarden/internal/redisstore"
 	"github.com/ratewarden/ratewarden/internal/rules"
 	"github.com/ratewarden/ratewarden/internal/telemetry"
@@ -74,11 +76,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return err
 	}
 
-	ledger := redisstore.NewLedger(rdb, cfg.RedisKeyPrefix, redisstore.NewBlacklist(rdb, cfg.RedisKeyPrefix))
+	ledger := redisdetect.NewLedger(rdb, cfg.RedisKeyPrefix, redisfleet.NewBlacklist(rdb, cfg.RedisKeyPrefix))
 	engine := detect.NewEngine(detect.Config{
 		Detection: set.Detection(),
 		Exempt:    func(ev *event.Decision) bool { return exempt(set, ev) },
-	}, redisstore.NewWindows(rdb, cfg.RedisKeyPrefix), ledger, publisher)
+	}, redisdetect.NewWindows(rdb, cfg.RedisKeyPrefix), ledger, publisher)
 	svc := detector.New(engine, log, reg)
 
 	opsListener := &ops.Listener{Var: "LISTEN_ADDR", Addr: cfg.ListenAddr, Log: log, Handler: ops.NewHandler(ops.Config{

@@ -21,6 +21,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/lifecycle"
 	"github.com/ratewarden/ratewarden/internal/limiter"
 	"github.com/ratewarden/ratewarden/internal/ops"
+	"github.com/ratewarden/ratewarden/internal/redisfleet"
 	"github.com/ratewarden/ratewarden/internal/redisstore"
 	"github.com/ratewarden/ratewarden/internal/rlsapi"
 	"github.com/ratewarden/ratewarden/internal/rules"
@@ -107,12 +108,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	// Bans: the whole blacklist at start and every BAN_RESYNC_INTERVAL,
 	// changes as they happen in between; enforcement reads only memory.
 	bans := limiter.NewBanSet(reg)
-	blacklist := redisstore.NewBlacklist(rdb, cfg.RedisKeyPrefix)
+	blacklist := redisfleet.NewBlacklist(rdb, cfg.RedisKeyPrefix)
 	banFollower := limiter.NewBanFollower(bans, blacklist, cfg.BanResync, log)
 	// Heartbeats are the health checks: they prove Redis answers and count
 	// the live limiters, the divisor of local limits while Redis is away.
 	// They also carry the rule-set version each limiter runs.
-	heartbeats := redisstore.NewHeartbeats(rdb, cfg.RedisKeyPrefix, cfg.Instance, cfg.RedisHealthInterval)
+	heartbeats := redisfleet.NewHeartbeats(rdb, cfg.RedisKeyPrefix, cfg.Instance, cfg.RedisHealthInterval)
 	svc := limiter.New(limiter.Config{
 		Instance:      cfg.Instance,
 		ClassifyError: redisstore.ClassifyError,
@@ -140,11 +141,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		Options: rules.Options{KeyPrefix: cfg.RedisKeyPrefix},
 		Apply:   svc.SetRules,
 		Connect: ruleStore(cfg),
-		Changes: redisstore.NewRuleChanges(rdb, cfg.RedisKeyPrefix),
+		Changes: redisfleet.NewRuleChanges(rdb, cfg.RedisKeyPrefix),
 		Report: func(version string, appliedAt time.Time) {
 			ctx, cancel := context.WithTimeout(context.Background(), cfg.RedisTimeout)
 			defer cancel()
-			_ = heartbeats.ReportRules(ctx, redisstore.RulesReport{Version: version, AppliedAt: appliedAt}) // else the next beat reports it
+			_ = heartbeats.ReportRules(ctx, redisfleet.RulesReport{Version: version, AppliedAt: appliedAt}) // else the next beat reports it
 		},
 		FilePoll:   cfg.RulesPoll,
 		StorePoll:  cfg.RulesPoll,

@@ -19,7 +19,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/ops"
 	"github.com/ratewarden/ratewarden/internal/pgrules"
 	"github.com/ratewarden/ratewarden/internal/pgstore"
-	"github.com/ratewarden/ratewarden/internal/redisstore"
+	"github.com/ratewarden/ratewarden/internal/redisfleet"
 	"github.com/ratewarden/ratewarden/internal/rlsapi"
 	"github.com/ratewarden/ratewarden/internal/rulesync"
 )
@@ -93,7 +93,7 @@ func ruleStore(cfg config.Limiter) func(context.Context) (rulesync.Store, error)
 }
 
 // liveInstances lists the live limiters for the admin API.
-func liveInstances(hb *redisstore.Heartbeats) func(context.Context, time.Time) ([]adminapi.LiveInstance, error) {
+func liveInstances(hb *redisfleet.Heartbeats) func(context.Context, time.Time) ([]adminapi.LiveInstance, error) {
 	return func(ctx context.Context, now time.Time) ([]adminapi.LiveInstance, error) {
 		list, err := hb.Instances(ctx, now)
 		out := make([]adminapi.LiveInstance, len(list))

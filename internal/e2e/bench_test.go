@@ -19,7 +19,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/kafkabus"
-	"github.com/ratewarden/ratewarden/internal/redisstore"
+	"github.com/ratewarden/ratewarden/internal/redisfleet"
 	"github.com/ratewarden/ratewarden/internal/redistest"
 )
 
@@ -130,7 +130,7 @@ func TestBenchRulePropagation(t *testing.T) {
 				t.Fatalf("update %d: applied by %d of 3 instances after 5s", i+1, len(applied))
 			}
 			for id, raw := range rdb.HGetAll(context.Background(), reports).Val() {
-				var r redisstore.RulesReport
+				var r redisfleet.RulesReport
 				if json.Unmarshal([]byte(raw), &r) == nil && strings.HasPrefix(r.Version, want) {
 					applied[id] = r.AppliedAt
 				}

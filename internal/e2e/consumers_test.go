@@ -24,7 +24,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/kafkabus"
 	"github.com/ratewarden/ratewarden/internal/kafkatest"
 	"github.com/ratewarden/ratewarden/internal/pgtest"
-	"github.com/ratewarden/ratewarden/internal/redisstore"
+	"github.com/ratewarden/ratewarden/internal/redisfleet"
 	"github.com/ratewarden/ratewarden/internal/redistest"
 )
 
@@ -504,7 +504,7 @@ func checkArchive(t *testing.T, db string, s stream, issued map[string]event.Ban
 // blacklist the limiters enforce, under the id it was issued with.
 func checkBlacklist(t *testing.T, e *env, issued map[string]event.Ban) {
 	t.Helper()
-	active, err := redisstore.NewBlacklist(redistest.Client(t), e.vars["REDIS_KEY_PREFIX"]).Active(context.Background(), time.Now())
+	active, err := redisfleet.NewBlacklist(redistest.Client(t), e.vars["REDIS_KEY_PREFIX"]).Active(context.Background(), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

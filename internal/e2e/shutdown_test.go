@@ -12,7 +12,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/kafkatest"
-	"github.com/ratewarden/ratewarden/internal/redisstore"
+	"github.com/ratewarden/ratewarden/internal/redisfleet"
 	"github.com/ratewarden/ratewarden/internal/redistest"
 )
 
@@ -102,7 +102,7 @@ func TestDetectorShutdownMidBacklog(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	active, err := redisstore.NewBlacklist(redistest.Client(t), e.vars["REDIS_KEY_PREFIX"]).Active(ctx, time.Now())
+	active, err := redisfleet.NewBlacklist(redistest.Client(t), e.vars["REDIS_KEY_PREFIX"]).Active(ctx, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

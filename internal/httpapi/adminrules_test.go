@@ -19,7 +19,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/pgrules"
 	"github.com/ratewarden/ratewarden/internal/pgstore"
 	"github.com/ratewarden/ratewarden/internal/pgtest"
-	"github.com/ratewarden/ratewarden/internal/redisstore"
+	"github.com/ratewarden/ratewarden/internal/redisfleet"
 	"github.com/ratewarden/ratewarden/internal/redistest"
 	"github.com/ratewarden/ratewarden/internal/rules"
 	"github.com/ratewarden/ratewarden/internal/rulesync"
@@ -62,7 +62,7 @@ func newRuleStack(t *testing.T) *ruleStack {
 				}
 				return pgrules.New(st), st.Migrate(ctx)
 			},
-			Changes:    redisstore.NewRuleChanges(rdb, prefix),
+			Changes:    redisfleet.NewRuleChanges(rdb, prefix),
 			Registerer: prometheus.NewRegistry(),
 			Log:        zap.NewNop(),
 		})
@@ -72,7 +72,7 @@ func newRuleStack(t *testing.T) *ruleStack {
 		cfg.AdminToken = "tok"
 		cfg.Admin.Rules = mgr
 		cfg.Admin.Instance = "l1"
-		hb := redisstore.NewHeartbeats(rdb, prefix, "l1", time.Second)
+		hb := redisfleet.NewHeartbeats(rdb, prefix, "l1", time.Second)
 		if _, err := hb.Beat(context.Background(), time.Now()); err != nil {
 			t.Fatal(err)
 		}

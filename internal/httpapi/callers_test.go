@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/ratewarden/ratewarden/internal/redisstore"
+	"github.com/ratewarden/ratewarden/internal/redisfleet"
 	"github.com/ratewarden/ratewarden/internal/redistest"
 )
 
@@ -25,7 +25,7 @@ func TestDecisionRoutesNeedAToken(t *testing.T) {
 		configure: func(c *stackConfig) {
 			c.APITokens = []string{apiTokenA, apiTokenB}
 			c.AdminToken = adminToken
-			c.Admin.Blacklist = redisstore.NewBlacklist(rdb, prefix)
+			c.Admin.Blacklist = redisfleet.NewBlacklist(rdb, prefix)
 		}})
 	check := func(header map[string]string) response {
 		return s.do(http.MethodPost, "/v1/check", `{"ip":"198.51.100.1","endpoint":"/api/a"}`, header)

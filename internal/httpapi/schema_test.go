@@ -21,6 +21,8 @@ import (
 	"github.com/ratewarden/ratewarden/internal/kafkabus"
 	"github.com/ratewarden/ratewarden/internal/kafkatest"
 	"github.com/ratewarden/ratewarden/internal/limiter"
+	"github.com/ratewarden/ratewarden/internal/redisdetect"
+	"github.com/ratewarden/ratewarden/internal/redisfleet"
 	"github.com/ratewarden/ratewarden/internal/redisstore"
 	"github.com/ratewarden/ratewarden/internal/redistest"
 	"github.com/ratewarden/ratewarden/internal/rules"
@@ -122,7 +124,7 @@ func newSchemaStack(t *testing.T) *schemaStack {
 				ss.rules, counter, producer, log, reg)
 			cfg.Admin.Bans = bans
 			cfg.AdminToken = schemaToken
-			cfg.Admin.Blacklist = redisstore.NewBlacklist(rdb, prefix)
+			cfg.Admin.Blacklist = redisfleet.NewBlacklist(rdb, prefix)
 			cfg.Admin.BanPublisher = banPub
 		}})
 	return ss
@@ -321,7 +323,7 @@ func TestSchemaEmittedEvents(t *testing.T) {
 		prefix := redistest.Prefix(t, rdb)
 		det := s.rules.Detection()
 		det.DryRun = dryRun
-		ledger := redisstore.NewLedger(rdb, prefix, redisstore.NewBlacklist(rdb, prefix))
+		ledger := redisdetect.NewLedger(rdb, prefix, redisfleet.NewBlacklist(rdb, prefix))
 		pub := &recordingPublisher{pub: s.banPub}
 		engine := detect.NewEngine(detect.Config{
 			Detection: det,
@@ -329,7 +331,7 @@ func TestSchemaEmittedEvents(t *testing.T) {
 				req := rules.Request{UserID: ev.UserID, IP: ev.IP, Endpoint: ev.Endpoint, Method: ev.Method, Tier: ev.Tier}
 				return s.rules.Exempt(&req)
 			},
-		}, redisstore.NewWindows(rdb, prefix), ledger, pub)
+		}, redisdetect.NewWindows(rdb, prefix), ledger, pub)
 		svc := detector.New(engine, zap.NewNop(), prometheus.NewRegistry())
 		if err := svc.Handle(context.Background(), handed); err != nil {
 			t.Fatalf("detector (dry run %v): %v", dryRun, err)

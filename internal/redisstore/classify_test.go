@@ -168,7 +168,11 @@ func TestPrepare(t *testing.T) {
 					sent = append(sent, v)
 				}
 			}
-			want := append(append([]any{}, toAny(tt.keys)...), tt.args...)
+			want := make([]any, 0, len(tt.keys)+len(tt.args))
+			for _, k := range tt.keys {
+				want = append(want, k)
+			}
+			want = append(want, tt.args...)
 			if !slices.Equal(sent, want) {
 				t.Errorf("EVALSHA sends %#v, want %#v", sent, want)
 			}

@@ -1,8 +1,6 @@
 package redisstore
 
 import (
-	"context"
-	"fmt"
 	"testing"
 
 	"github.com/ratewarden/ratewarden/internal/redistest"
@@ -21,11 +19,6 @@ func TestCluster(t *testing.T) {
 	}{
 		{"decide", testClusterDecide},
 		{"noscript", testClusterNoScript},
-		{"blacklist", testClusterBlacklist},
-		{"heartbeats", testClusterHeartbeats},
-		{"rule changes", testClusterRuleChanges},
-		{"windows", testClusterWindows},
-		{"ledger", testClusterLedger},
 		{"warm-up", testClusterWarmUp},
 		{"failover", testClusterFailover},
 	} {
@@ -40,18 +33,4 @@ func nodeDown(err error) bool {
 		return true
 	}
 	return false
-}
-
-// awaitChange reads ch until a value satisfies match or ctx ends.
-func awaitChange[T any](ctx context.Context, ch <-chan T, match func(T) bool) error {
-	for {
-		select {
-		case v := <-ch:
-			if match(v) {
-				return nil
-			}
-		case <-ctx.Done():
-			return fmt.Errorf("published, not received: %w", ctx.Err())
-		}
-	}
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/pgrules"
 	"github.com/ratewarden/ratewarden/internal/pgstore"
 	"github.com/ratewarden/ratewarden/internal/pgtest"
-	"github.com/ratewarden/ratewarden/internal/redisstore"
+	"github.com/ratewarden/ratewarden/internal/redisfleet"
 	"github.com/ratewarden/ratewarden/internal/redistest"
 	"github.com/ratewarden/ratewarden/internal/rules"
 	"github.com/ratewarden/ratewarden/internal/rulesync"
@@ -95,7 +95,7 @@ func (s *system) start(opts ...option) *limiter {
 			}
 			return pgrules.New(st), nil
 		},
-		Changes:    redisstore.NewRuleChanges(client, s.prefix),
+		Changes:    redisfleet.NewRuleChanges(client, s.prefix),
 		FilePoll:   50 * time.Millisecond,
 		StorePoll:  time.Hour, // announcements only, unless a test says otherwise
 		Registerer: l.reg,

@@ -1,4 +1,4 @@
-package redisstore
+package redisfleet
 
 import (
 	"context"
@@ -6,11 +6,13 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratewarden/ratewarden/internal/redistest"
 )
 
 func TestHeartbeatsCountLiveInstances(t *testing.T) {
-	client := newClient(t, redisAddr())
-	prefix := testPrefix(t, client)
+	client := redistest.Client(t)
+	prefix := redistest.Prefix(t, client)
 	ctx := context.Background()
 	const interval = time.Second
 	t0 := time.Now()
@@ -70,8 +72,8 @@ func TestHeartbeatFailsFastOnDeadRedis(t *testing.T) {
 // written before a Redis flush comes back with the next beat, and the
 // report of an instance that left or went stale is gone.
 func TestHeartbeatsReportRules(t *testing.T) {
-	client := newClient(t, redisAddr())
-	prefix := testPrefix(t, client)
+	client := redistest.Client(t)
+	prefix := redistest.Prefix(t, client)
 	ctx := context.Background()
 	const interval = time.Second
 	now := time.Now()

@@ -1,4 +1,4 @@
-package redisstore
+package redisdetect
 
 import (
 	"context"
@@ -27,14 +27,21 @@ const maxDurationMs = math.MaxInt64 / int64(time.Millisecond)
 type Ledger struct {
 	client redis.UniversalClient
 	prefix string
-	bans   *Blacklist
+	bans   Blacklist
 	script *redis.Script
 	now    func() time.Time
 }
 
+// Blacklist is where Settle writes the bans it enforces: the set the
+// limiters enforce (redisfleet.Blacklist). Add never shortens a ban in
+// force, and reports whether it wrote.
+type Blacklist interface {
+	Add(ctx context.Context, ban event.Ban) (bool, error)
+}
+
 // NewLedger returns the ledger under the key prefix (the prefix of the
 // Windows). Settle writes enforced bans to bans; nil enforces nothing.
-func NewLedger(client redis.UniversalClient, prefix string, bans *Blacklist) *Ledger {
+func NewLedger(client redis.UniversalClient, prefix string, bans Blacklist) *Ledger {
 	return &Ledger{client: client, prefix: prefix, bans: bans, script: redis.NewScript(lua.DetectClaim()), now: time.Now}
 }
 

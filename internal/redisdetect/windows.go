@@ -1,16 +1,14 @@
-package redisstore
+package redisdetect
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratewarden/ratewarden/internal/detect"
-	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/redisstore"
 	"github.com/ratewarden/ratewarden/lua"
 )
 
@@ -44,14 +42,14 @@ func (w *Windows) Record(ctx context.Context, spec detect.WindowSpec, sightings 
 	if err := validateSpec(spec); err != nil {
 		return nil, fmt.Errorf("redis record windows: %w", err)
 	}
-	calls := make([]scriptCall, len(sightings))
+	calls := make([]redisstore.EvalCall, len(sightings))
 	for i, s := range sightings {
 		if err := validateScope(s.Offender.Scope); err != nil {
 			return nil, fmt.Errorf("redis record windows: sighting %d: %w", i, err)
 		}
 		calls[i] = w.call(spec, s)
 	}
-	cmds := runScriptReplies(ctx, w.client, calls)
+	cmds := redisstore.EvalPipelined(ctx, w.client, calls)
 	tallies := make([]detect.Tally, len(cmds))
 	for i, cmd := range cmds {
 		t, err := parseTally(cmd, len(spec.Violations))
@@ -63,7 +61,7 @@ func (w *Windows) Record(ctx context.Context, spec detect.WindowSpec, sightings 
 	return tallies, nil
 }
 
-func (w *Windows) call(spec detect.WindowSpec, s detect.Sighting) scriptCall {
+func (w *Windows) call(spec detect.WindowSpec, s detect.Sighting) redisstore.EvalCall {
 	tag := offenderTag(w.prefix, s.Offender)
 	violation := int64(0)
 	if s.Violation {
@@ -79,7 +77,7 @@ func (w *Windows) call(spec detect.WindowSpec, s detect.Sighting) scriptCall {
 	for i := range spec.Violations {
 		args = append(args, spec.ViolationThreshold(i))
 	}
-	return scriptCall{script: w.script, keys: []string{tag + ":v", tag + ":e", tag + ":n"}, args: args}
+	return redisstore.EvalCall{Script: w.script, Keys: []string{tag + ":v", tag + ":e", tag + ":n"}, Args: args}
 }
 
 // windowsTTL is how long an offender's windows outlive its last sighting:
@@ -171,18 +169,4 @@ func msTime(ms int64) time.Time {
 		return time.Time{}
 	}
 	return time.UnixMilli(ms).UTC()
-}
-
-// offenderTag is the common part of an offender's keys, its hash tag
-// included: P{det|<scope>|<first 32 hex digits of SHA-256(subject)>}.
-func offenderTag(prefix string, o detect.Offender) string {
-	sum := sha256.Sum256([]byte(o.Subject))
-	return prefix + "{det|" + o.Scope + "|" + hex.EncodeToString(sum[:16]) + "}"
-}
-
-func validateScope(scope string) error {
-	if scope != event.ScopeIP && scope != event.ScopeUser {
-		return fmt.Errorf("scope %.16q is not one of ip, user", scope)
-	}
-	return nil
 }

@@ -1,4 +1,4 @@
-package redisstore
+package redisfleet
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratewarden/ratewarden/internal/detect"
 	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/redisdetect"
 )
 
 // Blacklist is the set of active bans the limiters enforce, written by the
@@ -28,6 +28,10 @@ type Blacklist struct {
 
 // addRetries bounds the optimistic transactions of Add under contention.
 const addRetries = 16
+
+// keep is how long (wall clock) the blacklist's keys outlive its longest
+// ban.
+const keep = time.Minute
 
 // NewBlacklist returns the blacklist under the key prefix (which must not
 // contain '{' or '}').
@@ -89,7 +93,7 @@ func (b *Blacklist) Add(ctx context.Context, ban event.Ban) (bool, error) {
 		}
 		// A TTL, not PEXPIREAT: every instant here is on this process's
 		// clock, and Redis's own clock may differ from it.
-		ttl := time.Duration(until-now)*time.Millisecond + recordKeep
+		ttl := time.Duration(until-now)*time.Millisecond + keep
 		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			p.ZAdd(ctx, b.setKey(), redis.Z{Score: float64(expires), Member: m})
 			p.HSet(ctx, b.detailsKey(), m, data)
@@ -158,7 +162,12 @@ func banOf(scope, subject, details string, expiresMs float64) event.Ban {
 
 // Remove lifts the ban of scope and subject and reports whether there was
 // one. It also forgets the detector's current ban record of the offender,
-// so the detector may ban it again; its escalation history stays.
+// so the detector may ban it again; its escalation history stays. The
+// record is the detector's (package redisdetect), which names its key:
+// this package depends on redisdetect for that one function, and
+// redisdetect reaches the blacklist only through an interface of its own,
+// so there is no cycle and the layout of the detector's keys is known in
+// one place.
 func (b *Blacklist) Remove(ctx context.Context, scope, subject string) (bool, error) {
 	if err := validateScope(scope); err != nil {
 		return false, fmt.Errorf("redis blacklist remove: %w", err)
@@ -172,8 +181,7 @@ func (b *Blacklist) Remove(ctx context.Context, scope, subject string) (bool, er
 	}); err != nil {
 		return false, fmt.Errorf("redis blacklist remove: %w", err)
 	}
-	tag := offenderTag(b.prefix, detect.Offender{Scope: scope, Subject: subject})
-	if err := b.client.Del(ctx, tag+":"+event.ActionBan).Err(); err != nil {
+	if err := b.client.Del(ctx, redisdetect.BanRecordKey(b.prefix, scope, subject)).Err(); err != nil {
 		return false, fmt.Errorf("redis blacklist remove: ledger record: %w", err)
 	}
 	removed := zrem.Val() > 0
@@ -253,6 +261,13 @@ func parseChange(msg string) (event.BanChange, bool) {
 		return event.BanChange{}, false
 	}
 	return c, true
+}
+
+func validateScope(scope string) error {
+	if scope != event.ScopeIP && scope != event.ScopeUser {
+		return fmt.Errorf("scope %.16q is not one of ip, user", scope)
+	}
+	return nil
 }
 
 func without(list []string, s string) []string {

@@ -1,4 +1,4 @@
-package redisstore
+package redisdetect
 
 import (
 	"github.com/ratewarden/ratewarden/internal/detect/detecttest"

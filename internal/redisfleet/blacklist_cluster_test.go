@@ -1,4 +1,4 @@
-package redisstore
+package redisfleet
 
 import (
 	"context"
@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratewarden/ratewarden/internal/detect"
 	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/redisdetect"
 	"github.com/ratewarden/ratewarden/internal/redistest"
 )
 
@@ -56,9 +56,7 @@ func testClusterBlacklist(t *testing.T, e *redistest.SharedCluster) {
 	sub := startSubscription(t, reader.SubscribeResync)
 
 	// Subjects whose ledger records (deleted by Remove) sit on every primary.
-	subjects := e.Spread(t, 3, func(s string) string {
-		return offenderTag("", detect.Offender{Scope: event.ScopeUser, Subject: s}) + ":ban"
-	})
+	subjects := e.Spread(t, 3, func(s string) string { return redisdetect.BanRecordKey("", event.ScopeUser, s) })
 
 	t.Run("add is read and announced through another client", func(t *testing.T) {
 		var want []event.Ban
@@ -96,18 +94,18 @@ func testClusterBlacklist(t *testing.T, e *redistest.SharedCluster) {
 	})
 
 	t.Run("remove forgets ledger records on every primary", func(t *testing.T) {
-		l := NewLedger(writerClient, prefix, writer)
-		l.now = writer.now
+		// The ledger's clock is the wall clock, with which detectT0 (now)
+		// is in step: Settle enforces the hour-long bans.
+		l := redisdetect.NewLedger(writerClient, prefix, writer)
 		// Subjects not banned yet: a ban never shortens a longer one.
 		fresh := e.Spread(t, 3, func(s string) string {
-			return offenderTag("", detect.Offender{Scope: event.ScopeUser, Subject: "r" + s}) + ":ban"
+			return redisdetect.BanRecordKey("", event.ScopeUser, "r"+s)
 		})
 		for i := range fresh {
 			fresh[i] = "r" + fresh[i]
 		}
 		for _, s := range fresh {
-			c := claimAt(detectT0, event.ActionBan, s, "scan", 0)
-			c.Ban.Scope = event.ScopeUser
+			c := banClaim(event.ScopeUser, s, detectT0)
 			out := claim(t, l, c)
 			if !out.Publish {
 				t.Fatalf("claim of %s: %+v, want a new ban", s, out)
@@ -123,8 +121,7 @@ func testClusterBlacklist(t *testing.T, e *redistest.SharedCluster) {
 			if got, want := wait(t, sub.changes), (event.BanChange{Action: "unban", Scope: "user", Subject: s}); got != want {
 				t.Errorf("change %+v, want %+v", got, want)
 			}
-			c.Ban.TS = c.Ban.TS.Add(time.Minute)
-			if out := claim(t, l, c); !out.Publish || out.Ban.DurationS != 7200 {
+			if out := claim(t, l, banClaim(event.ScopeUser, s, detectT0.Add(time.Minute))); !out.Publish || out.Ban.DurationS != 7200 {
 				t.Errorf("claim of %s after the unban: %+v, want a new ban, escalated", s, out)
 			}
 		}

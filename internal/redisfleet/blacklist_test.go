@@ -1,4 +1,4 @@
-package redisstore
+package redisfleet
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/redisdetect"
 	"github.com/ratewarden/ratewarden/internal/redistest"
 )
 
@@ -51,10 +52,10 @@ func TestBlacklistRoundTrip(t *testing.T) {
 			t.Errorf("active an hour later: %+v, want {x} only", active)
 		}
 		redistest.RequireExpiry(t, redistest.Client(t), prefix)
-		// The keys outlive the last ban by recordKeep, on any clock.
+		// The keys outlive the last ban by keep, on any clock.
 		for _, key := range []string{bl.setKey(), bl.detailsKey()} {
 			ttl := redistest.Client(t).PTTL(ctx, key).Val()
-			if longest := 2*time.Hour + recordKeep; ttl <= longest-time.Minute || ttl > longest {
+			if longest := 2*time.Hour + keep; ttl <= longest-time.Minute || ttl > longest {
 				t.Errorf("%s expires in %v, want %v", key, ttl, longest)
 			}
 		}
@@ -142,6 +143,35 @@ func TestBlacklistNeverShortens(t *testing.T) {
 		inForce(short)
 		if _, ok, _ := bl.Lookup(ctx, event.ScopeUser, "a", t0.Add(3*time.Second)); ok {
 			t.Error("Lookup after the ban expired: still in force")
+		}
+	})
+}
+
+// TestBlacklistRemoveForgetsBanRecord: an unban forgets the detector's
+// record of the ban (redisdetect.BanRecordKey), so the detector may ban
+// again at once; escalation still counts the first ban.
+func TestBlacklistRemoveForgetsBanRecord(t *testing.T) {
+	redistest.ForEachClock(t, detectT0, func(t *testing.T, t0 time.Time) {
+		ctx := context.Background()
+		bl, prefix := newTestBlacklist(t, t0)
+		l := redisdetect.NewLedger(bl.client, prefix, nil)
+		first := claim(t, l, banClaim(event.ScopeIP, "a|b", t0))
+		// Settled without the ledger's enforcing, which reads the wall
+		// clock: the ban goes to the blacklist, on its clock, here.
+		settle(t, l, first.Ban, false)
+		if written, err := bl.Add(ctx, first.Ban); err != nil || !written {
+			t.Fatalf("add: %v, %v", written, err)
+		}
+		if again := claim(t, l, banClaim(event.ScopeIP, "a|b", t0.Add(time.Minute))); again.Publish {
+			t.Fatalf("claim while banned: %+v, want the ban in force", again)
+		}
+		removed, err := bl.Remove(ctx, event.ScopeIP, "a|b")
+		if err != nil || !removed {
+			t.Fatalf("remove: %v, %v", removed, err)
+		}
+		again := claim(t, l, banClaim(event.ScopeIP, "a|b", t0.Add(2*time.Minute)))
+		if !again.Publish || again.Ban.DurationS != 7200 {
+			t.Errorf("claim after unban: %+v, want a new, escalated ban", again)
 		}
 	})
 }
@@ -262,17 +292,6 @@ func TestBlacklistSubscribeReconnect(t *testing.T) {
 	}
 	if got := wait(t, changes); got.Subject != "a" || got.Action != "ban" {
 		t.Errorf("change %+v", got)
-	}
-}
-
-func wait[T any](tb testing.TB, ch <-chan T) T {
-	tb.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(5 * time.Second):
-		tb.Fatalf("nothing received within 5 s")
-		panic("unreachable")
 	}
 }
 
