@@ -4,8 +4,8 @@
 // thresholds of the rules file's detection section. State lives behind two
 // small interfaces: Windows (the tallies) and Ledger (bans already issued,
 // escalation). Both have an in-memory implementation here, used by replay
-// tests, and a Redis implementation in redisstore, used by the detector, so
-// state survives restarts and is shared by every detector instance.
+// tests, and a Redis implementation in redisdetect, used by the detector,
+// so state survives restarts and is shared by every detector instance.
 package detect
 
 import (

@@ -11,7 +11,7 @@ import (
 )
 
 // Blacklist is the shared list of bans as the limiter follows it
-// (redisstore.Blacklist): read in full, and changes as they happen.
+// (redisfleet.Blacklist): read in full, and changes as they happen.
 type Blacklist interface {
 	// Active lists the bans in force at now.
 	Active(ctx context.Context, now time.Time) ([]event.Ban, error)

@@ -45,7 +45,7 @@ import (
 )
 
 // Announcer carries "the dynamic rules are at version N" between limiters
-// (redisstore.RuleChanges).
+// (redisfleet.RuleChanges).
 type Announcer interface {
 	Publish(ctx context.Context, version int64) error
 	Subscribe(ctx context.Context, onVersion func(int64), onResync func()) error
@@ -67,7 +67,7 @@ type Config struct {
 	// Changes, when set, announces and learns changes between limiters.
 	Changes Announcer
 	// Report, when set, tells the others which version this instance runs
-	// (redisstore.Heartbeats.ReportRules, bounded by its own timeout).
+	// (redisfleet.Heartbeats.ReportRules, bounded by its own timeout).
 	Report func(version string, appliedAt time.Time)
 	// FilePoll is how often the file and RLSDir are read for changes
 	// (default 1s);

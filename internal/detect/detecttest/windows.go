@@ -1,6 +1,6 @@
 // Package detecttest holds the scenario tables shared by the tests of the
 // in-memory Windows and Ledger (internal/detect) and of their Redis
-// implementations (internal/redisstore), so both are held to the same
+// implementations (internal/redisdetect), so both are held to the same
 // expected results.
 package detecttest
 
