@@ -120,7 +120,7 @@ func newSchemaStack(t *testing.T) *schemaStack {
 			t.Cleanup(counter.Close)
 			bans := limiter.NewBanSet(reg)
 			ss.rules = cfg.Service.Rules()
-			cfg.Service = limiter.New(limiter.Config{Instance: "schema-test", ClassifyError: redisstore.ClassifyError, Unreached: redisstore.Unreached, Bans: bans},
+			cfg.Service = limiter.New(limiter.Config{Instance: "schema-test", ClassifyError: redisstore.ClassifyError, Unreached: redisstore.Unreached, BreakerOpen: redisstore.BreakerOpen, Bans: bans},
 				ss.rules, counter, producer, log, reg)
 			cfg.Admin.Bans = bans
 			cfg.AdminToken = schemaToken

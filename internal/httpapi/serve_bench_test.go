@@ -107,7 +107,7 @@ func benchHandler(b *testing.B, algorithm decide.Algorithm) (fasthttp.RequestHan
 	counter := redisstore.NewCoalescer(redisstore.New(rdb), redisstore.CoalesceConfig{Wait: redisstore.DefaultWait, OnFlush: trips.flushed})
 	b.Cleanup(counter.Close)
 	reg := prometheus.NewRegistry()
-	svc := limiter.New(limiter.Config{Instance: "bench", ClassifyError: redisstore.ClassifyError, Unreached: redisstore.Unreached, OverLimitCacheSize: 100_000},
+	svc := limiter.New(limiter.Config{Instance: "bench", ClassifyError: redisstore.ClassifyError, Unreached: redisstore.Unreached, BreakerOpen: redisstore.BreakerOpen, OverLimitCacheSize: 100_000},
 		set, counter, benchPublisher(b, reg), zap.NewNop(), reg)
 	cfg := httpapi.Config{Service: svc, Log: zap.NewNop()}
 	return httpapi.NewFastHandler(cfg, ops.Beside(httpapi.NewHandler(cfg), ops.NewHandler(ops.Config{}))), trips

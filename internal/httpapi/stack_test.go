@@ -104,7 +104,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	// As in production: decisions share pipelines through the coalescer.
 	counter := redisstore.NewCoalescer(redisstore.New(o.rdb), redisstore.CoalesceConfig{Timeout: 5 * time.Second})
 	t.Cleanup(counter.Close)
-	svc := limiter.New(limiter.Config{Instance: "test", ClassifyError: redisstore.ClassifyError, Unreached: redisstore.Unreached, OverLimitCacheSize: o.overLimitCache},
+	svc := limiter.New(limiter.Config{Instance: "test", ClassifyError: redisstore.ClassifyError, Unreached: redisstore.Unreached, BreakerOpen: redisstore.BreakerOpen, OverLimitCacheSize: o.overLimitCache},
 		set, counter, producer, log, reg)
 	cfg := stackConfig{Config: httpapi.Config{Service: svc, Log: log}}
 	if o.configure != nil {

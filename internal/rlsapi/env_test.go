@@ -79,7 +79,7 @@ func newEnv(t *testing.T, rs []rules.Rule, o options) *env {
 	t.Cleanup(counter.Close)
 	events := &capture{}
 	lcfg := o.limiter
-	lcfg.Instance, lcfg.ClassifyError, lcfg.Unreached = "test", redisstore.ClassifyError, redisstore.Unreached
+	lcfg.Instance, lcfg.ClassifyError, lcfg.Unreached, lcfg.BreakerOpen = "test", redisstore.ClassifyError, redisstore.Unreached, redisstore.BreakerOpen
 	if o.bans != nil {
 		lcfg.Bans = o.bans(reg)
 	}

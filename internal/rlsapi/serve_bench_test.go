@@ -64,7 +64,7 @@ func BenchmarkServeShouldRateLimit(b *testing.B) {
 		OnFlush: func(n int) { trips.Add(1); calls.Add(int64(n)) }})
 	b.Cleanup(counter.Close)
 	reg := prometheus.NewRegistry()
-	svc := limiter.New(limiter.Config{Instance: "bench", ClassifyError: redisstore.ClassifyError, Unreached: redisstore.Unreached, OverLimitCacheSize: 100_000},
+	svc := limiter.New(limiter.Config{Instance: "bench", ClassifyError: redisstore.ClassifyError, Unreached: redisstore.Unreached, BreakerOpen: redisstore.BreakerOpen, OverLimitCacheSize: 100_000},
 		set, counter, benchPublisher(b, reg), zap.NewNop(), reg)
 	benchGRPC(b, rlsapi.New(rlsapi.Config{}, svc, zap.NewNop(), reg).GRPCServer(rlsapi.ServerOptions{}), func() {
 		trips.Store(0)
