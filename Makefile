@@ -3,9 +3,13 @@ GO       ?= go
 BIN      := bin
 FUZZTIME ?= 5000x
 
-.PHONY: all build run demo test vet unit allocs fuzz-short fuzz bench clean
+.PHONY: all help build run demo test vet lint unit allocs fuzz-short fuzz bench clean
 
 all: build
+
+## help: this list of targets
+help:
+	@sed -n 's/^## //p' $(MAKEFILE_LIST)
 
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
@@ -19,11 +23,16 @@ run: build
 demo: build
 	deploy/local/demo.sh
 
-## test: vet, every test (integration tests use the local Redis and an embedded broker), each fuzz target briefly
-test: vet fuzz-short unit allocs
+## test: vet, staticcheck, every test (integration tests use the local Redis and an embedded broker), each fuzz
+##       target briefly
+test: vet lint fuzz-short unit allocs
 
 vet:
 	$(GO) vet ./...
+
+## lint: staticcheck, its default checks (the version is go.mod's tool line); any finding fails
+lint:
+	$(GO) tool staticcheck ./...
 
 # One package at a time: several packages start their own Redis servers,
 # clusters and processes, and a few tests hold the production REDIS_TIMEOUT

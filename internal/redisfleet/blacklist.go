@@ -77,9 +77,8 @@ func (b *Blacklist) Add(ctx context.Context, ban event.Ban) (bool, error) {
 		}
 		// Expired members are read under WATCH so that one re-added
 		// meanwhile is not deleted with its old details.
-		expired, err := tx.ZRangeByScore(ctx, b.setKey(), &redis.ZRangeBy{
-			Min: "-inf", Max: strconv.FormatInt(now, 10), Count: 1000,
-		}).Result()
+		expired, err := tx.ZRangeArgs(ctx, redis.ZRangeArgs{Key: b.setKey(), ByScore: true,
+			Start: "-inf", Stop: strconv.FormatInt(now, 10), Count: 1000}).Result()
 		if err != nil {
 			return err
 		}
