@@ -5,10 +5,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
 	"github.com/ratewarden/ratewarden/internal/adminapi"
@@ -68,33 +71,75 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	defer func() { _ = log.Sync() }()
 	uuid.EnableRandPool()
-	reg := telemetry.NewRegistry()
+	w := &wiring{cfg: cfg, log: log, reg: telemetry.NewRegistry()}
+	if err := w.connect(); err != nil {
+		return err
+	}
+	w.decisionService()
+	w.ruleManager()
+	w.apis()
+	w.listeners()
+	warnIfOpen(cfg, log)
+	return w.group().Run(ctx)
+}
 
-	// The clients that fail only on a bad configuration come first, before
-	// the producer and the coalescer start their goroutines.
-	redisstore.RouteLogs(log.Named("redis"))
-	redisCfg := redisstore.ClientConfig{URL: cfg.RedisURL, ClusterAddrs: cfg.RedisClusterAddrs,
+// wiring holds the limiter's parts while run builds them, each step from
+// the ones before.
+type wiring struct {
+	cfg config.Limiter
+	log *zap.Logger
+	reg *prometheus.Registry
+
+	redisCfg     redisstore.ClientConfig
+	rdb          redis.UniversalClient
+	store        *redisstore.Store
+	decider      *redisstore.Coalescer
+	banPublisher *kafkabus.BanPublisher
+	producer     *kafkabus.Producer
+
+	bans        *limiter.BanSet
+	blacklist   *redisfleet.Blacklist
+	banFollower *limiter.BanFollower
+	heartbeats  *redisfleet.Heartbeats
+	svc         *limiter.Service
+	rulesMgr    *rulesync.Manager
+
+	rls          *rlsapi.Server
+	apiCfg       httpapi.Config
+	api          http.Handler
+	opsHandler   http.Handler
+	opsListener  *ops.Listener // nil: the ops routes are on the decision port
+	decisions    *ops.Listener
+	grpcListener *grpcPart // nil: GRPC_LISTEN_ADDR off
+}
+
+// connect makes the clients. The ones that fail only on a bad
+// configuration come first, before the producer and the coalescer start
+// their goroutines.
+func (w *wiring) connect() error {
+	cfg := w.cfg
+	redisstore.RouteLogs(w.log.Named("redis"))
+	w.redisCfg = redisstore.ClientConfig{URL: cfg.RedisURL, ClusterAddrs: cfg.RedisClusterAddrs,
 		SentinelAddrs: cfg.RedisSentinelAddrs, SentinelMaster: cfg.RedisSentinelMaster, Timeout: cfg.RedisTimeout,
 		PoolSize: cfg.RedisPipelines + 4} // one connection per pipeline, plus probes, heartbeats and ban sync
-	rdb, err := redisstore.Connect(redisCfg)
-	if err != nil {
+	var err error
+	if w.rdb, err = redisstore.Connect(w.redisCfg); err != nil {
 		return err
 	}
-	banPublisher, err := kafkabus.NewBanPublisher(cfg.KafkaBrokers, cfg.BansTopic)
-	if err != nil {
+	if w.banPublisher, err = kafkabus.NewBanPublisher(cfg.KafkaBrokers, cfg.BansTopic); err != nil {
 		return err
 	}
-	producer, err := kafkabus.NewProducer(kafkabus.ProducerConfig{
+	w.producer, err = kafkabus.NewProducer(kafkabus.ProducerConfig{
 		Brokers:   cfg.KafkaBrokers,
 		Topic:     cfg.DecisionsTopic,
 		QueueSize: cfg.EventQueueSize,
 		ClientID:  "ratewarden-limiter-" + cfg.Instance,
-	}, log.Named("events"), reg)
+	}, w.log.Named("events"), w.reg)
 	if err != nil {
 		return err
 	}
-	store := redisstore.New(rdb) // before rdb's first command: see WarmUp
-	decider := redisstore.NewCoalescer(store, redisstore.CoalesceConfig{
+	w.store = redisstore.New(w.rdb) // before rdb's first command: see WarmUp
+	w.decider = redisstore.NewCoalescer(w.store, redisstore.CoalesceConfig{
 		Pipelines: cfg.RedisPipelines,
 		Limit:     cfg.PipelineLimit,
 		Window:    cfg.PipelineWindow,
@@ -102,73 +147,76 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		Timeout:   cfg.RedisTimeout,
 		// The only breaker: each node's (see limiter.Config.BreakerOpen).
 		NodeFailures: cfg.RedisBreakerFailures,
-		Registerer:   reg,
+		Registerer:   w.reg,
 	})
+	return nil
+}
 
-	// Bans: the whole blacklist at start and every BAN_RESYNC_INTERVAL,
-	// changes as they happen in between; enforcement reads only memory.
-	bans := limiter.NewBanSet(reg)
-	blacklist := redisfleet.NewBlacklist(rdb, cfg.RedisKeyPrefix)
-	banFollower := limiter.NewBanFollower(bans, blacklist, cfg.BanResync, log)
-	// Heartbeats are the health checks: they prove Redis answers and count
-	// the live limiters, the divisor of local limits while Redis is away.
-	// They also carry the rule-set version each limiter runs.
-	heartbeats := redisfleet.NewHeartbeats(rdb, cfg.RedisKeyPrefix, cfg.Instance, cfg.RedisHealthInterval)
-	svc := limiter.New(limiter.Config{
+// decisionService makes the decision service and what it reads of the
+// fleet: the bans (the whole blacklist at start and every
+// BAN_RESYNC_INTERVAL, changes as they happen in between; enforcement reads
+// only memory) and the heartbeats, which are the health checks: they prove
+// Redis answers, count the live limiters (the divisor of local limits while
+// Redis is away) and carry the rule-set version each limiter runs.
+func (w *wiring) decisionService() {
+	cfg := w.cfg
+	w.bans = limiter.NewBanSet(w.reg)
+	w.blacklist = redisfleet.NewBlacklist(w.rdb, cfg.RedisKeyPrefix)
+	w.banFollower = limiter.NewBanFollower(w.bans, w.blacklist, cfg.BanResync, w.log)
+	w.heartbeats = redisfleet.NewHeartbeats(w.rdb, cfg.RedisKeyPrefix, cfg.Instance, cfg.RedisHealthInterval)
+	w.svc = limiter.New(limiter.Config{
 		Instance:      cfg.Instance,
 		ClassifyError: redisstore.ClassifyError,
 		ErrorClasses:  redisstore.ErrorClasses(),
 		Unreached:     redisstore.Unreached,
-		Bans:          bans,
+		BreakerOpen:   redisstore.BreakerOpen,
+		Bans:          w.bans,
 		Mode: limiter.ModeConfig{
 			FailedChecks:    cfg.RedisFailedChecks,
 			PermissiveAfter: cfg.PermissiveAfter,
 			RecoverAfter:    cfg.RedisRecoverAfter,
 		},
-		BreakerOpen:         redisstore.BreakerOpen,
 		PermissiveDenyRules: cfg.PermissiveDenyRules,
 		OverLimitCacheSize:  cfg.OverLimitCache,
 		LocalMaxKeys:        cfg.LocalMaxKeys,
-		Health:              heartbeats,
+		Health:              w.heartbeats,
 		HealthInterval:      cfg.RedisHealthInterval,
 		HealthTimeout:       cfg.RedisTimeout,
-	}, nil, decider, producer, log, reg) // no rules until the manager's first load
-	// Rules: the file merged with the dynamic rules, kept current by the
-	// manager (SIGHUP, file and store polls, announcements on Redis).
-	rulesMgr := rulesync.New(rulesync.Config{
+	}, nil, w.decider, w.producer, w.log, w.reg) // no rules until the manager's first load
+}
+
+// ruleManager makes the manager of the rules in force: the file merged with
+// the RLS directory and the dynamic rules, kept current (SIGHUP, file and
+// store polls, announcements on Redis).
+func (w *wiring) ruleManager() {
+	cfg := w.cfg
+	w.rulesMgr = rulesync.New(rulesync.Config{
 		File:    cfg.RulesFile,
 		RLSDir:  cfg.RLSConfigDir,
 		Options: rules.Options{KeyPrefix: cfg.RedisKeyPrefix},
-		Apply:   svc.SetRules,
+		Apply:   w.svc.SetRules,
 		Connect: ruleStore(cfg),
-		Changes: redisfleet.NewRuleChanges(rdb, cfg.RedisKeyPrefix),
+		Changes: redisfleet.NewRuleChanges(w.rdb, cfg.RedisKeyPrefix),
 		Report: func(version string, appliedAt time.Time) {
 			ctx, cancel := context.WithTimeout(context.Background(), cfg.RedisTimeout)
 			defer cancel()
-			_ = heartbeats.ReportRules(ctx, redisfleet.RulesReport{Version: version, AppliedAt: appliedAt}) // else the next beat reports it
+			_ = w.heartbeats.ReportRules(ctx, redisfleet.RulesReport{Version: version, AppliedAt: appliedAt}) // else the next beat reports it
 		},
 		FilePoll:   cfg.RulesPoll,
 		StorePoll:  cfg.RulesPoll,
-		Log:        log.Named("rules"),
-		Registerer: reg,
+		Log:        w.log.Named("rules"),
+		Registerer: w.reg,
 	})
+}
 
-	// None is required: without Redis the limiter still decides (its mode
-	// says how), without Postgres the rules in force stay (only changes
-	// wait), so it must stay in the load balancer.
-	probes := []ops.Probe{
-		{Name: "redis", Check: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }},
-		{Name: "kafka", Check: func(ctx context.Context) error { return kafkabus.Ping(ctx, cfg.KafkaBrokers) }},
-	}
-	if cfg.DynamicRules { // the rule store's last answer, no I/O
-		probes = append(probes, ops.Probe{Name: "postgres", Check: func(context.Context) error { return rulesMgr.StoreError() }})
-	}
-	// One gate for every decision transport (API_TOKENS), one for the
-	// admin API (ADMIN_TOKEN).
-	decisionGate := bearer.NewGate("decisions", "ratewarden", cfg.APITokens, log, reg)
+// apis makes the decision APIs (HTTP, Envoy's over gRPC and POST /json),
+// behind one gate (API_TOKENS), the admin API behind its own (ADMIN_TOKEN),
+// and the operational routes.
+func (w *wiring) apis() {
+	cfg := w.cfg
+	decisionGate := bearer.NewGate("decisions", "ratewarden", cfg.APITokens, w.log, w.reg)
 	clients := clientaddr.Resolver{Trusted: cfg.TrustedProxies}
-	// Envoy's rate limit API: the same engine, over gRPC and POST /json.
-	rls := rlsapi.New(rlsapi.Config{
+	w.rls = rlsapi.New(rlsapi.Config{
 		AddressKey:      cfg.RLS.AddressKey,
 		EndpointKey:     cfg.RLS.EndpointKey,
 		ShadowMode:      cfg.RLS.ShadowMode,
@@ -177,132 +225,174 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		RemainingHeader: cfg.RLS.RemainingHeader,
 		ResetHeader:     cfg.RLS.ResetHeader,
 		Gate:            decisionGate,
-	}, svc, log.Named("rls"), reg)
-	apiCfg := httpapi.Config{
-		Service:        svc,
+	}, w.svc, w.log.Named("rls"), w.reg)
+	w.apiCfg = httpapi.Config{
+		Service:        w.svc,
 		Clients:        clients,
 		AuthDenyStatus: cfg.AuthDenyStatus,
 		Gate:           decisionGate,
-		Log:            log,
-		AnswerJSON:     rls.AnswerJSON, // POST /json, on fasthttp beside /v1/check
+		Log:            w.log,
+		AnswerJSON:     w.rls.AnswerJSON, // POST /json, on fasthttp beside /v1/check
 	}
-	api := httpapi.NewHandler(apiCfg)
+	w.api = httpapi.NewHandler(w.apiCfg)
 	if cfg.AdminToken != "" { // else the admin API does not exist (404)
-		adminCfg := adminapi.Config{
-			Gate:         bearer.NewGate("admin", "ratewarden admin", []string{cfg.AdminToken}, log, reg),
-			Clients:      clients,
-			Blacklist:    blacklist,
-			BanPublisher: banPublisher,
-			Bans:         bans,
-			BanGrouping:  func() int { return svc.Rules().Detection().IPv6Prefix },
-			Instances:    liveInstances(heartbeats),
-			Instance:     cfg.Instance,
-			Log:          log,
-		}
-		if cfg.DynamicRules {
-			adminCfg.Rules = rulesMgr
-		}
-		api = adminapi.Beside(api, adminapi.New(adminCfg))
+		w.api = adminapi.Beside(w.api, adminapi.New(w.adminConfig(clients)))
 	}
-	opsHandler := ops.NewHandler(ops.Config{
-		Metrics: telemetry.MetricsHandler(reg),
-		Probes:  probes,
+	w.opsHandler = ops.NewHandler(ops.Config{
+		Metrics: telemetry.MetricsHandler(w.reg),
+		Probes:  w.probes(),
 		Details: func() map[string]string {
-			d := map[string]string{"mode": string(svc.Mode())}
+			d := map[string]string{"mode": string(w.svc.Mode())}
 			if cfg.DynamicRules {
-				d["dynamic_rules"] = dynamicRulesState(rulesMgr.View())
+				d["dynamic_rules"] = dynamicRulesState(w.rulesMgr.View())
 			}
 			return d
 		},
 		Profiles: cfg.OpsListenAddr != "", // never on the decision port
-		Log:      log,
+		Log:      w.log,
 	})
-	// The decision port serves the operational routes too, unless they have
-	// a port of their own: then only /healthz stays, for gateways' health
-	// checks. POST /v1/check is served by fasthttp, the other routes by
-	// net/http behind it (httpapi.NewFastHandler).
-	rest := ops.Beside(api, opsHandler)
-	var opsListener *ops.Listener
-	if cfg.OpsListenAddr != "" {
-		rest = ops.WithHealthz(api)
-		opsListener = &ops.Listener{Var: "OPS_LISTEN_ADDR", Addr: cfg.OpsListenAddr, Log: log, Handler: opsHandler}
-	}
-	decisions := &ops.Listener{Var: "LISTEN_ADDR", Addr: cfg.ListenAddr, TLS: cfg.TLS, Log: log, MaxConns: cfg.MaxConnections,
-		Fast: httpapi.NewFastHandler(apiCfg, rest)}
-	warnIfOpen(cfg, log)
+}
 
-	g := lifecycle.New(log, cfg.ShutdownTimeout)
-	g.Add(
-		lifecycle.Part{Name: "redis", Stop: func(context.Context) error { return rdb.Close() }},
-		lifecycle.Part{Name: "ban publisher", Stop: func(context.Context) error { return banPublisher.Close() }},
-		lifecycle.Part{Name: "event producer", Stop: producer.Close}, // flushes the queued events
-		lifecycle.Part{Name: "redis pipelines", Stop: func(context.Context) error { decider.Close(); return nil }},
-		lifecycle.Part{Name: "ban following", Run: banFollower.Run},
-		rulesPart(rulesMgr),
-		// No listener opens before the warm-up has ended, so no decision is
-		// the first round trip of a cold client (docs/operations.md, the warm-up). Not
-		// fatal: past REDIS_WARMUP_TIMEOUT the limiter starts as it would
-		// cold.
-		lifecycle.Part{Name: "warm-up", Start: func(ctx context.Context) error {
-			complete := warmup.Run(ctx, warmup.Config{
-				Steps: []warmup.Step{
-					{Name: "redis", Run: func(ctx context.Context) error { return store.WarmUp(ctx, redisCfg.PoolSize) }},
-					{Name: "bans", Run: banFollower.Load},
-				},
-				Timeout:    cfg.RedisWarmup,
-				Classify:   redisstore.ClassifyError,
-				Log:        log.With(zap.String("redis", redisCfg.Target())),
-				Registerer: reg,
-			})
-			if !complete && ctx.Err() == nil {
-				// Redis did not answer for REDIS_WARMUP_TIMEOUT: down, not
-				// slow, so the rules fall back from the first request.
-				svc.RedisDown("warm-up incomplete")
-			}
-			return nil
-		}},
-		lifecycle.Part{Name: "redis health checks",
-			Start: func(context.Context) error { svc.Start(); return nil },
-			Stop: func(ctx context.Context) error {
-				svc.Stop()
-				leaveCtx, cancel := context.WithTimeout(ctx, cfg.RedisTimeout)
-				defer cancel()
-				_ = heartbeats.Leave(leaveCtx) // else the others count this one for three more intervals
-				return nil
-			}},
-	)
-	if opsListener != nil { // opened first, closed last: metrics and probes outlast the drain
-		g.Add(listenerPart("ops listener", opsListener))
+// adminConfig is the admin API's: bans through the detector's path, and
+// the dynamic rules when they are on.
+func (w *wiring) adminConfig(clients clientaddr.Resolver) adminapi.Config {
+	c := adminapi.Config{
+		Gate:         bearer.NewGate("admin", "ratewarden admin", []string{w.cfg.AdminToken}, w.log, w.reg),
+		Clients:      clients,
+		Blacklist:    w.blacklist,
+		BanPublisher: w.banPublisher,
+		Bans:         w.bans,
+		BanGrouping:  func() int { return w.svc.Rules().Detection().IPv6Prefix },
+		Instances:    liveInstances(w.heartbeats),
+		Instance:     w.cfg.Instance,
+		Log:          w.log,
 	}
-	g.Add(listenerPart("decision listener", decisions))
-	var grpcListener *grpcPart
+	if w.cfg.DynamicRules {
+		c.Rules = w.rulesMgr
+	}
+	return c
+}
+
+// probes are what /readyz reports. None is required: without Redis the
+// limiter still decides (its mode says how), without Postgres the rules in
+// force stay (only changes wait), so it must stay in the load balancer.
+func (w *wiring) probes() []ops.Probe {
+	probes := []ops.Probe{
+		{Name: "redis", Check: func(ctx context.Context) error { return w.rdb.Ping(ctx).Err() }},
+		{Name: "kafka", Check: func(ctx context.Context) error { return kafkabus.Ping(ctx, w.cfg.KafkaBrokers) }},
+	}
+	if w.cfg.DynamicRules { // the rule store's last answer, no I/O
+		probes = append(probes, ops.Probe{Name: "postgres", Check: func(context.Context) error { return w.rulesMgr.StoreError() }})
+	}
+	return probes
+}
+
+// listeners makes the listeners. The decision port serves the operational
+// routes too, unless they have a port of their own: then only /healthz
+// stays, for gateways' health checks. POST /v1/check is served by
+// fasthttp, the other routes by net/http behind it
+// (httpapi.NewFastHandler).
+func (w *wiring) listeners() {
+	cfg := w.cfg
+	rest := ops.Beside(w.api, w.opsHandler)
+	if cfg.OpsListenAddr != "" {
+		rest = ops.WithHealthz(w.api)
+		w.opsListener = &ops.Listener{Var: "OPS_LISTEN_ADDR", Addr: cfg.OpsListenAddr, Log: w.log, Handler: w.opsHandler}
+	}
+	w.decisions = &ops.Listener{Var: "LISTEN_ADDR", Addr: cfg.ListenAddr, TLS: cfg.TLS, Log: w.log, MaxConns: cfg.MaxConnections,
+		Fast: httpapi.NewFastHandler(w.apiCfg, rest)}
 	if cfg.RLS.GRPCListenAddr != "" {
-		grpcListener = &grpcPart{addr: cfg.RLS.GRPCListenAddr, maxConns: cfg.RLS.MaxConnections, rls: rls, server: rls.GRPCServer(rlsapi.ServerOptions{
-			TLS:                   cfg.TLS,
-			MaxConnectionAge:      cfg.RLS.MaxConnectionAge,
-			MaxConnectionAgeGrace: cfg.RLS.MaxConnectionAgeGrace,
-		})}
-		g.Add(grpcListener.part())
+		w.grpcListener = &grpcPart{addr: cfg.RLS.GRPCListenAddr, maxConns: cfg.RLS.MaxConnections, rls: w.rls,
+			server: w.rls.GRPCServer(rlsapi.ServerOptions{
+				TLS:                   cfg.TLS,
+				MaxConnectionAge:      cfg.RLS.MaxConnectionAge,
+				MaxConnectionAgeGrace: cfg.RLS.MaxConnectionAgeGrace,
+			})}
 	}
-	if cfg.PprofAddr != "" {
-		g.Add(listenerPart("profile listener", &ops.Listener{Var: "PPROF_ADDR", Addr: cfg.PprofAddr, Handler: ops.ProfileHandler(), Log: log}))
+}
+
+// group orders the parts: started in this order, stopped in reverse.
+func (w *wiring) group() *lifecycle.Group {
+	g := lifecycle.New(w.log, w.cfg.ShutdownTimeout)
+	g.Add(
+		lifecycle.Part{Name: "redis", Stop: func(context.Context) error { return w.rdb.Close() }},
+		lifecycle.Part{Name: "ban publisher", Stop: func(context.Context) error { return w.banPublisher.Close() }},
+		lifecycle.Part{Name: "event producer", Stop: w.producer.Close}, // flushes the queued events
+		lifecycle.Part{Name: "redis pipelines", Stop: func(context.Context) error { w.decider.Close(); return nil }},
+		lifecycle.Part{Name: "ban following", Run: w.banFollower.Run},
+		rulesPart(w.rulesMgr),
+		w.warmUpPart(),
+		w.healthPart(),
+	)
+	if w.opsListener != nil { // opened first, closed last: metrics and probes outlast the drain
+		g.Add(listenerPart("ops listener", w.opsListener))
 	}
-	g.Add(lifecycle.Part{Name: "announce", Start: func(context.Context) error {
-		opsAddr := ""
-		if opsListener != nil {
-			opsAddr = opsListener.Address()
+	g.Add(listenerPart("decision listener", w.decisions))
+	if w.grpcListener != nil {
+		g.Add(w.grpcListener.part())
+	}
+	if w.cfg.PprofAddr != "" {
+		g.Add(listenerPart("profile listener", &ops.Listener{Var: "PPROF_ADDR", Addr: w.cfg.PprofAddr, Handler: ops.ProfileHandler(), Log: w.log}))
+	}
+	g.Add(lifecycle.Part{Name: "announce", Start: func(context.Context) error { w.announce(); return nil }})
+	return g
+}
+
+// warmUpPart warms the Redis clients and loads the bans before any
+// listener opens, so no decision is the first round trip of a cold client
+// (docs/operations.md, the warm-up). Not fatal: past REDIS_WARMUP_TIMEOUT
+// the limiter starts without, in local mode.
+func (w *wiring) warmUpPart() lifecycle.Part {
+	return lifecycle.Part{Name: "warm-up", Start: func(ctx context.Context) error {
+		complete := warmup.Run(ctx, warmup.Config{
+			Steps: []warmup.Step{
+				{Name: "redis", Run: func(ctx context.Context) error { return w.store.WarmUp(ctx, w.redisCfg.PoolSize) }},
+				{Name: "bans", Run: w.banFollower.Load},
+			},
+			Timeout:    w.cfg.RedisWarmup,
+			Classify:   redisstore.ClassifyError,
+			Log:        w.log.With(zap.String("redis", w.redisCfg.Target())),
+			Registerer: w.reg,
+		})
+		if !complete && ctx.Err() == nil {
+			// Redis did not answer for REDIS_WARMUP_TIMEOUT: down, not
+			// slow, so the rules fall back from the first request.
+			w.svc.RedisDown("warm-up incomplete")
 		}
-		grpcAddr := ""
-		if grpcListener != nil {
-			grpcAddr = grpcListener.address()
-		}
-		log.Info("limiter listening", zap.String("addr", decisions.Address()), zap.String("ops_addr", opsAddr),
-			zap.String("grpc_addr", grpcAddr),
-			zap.Bool("tls", cfg.TLS != nil), zap.Bool("client_certificates", cfg.TLSFiles.ClientCAFile != ""),
-			zap.Bool("api_tokens", len(cfg.APITokens) > 0), zap.Int("rules", len(rulesMgr.View().Rules)),
-			zap.String("rules_version", rulesMgr.View().Version), zap.String("redis", redisCfg.Target()),
-			zap.Strings("kafka", cfg.KafkaBrokers), zap.String("instance", cfg.Instance))
 		return nil
-	}})
-	return g.Run(ctx)
+	}}
+}
+
+// healthPart runs the health checks (heartbeats); at shutdown the limiter
+// leaves the heartbeats, else the others count it for three more
+// intervals.
+func (w *wiring) healthPart() lifecycle.Part {
+	return lifecycle.Part{Name: "redis health checks",
+		Start: func(context.Context) error { w.svc.Start(); return nil },
+		Stop: func(ctx context.Context) error {
+			w.svc.Stop()
+			leaveCtx, cancel := context.WithTimeout(ctx, w.cfg.RedisTimeout)
+			defer cancel()
+			_ = w.heartbeats.Leave(leaveCtx)
+			return nil
+		}}
+}
+
+// announce logs that the limiter listens, with what it runs.
+func (w *wiring) announce() {
+	cfg := w.cfg
+	opsAddr, grpcAddr := "", ""
+	if w.opsListener != nil {
+		opsAddr = w.opsListener.Address()
+	}
+	if w.grpcListener != nil {
+		grpcAddr = w.grpcListener.address()
+	}
+	view := w.rulesMgr.View()
+	w.log.Info("limiter listening", zap.String("addr", w.decisions.Address()), zap.String("ops_addr", opsAddr),
+		zap.String("grpc_addr", grpcAddr),
+		zap.Bool("tls", cfg.TLS != nil), zap.Bool("client_certificates", cfg.TLSFiles.ClientCAFile != ""),
+		zap.Bool("api_tokens", len(cfg.APITokens) > 0), zap.Int("rules", len(view.Rules)),
+		zap.String("rules_version", view.Version), zap.String("redis", w.redisCfg.Target()),
+		zap.Strings("kafka", cfg.KafkaBrokers), zap.String("instance", cfg.Instance))
 }
