@@ -12,14 +12,14 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/ratewarden/ratewarden/internal/abuse"
 	"github.com/ratewarden/ratewarden/internal/config"
-	"github.com/ratewarden/ratewarden/internal/detect"
 	"github.com/ratewarden/ratewarden/internal/detector"
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/kafkabus"
 	"github.com/ratewarden/ratewarden/internal/lifecycle"
 	"github.com/ratewarden/ratewarden/internal/ops"
-	"github.com/ratewarden/ratewarden/internal/redisdetect"
+	"github.com/ratewarden/ratewarden/internal/redisabuse"
 	"github.com/ratewarden/ratewarden/internal/redisfleet"
 	"github.com/ratewarden/ratewarden/internal/redisstore"
 	"github.com/ratewarden/ratewarden/internal/rules"
@@ -76,11 +76,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return err
 	}
 
-	ledger := redisdetect.NewLedger(rdb, cfg.RedisKeyPrefix, redisfleet.NewBlacklist(rdb, cfg.RedisKeyPrefix))
-	engine := detect.NewEngine(detect.Config{
+	ledger := redisabuse.NewLedger(rdb, cfg.RedisKeyPrefix, redisfleet.NewBlacklist(rdb, cfg.RedisKeyPrefix))
+	engine := abuse.NewEngine(abuse.Config{
 		Detection: set.Detection(),
 		Exempt:    func(ev *event.Decision) bool { return exempt(set, ev) },
-	}, redisdetect.NewWindows(rdb, cfg.RedisKeyPrefix), ledger, publisher)
+	}, redisabuse.NewWindows(rdb, cfg.RedisKeyPrefix), ledger, publisher)
 	svc := detector.New(engine, log, reg)
 
 	opsListener := &ops.Listener{Var: "LISTEN_ADDR", Addr: cfg.ListenAddr, Log: log, Handler: ops.NewHandler(ops.Config{

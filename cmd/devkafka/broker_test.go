@@ -10,7 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ratewarden/ratewarden/internal/kafkabus"
-	"github.com/ratewarden/ratewarden/internal/kafkatest"
+	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 )
 
 func testBrokerConfig() brokerConfig {

@@ -11,8 +11,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ratewarden/ratewarden/internal/kafkabus"
-	"github.com/ratewarden/ratewarden/internal/kafkatest"
-	"github.com/ratewarden/ratewarden/internal/proctest"
+	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
+	"github.com/ratewarden/ratewarden/internal/testkit/proctest"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }

@@ -15,7 +15,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ratewarden/ratewarden/internal/event"
-	"github.com/ratewarden/ratewarden/internal/stream"
 )
 
 // Store is the archive (pgstore.Store).
@@ -60,7 +59,7 @@ func New(cfg Config, store Store, log *zap.Logger, reg prometheus.Registerer) *S
 
 // item is one message turned into what will be written for it.
 type item struct {
-	msg       stream.Message
+	msg       event.Message
 	violation *Violation
 	ban       *event.Ban
 	dead      *DeadLetter
@@ -71,7 +70,7 @@ type item struct {
 // (the caller retries the batch); duplicates are skipped by the database.
 // A shutdown does not interrupt a transaction under way: its context
 // ignores cancellation and has its own timeout.
-func (s *Service) Handle(ctx context.Context, msgs []stream.Message) error {
+func (s *Service) Handle(ctx context.Context, msgs []event.Message) error {
 	items := make([]item, 0, len(msgs))
 	var oldest time.Time
 	for _, m := range msgs {
@@ -101,7 +100,7 @@ func (s *Service) Handle(ctx context.Context, msgs []stream.Message) error {
 
 // item decodes and validates one message; whatever cannot be stored becomes
 // a dead letter carrying the raw bytes and the reason.
-func (s *Service) item(m stream.Message) item {
+func (s *Service) item(m event.Message) item {
 	dead := func(err error) item {
 		return item{msg: m, dead: &DeadLetter{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Raw: m.Value, Error: err.Error()}}
 	}

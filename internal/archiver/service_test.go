@@ -12,7 +12,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ratewarden/ratewarden/internal/event"
-	"github.com/ratewarden/ratewarden/internal/stream"
 )
 
 // refusingStore stands in for a database that refuses rows validation let
@@ -43,19 +42,19 @@ func (s *refusingStore) Write(_ context.Context, b Batch) (Result, error) {
 	return Result{Violations: len(b.Violations), DeadLetters: len(b.DeadLetters)}, nil
 }
 
-func message(t *testing.T, endpoint string, allowed bool, offset int64) stream.Message {
+func message(t *testing.T, endpoint string, allowed bool, offset int64) event.Message {
 	t.Helper()
 	ev := event.Decision{EventID: uuid.NewString(), TS: time.Now().UTC(), IP: "192.0.2.1", Endpoint: endpoint,
 		Allowed: allowed, Reason: event.ReasonRateLimited}
 	if allowed {
 		ev.Reason = event.ReasonOK
 	}
-	return stream.Message{Topic: "decisions", Offset: offset, Value: ev.AppendJSON(nil)}
+	return event.Message{Topic: "decisions", Offset: offset, Value: ev.AppendJSON(nil)}
 }
 
 func TestHandle(t *testing.T) {
-	msgs := func(t *testing.T) []stream.Message {
-		return []stream.Message{
+	msgs := func(t *testing.T) []event.Message {
+		return []event.Message{
 			message(t, "/a", false, 1), message(t, "/refused", false, 2), message(t, "/b", true, 3),
 			{Topic: "decisions", Offset: 4, Value: []byte("{oops")}, message(t, "/c", false, 5),
 		}
@@ -84,7 +83,7 @@ func TestHandle(t *testing.T) {
 	t.Run("only allowed decisions: nothing to write", func(t *testing.T) {
 		store := &refusingStore{}
 		svc := New(Config{DecisionsTopic: "decisions", BansTopic: "bans"}, store, zap.NewNop(), prometheus.NewRegistry())
-		if err := svc.Handle(context.Background(), []stream.Message{message(t, "/x", true, 9)}); err != nil || len(store.written) != 0 {
+		if err := svc.Handle(context.Background(), []event.Message{message(t, "/x", true, 9)}); err != nil || len(store.written) != 0 {
 			t.Fatalf("err %v, %d batches", err, len(store.written))
 		}
 	})

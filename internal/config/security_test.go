@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ratewarden/ratewarden/internal/tlstest"
+	"github.com/ratewarden/ratewarden/internal/testkit/tlstest"
 )
 
 const (

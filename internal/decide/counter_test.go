@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/decide"
-	"github.com/ratewarden/ratewarden/internal/decide/decidetest"
+	"github.com/ratewarden/ratewarden/internal/testkit/decidetest"
 )
 
 // admission is the units admitted at one ms.

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/decide"
-	"github.com/ratewarden/ratewarden/internal/decide/decidetest"
+	"github.com/ratewarden/ratewarden/internal/testkit/decidetest"
 )
 
 func TestMemoryScenarios(t *testing.T) {

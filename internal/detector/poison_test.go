@@ -14,11 +14,10 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/ratewarden/ratewarden/internal/detect"
-	"github.com/ratewarden/ratewarden/internal/detect/detecttest"
+	"github.com/ratewarden/ratewarden/internal/abuse"
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/rules"
-	"github.com/ratewarden/ratewarden/internal/stream"
+	"github.com/ratewarden/ratewarden/internal/testkit/abusetest"
 )
 
 // recorder is a Publisher that keeps what it is given.
@@ -31,22 +30,22 @@ func (r *recorder) Publish(_ context.Context, bans ...event.Ban) error {
 
 // testService is a Service on memory state whose engine's clock reads now,
 // with a scan threshold of 5 distinct endpoints.
-func testService(t *testing.T, now time.Time, w detect.Windows) (*Service, *recorder, *observer.ObservedLogs) {
+func testService(t *testing.T, now time.Time, w abuse.Windows) (*Service, *recorder, *observer.ObservedLogs) {
 	t.Helper()
 	det := rules.DefaultDetection()
 	det.Scan = &rules.ScanPolicy{DistinctEndpoints: 5, Within: rules.Duration(10 * time.Second), Duration: rules.Duration(time.Hour)}
 	if w == nil {
-		w = detecttest.NewMemoryWindows()
+		w = abusetest.NewMemoryWindows()
 	}
 	pub := &recorder{}
-	engine := detect.NewEngine(detect.Config{Detection: det, Now: func() time.Time { return now }}, w, detecttest.NewMemoryLedger(), pub)
+	engine := abuse.NewEngine(abuse.Config{Detection: det, Now: func() time.Time { return now }}, w, abusetest.NewMemoryLedger(), pub)
 	core, logs := observer.New(zapcore.InfoLevel)
 	return New(engine, zap.New(core), prometheus.NewRegistry()), pub, logs
 }
 
 // message is a decisions message with value v at offset off.
-func message(off int64, v []byte) stream.Message {
-	return stream.Message{Topic: "ratelimit.decisions", Partition: int(off % 3), Offset: off, Value: v}
+func message(off int64, v []byte) event.Message {
+	return event.Message{Topic: "ratelimit.decisions", Partition: int(off % 3), Offset: off, Value: v}
 }
 
 // valid is an allowed decision of ip for endpoint at ts.
@@ -57,8 +56,8 @@ func valid(id string, ts time.Time, ip, endpoint string) event.Decision {
 
 // scanMessages are the messages of a scan of n distinct endpoints by ip,
 // from offset from on, stamped just before now.
-func scanMessages(from int64, n int, ip string, now time.Time) []stream.Message {
-	var out []stream.Message
+func scanMessages(from int64, n int, ip string, now time.Time) []event.Message {
+	var out []event.Message
 	for i := range n {
 		ev := valid(fmt.Sprintf("scan-%d", i), now.Add(-time.Second+time.Duration(i)*time.Millisecond), ip, fmt.Sprintf("/api/scan/%d", i))
 		out = append(out, message(from+int64(i), ev.AppendJSON(nil)))
@@ -77,7 +76,7 @@ func TestHandleSkipsPoison(t *testing.T) {
 		edit(&d)
 		return d.AppendJSON(nil)
 	}
-	msgs := []stream.Message{
+	msgs := []event.Message{
 		message(0, poison(func(d *event.Decision) { d.Endpoint = "/" + strings.Repeat("x", 1<<20) })),
 		message(1, poison(func(d *event.Decision) { d.TS = time.Time{} })),
 		message(2, poison(func(d *event.Decision) { d.IP = "not-an-ip" })),
@@ -117,7 +116,7 @@ func TestSkippedEventsLoggedOncePerInterval(t *testing.T) {
 	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	svc, _, logs := testService(t, now, nil)
 	for i := range 3 {
-		if err := svc.Handle(context.Background(), []stream.Message{message(int64(i), []byte("{not json"))}); err != nil {
+		if err := svc.Handle(context.Background(), []event.Message{message(int64(i), []byte("{not json"))}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -135,8 +134,8 @@ func TestFutureEventsCountedAndLogged(t *testing.T) {
 	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	svc, _, logs := testService(t, now, nil)
 	ahead := now.AddDate(1, 0, 0)
-	batch := func(instance string, from int64) []stream.Message {
-		var out []stream.Message
+	batch := func(instance string, from int64) []event.Message {
+		var out []event.Message
 		for i := range 4 {
 			d := valid(fmt.Sprint(instance, from+int64(i)), ahead, "192.0.2.1", "/api/x")
 			d.Instance = instance
@@ -144,7 +143,7 @@ func TestFutureEventsCountedAndLogged(t *testing.T) {
 		}
 		return out
 	}
-	for _, b := range [][]stream.Message{batch("limiter-fast", 0), batch("limiter-fast", 4), batch("limiter-other", 8)} {
+	for _, b := range [][]event.Message{batch("limiter-fast", 0), batch("limiter-fast", 4), batch("limiter-other", 8)} {
 		if err := svc.Handle(context.Background(), b); err != nil {
 			t.Fatal(err)
 		}
@@ -165,7 +164,7 @@ func TestFutureEventsCountedAndLogged(t *testing.T) {
 
 type failingWindows struct{ err error }
 
-func (f failingWindows) Record(context.Context, detect.WindowSpec, []detect.Sighting) ([]detect.Tally, error) {
+func (f failingWindows) Record(context.Context, abuse.WindowSpec, []abuse.Sighting) ([]abuse.Tally, error) {
 	return nil, f.err
 }
 
@@ -186,7 +185,7 @@ func TestHandleReturnsTransientFailures(t *testing.T) {
 	if n := testutil.ToFloat64(svc.metrics.failures); n != 3 {
 		t.Errorf("batch failures: %v, want 3", n)
 	}
-	w.Windows = detecttest.NewMemoryWindows()
+	w.Windows = abusetest.NewMemoryWindows()
 	if err := svc.Handle(context.Background(), batch); err != nil {
 		t.Fatalf("Handle once the store is back: %v", err)
 	}
@@ -196,4 +195,4 @@ func TestHandleReturnsTransientFailures(t *testing.T) {
 }
 
 // switchWindows is Windows whose implementation a test can change.
-type switchWindows struct{ detect.Windows }
+type switchWindows struct{ abuse.Windows }

@@ -15,14 +15,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"go.uber.org/zap"
 
-	"github.com/ratewarden/ratewarden/internal/detect"
+	"github.com/ratewarden/ratewarden/internal/abuse"
 	"github.com/ratewarden/ratewarden/internal/event"
-	"github.com/ratewarden/ratewarden/internal/stream"
 )
 
 // Service handles batches of decision events.
 type Service struct {
-	engine  *detect.Engine
+	engine  *abuse.Engine
 	metrics *metrics
 	log     *zap.Logger
 	// throttle keeps the lines about bad events (by kind) and about clocks
@@ -41,7 +40,7 @@ const (
 // New returns a Service. Its ban and warning counts start at 0 for every
 // reason the engine's detection settings can produce, its invalid-event
 // counts for every field.
-func New(engine *detect.Engine, log *zap.Logger, reg prometheus.Registerer) *Service {
+func New(engine *abuse.Engine, log *zap.Logger, reg prometheus.Registerer) *Service {
 	m := newMetrics(reg)
 	m.initReasons(engine.BanReasons(), engine.WarnReasons())
 	m.initFields(event.InvalidFields())
@@ -56,7 +55,7 @@ func New(engine *detect.Engine, log *zap.Logger, reg prometheus.Registerer) *Ser
 // skipped and counted here, and whatever a valid event leads to (windows,
 // claims, a ban message of bounded size) is within what Redis and Kafka
 // accept.
-func (s *Service) Handle(ctx context.Context, msgs []stream.Message) error {
+func (s *Service) Handle(ctx context.Context, msgs []event.Message) error {
 	err := s.handle(ctx, msgs)
 	if err != nil {
 		s.metrics.failures.Inc()
@@ -64,7 +63,7 @@ func (s *Service) Handle(ctx context.Context, msgs []stream.Message) error {
 	return err
 }
 
-func (s *Service) handle(ctx context.Context, msgs []stream.Message) error {
+func (s *Service) handle(ctx context.Context, msgs []event.Message) error {
 	start := time.Now()
 	in, rejected := decodeBatch(msgs)
 	outcomes, stats, err := s.engine.Process(ctx, in)
@@ -90,15 +89,15 @@ func (s *Service) handle(ctx context.Context, msgs []stream.Message) error {
 // rejection is a message that is no decision event within the limiter's
 // bounds, and why.
 type rejection struct {
-	msg stream.Message
+	msg event.Message
 	err error
 }
 
 // decodeBatch decodes msgs into the engine's inputs and the messages it
 // rejects. A rejected message stays in the topic (and the archiver
 // dead-letters it); detection cannot use it, now or on any retry.
-func decodeBatch(msgs []stream.Message) ([]detect.Input, []rejection) {
-	in := make([]detect.Input, 0, len(msgs))
+func decodeBatch(msgs []event.Message) ([]abuse.Input, []rejection) {
+	in := make([]abuse.Input, 0, len(msgs))
 	var rejected []rejection
 	for _, m := range msgs {
 		ev, err := event.DecodeDecision(m.Value)
@@ -106,14 +105,14 @@ func decodeBatch(msgs []stream.Message) ([]detect.Input, []rejection) {
 			rejected = append(rejected, rejection{m, err})
 			continue
 		}
-		in = append(in, detect.Input{Partition: m.Partition, Event: ev})
+		in = append(in, abuse.Input{Partition: m.Partition, Event: ev})
 	}
 	return in, rejected
 }
 
 // skip counts a message that is no valid decision event, and logs it at
 // most once per interval and kind (the field at fault, or undecodable).
-func (s *Service) skip(m stream.Message, err error) {
+func (s *Service) skip(m event.Message, err error) {
 	kind := "undecodable"
 	var fe *event.FieldError
 	if errors.As(err, &fe) {
@@ -190,7 +189,7 @@ func (m *metrics) initFields(fields []string) {
 	}
 }
 
-func (m *metrics) observe(s detect.Stats, took time.Duration) {
+func (m *metrics) observe(s abuse.Stats, took time.Duration) {
 	m.events.Add(float64(s.Consumed))
 	m.late.Add(float64(s.Late))
 	m.skipped.Add(float64(s.Skipped))

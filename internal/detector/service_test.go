@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/ratewarden/ratewarden/internal/detect"
+	"github.com/ratewarden/ratewarden/internal/abuse"
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/rules"
 )
@@ -25,7 +25,7 @@ func TestReasonSeriesStartAtZero(t *testing.T) {
 		Scan: &rules.ScanPolicy{DistinctEndpoints: 50, Within: rules.Duration(10 * time.Second), Duration: rules.Duration(time.Hour)},
 	}
 	reg := prometheus.NewRegistry()
-	New(detect.NewEngine(detect.Config{Detection: det}, nil, nil, nil), zap.NewNop(), reg)
+	New(abuse.NewEngine(abuse.Config{Detection: det}, nil, nil, nil), zap.NewNop(), reg)
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +56,7 @@ func TestReasonSeriesStartAtZero(t *testing.T) {
 // and the future-event count exists, before any event.
 func TestEventSeriesStartAtZero(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	New(detect.NewEngine(detect.Config{}, nil, nil, nil), zap.NewNop(), reg)
+	New(abuse.NewEngine(abuse.Config{}, nil, nil, nil), zap.NewNop(), reg)
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

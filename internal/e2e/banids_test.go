@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/ratewarden/ratewarden/internal/event"
-	"github.com/ratewarden/ratewarden/internal/kafkatest"
+	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 )
 
 // repeatBanRules: three violations within an hour ban for a minute, and

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/event"
-	"github.com/ratewarden/ratewarden/internal/kafkatest"
-	"github.com/ratewarden/ratewarden/internal/pgtest"
-	"github.com/ratewarden/ratewarden/internal/redistest"
+	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
+	"github.com/ratewarden/ratewarden/internal/testkit/pgtest"
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
 const (

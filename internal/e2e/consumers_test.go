@@ -22,10 +22,10 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/kafkabus"
-	"github.com/ratewarden/ratewarden/internal/kafkatest"
-	"github.com/ratewarden/ratewarden/internal/pgtest"
 	"github.com/ratewarden/ratewarden/internal/redisfleet"
-	"github.com/ratewarden/ratewarden/internal/redistest"
+	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
+	"github.com/ratewarden/ratewarden/internal/testkit/pgtest"
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
 const (

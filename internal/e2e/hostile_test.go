@@ -18,7 +18,7 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/ratewarden/ratewarden/internal/proctest"
+	"github.com/ratewarden/ratewarden/internal/testkit/proctest"
 )
 
 // hostileRules: /once/** admits one request per client IP (an hour-long

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/event"
-	"github.com/ratewarden/ratewarden/internal/kafkatest"
+	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 )
 
 // ipv6RulesYAML limits /login to 3 an hour per client (an IPv6 client is

@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/ratewarden/ratewarden/internal/proctest"
+	"github.com/ratewarden/ratewarden/internal/testkit/proctest"
 )
 
 // localRules limits each user, in local mode while Redis is away; one

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratewarden/ratewarden/internal/proctest"
+	"github.com/ratewarden/ratewarden/internal/testkit/proctest"
 )
 
 // nginxRecipe is the gateway recipe under test, run as shipped except for

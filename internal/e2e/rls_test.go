@@ -20,9 +20,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/ratewarden/ratewarden/internal/event"
-	"github.com/ratewarden/ratewarden/internal/eventschema"
-	"github.com/ratewarden/ratewarden/internal/kafkatest"
-	"github.com/ratewarden/ratewarden/internal/proctest"
+	"github.com/ratewarden/ratewarden/internal/testkit/eventschema"
+	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
+	"github.com/ratewarden/ratewarden/internal/testkit/proctest"
 )
 
 // rlsDir writes files (name → envoyproxy/ratelimit YAML) into a new

@@ -11,9 +11,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/ratewarden/ratewarden/internal/event"
-	"github.com/ratewarden/ratewarden/internal/kafkatest"
 	"github.com/ratewarden/ratewarden/internal/redisfleet"
-	"github.com/ratewarden/ratewarden/internal/redistest"
+	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
 // terminate sends SIGTERM, waits for the exit and returns the exit code (-1

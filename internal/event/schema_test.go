@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratewarden/ratewarden/internal/eventschema"
+	"github.com/ratewarden/ratewarden/internal/testkit/eventschema"
 )
 
 // The schemas consumers validate against (deploy/schemas). Every event the

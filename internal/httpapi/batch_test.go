@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/event"
-	"github.com/ratewarden/ratewarden/internal/kafkatest"
+	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 )
 
 // batchResponse is a decoded POST /v1/check/batch answer: each decision

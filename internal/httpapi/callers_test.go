@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/ratewarden/ratewarden/internal/redisfleet"
-	"github.com/ratewarden/ratewarden/internal/redistest"
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
 const (

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/event"
-	"github.com/ratewarden/ratewarden/internal/kafkatest"
+	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 )
 
 // Every decision becomes one message with every contract field, keyed by

@@ -14,19 +14,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/ratewarden/ratewarden/internal/detect"
+	"github.com/ratewarden/ratewarden/internal/abuse"
 	"github.com/ratewarden/ratewarden/internal/detector"
 	"github.com/ratewarden/ratewarden/internal/event"
-	"github.com/ratewarden/ratewarden/internal/eventschema"
 	"github.com/ratewarden/ratewarden/internal/kafkabus"
-	"github.com/ratewarden/ratewarden/internal/kafkatest"
 	"github.com/ratewarden/ratewarden/internal/limiter"
-	"github.com/ratewarden/ratewarden/internal/redisdetect"
+	"github.com/ratewarden/ratewarden/internal/redisabuse"
 	"github.com/ratewarden/ratewarden/internal/redisfleet"
 	"github.com/ratewarden/ratewarden/internal/redisstore"
-	"github.com/ratewarden/ratewarden/internal/redistest"
 	"github.com/ratewarden/ratewarden/internal/rules"
-	"github.com/ratewarden/ratewarden/internal/stream"
+	"github.com/ratewarden/ratewarden/internal/testkit/eventschema"
+	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
 const (
@@ -313,9 +312,9 @@ func TestSchemaEmittedEvents(t *testing.T) {
 	// The detector's path, as cmd/detector wires it (Redis windows and
 	// ledger, Kafka ban publisher), over the decisions just read, once
 	// enforcing and once in dry run, each on keys of its own.
-	handed := make([]stream.Message, len(decisions)) // as kafkabus.Consume hands them over
+	handed := make([]event.Message, len(decisions)) // as kafkabus.Consume hands them over
 	for i, m := range decisions {
-		handed[i] = stream.Message{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Value: m.Value}
+		handed[i] = event.Message{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Value: m.Value}
 	}
 	var detected []event.Ban
 	for _, dryRun := range []bool{false, true} {
@@ -323,15 +322,15 @@ func TestSchemaEmittedEvents(t *testing.T) {
 		prefix := redistest.Prefix(t, rdb)
 		det := s.rules.Detection()
 		det.DryRun = dryRun
-		ledger := redisdetect.NewLedger(rdb, prefix, redisfleet.NewBlacklist(rdb, prefix))
+		ledger := redisabuse.NewLedger(rdb, prefix, redisfleet.NewBlacklist(rdb, prefix))
 		pub := &recordingPublisher{pub: s.banPub}
-		engine := detect.NewEngine(detect.Config{
+		engine := abuse.NewEngine(abuse.Config{
 			Detection: det,
 			Exempt: func(ev *event.Decision) bool {
 				req := rules.Request{UserID: ev.UserID, IP: ev.IP, Endpoint: ev.Endpoint, Method: ev.Method, Tier: ev.Tier}
 				return s.rules.Exempt(&req)
 			},
-		}, redisdetect.NewWindows(rdb, prefix), ledger, pub)
+		}, redisabuse.NewWindows(rdb, prefix), ledger, pub)
 		svc := detector.New(engine, zap.NewNop(), prometheus.NewRegistry())
 		if err := svc.Handle(context.Background(), handed); err != nil {
 			t.Fatalf("detector (dry run %v): %v", dryRun, err)

@@ -21,13 +21,13 @@ import (
 	"github.com/ratewarden/ratewarden/internal/bearer"
 	"github.com/ratewarden/ratewarden/internal/httpapi"
 	"github.com/ratewarden/ratewarden/internal/kafkabus"
-	"github.com/ratewarden/ratewarden/internal/kafkatest"
 	"github.com/ratewarden/ratewarden/internal/limiter"
 	"github.com/ratewarden/ratewarden/internal/ops"
 	"github.com/ratewarden/ratewarden/internal/redisstore"
-	"github.com/ratewarden/ratewarden/internal/redistest"
 	"github.com/ratewarden/ratewarden/internal/rules"
 	"github.com/ratewarden/ratewarden/internal/telemetry"
+	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
 const topic = "ratelimit.decisions"

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ratewarden/ratewarden/internal/event"
+
 	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
-
-	"github.com/ratewarden/ratewarden/internal/stream"
 )
 
 // Fetch settings of the consumer's Reader. kafka-go gives a fetch a read
@@ -58,7 +58,7 @@ type ConsumerConfig struct {
 // offsets are held, so nothing is skipped; delivery is at least once and
 // handle must be idempotent. The slice handle is given is reused for the
 // next batch: handle must not keep it once it returns.
-func Consume(ctx context.Context, cfg ConsumerConfig, log *zap.Logger, handle func(context.Context, []stream.Message) error) error {
+func Consume(ctx context.Context, cfg ConsumerConfig, log *zap.Logger, handle func(context.Context, []event.Message) error) error {
 	if len(cfg.Brokers) == 0 || cfg.Topic == "" || cfg.GroupID == "" {
 		return errors.New("consume: brokers, topic and group id are required")
 	}
@@ -91,7 +91,7 @@ func Consume(ctx context.Context, cfg ConsumerConfig, log *zap.Logger, handle fu
 	})
 	defer r.Close()
 	batch := make([]kafka.Message, 0, cfg.BatchSize)
-	msgs := make([]stream.Message, 0, cfg.BatchSize)
+	msgs := make([]event.Message, 0, cfg.BatchSize)
 	for {
 		var err error
 		if batch, err = fetchBatch(ctx, r, cfg, batch[:0]); err != nil {
@@ -130,10 +130,10 @@ func Consume(ctx context.Context, cfg ConsumerConfig, log *zap.Logger, handle fu
 
 // messagesOf appends to out what the handler sees of each message of batch.
 // The values are shared, not copied.
-func messagesOf(batch []kafka.Message, out []stream.Message) []stream.Message {
+func messagesOf(batch []kafka.Message, out []event.Message) []event.Message {
 	for i := range batch {
 		m := &batch[i]
-		out = append(out, stream.Message{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Value: m.Value})
+		out = append(out, event.Message{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Value: m.Value})
 	}
 	return out
 }

@@ -8,13 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratewarden/ratewarden/internal/event"
+
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/ratewarden/ratewarden/internal/kafkabus"
-	"github.com/ratewarden/ratewarden/internal/kafkatest"
-	"github.com/ratewarden/ratewarden/internal/stream"
+	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 )
 
 // slowFetch is how late the broker takes up each fetch in
@@ -31,7 +32,7 @@ type handled struct {
 	seen map[[2]int64]bool
 }
 
-func (h *handled) handle(_ context.Context, msgs []stream.Message) error {
+func (h *handled) handle(_ context.Context, msgs []event.Message) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, m := range msgs {

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/ratewarden/ratewarden/internal/pgstore"
-	"github.com/ratewarden/ratewarden/internal/pgtest"
+	"github.com/ratewarden/ratewarden/internal/testkit/pgtest"
 
 	"github.com/ratewarden/ratewarden/internal/rulesync"
 )

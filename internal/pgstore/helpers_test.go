@@ -8,7 +8,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/archiver"
 	"github.com/ratewarden/ratewarden/internal/event"
-	"github.com/ratewarden/ratewarden/internal/pgtest"
+	"github.com/ratewarden/ratewarden/internal/testkit/pgtest"
 )
 
 // newStore opens a migrated store on a database of the test's own.

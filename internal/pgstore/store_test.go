@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/ratewarden/ratewarden/internal/pgtest"
+	"github.com/ratewarden/ratewarden/internal/testkit/pgtest"
 )
 
 func TestEnsureDatabase(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratewarden/ratewarden/internal/event"
-	"github.com/ratewarden/ratewarden/internal/redisdetect"
+	"github.com/ratewarden/ratewarden/internal/redisabuse"
 )
 
 // Blacklist is the set of active bans the limiters enforce, written by the
@@ -162,9 +162,9 @@ func banOf(scope, subject, details string, expiresMs float64) event.Ban {
 // Remove lifts the ban of scope and subject and reports whether there was
 // one. It also forgets the detector's current ban record of the offender,
 // so the detector may ban it again; its escalation history stays. The
-// record is the detector's (package redisdetect), which names its key:
-// this package depends on redisdetect for that one function, and
-// redisdetect reaches the blacklist only through an interface of its own,
+// record is the detector's (package redisabuse), which names its key:
+// this package depends on redisabuse for that one function, and
+// redisabuse reaches the blacklist only through an interface of its own,
 // so there is no cycle and the layout of the detector's keys is known in
 // one place.
 func (b *Blacklist) Remove(ctx context.Context, scope, subject string) (bool, error) {
@@ -180,7 +180,7 @@ func (b *Blacklist) Remove(ctx context.Context, scope, subject string) (bool, er
 	}); err != nil {
 		return false, fmt.Errorf("redis blacklist remove: %w", err)
 	}
-	if err := b.client.Del(ctx, redisdetect.BanRecordKey(b.prefix, scope, subject)).Err(); err != nil {
+	if err := b.client.Del(ctx, redisabuse.BanRecordKey(b.prefix, scope, subject)).Err(); err != nil {
 		return false, fmt.Errorf("redis blacklist remove: ledger record: %w", err)
 	}
 	removed := zrem.Val() > 0

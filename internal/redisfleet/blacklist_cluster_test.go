@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/event"
-	"github.com/ratewarden/ratewarden/internal/redisdetect"
-	"github.com/ratewarden/ratewarden/internal/redistest"
+	"github.com/ratewarden/ratewarden/internal/redisabuse"
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
 // subscription is a subscribe call running on a goroutine of its own,
@@ -56,7 +56,7 @@ func testClusterBlacklist(t *testing.T, e *redistest.SharedCluster) {
 	sub := startSubscription(t, reader.SubscribeResync)
 
 	// Subjects whose ledger records (deleted by Remove) sit on every primary.
-	subjects := e.Spread(t, 3, func(s string) string { return redisdetect.BanRecordKey("", event.ScopeUser, s) })
+	subjects := e.Spread(t, 3, func(s string) string { return redisabuse.BanRecordKey("", event.ScopeUser, s) })
 
 	t.Run("add is read and announced through another client", func(t *testing.T) {
 		var want []event.Ban
@@ -96,10 +96,10 @@ func testClusterBlacklist(t *testing.T, e *redistest.SharedCluster) {
 	t.Run("remove forgets ledger records on every primary", func(t *testing.T) {
 		// The ledger's clock is the wall clock, with which detectT0 (now)
 		// is in step: Settle enforces the hour-long bans.
-		l := redisdetect.NewLedger(writerClient, prefix, writer)
+		l := redisabuse.NewLedger(writerClient, prefix, writer)
 		// Subjects not banned yet: a ban never shortens a longer one.
 		fresh := e.Spread(t, 3, func(s string) string {
-			return redisdetect.BanRecordKey("", event.ScopeUser, "r"+s)
+			return redisabuse.BanRecordKey("", event.ScopeUser, "r"+s)
 		})
 		for i := range fresh {
 			fresh[i] = "r" + fresh[i]

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/event"
-	"github.com/ratewarden/ratewarden/internal/redisdetect"
-	"github.com/ratewarden/ratewarden/internal/redistest"
+	"github.com/ratewarden/ratewarden/internal/redisabuse"
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
 // newTestBlacklist is a blacklist whose clock stands still at t0.
@@ -148,13 +148,13 @@ func TestBlacklistNeverShortens(t *testing.T) {
 }
 
 // TestBlacklistRemoveForgetsBanRecord: an unban forgets the detector's
-// record of the ban (redisdetect.BanRecordKey), so the detector may ban
+// record of the ban (redisabuse.BanRecordKey), so the detector may ban
 // again at once; escalation still counts the first ban.
 func TestBlacklistRemoveForgetsBanRecord(t *testing.T) {
 	redistest.ForEachClock(t, detectT0, func(t *testing.T, t0 time.Time) {
 		ctx := context.Background()
 		bl, prefix := newTestBlacklist(t, t0)
-		l := redisdetect.NewLedger(bl.client, prefix, nil)
+		l := redisabuse.NewLedger(bl.client, prefix, nil)
 		first := claim(t, l, banClaim(event.ScopeIP, "a|b", t0))
 		// Settled without the ledger's enforcing, which reads the wall
 		// clock: the ban goes to the blacklist, on its clock, here.

@@ -7,5 +7,5 @@
 // one key prefix: what is here is what one of them tells the others, as
 // opposed to the decisions each makes (package redisstore, the engine
 // that runs the rate-limit scripts) and to the detector's own state
-// (package redisdetect).
+// (package redisabuse).
 package redisfleet

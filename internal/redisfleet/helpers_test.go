@@ -5,25 +5,25 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratewarden/ratewarden/internal/detect"
-	"github.com/ratewarden/ratewarden/internal/detect/detecttest"
+	"github.com/ratewarden/ratewarden/internal/abuse"
 	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/testkit/abusetest"
 )
 
-// detectT0 is the instant the tests count from: now, as for detecttest's
+// detectT0 is the instant the tests count from: now, as for abusetest's
 // scenarios. Expiries derived from a fixed date would be in the past once
 // that date passed, and Redis would drop the keys at once.
-var detectT0 = detecttest.T0
+var detectT0 = abusetest.T0
 
 // banClaim is the detector's claim of a one-hour ban of scope and subject
-// at ts, escalated ×2 for each earlier ban of the day (detecttest.Escalation).
-func banClaim(scope, subject string, ts time.Time) detect.Claim {
-	c := detecttest.BanClaim(detect.BanID(scope, subject, "scan", ts.Format(time.RFC3339Nano)), 0, 3600)
+// at ts, escalated ×2 for each earlier ban of the day (abusetest.Escalation).
+func banClaim(scope, subject string, ts time.Time) abuse.Claim {
+	c := abusetest.BanClaim(abuse.BanID(scope, subject, "scan", ts.Format(time.RFC3339Nano)), 0, 3600)
 	c.Ban.TS, c.Ban.Scope, c.Ban.Subject = ts, scope, subject
 	return c
 }
 
-func claim(tb testing.TB, l detect.Ledger, c detect.Claim) detect.Outcome {
+func claim(tb testing.TB, l abuse.Ledger, c abuse.Claim) abuse.Outcome {
 	tb.Helper()
 	out, err := l.Claim(context.Background(), c)
 	if err != nil {
@@ -32,7 +32,7 @@ func claim(tb testing.TB, l detect.Ledger, c detect.Claim) detect.Outcome {
 	return out
 }
 
-func settle(tb testing.TB, l detect.Ledger, b event.Ban, enforce bool) {
+func settle(tb testing.TB, l abuse.Ledger, b event.Ban, enforce bool) {
 	tb.Helper()
 	if err := l.Settle(context.Background(), b, enforce); err != nil {
 		tb.Fatalf("settle: %v", err)

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/decide"
-	"github.com/ratewarden/ratewarden/internal/decide/decidetest"
+	"github.com/ratewarden/ratewarden/internal/testkit/decidetest"
 )
 
 // TestCoalescerAllocations pins the allocations of one decision call sent

@@ -3,7 +3,7 @@ package redisstore
 import (
 	"testing"
 
-	"github.com/ratewarden/ratewarden/internal/redistest"
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
 // TestCluster runs the components of the package on one Redis Cluster of

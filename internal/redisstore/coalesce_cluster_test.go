@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/decide"
-	"github.com/ratewarden/ratewarden/internal/decide/decidetest"
-	"github.com/ratewarden/ratewarden/internal/redistest"
+	"github.com/ratewarden/ratewarden/internal/testkit/decidetest"
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
 // subjectsOn returns one subject per primary of e, in e.Primaries order.

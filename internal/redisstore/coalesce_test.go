@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/ratewarden/ratewarden/internal/decide"
-	"github.com/ratewarden/ratewarden/internal/decide/decidetest"
+	"github.com/ratewarden/ratewarden/internal/testkit/decidetest"
 )
 
 // Concurrent callers share pipelines and still get exactly the limit; the

@@ -21,7 +21,7 @@ type EvalCall struct {
 // only those of the nodes that lacked it, and the first EVAL caches it
 // there. It returns one command per call (every call has a script), whose
 // generic reply or error is read per command. It is for the scripts of the
-// other Redis adapters (package redisdetect's windows), which need the same
+// other Redis adapters (package redisabuse's windows), which need the same
 // round trips.
 func EvalPipelined(ctx context.Context, client redis.UniversalClient, calls []EvalCall) []*redis.Cmd {
 	sc := make([]scriptCall, len(calls))

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/decide"
-	"github.com/ratewarden/ratewarden/internal/decide/decidetest"
-	"github.com/ratewarden/ratewarden/internal/redistest"
+	"github.com/ratewarden/ratewarden/internal/testkit/decidetest"
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
 // recoverWithin bounds how long after the cluster is healthy again the
@@ -23,7 +23,7 @@ const recoverWithin = 10 * time.Second
 // being healthy. Data written before the kill is not checked: replication
 // is asynchronous, a failover may lose the last writes. The fleet's and
 // the detector's adapters have failover tests of their own (packages
-// redisfleet and redisdetect).
+// redisfleet and redisabuse).
 func testClusterFailover(t *testing.T, e *redistest.SharedCluster) {
 	ctx := context.Background()
 	client, err := Connect(ClientConfig{ClusterAddrs: e.Cluster.Addrs(), Timeout: 200 * time.Millisecond})

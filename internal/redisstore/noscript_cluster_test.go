@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/decide"
-	"github.com/ratewarden/ratewarden/internal/decide/decidetest"
-	"github.com/ratewarden/ratewarden/internal/redistest"
+	"github.com/ratewarden/ratewarden/internal/testkit/decidetest"
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
 // testClusterNoScript: every node has its own script cache. Decisions

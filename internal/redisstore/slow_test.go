@@ -11,8 +11,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratewarden/ratewarden/internal/decide"
-	"github.com/ratewarden/ratewarden/internal/decide/decidetest"
-	"github.com/ratewarden/ratewarden/internal/redistest"
+	"github.com/ratewarden/ratewarden/internal/testkit/decidetest"
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
 // connect is a client of addr as the limiter makes it (Connect), with the

@@ -14,8 +14,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratewarden/ratewarden/internal/decide"
-	"github.com/ratewarden/ratewarden/internal/decide/decidetest"
-	"github.com/ratewarden/ratewarden/internal/redistest"
+	"github.com/ratewarden/ratewarden/internal/testkit/decidetest"
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 	"github.com/ratewarden/ratewarden/lua"
 )
 

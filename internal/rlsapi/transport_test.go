@@ -24,7 +24,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/limiter"
 	"github.com/ratewarden/ratewarden/internal/rlsapi"
 	"github.com/ratewarden/ratewarden/internal/rules"
-	"github.com/ratewarden/ratewarden/internal/tlstest"
+	"github.com/ratewarden/ratewarden/internal/testkit/tlstest"
 )
 
 const (

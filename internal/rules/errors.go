@@ -68,4 +68,3 @@ func (p problems) at(field string) problems {
 }
 
 func (p problems) err() error { return errors.Join(*p.errs...) }
-

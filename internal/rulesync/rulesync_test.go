@@ -15,11 +15,11 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/pgrules"
 	"github.com/ratewarden/ratewarden/internal/pgstore"
-	"github.com/ratewarden/ratewarden/internal/pgtest"
 	"github.com/ratewarden/ratewarden/internal/redisfleet"
-	"github.com/ratewarden/ratewarden/internal/redistest"
 	"github.com/ratewarden/ratewarden/internal/rules"
 	"github.com/ratewarden/ratewarden/internal/rulesync"
+	"github.com/ratewarden/ratewarden/internal/testkit/pgtest"
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
 const fileRules = `

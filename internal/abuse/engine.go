@@ -1,0 +1,297 @@
+package abuse
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/rules"
+)
+
+// SourceDetector is the Source of the bans and warnings the engine issues.
+const SourceDetector = "detector"
+
+// Config is what the engine detects.
+type Config struct {
+	// Detection holds the thresholds; NewEngine fills what is left out
+	// (rules.Detection.WithDefaults).
+	Detection rules.Detection
+	// Exempt reports offenders that are never banned (the service wires it
+	// to rules.Set.Exempt); their events are skipped. Nil: none.
+	Exempt func(*event.Decision) bool
+	// Now is the detector's own clock, which bounds event time (see
+	// Process). Nil: time.Now.
+	Now func() time.Time
+}
+
+// Input is one decision event and the partition it was read from.
+type Input struct {
+	Partition int
+	Event     event.Decision
+}
+
+// Stats counts what Process did with a batch.
+type Stats struct {
+	// Consumed counts every input; Late those older than their partition's
+	// newest event by more than the grace; Skipped those never counted
+	// (reason banned or exempt, or an exempt offender).
+	Consumed, Late, Skipped int
+	// Future counts the inputs whose time was more than the maximum clock
+	// skew ahead of the detector's clock (decided at the detector's time);
+	// Ahead says, per instance that stamped them, how far ahead the
+	// furthest was (nil when none).
+	Future int
+	Ahead  map[string]time.Duration
+	// Warnings and Bans count the outcomes to publish, by reason.
+	Warnings, Bans map[string]int
+}
+
+// Publisher delivers bans and warnings; it returns once they are
+// acknowledged.
+type Publisher interface {
+	Publish(ctx context.Context, bans ...event.Ban) error
+}
+
+// Engine applies the detection thresholds to batches of decision events
+// and issues what they trigger: it claims each ban in the Ledger, publishes
+// it, then settles it, so one owner holds the whole protocol. Its only
+// state of its own is the newest event time per partition (for lateness);
+// the windows and the bans issued live in Windows and Ledger. Process may
+// be called concurrently.
+type Engine struct {
+	det      rules.Detection
+	exempt   func(*event.Decision) bool
+	now      func() time.Time
+	skew     time.Duration
+	spec     WindowSpec
+	windowOf map[time.Duration]int // violation window -> index in spec.Violations
+	w        Windows
+	l        Ledger
+	pub      Publisher
+
+	mu     sync.Mutex
+	newest map[int]int64 // partition -> newest event time seen (ms)
+}
+
+// NewEngine returns an engine keeping its windows in w and its bans in l,
+// and publishing what it issues with pub.
+func NewEngine(cfg Config, w Windows, l Ledger, pub Publisher) *Engine {
+	det := cfg.Detection.WithDefaults()
+	e := &Engine{det: det, exempt: cfg.Exempt, now: cfg.Now, skew: det.MaxClockSkew.Std(), w: w, l: l, pub: pub,
+		windowOf: map[time.Duration]int{}, newest: map[int]int64{}}
+	if e.now == nil {
+		e.now = time.Now
+	}
+	var windows []time.Duration
+	var maxV int64
+	if det.Warn != nil {
+		windows = append(windows, det.Warn.Within.Std())
+		maxV = det.Warn.Violations
+	}
+	for _, b := range det.Ban {
+		windows = append(windows, b.Within.Std())
+		maxV = max(maxV, b.Violations)
+	}
+	slices.Sort(windows)
+	windows = slices.Compact(windows)
+	for i, d := range windows {
+		e.windowOf[d] = i
+	}
+	e.spec = WindowSpec{
+		Violations:    windows,
+		MaxViolations: maxV,
+		Samples:       det.Samples,
+		Grace:         det.Grace.Std(),
+	}
+	// Evidence is only read from a threshold on (see claims).
+	e.spec.ViolationThresholds = make([]int64, len(windows))
+	for i := range e.spec.ViolationThresholds {
+		e.spec.ViolationThresholds[i] = math.MaxInt64
+	}
+	lower := func(within time.Duration, v int64) {
+		i := e.windowOf[within]
+		e.spec.ViolationThresholds[i] = min(e.spec.ViolationThresholds[i], v)
+	}
+	if det.Warn != nil {
+		lower(det.Warn.Within.Std(), det.Warn.Violations)
+	}
+	for _, b := range det.Ban {
+		lower(b.Within.Std(), b.Violations)
+	}
+	e.spec.ScanThreshold = math.MaxInt64 // no scan: endpoints never need evidence
+	if s := det.Scan; s != nil {
+		e.spec.Scan = s.Within.Std()
+		e.spec.ScanCap = s.DistinctEndpoints + 1
+		e.spec.ScanThreshold = s.DistinctEndpoints
+	}
+	return e
+}
+
+// Spec returns the windows the engine asks Windows to tally.
+func (e *Engine) Spec() WindowSpec {
+	s := e.spec
+	s.Violations = slices.Clone(s.Violations)
+	s.ViolationThresholds = slices.Clone(s.ViolationThresholds)
+	return s
+}
+
+// MaxClockSkew returns how far ahead of the detector's clock an event time
+// is taken as it is (detection.max_clock_skew).
+func (e *Engine) MaxClockSkew() time.Duration { return e.skew }
+
+// eventTime returns the time at which an event stamped ts is decided, given
+// the detector's clock now: ts itself, unless ts is more than the maximum
+// clock skew ahead of now; such an event (a limiter's clock jumped ahead)
+// is decided at now, and ahead says by how much it was ahead (0 otherwise).
+func (e *Engine) eventTime(ts, now time.Time) (at time.Time, ahead time.Duration) {
+	if d := ts.Sub(now); d > e.skew {
+		return now, d
+	}
+	return ts, 0
+}
+
+// Process counts a batch of events, in order, and claims, publishes and
+// settles the bans and warnings they trigger (see issue). It returns what
+// it published (each ban id once), in order. An event is late when it is older than the newest event seen on
+// its partition (skipped events included) by more than the grace. On error
+// nothing of the batch is kept by the engine (Windows and Ledger are
+// idempotent, so the batch can be processed again).
+//
+// Event time is bounded by the detector's clock (Config.Now, read once per
+// batch): an event more than the maximum clock skew ahead of it is decided
+// at the detector's time (counted in Stats.Future), so a limiter whose
+// clock jumped ahead is still detected but cannot move time forward; a
+// partition's newest time never passes the detector's clock, whatever the
+// skew, so no event can make the others late; and a ban is issued at the
+// detector's time at the latest, so it never expires later than that plus
+// its duration.
+func (e *Engine) Process(ctx context.Context, in []Input) ([]Outcome, Stats, error) {
+	st := Stats{Consumed: len(in), Warnings: map[string]int{}, Bans: map[string]int{}}
+	now := e.now().UTC().Truncate(time.Microsecond) // the precision of encoded times
+	nowMs := now.UnixMilli()
+	sightings := make([]Sighting, 0, 2*len(in))
+	events := make([]*event.Decision, 0, 2*len(in)) // the event of each sighting
+	e.mu.Lock()
+	marks := make(map[int]int64) // partition marks as this batch moves them
+	graceMs := e.spec.Grace.Milliseconds()
+	for i := range in {
+		ev := &in[i].Event
+		at, ahead := e.eventTime(ev.TS, now)
+		if ahead > 0 {
+			st.Future++
+			if st.Ahead == nil {
+				st.Ahead = map[string]time.Duration{}
+			}
+			st.Ahead[ev.Instance] = max(st.Ahead[ev.Instance], ahead)
+		}
+		ts := at.UnixMilli()
+		mark, ok := marks[in[i].Partition]
+		if !ok {
+			mark, ok = e.newest[in[i].Partition]
+		}
+		if m := min(ts, nowMs); !ok || m > mark {
+			marks[in[i].Partition] = m
+		}
+		switch {
+		case ev.Reason == event.ReasonBanned || ev.Reason == event.ReasonExempt || (e.exempt != nil && e.exempt(ev)):
+			st.Skipped++
+			continue
+		case ok && ts < mark-graceMs:
+			st.Late++
+			continue
+		}
+		// A denial made without Redis is no evidence: local limits are
+		// approximate, and a decision whose round trip timed out is refused
+		// as a precaution, whatever the client did.
+		violation := (!ev.Allowed || ev.Shadow) && ev.Mode != event.ModeLocal
+		// An IPv6 client is its prefix: a scan or a flood spread over the
+		// addresses of one /64 is one offender, and its ban covers them all.
+		// The unspecified address stands for "no client address" (a rate
+		// limit API call without one): nobody to ban.
+		if ev.IP != "0.0.0.0" && ev.IP != "::" {
+			sightings = append(sightings, Sighting{
+				Offender: Offender{Scope: event.ScopeIP, Subject: rules.IPSubjectOf(ev.IP, e.det.IPv6Prefix)},
+				EventID:  ev.EventID, TS: at, Endpoint: ev.Endpoint, Violation: violation,
+			})
+			events = append(events, ev)
+		}
+		if ev.UserID != "" {
+			sightings = append(sightings, Sighting{
+				Offender: Offender{Scope: event.ScopeUser, Subject: ev.UserID},
+				EventID:  ev.EventID, TS: at, Endpoint: ev.Endpoint, Violation: violation,
+			})
+			events = append(events, ev)
+		}
+	}
+	e.mu.Unlock()
+
+	var outcomes []Outcome
+	if len(sightings) > 0 {
+		tallies, err := e.w.Record(ctx, e.spec, sightings)
+		if err != nil {
+			return nil, Stats{}, fmt.Errorf("record sightings: %w", err)
+		}
+		if len(tallies) != len(sightings) {
+			return nil, Stats{}, fmt.Errorf("record sightings: %d tallies for %d sightings", len(tallies), len(sightings))
+		}
+		published := make(map[string]bool)
+		for i := range sightings {
+			for _, c := range e.claims(&sightings[i], events[i], &tallies[i], now) {
+				out, err := e.l.Claim(ctx, c)
+				if err != nil {
+					return nil, Stats{}, fmt.Errorf("claim %s %s for %s: %w", c.Ban.Action, c.Ban.Reason, c.Ban.Key(), err)
+				}
+				if !out.Publish || published[out.Ban.BanID] {
+					continue
+				}
+				published[out.Ban.BanID] = true
+				outcomes = append(outcomes, out)
+				if out.Ban.Action == event.ActionWarn {
+					st.Warnings[out.Ban.Reason]++
+				} else {
+					st.Bans[out.Ban.Reason]++
+				}
+			}
+		}
+	}
+	if err := e.issue(ctx, outcomes); err != nil {
+		return nil, Stats{}, err
+	}
+
+	e.mu.Lock()
+	for p, ts := range marks {
+		if old, ok := e.newest[p]; !ok || ts > old {
+			e.newest[p] = ts
+		}
+	}
+	e.mu.Unlock()
+	return outcomes, st, nil
+}
+
+// issue publishes the bans and warnings of outcomes, then settles each in
+// the ledger (enforcing a ban unless dry run), in that order: a crash in
+// between leaves the record pending, so the next claim publishes it again
+// under the same id and settles it, rather than enforcing a ban nobody was
+// told of or losing one.
+func (e *Engine) issue(ctx context.Context, outcomes []Outcome) error {
+	if len(outcomes) == 0 {
+		return nil
+	}
+	bans := make([]event.Ban, len(outcomes))
+	for i, o := range outcomes {
+		bans[i] = o.Ban
+	}
+	if err := e.pub.Publish(ctx, bans...); err != nil {
+		return fmt.Errorf("publish: %w", err)
+	}
+	for _, b := range bans {
+		if err := e.l.Settle(ctx, b, !b.DryRun); err != nil {
+			return fmt.Errorf("settle %s %s %s: %w", b.Action, b.Scope, b.BanID, err)
+		}
+	}
+	return nil
+}
