@@ -53,9 +53,11 @@ descriptors:
 	if codes["OK"] != 5 || codes["OVER_LIMIT"] != 5 {
 		t.Fatalf("ten addresses of one /64: %v, want 5 OK and 5 OVER_LIMIT", codes)
 	}
-	if _, ok := findDecision(t, e.broker, func(d event.Decision) bool { return d.IP == "2001:db8:7:7::a" }); !ok {
-		t.Error("no event carries the full address 2001:db8:7:7::a")
-	}
+	// Events are published asynchronously: wait for the last one.
+	waitFor(t, 10*time.Second, "an event with the full address 2001:db8:7:7::a", func() bool {
+		_, ok := findDecision(t, e.broker, func(d event.Decision) bool { return d.IP == "2001:db8:7:7::a" })
+		return ok
+	})
 }
 
 // rlsJSON sends one descriptor ("key=value,...") of domain to the limiter's
