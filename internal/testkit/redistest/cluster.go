@@ -73,7 +73,25 @@ func StartCluster(tb testing.TB, primaries, replicas int) *Cluster {
 		tb.Fatalf("StartCluster: %d primaries with %d replicas each: want 3 or more primaries, or one alone", primaries, replicas)
 	}
 	c.WaitHealthy(tb, 30*time.Second)
+	c.waitReplicasOnline(tb, replicas, 30*time.Second)
 	return c
+}
+
+// waitReplicasOnline waits until every primary has replicas replicas
+// online. cluster_state:ok comes earlier, while a node that is to become a
+// replica is still an empty primary: a test that writes then would find
+// nothing to wait for in WaitReplicated, and a failover would lose its write.
+func (c *Cluster) waitReplicasOnline(tb testing.TB, replicas int, timeout time.Duration) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for _, p := range c.Primaries() {
+		for len(p.onlineReplicaOffsets()) < replicas {
+			if time.Now().After(deadline) {
+				tb.Fatalf("%s has fewer than %d replicas online after %v", p.Addr, replicas, timeout)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 }
 
 // startNode starts one cluster-enabled redis-server on a free port whose
@@ -311,31 +329,50 @@ func (c *Cluster) WaitReplicated(tb testing.TB, timeout time.Duration) {
 	}
 }
 
-// replicated reports whether every replica of this primary acknowledged
-// its replication offset (INFO lines "slaveN:ip=...,offset=N,...").
+// replicated reports whether every replica of this primary is online and
+// acknowledged its replication offset.
 func (n *Node) replicated() bool {
-	s, err := n.Client().Info(context.Background(), "replication").Result()
-	if err != nil {
+	offset := n.replication("master_repl_offset")
+	acked := n.onlineReplicaOffsets()
+	if offset == "" || len(acked) != n.connectedReplicas() {
 		return false
-	}
-	var offset string
-	var acked []string
-	for line := range strings.SplitSeq(s, "\r\n") {
-		if v, ok := strings.CutPrefix(line, "master_repl_offset:"); ok {
-			offset = v
-		}
-		if strings.HasPrefix(line, "slave") && strings.Contains(line, ",offset=") {
-			_, rest, _ := strings.Cut(line, ",offset=")
-			ack, _, _ := strings.Cut(rest, ",")
-			acked = append(acked, ack)
-		}
 	}
 	for _, a := range acked {
 		if a != offset {
 			return false
 		}
 	}
-	return offset != ""
+	return true
+}
+
+// connectedReplicas is INFO replication's connected_slaves, -1 when the
+// node does not answer.
+func (n *Node) connectedReplicas() int {
+	v, err := strconv.Atoi(n.replication("connected_slaves"))
+	if err != nil {
+		return -1
+	}
+	return v
+}
+
+// onlineReplicaOffsets returns the acknowledged offset of each replica
+// whose state is online (INFO lines "slaveN:ip=...,state=online,offset=N,...").
+func (n *Node) onlineReplicaOffsets() []string {
+	s, err := n.Client().Info(context.Background(), "replication").Result()
+	if err != nil {
+		return nil
+	}
+	var acked []string
+	for line := range strings.SplitSeq(s, "\r\n") {
+		if !strings.HasPrefix(line, "slave") || !strings.Contains(line, ",state=online,") {
+			continue
+		}
+		if _, rest, ok := strings.Cut(line, ",offset="); ok {
+			ack, _, _ := strings.Cut(rest, ",")
+			acked = append(acked, ack)
+		}
+	}
+	return acked
 }
 
 // PID is the redis-server's process id.
