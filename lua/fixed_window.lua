@@ -8,7 +8,8 @@
 --
 -- The window of a limit starts at now - now % per. A stored start later than
 -- that (the clock went back) is kept. Counters and expiry are written by the
--- same script, so a counter never lives without a TTL.
+-- same script, so a counter never lives without a TTL. A denial writes
+-- nothing, unless denied calls are debited (DEBIT_DENIED).
 
 local alg = {width = 2}
 
@@ -45,9 +46,10 @@ function alg.evaluate(key, now, cost, limits)
 
   local ttl = 0
   local args = {}
+  local debit = debits(r.admitted, cost)
   for i = 1, n do
     local used = counts[i]
-    if r.admitted then used = used + cost end
+    if debit then used = capped_add(used, cost, MAX_USAGE) end
     r.remaining[i] = limits[i][1] - used
     r.reset[i] = starts[i] + limits[i][2] - now
     r.retry[i] = 0
@@ -58,7 +60,7 @@ function alg.evaluate(key, now, cost, limits)
     args[4 * i - 1] = fields[2 * i]
     args[4 * i] = istr(used)
   end
-  if r.admitted then write_state(key, args, ttl) end
+  if debit then write_state(key, args, ttl) end
   return r
 end
 

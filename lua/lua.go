@@ -45,38 +45,43 @@ var Variants = []Variant{Full, NoHolds, OneLimit}
 
 // Source returns the full script of the algorithm, or "" when there is no
 // script of that name.
-func Source(alg string) string { return Script(alg, Full) }
+func Source(alg string) string { return Script(alg, Full, false) }
 
 // Script returns the algorithm's script of variant v, or "" when there is
-// none.
-func Script(alg string, v Variant) string {
+// none. With debitDenied the script debits the cost of a denied call too
+// (decide.Call.DebitDenied): the same files, after a line that sets
+// DEBIT_DENIED (see arith.lua).
+func Script(alg string, v Variant, debitDenied bool) string {
 	if !slices.Contains(Algorithms, alg) {
 		return ""
 	}
+	flag := "local DEBIT_DENIED = false"
+	if debitDenied {
+		flag = "local DEBIT_DENIED = true"
+	}
 	switch v {
 	case Full:
-		return join("arith.lua", "common.lua", "prelude.lua", alg+".lua")
+		return join(flag, "arith.lua", "common.lua", "prelude.lua", alg+".lua")
 	case NoHolds:
-		return join("arith.lua", "common.lua", "noholds.lua", alg+".lua")
+		return join(flag, "arith.lua", "common.lua", "noholds.lua", alg+".lua")
 	case OneLimit:
 		if alg == "fixed_window" {
 			return ""
 		}
-		return join("arith.lua", alg+"_one.lua")
+		return join(flag, "arith.lua", alg+"_one.lua")
 	}
 	return ""
 }
 
-func join(names ...string) string {
-	var src []byte
-	for i, name := range names {
+// join returns the line first, then the files named.
+func join(first string, names ...string) string {
+	src := []byte(first)
+	for _, name := range names {
 		b, err := files.ReadFile(name)
 		if err != nil {
 			panic("lua: " + name + " is not embedded")
 		}
-		if i > 0 {
-			src = append(src, '\n')
-		}
+		src = append(src, '\n')
 		src = append(src, b...)
 	}
 	return string(src)

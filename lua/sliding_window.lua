@@ -23,7 +23,10 @@
 -- trims at most MAX_TRIM of those older than the largest window (they count
 -- again only if the clock goes back), so its work stays bounded after a
 -- pause; the rest go with later members or with the key, which expires
--- when its newest member leaves the largest window. Denials write nothing.
+-- when its newest member leaves the largest window. Denials write nothing,
+-- unless denied calls are debited (DEBIT_DENIED): then as much of the cost
+-- as keeps every window below 2^53 is written, and retry_after is counted
+-- on the log as written.
 
 local alg = {width = 2}
 
@@ -130,19 +133,35 @@ function alg.evaluate(key, now, cost, limits)
     r.deny[i] = cost > limits[i][1] - counts[i]
     if r.deny[i] then r.admitted = false end
   end
-  if r.admitted and cost > 0 then
+  -- the units written: the cost when admitted; when denied, under
+  -- DEBIT_DENIED, as much of it as keeps every window below 2^53 (the
+  -- largest holds the most)
+  local added = 0
+  if cost > 0 and debits(r.admitted, cost) then
+    added = cost
+    if not r.admitted then
+      local most = 0
+      for i = 1, n do
+        if counts[i] > most then most = counts[i] end
+      end
+      added = capped_add(most, cost, MAX_USAGE - 1) - most
+    end
+  end
+  if added > 0 then
     if newest and newest >= now then
-      merge(key, newest, last, total, cost)
+      merge(key, newest, last, total, added)
     else
-      append(key, now, total, cost, max_per)
+      append(key, now, total, added, max_per)
       newest = now
+    end
+    if not r.admitted then -- retry is counted on the log as written
+      for i = 1, n do firsts[i] = first_from(key, now - limits[i][2]) end
     end
   end
 
   for i = 1, n do
     local requests, per = limits[i][1], limits[i][2]
-    local used = counts[i]
-    if r.admitted then used = used + cost end
+    local used = counts[i] + added
     r.remaining[i] = requests - used
     r.reset[i] = 0
     if newest and newest >= now - per then r.reset[i] = newest + per + 1 - now end
@@ -153,7 +172,7 @@ function alg.evaluate(key, now, cost, limits)
       else
         -- the member holding the need-th oldest unit in the window must
         -- leave it first
-        local need = counts[i] - (requests - cost)
+        local need = used - (requests - cost)
         r.retry[i] = nth_score(key, now - per, firsts[i], need) + per + 1 - now
       end
     end

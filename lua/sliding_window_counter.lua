@@ -39,7 +39,10 @@
 --     curr is 0, else once w'' <= k = floor((requests - cost) * per / curr),
 --     if k >= 1, at start + per + max(0, per - k);
 --   at start + 2 * per, where both counts are 0.
--- A denial writes nothing. On admission the key expires at the latest
+-- A denial writes nothing, unless denied calls are debited (DEBIT_DENIED):
+-- then a count may pass requests, up to floor(2^53 / per), where prev * w
+-- reaches 2^53, and retry_after is counted from the counts after the
+-- debit. On a write the key expires at the latest
 -- start + 2 * per of its limits: from then on every count it holds would be
 -- read as 0, so its expiry never changes a decision.
 
@@ -50,7 +53,8 @@ function alg.quota(l)
 end
 
 -- retry_after returns the ms from now until a call of cost that the limit
--- (requests, per) denied would be admitted.
+-- (requests, per) denied would be admitted, curr being the current
+-- window's count after the call.
 local function retry_after(requests, per, now, start, prev, curr, cost)
   if cost > requests then return per end
   if curr + cost <= requests and prev > 0 then
@@ -103,11 +107,12 @@ function alg.evaluate(key, now, cost, limits)
 
   local ttl = 0
   local args = {}
+  local debit = debits(r.admitted, cost)
   for i = 1, n do
     local requests, per = limits[i][1], limits[i][2]
     local start, prev = starts[i], prevs[i]
     local used = currs[i]
-    if r.admitted then used = used + cost end
+    if debit then used = capped_add(used, cost, divmod(MAX_USAGE, per)) end
     r.remaining[i] = requests - used - ceildiv(prev * weights[i], per)
     r.reset[i] = 0
     if used > 0 then
@@ -117,7 +122,7 @@ function alg.evaluate(key, now, cost, limits)
     end
     r.retry[i] = 0
     if r.deny[i] then
-      r.retry[i] = retry_after(requests, per, now, start, prev, currs[i], cost)
+      r.retry[i] = retry_after(requests, per, now, start, prev, used, cost)
     end
     if start + 2 * per - now > ttl then ttl = start + 2 * per - now end
     args[6 * i - 5] = fields[3 * i - 2]
@@ -127,7 +132,7 @@ function alg.evaluate(key, now, cost, limits)
     args[6 * i - 1] = fields[3 * i]
     args[6 * i] = istr(prev)
   end
-  if r.admitted then write_state(key, args, ttl) end
+  if debit then write_state(key, args, ttl) end
   return r
 end
 

@@ -45,7 +45,13 @@ local w = per - elapsed
 local admitted = curr + cost <= requests and prev * w <= (requests - curr - cost) * per
 
 local used = curr
-if admitted then used = curr + cost end
+local debit = debits(admitted, cost)
+if debit then
+  -- capped as sliding_window_counter.lua caps it
+  used = capped_add(curr, cost, divmod(MAX_USAGE, per))
+  redis.call('HSET', KEYS[1], sf, string.format('%d', start), cf, string.format('%d', used), pf, string.format('%d', prev))
+  redis.call('PEXPIRE', KEYS[1], string.format('%d', start + 2 * per - now))
+end
 local q, r = divmod(prev * w, per)
 if r > 0 then q = q + 1 end
 local left = requests - used - q
@@ -59,7 +65,9 @@ end
 
 if not admitted then
   -- the wait until the same call is admitted if nothing else is, as
-  -- retry_after in sliding_window_counter.lua
+  -- retry_after in sliding_window_counter.lua, from the count after the
+  -- call
+  curr = used
   local retry
   if cost > requests then
     retry = per
@@ -82,6 +90,4 @@ if not admitted then
   end
   return {0, 0, 0, requests, left, reset, retry}
 end
-redis.call('HSET', KEYS[1], sf, string.format('%d', start), cf, string.format('%d', used), pf, string.format('%d', prev))
-redis.call('PEXPIRE', KEYS[1], string.format('%d', start + 2 * per - now))
 return {1, 0, 0, requests, left, reset, 0}

@@ -52,58 +52,68 @@ if last then
   total = cum
 end
 
--- the oldest member scored from on: the units in the window
-local first = redis.call('ZRANGEBYSCORE', key, istr(from), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
-local count, fbase, fcum, fscore = 0, nil, nil, nil
-if first[1] then
-  fbase, fcum = span(first[1])
-  fscore = tonumber(first[2])
-  count = units(total, fbase)
+-- first reads the oldest member scored from on: its base, cum and score.
+local fbase, fcum, fscore = nil, nil, nil
+local function first()
+  local m = redis.call('ZRANGEBYSCORE', key, istr(from), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  if m[1] then
+    fbase, fcum = span(m[1])
+    fscore = tonumber(m[2])
+  end
 end
 
+-- the units in the window
+first()
+local count = 0
+if fbase then count = units(total, fbase) end
+
 -- compared without forming count + cost, which may pass 2^53
-if cost <= requests - count then
-  if cost > 0 then
-    -- total + cost modulo 2^53, without an intermediate value at or above
-    -- 2^53
-    local sum = total + cost
-    if cost >= WRAP - total then sum = cost - (WRAP - total) end
-    if newest and newest >= now then
-      -- merge into the newest member: add before removing, since removing
-      -- a key's only member deletes the key with its expiry
-      local base = span(last)
-      redis.call('ZADD', key, istr(newest), istr(base) .. ':' .. istr(sum))
-      redis.call('ZREM', key, last)
-    else
-      -- append, trim at most MAX_TRIM members older than the window, and
-      -- expire when the new newest member leaves it
-      redis.call('ZADD', key, istr(now), istr(total) .. ':' .. istr(sum))
-      local stale = redis.call('ZCOUNT', key, '-inf', '(' .. istr(from))
-      if stale > 0 then
-        redis.call('ZREMRANGEBYRANK', key, 0, istr(math.min(stale, MAX_TRIM) - 1))
-      end
-      redis.call('PEXPIRE', key, istr(per + 1))
-      newest = now
+local admitted = cost <= requests - count
+-- the units written: the cost when admitted; when denied, under
+-- DEBIT_DENIED, as much of it as keeps the window below 2^53
+local added = 0
+if cost > 0 and debits(admitted, cost) then
+  added = cost
+  if not admitted then added = capped_add(count, cost, MAX_USAGE - 1) - count end
+end
+if added > 0 then
+  -- total + added modulo 2^53, without an intermediate value at or above
+  -- 2^53
+  local sum = total + added
+  if added >= WRAP - total then sum = added - (WRAP - total) end
+  if newest and newest >= now then
+    -- merge into the newest member: add before removing, since removing
+    -- a key's only member deletes the key with its expiry
+    local base = span(last)
+    redis.call('ZADD', key, istr(newest), istr(base) .. ':' .. istr(sum))
+    redis.call('ZREM', key, last)
+  else
+    -- append, trim at most MAX_TRIM members older than the window, and
+    -- expire when the new newest member leaves it
+    redis.call('ZADD', key, istr(now), istr(total) .. ':' .. istr(sum))
+    local stale = redis.call('ZCOUNT', key, '-inf', '(' .. istr(from))
+    if stale > 0 then
+      redis.call('ZREMRANGEBYRANK', key, 0, istr(math.min(stale, MAX_TRIM) - 1))
     end
+    redis.call('PEXPIRE', key, istr(per + 1))
+    newest = now
   end
-  local reset = 0
-  if newest and newest >= from then reset = newest + per + 1 - now end
-  local left = requests - count - cost
-  if left < 0 then left = 0 end
-  return {1, 0, 0, requests, left, reset, 0}
+  if not admitted then first() end -- retry is counted on the log as written
 end
 
 local reset = 0
 if newest and newest >= from then reset = newest + per + 1 - now end
-local left = requests - count
+local left = requests - count - added
 if left < 0 then left = 0 end
+if admitted then return {1, 0, 0, requests, left, reset, 0} end
+
 local retry = per
 if cost <= requests then
   -- the member holding the need-th oldest unit in the window must leave it
   -- first: mostly the oldest, else a binary search over the ranks after it
   -- (each member holds a unit at least, so the need-th is at most need - 1
   -- ranks on), as nth_score in sliding_window.lua
-  local need = count - (requests - cost)
+  local need = count + added - (requests - cost)
   local score = fscore
   if units(fcum, fbase) < need then
     local lo = redis.call('ZCOUNT', key, '-inf', '(' .. istr(from)) + 1

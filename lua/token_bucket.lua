@@ -9,8 +9,10 @@
 -- Returns the prelude reply; limit is burst.
 --
 -- A bucket gains rate*1000 milli-tokens every per_ms; the remainder keeps the
--- refill exact in integers. A denial writes nothing: the refill only depends
--- on the stored state and now. The key expires when every bucket is full
+-- refill exact in integers. A denial writes nothing (the refill only depends
+-- on the stored state and now), unless denied calls are debited
+-- (DEBIT_DENIED): then the bucket goes in debt, down to full minus
+-- floor(2^53 / per_ms) milli-tokens, where (full - t) * per_ms reaches 2^53. The key expires when every bucket is full
 -- again, counted from its last update (later than now if the clock went
 -- back), so an expired key decides exactly like the state it held.
 
@@ -26,6 +28,11 @@ local function fill_time(l, t, r)
   local rate, per, burst = l[1], l[2], l[3]
   if t >= burst * 1000 then return 0 end
   return ceildiv((burst * 1000 - t) * per - r, rate * 1000)
+end
+
+-- min_tokens is the lowest a bucket goes in debt (see above).
+local function min_tokens(burst, per)
+  return burst * 1000 - divmod(MAX_USAGE, per)
 end
 
 function alg.evaluate(key, now, cost, limits)
@@ -70,11 +77,12 @@ function alg.evaluate(key, now, cost, limits)
 
   local ttl = 1
   local args = {}
+  local debit = debits(r.admitted, cost)
   for i = 1, n do
     local l = limits[i]
     local rate, per, burst = l[1], l[2], l[3]
     local t = ts[i]
-    if r.admitted then t = t - cost * 1000 end
+    if debit then t = math.max(t - cost * 1000, min_tokens(burst, per)) end
     r.remaining[i] = divmod(t, 1000)
     r.reset[i] = fill_time(l, t, rs[i])
     r.retry[i] = 0
@@ -93,7 +101,7 @@ function alg.evaluate(key, now, cost, limits)
     args[6 * i - 1] = fields[3 * i]
     args[6 * i] = istr(us[i])
   end
-  if r.admitted then write_state(key, args, ttl) end
+  if debit then write_state(key, args, ttl) end
   return r
 end
 

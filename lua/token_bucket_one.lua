@@ -54,17 +54,20 @@ else
 end
 if upd < now then upd = now end
 
-if t < cost * 1000 then
-  local retry = per
-  if cost <= burst then retry = ceildiv((cost * 1000 - t) * per - rem, rate * 1000) end
-  local left = divmod(t, 1000)
-  if left < 0 then left = 0 end
-  return {0, 0, 0, burst, left, fill_time(t, rem), retry}
+-- retry_after is the ms until a call of cost fits the bucket holding t.
+local function retry_after(t)
+  if cost > burst then return per end
+  return ceildiv((cost * 1000 - t) * per - rem, rate * 1000)
 end
-t = t - cost * 1000
-local reset = fill_time(t, rem)
-redis.call('HSET', KEYS[1], tf, string.format('%d', t), rf, string.format('%d', rem), uf, string.format('%d', upd))
-redis.call('PEXPIRE', KEYS[1], string.format('%d', upd + reset + 1 - now))
+
+local admitted = t >= cost * 1000
+if debits(admitted, cost) then
+  -- down to the debt token_bucket.lua allows
+  t = math.max(t - cost * 1000, full - divmod(MAX_USAGE, per))
+  redis.call('HSET', KEYS[1], tf, string.format('%d', t), rf, string.format('%d', rem), uf, string.format('%d', upd))
+  redis.call('PEXPIRE', KEYS[1], string.format('%d', upd + fill_time(t, rem) + 1 - now))
+end
 local left = divmod(t, 1000)
 if left < 0 then left = 0 end
-return {1, 0, 0, burst, left, reset, 0}
+if admitted then return {1, 0, 0, burst, left, fill_time(t, rem), 0} end
+return {0, 0, 0, burst, left, fill_time(t, rem), retry_after(t)}

@@ -9,6 +9,12 @@ func fillTime(l Limit, t, r int64) int64 {
 	return ceilDiv((l.Burst*1000-t)*l.Per.Milliseconds()-r, l.Rate*1000)
 }
 
+// minTokens is the lowest a bucket of limit l goes in debt (Call.DebitDenied):
+// from there its refill time, (full - t) * per, is MaxUsage at most.
+func minTokens(l Limit) int64 {
+	return l.Burst*1000 - MaxUsage/l.Per.Milliseconds()
+}
+
 // tokenBucket mirrors lua/token_bucket.lua. Field a is milli-tokens, b the
 // refill remainder, c the last update.
 func (sh *shard) tokenBucket(c Call, now int64, outs []outcome) ([]outcome, bool) {
@@ -37,10 +43,11 @@ func (sh *shard) tokenBucket(c Call, now int64, outs []outcome) ([]outcome, bool
 		outs = append(outs, outcome{quota: l.Burst, deny: deny})
 	}
 	ttl := int64(1)
+	debit := c.debits(admitted)
 	for i, l := range c.Limits {
 		f := &state[i]
-		if admitted {
-			f.a -= c.Cost * 1000
+		if debit {
+			f.a = max(f.a-c.Cost*1000, minTokens(l))
 		}
 		o := &outs[i]
 		o.remaining, _ = divmod(f.a, 1000)
@@ -54,7 +61,7 @@ func (sh *shard) tokenBucket(c Call, now int64, outs []outcome) ([]outcome, bool
 		}
 		ttl = max(ttl, f.c+o.reset+1-now)
 	}
-	if admitted {
+	if debit {
 		sh.setFields(c.Keys.State, state, now+ttl)
 	}
 	return outs, admitted

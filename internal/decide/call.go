@@ -50,6 +50,28 @@ func (c Call) Validate() error {
 	return nil
 }
 
+// MaxUsage is the most units a window counts: debits of denied calls
+// (Call.DebitDenied) stop adding there, so that every count stays an exact
+// Lua number (below 2^53). The sliding window counter stops at
+// MaxUsage/per instead, where its weighted products reach 2^53, and a token
+// bucket's debt at MaxUsage/per milli-tokens below full, where its refill
+// time does.
+const MaxUsage = 1 << 53
+
+// debits reports whether the call's cost is written to its state: when
+// admitted, and when denied too for a call that debits denied calls.
+func (c *Call) debits(admitted bool) bool {
+	return admitted || (c.DebitDenied && c.Cost > 0)
+}
+
+// cappedAdd returns a + b, at most limit, for 0 <= a and 0 <= b.
+func cappedAdd(a, b, limit int64) int64 {
+	if b > limit-a {
+		return limit
+	}
+	return a + b
+}
+
 // quota is the quota of l under the algorithm: Burst for the token bucket,
 // Requests for the window algorithms.
 func quota(alg Algorithm, l Limit) int64 {

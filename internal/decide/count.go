@@ -20,8 +20,8 @@ func CountedWindow(nowMs, per int64) (index, left int64) {
 // CountedResult decides a counted call (see Call.Counted) from count, the
 // window's count after adding the call's cost, as INCRBY answers it: the
 // call is admitted when count is within the limit, and a denied call's cost
-// is to be taken back. It answers as the model's fixed window does for a
-// count that only admitted calls raised.
+// is to be taken back unless the call debits denied calls (DebitDenied). It
+// answers as the model's fixed window does for such a count.
 func CountedResult(c *Call, count int64) Result {
 	l := c.Limits[0]
 	_, left := CountedWindow(c.NowMs, l.Per.Milliseconds())
@@ -29,5 +29,9 @@ func CountedResult(c *Call, count int64) Result {
 	if count <= l.Requests {
 		return Result{Allowed: true, Limit: l.Requests, Remaining: l.Requests - count, ResetAfter: reset}
 	}
-	return Result{Limit: l.Requests, Remaining: max(0, l.Requests-(count-c.Cost)), ResetAfter: reset, RetryAfter: reset}
+	used := count - c.Cost // what the window holds once the cost is taken back
+	if c.DebitDenied {
+		used = count
+	}
+	return Result{Limit: l.Requests, Remaining: max(0, l.Requests-used), ResetAfter: reset, RetryAfter: reset}
 }

@@ -2,7 +2,7 @@ package decide
 
 // counterRetry is the ms from now until a call of cost that limit l denied
 // would be admitted if nothing else is, given the current window's start and
-// the counts the call saw; it mirrors retry_after in
+// its counts after the call (which debited them or not); it mirrors retry_after in
 // lua/sliding_window_counter.lua. The estimate never rises while nothing is
 // admitted, so the first admissible time is the first of: later in the
 // current window (the previous window's weight decays), in the next window
@@ -54,11 +54,11 @@ func (sh *shard) slidingWindowCounter(c Call, now int64, outs []outcome) ([]outc
 		outs = append(outs, outcome{quota: l.Requests, deny: deny})
 	}
 	var ttl int64
+	debit := c.debits(admitted)
 	for i, l := range c.Limits {
 		f := &state[i]
-		curr := f.b
-		if admitted {
-			f.b += c.Cost
+		if debit {
+			f.b = cappedAdd(f.b, c.Cost, MaxUsage/f.per)
 		}
 		o := &outs[i]
 		o.remaining = l.Requests - f.b - ceilDiv(f.c*weights[i], f.per)
@@ -69,11 +69,11 @@ func (sh *shard) slidingWindowCounter(c Call, now int64, outs []outcome) ([]outc
 			o.reset = f.a + f.per - now
 		}
 		if o.deny {
-			o.retry = counterRetry(l, now, f.a, f.c, curr, c.Cost)
+			o.retry = counterRetry(l, now, f.a, f.c, f.b, c.Cost)
 		}
 		ttl = max(ttl, f.a+2*f.per-now)
 	}
-	if admitted {
+	if debit {
 		sh.setFields(c.Keys.State, state, now+ttl)
 	}
 	return outs, admitted

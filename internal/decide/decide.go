@@ -63,6 +63,13 @@ type Call struct {
 	Cost        int64
 	Penalty     time.Duration // 0: no penalty
 	Escalations []Escalation
+	// DebitDenied debits the cost of a denied call too, as
+	// envoyproxy/ratelimit counts every hit: usage can pass a limit, and
+	// calls are denied while it is past (a call of cost 0 checks whether it
+	// is). Without it a denied call writes nothing. A call held by a penalty
+	// is never debited. Usage is capped where the arithmetic would stop
+	// being exact (see MaxUsage and the algorithms).
+	DebitDenied bool
 	// NowMs, when non-zero, replaces the server clock (tests only); zero means
 	// the script reads redis.call('TIME').
 	NowMs int64

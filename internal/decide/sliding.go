@@ -1,6 +1,9 @@
 package decide
 
-import "sort"
+import (
+	"slices"
+	"sort"
+)
 
 // The sliding window's log is a running total of admitted units (see the
 // header of lua/sliding_window.lua). Totals are kept modulo totalWrap, below
@@ -89,20 +92,31 @@ func (sh *shard) slidingWindow(c Call, now int64, outs []outcome) ([]outcome, bo
 		outs = append(outs, outcome{quota: l.Requests, deny: deny})
 	}
 	newest, hasNewest := top.score, hasTop
-	if admitted && c.Cost > 0 {
+	var added int64 // units written: the cost, or what fits below MaxUsage
+	if c.Cost > 0 && c.debits(admitted) {
+		added = c.Cost
+		if !admitted {
+			most := slices.Max(counts) // the largest window's
+			added = cappedAdd(most, c.Cost, MaxUsage-1) - most
+		}
+	}
+	if added > 0 {
 		if hasTop && top.score >= now {
-			e.spans[len(e.spans)-1].cum = plus(top.cum, c.Cost)
+			e.spans[len(e.spans)-1].cum = plus(top.cum, added)
 		} else {
-			sh.appendSpan(c.Keys.State, e, now, top.cum, c.Cost, maxPer)
+			e = sh.appendSpan(c.Keys.State, e, now, top.cum, added, maxPer)
 			newest, hasNewest = now, true
+		}
+		if !admitted { // retry is counted on the log as written
+			log = e.spans
+			for i, l := range c.Limits {
+				firsts[i] = firstFrom(log, now-l.Per.Milliseconds())
+			}
 		}
 	}
 	for i, l := range c.Limits {
 		per := l.Per.Milliseconds()
-		used := counts[i]
-		if admitted {
-			used += c.Cost
-		}
+		used := counts[i] + added
 		o := &outs[i]
 		o.remaining = l.Requests - used
 		if hasNewest && newest >= now-per {
@@ -112,7 +126,7 @@ func (sh *shard) slidingWindow(c Call, now int64, outs []outcome) ([]outcome, bo
 			if c.Cost > l.Requests {
 				o.retry = per
 			} else {
-				need := counts[i] - (l.Requests - c.Cost)
+				need := used - (l.Requests - c.Cost)
 				o.retry = nthScore(log, firsts[i], need) + per + 1 - now
 			}
 		}

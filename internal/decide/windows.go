@@ -54,10 +54,11 @@ func (sh *shard) fixedWindow(c Call, now int64, outs []outcome) ([]outcome, bool
 		outs = append(outs, outcome{quota: l.Requests, deny: deny})
 	}
 	var ttl int64
+	debit := c.debits(admitted)
 	for i, l := range c.Limits {
 		used := counts[i]
-		if admitted {
-			used += c.Cost
+		if debit {
+			used = cappedAdd(used, c.Cost, MaxUsage)
 		}
 		o := &outs[i]
 		o.remaining = l.Requests - used
@@ -66,14 +67,14 @@ func (sh *shard) fixedWindow(c Call, now int64, outs []outcome) ([]outcome, bool
 			o.retry = o.reset
 		}
 		ttl = max(ttl, o.reset)
-		if admitted {
+		if debit {
 			if e == nil {
 				e = sh.create(c.Keys.State)
 			}
 			e.setField(field{per: l.Per.Milliseconds(), a: starts[i], b: used})
 		}
 	}
-	if admitted {
+	if debit {
 		e.expireAt = now + ttl
 	}
 	return outs, admitted

@@ -97,9 +97,10 @@ func (c *overLimitCache) get(call *decide.Call, now time.Time) (decide.Result, b
 }
 
 // put caches r, Redis's answer to call for a request that started at start,
-// when it is a denial Redis would repeat unchanged until it expires.
-// An admission drops the key's entry: a cheaper request fitted, so the
-// entry's remaining count is stale.
+// when it is a denial Redis would repeat unchanged until it expires. Not
+// a denial that debits its cost (decide.Call.DebitDenied): answered from
+// here, the debits would be lost. An admission drops the key's entry: a
+// cheaper request fitted, so the entry's remaining count is stale.
 func (c *overLimitCache) put(call *decide.Call, r decide.Result, start time.Time) {
 	if c == nil {
 		return
@@ -113,7 +114,7 @@ func (c *overLimitCache) put(call *decide.Call, r decide.Result, start time.Time
 		}
 		return
 	}
-	if r.RetryAfter <= 0 || call.Cost <= 0 || call.NowMs != 0 || len(call.Limits) == 0 ||
+	if r.RetryAfter <= 0 || call.Cost <= 0 || call.DebitDenied || call.NowMs != 0 || len(call.Limits) == 0 ||
 		(!r.Held && (call.Penalty > 0 || len(call.Escalations) > 0)) {
 		return
 	}

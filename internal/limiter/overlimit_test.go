@@ -57,6 +57,8 @@ func TestOverLimitCache(t *testing.T) {
 		{name: "limit denial of a rule with a penalty is not cached (Redis renews the penalty)",
 			stored: with(func(c *decide.Call) { c.Penalty = time.Minute }), result: denied, asked: call},
 		{name: "a zero-cost probe is not cached", stored: with(func(c *decide.Call) { c.Cost = 0 }), result: denied, asked: call},
+		{name: "a denial that debits its cost is not cached (each one counts in Redis)",
+			stored: with(func(c *decide.Call) { c.DebitDenied = true }), result: denied, asked: with(func(c *decide.Call) { c.DebitDenied = true })},
 		{name: "a test clock call is not cached", stored: with(func(c *decide.Call) { c.NowMs = 1 }), result: denied, asked: call},
 	}
 	for _, tt := range tests {

@@ -139,13 +139,18 @@ func TestPrepare(t *testing.T) {
 			lua.Full, []string{"s", "h", "x"}, []any{int64(0), int64(1), int64(0), int64(1), int64(2), int64(1000), int64(60_000), int64(1), int64(5), int64(1000)}},
 		{"token bucket, two limits", decide.Call{Algorithm: decide.TokenBucket, Limits: bucket, Cost: 3, NowMs: 77},
 			lua.NoHolds, []string{"s"}, []any{int64(77), int64(3), int64(10), int64(1000), int64(20), int64(100), int64(60_000), int64(100)}},
+		{"token bucket, two limits, denied calls debited", decide.Call{Algorithm: decide.TokenBucket, Limits: bucket, Cost: 3, NowMs: 77, DebitDenied: true},
+			lua.NoHolds, []string{"s"}, []any{int64(77), int64(3), int64(10), int64(1000), int64(20), int64(100), int64(60_000), int64(100)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.call.Keys = keys
 			sc := store.prepare(&tt.call)
-			if want := store.scripts[tt.call.Algorithm].of(tt.variant); sc.script == nil || sc.script != want {
+			if want := store.scriptsOf(&tt.call).of(tt.variant); sc.script == nil || sc.script != want {
 				t.Errorf("script is not the %s one", tt.variant)
+			}
+			if debits := store.scripts[scriptSet{tt.call.Algorithm, true}].of(tt.variant) == sc.script; debits != tt.call.DebitDenied {
+				t.Errorf("script debits denied calls: %v, want %v", debits, tt.call.DebitDenied)
 			}
 			keys, args := sc.keysArgs()
 			if !slices.Equal(keys, tt.keys) {
@@ -186,9 +191,9 @@ func TestPrepare(t *testing.T) {
 	// an algorithm without a one-limit script takes the one without holds
 	for _, alg := range []decide.Algorithm{decide.SlidingWindow, decide.SlidingWindowCounter, decide.TokenBucket} {
 		c := decide.Call{Algorithm: alg, Keys: keys, Limits: bucket[:1], Cost: 1}
-		want := store.scripts[alg].one
+		want := store.scripts[scriptSet{alg: alg}].one
 		if want == nil {
-			want = store.scripts[alg].noHolds
+			want = store.scripts[scriptSet{alg: alg}].noHolds
 		}
 		if sc := store.prepare(&c); sc.script != want || sc.lean == nil {
 			t.Errorf("%s, one limit: not its leanest script", alg)

@@ -33,7 +33,9 @@ const maxExpirySpread = 60_000 // ms
 // denied call takes its cost back (DECRBY, refund), so the count is that of
 // the admitted calls, as the scripts and the model keep it; until the
 // refund lands, a concurrent call of a larger cost than the room left may
-// be denied that would have fit.
+// be denied that would have fit. A call that debits denied calls
+// (decide.Call.DebitDenied) keeps its cost: envoyproxy/ratelimit's own
+// INCRBY.
 //
 // The window comes from the call's NowMs, the server's time as the limiter
 // estimates it (nodeClock): every limiter places a call in the same window

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -192,6 +193,7 @@ func randomRule(rng *rand.Rand) decide.Call {
 			Penalty:  time.Duration(100+rng.Int64N(5000)) * time.Millisecond,
 		})
 	}
+	c.DebitDenied = rng.IntN(2) == 0
 	return c
 }
 
@@ -267,6 +269,7 @@ func randomSlidingRule(rng *rand.Rand) decide.Call {
 			Per:      pers[rng.IntN(len(pers))],
 		})
 	}
+	c.DebitDenied = rng.IntN(2) == 0
 	return c
 }
 
@@ -345,6 +348,7 @@ func TestWindowCounterRandom(t *testing.T) {
 		for range 1 + rng.IntN(2) {
 			c.Limits = append(c.Limits, decide.Limit{Requests: 1 + rng.Int64N(40), Per: pers[rng.IntN(len(pers))]})
 		}
+		c.DebitDenied = rng.IntN(2) == 0
 		return c
 	}
 	for seq := range sequences {
@@ -356,6 +360,50 @@ func TestWindowCounterRandom(t *testing.T) {
 			clock := slidingClock(rng, 1_000_000+rng.Int64N(1_000_000_000), 20)
 			compareSteps(t, client, as(store, v), seq, rule, keys, 200, func(c *decide.Call) {
 				c.NowMs, c.Cost = clock(), slidingCost(rng, rule.Limits, seq%2 == 0)
+			})
+		}
+	}
+}
+
+// TestDebitBoundsRandom runs calls that debit denied calls with the largest
+// costs a caller can send (a hits_addend of 2^32 - 1) on windows of an hour
+// and a day, and costs up to 2^52 on the sliding window's log, through every
+// variant of the scripts and the model: usage reaches its caps (decide.MaxUsage
+// and the caps derived from it), and the results still agree. Without the
+// caps they part: the model's int64 and Lua's doubles round differently.
+func TestDebitBoundsRandom(t *testing.T) {
+	client, store, prefix := differentialEnv(t)
+	algs := []decide.Algorithm{decide.FixedWindow, decide.SlidingWindow, decide.SlidingWindowCounter, decide.TokenBucket}
+	pers := []time.Duration{time.Hour, 24 * time.Hour}
+	for seq := range 24 {
+		rng := rand.New(rand.NewPCG(97, uint64(seq)))
+		alg := algs[seq%len(algs)]
+		per := pers[rng.IntN(len(pers))]
+		rule := decide.Call{Algorithm: alg, DebitDenied: true, Limits: []decide.Limit{
+			{Requests: 1000, Rate: 1, Burst: 1000, Per: per},
+			{Requests: 1 << 20, Rate: 1, Burst: 1 << 20, Per: per / 2},
+		}[:1+rng.IntN(2)]}
+		maxCost := int64(math.MaxUint32)
+		if alg == decide.SlidingWindow {
+			maxCost = 1 << 52
+		}
+		for _, v := range variantsFor(store, &rule) {
+			rng := rand.New(rand.NewPCG(97, uint64(seq)))
+			keys := decidetest.Keys(prefix, "debit"+strconv.Itoa(seq)+string(v))
+			now := 1_000_000 + rng.Int64N(1_000_000_000)
+			compareSteps(t, client, as(store, v), seq, rule, keys, 30, func(c *decide.Call) {
+				now += rng.Int64N(5000)
+				c.NowMs = now
+				switch p := rng.IntN(10); {
+				case p < 3:
+					c.Cost = 0
+				case p < 5:
+					c.Cost = 1 + rng.Int64N(1000)
+				case p < 8:
+					c.Cost = maxCost
+				default:
+					c.Cost = 1 + rng.Int64N(maxCost)
+				}
 			})
 		}
 	}

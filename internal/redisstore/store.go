@@ -35,12 +35,19 @@ var errNoScript = errors.New("no script for the algorithm")
 // use.
 type Store struct {
 	client   redis.UniversalClient
-	scripts  map[decide.Algorithm]*algScripts // one per algorithm of lua.Algorithms
+	scripts  map[scriptSet]*algScripts // one per algorithm of lua.Algorithms and debit rule
 	commands commandTable                     // a cluster client's, for WarmUp
 	clocks   clocks                           // the servers' clocks, for counted calls
 }
 
-// algScripts are the scripts of one algorithm, one per variant of package
+// scriptSet names the scripts of one algorithm: those that debit denied
+// calls (decide.Call.DebitDenied) or those that do not.
+type scriptSet struct {
+	alg         decide.Algorithm
+	debitDenied bool
+}
+
+// algScripts are the scripts of one algorithm and debit rule, one per variant of package
 // lua. A call goes to the leanest that decides it (see Store.prepare).
 type algScripts struct {
 	full    *redis.Script // any call
@@ -81,21 +88,23 @@ func (a *algScripts) all() []*redis.Script {
 // Store of a cluster client before its first command: WarmUp learns from
 // the nodes created after New whether go-redis has its command table.
 func New(client redis.UniversalClient) *Store {
-	s := &Store{client: client, scripts: make(map[decide.Algorithm]*algScripts, len(lua.Algorithms))}
+	s := &Store{client: client, scripts: make(map[scriptSet]*algScripts, 2*len(lua.Algorithms))}
 	if c, ok := client.(*redis.ClusterClient); ok {
 		s.commands.watch(c)
 	}
-	script := func(alg string, v lua.Variant) *redis.Script {
-		if src := lua.Script(alg, v); src != "" {
-			return redis.NewScript(src)
-		}
-		return nil
-	}
 	for _, alg := range lua.Algorithms {
-		s.scripts[decide.Algorithm(alg)] = &algScripts{
-			full:    script(alg, lua.Full),
-			noHolds: script(alg, lua.NoHolds),
-			one:     script(alg, lua.OneLimit),
+		for _, debit := range []bool{false, true} {
+			script := func(v lua.Variant) *redis.Script {
+				if src := lua.Script(alg, v, debit); src != "" {
+					return redis.NewScript(src)
+				}
+				return nil
+			}
+			s.scripts[scriptSet{decide.Algorithm(alg), debit}] = &algScripts{
+				full:    script(lua.Full),
+				noHolds: script(lua.NoHolds),
+				one:     script(lua.OneLimit),
+			}
 		}
 	}
 	return s
@@ -134,17 +143,23 @@ func (s *Store) scriptOf(c *decide.Call) scriptCall {
 // one-limit script where the algorithm has one, else the one without holds.
 func (s *Store) leanest(c *decide.Call) lua.Variant {
 	v := variant(c)
-	if v == lua.OneLimit && s.scripts[c.Algorithm].of(v) == nil {
+	if v == lua.OneLimit && s.scriptsOf(c).of(v) == nil {
 		v = lua.NoHolds
 	}
 	return v
+}
+
+// scriptsOf returns the scripts that decide c, nil for an unknown
+// algorithm.
+func (s *Store) scriptsOf(c *decide.Call) *algScripts {
+	return s.scripts[scriptSet{c.Algorithm, c.DebitDenied}]
 }
 
 // prepareAs returns c as a call of variant v of its algorithm's script; the
 // script is nil when there is no such script. The caller makes sure v can
 // decide c.
 func (s *Store) prepareAs(c *decide.Call, v lua.Variant) scriptCall {
-	sc := scriptCall{script: s.scripts[c.Algorithm].of(v)}
+	sc := scriptCall{script: s.scriptsOf(c).of(v)}
 	if v == lua.Full {
 		sc.keys, sc.args = keys(c), args(c)
 	} else {
@@ -304,7 +319,7 @@ func (s *Store) run(ctx context.Context, clock *nodeClock, pipe redis.Pipeliner,
 				continue
 			}
 			results[i] = decide.CountedResult(&calls[i], count)
-			if !results[i].Allowed && calls[i].Cost > 0 {
+			if !results[i].Allowed && calls[i].Cost > 0 && !calls[i].DebitDenied {
 				refunds = append(refunds, i)
 			}
 		case cmds[i] != nil:

@@ -48,7 +48,7 @@ func variantsFor(store *Store, rule *decide.Call) []lua.Variant {
 	vs := []lua.Variant{lua.Full}
 	if rule.Penalty == 0 && len(rule.Escalations) == 0 {
 		vs = append(vs, lua.NoHolds)
-		if len(rule.Limits) == 1 && store.scripts[rule.Algorithm].one != nil {
+		if len(rule.Limits) == 1 && store.scriptsOf(rule).one != nil {
 			vs = append(vs, lua.OneLimit)
 		}
 	}
@@ -102,10 +102,10 @@ func TestVariantSwitch(t *testing.T) {
 			for i, st := range steps {
 				c := decide.Call{Keys: keys, Algorithm: alg, Limits: st.limits, Cost: 1, Penalty: st.penalty, Escalations: st.escalations, NowMs: now + int64(i)}
 				want := st.want
-				if want == lua.OneLimit && store.scripts[alg].one == nil {
+				if want == lua.OneLimit && store.scripts[scriptSet{alg: alg}].one == nil {
 					want = lua.NoHolds
 				}
-				if sc := store.prepare(&c); sc.script != store.scripts[alg].of(want) {
+				if sc := store.prepare(&c); sc.script != store.scripts[scriptSet{alg: alg}].of(want) {
 					t.Fatalf("step %d: the store does not pick the %s script", i, want)
 				}
 				got, err := store.Decide(context.Background(), []decide.Call{c})

@@ -240,8 +240,14 @@ func TestResponseHeaders(t *testing.T) {
 	}
 }
 
+// Every call of a descriptor rule is debited, as envoyproxy/ratelimit
+// counts: a cost over what is left is refused and counted, and calls are
+// refused, checks of hits_addend 0 included, while usage is past the limit.
+// A rule with debit: admitted refuses such a cost without counting it.
 func TestHitsAddend(t *testing.T) {
-	e := newEnv(t, []rules.Rule{rule("h", "hits", 10, time.Hour, "k", ""), rule("g", "hits", 10, time.Hour, "g", "")}, options{})
+	admitted := rule("a", "hits", 10, time.Hour, "m", "")
+	admitted.Debit = rules.DebitAdmitted
+	e := newEnv(t, []rules.Rule{rule("h", "hits", 10, time.Hour, "k", ""), rule("g", "hits", 10, time.Hour, "g", ""), admitted}, options{})
 	lim := limitOf("", 10, hour)
 	steps := []struct {
 		name    string
@@ -259,16 +265,26 @@ func TestHitsAddend(t *testing.T) {
 		{"descriptor hits_addend overrides", &rlsv3.RateLimitRequest{Domain: "hits", HitsAddend: 2,
 			Descriptors: []*ratelimitDescriptor{hits(desc("k", "a"), 5), desc("g", "a")}},
 			ok, []wantStatus{{ok, lim, 1, time.Hour}, {ok, lim, 3, time.Hour}}},
-		{"a cost over what is left is refused, and not counted", &rlsv3.RateLimitRequest{Domain: "hits",
+		{"a cost over what is left is refused, and counted", &rlsv3.RateLimitRequest{Domain: "hits",
 			Descriptors: []*ratelimitDescriptor{hits(desc("k", "a"), 2)}},
-			overLimit, []wantStatus{{overLimit, lim, 1, time.Hour}}},
-		{"the last unit", &rlsv3.RateLimitRequest{Domain: "hits", Descriptors: []*ratelimitDescriptor{desc("k", "a")}},
+			overLimit, []wantStatus{{overLimit, lim, 0, time.Hour}}},
+		{"a check past the limit is over it", &rlsv3.RateLimitRequest{Domain: "hits",
+			Descriptors: []*ratelimitDescriptor{hits(desc("k", "a"), 0)}},
+			overLimit, []wantStatus{{overLimit, lim, 0, time.Hour}}},
+		{"the whole budget", &rlsv3.RateLimitRequest{Domain: "hits", Descriptors: []*ratelimitDescriptor{hits(desc("k", "b"), 10)}},
 			ok, []wantStatus{{ok, lim, 0, time.Hour}}},
 		{"a check at the limit is not over it", &rlsv3.RateLimitRequest{Domain: "hits",
-			Descriptors: []*ratelimitDescriptor{hits(desc("k", "a"), 0)}},
+			Descriptors: []*ratelimitDescriptor{hits(desc("k", "b"), 0)}},
 			ok, []wantStatus{{ok, lim, 0, time.Hour}}},
-		{"past it", &rlsv3.RateLimitRequest{Domain: "hits", Descriptors: []*ratelimitDescriptor{desc("k", "a")}},
+		{"past it", &rlsv3.RateLimitRequest{Domain: "hits", Descriptors: []*ratelimitDescriptor{desc("k", "b")}},
 			overLimit, []wantStatus{{overLimit, lim, 0, time.Hour}}},
+		{"debit admitted: 9 of 10", &rlsv3.RateLimitRequest{Domain: "hits", Descriptors: []*ratelimitDescriptor{hits(desc("m", "a"), 9)}},
+			ok, []wantStatus{{ok, lim, 1, time.Hour}}},
+		{"debit admitted: a cost over what is left is refused, and not counted", &rlsv3.RateLimitRequest{Domain: "hits",
+			Descriptors: []*ratelimitDescriptor{hits(desc("m", "a"), 2)}},
+			overLimit, []wantStatus{{overLimit, lim, 1, time.Hour}}},
+		{"debit admitted: the last unit", &rlsv3.RateLimitRequest{Domain: "hits", Descriptors: []*ratelimitDescriptor{desc("m", "a")}},
+			ok, []wantStatus{{ok, lim, 0, time.Hour}}},
 	}
 	for _, s := range steps {
 		checkResponse(t, s.name, e.mustCall(s.req), s.overall, s.want...)

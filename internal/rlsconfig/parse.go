@@ -55,6 +55,7 @@ type rateLimitYAML struct {
 	Escalate       []rules.Escalation    `yaml:"escalate"`
 	Limits         []rules.Limit         `yaml:"limits"`
 	IPv6Prefix     int                   `yaml:"ipv6_prefix"`
+	Debit          rules.DebitPolicy     `yaml:"debit"`
 }
 
 type replaceYAML struct {
@@ -313,6 +314,7 @@ func (w *walker) rateLimit(entries []rules.DescriptorEntry, d *descriptorYAML, p
 		Schedule:       rl.Schedule,
 		Escalate:       rl.Escalate,
 		IPv6Prefix:     rl.IPv6Prefix,
+		Debit:          rl.Debit,
 		Descriptor:     &rules.DescriptorMatch{Name: rl.Name, Replaces: replaces, Unlimited: rl.Unlimited},
 	}
 	if r.Algorithm == "" {
@@ -368,6 +370,7 @@ func (rl *rateLimitYAML) present(limits bool) []string {
 		add(len(rl.Schedule) > 0, "schedule")
 		add(len(rl.Escalate) > 0, "escalate")
 		add(rl.IPv6Prefix != 0, "ipv6_prefix")
+		add(rl.Debit != "", "debit")
 	}
 	return out
 }

@@ -273,6 +273,7 @@ func (r *Rule) descriptorCall(desc *Descriptor, addrKey string, now time.Time) d
 		Cost:        desc.Cost,
 		Penalty:     penalty,
 		Escalations: c.escalations.at(now),
+		DebitDenied: r.DebitsDenied(),
 	}
 }
 

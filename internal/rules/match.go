@@ -91,6 +91,7 @@ func (s *Set) Match(r *Request, now time.Time, out []Applied) []Applied {
 			Cost:        r.Cost,
 			Penalty:     penalty,
 			Escalations: c.escalations.at(now),
+			DebitDenied: rule.DebitsDenied(),
 		}})
 	}
 	return out

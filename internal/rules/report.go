@@ -72,8 +72,17 @@ func WriteRule(b *strings.Builder, r *Rule, domainFiles map[string]string) {
 		writeField(b, label, describeEscalation(e))
 	}
 	if d := r.Descriptor; d == nil || !d.Unlimited && !r.Blocks() { // else answered without Redis
+		writeField(b, "debit:", describeDebit(r))
 		writeField(b, "on Redis failure:", string(r.OnRedisFailure))
 	}
+}
+
+// describeDebit says which calls spend the rule's budget.
+func describeDebit(r *Rule) string {
+	if r.DebitsDenied() {
+		return "always: every call's cost counts, denied or not; usage may pass the limit, and calls are denied while it does"
+	}
+	return "admitted: only admitted calls count; usage never passes the limit"
 }
 
 // writeDescriptor describes what a descriptor rule matches (the domain,

@@ -39,6 +39,11 @@ type Rule struct {
 	// Shadow rules decide and report but never deny.
 	Shadow         bool          `yaml:"shadow,omitempty" json:"shadow,omitzero"`
 	OnRedisFailure FailurePolicy `yaml:"on_redis_failure" json:"on_redis_failure"`
+	// Debit says which calls spend the budget: DebitAdmitted (only those
+	// admitted; the default of request rules) or DebitAlways (every call,
+	// whether it fits or not, as envoyproxy/ratelimit counts; the default of
+	// descriptor rules). See Rule.DebitsDenied.
+	Debit DebitPolicy `yaml:"debit,omitempty" json:"debit,omitempty"`
 	// Tiers overrides Limits per tier (tier names compare case-insensitively).
 	Tiers map[string][]Limit `yaml:"tiers,omitempty" json:"tiers,omitempty"`
 	// Schedule replaces the limits (and optionally the penalty) while an entry
@@ -84,6 +89,30 @@ type Limit struct {
 // Decide converts l to the decision model.
 func (l Limit) Decide() decide.Limit {
 	return decide.Limit{Requests: l.Requests, Rate: l.Rate, Burst: l.Burst, Per: l.Per.Std()}
+}
+
+// DebitPolicy says which calls of a rule spend its budget.
+type DebitPolicy string
+
+// The debit policies.
+const (
+	// DebitAdmitted: a call is counted only when admitted, so usage never
+	// passes the limit and a call of cost 0 is always admitted.
+	DebitAdmitted DebitPolicy = "admitted"
+	// DebitAlways: every call is counted, whether it fits or not. A cost
+	// known only after the response (tokens an LLM used) is reported as a
+	// call of that cost and may push usage past the limit; calls are then
+	// denied, a check of cost 0 included, until the window frees enough.
+	DebitAlways DebitPolicy = "always"
+)
+
+// DebitsDenied reports whether the rule counts the cost of a denied call:
+// its Debit, or when absent its kind's default (descriptor rules: always).
+func (r *Rule) DebitsDenied() bool {
+	if r.Debit == "" {
+		return r.Descriptor != nil
+	}
+	return r.Debit == DebitAlways
 }
 
 // FailurePolicy says what a rule does when Redis cannot be reached.

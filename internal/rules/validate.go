@@ -77,6 +77,11 @@ func validateRule(r *Rule, p problems) {
 	default:
 		p.add("on_redis_failure", "unknown %q (want local, allow or deny)", truncate(string(r.OnRedisFailure), 40))
 	}
+	switch r.Debit {
+	case "", DebitAdmitted, DebitAlways:
+	default:
+		p.add("debit", "unknown %q (want admitted or always)", truncate(string(r.Debit), 40))
+	}
 	if len(r.Schedule) > maxSchedule {
 		p.add("schedule", "at most %d entries", maxSchedule)
 	}

@@ -1,0 +1,101 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// tokenBudgets are the RLS config files of the post-response cost test: one
+// domain per algorithm, 1 000 tokens an hour per API key, each debiting
+// every call (the default of descriptor rules), and one fixed window that
+// debits admitted calls only.
+var tokenBudgets = map[string]string{
+	"fixed_window":            "rate_limit: {unit: hour, requests_per_unit: 1000}",
+	"sliding_window":          "rate_limit: {unit: hour, requests_per_unit: 1000, algorithm: sliding_window}",
+	"sliding_window_counter":  "rate_limit: {unit: hour, requests_per_unit: 1000, algorithm: sliding_window_counter}",
+	"token_bucket":            "rate_limit: {unit: day, requests_per_unit: 1, burst: 1000, algorithm: token_bucket}",
+	"fixed_window_two_limits": "rate_limit: {limits: [{requests: 1000, per: 1h}, {requests: 5000, per: 24h}]}",
+	"admitted_only":           "rate_limit: {unit: hour, requests_per_unit: 1000, debit: admitted}",
+}
+
+// Envoy AI Gateway's pattern, over gRPC on the real limiter: a check of
+// hits_addend 0 before the request, the tokens the response used as
+// hits_addend after it. With every algorithm, a debit that does not fit is
+// counted, usage passes the budget, and the next check is OVER_LIMIT, as
+// envoyproxy/ratelimit answers (check 0, use 600, check 0, use 700, check
+// 0: OK, OK, OK, OVER_LIMIT, OVER_LIMIT). A rule that debits admitted
+// calls only refuses the 700 without counting it, and the check passes. A
+// hits_addend of 2^32-1 is one debit like any other.
+func TestRLSPostResponseCost(t *testing.T) {
+	e := newEnv(t)
+	files := map[string]string{}
+	for alg, rl := range tokenBudgets {
+		files[alg+".yaml"] = fmt.Sprintf("domain: %s\ndescriptors:\n  - key: api_key\n    %s\n", alg, rl)
+	}
+	lim := e.start("limiter", "RLS_CONFIG_DIR", rlsDir(t, files))
+	client := rlsClient(t, lim)
+	call := func(domain, key string, hits uint64) *rlsv3.RateLimitResponse_DescriptorStatus {
+		t.Helper()
+		req := rlsRequest(domain, "api_key="+key)
+		req.Descriptors[0].HitsAddend = wrapperspb.UInt64(hits)
+		resp, err := client.ShouldRateLimit(context.Background(), req)
+		if err != nil {
+			t.Fatalf("%s: hits_addend %d: %v", domain, hits, err)
+		}
+		return resp.Statuses[0]
+	}
+	type step struct {
+		hits      uint64
+		code      rlsv3.RateLimitResponse_Code
+		remaining uint32
+	}
+	ok, over := rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT
+	debitAlways := []step{{0, ok, 1000}, {600, ok, 400}, {0, ok, 400}, {700, over, 0}, {0, over, 0}, {1, over, 0}}
+	for domain := range tokenBudgets {
+		t.Run(domain, func(t *testing.T) {
+			steps := debitAlways
+			if domain == "admitted_only" {
+				steps = []step{{0, ok, 1000}, {600, ok, 400}, {0, ok, 400}, {700, over, 400}, {0, ok, 400}, {400, ok, 0}}
+			}
+			// A fixed window that ends between two steps starts the
+			// budget again: such a round is run again with another key
+			// (the windows are an hour long, so at most once).
+			for round := 0; ; round++ {
+				key := fmt.Sprintf("k-%d", round)
+				started := time.Now()
+				failed := ""
+				for i, s := range steps {
+					st := call(domain, key, s.hits)
+					if st.Code != s.code || st.LimitRemaining != s.remaining {
+						failed = fmt.Sprintf("step %d (hits_addend %d): %s remaining %d, want %s remaining %d",
+							i, s.hits, st.Code, st.LimitRemaining, s.code, s.remaining)
+						break
+					}
+				}
+				if failed == "" {
+					break
+				}
+				if round > 0 || started.Truncate(time.Hour).Equal(time.Now().Truncate(time.Hour)) {
+					t.Fatal(failed)
+				}
+			}
+			// The largest hits_addend is one debit: the budget is spent,
+			// the counters stay exact, and the next calls still answer.
+			for i, hits := range []uint64{math.MaxUint32, math.MaxUint32, 0} {
+				want := over
+				if i == 2 && domain == "admitted_only" { // neither was counted
+					want = ok
+				}
+				if st := call(domain, "k-huge", hits); st.Code != want {
+					t.Fatalf("hits_addend %d (call %d): %s, want %s", hits, i, st.Code, want)
+				}
+			}
+		})
+	}
+}
