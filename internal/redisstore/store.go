@@ -36,8 +36,8 @@ var errNoScript = errors.New("no script for the algorithm")
 type Store struct {
 	client   redis.UniversalClient
 	scripts  map[scriptSet]*algScripts // one per algorithm of lua.Algorithms and debit rule
-	commands commandTable                     // a cluster client's, for WarmUp
-	clocks   clocks                           // the servers' clocks, for counted calls
+	commands commandTable              // a cluster client's, for WarmUp
+	clocks   clocks                    // the servers' clocks, for counted calls
 }
 
 // scriptSet names the scripts of one algorithm: those that debit denied
