@@ -121,6 +121,7 @@ api-keys (priority 50, sliding_window, shadow)
   escalate:  after 1 denial within 10m, denied for 30m
              after 10 denials within 1h, denied for 24h (from 2026-11-27T00:00:00Z to 2026-12-01T00:00:00Z)
              after 20 denials within 1h, denied for 48h (from 2026-11-27T00:00:00Z)
+  debit:     always: every call's cost counts, denied or not; usage may pass the limit, and calls are denied while it does
   on Redis failure: deny
 uploads (priority 50, token_bucket)
   matches:   requests of any method to /upload; any tier

@@ -72,7 +72,9 @@ func WriteRule(b *strings.Builder, r *Rule, domainFiles map[string]string) {
 		writeField(b, label, describeEscalation(e))
 	}
 	if d := r.Descriptor; d == nil || !d.Unlimited && !r.Blocks() { // else answered without Redis
-		writeField(b, "debit:", describeDebit(r))
+		if r.Debit != "" { // else the kind's default, which the docs state
+			writeField(b, "debit:", describeDebit(r))
+		}
 		writeField(b, "on Redis failure:", string(r.OnRedisFailure))
 	}
 }
