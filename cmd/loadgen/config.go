@@ -24,6 +24,7 @@ type config struct {
 	grpcConns   int      // gRPC: connections the workers share
 	domain      string   // gRPC, JSON: the requests' domain
 	entries     []string // gRPC, JSON: the keys of the descriptor's entries
+	debitAfter  uint64   // gRPC: after an admitted check of hits_addend 0, a call of this hits_addend; 0: none
 	token       string
 	batch       int // http: checks per request; over 1, sent to POST /v1/check/batch
 	workers     int
@@ -115,6 +116,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 	fs.IntVar(&cfg.grpcConns, "grpc-conns", 4, "grpc: HTTP/2 connections the workers' calls are spread over")
 	fs.StringVar(&cfg.domain, "domain", "bench", "grpc, json: the requests' `domain` (an RLS config file's domain)")
 	fs.StringVar(&entries, "entries", entryRemoteAddress, "grpc, json: the descriptor's `entries`, in order, of remote_address (client IP), path (endpoint), method")
+	fs.Uint64Var(&cfg.debitAfter, "debit-after", 0, "grpc: each request is Envoy AI Gateway's pair: a check of descriptor hits_addend 0, then when admitted a call of this hits_addend (the units the response used); 0: one call")
 	fs.StringVar(&cfg.token, "token", "", "bearer `token` sent with every request (grpc: as authorization metadata): one of the limiter's API_TOKENS (empty: none)")
 	fs.IntVar(&cfg.batch, "batch", 1, "http: checks per request, 1 to 100; over 1, sent to POST /v1/check/batch (-rate and -requests count checks)")
 	fs.IntVar(&cfg.workers, "workers", 16, "http, json: connections, one per worker; grpc: concurrent calls")
@@ -158,12 +160,13 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 // protocolFlags are the flags that apply to some protocols only: given
 // with another, they would silently do nothing.
 var protocolFlags = map[string][]string{
-	"url":        {protocolHTTP, protocolJSON},
-	"batch":      {protocolHTTP},
-	"grpc-addr":  {protocolGRPC},
-	"grpc-conns": {protocolGRPC},
-	"domain":     {protocolGRPC, protocolJSON},
-	"entries":    {protocolGRPC, protocolJSON},
+	"url":         {protocolHTTP, protocolJSON},
+	"batch":       {protocolHTTP},
+	"grpc-addr":   {protocolGRPC},
+	"grpc-conns":  {protocolGRPC},
+	"domain":      {protocolGRPC, protocolJSON},
+	"entries":     {protocolGRPC, protocolJSON},
+	"debit-after": {protocolGRPC},
 }
 
 // finish validates the flags and fills in what derives from them; set
@@ -235,6 +238,8 @@ func (cfg *config) finish(set map[string]bool, mix, keyOrder, ipBase, entries st
 		return fmt.Errorf("-attackers %d: want 1 to 254", cfg.traffic.Attackers)
 	case !(cfg.maxErrors >= 0 && cfg.maxErrors <= 1):
 		return fmt.Errorf("-max-errors %g: want a fraction between 0 and 1", cfg.maxErrors)
+	case cfg.debitAfter > math.MaxUint32:
+		return fmt.Errorf("-debit-after %d: want at most %d", cfg.debitAfter, uint64(math.MaxUint32))
 	case cost < 1 || cost > 1_000_000:
 		return fmt.Errorf("-cost %d: want 1 to 1000000", cost)
 	case cfg.grpcConns < 1 || cfg.grpcConns > 1000:

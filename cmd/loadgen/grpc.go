@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 // shouldRateLimit is the method of Envoy's rate limit service that gRPC
@@ -98,6 +99,10 @@ type grpcSender struct {
 	fields []string // the key of each entry
 	req    rlsv3.RateLimitRequest
 	res    rlsv3.RateLimitResponse
+
+	// With -debit-after, the descriptor's hits_addend of the check (0) and
+	// of the debit that follows an admitted one; nil: a single call.
+	check, debit *wrapperspb.UInt64Value
 }
 
 func newGRPCSender(conn *grpc.ClientConn, cfg *config) *grpcSender {
@@ -111,15 +116,31 @@ func newGRPCSender(conn *grpc.ClientConn, cfg *config) *grpcSender {
 	}
 	s.req.Domain = cfg.domain
 	s.req.Descriptors = []*rlcommon.RateLimitDescriptor{desc}
+	if cfg.debitAfter > 0 {
+		s.check, s.debit = wrapperspb.UInt64(0), wrapperspb.UInt64(cfg.debitAfter)
+	}
 	return s
 }
 
-// send makes one call: gRPC has no batches (draws holds one check).
+// send makes one call, or with -debit-after the check and, when it is
+// admitted, the debit: gRPC has no batches (draws holds one check). The
+// outcome is the check's; a debit's code is not read, as Envoy ignores it.
 func (s *grpcSender) send(ctx context.Context, draws []Draw, now time.Time, outs []outcome) error {
 	s.fill(&draws[0])
-	err := s.conn.Invoke(s.callContext(ctx, now), shouldRateLimit, &s.req, &s.res)
+	desc := s.req.Descriptors[0]
+	desc.HitsAddend = s.check
+	ctx = s.callContext(ctx, now)
+	err := s.conn.Invoke(ctx, shouldRateLimit, &s.req, &s.res)
 	classifyGRPC(&outs[0], s.res.GetOverallCode(), err)
-	return err
+	if err != nil || s.debit == nil || !outs[0].allowed {
+		return err
+	}
+	desc.HitsAddend = s.debit
+	if err := s.conn.Invoke(ctx, shouldRateLimit, &s.req, &s.res); err != nil {
+		classifyGRPC(&outs[0], s.res.GetOverallCode(), err)
+		return err
+	}
+	return nil
 }
 
 // fill sets the request message to carry d.

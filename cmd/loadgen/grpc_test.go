@@ -36,6 +36,7 @@ type fakeRLS struct {
 	domains  map[string]int
 	keys     map[string]int // the descriptors' entry keys, joined by ','
 	hits     map[uint32]int
+	descHits map[int64]int // the descriptor's hits_addend; -1: none
 	paths    map[string]int
 	badCalls []string // what was wrong with a call
 }
@@ -57,6 +58,11 @@ func (f *fakeRLS) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		f.badCalls = append(f.badCalls, "descriptors: "+strconv.Itoa(len(req.GetDescriptors())))
 		return nil, status.Error(codes.InvalidArgument, "one descriptor expected")
 	}
+	descHits := int64(-1)
+	if h := req.GetDescriptors()[0].GetHitsAddend(); h != nil {
+		descHits = int64(h.GetValue())
+	}
+	f.descHits[descHits]++
 	var keys []string
 	ip := ""
 	for _, e := range req.GetDescriptors()[0].GetEntries() {
@@ -87,6 +93,7 @@ func (f *fakeRLS) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 // reset empties what f records.
 func (f *fakeRLS) reset() {
 	f.peers, f.domains, f.keys, f.hits, f.paths = map[string]bool{}, map[string]int{}, map[string]int{}, map[uint32]int{}, map[string]int{}
+	f.descHits = map[int64]int{}
 }
 
 // checkRunAgainstFake checks a run of 2000 requests of -cost 3 against
@@ -162,6 +169,32 @@ func TestGRPCRunAgainstFakeRLS(t *testing.T) {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("stdout lacks %q", want)
 		}
+	}
+}
+
+// With -debit-after, each request is a check of descriptor hits_addend 0
+// and, when admitted, a debit of the given hits_addend: the server sees
+// one call per request plus one per admitted request, and the summary
+// counts requests by their checks.
+func TestGRPCDebitAfter(t *testing.T) {
+	fake := &fakeRLS{}
+	addr := startFakeRLS(t, fake)
+	_, s, err := runLoadgen(t, context.Background(), "-protocol", "grpc", "-grpc-addr", addr,
+		"-workers", "4", "-requests", "1000", "-duration", "0", "-keys", "100", "-progress", "0", "-debit-after", "600")
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowed, denied := num(t, s, "allowed"), num(t, s, "denied")
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	if allowed == 0 || denied == 0 || allowed+denied != 1000 || num(t, s, "errors") != 0 {
+		t.Fatalf("allowed %v, denied %v, errors %v: want both verdicts, 1000 in all", allowed, denied, s["errors"])
+	}
+	if got := fake.calls.Load(); got != 1000+int64(allowed) || fake.descHits[0] != 1000 || fake.descHits[600] != int(allowed) {
+		t.Fatalf("%d calls, descriptor hits_addend %v; want 1000 checks of 0 and %v debits of 600", got, fake.descHits, allowed)
+	}
+	if _, _, err := runLoadgen(t, context.Background(), "-protocol", "http", "-debit-after", "5"); err == nil {
+		t.Error("-debit-after accepted over http")
 	}
 }
 

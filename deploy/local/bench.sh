@@ -10,8 +10,9 @@
 #     the limiter beside Redis's (from /proc); and the same over gRPC (Envoy's
 #     ShouldRateLimit, loadgen -protocol grpc, the same limits as RLS config
 #     descriptors), and the same checks BATCH at a time (POST /v1/check/batch,
-#     loadgen -batch), in ROUNDS rounds of each, taking turns (HTTP, gRPC,
-#     batches) so that the machine's drift hits them alike, each round with a
+#     loadgen -batch), and over gRPC the post-response pair (a check of
+#     hits_addend 0, then a debit, loadgen -debit-after), in ROUNDS rounds
+#     of each, taking turns (HTTP, gRPC, gRPC pairs, batches) so that the machine's drift hits them alike, each round with a
 #     fresh limiter and broker; gRPC ÷ HTTP and batches ÷ HTTP per round;
 #     and, with FLOOR=1, the floor: deploy/local/floorserver, the limiter's
 #     fasthttp server answering what the limiter answered to every request
@@ -222,6 +223,7 @@ set_target() {
 	s=$(suffix "$2")
 	case $1 in
 	grpc) tgt=(-protocol grpc -grpc-addr "$GRPC_ADDR" -grpc-conns "$GRPC_CONNS" -domain "bench_$s") ;;
+	grpc_debit) tgt=(-protocol grpc -grpc-addr "$GRPC_ADDR" -grpc-conns "$GRPC_CONNS" -domain "bench_$s" -debit-after 1) ;;
 	batch) tgt=(-url "http://$LIMITER_ADDR" -endpoint "/$s/books/17" -batch "$BATCH") ;;
 	*) tgt=(-url "http://$LIMITER_ADDR" -endpoint "/$s/books/17") ;;
 	esac
@@ -289,10 +291,10 @@ floor_round() {
 	echo "floor $1 round $2: ${r_rps[$k]}/s, CPU/request ${r_fmin[$k]} µs, ${r_lim[$k]} µs at the limiter's ${r_rps[$1,http,$2]}/s; at ${r_hrps[$k]}/s p99 ${r_p99[$k]} ms, with a Redis round trip ${r_p99[$1,floor_redis,$2]} ms" >&2
 }
 [ "$FLOOR" != 1 ] || go build -o "$work/floorserver" ./deploy/local/floorserver
-protocols="http grpc"
-[ "$BATCH" -le 1 ] || protocols="http grpc batch"
+protocols="http grpc grpc_debit"
+[ "$BATCH" -le 1 ] || protocols="http grpc grpc_debit batch"
 # proto_name PROTO: how the tables name PROTO.
-proto_name() { case $1 in http) echo HTTP ;; grpc) echo gRPC ;; batch) echo "HTTP batches of $BATCH" ;; esac; }
+proto_name() { case $1 in http) echo HTTP ;; grpc) echo gRPC ;; grpc_debit) echo "gRPC check + debit" ;; batch) echo "HTTP batches of $BATCH" ;; esac; }
 
 published=0
 dropped=0
@@ -427,7 +429,7 @@ dirty=$(git diff --quiet -- . ":(exclude)$OUT" || echo ' (with local changes)')
 		echo "| $alg | ${half_rps[$alg]}/s | ${half_p50[$alg]} ms | ${half_p99[$alg]} ms | ${half_p999[$alg]} ms |"
 	done
 	echo
-	echo "HTTP against gRPC (Envoy's ShouldRateLimit, \`loadgen -protocol grpc\`: the same $CONNS concurrent requests over $GRPC_CONNS HTTP/2 connections, one remote_address descriptor in an RLS config domain per algorithm with the same limit)$([ "$BATCH" -le 1 ] || echo " and against batches (POST /v1/check/batch, \`loadgen -batch $BATCH\`: $BATCH checks per request on each of the $CONNS connections; a check's latency is its batch's)"). $ROUNDS rounds of each, taking turns, each with a fresh limiter and broker: median (min – max) over the rounds. The ÷ HTTP rows divide each round by the HTTP round of the same turn: min – max of those ratios."
+	echo "HTTP against gRPC (Envoy's ShouldRateLimit, \`loadgen -protocol grpc\`: the same $CONNS concurrent requests over $GRPC_CONNS HTTP/2 connections, one remote_address descriptor in an RLS config domain per algorithm with the same limit; gRPC check + debit: Envoy AI Gateway's pair per request, \`loadgen -debit-after 1\`, a check of hits_addend 0 then a debit of 1 when admitted, the figures per request, so two calls each)$([ "$BATCH" -le 1 ] || echo " and against batches (POST /v1/check/batch, \`loadgen -batch $BATCH\`: $BATCH checks per request on each of the $CONNS connections; a check's latency is its batch's)"). $ROUNDS rounds of each, taking turns, each with a fresh limiter and broker: median (min – max) over the rounds. The ÷ HTTP rows divide each round by the HTTP round of the same turn: min – max of those ratios."
 	echo
 	echo "| algorithm | protocol | decisions/s | CPU µs/decision limiter | Redis | broker | calls per round trip | at half the maximum: rate | p50 ms | p99 ms |"
 	echo "|---|---|---|---|---|---|---|---|---|---|"
