@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,5 +98,51 @@ func TestRLSPostResponseCost(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A configuration envoyproxy/ratelimit loads starts the real limiter with
+// its meaning: a '*' in the middle of a value limits the paths it matches
+// (it matched nothing before), and unlimited beside key instead of under
+// rate_limit is ignored with a warning naming file, line and key, as there.
+func TestRLSLoadsWhatEnvoyproxyRatelimitLoads(t *testing.T) {
+	e := newEnv(t)
+	lim := e.start("limiter", "RLS_CONFIG_DIR", rlsDir(t, map[string]string{"erl.yaml": `domain: erl
+descriptors:
+  - key: path
+    value: /api/*/action
+    rate_limit: {unit: hour, requests_per_unit: 2}
+  - key: ldap
+    unlimited: true
+`}))
+	client := rlsClient(t, lim)
+	code := func(descriptor string) string {
+		t.Helper()
+		resp, err := client.ShouldRateLimit(context.Background(), rlsRequest("erl", descriptor))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.OverallCode.String()
+	}
+	// Each value counts on its own (no share_threshold): a value's third
+	// call is over. A round in which an hour's window ended is run again
+	// with other values (at most once).
+	for round := 0; ; round++ {
+		v1, v2 := fmt.Sprintf("path=/api/a%d/action", round), fmt.Sprintf("path=/api/b%d/action", round)
+		started := time.Now()
+		var got []string
+		for _, d := range []string{v1, v2, v1, v1, "path=/api/v1/other", "ldap=x", "ldap=x", "ldap=x"} {
+			got = append(got, code(d))
+		}
+		want := "OK OK OK OVER_LIMIT OK OK OK OK"
+		if strings.Join(got, " ") == want {
+			break
+		}
+		if round > 0 || started.Truncate(time.Hour).Equal(time.Now().Truncate(time.Hour)) {
+			t.Fatalf("codes %v, want %s", got, want)
+		}
+	}
+	if out := lim.out.String(); !strings.Contains(out, `"RLS config: a key not used"`) || !strings.Contains(out, `"file":"erl.yaml","line":7`) {
+		t.Errorf("no warning naming erl.yaml line 7 in the limiter's log:\n%s", out)
 	}
 }

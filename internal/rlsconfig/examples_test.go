@@ -328,3 +328,46 @@ descriptors:
 		}
 	}
 }
+
+// A '*' anywhere in a value matches any run of characters, the empty one
+// too, as envoyproxy/ratelimit matches it: trailing, in the middle, several
+// times; the most specific wildcard wins, and share_threshold works with
+// any of them.
+func TestWildcardsAnywhere(t *testing.T) {
+	c, err := rlsconfig.Load([]rlsconfig.File{{Name: "wild.yaml", Data: []byte(`domain: wild
+descriptors:
+  - {key: path, value: "/api/*/action", rate_limit: {unit: second, requests_per_unit: 5}}
+  - {key: path, value: "a*b*c", rate_limit: {unit: second, requests_per_unit: 6}}
+  - {key: path, value: "/files/*", rate_limit: {unit: second, requests_per_unit: 7}}
+  - {key: path, value: "/files/*.png", share_threshold: true, rate_limit: {unit: second, requests_per_unit: 8}}
+`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := rules.Compile(&rules.File{Rules: c.Rules}, rules.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	match := func(path string) (int64, decide.Keys) {
+		as := set.MatchDescriptors(&rules.DescriptorRequest{Domain: "wild", Descriptors: []rules.Descriptor{desc("path=" + path)}}, now, nil)
+		if len(as) == 0 {
+			return 0, decide.Keys{}
+		}
+		return as[0].Call.Limits[0].Requests, as[0].Call.Keys
+	}
+	for path, want := range map[string]int64{
+		"/api/v1/action": 5, "/api//action": 5, "/api/a/b/action": 5, "/api/action": 0, "/api/v1/actions": 0,
+		"abc": 6, "axxbyyc": 6, "abbc": 6, "acb": 0, "ab": 0,
+		"/files/x.txt": 7, "/files/": 7, "/files/x.png": 8, "/files/.png": 8, "/files": 0,
+	} {
+		if got, _ := match(path); got != want {
+			t.Errorf("%s: limit %d, want %d (0: no rule)", path, got, want)
+		}
+	}
+	if _, a := match("/files/a.png"); a != func() decide.Keys { _, b := match("/files/b.png"); return b }() {
+		t.Error("share_threshold: two values of /files/*.png count apart")
+	}
+	if _, a := match("/api/a/action"); a == func() decide.Keys { _, b := match("/api/b/action"); return b }() {
+		t.Error("without share_threshold two values of /api/*/action count together")
+	}
+}

@@ -72,7 +72,7 @@ func TestLoadErrors(t *testing.T) {
 		{"replaces its own name", head + "  - key: a\n    rate_limit: {name: x, unit: second, requests_per_unit: 1, replaces: [{name: x}]}\n",
 			[]string{`config.yaml: domain messaging: descriptor a: rate_limit.replaces[0].name: "x" is this rate limit's own name`}},
 		{"share_threshold without a wildcard", head + "  - key: a\n    value: b\n    share_threshold: true\n    rate_limit: {unit: second, requests_per_unit: 1}\n",
-			[]string{"config.yaml: domain messaging: descriptor a_b: share_threshold: needs a wildcard value (ending in *)"}},
+			[]string{"config.yaml: domain messaging: descriptor a_b: share_threshold: needs a wildcard value (with *)"}},
 		{"nested too deep", strings.Replace(nested(rules.MaxEntries+1), "deep", "messaging", 1),
 			[]string{"config.yaml: domain messaging: descriptor k1.k2.k3.k4.k5.k6.k7.k8: descriptors: nested deeper than 8 levels"}},
 		{"unlimited with a unit", head + "  - key: ldap\n    rate_limit: {unlimited: true, unit: second, requests_per_unit: 5}\n",
@@ -86,7 +86,7 @@ func TestLoadErrors(t *testing.T) {
 		{"unknown key in a descriptor", head + "  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1}\n    shadow: true\n",
 			[]string{`config.yaml: domain messaging: descriptor a: line 5: unknown field shadow`}},
 		{"unknown key in a nested rate_limit", head + "  - key: a\n    descriptors:\n      - key: b\n        rate_limit:\n          unit: second\n          requests: 1\n",
-			[]string{`config.yaml: domain messaging: descriptor a.b: line 8: unknown field requests`}},
+			[]string{`config.yaml: domain messaging: descriptor a.b: line 8: unknown field rate_limit.requests`}},
 		{"unknown top-level key", "domain: messaging\ndescriptor: []\n",
 			[]string{`config.yaml: domain messaging: line 2: unknown field descriptor`}},
 		{"wrong type", head + "  - key: a\n    rate_limit: {unit: second, requests_per_unit: -1}\n",
@@ -140,7 +140,7 @@ func TestLoadErrors(t *testing.T) {
         rate_limit: {unit: second}
 `, []string{
 			`config.yaml: domain messaging: descriptor a: rate_limit: unknown unit "fortnight" (want second, minute, hour, day, week, month or year)`,
-			"config.yaml: domain messaging: descriptor b.c_d: share_threshold: needs a wildcard value (ending in *)",
+			"config.yaml: domain messaging: descriptor b.c_d: share_threshold: needs a wildcard value (with *)",
 			"config.yaml: domain messaging: descriptor b.e: rate_limit: missing requests_per_unit (0 denies every request)",
 		}},
 	}
@@ -398,4 +398,74 @@ func FuzzLoad(f *testing.F) {
 			t.Fatalf("rules do not compile: %v", err)
 		}
 	})
+}
+
+// A file envoyproxy/ratelimit loads loads here with its meaning: a key of
+// its list out of place is ignored, with a warning naming the file, line,
+// descriptor and key (unlimited beside key leaves the descriptor without a
+// rate limit: no rule), and quota_mode and metadata are read, not applied.
+// What it refuses stays refused: an unknown key, inside an ignored value
+// too, and the extension's keys outside rate_limit.
+func TestLoadKeysOutOfPlace(t *testing.T) {
+	const file = `domain: edge
+name: ignored-at-the-top
+descriptors:
+  - key: ldap
+    unlimited: true
+  - key: api
+    quota_mode: true
+    metadata: {team: payments}
+    rate_limit:
+      unit: minute
+      requests_per_unit: 10
+      shadow_mode: true
+      replaces: [{name: x, key: y}]
+`
+	c, err := rlsconfig.Load([]rlsconfig.File{{Name: "erl.yaml", Data: []byte(file)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Rules) != 1 || c.Rules[0].Descriptor.Entries[0].Key != "api" || c.Rules[0].Shadow {
+		t.Fatalf("rules %+v: want only api's, not in shadow mode", c.Rules)
+	}
+	var got []string
+	for _, w := range c.Warnings {
+		got = append(got, w.String())
+	}
+	want := []string{
+		"erl.yaml: line 2: domain edge: name: ignored here, as envoyproxy/ratelimit ignores it (read under rate_limit)",
+		"erl.yaml: line 5: domain edge: descriptor ldap: unlimited: ignored here, as envoyproxy/ratelimit ignores it (read under rate_limit; this descriptor is not made unlimited by it)",
+		"erl.yaml: line 7: domain edge: descriptor api: quota_mode: not applied: answered as without it",
+		"erl.yaml: line 8: domain edge: descriptor api: metadata: not used: no response dynamic metadata is sent",
+		"erl.yaml: line 12: domain edge: descriptor api: rate_limit.shadow_mode: ignored here, as envoyproxy/ratelimit ignores it (read in a descriptor; this rate limit is not in shadow mode)",
+		"erl.yaml: line 13: domain edge: descriptor api: rate_limit.replaces[0].key: ignored here, as envoyproxy/ratelimit ignores it (not read here)",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	set, err := rules.Compile(&rules.File{Rules: c.Rules}, rules.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var report strings.Builder
+	rlsconfig.WriteReport(&report, "dir", c, set)
+	if !strings.Contains(report.String(), "warnings: 6 keys not used (loaded as envoyproxy/ratelimit loads them)\n  "+want[0]+"\n") {
+		t.Errorf("the report does not list the warnings:\n%s", report.String())
+	}
+
+	for name, tt := range map[string]struct{ config, want string }{
+		"unknown key inside an ignored value": {"domain: edge\ndescriptors:\n  - key: a\n    replaces: [{name: x, colour: red}]\n",
+			"erl.yaml: domain edge: descriptor a: line 4: unknown field colour"},
+		"the extension outside rate_limit": {"domain: edge\ndescriptors:\n  - key: a\n    algorithm: token_bucket\n",
+			"erl.yaml: domain edge: descriptor a: line 4: unknown field algorithm"},
+		"quota_mode not a boolean": {"domain: edge\ndescriptors:\n  - key: a\n    quota_mode: often\n",
+			"erl.yaml: domain edge: descriptor a: quota_mode: line 4: want true or false"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := rlsconfig.Load([]rlsconfig.File{{Name: "erl.yaml", Data: []byte(tt.config)}})
+			if err == nil || err.Error() != tt.want {
+				t.Errorf("error %v, want %s", err, tt.want)
+			}
+		})
+	}
 }

@@ -19,6 +19,7 @@ import (
 type fileYAML struct {
 	Domain      string           `yaml:"domain"`
 	Descriptors []descriptorYAML `yaml:"descriptors"`
+	Other       otherKeys        `yaml:",inline"`
 }
 
 // descriptorYAML is one descriptor of the tree.
@@ -34,6 +35,10 @@ type descriptorYAML struct {
 	ValueToMetric  bool             `yaml:"value_to_metric"`
 	ShareThreshold bool             `yaml:"share_threshold"`
 	Descriptors    []descriptorYAML `yaml:"descriptors"`
+	// QuotaMode and Metadata are read and not applied (see Warning).
+	QuotaMode yaml.Node `yaml:"quota_mode"`
+	Metadata  yaml.Node `yaml:"metadata"`
+	Other     otherKeys `yaml:",inline"`
 }
 
 // rateLimitYAML is a rate_limit block. Pointers tell a field left out from
@@ -56,10 +61,13 @@ type rateLimitYAML struct {
 	Limits         []rules.Limit         `yaml:"limits"`
 	IPv6Prefix     int                   `yaml:"ipv6_prefix"`
 	Debit          rules.DebitPolicy     `yaml:"debit"`
+
+	Other otherKeys `yaml:",inline"`
 }
 
 type replaceYAML struct {
-	Name string `yaml:"name"`
+	Name  string    `yaml:"name"`
+	Other otherKeys `yaml:",inline"`
 }
 
 // units are the units of envoyproxy/ratelimit, lower-case (it accepts any
@@ -78,8 +86,9 @@ const unitNames = "second, minute, hour, day, week, month or year"
 
 // parsedFile is one file's domain and its rules (without ids yet).
 type parsedFile struct {
-	name  string
-	rules []*node
+	name     string
+	rules    []*node
+	warnings []Warning
 }
 
 // node is a rule made from one descriptor, and where it comes from.
@@ -96,7 +105,8 @@ func (n *node) errorf(field, format string, args ...any) *Error {
 		Reason: fmt.Sprintf(format, args...)}
 }
 
-// parseFile decodes one file strictly (unknown keys are errors) and
+// parseFile decodes one file strictly (unknown keys are errors; keys of
+// envoyproxy/ratelimit out of place are warnings, see erlKeys) and
 // converts its descriptors. It returns the domain whenever the file has a
 // valid one, and every problem found.
 func parseFile(name string, data []byte) (*parsedFile, []error) {
@@ -123,7 +133,9 @@ func parseFile(name string, data []byte) (*parsedFile, []error) {
 		return nil, fileErr("domain", "%s", why)
 	}
 	w := &walker{file: name, domain: f.Domain}
+	w.others("", "", f.Other, notInFile)
 	pf := &parsedFile{name: f.Domain, rules: w.level(nil, f.Descriptors, "")}
+	pf.warnings = w.warnings
 	return pf, w.errs
 }
 
@@ -157,6 +169,7 @@ func truncate(s string, n int) string {
 type walker struct {
 	file, domain string
 	errs         []error
+	warnings     []Warning
 }
 
 func (w *walker) errorf(path, field, format string, args ...any) {
@@ -185,6 +198,18 @@ func (w *walker) level(parent []rules.DescriptorEntry, ds []descriptorYAML, pare
 			continue
 		}
 		ok[i] = true
+		w.others(path, "", d.Other, notInDescriptor)
+		if q := &d.QuotaMode; q.Kind != 0 {
+			var b bool
+			if err := q.Decode(&b); err != nil {
+				w.errorf(path, "quota_mode", "line %d: want true or false", q.Line)
+			} else if b {
+				w.warnf(path, q.Line, "quota_mode", "not applied: answered as without it")
+			}
+		}
+		if d.Metadata.Kind != 0 { // its content is free, as there
+			w.warnf(path, d.Metadata.Line, "metadata", "not used: no response dynamic metadata is sent")
+		}
 		subs[i] = w.descriptor(append(parent[:len(parent):len(parent)], e), d, path)
 	}
 	// A descriptor without rate_limit whose nested descriptors define no
@@ -224,29 +249,22 @@ func duplicateOf(ds []descriptorYAML, d *descriptorYAML) int {
 	return -1
 }
 
-// shadows reports whether entries[i] would leave a request to a less
-// specific entry of its level that makes rules: the same key alone, or a
-// wildcard whose prefix the value (or the value's own prefix) starts with.
+// shadows reports whether entries[i] could leave a request to another
+// entry of its level that makes rules: the same key alone, or a wildcard
+// that matches the value; for a wildcard entry, any other wildcard of the
+// key (whether two wildcards overlap is not worked out: a rule too many
+// only keeps the whitelisting envoyproxy/ratelimit has there).
 func shadows(entries []rules.DescriptorEntry, produces []bool, i int) bool {
 	e := entries[i]
 	if e.Value == "" {
 		return false
 	}
-	prefix, wild := e.Wildcard()
 	for j, s := range entries {
 		if j == i || !produces[j] || s.Key != e.Key {
 			continue
 		}
-		if s.Value == "" {
+		if s.Value == "" || s.IsWildcard() && (e.IsWildcard() || rules.WildcardMatches(s.Value, e.Value)) {
 			return true
-		}
-		if p, ok := s.Wildcard(); ok {
-			if wild && len(p) < len(prefix) && strings.HasPrefix(prefix, p) {
-				return true
-			}
-			if !wild && strings.HasPrefix(e.Value, p) {
-				return true
-			}
 		}
 	}
 	return false
@@ -269,8 +287,8 @@ func (w *walker) descriptor(entries []rules.DescriptorEntry, d *descriptorYAML, 
 	case badText(e.Value):
 		w.errorf(path, "value", "must be valid UTF-8 without control characters")
 	}
-	if _, wild := e.Wildcard(); e.ShareThreshold && !wild {
-		w.errorf(path, "share_threshold", "needs a wildcard value (ending in *)")
+	if e.ShareThreshold && !e.IsWildcard() {
+		w.errorf(path, "share_threshold", "needs a wildcard value (with *)")
 	}
 	var out []*node
 	if d.RateLimit != nil {
@@ -296,8 +314,10 @@ func (w *walker) rateLimit(entries []rules.DescriptorEntry, d *descriptorYAML, p
 	rl := d.RateLimit
 	nerrs := len(w.errs)
 	fail := func(field, format string, args ...any) { w.errorf(path, field, format, args...) }
+	known := w.others(path, "rate_limit.", rl.Other, notInRateLimit)
 	var replaces []string
 	for i, r := range rl.Replaces {
+		known = w.others(path, fmt.Sprintf("rate_limit.replaces[%d].", i), r.Other, notInReplaces) && known
 		switch {
 		case r.Name == "":
 			fail(fmt.Sprintf("rate_limit.replaces[%d].name", i), "required (the name of the rate limit replaced)")
@@ -305,6 +325,9 @@ func (w *walker) rateLimit(entries []rules.DescriptorEntry, d *descriptorYAML, p
 			fail(fmt.Sprintf("rate_limit.replaces[%d].name", i), "%q is this rate limit's own name", truncate(r.Name, 80))
 		}
 		replaces = append(replaces, r.Name)
+	}
+	if !known { // the rest would only add noise to the unknown field
+		return nil
 	}
 	r := rules.Rule{
 		Algorithm:      rl.Algorithm,

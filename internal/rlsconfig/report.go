@@ -30,4 +30,11 @@ func WriteReport(b *strings.Builder, dir string, c *Config, set *rules.Set) {
 		domains = []string{"none"}
 	}
 	fmt.Fprintf(b, "domains: %s\n", strings.Join(domains, "; "))
+	if len(c.Warnings) > 0 {
+		fmt.Fprintf(b, "warnings: %d %s not used (loaded as envoyproxy/ratelimit loads them)\n", len(c.Warnings),
+			rules.Plural(int64(len(c.Warnings)), "key", "keys"))
+		for _, w := range c.Warnings {
+			b.WriteString("  " + w.String() + "\n")
+		}
+	}
 }

@@ -7,8 +7,8 @@
 // set.
 //
 // The format is envoyproxy/ratelimit's: a domain per file (unique across
-// the files), a tree of descriptors (key, optional value, a value ending in
-// '*' being a prefix wildcard), each with an optional rate_limit (unit,
+// the files), a tree of descriptors (key, optional value, a value with '*'
+// being a wildcard), each with an optional rate_limit (unit,
 // requests_per_unit, unit_multiplier, name, replaces, unlimited) and the
 // flags shadow_mode, detailed_metric, value_to_metric and share_threshold.
 // As an extension a rate_limit may also choose the algorithm, a token
@@ -66,6 +66,9 @@ type Config struct {
 	Rules []rules.Rule
 	// Hash is Hash of the files: it changes when any name or content does.
 	Hash string
+	// Warnings are the keys the files' meaning does not use, in file
+	// order (see Warning).
+	Warnings []Warning
 }
 
 // Domain is one domain of a Config.
@@ -273,6 +276,7 @@ func Load(files []File) (*Config, error) {
 		c.Domains = append(c.Domains, Domain{Name: d.name, File: f.Name})
 		if len(ferrs) == 0 {
 			nodes = append(nodes, d.rules...)
+			c.Warnings = append(c.Warnings, d.warnings...)
 		}
 	}
 	if len(errs) > 0 {

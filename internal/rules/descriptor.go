@@ -30,10 +30,12 @@ type DescriptorMatch struct {
 }
 
 // DescriptorEntry is one level of a descriptor path. An empty Value matches
-// any value, each value counting on its own; a Value ending in '*' matches
-// the values that start with what precedes it; any other Value matches
-// itself only. At one level an exact value is preferred to a wildcard (the
-// longest prefix first) and a wildcard to a key alone.
+// any value, each value counting on its own; a Value with '*' is a
+// wildcard, each '*' matching any run of characters (see wildcard); any
+// other Value matches itself only. At one level an exact value is preferred
+// to a wildcard (the one with the most literal characters first, then the
+// fewest stars, then in the order of the value's text) and a wildcard to a
+// key alone.
 type DescriptorEntry struct {
 	Key   string `yaml:"key" json:"key"`
 	Value string `yaml:"value,omitempty" json:"value,omitempty"`
@@ -44,11 +46,6 @@ type DescriptorEntry struct {
 	// level into the descriptor metric label (bounded; see the API docs).
 	DetailedMetric bool `yaml:"detailed_metric,omitempty" json:"detailed_metric,omitzero"`
 	ValueToMetric  bool `yaml:"value_to_metric,omitempty" json:"value_to_metric,omitzero"`
-}
-
-// Wildcard reports whether e's value is a prefix pattern, and the prefix.
-func (e DescriptorEntry) Wildcard() (string, bool) {
-	return strings.CutSuffix(e.Value, "*")
 }
 
 // Bounds of descriptors, in rules and in requests.
@@ -91,14 +88,27 @@ type DescriptorRequest struct {
 // descNode is one level of a domain's descriptor tree.
 type descNode struct {
 	exact map[Entry]*descNode  // key and value
-	wild  []wildNode           // key and prefix, longest prefix first
+	wild  []wildNode           // key and wildcard, the most specific first
 	any   map[string]*descNode // key only
 	rule  *Rule
 }
 
 type wildNode struct {
-	key, prefix string
-	node        *descNode
+	key, value string
+	wildcard   wildcard
+	node       *descNode
+}
+
+// moreSpecific orders wildcards: the most literal characters first, then
+// the fewest stars, then by text, so the order never depends on the rules'.
+func moreSpecific(a, b wildNode) int {
+	if d := b.wildcard.literal() - a.wildcard.literal(); d != 0 {
+		return d
+	}
+	if d := len(a.wildcard.parts) - len(b.wildcard.parts); d != 0 {
+		return d
+	}
+	return strings.Compare(a.value, b.value)
 }
 
 // child returns e's node below n, creating it.
@@ -109,15 +119,15 @@ func (n *descNode) child(e DescriptorEntry) *descNode {
 		}
 		return getOrCreate(n.any, e.Key)
 	}
-	if prefix, ok := e.Wildcard(); ok {
+	if wc, ok := parseWildcard(e.Value); ok {
 		for _, w := range n.wild {
-			if w.key == e.Key && w.prefix == prefix {
+			if w.key == e.Key && w.value == e.Value {
 				return w.node
 			}
 		}
 		c := &descNode{}
-		n.wild = append(n.wild, wildNode{key: e.Key, prefix: prefix, node: c})
-		slices.SortStableFunc(n.wild, func(a, b wildNode) int { return len(b.prefix) - len(a.prefix) })
+		n.wild = append(n.wild, wildNode{key: e.Key, value: e.Value, wildcard: wc, node: c})
+		slices.SortFunc(n.wild, moreSpecific)
 		return c
 	}
 	if n.exact == nil {
@@ -141,7 +151,7 @@ func (n *descNode) lookup(e Entry) *descNode {
 		return c
 	}
 	for _, w := range n.wild {
-		if w.key == e.Key && strings.HasPrefix(e.Value, w.prefix) {
+		if w.key == e.Key && w.wildcard.match(e.Value) {
 			return w.node
 		}
 	}
@@ -305,8 +315,8 @@ func validateDescriptor(r *Rule, p problems) {
 		ep := dp.at(fmt.Sprintf("entries[%d]", i))
 		checkText(ep, "key", e.Key, MaxDescriptorKey, true)
 		checkText(ep, "value", e.Value, MaxDescriptorValue, false)
-		if _, wild := e.Wildcard(); e.ShareThreshold && !wild {
-			ep.add("share_threshold", "needs a wildcard value (ending in *)")
+		if e.ShareThreshold && !e.IsWildcard() {
+			ep.add("share_threshold", "needs a wildcard value (with *)")
 		}
 	}
 	checkText(dp, "name", d.Name, maxDescriptorName, false)

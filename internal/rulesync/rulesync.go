@@ -231,6 +231,7 @@ func (m *Manager) Start(ctx context.Context) error {
 			return fmt.Errorf("RLS_CONFIG_DIR %s: %w", m.cfg.RLSDir, err)
 		}
 		m.rls = c
+		m.logRLSWarnings(c)
 	}
 	loaded := false
 	if m.cfg.Connect != nil {
@@ -395,6 +396,7 @@ func (m *Manager) ReloadRLS(force bool) error {
 	}
 	m.rlsRefused = ""
 	m.metrics.reload(SourceRLS, true)
+	m.logRLSWarnings(c)
 	m.cfg.Log.Info("RLS config reloaded", zap.String("dir", m.cfg.RLSDir), zap.Int("files", len(c.Files)),
 		zap.Int("domains", len(c.Domains)), zap.Int("rules", len(c.Rules)), zap.String("version", m.view.Load().Version))
 	m.retryDynamicLocked(prior)
@@ -417,6 +419,24 @@ func (m *Manager) retryDynamicLocked(prior *Refusal) {
 
 // refuseRLS counts a refused RLS directory and logs it unless the same
 // content (or read error), named by key, was already logged.
+// maxLoggedWarnings bounds the warnings logged per load: a file may hold
+// thousands of misplaced keys, and "limiter rules check" lists them all.
+const maxLoggedWarnings = 20
+
+// logRLSWarnings logs the keys of c's files that their meaning does not
+// use (rlsconfig.Warning), the first maxLoggedWarnings of them.
+func (m *Manager) logRLSWarnings(c *rlsconfig.Config) {
+	for i, w := range c.Warnings {
+		if i == maxLoggedWarnings {
+			m.cfg.Log.Warn("RLS config: more keys not used; limiter rules check --rls-dir lists them all",
+				zap.String("dir", m.cfg.RLSDir), zap.Int("more", len(c.Warnings)-i))
+			return
+		}
+		m.cfg.Log.Warn("RLS config: a key not used", zap.String("file", w.File), zap.Int("line", w.Line),
+			zap.String("domain", w.Domain), zap.String("descriptor", w.Path), zap.String("key", w.Key), zap.String("why", w.Reason))
+	}
+}
+
 func (m *Manager) refuseRLS(key string, err error) error {
 	m.metrics.reload(SourceRLS, false)
 	if key != m.rlsRefused {
