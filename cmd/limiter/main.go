@@ -191,12 +191,13 @@ func (w *wiring) decisionService() {
 func (w *wiring) ruleManager() {
 	cfg := w.cfg
 	w.rulesMgr = rulesync.New(rulesync.Config{
-		File:    cfg.RulesFile,
-		RLSDir:  cfg.RLSConfigDir,
-		Options: rules.Options{KeyPrefix: cfg.RedisKeyPrefix},
-		Apply:   w.svc.SetRules,
-		Connect: ruleStore(cfg),
-		Changes: redisfleet.NewRuleChanges(w.rdb, cfg.RedisKeyPrefix),
+		File:       cfg.RulesFile,
+		RLSDir:     cfg.RLSConfigDir,
+		RLSFromXDS: cfg.ConfigType == config.ConfigXDS,
+		Options:    rules.Options{KeyPrefix: cfg.RedisKeyPrefix},
+		Apply:      w.svc.SetRules,
+		Connect:    ruleStore(cfg),
+		Changes:    redisfleet.NewRuleChanges(w.rdb, cfg.RedisKeyPrefix),
 		Report: func(version string, appliedAt time.Time) {
 			ctx, cancel := context.WithTimeout(context.Background(), cfg.RedisTimeout)
 			defer cancel()
@@ -321,6 +322,11 @@ func (w *wiring) group() *lifecycle.Group {
 		lifecycle.Part{Name: "redis pipelines", Stop: func(context.Context) error { w.decider.Close(); return nil }},
 		lifecycle.Part{Name: "ban following", Run: w.banFollower.Run},
 		rulesPart(w.rulesMgr),
+	)
+	if w.cfg.ConfigType == config.ConfigXDS {
+		g.Add(xdsPart(w.cfg.XDS, w.rulesMgr, w.log.Named("xds"), w.reg))
+	}
+	g.Add(
 		w.warmUpPart(),
 		w.healthPart(),
 	)

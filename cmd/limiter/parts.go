@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/pgstore"
 	"github.com/ratewarden/ratewarden/internal/redisfleet"
 	"github.com/ratewarden/ratewarden/internal/rlsapi"
+	"github.com/ratewarden/ratewarden/internal/rlsxds"
 	"github.com/ratewarden/ratewarden/internal/rulesync"
 )
 
@@ -48,6 +50,40 @@ func rulesPart(mgr *rulesync.Manager) lifecycle.Part {
 		},
 		Run:  func(ctx context.Context) error { mgr.Run(ctx, hup); return nil },
 		Stop: func(context.Context) error { signal.Stop(hup); return nil },
+	}
+}
+
+// xdsPart follows the xDS management server for the RLS config
+// (CONFIG_TYPE=GRPC_XDS_SOTW). Like envoyproxy/ratelimit it holds the start
+// until the first config has been applied or refused, retrying with its
+// backoff, unless FORCE_START_WITHOUT_INITIAL_CONFIG; SIGTERM ends the wait.
+func xdsPart(cfg config.XDS, mgr *rulesync.Manager, log *zap.Logger, reg prometheus.Registerer) lifecycle.Part {
+	src := rlsxds.New(rlsxds.Config{
+		ServerURL: cfg.ServerURL, NodeID: cfg.NodeID, NodeMetadata: cfg.NodeMetadata, Headers: cfg.Headers,
+		TLS: cfg.TLS, MaxMsgSize: cfg.MaxMsgSize,
+		Backoff: rlsxds.Backoff{Initial: cfg.BackoffInitial, Max: cfg.BackoffMax, Factor: cfg.BackoffFactor, Jitter: cfg.BackoffJitter},
+		Apply:   mgr.SetRLS, Log: log, Registerer: reg,
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	return lifecycle.Part{
+		Name: "xds rls config",
+		Start: func(start context.Context) error {
+			go func() { defer close(done); _ = src.Run(ctx) }()
+			if cfg.ForceStart {
+				return nil
+			}
+			log.Info("waiting for the first RLS config from the xDS server", zap.String("server", cfg.ServerURL), zap.String("node", cfg.NodeID))
+			select {
+			case <-src.First():
+				return nil
+			case <-start.Done():
+				cancel()
+				<-done
+				return start.Err()
+			}
+		},
+		Stop: func(context.Context) error { cancel(); <-done; return nil },
 	}
 }
 

@@ -65,6 +65,44 @@ type Limiter struct {
 
 	// RLS is Envoy's rate limit service API.
 	RLS RLS
+	// XDS, with ConfigType ConfigXDS, is the management server the RLS
+	// config comes from instead of RLSConfigDir.
+	ConfigType string
+	XDS        XDS
+}
+
+// The config types (CONFIG_TYPE, envoyproxy/ratelimit's): where the RLS
+// config comes from.
+const (
+	ConfigFile = "FILE"          // RLS_CONFIG_DIR
+	ConfigXDS  = "GRPC_XDS_SOTW" // an xDS management server, state of the world
+)
+
+// XDS is the xDS management server of the RLS config and how the limiter
+// follows it; names and defaults are envoyproxy/ratelimit's.
+type XDS struct {
+	ServerURL    string
+	NodeID       string
+	NodeMetadata map[string]string // Node.metadata, string values
+	Headers      map[string]string // gRPC metadata of the stream
+	// TLS is the client's TLS (CONFIG_GRPC_XDS_SERVER_USE_TLS and its
+	// files); nil: plaintext.
+	TLS                                   *tls.Config
+	UseTLS                                bool
+	ClientCertFile, ClientKeyFile, CAFile string
+	ServerSAN                             string
+	// ConnectRetryInterval is read and changes nothing, as in
+	// envoyproxy/ratelimit (its retry interceptor is never armed).
+	ConnectRetryInterval time.Duration
+	// The wait before reconnecting: BackoffInitial × BackoffFactor^n,
+	// jittered between BackoffInitial and that when BackoffJitter, within
+	// [BackoffInitial, BackoffMax].
+	BackoffInitial, BackoffMax time.Duration
+	BackoffFactor              float64
+	BackoffJitter              bool
+	MaxMsgSize                 int // bytes a response may have; 0: gRPC's default (4 MiB)
+	// ForceStart starts the limiter without waiting for the first config.
+	ForceStart bool
 }
 
 // RLS configures Envoy's rate limit service API: the gRPC listener
@@ -98,6 +136,7 @@ func LoadLimiter(getenv func(string) string) (Limiter, error) {
 	e.load(&dest{common: &c.Common, limiter: &c})
 	e.redisTopology(c.Common)
 	c.TLS = e.serverTLS(c.TLSFiles)
+	e.xds(&c)
 	e.distinctAddrs(map[string]string{"LISTEN_ADDR": c.ListenAddr, "OPS_LISTEN_ADDR": c.OpsListenAddr,
 		"PPROF_ADDR": c.PprofAddr, "GRPC_LISTEN_ADDR": c.RLS.GRPCListenAddr})
 	return c, e.err()

@@ -177,3 +177,37 @@ func TestLoadLimiterRLSConfigDir(t *testing.T) {
 		}
 	}
 }
+
+// CONFIG_TYPE=GRPC_XDS_SOTW reads envoyproxy/ratelimit's xDS settings with
+// its defaults; what cannot work together is one line naming a variable.
+func TestLoadLimiterXDS(t *testing.T) {
+	c, err := LoadLimiter(mapEnv(map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW",
+		"CONFIG_GRPC_XDS_NODE_METADATA": "zone=a, team=edge", "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS": "x-token:s3cret"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := c.XDS
+	if c.ConfigType != ConfigXDS || x.ServerURL != "localhost:18000" || x.NodeID != "default" || x.TLS != nil ||
+		x.BackoffInitial != 10*time.Second || x.BackoffMax != time.Minute || x.BackoffFactor != 0.5 || !x.BackoffJitter ||
+		x.NodeMetadata["zone"] != "a" || x.NodeMetadata["team"] != "edge" || x.Headers["x-token"] != "s3cret" || x.ForceStart {
+		t.Errorf("xDS settings %+v", x)
+	}
+	if c, err := LoadLimiter(mapEnv(map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_USE_TLS": "true"})); err != nil || c.XDS.TLS == nil {
+		t.Errorf("TLS to the xDS server: %v, %+v", err, c.XDS.TLS)
+	}
+	for name, env := range map[string]map[string]string{
+		"CONFIG_TYPE":                      {"CONFIG_TYPE": "GRPC_XDS_DELTA"},
+		"RLS_CONFIG_DIR":                   {"CONFIG_TYPE": "GRPC_XDS_SOTW", "RLS_CONFIG_DIR": t.TempDir()},
+		"CONFIG_GRPC_XDS_SERVER_USE_TLS":   {"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_TLS_CACERT": "ca.pem"},
+		"CONFIG_GRPC_XDS_CLIENT_TLS_CERT":  {"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_USE_TLS": "true", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT": "c.pem"},
+		"CONFIG_GRPC_XDS_NODE_METADATA":    {"CONFIG_GRPC_XDS_NODE_METADATA": "zone"},
+		"XDS_CLIENT_BACKOFF_RANDOM_FACTOR": {"XDS_CLIENT_BACKOFF_RANDOM_FACTOR": "0"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := LoadLimiter(mapEnv(env))
+			if err == nil || !strings.HasPrefix(err.Error(), name+" ") && !strings.HasPrefix(err.Error(), name+":") || strings.Contains(err.Error(), "\n") {
+				t.Errorf("want one line naming %s, got %v", name, err)
+			}
+		})
+	}
+}

@@ -8,7 +8,7 @@ import (
 
 // table is every variable any process reads, one row per variable and
 // group of processes; the order is the documentation's.
-var table = slices.Concat(serviceVars, limiterVars, consumerVars, devKafkaVars)
+var table = slices.Concat(serviceVars, limiterVars, xdsVars, consumerVars, devKafkaVars)
 
 // The groups of processes rows are read by.
 var (

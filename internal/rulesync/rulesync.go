@@ -57,8 +57,11 @@ type Config struct {
 	File string
 	// RLSDir is a directory of envoyproxy/ratelimit configuration files
 	// (RLS_CONFIG_DIR), read as often as File; empty: none.
-	RLSDir  string
-	Options rules.Options
+	RLSDir string
+	// RLSFromXDS: the RLS config comes from SetRLS (an xDS management
+	// server, package rlsxds) instead of RLSDir.
+	RLSFromXDS bool
+	Options    rules.Options
 	// Apply puts a rule set in force (limiter.Service.SetRules).
 	Apply func(*rules.Set)
 	// Connect opens the rule store; it is retried every StorePoll until it
@@ -205,7 +208,8 @@ func New(cfg Config) *Manager {
 	if cfg.Registerer == nil {
 		cfg.Registerer = prometheus.NewRegistry()
 	}
-	return &Manager{cfg: cfg, metrics: newMetrics(cfg.Registerer, cfg.Connect != nil, cfg.RLSDir != ""), wake: make(chan struct{}, 1)}
+	return &Manager{cfg: cfg, metrics: newMetrics(cfg.Registerer, cfg.Connect != nil, cfg.RLSDir != "" || cfg.RLSFromXDS),
+		wake: make(chan struct{}, 1)}
 }
 
 // Start loads the rules file and the RLS directory (an error is fatal:
@@ -399,6 +403,27 @@ func (m *Manager) ReloadRLS(force bool) error {
 	m.logRLSWarnings(c)
 	m.cfg.Log.Info("RLS config reloaded", zap.String("dir", m.cfg.RLSDir), zap.Int("files", len(c.Files)),
 		zap.Int("domains", len(c.Domains)), zap.Int("rules", len(c.Rules)), zap.String("version", m.view.Load().Version))
+	m.retryDynamicLocked(prior)
+	return nil
+}
+
+// SetRLS puts c, an RLS config from the xDS management server, in force in
+// place of the one before (the rules file and the dynamic rules stay), or
+// refuses it with the reason when it does not compile with them: the
+// rules in force then stay. Counted as the RLS directory's loads are.
+func (m *Manager) SetRLS(c *rlsconfig.Config) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	prior := m.refusal
+	old := m.rls
+	m.rls = c
+	if err := m.applyFilesLocked(); err != nil {
+		m.rls = old
+		m.metrics.reload(SourceRLS, false)
+		return err
+	}
+	m.metrics.reload(SourceRLS, true)
+	m.logRLSWarnings(c)
 	m.retryDynamicLocked(prior)
 	return nil
 }

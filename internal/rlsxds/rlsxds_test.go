@@ -1,0 +1,104 @@
+package rlsxds
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	rlsconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+func anyOf(t *testing.T, m proto.Message) *anypb.Any {
+	t.Helper()
+	a, err := anypb.New(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// A resource is loaded as the file of the same content: units, names,
+// replaces, unlimited, nested descriptors, shadow mode; two resources of
+// one name are told apart.
+func TestLoad(t *testing.T) {
+	cfg := &rlsconfv3.RateLimitConfig{Name: "edge", Domain: "edge", Descriptors: []*rlsconfv3.RateLimitDescriptor{
+		{Key: "remote_address", RateLimit: &rlsconfv3.RateLimitPolicy{Unit: rlsconfv3.RateLimitUnit_MINUTE, RequestsPerUnit: 10, Name: "per_ip"}},
+		{Key: "path", Value: "/api/*/action", Descriptors: []*rlsconfv3.RateLimitDescriptor{
+			{Key: "user", ShadowMode: true, RateLimit: &rlsconfv3.RateLimitPolicy{Unit: rlsconfv3.RateLimitUnit_DAY, RequestsPerUnit: 0,
+				Replaces: []*rlsconfv3.RateLimitReplace{{Name: "per_ip"}}}},
+		}},
+		{Key: "internal", RateLimit: &rlsconfv3.RateLimitPolicy{Unlimited: true}},
+	}}
+	other := &rlsconfv3.RateLimitConfig{Name: "edge", Domain: "other"}
+	c, err := Load([]*anypb.Any{anyOf(t, cfg), anyOf(t, other)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Files) != 2 || c.Files[0] != "xds:edge" || c.Files[1] != "xds:[1]edge" {
+		t.Errorf("files %q", c.Files)
+	}
+	if len(c.Rules) != 3 {
+		t.Fatalf("%d rules, want 3: %+v", len(c.Rules), c.Rules)
+	}
+	ip, user, internal := c.Rules[0], c.Rules[1], c.Rules[2]
+	if ip.Limits[0].Requests != 10 || time.Duration(ip.Limits[0].Per) != time.Minute || ip.Descriptor.Name != "per_ip" {
+		t.Errorf("per_ip: %+v %+v", ip.Limits, ip.Descriptor)
+	}
+	if !user.Shadow || user.Limits[0].Requests != 0 || time.Duration(user.Limits[0].Per) != 24*time.Hour || user.Descriptor.Replaces[0] != "per_ip" {
+		t.Errorf("user: shadow %v, %+v, %+v", user.Shadow, user.Limits, user.Descriptor)
+	}
+	if !internal.Descriptor.Unlimited {
+		t.Errorf("internal: %+v", internal.Descriptor)
+	}
+}
+
+// What envoyproxy/ratelimit refuses is refused: a policy without a unit,
+// a duplicate domain, a resource of another type.
+func TestLoadRefuses(t *testing.T) {
+	noUnit := &rlsconfv3.RateLimitConfig{Name: "a", Domain: "a", Descriptors: []*rlsconfv3.RateLimitDescriptor{
+		{Key: "k", RateLimit: &rlsconfv3.RateLimitPolicy{RequestsPerUnit: 5}}}}
+	dup := &rlsconfv3.RateLimitConfig{Name: "b", Domain: "a"}
+	for name, tt := range map[string]struct {
+		res  []*anypb.Any
+		want string
+	}{
+		"no unit":          {[]*anypb.Any{anyOf(t, noUnit)}, "xds:a: domain a: descriptor k: rate_limit: missing unit"},
+		"duplicate domain": {[]*anypb.Any{anyOf(t, &rlsconfv3.RateLimitConfig{Name: "x", Domain: "a"}), anyOf(t, dup)}, "duplicate domain"},
+		"another type":     {[]*anypb.Any{anyOf(t, wrapperspb.String("x"))}, "resource 0: type"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := Load(tt.res); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// The waits as envoyproxy/ratelimit's backoff gives them: its default
+// factor 0.5 keeps every wait at the initial interval; a factor of 2
+// doubles up to the maximum; jitter draws between the initial interval and
+// the grown wait.
+func TestBackoff(t *testing.T) {
+	erl := Backoff{Initial: 10 * time.Second, Max: time.Minute, Factor: 0.5, Jitter: true}
+	for attempt := range 5 {
+		if w := erl.wait(attempt, func() float64 { return 0.99 }); w != 10*time.Second {
+			t.Errorf("default factor, attempt %d: %v, want 10s", attempt, w)
+		}
+	}
+	doubling := Backoff{Initial: time.Second, Max: 5 * time.Second, Factor: 2}
+	var got []time.Duration
+	for attempt := range 5 {
+		got = append(got, doubling.wait(attempt, nil))
+	}
+	if want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 5 * time.Second, 5 * time.Second}; !slices.Equal(got, want) {
+		t.Errorf("doubling: %v, want %v", got, want)
+	}
+	doubling.Jitter = true
+	if w := doubling.wait(2, func() float64 { return 0.5 }); w != 2500*time.Millisecond {
+		t.Errorf("jitter half way between 1s and 4s: %v", w)
+	}
+}
