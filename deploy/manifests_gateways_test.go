@@ -847,7 +847,7 @@ func TestManifestEnvoyRLSCheckersCatchMistakes(t *testing.T) {
 				rl["requests_per_units"] = rl["requests_per_unit"]
 				delete(rl, "requests_per_unit")
 			})
-		}, "unknown field requests_per_units"},
+		}, "unknown field rate_limit.requests_per_units"},
 		{"rules: burst without token bucket", func(t *testing.T) []string {
 			return recipeWith(t, func(_ map[string]any, files []manifestRLSFile) {
 				manifestMap(manifestAt(manifestList(files[0].doc["descriptors"])[0], "rate_limit"))["algorithm"] = "sliding_window"
