@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -103,8 +105,9 @@ func TestRLSPostResponseCost(t *testing.T) {
 
 // A configuration envoyproxy/ratelimit loads starts the real limiter with
 // its meaning: a '*' in the middle of a value limits the paths it matches
-// (it matched nothing before), and unlimited beside key instead of under
-// rate_limit is ignored with a warning naming file, line and key, as there.
+// (it matched nothing before), unlimited beside key instead of under
+// rate_limit is ignored with a warning naming file, line and key, as there,
+// and a descriptor's own limit applies.
 func TestRLSLoadsWhatEnvoyproxyRatelimitLoads(t *testing.T) {
 	e := newEnv(t)
 	lim := e.start("limiter", "RLS_CONFIG_DIR", rlsDir(t, map[string]string{"erl.yaml": `domain: erl
@@ -141,6 +144,21 @@ descriptors:
 		if round > 0 || started.Truncate(time.Hour).Equal(time.Now().Truncate(time.Hour)) {
 			t.Fatalf("codes %v, want %s", got, want)
 		}
+	}
+	// A descriptor's own limit applies where no rule matches, as
+	// envoyproxy/ratelimit applies it (here to a key of the domain).
+	override := rlsRequest("erl", "ldap=limited")
+	override.Descriptors[0].Limit = &rlcommon.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: typev3.RateLimitUnit_YEAR}
+	var overridden []string
+	for range 2 {
+		resp, err := client.ShouldRateLimit(context.Background(), override)
+		if err != nil {
+			t.Fatal(err)
+		}
+		overridden = append(overridden, resp.OverallCode.String())
+	}
+	if got := strings.Join(overridden, " "); got != "OK OVER_LIMIT" {
+		t.Errorf("a descriptor's limit of 1 a year: %s, want OK OVER_LIMIT", got)
 	}
 	if out := lim.out.String(); !strings.Contains(out, `"RLS config: a key not used"`) || !strings.Contains(out, `"file":"erl.yaml","line":7`) {
 		t.Errorf("no warning naming erl.yaml line 7 in the limiter's log:\n%s", out)

@@ -29,10 +29,11 @@ const (
 	fieldKey         = "key"
 	fieldValue       = "value"
 	fieldHitsAddend  = "hits_addend"
+	fieldLimit       = "limit"
 	fieldBody        = "body"
 )
 
-var invalidFields = []string{fieldDomain, fieldDescriptors, fieldEntries, fieldKey, fieldValue, fieldHitsAddend, fieldBody}
+var invalidFields = []string{fieldDomain, fieldDescriptors, fieldEntries, fieldKey, fieldValue, fieldHitsAddend, fieldLimit, fieldBody}
 
 // invalidError is a request outside the bounds: InvalidArgument over gRPC,
 // 400 over /json. field is the metric label, msg names the field in full
@@ -77,11 +78,13 @@ func (c *call) release() {
 //     one; it matches a rule level without value like any other value;
 //   - every string valid UTF-8 without control characters, and all keys
 //     and values together at most event.MaxDescriptorBytes;
-//   - a descriptor's hits_addend at most MaxHitsAddend.
+//   - a descriptor's hits_addend at most MaxHitsAddend;
+//   - a descriptor's limit of a known unit.
 //
 // The cost of a descriptor is its hits_addend when set (0: checked without
 // counting), else the request's hits_addend, else 1. A descriptor's limit
-// override is ignored: the rules decide the limits, not the caller.
+// decides it in place of the rules, as envoyproxy/ratelimit applies it
+// (rules.DescriptorLimit), when its domain has rules.
 func (s *Server) convert(in *rlsv3.RateLimitRequest, c *call) *invalidError {
 	domain := in.GetDomain()
 	switch {
@@ -118,6 +121,9 @@ func (s *Server) convert(in *rlsv3.RateLimitRequest, c *call) *invalidError {
 		if h := d.GetHitsAddend(); h != nil && h.GetValue() > MaxHitsAddend {
 			return invalid(fieldHitsAddend, "descriptors[%d].hits_addend: %d, at most %d", i, h.GetValue(), uint64(MaxHitsAddend))
 		}
+		if l := d.GetLimit(); l != nil && unitDurations[l.GetUnit()] == 0 {
+			return invalid(fieldLimit, "descriptors[%d].limit.unit: %s, want SECOND, MINUTE, HOUR, DAY, MONTH or YEAR", i, l.GetUnit())
+		}
 	}
 	if total > event.MaxDescriptorBytes {
 		return invalid(fieldDescriptors, "descriptors: keys and values add up to %d bytes, at most %d", total, event.MaxDescriptorBytes)
@@ -153,7 +159,11 @@ func (s *Server) convert(in *rlsv3.RateLimitRequest, c *call) *invalidError {
 		if h := d.GetHitsAddend(); h != nil {
 			dc = int64(h.GetValue())
 		}
-		req.Descriptors = append(req.Descriptors, rules.Descriptor{Entries: c.entries[start:len(c.entries):len(c.entries)], Cost: dc})
+		rd := rules.Descriptor{Entries: c.entries[start:len(c.entries):len(c.entries)], Cost: dc}
+		if l := d.GetLimit(); l != nil {
+			rd.Limit = &rules.DescriptorLimit{Requests: int64(l.GetRequestsPerUnit()), Per: unitDurations[l.GetUnit()]}
+		}
+		req.Descriptors = append(req.Descriptors, rd)
 	}
 	if hasAddr {
 		req.IP, req.Addr = clientAddr(addr)

@@ -8,6 +8,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/ratewarden/ratewarden/internal/decide"
@@ -181,6 +182,17 @@ var units = [...]struct {
 	{rlsv3.RateLimitResponse_RateLimit_WEEK, 7 * 24 * time.Hour},
 	{rlsv3.RateLimitResponse_RateLimit_MONTH, 30 * 24 * time.Hour},
 	{rlsv3.RateLimitResponse_RateLimit_YEAR, 365 * 24 * time.Hour},
+}
+
+// unitDurations are the windows of a descriptor's limit (the units of
+// envoy.type.v3, as units counts them); UNKNOWN has none.
+var unitDurations = map[typev3.RateLimitUnit]time.Duration{
+	typev3.RateLimitUnit_SECOND: time.Second,
+	typev3.RateLimitUnit_MINUTE: time.Minute,
+	typev3.RateLimitUnit_HOUR:   time.Hour,
+	typev3.RateLimitUnit_DAY:    24 * time.Hour,
+	typev3.RateLimitUnit_MONTH:  30 * 24 * time.Hour,
+	typev3.RateLimitUnit_YEAR:   365 * 24 * time.Hour,
 }
 
 // perUnit describes n requests per per in one of Envoy's units, which

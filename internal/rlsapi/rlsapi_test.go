@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -334,5 +336,44 @@ func TestInvalidRequests(t *testing.T) {
 	}
 	if _, err := e.call(&rlsv3.RateLimitRequest{Domain: "val", Descriptors: big}); status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("a message of 64 KiB+: %v, want ResourceExhausted", err)
+	}
+}
+
+// A descriptor's own limit decides it as envoyproxy/ratelimit applies one:
+// in place of the rule it matches, whose counter it shares (the counter is
+// the descriptor's, not the limit's), or alone when it matches none; every
+// call is counted; never in a domain without rules; 0 requests denies; a
+// limit of unknown unit is an invalid request.
+func TestDescriptorLimitOverride(t *testing.T) {
+	e := newEnv(t, []rules.Rule{rule("o", "ovr", 10, time.Hour, "k", "")}, options{})
+	withLimit := func(d *ratelimitDescriptor, n uint32, unit typev3.RateLimitUnit) *ratelimitDescriptor {
+		d.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: n, Unit: unit}
+		return d
+	}
+	req := func(domain string, d *ratelimitDescriptor) *rlsv3.RateLimitRequest {
+		return &rlsv3.RateLimitRequest{Domain: domain, Descriptors: []*ratelimitDescriptor{d}}
+	}
+	two, one := limitOf("", 2, hour), limitOf("", 1, minute)
+	steps := []struct {
+		name    string
+		req     *rlsv3.RateLimitRequest
+		overall rlsv3.RateLimitResponse_Code
+		want    []wantStatus
+	}{
+		{"in place of the rule", req("ovr", withLimit(desc("k", "a"), 2, typev3.RateLimitUnit_HOUR)), ok, []wantStatus{{ok, two, 1, time.Hour}}},
+		{"its second", req("ovr", withLimit(desc("k", "a"), 2, typev3.RateLimitUnit_HOUR)), ok, []wantStatus{{ok, two, 0, time.Hour}}},
+		{"past it, counted", req("ovr", withLimit(desc("k", "a"), 2, typev3.RateLimitUnit_HOUR)), overLimit, []wantStatus{{overLimit, two, 0, time.Hour}}},
+		{"the rule's own limit on the same counter", req("ovr", desc("k", "a")), ok, []wantStatus{{ok, limitOf("", 10, hour), 6, time.Hour}}},
+		{"no rule matches: the limit alone", req("ovr", withLimit(desc("z", "x"), 1, typev3.RateLimitUnit_MINUTE)), ok, []wantStatus{{ok, one, 0, time.Minute}}},
+		{"no rule matches: past it", req("ovr", withLimit(desc("z", "x"), 1, typev3.RateLimitUnit_MINUTE)), overLimit, []wantStatus{{overLimit, one, 0, time.Minute}}},
+		{"0 requests denies", req("ovr", withLimit(desc("z", "y"), 0, typev3.RateLimitUnit_SECOND)), overLimit,
+			[]wantStatus{{overLimit, limitOf("", 0, second), 0, time.Second}}},
+		{"a domain without rules", req("nope", withLimit(desc("k", "a"), 1, typev3.RateLimitUnit_HOUR)), ok, []wantStatus{{ok, nil, 0, 0}}},
+	}
+	for _, s := range steps {
+		checkResponse(t, s.name, e.mustCall(s.req), s.overall, s.want...)
+	}
+	if _, err := e.call(req("ovr", withLimit(desc("k", "a"), 5, typev3.RateLimitUnit_UNKNOWN))); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("unit UNKNOWN: %v, want INVALID_ARGUMENT", err)
 	}
 }

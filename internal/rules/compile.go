@@ -149,6 +149,9 @@ func Compile(f *File, opts Options) (*Set, error) {
 	if s.descriptors, err = indexDescriptors(s.rules); err != nil {
 		return nil, err
 	}
+	for domain, root := range s.descriptors {
+		root.overrides = newOverrides(domain, opts.KeyPrefix)
+	}
 	s.tiers = sortedKeys(tiers)
 	s.attrs = sortedKeys(attrs)
 	return s, nil

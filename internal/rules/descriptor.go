@@ -67,6 +67,8 @@ type Descriptor struct {
 	// Cost is the hits this descriptor adds (its hits_addend, else the
 	// request's, else 1); 0 checks without counting.
 	Cost int64
+	// Limit, when set, is the descriptor's own limit (see overrides).
+	Limit *DescriptorLimit
 }
 
 // DescriptorRequest is one Envoy rate limit request, checked by the caller
@@ -91,6 +93,9 @@ type descNode struct {
 	wild  []wildNode           // key and wildcard, the most specific first
 	any   map[string]*descNode // key only
 	rule  *Rule
+	// overrides, on a domain's root, decide its descriptors that carry
+	// their own limit.
+	overrides *overrides
 }
 
 type wildNode struct {
@@ -222,10 +227,18 @@ func (s *Set) MatchDescriptors(req *DescriptorRequest, now time.Time, out []Appl
 				break
 			}
 		}
-		if n == nil || n.rule == nil {
+		var r *Rule
+		if n != nil {
+			r = n.rule
+		}
+		if desc.Limit != nil { // never replaced, replaces nothing
+			rule, call := root.overrides.overrideCall(r, desc, req.AddressKey, now)
+			out = append(out, Applied{Rule: rule, Descriptor: i, Call: call})
 			continue
 		}
-		r := n.rule
+		if r == nil {
+			continue
+		}
 		replaced = replaced || len(r.Descriptor.Replaces) > 0
 		out = append(out, Applied{Rule: r, Descriptor: i, Call: r.descriptorCall(desc, req.AddressKey, now)})
 	}
@@ -244,7 +257,7 @@ func dropReplaced(out []Applied, start int) []Applied {
 	}
 	kept := out[:start]
 	for _, a := range out[start:] {
-		if n := a.Rule.Descriptor.Name; n == "" || !slices.Contains(names, n) {
+		if n := a.Rule.Descriptor.Name; n == "" || !slices.Contains(names, n) { // an override has no name
 			kept = append(kept, a)
 		}
 	}
