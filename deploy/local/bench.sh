@@ -118,9 +118,10 @@ declare -A sha c50 p16 http lim_us redis_us kafka_us pipe half_p50 half_p99 half
 declare -A r_rps r_lim r_redis r_kafka r_pipe r_hrps r_p50 r_p99 r_p999 r_fmin
 
 # one_limit_script prints the script the limiter sends for a rule of one
-# limit, byte for byte (lua.Script(alg, lua.OneLimit)): arith.lua's helpers,
-# then the one-limit file.
+# limit, byte for byte (lua.Script(alg, lua.OneLimit, false)): the line that
+# sets DEBIT_DENIED, arith.lua's helpers, then the one-limit file.
 one_limit_script() {
+	echo "local DEBIT_DENIED = false"
 	cat lua/arith.lua
 	echo
 	cat "lua/$1_one.lua"
