@@ -41,17 +41,18 @@ lint:
 # two at a time, since building one at a time left a core idle (-p 1 limits
 # builds too). The end-to-end tests run the built binaries, which are not
 # race-built; under the race detector only the embedded broker in their own
-# process would be checked, at half the speed.
+# process would be checked, at half the speed. go vet has run on every
+# package (make vet), so the tests do not run its subset again (-vet=off).
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/internal/e2e$$')
 unit:
-	$(GO) test -race -count=1 -run '^$$' $(UNIT_PKGS) >/dev/null
-	$(GO) test -race -count=1 -p 1 $(UNIT_PKGS)
-	$(GO) test -count=1 ./internal/e2e/
+	$(GO) test -race -vet=off -count=1 -run '^$$' $(UNIT_PKGS) >/dev/null
+	$(GO) test -race -vet=off -count=1 -p 1 $(UNIT_PKGS)
+	$(GO) test -vet=off -count=1 ./internal/e2e/
 
 # The tests that pin allocations per decision, without the race detector,
 # under which sync.Pool drops objects at random (they skip themselves there).
 allocs:
-	$(GO) test -count=1 -run 'Allocations$$' ./internal/httpapi/ ./internal/redisstore/ ./internal/rlsapi/
+	$(GO) test -vet=off -count=1 -run 'Allocations$$' ./internal/httpapi/ ./internal/redisstore/ ./internal/rlsapi/
 
 fuzz-short:
 	deploy/local/fuzz.sh $(FUZZTIME)
