@@ -2,6 +2,7 @@ package rlsconfig
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -57,7 +58,7 @@ func (w Warning) String() string {
 // every key was known.
 func (w *walker) others(path, field string, other otherKeys, where map[string]string) bool {
 	known := true
-	for _, key := range slicesSorted(other) {
+	for _, key := range slices.Sorted(maps.Keys(other)) {
 		n := other[key]
 		if !slices.Contains(erlKeys, key) {
 			w.errorf(path, "", "line %d: unknown field %s", n.Line, field+key)
@@ -92,15 +93,6 @@ func (w *walker) checkNested(path string, n *yaml.Node) {
 func (w *walker) warnf(path string, line int, key, format string, args ...any) {
 	w.warnings = append(w.warnings, Warning{File: w.file, Domain: w.domain, Path: path, Line: line, Key: key,
 		Reason: fmt.Sprintf(format, args...)})
-}
-
-func slicesSorted(m otherKeys) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // Where envoyproxy/ratelimit reads each of its keys, for the warnings about
