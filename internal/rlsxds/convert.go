@@ -13,7 +13,6 @@ package rlsxds
 
 import (
 	"fmt"
-	"strings"
 
 	rlsconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 	"go.yaml.in/yaml/v3"
@@ -102,6 +101,15 @@ func descriptorsOf(ds []*rlsconfv3.RateLimitDescriptor) []descriptorYAML {
 	return out
 }
 
+// unitNames are the units of the proto by number: MONTH (5), YEAR (6) and
+// WEEK (7) came after the go-control-plane/ratelimit release this module
+// uses, which decodes them as bare numbers.
+var unitNames = map[rlsconfv3.RateLimitUnit]string{
+	rlsconfv3.RateLimitUnit_SECOND: "second", rlsconfv3.RateLimitUnit_MINUTE: "minute",
+	rlsconfv3.RateLimitUnit_HOUR: "hour", rlsconfv3.RateLimitUnit_DAY: "day",
+	5: "month", 6: "year", 7: "week",
+}
+
 // rateLimitOf is a policy in the files' terms. A unit of UNKNOWN (0) is
 // left out, so a policy that is not unlimited is refused for its missing
 // unit, as envoyproxy/ratelimit refuses "invalid rate limit unit"; an
@@ -111,8 +119,10 @@ func rateLimitOf(p *rlsconfv3.RateLimitPolicy) *rateLimitYAML {
 	for _, r := range p.GetReplaces() {
 		rl.Replaces = append(rl.Replaces, replaceYAML{Name: r.GetName()})
 	}
-	if u := p.GetUnit(); u != rlsconfv3.RateLimitUnit_UNKNOWN {
-		rl.Unit = strings.ToLower(u.String())
+	if u, ok := unitNames[p.GetUnit()]; ok {
+		rl.Unit = u
+	} else if p.GetUnit() != rlsconfv3.RateLimitUnit_UNKNOWN {
+		rl.Unit = fmt.Sprintf("unit %d", p.GetUnit()) // refused by name
 	}
 	if n := p.GetRequestsPerUnit(); n != 0 || !p.GetUnlimited() {
 		rl.RequestsPerUnit = &n

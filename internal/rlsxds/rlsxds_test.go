@@ -28,7 +28,7 @@ func TestLoad(t *testing.T) {
 	cfg := &rlsconfv3.RateLimitConfig{Name: "edge", Domain: "edge", Descriptors: []*rlsconfv3.RateLimitDescriptor{
 		{Key: "remote_address", RateLimit: &rlsconfv3.RateLimitPolicy{Unit: rlsconfv3.RateLimitUnit_MINUTE, RequestsPerUnit: 10, Name: "per_ip"}},
 		{Key: "path", Value: "/api/*/action", Descriptors: []*rlsconfv3.RateLimitDescriptor{
-			{Key: "user", ShadowMode: true, RateLimit: &rlsconfv3.RateLimitPolicy{Unit: rlsconfv3.RateLimitUnit_DAY, RequestsPerUnit: 0,
+			{Key: "user", ShadowMode: true, RateLimit: &rlsconfv3.RateLimitPolicy{Unit: 7, // WEEK, newer than this proto RequestsPerUnit: 0,
 				Replaces: []*rlsconfv3.RateLimitReplace{{Name: "per_ip"}}}},
 		}},
 		{Key: "internal", RateLimit: &rlsconfv3.RateLimitPolicy{Unlimited: true}},
@@ -48,7 +48,7 @@ func TestLoad(t *testing.T) {
 	if ip.Limits[0].Requests != 10 || time.Duration(ip.Limits[0].Per) != time.Minute || ip.Descriptor.Name != "per_ip" {
 		t.Errorf("per_ip: %+v %+v", ip.Limits, ip.Descriptor)
 	}
-	if !user.Shadow || user.Limits[0].Requests != 0 || time.Duration(user.Limits[0].Per) != 24*time.Hour || user.Descriptor.Replaces[0] != "per_ip" {
+	if !user.Shadow || user.Limits[0].Requests != 0 || time.Duration(user.Limits[0].Per) != 7*24*time.Hour || user.Descriptor.Replaces[0] != "per_ip" {
 		t.Errorf("user: shadow %v, %+v, %+v", user.Shadow, user.Limits, user.Descriptor)
 	}
 	if !internal.Descriptor.Unlimited {
