@@ -43,11 +43,14 @@ lint:
 # race-built; under the race detector only the embedded broker in their own
 # process would be checked, at half the speed. go vet has run on every
 # package (make vet), so the tests do not run its subset again (-vet=off).
+# The few end-to-end tests that mostly wait (on consumer groups, restarts,
+# lapsing bans) and assert no timing are parallel, all four at once
+# (-parallel 4), after the others.
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/internal/e2e$$')
 unit:
 	$(GO) test -race -vet=off -count=1 -run '^$$' $(UNIT_PKGS) >/dev/null
 	$(GO) test -race -vet=off -count=1 -p 1 $(UNIT_PKGS)
-	$(GO) test -vet=off -count=1 ./internal/e2e/
+	$(GO) test -vet=off -count=1 -parallel 4 ./internal/e2e/
 
 # The tests that pin allocations per decision, without the race detector,
 # under which sync.Pool drops objects at random (they skip themselves there).

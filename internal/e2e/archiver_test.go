@@ -104,6 +104,7 @@ func TestArchiverExactlyOnce(t *testing.T) {
 
 // The archiver killed mid-stream and restarted: no loss, no duplicates.
 func TestArchiverKilledMidStream(t *testing.T) {
+	t.Parallel() // it mostly waits; see the Makefile's unit target
 	e, db := archiverEnv(t)
 	const n = 20000
 	produce(t, e, decisionsTopic, decisions(n, 1)...)

@@ -16,6 +16,7 @@ import (
 // the client's next scan is judged afresh and banned again, not merely
 // warned about.
 func TestManualBanNeverShortensADetectorBan(t *testing.T) {
+	t.Parallel() // it mostly waits; see the Makefile's unit target
 	e := newEnv(t)
 	detector := e.start("detector")
 	limiter := e.start("limiter", "TRUSTED_PROXIES", "127.0.0.1")

@@ -197,6 +197,7 @@ func TestScanIsBannedWithinASecond(t *testing.T) {
 // A scan split across a detector restart (SIGKILL) still bans, and
 // re-reading every message (a new consumer group) issues no second ban.
 func TestDetectorRestartAndRedelivery(t *testing.T) {
+	t.Parallel() // it mostly waits; see the Makefile's unit target
 	e := newEnv(t)
 	limiter := e.start("limiter")
 	first := e.start("detector")

@@ -316,6 +316,7 @@ func waitDrained(t *testing.T, e *env, group, topic string, timeout time.Duratio
 // the blacklist, and every violation and every ban id is one row in
 // Postgres.
 func TestConsumersShareAndSurviveAKill(t *testing.T) {
+	t.Parallel() // it mostly waits; see the Makefile's unit target
 	began := time.Now()
 	e, db := consumersEnv(t)
 	// The stream ends now: a stream stamped ahead of the detector's clock by
