@@ -116,28 +116,9 @@ func (h *handler) authorized(next http.HandlerFunc) http.HandlerFunc {
 // maxBody bounds an admin call's body.
 const maxBody = 64 << 10
 
-// inputError is a caller's mistake, answered with its status and message.
-type inputError struct {
-	status int
-	msg    string
-}
-
-func (e *inputError) Error() string { return e.msg }
-
-func badRequest(format string, args ...any) error {
-	return &inputError{status: http.StatusBadRequest, msg: fmt.Sprintf(format, args...)}
-}
-
-// inputError answers err: its status and message when it is an
-// *inputError, else 500 (logged).
+// inputError answers err (jsonwire.WriteInputError).
 func (h *handler) inputError(w http.ResponseWriter, err error) {
-	var in *inputError
-	if errors.As(err, &in) {
-		jsonwire.WriteError(w, in.status, in.msg)
-		return
-	}
-	h.cfg.Log.Error("unexpected input error", zap.Error(err))
-	jsonwire.WriteError(w, http.StatusInternalServerError, "internal error")
+	jsonwire.WriteInputError(w, err, h.cfg.Log)
 }
 
 // jsonError maps an encoding/json decoding error of a body to its answer.
@@ -145,9 +126,9 @@ func jsonError(err error) error {
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
-		return &inputError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("request body larger than %d bytes", maxBody)}
+		return &jsonwire.InputError{Status: http.StatusRequestEntityTooLarge, Msg: fmt.Sprintf("request body larger than %d bytes", maxBody)}
 	case errors.Is(err, io.EOF):
-		return badRequest("invalid JSON: empty body")
+		return jsonwire.BadRequest("invalid JSON: empty body")
 	}
-	return badRequest("invalid JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
+	return jsonwire.BadRequest("invalid JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
 }

@@ -80,11 +80,11 @@ func (h *handler) addBan(w http.ResponseWriter, r *http.Request) {
 	}
 	d, err := time.ParseDuration(req.Duration)
 	if err != nil || d < time.Second || d > maxBanDuration {
-		h.inputError(w, badRequest("duration: a Go duration between 1s and %v, such as 30m or 24h", maxBanDuration))
+		h.inputError(w, jsonwire.BadRequest("duration: a Go duration between 1s and %v, such as 30m or 24h", maxBanDuration))
 		return
 	}
 	if len(req.Reason) > maxNote {
-		h.inputError(w, badRequest("reason: at most %d bytes", maxNote))
+		h.inputError(w, jsonwire.BadRequest("reason: at most %d bytes", maxNote))
 		return
 	}
 	now := time.Now().UTC()
@@ -204,9 +204,9 @@ func (h *handler) ipv6Prefix() int {
 func banSubject(scope, subject string, bits int) (string, error) {
 	switch {
 	case scope != event.ScopeIP && scope != event.ScopeUser:
-		return "", badRequest("scope: ip or user")
+		return "", jsonwire.BadRequest("scope: ip or user")
 	case subject == "" || len(subject) > event.MaxUserID:
-		return "", badRequest("subject: 1 to %d bytes", event.MaxUserID)
+		return "", jsonwire.BadRequest("subject: 1 to %d bytes", event.MaxUserID)
 	case scope == event.ScopeUser:
 		return subject, nil
 	}
@@ -215,7 +215,7 @@ func banSubject(scope, subject string, bits int) (string, error) {
 	}
 	p, ok := rules.ParseIPSubject(subject)
 	if !ok || p.Bits() != bits {
-		return "", badRequest("subject: an IP address, or an IPv6 prefix of length %d (detection.ipv6_prefix)", bits)
+		return "", jsonwire.BadRequest("subject: an IP address, or an IPv6 prefix of length %d (detection.ipv6_prefix)", bits)
 	}
 	return rules.IPSubject(p.Addr(), bits), nil
 }
@@ -237,7 +237,7 @@ func unbanSubjects(scope, subject string, bits int) ([]string, error) {
 	}
 	p, ok := rules.ParseIPSubject(subject)
 	if !ok || p.Bits() < rules.MinIPv6Prefix {
-		return nil, badRequest("subject: an IP address, or an IPv6 prefix of length %d to 128", rules.MinIPv6Prefix)
+		return nil, jsonwire.BadRequest("subject: an IP address, or an IPv6 prefix of length %d to 128", rules.MinIPv6Prefix)
 	}
 	return []string{rules.IPSubject(p.Addr(), p.Bits())}, nil
 }

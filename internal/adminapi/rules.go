@@ -152,7 +152,7 @@ func (h *handler) shadowRule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.Shadow == nil {
-		h.inputError(w, badRequest(`shadow: required, true or false`))
+		h.inputError(w, jsonwire.BadRequest(`shadow: required, true or false`))
 		return
 	}
 	res, err := h.cfg.Rules.SetShadow(r.Context(), r.PathValue("id"), *req.Shadow, who)
@@ -177,7 +177,7 @@ func actor(r *http.Request) (string, error) {
 		return "admin", nil
 	}
 	if len(a) > maxActor || !utf8.ValidString(a) || event.HasControl(a) {
-		return "", badRequest("%s: valid UTF-8 of at most %d bytes without control characters", actorHeader, maxActor)
+		return "", jsonwire.BadRequest("%s: valid UTF-8 of at most %d bytes without control characters", actorHeader, maxActor)
 	}
 	return a, nil
 }

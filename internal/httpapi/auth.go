@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/ratewarden/ratewarden/internal/jsonwire"
 	"github.com/ratewarden/ratewarden/internal/rules"
 )
 
@@ -22,7 +23,7 @@ func (h *handler) authRequest(r *http.Request) (rules.Request, error) {
 		}
 	}
 	if endpoint == "" {
-		return rules.Request{}, badRequest("endpoint: set X-Forwarded-Uri or X-Original-URI, or append the path to %s/", authPath)
+		return rules.Request{}, jsonwire.BadRequest("endpoint: set X-Forwarded-Uri or X-Original-URI, or append the path to %s/", authPath)
 	}
 	method := firstHeader(r.Header, "X-Forwarded-Method", "X-Original-Method")
 	if method == "" {
@@ -35,14 +36,14 @@ func (h *handler) authRequest(r *http.Request) (rules.Request, error) {
 				attrs = make(map[string]string)
 			}
 			if len(v) > maxAttrValue {
-				return rules.Request{}, badRequest("X-Attr-%s: longer than %d bytes", name, maxAttrValue)
+				return rules.Request{}, jsonwire.BadRequest("X-Attr-%s: longer than %d bytes", name, maxAttrValue)
 			}
 			attrs[name] = v
 		}
 	}
 	ip := h.clients.Of(r)
 	if !ip.IsValid() {
-		return rules.Request{}, badRequest("ip: cannot determine the client address")
+		return rules.Request{}, jsonwire.BadRequest("ip: cannot determine the client address")
 	}
 	return newRequest(r.Header.Get("X-User-Id"), ip.String(), endpoint, method, r.Header.Get("X-User-Tier"), 1, attrs)
 }

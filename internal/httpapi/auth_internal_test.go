@@ -3,6 +3,8 @@ package httpapi
 import (
 	"strings"
 	"testing"
+
+	"github.com/ratewarden/ratewarden/internal/jsonwire"
 )
 
 // FuzzDecodeCheck: no body makes the decoder panic, and whatever it accepts
@@ -19,7 +21,7 @@ func FuzzDecodeCheck(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req, err := decodeCheck(body)
 		if err != nil {
-			if _, ok := err.(*inputError); !ok {
+			if _, ok := err.(*jsonwire.InputError); !ok {
 				t.Fatalf("error of unexpected type %T: %v", err, err)
 			}
 			return

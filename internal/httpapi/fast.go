@@ -124,8 +124,8 @@ func (h *handler) fastBatch(ctx *fasthttp.RequestCtx) {
 
 // fastInputError answers a body decodeCheck or decodeBatch refused.
 func (h *handler) fastInputError(ctx *fasthttp.RequestCtx, err error) {
-	if in, ok := err.(*inputError); ok {
-		fastError(ctx, in.status, in.msg)
+	if in, ok := err.(*jsonwire.InputError); ok {
+		fastError(ctx, in.Status, in.Msg)
 		return
 	}
 	h.cfg.Log.Error("unexpected input error", zap.Error(err))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/clientaddr"
 	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/jsonwire"
 	"github.com/ratewarden/ratewarden/internal/limiter"
 	"github.com/ratewarden/ratewarden/internal/rules"
 )
@@ -100,7 +101,7 @@ func FuzzAuthHeaders(f *testing.F) {
 			t.Fatalf("untrusted peer %q: client %s taken from the headers", peer, ip)
 		}
 		if err != nil {
-			if _, ok := err.(*inputError); !ok {
+			if _, ok := err.(*jsonwire.InputError); !ok {
 				t.Fatalf("error of unexpected type %T: %v", err, err)
 			}
 			return

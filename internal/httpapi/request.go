@@ -2,13 +2,13 @@ package httpapi
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 	"net/netip"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/jsonwire"
 	"github.com/ratewarden/ratewarden/internal/rules"
 )
 
@@ -45,24 +45,12 @@ type checkBody struct {
 	Attributes map[string]string `json:"attributes"`
 }
 
-// inputError is a client mistake, answered with its status and message.
-type inputError struct {
-	status int
-	msg    string
-}
-
-func (e *inputError) Error() string { return e.msg }
-
-func badRequest(format string, args ...any) error {
-	return &inputError{status: http.StatusBadRequest, msg: fmt.Sprintf(format, args...)}
-}
-
 // decodeCheck validates data, the body of POST /v1/check (at most maxBody
 // bytes: the server refuses a longer one).
 func decodeCheck(data []byte) (rules.Request, error) {
 	var body checkBody
 	if err := parseCheckBody(data, &body); err != nil {
-		return rules.Request{}, badRequest("invalid JSON: %v", err)
+		return rules.Request{}, jsonwire.BadRequest("invalid JSON: %v", err)
 	}
 	return validateCheck(&body)
 }
@@ -74,23 +62,23 @@ func decodeBatch(data []byte, reqs []rules.Request) ([]rules.Request, error) {
 	reqs = reqs[:0]
 	err := parseBatchBody(data, func(i int, body *checkBody) error {
 		if i == maxBatch {
-			return badRequest("checks: at most %d per batch", maxBatch)
+			return jsonwire.BadRequest("checks: at most %d per batch", maxBatch)
 		}
 		req, err := validateCheck(body)
 		if err != nil {
-			return badRequest("checks[%d]: %v", i, err)
+			return jsonwire.BadRequest("checks[%d]: %v", i, err)
 		}
 		reqs = append(reqs, req)
 		return nil
 	})
-	var in *inputError
+	var in *jsonwire.InputError
 	switch {
 	case errors.As(err, &in):
 		return reqs, in
 	case err != nil:
-		return reqs, badRequest("invalid JSON: %v", err)
+		return reqs, jsonwire.BadRequest("invalid JSON: %v", err)
 	case len(reqs) == 0:
-		return reqs, badRequest("checks: required, 1 to %d of them", maxBatch)
+		return reqs, jsonwire.BadRequest("checks: required, 1 to %d of them", maxBatch)
 	}
 	return reqs, nil
 }
@@ -98,14 +86,14 @@ func decodeBatch(data []byte, reqs []rules.Request) ([]rules.Request, error) {
 // validateCheck validates and normalizes one check's body.
 func validateCheck(body *checkBody) (rules.Request, error) {
 	if body.Cost < 0 || body.Cost > maxCost {
-		return rules.Request{}, badRequest("cost: must be between 1 and %d", maxCost)
+		return rules.Request{}, jsonwire.BadRequest("cost: must be between 1 and %d", maxCost)
 	}
 	if len(body.Attributes) > maxAttributes {
-		return rules.Request{}, badRequest("attributes: at most %d entries", maxAttributes)
+		return rules.Request{}, jsonwire.BadRequest("attributes: at most %d entries", maxAttributes)
 	}
 	for k, v := range body.Attributes {
 		if k == "" || len(k) > maxAttrName || len(v) > maxAttrValue {
-			return rules.Request{}, badRequest("attributes: names must be 1-%d bytes and values at most %d bytes", maxAttrName, maxAttrValue)
+			return rules.Request{}, jsonwire.BadRequest("attributes: names must be 1-%d bytes and values at most %d bytes", maxAttrName, maxAttrValue)
 		}
 	}
 	return newRequest(body.UserID, body.IP, body.Endpoint, body.Method, body.Tier, body.Cost, body.Attributes)
@@ -125,37 +113,37 @@ func canonicalIP(ip string, addr netip.Addr) string {
 // the JSON API or forward-auth headers.
 func newRequest(userID, ip, endpoint, method, tier string, cost int64, attrs map[string]string) (rules.Request, error) {
 	if ip == "" {
-		return rules.Request{}, badRequest("ip: required")
+		return rules.Request{}, jsonwire.BadRequest("ip: required")
 	}
 	addr, err := netip.ParseAddr(ip)
 	if err != nil {
-		return rules.Request{}, badRequest("ip: not an IP address")
+		return rules.Request{}, jsonwire.BadRequest("ip: not an IP address")
 	}
 	addr = addr.Unmap().WithZone("")
 	switch {
 	case endpoint == "":
-		return rules.Request{}, badRequest("endpoint: required")
+		return rules.Request{}, jsonwire.BadRequest("endpoint: required")
 	case len(endpoint) > maxEndpoint:
-		return rules.Request{}, badRequest("endpoint: longer than %d bytes", maxEndpoint)
+		return rules.Request{}, jsonwire.BadRequest("endpoint: longer than %d bytes", maxEndpoint)
 	case !utf8.ValidString(endpoint):
-		return rules.Request{}, badRequest("endpoint: not valid UTF-8")
+		return rules.Request{}, jsonwire.BadRequest("endpoint: not valid UTF-8")
 	case len(userID) > maxUserID || !utf8.ValidString(userID):
-		return rules.Request{}, badRequest("user_id: must be valid UTF-8 of at most %d bytes", maxUserID)
+		return rules.Request{}, jsonwire.BadRequest("user_id: must be valid UTF-8 of at most %d bytes", maxUserID)
 	case len(tier) > maxTier || !utf8.ValidString(tier):
-		return rules.Request{}, badRequest("tier: must be valid UTF-8 of at most %d bytes", maxTier)
+		return rules.Request{}, jsonwire.BadRequest("tier: must be valid UTF-8 of at most %d bytes", maxTier)
 	case event.HasControl(userID):
-		return rules.Request{}, badRequest("user_id: control characters are not allowed")
+		return rules.Request{}, jsonwire.BadRequest("user_id: control characters are not allowed")
 	case event.HasControl(tier):
-		return rules.Request{}, badRequest("tier: control characters are not allowed")
+		return rules.Request{}, jsonwire.BadRequest("tier: control characters are not allowed")
 	}
 	normalized := rules.NormalizeEndpoint(endpoint)
 	if event.HasControl(normalized) { // percent-decoded: "%00" is a NUL here
-		return rules.Request{}, badRequest("endpoint: control characters are not allowed")
+		return rules.Request{}, jsonwire.BadRequest("endpoint: control characters are not allowed")
 	}
 	if method == "" {
 		method = http.MethodGet
 	} else if !event.ValidMethod(method) {
-		return rules.Request{}, badRequest("method: must be an HTTP method token of at most %d letters", maxMethod)
+		return rules.Request{}, jsonwire.BadRequest("method: must be an HTTP method token of at most %d letters", maxMethod)
 	}
 	if cost == 0 {
 		cost = 1

@@ -7,7 +7,6 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"strings"
 	"sync"
@@ -124,11 +123,5 @@ func (h *handler) decide(w http.ResponseWriter, r *http.Request, req *rules.Requ
 var answers = sync.Pool{New: func() any { b := make([]byte, 0, 320); return &b }}
 
 func (h *handler) inputError(w http.ResponseWriter, err error) {
-	var in *inputError
-	if errors.As(err, &in) {
-		jsonwire.WriteError(w, in.status, in.msg)
-		return
-	}
-	h.cfg.Log.Error("unexpected input error", zap.Error(err))
-	jsonwire.WriteError(w, http.StatusInternalServerError, "internal error")
+	jsonwire.WriteInputError(w, err, h.cfg.Log)
 }

@@ -2,7 +2,11 @@ package jsonwire
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
+
+	"go.uber.org/zap"
 )
 
 // Shared header values: net/http only reads them.
@@ -31,4 +35,29 @@ func WriteError(w http.ResponseWriter, status int, msg string) {
 func ErrorBody(msg string) []byte {
 	b, _ := json.Marshal(map[string]string{"error": msg})
 	return append(b, '\n')
+}
+
+// InputError is a caller's mistake: answered with Status and {"error": Msg}.
+type InputError struct {
+	Status int
+	Msg    string
+}
+
+func (e *InputError) Error() string { return e.Msg }
+
+// BadRequest is a 400 InputError.
+func BadRequest(format string, args ...any) error {
+	return &InputError{Status: http.StatusBadRequest, Msg: fmt.Sprintf(format, args...)}
+}
+
+// WriteInputError answers err: its status and message when it is an
+// *InputError, else 500, logged on log: an error no caller should cause.
+func WriteInputError(w http.ResponseWriter, err error, log *zap.Logger) {
+	var in *InputError
+	if errors.As(err, &in) {
+		WriteError(w, in.Status, in.Msg)
+		return
+	}
+	log.Error("unexpected input error", zap.Error(err))
+	WriteError(w, http.StatusInternalServerError, "internal error")
 }
