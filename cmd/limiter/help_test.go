@@ -13,11 +13,7 @@ func TestMain(m *testing.M) { proctest.RunMainOr(m, main) }
 // -h, -help and help print the usage and every variable the limiter reads,
 // with its default, on stdout.
 func TestHelp(t *testing.T) {
-	var names []string
-	for _, v := range config.Vars(config.LimiterProcess) {
-		names = append(names, v.Name)
-	}
-	proctest.CheckHelp(t, "limiter", names)
+	proctest.CheckHelp(t, "limiter", config.VarNames(config.LimiterProcess))
 }
 
 // The rules subcommand keeps its own help.

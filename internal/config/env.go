@@ -78,6 +78,16 @@ func Vars(p Process) []Var {
 	return out
 }
 
+// VarNames returns the names of the variables process p reads, in the
+// table's order.
+func VarNames(p Process) []string {
+	var out []string
+	for _, v := range Vars(p) {
+		out = append(out, v.Name)
+	}
+	return out
+}
+
 // Lookup returns the row of name that process p reads.
 func Lookup(p Process, name string) (Var, bool) {
 	for _, v := range Vars(p) {

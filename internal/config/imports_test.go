@@ -1,9 +1,10 @@
 package config
 
 import (
-	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/ratewarden/ratewarden/internal/testkit/proctest"
 )
 
 // adapters are the drivers and the packages that wrap them: configuration
@@ -16,15 +17,7 @@ var adapters = []string{
 }
 
 func TestImportsNoAdapter(t *testing.T) {
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command to list the dependencies")
-	}
-	out, err := exec.Command(goTool, "list", "-deps", ".").Output()
-	if err != nil {
-		t.Fatalf("go list -deps: %v", err)
-	}
-	for _, dep := range strings.Fields(string(out)) {
+	for _, dep := range proctest.Deps(t) {
 		for _, a := range adapters {
 			if dep == a || strings.HasPrefix(dep, a+"/") {
 				t.Errorf("internal/config depends on %s", dep)

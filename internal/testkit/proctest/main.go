@@ -22,6 +22,21 @@ func RunMainOr(m *testing.M, main func()) {
 	os.Exit(m.Run())
 }
 
+// Deps returns the packages the package under test depends on (go list
+// -deps), or skips the test when there is no go command.
+func Deps(t *testing.T) []string {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command to list the dependencies")
+	}
+	out, err := exec.Command(goTool, "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	return strings.Fields(string(out))
+}
+
 // RunMain runs the command of this test binary (see RunMainOr) with args
 // and returns its stdout; it fails the test unless the command exits 0
 // with nothing on stderr. name names the command in failures.
