@@ -2,7 +2,6 @@ package redisabuse
 
 import (
 	"context"
-	"strconv"
 	"testing"
 	"time"
 
@@ -39,11 +38,8 @@ func testClusterFailover(t *testing.T, e *redistest.SharedCluster) {
 	const down = 0 // offender i is on primary i
 	victim := e.Primaries[down]
 
-	probes := []struct {
-		name string
-		run  func(ctx context.Context, try string) error
-	}{
-		{"windows on every primary", func(ctx context.Context, try string) error {
+	probes := []redistest.Probe{
+		{Name: "windows on every primary", Run: func(ctx context.Context, try string) error {
 			sightings := make([]abuse.Sighting, len(offenders))
 			for i, o := range offenders {
 				sightings[i] = abuse.Sighting{Offender: o, EventID: try, TS: time.Now(), Endpoint: "/a", Violation: true}
@@ -51,7 +47,7 @@ func testClusterFailover(t *testing.T, e *redistest.SharedCluster) {
 			_, err := windows.Record(ctx, testSpec, sightings)
 			return err
 		}},
-		{"ledger claim and settle", func(ctx context.Context, try string) error {
+		{Name: "ledger claim and settle", Run: func(ctx context.Context, try string) error {
 			c := claimAt(detectT0, event.ActionBan, offenders[down].Subject, "scan", 0)
 			c.Ban.BanID, c.Ban.TS = "probe-"+try, time.Now().UTC()
 			out, err := ledger.Claim(ctx, c)
@@ -61,14 +57,7 @@ func testClusterFailover(t *testing.T, e *redistest.SharedCluster) {
 			return ledger.Settle(ctx, out.Ban, false)
 		}},
 	}
-	for _, p := range probes {
-		probeCtx, cancel := context.WithTimeout(ctx, time.Second)
-		err := p.run(probeCtx, "before")
-		cancel()
-		if err != nil {
-			t.Fatalf("%s before the failover: %v", p.name, err)
-		}
-	}
+	redistest.ProbeBefore(t, probes...)
 
 	replica := e.Cluster.ReplicaOf(t, victim)
 	if err := replica.Client().ScriptFlush(ctx).Err(); err != nil {
@@ -76,24 +65,8 @@ func testClusterFailover(t *testing.T, e *redistest.SharedCluster) {
 	}
 	victim.Kill()
 	killed := time.Now()
-	e.Cluster.WaitHealthy(t, 15*time.Second)
-	healthy := time.Now()
-	if p := e.Cluster.PrimaryOf(t, BanRecordKey(prefix, event.ScopeIP, offenders[down].Subject)); p != replica {
-		t.Fatalf("the victim's offender served by %s after the failover, want the replica %s", p.Addr, replica.Addr)
-	}
-	t.Logf("killed primary %s; replica %s promoted and cluster healthy after %v",
-		victim.Addr, replica.Addr, healthy.Sub(killed).Round(time.Millisecond))
-	deadline := healthy.Add(recoverWithin)
-
-	for _, p := range probes {
-		t.Run(p.name, func(t *testing.T) {
-			tries := 0
-			redistest.Eventually(t, killed, deadline, func(ctx context.Context) error {
-				tries++
-				return p.run(ctx, "after"+strconv.Itoa(tries))
-			})
-		})
-	}
+	deadline := e.Cluster.Promoted(t, victim, replica, BanRecordKey(prefix, event.ScopeIP, offenders[down].Subject), killed, recoverWithin)
+	redistest.ProbeAfter(t, killed, deadline, probes...)
 	if n := redistest.CommandCalls(t, replica.Client())["eval"]; n == 0 {
 		t.Errorf("the promoted replica ran no EVAL: it had no scripts, so how did it record?")
 	}

@@ -24,7 +24,6 @@ const recoverWithin = 10 * time.Second
 // checked: replication is asynchronous, a failover may lose the last
 // writes.
 func testClusterFailover(t *testing.T, e *redistest.SharedCluster) {
-	ctx := context.Background()
 	client, err := redisstore.Connect(redisstore.ClientConfig{ClusterAddrs: e.Cluster.Addrs(), Timeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -36,11 +35,8 @@ func testClusterFailover(t *testing.T, e *redistest.SharedCluster) {
 	rules := NewRuleChanges(client, prefix)
 	victim := e.Cluster.PrimaryOf(t, bans.setKey())
 
-	probes := []struct {
-		name string
-		run  func(ctx context.Context, try string) error
-	}{
-		{"blacklist add and active", func(ctx context.Context, try string) error {
+	probes := []redistest.Probe{
+		{Name: "blacklist add and active", Run: func(ctx context.Context, try string) error {
 			ban := banUntil(detectT0, "probe-"+try, time.Hour)
 			ban.ExpiresAt = time.Now().Add(time.Hour).Truncate(time.Millisecond).UTC()
 			if _, err := bans.Add(ctx, ban); err != nil {
@@ -57,7 +53,7 @@ func testClusterFailover(t *testing.T, e *redistest.SharedCluster) {
 			}
 			return fmt.Errorf("ban of %s missing from %+v", ban.Subject, active)
 		}},
-		{"heartbeats", func(ctx context.Context, _ string) error {
+		{Name: "heartbeats", Run: func(ctx context.Context, _ string) error {
 			if _, err := beats.Beat(ctx, time.Now()); err != nil {
 				return err
 			}
@@ -70,16 +66,9 @@ func testClusterFailover(t *testing.T, e *redistest.SharedCluster) {
 			}
 			return nil
 		}},
-		{"rule changes publish", func(ctx context.Context, _ string) error { return rules.Publish(ctx, 1) }},
+		{Name: "rule changes publish", Run: func(ctx context.Context, _ string) error { return rules.Publish(ctx, 1) }},
 	}
-	for _, p := range probes {
-		probeCtx, cancel := context.WithTimeout(ctx, time.Second)
-		err := p.run(probeCtx, "before")
-		cancel()
-		if err != nil {
-			t.Fatalf("%s before the failover: %v", p.name, err)
-		}
-	}
+	redistest.ProbeBefore(t, probes...)
 	banChanges := startSubscription(t, bans.SubscribeResync)
 	// A client that only subscribes sends no command whose failure could
 	// tell it that the slot map changed, and this one keeps go-redis's
@@ -90,24 +79,8 @@ func testClusterFailover(t *testing.T, e *redistest.SharedCluster) {
 	replica := e.Cluster.ReplicaOf(t, victim)
 	victim.Kill()
 	killed := time.Now()
-	e.Cluster.WaitHealthy(t, 15*time.Second)
-	healthy := time.Now()
-	if p := e.Cluster.PrimaryOf(t, bans.setKey()); p != replica {
-		t.Fatalf("blacklist slot served by %s after the failover, want the replica %s", p.Addr, replica.Addr)
-	}
-	t.Logf("killed primary %s; replica %s promoted and cluster healthy after %v",
-		victim.Addr, replica.Addr, healthy.Sub(killed).Round(time.Millisecond))
-	deadline := healthy.Add(recoverWithin)
-
-	for _, p := range probes {
-		t.Run(p.name, func(t *testing.T) {
-			tries := 0
-			redistest.Eventually(t, killed, deadline, func(ctx context.Context) error {
-				tries++
-				return p.run(ctx, "after"+strconv.Itoa(tries))
-			})
-		})
-	}
+	deadline := e.Cluster.Promoted(t, victim, replica, bans.setKey(), killed, recoverWithin)
+	redistest.ProbeAfter(t, killed, deadline, probes...)
 	for _, sc := range []struct {
 		name string
 		sub  *subscription[event.BanChange]

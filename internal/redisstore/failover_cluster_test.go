@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"testing"
 	"time"
 
@@ -66,12 +65,8 @@ func testClusterFailover(t *testing.T, e *redistest.SharedCluster) {
 		}
 		return nil
 	}
-	probeCtx, cancel := context.WithTimeout(ctx, time.Second)
-	err = decideAll(probeCtx, "before")
-	cancel()
-	if err != nil {
-		t.Fatalf("decide on every primary before the failover: %v", err)
-	}
+	probe := redistest.Probe{Name: "decide on every primary", Run: decideAll}
+	redistest.ProbeBefore(t, probe)
 	replica := e.Cluster.ReplicaOf(t, victim)
 	if err := replica.Client().ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
@@ -107,22 +102,8 @@ func testClusterFailover(t *testing.T, e *redistest.SharedCluster) {
 			}
 		}
 	})
-	e.Cluster.WaitHealthy(t, 15*time.Second)
-	healthy := time.Now()
-	if p := e.Cluster.PrimaryOf(t, stateKey(subjects[down])); p != replica {
-		t.Fatalf("the victim's slots served by %s after the failover, want the replica %s", p.Addr, replica.Addr)
-	}
-	t.Logf("killed primary %s; replica %s promoted and cluster healthy after %v",
-		victim.Addr, replica.Addr, healthy.Sub(killed).Round(time.Millisecond))
-	deadline := healthy.Add(recoverWithin)
-
-	t.Run("decide on every primary", func(t *testing.T) {
-		tries := 0
-		redistest.Eventually(t, killed, deadline, func(ctx context.Context) error {
-			tries++
-			return decideAll(ctx, "after"+strconv.Itoa(tries))
-		})
-	})
+	deadline := e.Cluster.Promoted(t, victim, replica, stateKey(subjects[down]), killed, recoverWithin)
+	redistest.ProbeAfter(t, killed, deadline, probe)
 	if n := redistest.CommandCalls(t, replica.Client())["eval"]; n == 0 {
 		t.Errorf("the promoted replica ran no EVAL: it had no scripts, so how did it decide?")
 	}

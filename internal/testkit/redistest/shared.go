@@ -111,3 +111,56 @@ func Eventually(t *testing.T, killed, deadline time.Time, try func(ctx context.C
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// Probe is an operation a failover test requires to work before a primary
+// is killed and again once its replica has taken over; try names the
+// attempt, for keys of its own.
+type Probe struct {
+	Name string
+	Run  func(ctx context.Context, try string) error
+}
+
+// ProbeBefore runs each probe once, within a second, and fails the test on
+// an error: the premise of a failover test.
+func ProbeBefore(t *testing.T, probes ...Probe) {
+	t.Helper()
+	for _, p := range probes {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := p.Run(ctx, "before")
+		cancel()
+		if err != nil {
+			t.Fatalf("%s before the failover: %v", p.Name, err)
+		}
+	}
+}
+
+// Promoted waits, victim having been killed at killed, until the cluster is
+// healthy with replica serving key, logs how long that took, and returns
+// the deadline of the recovery: recoverWithin after the cluster became
+// healthy.
+func (c *Cluster) Promoted(t *testing.T, victim, replica *Node, key string, killed time.Time, recoverWithin time.Duration) time.Time {
+	t.Helper()
+	c.WaitHealthy(t, 15*time.Second)
+	healthy := time.Now()
+	if p := c.PrimaryOf(t, key); p != replica {
+		t.Fatalf("%s served by %s after the failover, want the replica %s", key, p.Addr, replica.Addr)
+	}
+	t.Logf("killed primary %s; replica %s promoted and cluster healthy after %v",
+		victim.Addr, replica.Addr, healthy.Sub(killed).Round(time.Millisecond))
+	return healthy.Add(recoverWithin)
+}
+
+// ProbeAfter runs each probe as a subtest until it works again (a fresh
+// try each time), failing it when deadline passes first (Eventually).
+func ProbeAfter(t *testing.T, killed, deadline time.Time, probes ...Probe) {
+	t.Helper()
+	for _, p := range probes {
+		t.Run(p.Name, func(t *testing.T) {
+			tries := 0
+			Eventually(t, killed, deadline, func(ctx context.Context) error {
+				tries++
+				return p.Run(ctx, "after"+strconv.Itoa(tries))
+			})
+		})
+	}
+}
