@@ -93,9 +93,9 @@ func testClusterLedger(t *testing.T, e *redistest.SharedCluster) {
 			now := c.Ban.TS
 			l.now = func() time.Time { return now }
 			before := len(bl.added())
-			settle(t, l, got.Ban, true)
-			settle(t, mem, want.Ban, true)
-			if again := claim(t, l, c); again.Publish != claim(t, mem, c).Publish {
+			abusetest.Settle(t, l, got.Ban, true)
+			abusetest.Settle(t, mem, want.Ban, true)
+			if again := abusetest.Claim(t, l, c); again.Publish != abusetest.Claim(t, mem, c).Publish {
 				t.Fatalf("claim %d again after settling: publish %v, memory differs", i, again.Publish)
 			}
 			if got.Ban.Action != event.ActionBan || !got.Ban.ExpiresAt.After(now) {

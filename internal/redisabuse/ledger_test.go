@@ -72,22 +72,6 @@ func claimAt(t0 time.Time, action, subject, reason string, at time.Duration) abu
 	}
 }
 
-func claim(tb testing.TB, l abuse.Ledger, c abuse.Claim) abuse.Outcome {
-	tb.Helper()
-	out, err := l.Claim(context.Background(), c)
-	if err != nil {
-		tb.Fatalf("claim: %v", err)
-	}
-	return out
-}
-
-func settle(tb testing.TB, l abuse.Ledger, b event.Ban, enforce bool) {
-	tb.Helper()
-	if err := l.Settle(context.Background(), b, enforce); err != nil {
-		tb.Fatalf("settle: %v", err)
-	}
-}
-
 func TestLedgerSteps(t *testing.T) {
 	redistest.ForEachClock(t, detectT0, func(t *testing.T, t0 time.Time) {
 		const h = time.Hour
@@ -141,7 +125,7 @@ func TestLedgerSteps(t *testing.T) {
 				mem := abusetest.NewMemoryLedger()
 				for i, s := range tt.steps {
 					c := claimAt(t0, s.action, "203.0.113.7", s.reason, s.at)
-					out := claim(t, l, c)
+					out := abusetest.Claim(t, l, c)
 					b := out.Ban
 					wantExp := time.Time{}
 					if s.action == event.ActionBan {
@@ -152,14 +136,14 @@ func TestLedgerSteps(t *testing.T) {
 						t.Errorf("step %d: publish %v, ts %v, duration %ds, expires %v; want %v, %v, %v, %v",
 							i, out.Publish, b.TS, b.DurationS, b.ExpiresAt, s.publish, t0.Add(s.claimedAt), s.duration, wantExp)
 					}
-					ref := claim(t, mem, c)
+					ref := abusetest.Claim(t, mem, c)
 					if ref.Publish != out.Publish || ref.Ban.BanID != b.BanID || ref.Ban.DurationS != b.DurationS ||
 						!ref.Ban.ExpiresAt.Equal(b.ExpiresAt) {
 						t.Errorf("step %d: differs from the memory ledger: %+v, want %+v", i, out, ref)
 					}
 					if s.settle && out.Publish {
-						settle(t, l, b, false)
-						settle(t, mem, ref.Ban, false)
+						abusetest.Settle(t, l, b, false)
+						abusetest.Settle(t, mem, ref.Ban, false)
 					}
 				}
 				redistest.RequireExpiry(t, client, prefix)
@@ -189,8 +173,8 @@ func TestLedgerSettleEnforces(t *testing.T) {
 				l, bl, _, _ := newTestLedger(t, t0)
 				now := t0.Add(tt.now)
 				l.now = func() time.Time { return now }
-				out := claim(t, l, claimAt(t0, tt.action, "203.0.113.7", "scan", 0))
-				settle(t, l, out.Ban, tt.enforce)
+				out := abusetest.Claim(t, l, claimAt(t0, tt.action, "203.0.113.7", "scan", 0))
+				abusetest.Settle(t, l, out.Ban, tt.enforce)
 				added := bl.added()
 				if len(added) != tt.want {
 					t.Fatalf("blacklist holds %d bans, want %d", len(added), tt.want)
@@ -198,7 +182,7 @@ func TestLedgerSettleEnforces(t *testing.T) {
 				if tt.want == 1 && (added[0].BanID != out.Ban.BanID || !added[0].ExpiresAt.Equal(out.Ban.ExpiresAt)) {
 					t.Errorf("blacklist holds %+v, want %+v", added[0], out.Ban)
 				}
-				if again := claim(t, l, claimAt(t0, tt.action, "203.0.113.7", "scan", time.Minute)); again.Publish {
+				if again := abusetest.Claim(t, l, claimAt(t0, tt.action, "203.0.113.7", "scan", time.Minute)); again.Publish {
 					t.Errorf("claim after settle publishes again: %+v", again)
 				}
 			})
@@ -214,13 +198,13 @@ func TestBanRecordKey(t *testing.T) {
 	redistest.ForEachClock(t, detectT0, func(t *testing.T, t0 time.Time) {
 		ctx := context.Background()
 		l, _, client, prefix := newTestLedger(t, t0)
-		first := claim(t, l, claimAt(t0, event.ActionBan, "a|b", "scan", 0))
-		settle(t, l, first.Ban, true)
+		first := abusetest.Claim(t, l, claimAt(t0, event.ActionBan, "a|b", "scan", 0))
+		abusetest.Settle(t, l, first.Ban, true)
 		key := BanRecordKey(prefix, event.ScopeIP, "a|b")
 		if n, err := client.Del(ctx, key).Result(); err != nil || n != 1 {
 			t.Fatalf("del %s: %d, %v; want the record deleted", key, n, err)
 		}
-		again := claim(t, l, claimAt(t0, event.ActionBan, "a|b", "scan", time.Minute))
+		again := abusetest.Claim(t, l, claimAt(t0, event.ActionBan, "a|b", "scan", time.Minute))
 		if !again.Publish || again.Ban.DurationS != 7200 {
 			t.Errorf("claim after the record was deleted: %+v, want a new, escalated ban", again)
 		}
@@ -256,8 +240,8 @@ func TestLedgerDifferential(t *testing.T) {
 			c := randomClaim(rng, t0, &at, "s0", "s1", "s2")
 			got, want := claimBoth(t, i, l, mem, c)
 			if got.Publish && rng.IntN(4) != 0 {
-				settle(t, l, got.Ban, false)
-				settle(t, mem, want.Ban, false)
+				abusetest.Settle(t, l, got.Ban, false)
+				abusetest.Settle(t, mem, want.Ban, false)
 			}
 		}
 	})
@@ -283,7 +267,7 @@ func randomClaim(rng *rand.Rand, t0 time.Time, at *time.Duration, subjects ...st
 // reference, and fails unless the outcomes agree.
 func claimBoth(t *testing.T, i int, l *Ledger, mem abuse.Ledger, c abuse.Claim) (got, want abuse.Outcome) {
 	t.Helper()
-	got, want = claim(t, l, c), claim(t, mem, c)
+	got, want = abusetest.Claim(t, l, c), abusetest.Claim(t, mem, c)
 	if got.Publish != want.Publish || got.Ban.BanID != want.Ban.BanID || got.Ban.DurationS != want.Ban.DurationS ||
 		!got.Ban.ExpiresAt.Equal(want.Ban.ExpiresAt) || !got.Ban.TS.Equal(want.Ban.TS) {
 		t.Fatalf("claim %d %+v:\n redis %+v\nmemory %+v", i, c.Ban, got, want)

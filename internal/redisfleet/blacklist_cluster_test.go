@@ -11,6 +11,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/redisabuse"
+	"github.com/ratewarden/ratewarden/internal/testkit/abusetest"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
@@ -106,11 +107,11 @@ func testClusterBlacklist(t *testing.T, e *redistest.SharedCluster) {
 		}
 		for _, s := range fresh {
 			c := banClaim(event.ScopeUser, s, detectT0)
-			out := claim(t, l, c)
+			out := abusetest.Claim(t, l, c)
 			if !out.Publish {
 				t.Fatalf("claim of %s: %+v, want a new ban", s, out)
 			}
-			settle(t, l, out.Ban, true)
+			abusetest.Settle(t, l, out.Ban, true)
 			if got, want := wait(t, sub.changes), (event.BanChange{Action: "ban", Scope: "user", Subject: s, ExpiresAt: out.Ban.ExpiresAt}); got != want {
 				t.Errorf("change %+v, want %+v", got, want)
 			}
@@ -121,7 +122,7 @@ func testClusterBlacklist(t *testing.T, e *redistest.SharedCluster) {
 			if got, want := wait(t, sub.changes), (event.BanChange{Action: "unban", Scope: "user", Subject: s}); got != want {
 				t.Errorf("change %+v, want %+v", got, want)
 			}
-			if out := claim(t, l, banClaim(event.ScopeUser, s, detectT0.Add(time.Minute))); !out.Publish || out.Ban.DurationS != 7200 {
+			if out := abusetest.Claim(t, l, banClaim(event.ScopeUser, s, detectT0.Add(time.Minute))); !out.Publish || out.Ban.DurationS != 7200 {
 				t.Errorf("claim of %s after the unban: %+v, want a new ban, escalated", s, out)
 			}
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/redisabuse"
+	"github.com/ratewarden/ratewarden/internal/testkit/abusetest"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
@@ -155,21 +156,21 @@ func TestBlacklistRemoveForgetsBanRecord(t *testing.T) {
 		ctx := context.Background()
 		bl, prefix := newTestBlacklist(t, t0)
 		l := redisabuse.NewLedger(bl.client, prefix, nil)
-		first := claim(t, l, banClaim(event.ScopeIP, "a|b", t0))
+		first := abusetest.Claim(t, l, banClaim(event.ScopeIP, "a|b", t0))
 		// Settled without the ledger's enforcing, which reads the wall
 		// clock: the ban goes to the blacklist, on its clock, here.
-		settle(t, l, first.Ban, false)
+		abusetest.Settle(t, l, first.Ban, false)
 		if written, err := bl.Add(ctx, first.Ban); err != nil || !written {
 			t.Fatalf("add: %v, %v", written, err)
 		}
-		if again := claim(t, l, banClaim(event.ScopeIP, "a|b", t0.Add(time.Minute))); again.Publish {
+		if again := abusetest.Claim(t, l, banClaim(event.ScopeIP, "a|b", t0.Add(time.Minute))); again.Publish {
 			t.Fatalf("claim while banned: %+v, want the ban in force", again)
 		}
 		removed, err := bl.Remove(ctx, event.ScopeIP, "a|b")
 		if err != nil || !removed {
 			t.Fatalf("remove: %v, %v", removed, err)
 		}
-		again := claim(t, l, banClaim(event.ScopeIP, "a|b", t0.Add(2*time.Minute)))
+		again := abusetest.Claim(t, l, banClaim(event.ScopeIP, "a|b", t0.Add(2*time.Minute)))
 		if !again.Publish || again.Ban.DurationS != 7200 {
 			t.Errorf("claim after unban: %+v, want a new, escalated ban", again)
 		}

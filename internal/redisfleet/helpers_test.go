@@ -1,12 +1,10 @@
 package redisfleet
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/abuse"
-	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/testkit/abusetest"
 )
 
@@ -21,22 +19,6 @@ func banClaim(scope, subject string, ts time.Time) abuse.Claim {
 	c := abusetest.BanClaim(abuse.BanID(scope, subject, "scan", ts.Format(time.RFC3339Nano)), 0, 3600)
 	c.Ban.TS, c.Ban.Scope, c.Ban.Subject = ts, scope, subject
 	return c
-}
-
-func claim(tb testing.TB, l abuse.Ledger, c abuse.Claim) abuse.Outcome {
-	tb.Helper()
-	out, err := l.Claim(context.Background(), c)
-	if err != nil {
-		tb.Fatalf("claim: %v", err)
-	}
-	return out
-}
-
-func settle(tb testing.TB, l abuse.Ledger, b event.Ban, enforce bool) {
-	tb.Helper()
-	if err := l.Settle(context.Background(), b, enforce); err != nil {
-		tb.Fatalf("settle: %v", err)
-	}
 }
 
 func wait[T any](tb testing.TB, ch <-chan T) T {

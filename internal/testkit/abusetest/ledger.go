@@ -33,6 +33,24 @@ var Escalation = abuse.Escalation{Factor: 2, Cap: 4 * time.Hour, Period: 24 * ti
 
 const hour = int64(time.Hour / time.Millisecond)
 
+// Claim claims c on l, failing the test on an error.
+func Claim(tb testing.TB, l abuse.Ledger, c abuse.Claim) abuse.Outcome {
+	tb.Helper()
+	out, err := l.Claim(context.Background(), c)
+	if err != nil {
+		tb.Fatalf("claim: %v", err)
+	}
+	return out
+}
+
+// Settle settles b on l, failing the test on an error.
+func Settle(tb testing.TB, l abuse.Ledger, b event.Ban, enforce bool) {
+	tb.Helper()
+	if err := l.Settle(context.Background(), b, enforce); err != nil {
+		tb.Fatalf("settle: %v", err)
+	}
+}
+
 // BanClaim is a ban claim for the ip 203.0.113.7 at T0+ms with a base
 // duration of baseS seconds.
 func BanClaim(id string, ms, baseS int64) abuse.Claim {
