@@ -66,28 +66,16 @@ func TestRLSPostResponseCost(t *testing.T) {
 			if domain == "admitted_only" {
 				steps = []step{{0, ok, 1000}, {600, ok, 400}, {0, ok, 400}, {700, over, 400}, {0, ok, 400}, {400, ok, 0}}
 			}
-			// A fixed window that ends between two steps starts the
-			// budget again: such a round is run again with another key
-			// (the windows are an hour long, so at most once).
-			for round := 0; ; round++ {
+			withinAnHour(t, func(round int) string {
 				key := fmt.Sprintf("k-%d", round)
-				started := time.Now()
-				failed := ""
 				for i, s := range steps {
-					st := call(domain, key, s.hits)
-					if st.Code != s.code || st.LimitRemaining != s.remaining {
-						failed = fmt.Sprintf("step %d (hits_addend %d): %s remaining %d, want %s remaining %d",
+					if st := call(domain, key, s.hits); st.Code != s.code || st.LimitRemaining != s.remaining {
+						return fmt.Sprintf("step %d (hits_addend %d): %s remaining %d, want %s remaining %d",
 							i, s.hits, st.Code, st.LimitRemaining, s.code, s.remaining)
-						break
 					}
 				}
-				if failed == "" {
-					break
-				}
-				if round > 0 || started.Truncate(time.Hour).Equal(time.Now().Truncate(time.Hour)) {
-					t.Fatal(failed)
-				}
-			}
+				return ""
+			})
 			// The largest hits_addend is one debit: the budget is spent,
 			// the counters stay exact, and the next calls still answer.
 			for i, hits := range []uint64{math.MaxUint32, math.MaxUint32, 0} {
@@ -128,23 +116,18 @@ descriptors:
 		return resp.OverallCode.String()
 	}
 	// Each value counts on its own (no share_threshold): a value's third
-	// call is over. A round in which an hour's window ended is run again
-	// with other values (at most once).
-	for round := 0; ; round++ {
+	// call is over.
+	withinAnHour(t, func(round int) string {
 		v1, v2 := fmt.Sprintf("path=/api/a%d/action", round), fmt.Sprintf("path=/api/b%d/action", round)
-		started := time.Now()
 		var got []string
 		for _, d := range []string{v1, v2, v1, v1, "path=/api/v1/other", "ldap=x", "ldap=x", "ldap=x"} {
 			got = append(got, code(d))
 		}
-		want := "OK OK OK OVER_LIMIT OK OK OK OK"
-		if strings.Join(got, " ") == want {
-			break
+		if want := "OK OK OK OVER_LIMIT OK OK OK OK"; strings.Join(got, " ") != want {
+			return fmt.Sprintf("codes %v, want %s", got, want)
 		}
-		if round > 0 || started.Truncate(time.Hour).Equal(time.Now().Truncate(time.Hour)) {
-			t.Fatalf("codes %v, want %s", got, want)
-		}
-	}
+		return ""
+	})
 	// A descriptor's own limit applies where no rule matches, as
 	// envoyproxy/ratelimit applies it (here to a key of the domain).
 	override := rlsRequest("erl", "ldap=limited")
@@ -162,5 +145,23 @@ descriptors:
 	}
 	if out := lim.out.String(); !strings.Contains(out, `"RLS config: a key not used"`) || !strings.Contains(out, `"file":"erl.yaml","line":7`) {
 		t.Errorf("no warning naming erl.yaml line 7 in the limiter's log:\n%s", out)
+	}
+}
+
+// withinAnHour runs round(0), which returns why it failed or "". A fixed
+// window of an hour that ends during a round starts the budget again, so
+// a round that failed while an hour turned is run once more, as round(1)
+// (with keys of its own); any other failure fails the test.
+func withinAnHour(t *testing.T, round func(n int) string) {
+	t.Helper()
+	for n := 0; ; n++ {
+		started := time.Now()
+		failed := round(n)
+		if failed == "" {
+			return
+		}
+		if n > 0 || started.Truncate(time.Hour).Equal(time.Now().Truncate(time.Hour)) {
+			t.Fatal(failed)
+		}
 	}
 }
