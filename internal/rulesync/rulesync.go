@@ -391,18 +391,29 @@ func (m *Manager) ReloadRLS(force bool) error {
 	if err != nil {
 		return m.refuseRLS(hash, err)
 	}
+	if err := m.putRLSLocked(c); err != nil {
+		return m.refuseRLS(hash, err)
+	}
+	m.rlsRefused = ""
+	m.cfg.Log.Info("RLS config reloaded", zap.String("dir", m.cfg.RLSDir), zap.Int("files", len(c.Files)),
+		zap.Int("domains", len(c.Domains)), zap.Int("rules", len(c.Rules)), zap.String("version", m.view.Load().Version))
+	return nil
+}
+
+// putRLSLocked puts c in force as the RLS config with the file and the
+// dynamic rules, counted, its warnings logged and a refused dynamic version
+// tried again with it; or, when they do not compile together, keeps the
+// RLS config in force and returns why (the caller counts the refusal).
+func (m *Manager) putRLSLocked(c *rlsconfig.Config) error {
 	prior := m.refusal
 	old := m.rls
 	m.rls = c
 	if err := m.applyFilesLocked(); err != nil {
 		m.rls = old
-		return m.refuseRLS(hash, err)
+		return err
 	}
-	m.rlsRefused = ""
 	m.metrics.reload(SourceRLS, true)
 	m.logRLSWarnings(c)
-	m.cfg.Log.Info("RLS config reloaded", zap.String("dir", m.cfg.RLSDir), zap.Int("files", len(c.Files)),
-		zap.Int("domains", len(c.Domains)), zap.Int("rules", len(c.Rules)), zap.String("version", m.view.Load().Version))
 	m.retryDynamicLocked(prior)
 	return nil
 }
@@ -414,17 +425,10 @@ func (m *Manager) ReloadRLS(force bool) error {
 func (m *Manager) SetRLS(c *rlsconfig.Config) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	prior := m.refusal
-	old := m.rls
-	m.rls = c
-	if err := m.applyFilesLocked(); err != nil {
-		m.rls = old
+	if err := m.putRLSLocked(c); err != nil {
 		m.metrics.reload(SourceRLS, false)
 		return err
 	}
-	m.metrics.reload(SourceRLS, true)
-	m.logRLSWarnings(c)
-	m.retryDynamicLocked(prior)
 	return nil
 }
 
