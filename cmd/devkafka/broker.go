@@ -23,6 +23,7 @@ type brokerConfig struct {
 	AdvertisedAddr  string // optional host:port given to clients in metadata
 	DecisionsTopic  string
 	BansTopic       string
+	OutcomesTopic   string
 	Partitions      int
 	DataDir         string // optional: persist to disk
 	Retention       time.Duration
@@ -96,7 +97,7 @@ func startBroker(cfg brokerConfig, log *zap.Logger) (*devBroker, error) {
 	b := &devBroker{
 		cluster:       c,
 		addr:          c.ListenAddrs()[0],
-		topics:        []string{cfg.DecisionsTopic, cfg.BansTopic},
+		topics:        []string{cfg.DecisionsTopic, cfg.BansTopic, cfg.OutcomesTopic},
 		stopRetention: make(chan struct{}),
 		retentionDone: make(chan struct{}),
 	}

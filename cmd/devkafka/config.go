@@ -41,6 +41,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 			AdvertisedAddr:  c.AdvertisedAddr,
 			DecisionsTopic:  c.DecisionsTopic,
 			BansTopic:       c.BansTopic,
+			OutcomesTopic:   c.OutcomesTopic,
 			Partitions:      c.Partitions,
 			DataDir:         c.DataDir,
 			Retention:       c.Retention,

@@ -21,6 +21,7 @@ type Common struct {
 	KafkaBrokers        []string
 	DecisionsTopic      string
 	BansTopic           string
+	OutcomesTopic       string
 	RulesFile           string
 	Instance            string
 	LogLevel            string

@@ -18,6 +18,7 @@ type DevKafka struct {
 	AdvertisedAddr string // empty: the listen address (127.0.0.1 when it listens on all interfaces)
 	DecisionsTopic string
 	BansTopic      string
+	OutcomesTopic  string
 	Partitions     int
 	DataDir        string // empty: memory only
 	Retention      time.Duration
@@ -52,6 +53,9 @@ func LoadDevKafka(args []string, getenv func(string) string) (DevKafka, error) {
 	if c.BansTopic != "" && c.BansTopic == c.DecisionsTopic {
 		e.fail(e.name("BANS_TOPIC"), "a topic other than the decisions topic", c.BansTopic)
 	}
+	if c.OutcomesTopic != "" && (c.OutcomesTopic == c.DecisionsTopic || c.OutcomesTopic == c.BansTopic) {
+		e.fail(e.name("OUTCOMES_TOPIC"), "a topic other than the decisions and bans topics", c.OutcomesTopic)
+	}
 	return c, e.err()
 }
 
@@ -70,6 +74,9 @@ var devKafkaVars = []Var{
 	{Name: "BANS_TOPIC", Flag: "bans-topic", Default: "ratelimit.bans", Readers: devKafkaOnly,
 		Meaning: "bans topic, created at start",
 		load:    bind(inDevKafka(func(c *DevKafka) *string { return &c.BansTopic }), topicName)},
+	{Name: "OUTCOMES_TOPIC", Flag: "outcomes-topic", Default: "ratelimit.outcomes", Readers: devKafkaOnly,
+		Meaning: "outcomes topic, created at start",
+		load:    bind(inDevKafka(func(c *DevKafka) *string { return &c.OutcomesTopic }), topicName)},
 	{Name: "DEVKAFKA_PARTITIONS", Flag: "partitions", Default: "12", Readers: devKafkaOnly,
 		Meaning: "partitions per topic, 1 to 10 000",
 		load:    bind(inDevKafka(func(c *DevKafka) *int { return &c.Partitions }), intBetween(1, 10_000))},

@@ -10,7 +10,7 @@ import (
 
 func TestLoadDevKafka(t *testing.T) {
 	c, err := LoadDevKafka(nil, mapEnv(nil))
-	want := DevKafka{ListenAddr: "127.0.0.1:9092", DecisionsTopic: "ratelimit.decisions", BansTopic: "ratelimit.bans",
+	want := DevKafka{ListenAddr: "127.0.0.1:9092", DecisionsTopic: "ratelimit.decisions", BansTopic: "ratelimit.bans", OutcomesTopic: "ratelimit.outcomes",
 		Partitions: 12, Retention: time.Hour, RetentionBytes: 256 << 20, LogLevel: "info", LogFormat: "json"}
 	if err != nil || c != want {
 		t.Fatalf("defaults %+v, %v; want %+v", c, err, want)

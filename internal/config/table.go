@@ -74,6 +74,9 @@ var serviceVars = []Var{
 	{Name: "BANS_TOPIC", Default: "ratelimit.bans", Readers: services,
 		Meaning: "topic of bans, unbans and warnings",
 		load:    bind(inCommon(func(c *Common) *string { return &c.BansTopic }), text)},
+	{Name: "OUTCOMES_TOPIC", Default: "ratelimit.outcomes", Readers: services,
+		Meaning: "topic of the outcome reports (`POST /v1/report`)",
+		load:    bind(inCommon(func(c *Common) *string { return &c.OutcomesTopic }), text)},
 
 	{Name: "RULES_FILE", Default: "deploy/rules.example.yaml", Readers: redisUsers,
 		Meaning: "the rules file (the detector reads its `detection:` and `exempt:` sections)",
