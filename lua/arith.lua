@@ -1,5 +1,5 @@
 -- arith.lua: integer helpers of every rate-limit script. Package lua puts it
--- first, after the line that sets DEBIT_DENIED.
+-- first, after the line that sets DEBIT_DENIED and PROBE.
 --
 -- All values are integers below 2^53. Integers are written to Redis with
 -- string.format('%d') because tostring uses '%.14g' and would round large
@@ -12,9 +12,10 @@ local MAX_USAGE = 9007199254740992
 -- debits reports whether a call's cost is written to its state: when
 -- admitted, and when denied too in the scripts of rules that debit every
 -- call (DEBIT_DENIED, which package lua sets ahead of this file; see
--- decide.Call.DebitDenied).
+-- decide.Call.DebitDenied); never in the scripts of probes (PROBE: they
+-- answer whether the cost would fit, decide.Call.Probe).
 local function debits(admitted, cost)
-  return admitted or (DEBIT_DENIED and cost > 0)
+  return not PROBE and (admitted or (DEBIT_DENIED and cost > 0))
 end
 
 -- capped_add returns a + b, at most limit, for a, b >= 0.

@@ -12,6 +12,7 @@ package lua
 
 import (
 	"embed"
+	"fmt"
 	"slices"
 )
 
@@ -45,20 +46,32 @@ var Variants = []Variant{Full, NoHolds, OneLimit}
 
 // Source returns the full script of the algorithm, or "" when there is no
 // script of that name.
-func Source(alg string) string { return Script(alg, Full, false) }
+func Source(alg string) string { return Script(alg, Full, DebitAdmitted) }
+
+// Debit says which calls a script writes the cost of.
+type Debit uint8
+
+const (
+	// DebitAdmitted: admitted calls only.
+	DebitAdmitted Debit = iota
+	// DebitDenied: every call, denied ones too (decide.Call.DebitDenied).
+	DebitDenied
+	// DebitNothing: no call; the script answers whether the cost would
+	// fit (decide.Call.Probe).
+	DebitNothing
+)
+
+// Debits lists the debit rules, each with scripts of its own.
+var Debits = []Debit{DebitAdmitted, DebitDenied, DebitNothing}
 
 // Script returns the algorithm's script of variant v, or "" when there is
-// none. With debitDenied the script debits the cost of a denied call too
-// (decide.Call.DebitDenied): the same files, after a line that sets
-// DEBIT_DENIED (see arith.lua).
-func Script(alg string, v Variant, debitDenied bool) string {
+// none. The debit rule selects which calls it writes: the same files, after
+// a line that sets DEBIT_DENIED and PROBE (see arith.lua).
+func Script(alg string, v Variant, d Debit) string {
 	if !slices.Contains(Algorithms, alg) {
 		return ""
 	}
-	flag := "local DEBIT_DENIED = false"
-	if debitDenied {
-		flag = "local DEBIT_DENIED = true"
-	}
+	flag := fmt.Sprintf("local DEBIT_DENIED, PROBE = %t, %t", d == DebitDenied, d == DebitNothing)
 	switch v {
 	case Full:
 		return join(flag, "arith.lua", "common.lua", "prelude.lua", alg+".lua")

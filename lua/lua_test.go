@@ -13,16 +13,19 @@ func TestSource(t *testing.T) {
 	for _, alg := range Algorithms {
 		t.Run(alg, func(t *testing.T) {
 			src := Source(alg)
-			if src != Script(alg, Full, false) {
+			if src != Script(alg, Full, DebitAdmitted) {
 				t.Fatalf("Source(%s) is not its full script", alg)
 			}
 			for v, prelude := range map[Variant]string{Full: "prelude.lua", NoHolds: "noholds.lua"} {
-				src := Script(alg, v, false)
-				if !strings.HasPrefix(src, "local DEBIT_DENIED = false\n-- arith.lua") || !strings.Contains(src, "\n-- common.lua") || !strings.Contains(src, "\n-- "+prelude) {
-					t.Errorf("%s script of %s does not start with DEBIT_DENIED, arith.lua, common.lua then %s", v, alg, prelude)
+				src := Script(alg, v, DebitAdmitted)
+				const admitted = "local DEBIT_DENIED, PROBE = false, false"
+				if !strings.HasPrefix(src, admitted+"\n-- arith.lua") || !strings.Contains(src, "\n-- common.lua") || !strings.Contains(src, "\n-- "+prelude) {
+					t.Errorf("%s script of %s does not start with DEBIT_DENIED and PROBE, arith.lua, common.lua then %s", v, alg, prelude)
 				}
-				if debit := Script(alg, v, true); debit != "local DEBIT_DENIED = true"+strings.TrimPrefix(src, "local DEBIT_DENIED = false") {
-					t.Errorf("%s script of %s debiting denied calls is not the same files after DEBIT_DENIED = true", v, alg)
+				for d, flags := range map[Debit]string{DebitDenied: "true, false", DebitNothing: "false, true"} {
+					if other := Script(alg, v, d); other != "local DEBIT_DENIED, PROBE = "+flags+strings.TrimPrefix(src, admitted) {
+						t.Errorf("%s script of %s with debit rule %d is not the same files after DEBIT_DENIED, PROBE = %s", v, alg, d, flags)
+					}
 				}
 				if !strings.Contains(src, "-- "+alg+".lua") {
 					t.Errorf("%s script of %s lacks its header comment", v, alg)
@@ -31,27 +34,27 @@ func TestSource(t *testing.T) {
 					t.Errorf("%s script of %s does not end with return decide(alg)", v, alg)
 				}
 			}
-			if one := Script(alg, OneLimit, false); one != "" && !strings.Contains(one, "-- "+alg+"_one.lua") {
+			if one := Script(alg, OneLimit, DebitAdmitted); one != "" && !strings.Contains(one, "-- "+alg+"_one.lua") {
 				t.Errorf("one-limit script of %s lacks its header comment", alg)
 			}
 		})
 	}
 	for _, alg := range []string{"sliding_window", "sliding_window_counter", "token_bucket"} {
-		if Script(alg, OneLimit, false) == "" {
+		if Script(alg, OneLimit, DebitAdmitted) == "" {
 			t.Errorf("%s has no one-limit script", alg)
 		}
 	}
-	if Script("fixed_window", OneLimit, true) != "" {
+	if Script("fixed_window", OneLimit, DebitDenied) != "" {
 		t.Error("fixed_window has a one-limit script: its calls are counted without one")
 	}
 	for _, name := range []string{"", "prelude", "common", "noholds", "leaky_bucket", "../lua/prelude", "fixed_window.lua", "fixed_window_one"} {
 		for _, v := range Variants {
-			if Script(name, v, false) != "" {
+			if Script(name, v, DebitAdmitted) != "" {
 				t.Errorf("Script(%q, %s) is not empty", name, v)
 			}
 		}
 	}
-	if Script("fixed_window", "other", false) != "" {
+	if Script("fixed_window", "other", DebitAdmitted) != "" {
 		t.Error("a script of an unknown variant")
 	}
 }
@@ -65,10 +68,10 @@ func TestCompile(t *testing.T) {
 	defer cancel()
 	for _, alg := range Algorithms {
 		for _, v := range Variants {
-			for _, debit := range []bool{false, true} {
+			for _, debit := range Debits {
 				if src := Script(alg, v, debit); src != "" {
 					if err := client.ScriptLoad(ctx, src).Err(); err != nil {
-						t.Errorf("load %s %s (debit denied %v): %v", alg, v, debit, err)
+						t.Errorf("load %s %s (debit rule %d): %v", alg, v, debit, err)
 					}
 				}
 			}

@@ -21,6 +21,9 @@ func (c Call) Validate() error {
 	if c.NowMs < 0 {
 		return errors.New("negative now")
 	}
+	if c.Probe && (c.Penalty > 0 || len(c.Escalations) > 0 || c.DebitDenied) {
+		return errors.New("a probe has no penalty, escalations or debit of denied calls")
+	}
 	if c.Penalty < 0 || c.Penalty%time.Millisecond != 0 {
 		return errors.New("penalty is not a whole number of milliseconds")
 	}
@@ -59,9 +62,10 @@ func (c Call) Validate() error {
 const MaxUsage = 1 << 53
 
 // debits reports whether the call's cost is written to its state: when
-// admitted, and when denied too for a call that debits denied calls.
+// admitted, and when denied too for a call that debits denied calls; never
+// for a probe.
 func (c *Call) debits(admitted bool) bool {
-	return admitted || (c.DebitDenied && c.Cost > 0)
+	return !c.Probe && (admitted || (c.DebitDenied && c.Cost > 0))
 }
 
 // cappedAdd returns a + b, at most limit, for 0 <= a and 0 <= b.

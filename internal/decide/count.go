@@ -21,11 +21,19 @@ func CountedWindow(nowMs, per int64) (index, left int64) {
 // window's count after adding the call's cost, as INCRBY answers it: the
 // call is admitted when count is within the limit, and a denied call's cost
 // is to be taken back unless the call debits denied calls (DebitDenied). It
-// answers as the model's fixed window does for such a count.
+// answers as the model's fixed window does for such a count. A probe adds
+// nothing (INCRBY 0): count is the window's, and the probe is admitted when
+// its cost would fit.
 func CountedResult(c *Call, count int64) Result {
 	l := c.Limits[0]
 	_, left := CountedWindow(c.NowMs, l.Per.Milliseconds())
 	reset := time.Duration(left) * time.Millisecond
+	if c.Probe {
+		if count+c.Cost <= l.Requests {
+			return Result{Allowed: true, Limit: l.Requests, Remaining: l.Requests - count, ResetAfter: reset}
+		}
+		return Result{Limit: l.Requests, Remaining: max(0, l.Requests-count), ResetAfter: reset, RetryAfter: reset}
+	}
 	if count <= l.Requests {
 		return Result{Allowed: true, Limit: l.Requests, Remaining: l.Requests - count, ResetAfter: reset}
 	}

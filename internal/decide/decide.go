@@ -70,6 +70,11 @@ type Call struct {
 	// is never debited. Usage is capped where the arithmetic would stop
 	// being exact (see MaxUsage and the algorithms).
 	DebitDenied bool
+	// Probe asks whether Cost more units would be admitted and writes
+	// nothing: the check of a rule whose budget only outcome reports spend
+	// (a probe of cost 1 is denied once no unit is left). A probe has no
+	// penalty or escalations and does not debit denied calls.
+	Probe bool
 	// NowMs, when non-zero, replaces the server clock (tests only); zero means
 	// the script reads redis.call('TIME').
 	NowMs int64

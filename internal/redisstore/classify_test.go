@@ -149,7 +149,7 @@ func TestPrepare(t *testing.T) {
 			if want := store.scriptsOf(&tt.call).of(tt.variant); sc.script == nil || sc.script != want {
 				t.Errorf("script is not the %s one", tt.variant)
 			}
-			if debits := store.scripts[scriptSet{tt.call.Algorithm, true}].of(tt.variant) == sc.script; debits != tt.call.DebitDenied {
+			if debits := store.scripts[scriptSet{tt.call.Algorithm, lua.DebitDenied}].of(tt.variant) == sc.script; debits != tt.call.DebitDenied {
 				t.Errorf("script debits denied calls: %v, want %v", debits, tt.call.DebitDenied)
 			}
 			keys, args := sc.keysArgs()

@@ -54,7 +54,11 @@ func (c *scriptCall) commands(ctx context.Context, arena *[]any, cmds []redis.Cm
 	c.key = countedKey(c.counted.Keys.State, per, index)
 	c.ttl = left + countedGrace + expirySpread(c.key, per)
 	start := len(*arena)
-	*arena = append(*arena, "incrby", &c.key, &c.counted.Cost, "pexpire", &c.key, &c.ttl)
+	c.incrBy = c.counted.Cost
+	if c.counted.Probe {
+		c.incrBy = 0
+	}
+	*arena = append(*arena, "incrby", &c.key, &c.incrBy, "pexpire", &c.key, &c.ttl)
 	a := (*arena)[start:len(*arena):len(*arena)]
 	c.incr = redis.NewIntCmd(ctx, a[:3]...)
 	return append(cmds, c.incr, redis.NewBoolCmd(ctx, a[3:]...))

@@ -98,7 +98,7 @@ func decideCountedPersistent(ctx context.Context, client *redis.Client, c decide
 		return decide.Result{}, err
 	}
 	r := decide.CountedResult(&c, sc.incr.Val())
-	if !r.Allowed && c.Cost > 0 && !c.DebitDenied {
+	if !r.Allowed && c.Cost > 0 && !c.DebitDenied && !c.Probe {
 		if _, err := client.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
 			sc.queueRefund(ctx, pipe)
 			pipe.Persist(ctx, sc.key)

@@ -25,7 +25,8 @@ type scriptCall struct {
 	counted *decide.Call
 	key     string        // the counter of the call's window
 	ttl     int64         // its expiry, ms
-	incr    *redis.IntCmd // INCRBY key cost
+	incrBy  int64         // the call's cost, 0 for a probe
+	incr    *redis.IntCmd // INCRBY key incrBy
 }
 
 // width is the number of KEYS and ARGV of c.

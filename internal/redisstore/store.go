@@ -40,11 +40,23 @@ type Store struct {
 	clocks   clocks                    // the servers' clocks, for counted calls
 }
 
-// scriptSet names the scripts of one algorithm: those that debit denied
-// calls (decide.Call.DebitDenied) or those that do not.
+// scriptSet names the scripts of one algorithm and debit rule: those that
+// debit admitted calls, those that debit denied calls too
+// (decide.Call.DebitDenied), and those of probes (decide.Call.Probe).
 type scriptSet struct {
-	alg         decide.Algorithm
-	debitDenied bool
+	alg   decide.Algorithm
+	debit lua.Debit
+}
+
+// debitOf returns the debit rule of c's scripts.
+func debitOf(c *decide.Call) lua.Debit {
+	switch {
+	case c.Probe:
+		return lua.DebitNothing
+	case c.DebitDenied:
+		return lua.DebitDenied
+	}
+	return lua.DebitAdmitted
 }
 
 // algScripts are the scripts of one algorithm and debit rule, one per variant of package
@@ -88,12 +100,12 @@ func (a *algScripts) all() []*redis.Script {
 // Store of a cluster client before its first command: WarmUp learns from
 // the nodes created after New whether go-redis has its command table.
 func New(client redis.UniversalClient) *Store {
-	s := &Store{client: client, scripts: make(map[scriptSet]*algScripts, 2*len(lua.Algorithms))}
+	s := &Store{client: client, scripts: make(map[scriptSet]*algScripts, len(lua.Debits)*len(lua.Algorithms))}
 	if c, ok := client.(*redis.ClusterClient); ok {
 		s.commands.watch(c)
 	}
 	for _, alg := range lua.Algorithms {
-		for _, debit := range []bool{false, true} {
+		for _, debit := range lua.Debits {
 			script := func(v lua.Variant) *redis.Script {
 				if src := lua.Script(alg, v, debit); src != "" {
 					return redis.NewScript(src)
@@ -152,7 +164,7 @@ func (s *Store) leanest(c *decide.Call) lua.Variant {
 // scriptsOf returns the scripts that decide c, nil for an unknown
 // algorithm.
 func (s *Store) scriptsOf(c *decide.Call) *algScripts {
-	return s.scripts[scriptSet{c.Algorithm, c.DebitDenied}]
+	return s.scripts[scriptSet{c.Algorithm, debitOf(c)}]
 }
 
 // prepareAs returns c as a call of variant v of its algorithm's script; the
@@ -319,7 +331,7 @@ func (s *Store) run(ctx context.Context, clock *nodeClock, pipe redis.Pipeliner,
 				continue
 			}
 			results[i] = decide.CountedResult(&calls[i], count)
-			if !results[i].Allowed && calls[i].Cost > 0 && !calls[i].DebitDenied {
+			if !results[i].Allowed && calls[i].Cost > 0 && !calls[i].DebitDenied && !calls[i].Probe {
 				refunds = append(refunds, i)
 			}
 		case cmds[i] != nil:
