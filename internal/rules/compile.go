@@ -26,6 +26,7 @@ const defaultKeyPrefix = "rw:"
 type Set struct {
 	rules        []*Rule
 	requestRules []*Rule              // the rules of /v1/check and /v1/auth: rules without descriptor
+	reportRules  []*Rule              // the request rules spent by reports (/v1/report)
 	descriptors  map[string]*descNode // descriptor rules by domain
 	byID         map[string]*Rule
 	exempt       compiledExempt
@@ -143,6 +144,9 @@ func Compile(f *File, opts Options) (*Set, error) {
 	for _, r := range s.rules {
 		if r.Descriptor == nil {
 			s.requestRules = append(s.requestRules, r)
+			if r.SpentByReports() {
+				s.reportRules = append(s.reportRules, r)
+			}
 		}
 	}
 	var err error

@@ -70,31 +70,67 @@ func (s *Set) Exempt(r *Request) bool {
 // Each Call has its keys, the algorithm, the limits in force at now (the
 // first active schedule entry's, else the rule's; within those, the
 // request tier's override if any), the penalty in force, the escalations
-// active at now, and Cost = r.Cost. Limits and Escalations are shared: do
-// not modify them. Match allocates once per applied rule (its keys).
+// active at now, and Cost = r.Cost. The call of a rule spent by reports is
+// a probe of cost 1 instead: is a unit left? Limits and Escalations are
+// shared: do not modify them. Match allocates once per applied rule (its
+// keys).
 func (s *Set) Match(r *Request, now time.Time, out []Applied) []Applied {
 	var group ipGroupMemo
 	for _, rule := range s.requestRules {
-		c := rule.c
-		if !c.matches(r) {
-			continue
-		}
-		keys, ok := c.keys(r, &group)
+		a, ok := rule.apply(r, now, &group)
 		if !ok {
 			continue
 		}
-		limits, penalty := c.limitsAt(r.Tier, now)
-		out = append(out, Applied{Rule: rule, Call: decide.Call{
-			Keys:        keys,
-			Algorithm:   rule.Algorithm,
-			Limits:      limits,
-			Cost:        r.Cost,
-			Penalty:     penalty,
-			Escalations: c.escalations.at(now),
-			DebitDenied: rule.DebitsDenied(),
-		}})
+		if rule.SpentByReports() {
+			a.Call.Cost, a.Call.Probe = 1, true
+		} else {
+			a.Call.Cost, a.Call.DebitDenied = r.Cost, rule.DebitsDenied()
+		}
+		out = append(out, a)
 	}
 	return out
+}
+
+// MatchReport appends to out, in evaluation order, one Applied for every
+// rule spent by reports that a report of status for r spends (see
+// Rule.Spends), each a call that debits r.Cost whether it fits or not, and
+// returns the extended slice. Rules spent by checks are left alone: a
+// report never spends what checks do.
+func (s *Set) MatchReport(r *Request, status int, now time.Time, out []Applied) []Applied {
+	var group ipGroupMemo
+	for _, rule := range s.reportRules {
+		if !rule.Spends(status) {
+			continue
+		}
+		a, ok := rule.apply(r, now, &group)
+		if !ok {
+			continue
+		}
+		a.Call.Cost, a.Call.DebitDenied = r.Cost, true
+		out = append(out, a)
+	}
+	return out
+}
+
+// apply returns the rule's Applied for r at now, its call without cost and
+// debit rule, or false when the rule does not apply to r.
+func (rule *Rule) apply(r *Request, now time.Time, group *ipGroupMemo) (Applied, bool) {
+	c := rule.c
+	if !c.matches(r) {
+		return Applied{}, false
+	}
+	keys, ok := c.keys(r, group)
+	if !ok {
+		return Applied{}, false
+	}
+	limits, penalty := c.limitsAt(r.Tier, now)
+	return Applied{Rule: rule, Call: decide.Call{
+		Keys:        keys,
+		Algorithm:   rule.Algorithm,
+		Limits:      limits,
+		Penalty:     penalty,
+		Escalations: c.escalations.at(now),
+	}}, true
 }
 
 // Keys returns the Redis keys of the rule for req, or false when a key

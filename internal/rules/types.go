@@ -7,6 +7,7 @@
 package rules
 
 import (
+	"slices"
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/decide"
@@ -44,6 +45,13 @@ type Rule struct {
 	// whether it fits or not, as envoyproxy/ratelimit counts; the default of
 	// descriptor rules). See Rule.DebitsDenied.
 	Debit DebitPolicy `yaml:"debit,omitempty" json:"debit,omitempty"`
+	// SpentBy says what spends the budget: SpentByCheck (the default) or
+	// SpentByReport, the outcome reports of POST /v1/report. See SpentBy.
+	SpentBy SpentBy `yaml:"spent_by,omitempty" json:"spent_by,omitempty"`
+	// Statuses, for a rule spent by reports, are the HTTP statuses of the
+	// reports that spend it (401 and 403 for failed logins); empty: every
+	// report.
+	Statuses []int `yaml:"statuses,omitempty" json:"statuses,omitempty"`
 	// Tiers overrides Limits per tier (tier names compare case-insensitively).
 	Tiers map[string][]Limit `yaml:"tiers,omitempty" json:"tiers,omitempty"`
 	// Schedule replaces the limits (and optionally the penalty) while an entry
@@ -113,6 +121,31 @@ func (r *Rule) DebitsDenied() bool {
 		return r.Descriptor != nil
 	}
 	return r.Debit == DebitAlways
+}
+
+// SpentBy says what spends a rule's budget.
+type SpentBy string
+
+// What can spend a rule's budget.
+const (
+	// SpentByCheck: each check (/v1/check, /v1/auth) debits its cost as
+	// the rule's debit policy says.
+	SpentByCheck SpentBy = "check"
+	// SpentByReport: outcome reports (/v1/report) whose status is in the
+	// rule's statuses debit their cost, always, even past the limit
+	// (known after the response, a cost cannot be refused); a check only
+	// asks whether a unit is left (decide.Call.Probe) and is refused once
+	// none is, until the window frees one.
+	SpentByReport SpentBy = "report"
+)
+
+// SpentByReports reports whether outcome reports spend the rule's budget.
+func (r *Rule) SpentByReports() bool { return r.SpentBy == SpentByReport }
+
+// Spends reports whether a report of status spends the rule's budget: a
+// rule spent by reports, with status among its statuses or none listed.
+func (r *Rule) Spends(status int) bool {
+	return r.SpentByReports() && (len(r.Statuses) == 0 || slices.Contains(r.Statuses, status))
 }
 
 // FailurePolicy says what a rule does when Redis cannot be reached.

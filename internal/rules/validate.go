@@ -82,6 +82,7 @@ func validateRule(r *Rule, p problems) {
 	default:
 		p.add("debit", "unknown %q (want admitted or always)", truncate(string(r.Debit), 40))
 	}
+	validateSpentBy(r, p)
 	if len(r.Schedule) > maxSchedule {
 		p.add("schedule", "at most %d entries", maxSchedule)
 	}
@@ -292,4 +293,42 @@ func validateMillis(p problems, field string, d Duration, min time.Duration) boo
 		return true
 	}
 	return false
+}
+
+// maxStatuses bounds the statuses of a rule spent by reports.
+const maxStatuses = 64
+
+// validateSpentBy checks spent_by and statuses. A rule spent by reports is
+// a request rule whose checks are probes: it debits every report (debit
+// admitted would contradict it) and has no penalty or escalations (a probe
+// writes nothing; a spent budget already refuses until the window frees
+// it).
+func validateSpentBy(r *Rule, p problems) {
+	switch r.SpentBy {
+	case "", SpentByCheck:
+		if len(r.Statuses) > 0 {
+			p.add("statuses", "only with spent_by: report")
+		}
+		return
+	case SpentByReport:
+	default:
+		p.add("spent_by", "unknown %q (want check or report)", truncate(string(r.SpentBy), 40))
+		return
+	}
+	switch {
+	case r.Descriptor != nil:
+		p.add("spent_by", "report is for request rules; a descriptor rule's cost after the response comes with its hits_addend")
+	case r.Debit == DebitAdmitted:
+		p.add("debit", "admitted contradicts spent_by: report (a report's cost is known after the response and always debited)")
+	case r.Penalty != 0 || len(r.Escalate) > 0 || slices.ContainsFunc(r.Schedule, func(e ScheduleEntry) bool { return e.Penalty != nil && *e.Penalty != 0 }):
+		p.add("spent_by", "report does not take penalty or escalate: a spent budget refuses checks until the window frees it")
+	}
+	if len(r.Statuses) > maxStatuses {
+		p.add("statuses", "at most %d", maxStatuses)
+	}
+	for i, s := range r.Statuses {
+		if s < 100 || s > 599 {
+			p.add(fmt.Sprintf("statuses[%d]", i), "%d is not an HTTP status (100 to 599)", s)
+		}
+	}
 }
