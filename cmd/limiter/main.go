@@ -95,7 +95,8 @@ type wiring struct {
 	store        *redisstore.Store
 	decider      *redisstore.Coalescer
 	banPublisher *kafkabus.BanPublisher
-	producer     *kafkabus.Producer
+	producer     *kafkabus.Producer // decisions
+	outcomes     *kafkabus.Producer // outcome reports
 
 	bans        *limiter.BanSet
 	blacklist   *redisfleet.Blacklist
@@ -138,6 +139,15 @@ func (w *wiring) connect() error {
 	if err != nil {
 		return err
 	}
+	w.outcomes, err = kafkabus.NewProducer(kafkabus.ProducerConfig{
+		Brokers:   cfg.KafkaBrokers,
+		Topic:     cfg.OutcomesTopic,
+		QueueSize: cfg.EventQueueSize,
+		ClientID:  "ratewarden-limiter-" + cfg.Instance,
+	}, w.log.Named("outcomes"), w.reg)
+	if err != nil {
+		return err
+	}
 	w.store = redisstore.New(w.rdb) // before rdb's first command: see WarmUp
 	w.decider = redisstore.NewCoalescer(w.store, redisstore.CoalesceConfig{
 		Pipelines: cfg.RedisPipelines,
@@ -171,6 +181,7 @@ func (w *wiring) decisionService() {
 		Unreached:     redisstore.Unreached,
 		BreakerOpen:   redisstore.BreakerOpen,
 		Bans:          w.bans,
+		Outcomes:      w.outcomes,
 		Mode: limiter.ModeConfig{
 			FailedChecks:    cfg.RedisFailedChecks,
 			PermissiveAfter: cfg.PermissiveAfter,
@@ -319,6 +330,7 @@ func (w *wiring) group() *lifecycle.Group {
 		lifecycle.Part{Name: "redis", Stop: func(context.Context) error { return w.rdb.Close() }},
 		lifecycle.Part{Name: "ban publisher", Stop: func(context.Context) error { return w.banPublisher.Close() }},
 		lifecycle.Part{Name: "event producer", Stop: w.producer.Close}, // flushes the queued events
+		lifecycle.Part{Name: "outcome producer", Stop: w.outcomes.Close},
 		lifecycle.Part{Name: "redis pipelines", Stop: func(context.Context) error { w.decider.Close(); return nil }},
 		lifecycle.Part{Name: "ban following", Run: w.banFollower.Run},
 		rulesPart(w.rulesMgr),

@@ -21,7 +21,8 @@ const (
 )
 
 // NewFastHandler returns the decision port's handler, served by fasthttp
-// (ops.Listener's Fast): POST /v1/check, /v1/check/batch and (with
+// (ops.Listener's Fast): POST /v1/check, /v1/check/batch, /v1/report,
+// /v1/report/batch and (with
 // Config.AnswerJSON) envoyproxy/ratelimit's /json natively, and every other
 // request (forward-auth, the admin API, the operational routes) to rest, a
 // net/http handler such as NewHandler's, through fasthttp's adaptor. The
@@ -37,7 +38,7 @@ func NewFastHandler(cfg Config, rest http.Handler) fasthttp.RequestHandler {
 	h := newHandler(cfg)
 	other := fasthttpadaptor.NewFastHTTPHandler(rest)
 	gate := cfg.Gate
-	check, batch := h.fastCheck, h.fastBatch // method values made once
+	check, batch, report, reportBatch := h.fastCheck, h.fastBatch, h.fastReport, h.fastReportBatch // method values made once
 	var answerJSON fasthttp.RequestHandler
 	if cfg.AnswerJSON != nil {
 		answerJSON = func(ctx *fasthttp.RequestCtx) {
@@ -52,6 +53,10 @@ func NewFastHandler(cfg Config, rest http.Handler) fasthttp.RequestHandler {
 			serve = check
 		case batchPath:
 			serve = batch
+		case reportPath:
+			serve = report
+		case reportBatchPath:
+			serve = reportBatch
 		case jsonPath:
 			serve = answerJSON
 		}

@@ -30,7 +30,11 @@ import (
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
-const topic = "ratelimit.decisions"
+// The topics of the decisions and of the outcome reports.
+const (
+	topic         = "ratelimit.decisions"
+	outcomesTopic = "ratelimit.outcomes"
+)
 
 // stack is one limiter instance over HTTP, on the real local Redis and an
 // embedded Kafka broker.
@@ -79,7 +83,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 		o.prefix = redistest.Prefix(t, o.rdb)
 	}
 	if o.broker == nil {
-		o.broker = kafkatest.StartBroker(t, topic)
+		o.broker = kafkatest.StartBroker(t, topic, outcomesTopic)
 	}
 	path := filepath.Join(t.TempDir(), "rules.yaml")
 	if err := os.WriteFile(path, []byte(o.rules), 0o600); err != nil {
@@ -101,10 +105,14 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
+	outcomes, err := kafkabus.NewProducer(kafkabus.ProducerConfig{Brokers: o.broker.Brokers(), Topic: outcomesTopic}, log, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	// As in production: decisions share pipelines through the coalescer.
 	counter := redisstore.NewCoalescer(redisstore.New(o.rdb), redisstore.CoalesceConfig{Timeout: 5 * time.Second})
 	t.Cleanup(counter.Close)
-	svc := limiter.New(limiter.Config{Instance: "test", ClassifyError: redisstore.ClassifyError, Unreached: redisstore.Unreached, BreakerOpen: redisstore.BreakerOpen, OverLimitCacheSize: o.overLimitCache},
+	svc := limiter.New(limiter.Config{Instance: "test", ClassifyError: redisstore.ClassifyError, Unreached: redisstore.Unreached, BreakerOpen: redisstore.BreakerOpen, OverLimitCacheSize: o.overLimitCache, Outcomes: outcomes},
 		set, counter, producer, log, reg)
 	cfg := stackConfig{Config: httpapi.Config{Service: svc, Log: log}}
 	if o.configure != nil {
@@ -130,6 +138,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = producer.Close(ctx)
+		_ = outcomes.Close(ctx)
 	})
 	// Redirects are not followed: a gateway would hand them to its client.
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}, Timeout: 30 * time.Second,

@@ -24,11 +24,12 @@ type metrics struct {
 
 	overLimitHits   prometheus.Counter
 	unknownOutcomes prometheus.Counter
+	reports         *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	f := promauto.With(reg)
-	return &metrics{
+	m := &metrics{
 		requests: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "rate_limit_requests_total",
 			Help: "Decisions by result (ok, rate_limited, banned, exempt, no_rule, unavailable), reporting rule, tier, and shadow (true: a rule in shadow mode would have denied; the request was allowed).",
@@ -62,7 +63,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "rate_limit_over_limit_cache_hits_total",
 			Help: "Rule decisions answered from the over-limit cache (a key Redis denied, until its retry time) without a Redis round trip.",
 		}),
+		reports: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "rate_limit_reports_total",
+			Help: "Outcome reports (POST /v1/report) by the class of the status reported: 1xx to 5xx.",
+		}, []string{"status"}),
 	}
+	for _, c := range []string{"1xx", "2xx", "3xx", "4xx", "5xx"} {
+		m.reports.WithLabelValues(c)
+	}
+	return m
 }
 
 // watchOverLimit reports the over-limit cache's size on reg at scrape time.

@@ -76,7 +76,10 @@ func (c *overLimitCache) shard(key string) *overLimitShard {
 // get returns the denial cached for call at now, with its times counted from
 // now, and whether there is one.
 func (c *overLimitCache) get(call *decide.Call, now time.Time) (decide.Result, bool) {
-	if c == nil || len(call.Limits) == 0 {
+	// A call that debits denied calls must reach Redis whatever is cached:
+	// a report of a rule spent by reports shares its key with the probes
+	// whose denials are cached.
+	if c == nil || len(call.Limits) == 0 || call.DebitDenied {
 		return decide.Result{}, false
 	}
 	sh := c.shard(call.Keys.State)

@@ -104,6 +104,9 @@ type Config struct {
 	Health         Health
 	HealthInterval time.Duration
 	HealthTimeout  time.Duration
+	// Outcomes, when set, receives one event per outcome report (Report),
+	// keyed by the client IP; it must never block, as Publisher.
+	Outcomes Publisher
 	// Now and NewEventID default to time.Now and random UUIDs.
 	Now        func() time.Time
 	NewEventID func() string

@@ -1,0 +1,218 @@
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/jsonwire"
+	"github.com/ratewarden/ratewarden/internal/limiter"
+	"github.com/ratewarden/ratewarden/internal/rules"
+)
+
+// The outcome report API: one report, several.
+const (
+	reportPath      = "/v1/report"
+	reportBatchPath = "/v1/report/batch"
+)
+
+// report is one decoded outcome report: its subject and cost as a request,
+// and the status its client got.
+type report struct {
+	req    rules.Request
+	status int
+}
+
+// reportBody is the JSON body of POST /v1/report: a check's fields and the
+// status; cost, when given, may be 0 (nothing used).
+type reportBody struct {
+	checkBody
+	Status  int64 `json:"status"`
+	hasCost bool
+}
+
+// parseReport decodes one report object at p into body.
+func parseReport(p *jsonwire.Parser, body *reportBody) error {
+	status := false
+	err := p.Object(func(field string) error {
+		switch field {
+		case "status":
+			n, err := p.Integer()
+			if err != nil {
+				return fmt.Errorf("status: %w", err)
+			}
+			body.Status, status = n, true
+			return nil
+		case "cost":
+			body.hasCost = p.Peek() != 'n' // null: not given
+		}
+		return checkField(p, field, &body.checkBody)
+	})
+	if err == nil && !status {
+		return jsonwire.BadRequest("status: required, the HTTP status the client got (%d to %d)", event.MinStatus, event.MaxStatus)
+	}
+	return err
+}
+
+// decodeReport validates data, the body of POST /v1/report.
+func decodeReport(data []byte) (report, error) {
+	p := jsonwire.New(data)
+	if p.AtEnd() {
+		return report{}, jsonwire.BadRequest("invalid JSON: empty body")
+	}
+	var body reportBody
+	err := parseReport(&p, &body)
+	if err == nil {
+		err = p.End()
+	}
+	var in *jsonwire.InputError
+	switch {
+	case errors.As(err, &in):
+		return report{}, in
+	case err != nil:
+		return report{}, jsonwire.BadRequest("invalid JSON: %v", err)
+	}
+	return validateReport(&body)
+}
+
+// decodeReportBatch validates data, the body of POST /v1/report/batch,
+// {"reports": [report, ...]}: 1 to maxBatch reports, each as decodeReport
+// wants it; an invalid one refuses the batch, naming its index.
+func decodeReportBatch(data []byte) ([]report, error) {
+	p := jsonwire.New(data)
+	if p.AtEnd() {
+		return nil, jsonwire.BadRequest("invalid JSON: empty body")
+	}
+	var out []report
+	seen := false
+	err := p.Object(func(field string) error {
+		switch {
+		case field != "reports":
+			return fmt.Errorf("unknown field %q", field)
+		case seen:
+			return errors.New("reports: given twice")
+		}
+		seen = true
+		return p.Array(func(i int) error {
+			if i == maxBatch {
+				return jsonwire.BadRequest("reports: at most %d per batch", maxBatch)
+			}
+			var body reportBody
+			if err := parseReport(&p, &body); err != nil {
+				return fmt.Errorf("reports[%d]: %w", i, err)
+			}
+			r, err := validateReport(&body)
+			if err != nil {
+				return jsonwire.BadRequest("reports[%d]: %v", i, err)
+			}
+			out = append(out, r)
+			return nil
+		})
+	})
+	if err == nil {
+		err = p.End()
+	}
+	var in *jsonwire.InputError
+	switch {
+	case errors.As(err, &in):
+		return nil, jsonwire.BadRequest("%s", in.Msg)
+	case err != nil:
+		return nil, jsonwire.BadRequest("invalid JSON: %v", err)
+	case len(out) == 0:
+		return nil, jsonwire.BadRequest("reports: required, 1 to %d of them", maxBatch)
+	}
+	return out, nil
+}
+
+// validateReport validates and normalizes one report's body: the subject as
+// a check's, the status an HTTP status, the cost 0 to maxCost (1 when not
+// given).
+func validateReport(body *reportBody) (report, error) {
+	if body.Status < event.MinStatus || body.Status > event.MaxStatus {
+		return report{}, jsonwire.BadRequest("status: must be an HTTP status, %d to %d", event.MinStatus, event.MaxStatus)
+	}
+	if body.Cost < 0 || body.Cost > maxCost {
+		return report{}, jsonwire.BadRequest("cost: must be between 0 and %d", maxCost)
+	}
+	cost := body.Cost
+	if !body.hasCost {
+		cost = 1
+	}
+	body.Cost = 1 // validateCheck's bounds; the report's own cost is set below
+	req, err := validateCheck(&body.checkBody)
+	if err != nil {
+		return report{}, err
+	}
+	req.Cost = cost
+	return report{req: req, status: int(body.Status)}, nil
+}
+
+// fastReport answers POST /v1/report: 200 with what the report debited, 400
+// for a body it refuses. A report is never refused for being over a limit.
+func (h *handler) fastReport(ctx *fasthttp.RequestCtx) {
+	r, err := decodeReport(ctx.PostBody())
+	if err != nil {
+		h.fastInputError(ctx, err)
+		return
+	}
+	d := h.decisions.Get().(*limiter.Decision)
+	defer h.decisions.Put(d)
+	h.svc.Report(ctx, &r.req, r.status, d)
+	var buf [256]byte
+	b := appendReport(append(buf[:0], '{'), d)
+	fastJSON(ctx, http.StatusOK, append(b, "}\n"...))
+}
+
+// fastReportBatch answers POST /v1/report/batch: each report's answer, in
+// order.
+func (h *handler) fastReportBatch(ctx *fasthttp.RequestCtx) {
+	reports, err := decodeReportBatch(ctx.PostBody())
+	if err != nil {
+		h.fastInputError(ctx, err)
+		return
+	}
+	d := h.decisions.Get().(*limiter.Decision)
+	defer h.decisions.Put(d)
+	b := append(make([]byte, 0, 128*len(reports)), `{"reports":[`...)
+	for i := range reports {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		h.svc.Report(ctx, &reports[i].req, reports[i].status, d)
+		b = append(appendReport(append(b, '{'), d), '}')
+	}
+	fastJSON(ctx, http.StatusOK, append(b, "]}\n"...))
+}
+
+// appendReport appends the fields of a report's answer (docs/api.md "POST
+// /v1/report"): its event id, the mode, and each rule it debited with what
+// is left of its budget; spent is true when no unit is left (the rule's
+// checks are refused).
+func appendReport(b []byte, d *limiter.Decision) []byte {
+	b = append(b, `"event_id":"`...)
+	b = append(b, d.EventID...)
+	b = append(b, `","mode":"`...)
+	b = append(b, d.Mode...)
+	b = append(b, `","rules":[`...)
+	for i, r := range d.Results {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"rule_id":"`...)
+		b = append(b, d.Applied[i].Rule.ID...) // rule ids need no escapes
+		b = append(b, `","limit":`...)
+		b = strconv.AppendInt(b, r.Limit, 10)
+		b = append(b, `,"remaining":`...)
+		b = strconv.AppendInt(b, max(0, r.Remaining), 10)
+		b = append(b, `,"reset_after_ms":`...)
+		b = strconv.AppendInt(b, r.ResetAfter.Milliseconds(), 10)
+		b = append(b, `,"spent":`...)
+		b = strconv.AppendBool(b, r.Remaining <= 0)
+		b = append(b, '}')
+	}
+	return append(b, ']')
+}

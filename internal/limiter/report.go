@@ -1,0 +1,55 @@
+package limiter
+
+import (
+	"context"
+
+	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/rules"
+)
+
+// Report records an outcome report: what happened after the response to
+// req (normalized as for Check; Cost is the units the request used), whose
+// client got status. It debits the rules the report spends
+// (rules.Set.MatchReport) into d (reset first) and publishes the outcome
+// event on the outcomes publisher. A report is never refused: d.Applied and
+// d.Results tell, rule by rule, what is left of each budget (Remaining 0:
+// spent, the rule's checks are refused until the window frees a unit).
+//
+// An exempt subject spends nothing; neither does a banned one, whose
+// failure is most likely the ban's own refusal (its event says banned, and
+// the detector does not count it). When Redis cannot be reached, the rules
+// whose on_redis_failure is local are debited in memory and the others are
+// not debited; d.Results is then empty if any of them is deny.
+func (s *Service) Report(ctx context.Context, req *rules.Request, status int, d *Decision) {
+	start := s.cfg.Now()
+	set := s.rules.Load()
+	d.Reset()
+	d.Mode = s.Mode()
+	banned := s.banned(req, start, d)
+	d.Allowed, d.Reason = true, event.ReasonOK
+	if !banned && !set.Exempt(req) {
+		d.Applied = set.MatchReport(req, status, start, d.Applied)
+	}
+	if len(d.Applied) > 0 {
+		s.decide(ctx, d, start)
+		// A report is never refused: a rule whose failure policy is deny
+		// has nothing to deny here, it just was not debited.
+		d.Unavailable = false
+		d.Allowed = true
+	}
+	d.EventID = s.cfg.NewEventID()
+	if s.cfg.Outcomes != nil {
+		o := event.Outcome{EventID: d.EventID, TS: start, Instance: s.cfg.Instance, UserID: req.UserID, IP: req.IP,
+			Endpoint: req.Endpoint, Method: req.Method, Tier: req.Tier, Status: status, Cost: req.Cost, Banned: banned}
+		buf := append(make([]byte, 0, len(o.IP)+eventSize), o.IP...)
+		key := buf[:len(o.IP):len(o.IP)]
+		s.cfg.Outcomes.Publish(key, o.AppendJSON(buf[len(o.IP):]))
+	}
+	s.metrics.reports.WithLabelValues(statusClass(status)).Inc()
+}
+
+// statusClass returns the class of an HTTP status, "1xx" to "5xx": a
+// bounded metric label.
+func statusClass(status int) string {
+	return [...]string{"1xx", "2xx", "3xx", "4xx", "5xx"}[min(max(status/100, 1), 5)-1]
+}
