@@ -1,0 +1,82 @@
+// Command loginsim plays the login traffic of the outcome demo against a
+// limiter, as a gateway in front of a login page would: a check before each
+// login and, when the check lets it through, a report of what the login
+// answered. The traffic is a credential-stuffing botnet, a distributed
+// attack on one account and normal users who now and then mistype their
+// password (see package loginsim). It prints what became of each actor's
+// attempts. Flags only, no environment.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/signal"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/ratewarden/ratewarden/internal/loginsim"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+	case errors.Is(err, errUsage):
+		os.Exit(2)
+	default:
+		fmt.Fprintln(os.Stderr, "loginsim:", err)
+		os.Exit(1)
+	}
+}
+
+var errUsage = errors.New("usage")
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg := loginsim.DefaultConfig()
+	var target loginsim.Target
+	fs := flag.NewFlagSet("loginsim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&target.URL, "url", "http://127.0.0.1:8080", "limiter base `URL`")
+	fs.StringVar(&target.Token, "token", "", "bearer `token` (one of the limiter's API_TOKENS; empty: none)")
+	workers := fs.Int("workers", 8, "attempts in flight at once")
+	rate := fs.Float64("rate", 100, "attempts a second; 0: as fast as they go")
+	fs.IntVar(&cfg.Bots, "bots", cfg.Bots, "credential-stuffing addresses")
+	fs.IntVar(&cfg.BotAttempts, "bot-attempts", cfg.BotAttempts, "failed logins per bot, each on a user of its own")
+	fs.IntVar(&cfg.AttackSources, "attack-sources", cfg.AttackSources, "addresses attacking one account")
+	fs.IntVar(&cfg.AttackAttempts, "attack-attempts", cfg.AttackAttempts, "failed logins per attack source")
+	fs.StringVar(&cfg.Victim, "victim", cfg.Victim, "the attacked account's user id")
+	fs.IntVar(&cfg.NormalUsers, "normal-users", cfg.NormalUsers, "normal users, each from an address of its own")
+	fs.IntVar(&cfg.NormalLogins, "normal-logins", cfg.NormalLogins, "logins per normal user")
+	fs.IntVar(&cfg.TypoEvery, "typo-every", cfg.TypoEvery, "one normal login in this many starts with a wrong password (0: never)")
+	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the order of the attempts")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage
+	}
+	if fs.NArg() > 0 || *workers < 1 || *rate < 0 || cfg.Bots < 0 || cfg.AttackSources < 0 || cfg.NormalUsers < 0 {
+		fmt.Fprintln(stderr, "loginsim: unexpected argument or negative count (see -h)")
+		return errUsage
+	}
+	attempts := loginsim.Scenario(cfg)
+	fmt.Fprintf(stdout, "loginsim: %d login attempts at %s (%d bots x %d, %d sources on %q x %d, %d normal users)\n",
+		len(attempts), target.URL, cfg.Bots, cfg.BotAttempts, cfg.AttackSources, cfg.Victim, cfg.AttackAttempts, cfg.NormalUsers)
+	start := time.Now()
+	tallies, err := loginsim.Play(ctx, target, attempts, *workers, *rate)
+	fmt.Fprintf(stdout, "%-16s %9s %12s %13s %7s\n", "actor", "attempts", "let through", "rate limited", "banned")
+	for _, actor := range slices.Sorted(maps.Keys(tallies)) {
+		t := tallies[actor]
+		fmt.Fprintf(stdout, "%-16s %9d %12d %13d %7d\n", actor, t.Attempts, t.LetThrough, t.RateLimited, t.Banned)
+	}
+	fmt.Fprintf(stdout, "in %v\n", time.Since(start).Round(time.Millisecond))
+	return err
+}
