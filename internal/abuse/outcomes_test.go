@@ -115,7 +115,9 @@ func TestOutcomeScenariosFireAboveThreshold(t *testing.T) {
 	}{
 		{abuse.ReasonCredentialStuffing, 3, func(i int) event.Outcome {
 			return failure(fmt.Sprint("cs", i), int64(i)*1000, ip, fmt.Sprint("user-", i), "/api/login", 401)
-		}, func(e event.Evidence) bool { return slices.Equal(e.SampleUsers, []string{"user-3", "user-2", "user-1", "user-0"}) }},
+		}, func(e event.Evidence) bool {
+			return slices.Equal(e.SampleUsers, []string{"user-3", "user-2", "user-1", "user-0"})
+		}},
 		{abuse.ReasonBruteForce, 4, func(i int) event.Outcome {
 			return failure(fmt.Sprint("bf", i), int64(i)*1000, ip, "alice", "/api/login", 403)
 		}, func(e event.Evidence) bool {
