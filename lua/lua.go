@@ -7,7 +7,7 @@
 // reply. Every variant of an algorithm keeps the same state in the same
 // keys and fields, so a key may be decided by one variant and then by
 // another. The detector's scripts stand alone (no prelude): DetectWindows
-// and DetectClaim.
+// DetectDistinct and DetectClaim.
 package lua
 
 import (
@@ -103,6 +103,11 @@ func join(first string, names ...string) string {
 // DetectWindows returns detect_windows.lua: records one sighting of an
 // offender and returns its tally (see its header comment).
 func DetectWindows() string { return standalone("detect_windows.lua") }
+
+// DetectDistinct returns detect_distinct.lua: adds a member to an
+// offender's set of distinct members over a window and returns the set
+// (see its header comment).
+func DetectDistinct() string { return standalone("detect_distinct.lua") }
 
 // DetectClaim returns detect_claim.lua: claims and settles an offender's ban
 // or warning record, escalating repeat offenders (see its header comment).

@@ -86,7 +86,7 @@ func TestDetectScripts(t *testing.T) {
 	t.Cleanup(func() { client.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	for name, src := range map[string]string{"detect_windows": DetectWindows(), "detect_claim": DetectClaim(), "clock": Clock()} {
+	for name, src := range map[string]string{"detect_windows": DetectWindows(), "detect_claim": DetectClaim(), "detect_distinct": DetectDistinct(), "clock": Clock()} {
 		if !strings.HasPrefix(src, "-- "+name+".lua") {
 			t.Errorf("%s does not start with its header comment", name)
 		}

@@ -82,6 +82,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		Exempt:    func(ev *event.Decision) bool { return exempt(set, ev) },
 	}, redisabuse.NewWindows(rdb, cfg.RedisKeyPrefix), ledger, publisher)
 	svc := detector.New(engine, log, reg)
+	outcomeEngine, err := abuse.NewOutcomeEngine(abuse.OutcomeConfig{
+		Detection: set.Detection(),
+		Exempt:    func(o *event.Outcome) bool { return exemptOutcome(set, o) },
+	}, redisabuse.NewDistinct(rdb, cfg.RedisKeyPrefix), ledger, publisher)
+	if err != nil {
+		_ = publisher.Close()
+		_ = rdb.Close()
+		return err
+	}
+	outcomes := detector.NewOutcomes(outcomeEngine, detector.DecodeOutcomeMessage, log, reg)
+	// A consumer group of its own (see detector.OutcomesGroupSuffix): a
+	// rebalance of one loop never stops the other.
+	outcomesGroup := cfg.GroupID + detector.OutcomesGroupSuffix
 
 	opsListener := &ops.Listener{Var: "LISTEN_ADDR", Addr: cfg.ListenAddr, Log: log, Handler: ops.NewHandler(ops.Config{
 		Metrics: telemetry.MetricsHandler(reg),
@@ -109,6 +122,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 					BatchSize: cfg.BatchSize, BatchWait: cfg.BatchWait, OnStats: svc.ReportStats,
 				}, log.Named("consumer"), svc.Handle)
 			}},
+		lifecycle.Part{Name: "outcomes consumer",
+			Start: func(context.Context) error {
+				log.Info("detector consuming outcomes", zap.String("topic", cfg.OutcomesTopic), zap.String("group", outcomesGroup),
+					zap.Strings("scenarios", outcomeEngine.BanReasons()))
+				return nil
+			},
+			Run: func(ctx context.Context) error {
+				return kafkabus.Consume(ctx, kafkabus.ConsumerConfig{
+					Brokers: cfg.KafkaBrokers, Topic: cfg.OutcomesTopic, GroupID: outcomesGroup,
+					BatchSize: cfg.BatchSize, BatchWait: cfg.BatchWait, OnStats: outcomes.ReportStats,
+				}, log.Named("outcomes consumer"), outcomes.Handle)
+			}},
 	)
 	return g.Run(ctx)
 }
@@ -117,5 +142,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 // exempt clients are never banned.
 func exempt(set *rules.Set, ev *event.Decision) bool {
 	req := rules.Request{UserID: ev.UserID, IP: ev.IP, Endpoint: ev.Endpoint, Method: ev.Method, Tier: ev.Tier}
+	return set.Exempt(&req)
+}
+
+// exemptOutcome reports whether the outcome's client is exempt in the rules
+// file.
+func exemptOutcome(set *rules.Set, o *event.Outcome) bool {
+	req := rules.Request{UserID: o.UserID, IP: o.IP, Endpoint: o.Endpoint, Method: o.Method, Tier: o.Tier}
 	return set.Exempt(&req)
 }

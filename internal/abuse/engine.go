@@ -46,6 +46,9 @@ type Stats struct {
 	// furthest was (nil when none).
 	Future int
 	Ahead  map[string]time.Duration
+	// Failures counts the outcomes (OutcomeEngine only) whose status is a
+	// failure of some scenario and that were tallied.
+	Failures int
 	// Warnings and Bans count the outcomes to publish, by reason.
 	Warnings, Bans map[string]int
 }
@@ -278,20 +281,5 @@ func (e *Engine) Process(ctx context.Context, in []Input) ([]Outcome, Stats, err
 // under the same id and settles it, rather than enforcing a ban nobody was
 // told of or losing one.
 func (e *Engine) issue(ctx context.Context, outcomes []Outcome) error {
-	if len(outcomes) == 0 {
-		return nil
-	}
-	bans := make([]event.Ban, len(outcomes))
-	for i, o := range outcomes {
-		bans[i] = o.Ban
-	}
-	if err := e.pub.Publish(ctx, bans...); err != nil {
-		return fmt.Errorf("publish: %w", err)
-	}
-	for _, b := range bans {
-		if err := e.l.Settle(ctx, b, !b.DryRun); err != nil {
-			return fmt.Errorf("settle %s %s %s: %w", b.Action, b.Scope, b.BanID, err)
-		}
-	}
-	return nil
+	return issue(ctx, e.pub, e.l, outcomes)
 }

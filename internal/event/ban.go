@@ -54,6 +54,11 @@ type Evidence struct {
 	FirstTS         time.Time
 	LastTS          time.Time
 	SampleEndpoints []string
+	// SampleUsers and SampleSources are the user ids and the sources
+	// (client IPs, IPv6 prefixes) of the outcome scenarios' evidence;
+	// omitted from the message when empty.
+	SampleUsers   []string
+	SampleSources []string
 }
 
 // Key is the Kafka message key of the ban: "scope:subject".
@@ -81,6 +86,8 @@ type evidenceWire struct {
 	FirstTS         *string  `json:"first_ts"`
 	LastTS          *string  `json:"last_ts"`
 	SampleEndpoints []string `json:"sample_endpoints"`
+	SampleUsers     []string `json:"sample_users,omitempty"`
+	SampleSources   []string `json:"sample_sources,omitempty"`
 }
 
 // EncodeBan validates b and returns its JSON message value.
@@ -98,6 +105,7 @@ func EncodeBan(b Ban) ([]byte, error) {
 		ExpiresAt: optionalTime(b.ExpiresAt), Source: b.Source, DryRun: b.DryRun, Note: b.Note,
 		Evidence: evidenceWire{
 			FirstTS: optionalTime(b.Evidence.FirstTS), LastTS: optionalTime(b.Evidence.LastTS), SampleEndpoints: samples,
+			SampleUsers: b.Evidence.SampleUsers, SampleSources: b.Evidence.SampleSources,
 		},
 	})
 }
@@ -116,7 +124,8 @@ func DecodeBan(data []byte) (Ban, error) {
 		BanID: w.BanID, Action: w.Action, Scope: w.Scope, Subject: w.Subject, Reason: w.Reason,
 		Count: w.Count, Threshold: w.Threshold, WindowS: w.WindowS, DurationS: w.DurationS,
 		Source: w.Source, DryRun: w.DryRun, Note: w.Note,
-		Evidence: Evidence{SampleEndpoints: w.Evidence.SampleEndpoints},
+		Evidence: Evidence{SampleEndpoints: w.Evidence.SampleEndpoints,
+			SampleUsers: w.Evidence.SampleUsers, SampleSources: w.Evidence.SampleSources},
 	}
 	var err error
 	if b.TS, err = parseTime("ts", w.TS); err != nil {

@@ -83,10 +83,12 @@ func TestSchemaDecisionFieldsMatchEncoder(t *testing.T) {
 }
 
 // The ban schema declares every field EncodeBan writes; all are required
-// but note, which is omitted when empty.
+// but note and the evidence's sample_users and sample_sources, which are
+// omitted when empty.
 func TestSchemaBanFieldsMatchEncoder(t *testing.T) {
 	b := sampleBan()
 	b.Note = "incident 42"
+	b.Evidence.SampleUsers, b.Evidence.SampleSources = []string{"u-1"}, []string{"203.0.113.7"}
 	enc, err := EncodeBan(b)
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +103,8 @@ func TestSchemaBanFieldsMatchEncoder(t *testing.T) {
 	}
 	gotEv := keysOf(t, enc, "evidence")
 	propsEv, requiredEv := schemaFields(t, banSchemaPath, "evidence")
-	if !slices.Equal(propsEv, gotEv) || !slices.Equal(requiredEv, gotEv) {
+	optional := func(k string) bool { return k == "sample_users" || k == "sample_sources" }
+	if !slices.Equal(propsEv, gotEv) || !slices.Equal(requiredEv, slices.DeleteFunc(slices.Clone(gotEv), optional)) {
 		t.Fatalf("evidence: encoder writes %v, schema properties %v, required %v", gotEv, propsEv, requiredEv)
 	}
 }
@@ -329,6 +332,19 @@ func banCases() map[string]Ban {
 		"longest ban":           with(func(b *Ban) { b.DurationS, b.ExpiresAt = 9223372036, ts.Add(time.Duration(1<<63-1)) }),
 		"no evidence times":     with(func(b *Ban) { b.Evidence = Evidence{} }),
 		"fifty samples":         with(func(b *Ban) { b.Evidence.SampleEndpoints = slices.Repeat([]string{"/x"}, 50) }),
+		"credential stuffing": with(func(b *Ban) {
+			b.Reason, b.Evidence.SampleUsers = "credential_stuffing", []string{"u-1", "\"<u>\" é"}
+		}),
+		"brute force": with(func(b *Ban) { b.Reason = "brute_force" }),
+		"probing":     with(func(b *Ban) { b.Reason = "probing" }),
+		"account attack source ban": with(func(b *Ban) {
+			b.Reason, b.Evidence.SampleUsers = "account_attack", []string{"u-42"}
+		}),
+		"account attack warning": with(func(b *Ban) {
+			warn(b)
+			b.Scope, b.Subject, b.Reason = ScopeUser, "u-42", "account_attack"
+			b.Evidence.SampleSources = []string{"203.0.113.7", "2001:db8:1:2::/64"}
+		}),
 		"hostile samples": with(func(b *Ban) {
 			b.Evidence.SampleEndpoints = []string{"/a\"b\\c<d>&e\u2028\x00", "/bücher/🎉", "/\xff"}
 		}),

@@ -19,6 +19,7 @@ func TestCluster(t *testing.T) {
 	}{
 		{"windows", testClusterWindows},
 		{"ledger", testClusterLedger},
+		{"distinct", testClusterDistinct},
 		{"noscript", testClusterNoScript},
 		{"failover", testClusterFailover},
 	} {

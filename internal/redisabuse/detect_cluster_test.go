@@ -113,3 +113,14 @@ func testClusterLedger(t *testing.T, e *redistest.SharedCluster) {
 		redistest.RequireExpiry(t, e.Client, prefix)
 	})
 }
+
+// testClusterDistinct: random adds to sets of offenders on three primaries,
+// in one pipeline per batch, against abusetest.MemoryDistinct.
+func testClusterDistinct(t *testing.T, e *redistest.SharedCluster) {
+	prefix := redistest.Prefix(t, e.Client)
+	offenders := append(spreadOffenders(t, e, 3, event.ScopeIP), spreadOffenders(t, e, 3, event.ScopeUser)...)
+	distinctDifferential(t, NewDistinct(e.Client, prefix), offenders, rand.New(rand.NewPCG(7, 13)), 30, 30)
+	if n := redistest.RequireExpiry(t, e.Client, prefix); n == 0 {
+		t.Errorf("no key written under %s", prefix)
+	}
+}

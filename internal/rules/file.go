@@ -101,6 +101,7 @@ func validateDetection(d Detection, p problems) {
 	if s := d.MaxClockSkew; s != 0 && (s.Std() < time.Millisecond || s.Std() > maxClockSkew) {
 		p.add("max_clock_skew", "must be between 1ms and 1h")
 	}
+	validateOutcomeScenarios(d, p)
 }
 
 // optionalPositive accepts zero (the default) or at least 1ms.

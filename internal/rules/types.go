@@ -227,6 +227,12 @@ type Detection struct {
 	// may be; an event further ahead never advances the detector's time.
 	// 1ms to 1h; default 1m.
 	MaxClockSkew Duration `yaml:"max_clock_skew,omitempty" json:"max_clock_skew,omitzero"`
+	// The scenarios detected from the outcomes topic (see outcomes.go);
+	// each left out gets DefaultDetection's.
+	CredentialStuffing *CredentialStuffingPolicy `yaml:"credential_stuffing,omitempty" json:"credential_stuffing,omitempty"`
+	BruteForce         *BruteForcePolicy         `yaml:"brute_force,omitempty" json:"brute_force,omitempty"`
+	AccountAttack      *AccountAttackPolicy      `yaml:"account_attack,omitempty" json:"account_attack,omitempty"`
+	Probing            *ProbingPolicy            `yaml:"probing,omitempty" json:"probing,omitempty"`
 }
 
 // EscalationPolicy makes a new ban last base duration × Factor^n, at most
@@ -287,7 +293,7 @@ func DefaultDetection() Detection {
 		Samples:      DefaultSamples,
 		IPv6Prefix:   DefaultIPv6Prefix,
 		MaxClockSkew: Duration(DefaultMaxClockSkew),
-	}
+	}.withOutcomeDefaults()
 }
 
 // WithDefaults returns d with the sections left out and the zero scalar
@@ -325,5 +331,5 @@ func (d Detection) WithDefaults() Detection {
 	if d.MaxClockSkew == 0 {
 		d.MaxClockSkew = def.MaxClockSkew
 	}
-	return d
+	return d.withOutcomeDefaults()
 }

@@ -1,0 +1,78 @@
+package abuse
+
+import (
+	"context"
+	"time"
+)
+
+// DistinctSet names one set of distinct members: an offender's, for one
+// detection scenario (Name), such as the user ids a source failed on.
+type DistinctSet struct {
+	Offender Offender
+	Name     string
+}
+
+// DistinctSpec says how a set is kept.
+type DistinctSpec struct {
+	// Window: a member counts while its latest sighting is within Window
+	// of the newest sighting of the set.
+	Window time.Duration
+	// Grace is how late a sighting may arrive (the caller drops later
+	// ones); with Window it sets how long an idle set is kept.
+	Grace time.Duration
+	// Cap bounds the members kept: when a new member would make Cap+1, the
+	// least recently seen (by time, then member in byte order) goes. The
+	// set then holds the Cap most recently seen members, so Count is the
+	// distinct count in the window up to Cap: Threshold+1 is enough to
+	// decide.
+	Cap int64
+	// Threshold: the set is over it when Count > Threshold.
+	Threshold int64
+	// Samples is how many members (the most recently seen) an add over the
+	// threshold returns as evidence.
+	Samples int
+	// AllOnCross: an add that crosses the threshold returns every member
+	// (up to Cap), not only Samples of them.
+	AllOnCross bool
+}
+
+// DistinctAdd is one sighting of Member in Set, made by the event EventID
+// at TS.
+type DistinctAdd struct {
+	Set     DistinctSet
+	Spec    DistinctSpec
+	Member  string
+	EventID string
+	TS      time.Time
+}
+
+// DistinctCount is a set right after an add.
+type DistinctCount struct {
+	// Newest is the newest sighting time of the set.
+	Newest time.Time
+	// Count is the members kept, all seen within [Newest-Window, Newest].
+	Count int64
+	// Introduced: this event brought Member into the set, now (it was not
+	// kept) or when first delivered (it is kept, added by EventID). A
+	// redelivered event answers as it did the first time, as long as its
+	// member is still kept; a member seen again by another event is not
+	// introduced. A sighting older than the window introduces nothing.
+	Introduced bool
+	// Crossed: Introduced, and the introduction took Count from Threshold
+	// or less to more (a redelivery of that event answers the same).
+	Crossed bool
+	// First and Last bound the members' latest sightings when Count >
+	// Threshold (zero times otherwise).
+	First, Last time.Time
+	// Members, when Count > Threshold: every member kept when Crossed and
+	// Spec.AllOnCross, else the Spec.Samples most recently seen; newest
+	// first (ties by member in reverse byte order). Nil otherwise.
+	Members []string
+}
+
+// Distinct keeps sets of distinct members over sliding windows of event
+// time. Adding is idempotent: a member only moves forward in time, so a
+// redelivered event changes no count.
+type Distinct interface {
+	Add(ctx context.Context, adds []DistinctAdd) ([]DistinctCount, error)
+}

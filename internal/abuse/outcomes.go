@@ -1,0 +1,363 @@
+package abuse
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/rules"
+)
+
+// The reasons of the bans (and, for an account attack, the warning) the
+// outcome engine issues.
+const (
+	ReasonCredentialStuffing = "credential_stuffing"
+	ReasonBruteForce         = "brute_force"
+	ReasonAccountAttack      = "account_attack"
+	ReasonProbing            = "probing"
+)
+
+// OutcomeConfig is what the outcome engine detects.
+type OutcomeConfig struct {
+	// Detection holds the scenarios; NewOutcomeEngine fills what is left
+	// out (rules.Detection.WithDefaults).
+	Detection rules.Detection
+	// Exempt reports clients that are never banned (the service wires it
+	// to rules.Set.Exempt); their outcomes are skipped. Nil: none.
+	Exempt func(*event.Outcome) bool
+	// Now is the detector's own clock, which bounds event time. Nil:
+	// time.Now.
+	Now func() time.Time
+}
+
+// OutcomeInput is one outcome and the partition it was read from.
+type OutcomeInput struct {
+	Partition int
+	Outcome   event.Outcome
+}
+
+// OutcomeEngine applies the outcome scenarios of the detection section
+// (credential stuffing, brute force, account attack, probing) to batches of
+// outcomes, with the guarantees of Engine: event time bounded by the
+// detector's clock, lateness per partition against the grace (partitions of
+// the outcomes topic, tracked apart from the decisions'), the same Ledger
+// protocol (claim, publish, settle) and ban ids (BanID), so a repeated
+// detection is a no-op and a redelivery publishes the same ids. Its state
+// lives in Distinct and Ledger. Process may be called concurrently.
+type OutcomeEngine struct {
+	det       rules.Detection
+	exempt    func(*event.Outcome) bool
+	now       func() time.Time
+	skew      time.Duration
+	grace     time.Duration
+	scenarios []*outcomeScenario
+	// failure[s] is true when status s is a failure of some scenario: any
+	// other outcome costs a bounds check and a lookup.
+	failure [event.MaxStatus + 1]bool
+	d       Distinct
+	l       Ledger
+	pub     Publisher
+
+	mu     sync.Mutex
+	newest map[int]int64 // partition -> newest event time seen (ms)
+}
+
+// outcomeScenario is one enabled scenario, compiled.
+type outcomeScenario struct {
+	reason    string
+	threshold int64
+	within    time.Duration
+	duration  time.Duration
+	lock      time.Duration // account attack: lock the account this long
+	statuses  [event.MaxStatus + 1]bool
+	endpoints rules.EndpointSet
+	dryRun    bool
+	spec      DistinctSpec
+}
+
+// NewOutcomeEngine returns an engine keeping its sets in d and its bans in
+// l, and publishing what it issues with pub. The scenarios' endpoint
+// patterns must be valid (rules validation checks them); an invalid one is
+// an error.
+func NewOutcomeEngine(cfg OutcomeConfig, d Distinct, l Ledger, pub Publisher) (*OutcomeEngine, error) {
+	det := cfg.Detection.WithDefaults()
+	e := &OutcomeEngine{det: det, exempt: cfg.Exempt, now: cfg.Now, skew: det.MaxClockSkew.Std(), grace: det.Grace.Std(),
+		d: d, l: l, pub: pub, newest: map[int]int64{}}
+	if e.now == nil {
+		e.now = time.Now
+	}
+	add := func(reason string, threshold int64, s *rules.OutcomeScenario, lock time.Duration) error {
+		if !s.On() {
+			return nil
+		}
+		eps, err := rules.CompileEndpoints(s.Endpoints)
+		if err != nil {
+			return fmt.Errorf("detection.%s: %w", reason, err)
+		}
+		sc := &outcomeScenario{reason: reason, threshold: threshold, within: s.Within.Std(), duration: s.Duration.Std(),
+			lock: lock, endpoints: eps, dryRun: s.DryRun || det.DryRun}
+		for _, st := range s.Statuses {
+			if st >= event.MinStatus && st <= event.MaxStatus {
+				sc.statuses[st], e.failure[st] = true, true
+			}
+		}
+		sc.spec = DistinctSpec{Window: sc.within, Grace: e.grace, Cap: threshold + 1, Threshold: threshold,
+			Samples: det.Samples, AllOnCross: reason == ReasonAccountAttack}
+		e.scenarios = append(e.scenarios, sc)
+		return nil
+	}
+	for _, err := range []error{
+		add(ReasonCredentialStuffing, det.CredentialStuffing.DistinctUsers, &det.CredentialStuffing.OutcomeScenario, 0),
+		add(ReasonBruteForce, det.BruteForce.Failures, &det.BruteForce.OutcomeScenario, 0),
+		add(ReasonAccountAttack, det.AccountAttack.DistinctSources, &det.AccountAttack.OutcomeScenario, det.AccountAttack.LockAccount.Std()),
+		add(ReasonProbing, det.Probing.DistinctEndpoints, &det.Probing.OutcomeScenario, 0),
+	} {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// BanReasons returns the reasons of the enabled scenarios, so that metrics
+// labelled by reason start each at 0.
+func (e *OutcomeEngine) BanReasons() []string {
+	out := make([]string, len(e.scenarios))
+	for i, sc := range e.scenarios {
+		out[i] = sc.reason
+	}
+	return out
+}
+
+// WarnReasons returns account_attack when that scenario is enabled: its
+// warning names the account attacked.
+func (e *OutcomeEngine) WarnReasons() []string {
+	for _, sc := range e.scenarios {
+		if sc.reason == ReasonAccountAttack {
+			return []string{ReasonAccountAttack}
+		}
+	}
+	return nil
+}
+
+// MaxClockSkew returns detection.max_clock_skew.
+func (e *OutcomeEngine) MaxClockSkew() time.Duration { return e.skew }
+
+// outcomeAdd is what one Distinct add was made for.
+type outcomeAdd struct {
+	sc     *outcomeScenario
+	ev     *event.Outcome
+	at     time.Time // the time it is decided at
+	source string
+}
+
+// Process tallies a batch of outcomes, in order, and claims, publishes and
+// settles the bans and warnings they trigger; it returns what it published
+// (each ban id once), in order. An outcome counts when its status is a
+// failure of a scenario (and its endpoint matches the scenario's
+// endpoints); it is skipped when Banned (bans never feed bans), when its
+// client is exempt or when it has no client address (0.0.0.0, ::), and
+// ignored as late when older than the newest outcome seen on its partition
+// by more than the grace. Event time is bounded by the detector's clock as
+// Engine.Process bounds it. On error nothing of the batch is kept by the
+// engine (Distinct and Ledger are idempotent, so the batch can be processed
+// again, and publishes the same bans).
+func (e *OutcomeEngine) Process(ctx context.Context, in []OutcomeInput) ([]Outcome, Stats, error) {
+	st := Stats{Consumed: len(in), Warnings: map[string]int{}, Bans: map[string]int{}}
+	now := e.now().UTC().Truncate(time.Microsecond)
+	nowMs := now.UnixMilli()
+	graceMs := e.grace.Milliseconds()
+	var adds []DistinctAdd
+	var refs []outcomeAdd
+	marks := make(map[int]int64)
+	e.mu.Lock()
+	for i := range in {
+		ev := &in[i].Outcome
+		at, ahead := boundTime(ev.TS, now, e.skew)
+		if ahead > 0 {
+			st.Future++
+			if st.Ahead == nil {
+				st.Ahead = map[string]time.Duration{}
+			}
+			st.Ahead[ev.Instance] = max(st.Ahead[ev.Instance], ahead)
+		}
+		ts := at.UnixMilli()
+		mark, ok := marks[in[i].Partition]
+		if !ok {
+			mark, ok = e.newest[in[i].Partition]
+		}
+		if m := min(ts, nowMs); !ok || m > mark {
+			marks[in[i].Partition] = m
+		}
+		if ev.Status < 0 || ev.Status > event.MaxStatus || !e.failure[ev.Status] {
+			continue
+		}
+		switch {
+		case ev.Banned || ev.IP == "0.0.0.0" || ev.IP == "::" || (e.exempt != nil && e.exempt(ev)):
+			st.Skipped++
+			continue
+		case ok && ts < mark-graceMs:
+			st.Late++
+			continue
+		}
+		st.Failures++
+		source := rules.IPSubjectOf(ev.IP, e.det.IPv6Prefix)
+		for _, sc := range e.scenarios {
+			if !sc.statuses[ev.Status] || !sc.endpoints.Match(ev.Endpoint) {
+				continue
+			}
+			set := DistinctSet{Offender: Offender{Scope: event.ScopeIP, Subject: source}, Name: sc.reason}
+			var member string
+			switch sc.reason {
+			case ReasonCredentialStuffing:
+				member = ev.UserID
+			case ReasonBruteForce:
+				member = ev.EventID // a redelivered outcome counts once
+			case ReasonAccountAttack:
+				set.Offender = Offender{Scope: event.ScopeUser, Subject: ev.UserID}
+				member = source
+			case ReasonProbing:
+				member = ev.Endpoint
+			}
+			if set.Offender.Subject == "" || member == "" {
+				continue // no user id: nothing to count for the user scenarios
+			}
+			adds = append(adds, DistinctAdd{Set: set, Spec: sc.spec, Member: member, EventID: ev.EventID, TS: at})
+			refs = append(refs, outcomeAdd{sc: sc, ev: ev, at: at, source: source})
+		}
+	}
+	e.mu.Unlock()
+
+	var outcomes []Outcome
+	if len(adds) > 0 {
+		counts, err := e.d.Add(ctx, adds)
+		if err != nil {
+			return nil, Stats{}, fmt.Errorf("add outcomes: %w", err)
+		}
+		if len(counts) != len(adds) {
+			return nil, Stats{}, fmt.Errorf("add outcomes: %d counts for %d adds", len(counts), len(adds))
+		}
+		published := make(map[string]bool)
+		for i := range adds {
+			for _, c := range e.claims(&refs[i], &counts[i], now) {
+				out, err := e.l.Claim(ctx, c)
+				if err != nil {
+					return nil, Stats{}, fmt.Errorf("claim %s %s for %s: %w", c.Ban.Action, c.Ban.Reason, c.Ban.Key(), err)
+				}
+				if !out.Publish || published[out.Ban.BanID] {
+					continue
+				}
+				published[out.Ban.BanID] = true
+				outcomes = append(outcomes, out)
+				if out.Ban.Action == event.ActionWarn {
+					st.Warnings[out.Ban.Reason]++
+				} else {
+					st.Bans[out.Ban.Reason]++
+				}
+			}
+		}
+	}
+	if err := issue(ctx, e.pub, e.l, outcomes); err != nil {
+		return nil, Stats{}, err
+	}
+
+	e.mu.Lock()
+	for p, ts := range marks {
+		if old, ok := e.newest[p]; !ok || ts > old {
+			e.newest[p] = ts
+		}
+	}
+	e.mu.Unlock()
+	return outcomes, st, nil
+}
+
+// claims returns what one add triggers. Nothing unless the add introduced
+// its member into a set over the threshold: a member seen again (a user
+// retried, a source failed again) claims nothing, so a flood costs no
+// ledger round trip per outcome. An account attack bans, when its count
+// crosses, every source of the set, warns about the account and (with
+// lock_account) bans it; after that, each new source as it comes.
+func (e *OutcomeEngine) claims(r *outcomeAdd, c *DistinctCount, now time.Time) []Claim {
+	sc := r.sc
+	if !c.Introduced || c.Count <= sc.threshold {
+		return nil
+	}
+	ts := r.at
+	if ts.After(now) {
+		ts = now
+	}
+	esc := Escalation{Factor: e.det.Escalation.Factor, Cap: e.det.Escalation.Cap.Std(), Period: e.det.Escalation.Period.Std()}
+	ban := func(scope, subject string, d time.Duration, ev event.Evidence) Claim {
+		ev.FirstTS, ev.LastTS = c.First, c.Last
+		return Claim{Ban: event.Ban{
+			BanID: BanID(scope, subject, sc.reason, r.ev.EventID), TS: ts, Action: event.ActionBan,
+			Scope: scope, Subject: subject, Reason: sc.reason, Count: c.Count, Threshold: sc.threshold,
+			WindowS: ceilSeconds(sc.within), DurationS: ceilSeconds(d), Source: SourceDetector, DryRun: sc.dryRun,
+			Evidence: ev,
+		}, Escalation: esc}
+	}
+	switch sc.reason {
+	case ReasonCredentialStuffing:
+		return []Claim{ban(event.ScopeIP, r.source, sc.duration, event.Evidence{SampleUsers: clipSamples(c.Members)})}
+	case ReasonBruteForce:
+		ev := event.Evidence{SampleEndpoints: clipSamples([]string{r.ev.Endpoint})}
+		if r.ev.UserID != "" {
+			ev.SampleUsers = clipSamples([]string{r.ev.UserID})
+		}
+		return []Claim{ban(event.ScopeIP, r.source, sc.duration, ev)}
+	case ReasonProbing:
+		return []Claim{ban(event.ScopeIP, r.source, sc.duration, event.Evidence{SampleEndpoints: clipSamples(c.Members)})}
+	}
+	// Account attack: the set is the account's sources.
+	account := r.ev.UserID
+	onAccount := event.Evidence{SampleUsers: clipSamples([]string{account})}
+	if !c.Crossed {
+		return []Claim{ban(event.ScopeIP, r.source, sc.duration, onAccount)}
+	}
+	out := make([]Claim, 0, len(c.Members)+2)
+	for _, source := range c.Members {
+		out = append(out, ban(event.ScopeIP, source, sc.duration, onAccount))
+	}
+	sources := clipSamples(c.Members[:min(len(c.Members), e.det.Samples)])
+	warn := ban(event.ScopeUser, account, 0, event.Evidence{SampleSources: sources})
+	warn.Ban.BanID = BanID(event.ScopeUser, account, event.ActionWarn+"/"+sc.reason, r.ev.EventID)
+	warn.Ban.Action, warn.Ban.DurationS, warn.Escalation, warn.WarnFor = event.ActionWarn, 0, Escalation{}, sc.within
+	out = append(out, warn)
+	if sc.lock > 0 {
+		out = append(out, ban(event.ScopeUser, account, sc.lock, event.Evidence{SampleSources: sources}))
+	}
+	return out
+}
+
+// boundTime returns the time at which an event stamped ts is decided, given
+// the detector's clock now and the maximum clock skew (see
+// Engine.eventTime).
+func boundTime(ts, now time.Time, skew time.Duration) (at time.Time, ahead time.Duration) {
+	if d := ts.Sub(now); d > skew {
+		return now, d
+	}
+	return ts, 0
+}
+
+// issue publishes the bans and warnings of outcomes, then settles each
+// (see Engine.issue).
+func issue(ctx context.Context, pub Publisher, l Ledger, outcomes []Outcome) error {
+	if len(outcomes) == 0 {
+		return nil
+	}
+	bans := make([]event.Ban, len(outcomes))
+	for i, o := range outcomes {
+		bans[i] = o.Ban
+	}
+	if err := pub.Publish(ctx, bans...); err != nil {
+		return fmt.Errorf("publish: %w", err)
+	}
+	for _, b := range bans {
+		if err := l.Settle(ctx, b, !b.DryRun); err != nil {
+			return fmt.Errorf("settle %s %s %s: %w", b.Action, b.Scope, b.BanID, err)
+		}
+	}
+	return nil
+}

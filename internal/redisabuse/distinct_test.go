@@ -1,0 +1,139 @@
+package redisabuse
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/ratewarden/ratewarden/internal/abuse"
+	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/testkit/abusetest"
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
+)
+
+// distinctSpecs are the specs of the differential tests: a small cap so
+// eviction happens, with and without every member on crossing.
+var distinctSpecs = map[string]abuse.DistinctSpec{
+	"users":   {Window: 3 * time.Second, Grace: time.Second, Cap: 4, Threshold: 3, Samples: 2},
+	"sources": {Window: 5 * time.Second, Grace: time.Second, Cap: 6, Threshold: 5, Samples: 3, AllOnCross: true},
+}
+
+// distinctDifferential adds random batches to d and to the memory
+// reference and expects the same counts: several sets, members drawn from
+// a small pool (repeats), times moving forward, back and jumping, ties,
+// and redelivered adds.
+func distinctDifferential(t *testing.T, d abuse.Distinct, offenders []abuse.Offender, rng *rand.Rand, batches, maxBatch int) {
+	t.Helper()
+	mem := abusetest.NewMemoryDistinct()
+	at := time.Duration(0)
+	var seen []abuse.DistinctAdd
+	names := []string{"users", "sources"}
+	for batch := range batches {
+		var adds []abuse.DistinctAdd
+		for range 1 + rng.IntN(maxBatch) {
+			if len(seen) > 0 && rng.IntN(6) == 0 { // redelivery
+				adds = append(adds, seen[rng.IntN(len(seen))])
+				continue
+			}
+			switch r := rng.IntN(20); {
+			case r == 0:
+				at += 8 * time.Second
+			case r < 3:
+				at -= time.Duration(rng.IntN(2000)) * time.Millisecond
+			case r < 6: // same ms: ties
+			default:
+				at += time.Duration(rng.IntN(300)) * time.Millisecond
+			}
+			name := names[rng.IntN(len(names))]
+			a := abuse.DistinctAdd{
+				Set:    abuse.DistinctSet{Offender: offenders[rng.IntN(len(offenders))], Name: name},
+				Spec:   distinctSpecs[name],
+				Member: fmt.Sprintf("m%d", rng.IntN(12)), EventID: fmt.Sprintf("e%d", len(seen)), TS: detectT0.Add(at),
+			}
+			seen = append(seen, a)
+			adds = append(adds, a)
+		}
+		got := addDistinct(t, d, adds...)
+		want, err := mem.Add(context.Background(), adds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range got {
+			if !reflect.DeepEqual(got[i], want[i]) {
+				t.Fatalf("batch %d add %d %+v:\n redis %+v\nmemory %+v", batch, i, adds[i], got[i], want[i])
+			}
+		}
+	}
+}
+
+func addDistinct(tb testing.TB, d abuse.Distinct, adds ...abuse.DistinctAdd) []abuse.DistinctCount {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := d.Add(ctx, adds)
+	if err != nil {
+		tb.Fatalf("add: %v", err)
+	}
+	return out
+}
+
+// The Redis sets answer as the memory reference on the same random
+// sequences, and every key they write expires.
+func TestDistinctDifferential(t *testing.T) {
+	client := redistest.Client(t)
+	prefix := redistest.Prefix(t, client)
+	offenders := []abuse.Offender{
+		{Scope: event.ScopeIP, Subject: "203.0.113.7"}, {Scope: event.ScopeIP, Subject: "2001:db8:1:2::/64"},
+		{Scope: event.ScopeUser, Subject: "u-42"},
+	}
+	for seed := range uint64(3) {
+		t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) {
+			p := fmt.Sprintf("%ss%d:", prefix, seed)
+			distinctDifferential(t, NewDistinct(client, p), offenders, rand.New(rand.NewPCG(seed, 17)), 40, 25)
+		})
+	}
+	if n := redistest.RequireExpiry(t, client, prefix); n == 0 {
+		t.Errorf("no key written under %s", prefix)
+	}
+}
+
+// A crossing answers every member, the members that come after answer
+// themselves, a redelivery of the crossing answers every member again, and
+// a member seen again by another event is not introduced.
+func TestDistinctCrossing(t *testing.T) {
+	client := redistest.Client(t)
+	d := NewDistinct(client, redistest.Prefix(t, client))
+	spec := abuse.DistinctSpec{Window: time.Minute, Grace: time.Second, Cap: 3, Threshold: 2, Samples: 1, AllOnCross: true}
+	set := abuse.DistinctSet{Offender: abuse.Offender{Scope: event.ScopeUser, Subject: "u-42"}, Name: "account_attack"}
+	add := func(id, member string, ms int64) abuse.DistinctAdd {
+		return abuse.DistinctAdd{Set: set, Spec: spec, Member: member, EventID: id, TS: detectT0.Add(time.Duration(ms) * time.Millisecond)}
+	}
+	batch := []abuse.DistinctAdd{add("e1", "a", 1), add("e2", "b", 2), add("e3", "a", 3), add("e4", "c", 4), add("e5", "d", 5)}
+	for round := range 2 { // the second is a redelivery of the whole batch
+		got := addDistinct(t, d, batch...)
+		check := func(i int, count int64, introduced, crossed bool, members []string) {
+			t.Helper()
+			c := got[i]
+			if c.Count != count || c.Introduced != introduced || c.Crossed != crossed || !reflect.DeepEqual(c.Members, members) {
+				t.Errorf("round %d add %d: %+v, want count %d introduced %v crossed %v members %q", round, i, c, count, introduced, crossed, members)
+			}
+		}
+		if round == 0 {
+			check(0, 1, true, false, nil)
+			check(1, 2, true, false, nil)
+			check(2, 2, false, false, nil)
+			check(3, 3, true, true, []string{"c", "a", "b"})
+		} else {
+			// The state already holds the whole batch: b was pushed out by
+			// d (least recently seen), so e2 introduces it again.
+			check(0, 3, true, false, []string{"d"})
+			check(1, 3, true, false, []string{"d"})
+			check(2, 3, false, false, []string{"d"})
+			check(3, 3, true, true, []string{"d", "c", "a"})
+		}
+		check(4, 3, true, false, []string{"d"})
+	}
+}

@@ -1,0 +1,203 @@
+package rules
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// The detection scenarios below are read from the outcomes topic (what
+// happened after a response: the HTTP status the client got), where the
+// other detection settings read the decisions. Each counts failures: the
+// outcomes whose status is one of its Statuses (and, when it lists
+// Endpoints, whose endpoint matches one of them). A source is the client
+// IP, or for IPv6 its prefix (Detection.IPv6Prefix). "More than N" means a
+// count above N: a threshold of 10 fires on the 11th.
+
+// OutcomeScenario holds what every outcome scenario has besides its
+// threshold.
+type OutcomeScenario struct {
+	// Enabled false turns the scenario off (its other fields are then
+	// ignored); absent means on.
+	Enabled *bool `yaml:"enabled,omitempty" json:"enabled,omitempty"`
+	// Within is the sliding window the threshold applies to.
+	Within Duration `yaml:"within,omitempty" json:"within,omitzero"`
+	// Duration is how long the ban lasts (escalated like the others).
+	Duration Duration `yaml:"duration,omitempty" json:"duration,omitzero"`
+	// Statuses are the HTTP statuses that count as failures. Absent: the
+	// scenario's default (401 and 403; 404 for probing).
+	Statuses []int `yaml:"statuses,omitempty" json:"statuses,omitempty"`
+	// Endpoints, Ant-style patterns as in rules, restrict the failures
+	// counted to those endpoints; empty: any endpoint.
+	Endpoints []string `yaml:"endpoints,omitempty" json:"endpoints,omitempty"`
+	// DryRun publishes the scenario's bans with dry_run=true and enforces
+	// nothing; OR-ed with Detection.DryRun.
+	DryRun bool `yaml:"dry_run,omitempty" json:"dry_run,omitzero"`
+}
+
+// On reports whether the scenario is enabled.
+func (s *OutcomeScenario) On() bool { return s != nil && (s.Enabled == nil || *s.Enabled) }
+
+// CredentialStuffingPolicy bans a source whose failures name more than
+// DistinctUsers distinct user ids within Within.
+type CredentialStuffingPolicy struct {
+	DistinctUsers   int64 `yaml:"distinct_users,omitempty" json:"distinct_users,omitzero"`
+	OutcomeScenario `yaml:",inline"`
+}
+
+// BruteForcePolicy bans a source with more than Failures failures within
+// Within.
+type BruteForcePolicy struct {
+	Failures        int64 `yaml:"failures,omitempty" json:"failures,omitzero"`
+	OutcomeScenario `yaml:",inline"`
+}
+
+// AccountAttackPolicy protects one account (user id): when its failures
+// come from more than DistinctSources distinct sources within Within, each
+// of those sources is banned (and each new one after), and a warning names
+// the account. The account itself is banned only when LockAccount is
+// positive, for that long.
+type AccountAttackPolicy struct {
+	DistinctSources int64    `yaml:"distinct_sources,omitempty" json:"distinct_sources,omitzero"`
+	LockAccount     Duration `yaml:"lock_account,omitempty" json:"lock_account,omitzero"`
+	OutcomeScenario `yaml:",inline"`
+}
+
+// ProbingPolicy bans a source for which more than DistinctEndpoints
+// distinct endpoints answered a failure status within Within.
+type ProbingPolicy struct {
+	DistinctEndpoints int64 `yaml:"distinct_endpoints,omitempty" json:"distinct_endpoints,omitzero"`
+	OutcomeScenario   `yaml:",inline"`
+}
+
+// MaxOutcomeThreshold bounds the thresholds of the outcome scenarios: the
+// detector keeps up to threshold + 1 members per offender and scenario,
+// and an account attack bans that many sources at once.
+const MaxOutcomeThreshold = 10000
+
+// DefaultAuthFailureStatuses are the failure statuses of credential
+// stuffing, brute force and account attack when the file names none;
+// DefaultProbingStatuses those of probing.
+var (
+	DefaultAuthFailureStatuses = []int{401, 403}
+	DefaultProbingStatuses     = []int{404}
+)
+
+func defaultOutcomeScenario(within time.Duration, statuses []int) OutcomeScenario {
+	return OutcomeScenario{Within: Duration(within), Duration: Duration(time.Hour), Statuses: slices.Clone(statuses)}
+}
+
+// withOutcomeDefaults fills the outcome scenarios left out, and the
+// statuses left out of those present.
+func (d Detection) withOutcomeDefaults() Detection {
+	if d.CredentialStuffing == nil {
+		d.CredentialStuffing = &CredentialStuffingPolicy{DistinctUsers: 10,
+			OutcomeScenario: defaultOutcomeScenario(10*time.Minute, DefaultAuthFailureStatuses)}
+	}
+	if d.BruteForce == nil {
+		d.BruteForce = &BruteForcePolicy{Failures: 20,
+			OutcomeScenario: defaultOutcomeScenario(5*time.Minute, DefaultAuthFailureStatuses)}
+	}
+	if d.AccountAttack == nil {
+		d.AccountAttack = &AccountAttackPolicy{DistinctSources: 10,
+			OutcomeScenario: defaultOutcomeScenario(10*time.Minute, DefaultAuthFailureStatuses)}
+	}
+	if d.Probing == nil {
+		d.Probing = &ProbingPolicy{DistinctEndpoints: 20,
+			OutcomeScenario: defaultOutcomeScenario(time.Minute, DefaultProbingStatuses)}
+	}
+	// Copies, so filling statuses never writes through a caller's pointer.
+	fill := func(s *OutcomeScenario, def []int) {
+		if s.Statuses == nil {
+			s.Statuses = slices.Clone(def)
+		}
+	}
+	cs, bf, aa, pr := *d.CredentialStuffing, *d.BruteForce, *d.AccountAttack, *d.Probing
+	fill(&cs.OutcomeScenario, DefaultAuthFailureStatuses)
+	fill(&bf.OutcomeScenario, DefaultAuthFailureStatuses)
+	fill(&aa.OutcomeScenario, DefaultAuthFailureStatuses)
+	fill(&pr.OutcomeScenario, DefaultProbingStatuses)
+	d.CredentialStuffing, d.BruteForce, d.AccountAttack, d.Probing = &cs, &bf, &aa, &pr
+	return d
+}
+
+// validateOutcomeScenarios reports the problems of the outcome scenarios
+// that are present and enabled.
+func validateOutcomeScenarios(d Detection, p problems) {
+	if s := d.CredentialStuffing; s != nil {
+		validateOutcomeScenario(p.at("credential_stuffing"), "distinct_users", s.DistinctUsers, &s.OutcomeScenario)
+	}
+	if s := d.BruteForce; s != nil {
+		validateOutcomeScenario(p.at("brute_force"), "failures", s.Failures, &s.OutcomeScenario)
+	}
+	if s := d.AccountAttack; s != nil {
+		sp := p.at("account_attack")
+		if validateOutcomeScenario(sp, "distinct_sources", s.DistinctSources, &s.OutcomeScenario) && s.LockAccount < 0 {
+			sp.add("lock_account", "must not be negative (0: never lock the account)")
+		}
+	}
+	if s := d.Probing; s != nil {
+		validateOutcomeScenario(p.at("probing"), "distinct_endpoints", s.DistinctEndpoints, &s.OutcomeScenario)
+	}
+}
+
+// validateOutcomeScenario checks one scenario and reports whether it is
+// enabled (a disabled one is not checked further).
+func validateOutcomeScenario(p problems, thresholdField string, threshold int64, s *OutcomeScenario) bool {
+	if !s.On() {
+		return false
+	}
+	if threshold < 1 || threshold > MaxOutcomeThreshold {
+		p.add(thresholdField, "must be between 1 and %d", MaxOutcomeThreshold)
+	}
+	positive(p, "within", s.Within)
+	positive(p, "duration", s.Duration)
+	if len(s.Statuses) == 0 {
+		p.add("statuses", "must list at least one HTTP status (leave it out for the default)")
+	}
+	for i, st := range s.Statuses {
+		if st < 100 || st > 599 {
+			p.add(fmt.Sprintf("statuses[%d]", i), "%d is not an HTTP status (100 to 599)", st)
+		}
+	}
+	for i, e := range s.Endpoints {
+		if _, err := compilePattern(e); err != nil {
+			p.add(fmt.Sprintf("endpoints[%d]", i), "%q: %v", truncate(e, 80), err)
+		}
+	}
+	return true
+}
+
+// EndpointSet matches an endpoint against a scenario's Endpoints.
+type EndpointSet struct {
+	patterns []endpointPattern
+}
+
+// CompileEndpoints compiles Ant-style endpoint patterns (as rules and
+// exemptions write them). An empty list matches every endpoint.
+func CompileEndpoints(patterns []string) (EndpointSet, error) {
+	var s EndpointSet
+	for _, raw := range patterns {
+		p, err := compilePattern(raw)
+		if err != nil {
+			return EndpointSet{}, fmt.Errorf("endpoint pattern %q: %w", truncate(raw, 80), err)
+		}
+		s.patterns = append(s.patterns, p)
+	}
+	return s, nil
+}
+
+// Match reports whether endpoint (normalized as the limiter normalizes
+// request paths) matches one of the patterns, or there are none.
+func (s EndpointSet) Match(endpoint string) bool {
+	if len(s.patterns) == 0 {
+		return true
+	}
+	endpoint = NormalizeEndpoint(endpoint)
+	for _, p := range s.patterns {
+		if p.Match(endpoint) {
+			return true
+		}
+	}
+	return false
+}

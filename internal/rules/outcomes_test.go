@@ -1,0 +1,92 @@
+package rules
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Left out, each outcome scenario is on with the defaults; present, its
+// statuses default when left out, and enabled: false turns it off without
+// checking the rest.
+func TestOutcomeScenarioDefaults(t *testing.T) {
+	f := mustParse(t, "rules: []\n")
+	d := f.Detection
+	if d.CredentialStuffing.DistinctUsers != 10 || d.CredentialStuffing.Within.Std() != 10*time.Minute ||
+		d.CredentialStuffing.Duration.Std() != time.Hour || !slices.Equal(d.CredentialStuffing.Statuses, []int{401, 403}) {
+		t.Errorf("credential_stuffing defaults: %+v", *d.CredentialStuffing)
+	}
+	if d.BruteForce.Failures != 20 || d.BruteForce.Within.Std() != 5*time.Minute || !slices.Equal(d.BruteForce.Statuses, []int{401, 403}) {
+		t.Errorf("brute_force defaults: %+v", *d.BruteForce)
+	}
+	if d.AccountAttack.DistinctSources != 10 || d.AccountAttack.Within.Std() != 10*time.Minute || d.AccountAttack.LockAccount != 0 {
+		t.Errorf("account_attack defaults: %+v", *d.AccountAttack)
+	}
+	if d.Probing.DistinctEndpoints != 20 || d.Probing.Within.Std() != time.Minute || !slices.Equal(d.Probing.Statuses, []int{404}) {
+		t.Errorf("probing defaults: %+v", *d.Probing)
+	}
+	for name, on := range map[string]bool{"credential_stuffing": d.CredentialStuffing.On(), "brute_force": d.BruteForce.On(),
+		"account_attack": d.AccountAttack.On(), "probing": d.Probing.On()} {
+		if !on {
+			t.Errorf("%s is off by default", name)
+		}
+	}
+
+	f = mustParse(t, `rules: []
+detection:
+  brute_force: {failures: 5, within: 1m, duration: 10m, endpoints: ["/api/login"], dry_run: true}
+  probing: {enabled: false}
+  account_attack: {distinct_sources: 3, within: 1m, duration: 1h, lock_account: 15m, statuses: [401]}
+`)
+	d = f.Detection
+	if b := d.BruteForce; b.Failures != 5 || !slices.Equal(b.Statuses, []int{401, 403}) || !b.DryRun || !slices.Equal(b.Endpoints, []string{"/api/login"}) {
+		t.Errorf("brute_force: %+v", *b)
+	}
+	if d.Probing.On() {
+		t.Error("probing: enabled: false is on")
+	}
+	if a := d.AccountAttack; a.LockAccount.Std() != 15*time.Minute || !slices.Equal(a.Statuses, []int{401}) {
+		t.Errorf("account_attack: %+v", *a)
+	}
+}
+
+func TestOutcomeScenarioErrors(t *testing.T) {
+	tests := []struct{ name, detection, want string }{
+		{"zero threshold", "credential_stuffing: {distinct_users: 0, within: 1m, duration: 1h}", "detection.credential_stuffing.distinct_users: must be between 1 and 10000"},
+		{"threshold too large", "brute_force: {failures: 10001, within: 1m, duration: 1h}", "detection.brute_force.failures: must be between 1 and 10000"},
+		{"no window", "probing: {distinct_endpoints: 3, duration: 1h}", "detection.probing.within: must be at least 1ms"},
+		{"no duration", "account_attack: {distinct_sources: 3, within: 1m}", "detection.account_attack.duration: must be at least 1ms"},
+		{"empty statuses", "brute_force: {failures: 3, within: 1m, duration: 1h, statuses: []}", "detection.brute_force.statuses: must list at least one"},
+		{"bad status", "brute_force: {failures: 3, within: 1m, duration: 1h, statuses: [401, 600]}", "detection.brute_force.statuses[1]: 600 is not an HTTP status"},
+		{"bad endpoint", "probing: {distinct_endpoints: 3, within: 1m, duration: 1h, endpoints: [\"no-slash\"]}", "detection.probing.endpoints[0]"},
+		{"negative lock", "account_attack: {distinct_sources: 3, within: 1m, duration: 1h, lock_account: -1s}", "detection.account_attack.lock_account: must not be negative"},
+		{"unknown field", "brute_force: {failure: 3, within: 1m, duration: 1h}", "field failure not found"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte("rules: []\ndetection: {" + strings.TrimSpace(tt.detection) + "}\n"))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+	if _, err := Parse([]byte("rules: []\ndetection: {brute_force: {enabled: false, failures: 0}}\n")); err != nil {
+		t.Errorf("a disabled scenario is checked: %v", err)
+	}
+}
+
+func TestEndpointSet(t *testing.T) {
+	s, err := CompileEndpoints([]string{"/api/login", "/api/auth/**"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ep, want := range map[string]bool{"/api/login": true, "/api/auth/x/y": true, "/api/books": false} {
+		if got := s.Match(ep); got != want {
+			t.Errorf("Match(%q) = %v, want %v", ep, got, want)
+		}
+	}
+	if !(EndpointSet{}).Match("/anything") {
+		t.Error("an empty set matches nothing")
+	}
+}
