@@ -21,8 +21,10 @@ const maxDurationMs = math.MaxInt64 / int64(time.Millisecond)
 
 // Ledger is the detector's record of issued bans and warnings in Redis
 // (abuse.Ledger), run by lua/detect_claim.lua on the offender's keys (the
-// hash tag of Windows): P{det|…}:ban and P{det|…}:warn hold the current
-// record, P{det|…}:hist the bans within the escalation period. It is safe
+// hash tag of Windows): P{det|…}:ban holds the current ban record and
+// P{det|…}:warn:<reason> the current warning of each reason (an account
+// under attack is alerted of even while it holds a warning of its own
+// violations), P{det|…}:hist the bans within the escalation period. It is safe
 // for concurrent use.
 type Ledger struct {
 	client redis.UniversalClient
@@ -80,7 +82,7 @@ func (l *Ledger) Claim(ctx context.Context, c abuse.Claim) (abuse.Outcome, error
 		capMs = c.Escalation.Cap.Milliseconds()
 	}
 	tag := offenderTag(l.prefix, abuse.Offender{Scope: b.Scope, Subject: b.Subject})
-	cmd := l.script.Run(ctx, l.client, []string{tag + ":" + b.Action, tag + ":hist"},
+	cmd := l.script.Run(ctx, l.client, []string{recordKey(tag, b), tag + ":hist"},
 		b.Action, b.TS.UnixMilli(), b.BanID, string(data), baseMs, c.Escalation.Factor, capMs,
 		max(c.Escalation.Period.Milliseconds(), 0), recordKeep.Milliseconds())
 	out, err := parseClaim(cmd, b)
@@ -142,11 +144,20 @@ func (l *Ledger) Settle(ctx context.Context, ban event.Ban, enforce bool) error 
 		}
 	}
 	tag := offenderTag(l.prefix, abuse.Offender{Scope: ban.Scope, Subject: ban.Subject})
-	err := l.script.Run(ctx, l.client, []string{tag + ":" + ban.Action, tag + ":hist"}, "settle", ban.BanID).Err()
+	err := l.script.Run(ctx, l.client, []string{recordKey(tag, ban), tag + ":hist"}, "settle", ban.BanID).Err()
 	if err != nil {
 		return fmt.Errorf("redis settle %s: %w", ban.BanID, err)
 	}
 	return nil
+}
+
+// recordKey is the key of the offender's current record of b's kind: its
+// ban, or its warning of b's reason.
+func recordKey(tag string, b event.Ban) string {
+	if b.Action == event.ActionWarn {
+		return tag + ":" + event.ActionWarn + ":" + b.Reason
+	}
+	return tag + ":" + b.Action
 }
 
 func claimError(b event.Ban, err error) error {

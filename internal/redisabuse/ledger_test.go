@@ -274,3 +274,26 @@ func claimBoth(t *testing.T, i int, l *Ledger, mem abuse.Ledger, c abuse.Claim) 
 	}
 	return got, want
 }
+
+// A warning suppresses later warnings of its own reason only: an account
+// warned of its own violations is still alerted of an attack on it.
+func TestLedgerWarningsByReason(t *testing.T) {
+	redistest.ForEachClock(t, detectT0, func(t *testing.T, t0 time.Time) {
+		l, _, _, _ := newTestLedger(t, t0)
+		mem := abusetest.NewMemoryLedger()
+		for i, c := range []struct {
+			reason  string
+			at      time.Duration
+			publish bool
+		}{{"violations_5m", 0, true}, {"account_attack", time.Minute, true}, {"violations_5m", 2 * time.Minute, false}, {"account_attack", 3 * time.Minute, false}} {
+			got, _ := claimBoth(t, i, l, mem, claimAt(t0, event.ActionWarn, "alice", c.reason, c.at))
+			if got.Publish != c.publish {
+				t.Fatalf("warning %d (%s): publish %v, want %v", i, c.reason, got.Publish, c.publish)
+			}
+			if got.Publish {
+				abusetest.Settle(t, l, got.Ban, false)
+				abusetest.Settle(t, mem, got.Ban, false)
+			}
+		}
+	})
+}

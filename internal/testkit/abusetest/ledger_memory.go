@@ -11,6 +11,12 @@ import (
 	"github.com/ratewarden/ratewarden/internal/event"
 )
 
+// warningOf names a warning record: an offender's warnings of one reason.
+type warningOf struct {
+	o      abuse.Offender
+	reason string
+}
+
 // MemoryLedger is the in-memory Ledger: the reference the Redis
 // implementation is tested against, and the ledger of replay tests. It
 // works on event time only (Ban.TS), compared at millisecond precision, and
@@ -23,12 +29,12 @@ import (
 // offender's bans with TS in [TS-Period, TS) (see Escalation.DurationMs;
 // DurationS is rounded up to whole seconds, ExpiresAt is TS plus the exact
 // duration). A warning claim is a no-op in the same way while the latest
-// warning of the offender covers the claim (its TS + WarnFor after the
+// warning of the offender for the same reason covers the claim (its TS + WarnFor after the
 // claim's TS); a new warning has DurationS 0 and no ExpiresAt.
 type MemoryLedger struct {
 	mu       sync.Mutex
 	bans     map[abuse.Offender][]*ledgerRecord
-	warnings map[abuse.Offender]*ledgerRecord
+	warnings map[warningOf]*ledgerRecord
 	byID     map[string]*ledgerRecord
 	enforced []event.Ban
 }
@@ -45,7 +51,7 @@ type ledgerRecord struct {
 func NewMemoryLedger() *MemoryLedger {
 	return &MemoryLedger{
 		bans:     make(map[abuse.Offender][]*ledgerRecord),
-		warnings: make(map[abuse.Offender]*ledgerRecord),
+		warnings: make(map[warningOf]*ledgerRecord),
 		byID:     make(map[string]*ledgerRecord),
 	}
 }
@@ -85,12 +91,13 @@ func (l *MemoryLedger) Claim(ctx context.Context, c abuse.Claim) (abuse.Outcome,
 		l.byID[b.BanID] = r
 		return abuse.Outcome{Ban: b, Publish: true}, nil
 	case event.ActionWarn:
-		if r := l.warnings[o]; r != nil && r.untilMs > ts {
+		w := warningOf{o, b.Reason}
+		if r := l.warnings[w]; r != nil && r.untilMs > ts {
 			return abuse.Outcome{Ban: r.ban, Publish: !r.settled}, nil
 		}
 		b.DurationS, b.ExpiresAt = 0, time.Time{}
 		r := &ledgerRecord{ban: b, tsMs: ts, untilMs: satAdd(ts, c.WarnFor.Milliseconds())}
-		l.warnings[o] = r
+		l.warnings[w] = r
 		l.byID[b.BanID] = r
 		return abuse.Outcome{Ban: b, Publish: true}, nil
 	}
