@@ -21,6 +21,7 @@ import (
 const (
 	decisionsTopic = "ratelimit.decisions"
 	bansTopic      = "ratelimit.bans"
+	outcomesTopic  = "ratelimit.outcomes"
 	rulesYAML      = `
 rules:
   - id: api
@@ -48,11 +49,17 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvWith(t, rulesYAML)
+}
+
+// newEnvWith is newEnv with a rules file of its own.
+func newEnvWith(t *testing.T, rulesFile string) *env {
+	t.Helper()
 	rules := filepath.Join(t.TempDir(), "rules.yaml")
-	if err := os.WriteFile(rules, []byte(rulesYAML), 0o600); err != nil {
+	if err := os.WriteFile(rules, []byte(rulesFile), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	broker := kafkatest.StartBroker(t, decisionsTopic, bansTopic)
+	broker := kafkatest.StartBroker(t, decisionsTopic, bansTopic, outcomesTopic)
 	return &env{t: t, broker: broker, vars: map[string]string{
 		"KAFKA_BROKERS":     broker.Addr(),
 		"REDIS_URL":         redistest.URL(),
@@ -86,8 +93,13 @@ type decision struct {
 
 func check(t *testing.T, limiter *proc, ip, endpoint string) decision {
 	t.Helper()
-	resp, err := http.Post("http://"+limiter.addr+"/v1/check", "application/json",
-		strings.NewReader(fmt.Sprintf(`{"ip":%q,"endpoint":%q}`, ip, endpoint)))
+	return postCheck(t, limiter, fmt.Sprintf(`{"ip":%q,"endpoint":%q}`, ip, endpoint))
+}
+
+// postCheck sends body to the limiter's /v1/check and returns its answer.
+func postCheck(t *testing.T, limiter *proc, body string) decision {
+	t.Helper()
+	resp, err := http.Post("http://"+limiter.addr+"/v1/check", "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -131,7 +131,7 @@ func TestBrokerOutageUnderLoad(t *testing.T) {
 	published := limiter.metric(t, "rate_limit_events_published_total")
 	dropped := limiter.metric(t, "rate_limit_events_dropped_total")
 
-	e.broker.Restart(t, decisionsTopic, bansTopic)
+	e.broker.Restart(t, decisionsTopic, bansTopic, outcomesTopic)
 	waitFor(t, 20*time.Second, "publishing to resume after the broker returned", func() bool {
 		return limiter.metric(t, "rate_limit_events_published_total") > published
 	})

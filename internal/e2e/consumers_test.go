@@ -195,7 +195,7 @@ func consumersEnv(t *testing.T) (*env, string) {
 	if err := os.WriteFile(rules, []byte(consumersRulesYAML), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	broker := kafkatest.StartBrokerPartitions(t, streamPartitions, decisionsTopic, bansTopic)
+	broker := kafkatest.StartBrokerPartitions(t, streamPartitions, decisionsTopic, bansTopic, outcomesTopic)
 	db := pgtest.Database(t)
 	return &env{t: t, broker: broker, vars: map[string]string{
 		"KAFKA_BROKERS":           broker.Addr(),

@@ -104,7 +104,7 @@ func TestRedisKilledUnderLoad(t *testing.T) {
 	}
 	_, port, _ := net.SplitHostPort(proctest.FreeAddr(t))
 	rds := startOutageRedis(t, port)
-	broker := kafkatest.StartBroker(t, decisionsTopic, bansTopic)
+	broker := kafkatest.StartBroker(t, decisionsTopic, bansTopic, outcomesTopic)
 	lim := start(t, "limiter", map[string]string{
 		"REDIS_URL":              "redis://127.0.0.1:" + port + "/0",
 		"REDIS_KEY_PREFIX":       "rwtest:outage:",

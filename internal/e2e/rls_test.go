@@ -244,7 +244,7 @@ descriptors:
 `})
 	_, port, _ := net.SplitHostPort(proctest.FreeAddr(t))
 	rds := startOutageRedis(t, port)
-	broker := kafkatest.StartBroker(t, decisionsTopic, bansTopic)
+	broker := kafkatest.StartBroker(t, decisionsTopic, bansTopic, outcomesTopic)
 	lim := start(t, "limiter", map[string]string{
 		"REDIS_URL":              "redis://127.0.0.1:" + port + "/0",
 		"REDIS_KEY_PREFIX":       "rwtest:rlsoutage:",

@@ -46,7 +46,7 @@ type coldAnswer struct {
 // Cold limiters on a fresh 6-node Redis Cluster admit exactly the limit,
 // every decision in Redis, round after round.
 func TestColdStartOnClusterIsExact(t *testing.T) {
-	broker := kafkatest.StartBroker(t, decisionsTopic, bansTopic)
+	broker := kafkatest.StartBroker(t, decisionsTopic, bansTopic, outcomesTopic)
 	rules := writeColdRules(t)
 	for round := range coldRounds {
 		t.Run(fmt.Sprintf("round %d", round+1), func(t *testing.T) {
@@ -66,7 +66,7 @@ func TestColdStartOnClusterIsExact(t *testing.T) {
 // The same on a single Redis, a private server started for each round so
 // that it has no script and no connection yet.
 func TestColdStartOnSingleRedisIsExact(t *testing.T) {
-	broker := kafkatest.StartBroker(t, decisionsTopic, bansTopic)
+	broker := kafkatest.StartBroker(t, decisionsTopic, bansTopic, outcomesTopic)
 	rules := writeColdRules(t)
 	for round := range coldRounds {
 		t.Run(fmt.Sprintf("round %d", round+1), func(t *testing.T) {
@@ -222,7 +222,7 @@ func coldCheck(httpc *http.Client, l *proc) coldAnswer {
 // than REDIS_WARMUP_TIMEOUT, says so, and then decides by the rule's
 // failure policy (local) until Redis answers.
 func TestStartWithRedisUnreachable(t *testing.T) {
-	broker := kafkatest.StartBroker(t, decisionsTopic, bansTopic)
+	broker := kafkatest.StartBroker(t, decisionsTopic, bansTopic, outcomesTopic)
 	rules := writeColdRules(t)
 	for _, tc := range []struct {
 		name  string
