@@ -1,5 +1,6 @@
-// Command archiver stores violations and ban history in Postgres for
-// analysts: batched, idempotent, offsets committed only after the database.
+// Command archiver stores violations, ban history and outcome reports in
+// Postgres for analysts: batched, idempotent, offsets committed only after
+// the database.
 package main
 
 import (
@@ -24,8 +25,9 @@ import (
 // usage heads the archiver's -help; the variables follow it.
 const usage = `Usage: archiver [help]
 
-Stores violations and ban history in Postgres. The environment variables
-below configure it; help (also -h, -help) prints this text.
+Stores violations, ban history and outcome reports in Postgres. The
+environment variables below configure it; help (also -h, -help) prints
+this text.
 `
 
 func main() {
@@ -35,8 +37,9 @@ func main() {
 	lifecycle.Main("archiver", run)
 }
 
-// run prepares the database, then consumes both topics until ctx is
-// cancelled; a batch under way is committed before it returns.
+// run prepares the database, then consumes the decisions, bans and
+// outcomes topics until ctx is cancelled; a batch under way is committed
+// before it returns.
 func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
 	if len(args) > 0 {
 		return fmt.Errorf("unexpected arguments %q: configuration comes from the environment (see archiver -help)", args)
@@ -56,7 +59,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
-	svc := archiver.New(archiver.Config{DecisionsTopic: cfg.DecisionsTopic, BansTopic: cfg.BansTopic}, store, log, reg)
+	svc := archiver.New(archiver.Config{DecisionsTopic: cfg.DecisionsTopic, BansTopic: cfg.BansTopic, OutcomesTopic: cfg.OutcomesTopic},
+		store, log, reg)
 	opsListener := &ops.Listener{Var: "LISTEN_ADDR", Addr: cfg.ListenAddr, Log: log, Handler: ops.NewHandler(ops.Config{
 		Metrics: telemetry.MetricsHandler(reg),
 		Probes: []ops.Probe{
@@ -76,17 +80,40 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		}},
 	)
 	// Several consumers of the decisions topic in one group split its
-	// partitions, so decoding one batch overlaps writing another. One that
+	// partitions, so decoding one batch overlaps writing another; as many
+	// for the outcomes topic, every message of which is a row. One that
 	// fails for good stops the process (it would otherwise stall silently).
 	topics := []string{cfg.BansTopic}
 	for range cfg.Consumers {
-		topics = append(topics, cfg.DecisionsTopic)
+		topics = append(topics, cfg.DecisionsTopic, cfg.OutcomesTopic)
 	}
 	g.Add(lifecycle.Part{Name: "consumers", Run: func(ctx context.Context) error {
 		// Side by side: they stop together, each committing its batch.
 		consumers, ctx := errgroup.WithContext(ctx)
+		// A topic missing from the cluster would leave the whole group
+		// without partitions, so a topic's consumers join only once it
+		// exists (the outcomes topic may come after an upgrade).
+		ready := map[string]chan struct{}{}
+		for _, topic := range topics {
+			if _, ok := ready[topic]; ok {
+				continue
+			}
+			exists := make(chan struct{})
+			ready[topic] = exists
+			consumers.Go(func() error {
+				if awaitTopic(ctx, cfg.KafkaBrokers, topic, topicPoll, log) {
+					close(exists)
+				}
+				return nil
+			})
+		}
 		for _, topic := range topics {
 			consumers.Go(func() error {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-ready[topic]:
+				}
 				return kafkabus.Consume(ctx, kafkabus.ConsumerConfig{
 					Brokers: cfg.KafkaBrokers, Topic: topic, GroupID: cfg.GroupID,
 					BatchSize: cfg.BatchSize, BatchWait: cfg.FlushInterval, OnStats: svc.ReportStats(topic),
@@ -96,11 +123,43 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return consumers.Wait()
 	}})
 	g.Add(lifecycle.Part{Name: "announce", Start: func(context.Context) error {
-		log.Info("archiver consuming", zap.String("addr", opsListener.Address()), zap.Strings("topics", []string{cfg.DecisionsTopic, cfg.BansTopic}),
+		log.Info("archiver consuming", zap.String("addr", opsListener.Address()), zap.Strings("topics", []string{cfg.DecisionsTopic, cfg.BansTopic, cfg.OutcomesTopic}),
 			zap.String("group", cfg.GroupID), zap.Int("batch", cfg.BatchSize), zap.Duration("flush", cfg.FlushInterval))
 		return nil
 	}})
 	return g.Run(ctx)
+}
+
+// topicPoll is how often the archiver looks again for a topic missing at
+// start.
+const topicPoll = 10 * time.Second
+
+// awaitTopic returns true once topic exists, looking every poll, or false
+// when ctx ends first. It warns once that the topic is missing, and once
+// when it appears.
+func awaitTopic(ctx context.Context, brokers []string, topic string, poll time.Duration, log *zap.Logger) bool {
+	warned := false
+	for {
+		askCtx, cancel := context.WithTimeout(ctx, poll)
+		exists, err := kafkabus.TopicExists(askCtx, brokers, topic)
+		cancel()
+		if exists {
+			if warned {
+				log.Info("topic exists now, consuming it", zap.String("topic", topic))
+			}
+			return true
+		}
+		if !warned && ctx.Err() == nil {
+			log.Warn("topic does not exist; consuming it once it does", zap.String("topic", topic),
+				zap.Duration("retry", poll), zap.Error(err))
+			warned = true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(poll):
+		}
+	}
 }
 
 // openStore opens the database, creating it if it is missing and the role

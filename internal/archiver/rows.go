@@ -13,6 +13,7 @@ import (
 const (
 	ViolationsTable  = "rate_limit_violations"
 	BansTable        = "bans"
+	OutcomesTable    = "outcomes"
 	DeadLettersTable = "dead_letters"
 )
 
@@ -77,22 +78,23 @@ type DeadLetter struct {
 type Batch struct {
 	Violations  []Violation
 	Bans        []event.Ban
+	Outcomes    []event.Outcome
 	DeadLetters []DeadLetter
 }
 
 // Result counts the rows a Store.Write inserted, per table, and the rows it
 // skipped because they were already there (redeliveries).
 type Result struct {
-	Violations, Bans, DeadLetters int
-	Duplicates                    int
+	Violations, Bans, Outcomes, DeadLetters int
+	Duplicates                              int
 }
 
 // RowError is Store.Write's error when one row of the batch cannot be
-// stored: the archiver should not have sent it (it fails ValidateViolation
-// or ValidateBan), or the database rejected it for a reason they do not
+// stored: the archiver should not have sent it (it fails ValidateViolation,
+// ValidateBan or ValidateOutcome), or the database rejected it for a reason they do not
 // know. Nothing of the batch was stored.
 type RowError struct {
-	Table string // ViolationsTable, BansTable or DeadLettersTable
+	Table string // ViolationsTable, BansTable, OutcomesTable or DeadLettersTable
 	Index int    // in the Batch slice of that table
 	Err   error
 }

@@ -1,5 +1,5 @@
 // Package archiver is the archiver service core: it turns batches of
-// decision and ban messages into rows and writes each batch in one
+// decision, ban and outcome messages into rows and writes each batch in one
 // transaction; messages that can never be stored become dead-letter rows in
 // the same transaction, so the stream always moves on and nothing is lost.
 package archiver
@@ -19,23 +19,25 @@ import (
 
 // Store is the archive (pgstore.Store).
 type Store interface {
-	// ValidateViolation and ValidateBan report what Write would refuse in a
-	// row. What the database cannot hold is the store's knowledge; the
+	// ValidateViolation, ValidateBan and ValidateOutcome report what Write
+	// would refuse in a row. What the database cannot hold is the store's knowledge; the
 	// archiver asks so that it dead-letters such a row rather than fail the
 	// batch it travels with.
 	ValidateViolation(v Violation) error
 	ValidateBan(b event.Ban) error
+	ValidateOutcome(o event.Outcome) error
 	// Write stores one batch in one transaction, all of it or nothing,
 	// skipping rows already stored; a row it cannot store is named by a
 	// *RowError.
 	Write(ctx context.Context, b Batch) (Result, error)
 }
 
-// Service handles batches from the decisions and bans topics.
+// Service handles batches from the decisions, bans and outcomes topics.
 type Service struct {
 	store          Store
 	decisionsTopic string
 	bansTopic      string
+	outcomesTopic  string
 	writeTimeout   time.Duration
 	metrics        *metrics
 	log            *zap.Logger
@@ -43,7 +45,7 @@ type Service struct {
 
 // Config names the topics and bounds one write.
 type Config struct {
-	DecisionsTopic, BansTopic string
+	DecisionsTopic, BansTopic, OutcomesTopic string
 	// WriteTimeout bounds one transaction (default 30s).
 	WriteTimeout time.Duration
 }
@@ -53,8 +55,8 @@ func New(cfg Config, store Store, log *zap.Logger, reg prometheus.Registerer) *S
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = 30 * time.Second
 	}
-	return &Service{store: store, decisionsTopic: cfg.DecisionsTopic, bansTopic: cfg.BansTopic,
-		writeTimeout: cfg.WriteTimeout, metrics: newMetrics(reg, cfg.DecisionsTopic, cfg.BansTopic), log: log}
+	return &Service{store: store, decisionsTopic: cfg.DecisionsTopic, bansTopic: cfg.BansTopic, outcomesTopic: cfg.OutcomesTopic,
+		writeTimeout: cfg.WriteTimeout, metrics: newMetrics(reg, cfg.DecisionsTopic, cfg.BansTopic, cfg.OutcomesTopic), log: log}
 }
 
 // item is one message turned into what will be written for it.
@@ -62,6 +64,7 @@ type item struct {
 	msg       event.Message
 	violation *Violation
 	ban       *event.Ban
+	outcome   *event.Outcome
 	dead      *DeadLetter
 }
 
@@ -75,7 +78,7 @@ func (s *Service) Handle(ctx context.Context, msgs []event.Message) error {
 	var oldest time.Time
 	for _, m := range msgs {
 		it := s.item(m)
-		if it.violation == nil && it.ban == nil && it.dead == nil {
+		if it.violation == nil && it.ban == nil && it.outcome == nil && it.dead == nil {
 			continue // an allowed decision: nothing to archive
 		}
 		if v := it.violation; v != nil && (oldest.IsZero() || v.OccurredAt.Before(oldest)) {
@@ -127,6 +130,15 @@ func (s *Service) item(m event.Message) item {
 			return dead(err)
 		}
 		return item{msg: m, ban: &b}
+	case s.outcomesTopic:
+		o, err := event.DecodeOutcome(m.Value)
+		if err != nil {
+			return dead(err)
+		}
+		if err := s.store.ValidateOutcome(o); err != nil {
+			return dead(err)
+		}
+		return item{msg: m, outcome: &o}
 	default:
 		return dead(fmt.Errorf("message from unexpected topic %q", m.Topic))
 	}
@@ -171,6 +183,9 @@ func batchOf(items []item) (Batch, map[string][]int) {
 		case it.ban != nil:
 			b.Bans = append(b.Bans, *it.ban)
 			rows[BansTable] = append(rows[BansTable], i)
+		case it.outcome != nil:
+			b.Outcomes = append(b.Outcomes, *it.outcome)
+			rows[OutcomesTable] = append(rows[OutcomesTable], i)
 		case it.dead != nil:
 			b.DeadLetters = append(b.DeadLetters, *it.dead)
 			rows[DeadLettersTable] = append(rows[DeadLettersTable], i)
@@ -221,6 +236,9 @@ func newMetrics(reg prometheus.Registerer, topics ...string) *metrics {
 		m.rows.WithLabelValues(t.table)
 	}
 	for _, topic := range topics {
+		if topic == "" {
+			continue // not consumed
+		}
 		m.lag.WithLabelValues(topic)
 		m.buffered.WithLabelValues(topic)
 	}
@@ -239,6 +257,7 @@ func rowsByTable(r Result) []tableRows {
 	return []tableRows{
 		{ViolationsTable, r.Violations},
 		{BansTable, r.Bans},
+		{OutcomesTable, r.Outcomes},
 		{DeadLettersTable, r.DeadLetters},
 	}
 }

@@ -15,7 +15,7 @@ const DocCommand = "go test ./internal/config/ -run TestConfigurationDoc -update
 var intros = map[Process]string{
 	LimiterProcess:  "The decision service gateways call on every request (`cmd/limiter`).",
 	DetectorProcess: "Consumes the decisions, finds abusive clients and bans them (`cmd/detector`).",
-	ArchiverProcess: "Stores violations and ban history in Postgres for analysts (`cmd/archiver`).",
+	ArchiverProcess: "Stores violations, ban history and outcome reports in Postgres for analysts (`cmd/archiver`).",
 	DevKafkaProcess: "A Kafka-protocol broker for local runs and tests, not for production (`cmd/devkafka`). " +
 		"Each variable has a flag, which wins over it.",
 }

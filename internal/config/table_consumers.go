@@ -16,7 +16,7 @@ var consumerVars = []Var{
 		load:    bind(inDetector(func(c *Detector) *time.Duration { return &c.BatchWait }), positiveDuration)},
 
 	{Name: "ARCHIVER_GROUP_ID", Default: "ratewarden-archiver", Readers: archiverOnly,
-		Meaning: "consumer group on both topics",
+		Meaning: "consumer group on its three topics (decisions, bans, outcomes)",
 		load:    bind(inArchiver(func(c *Archiver) *string { return &c.GroupID }), text)},
 	{Name: "ARCHIVER_BATCH_SIZE", Default: "1000", Readers: archiverOnly,
 		Meaning: "messages per transaction, 1 to 100 000 (most decisions are allowed and not stored, so rows per transaction are fewer)",
@@ -25,7 +25,7 @@ var consumerVars = []Var{
 		Meaning: "a batch is written when full or this long after its first message",
 		load:    bind(inArchiver(func(c *Archiver) *time.Duration { return &c.FlushInterval }), positiveDuration)},
 	{Name: "ARCHIVER_CONSUMERS", Default: "3", Readers: archiverOnly,
-		Meaning: "consumers of the decisions topic in the process, 1 to 64 (they split its partitions, so decoding one batch overlaps writing another)",
+		Meaning: "consumers of the decisions topic in the process, and as many of the outcomes topic, 1 to 64 (they split its partitions, so decoding one batch overlaps writing another)",
 		load:    bind(inArchiver(func(c *Archiver) *int { return &c.Consumers }), intBetween(1, 64))},
 	{Name: "RETENTION_DAYS", Default: "30", Readers: archiverOnly,
 		Meaning: "daily partitions older than this are dropped, and dead letters received longer ago deleted (checked at start and hourly)",

@@ -64,3 +64,12 @@ func ban(id string, at time.Time) event.Ban {
 		Source: "detector", Evidence: event.Evidence{FirstTS: at.Add(-10 * time.Second), LastTS: at, SampleEndpoints: []string{"/a", "/b"}},
 	}
 }
+
+// outcome returns a valid outcome number i at time at: a 401 on /api/login.
+func outcome(i int, at time.Time) event.Outcome {
+	return event.Outcome{
+		EventID: fmt.Sprintf("00000000-0000-7000-8000-%012d", i), TS: at, Instance: "limiter-1",
+		UserID: fmt.Sprintf("u-%d", i%7), IP: fmt.Sprintf("203.0.113.%d", i%250),
+		Endpoint: "/api/login", Method: "POST", Tier: "BASIC", Status: 401, Cost: 1,
+	}
+}

@@ -12,21 +12,27 @@ import (
 )
 
 const (
-	defaultPartition = archiver.ViolationsTable + "_default"
-	partitionPrefix  = archiver.ViolationsTable + "_"
-	partitionLayout  = "20060102"
-	day              = 24 * time.Hour
+	partitionLayout = "20060102"
+	day             = 24 * time.Hour
 )
 
-// partitionName is the name of the daily partition of
-// rate_limit_violations holding the UTC day of t: rate_limit_violations_YYYYMMDD.
-func partitionName(t time.Time) string {
-	return partitionPrefix + t.UTC().Format(partitionLayout)
+// partitionedTables are the tables partitioned by UTC day on occurred_at,
+// each with a DEFAULT partition named <table>_default (migrations 0001 and
+// 0006).
+var partitionedTables = [...]string{archiver.ViolationsTable, archiver.OutcomesTable}
+
+// partitionName is the name of the daily partition of table holding the
+// UTC day of t: <table>_YYYYMMDD.
+func partitionName(table string, t time.Time) string {
+	return table + "_" + t.UTC().Format(partitionLayout)
 }
 
-// EnsurePartitions creates the daily partitions of rate_limit_violations
-// for the UTC days from the day before now to ahead days after it, those
-// that do not exist yet. Rows of such a day already caught by the DEFAULT
+// defaultPartition is the DEFAULT partition of table.
+func defaultPartition(table string) string { return table + "_default" }
+
+// EnsurePartitions creates the daily partitions of every partitioned table
+// (rate_limit_violations, outcomes) for the UTC days from the day before
+// now to ahead days after it, those that do not exist yet. Rows of such a day already caught by the DEFAULT
 // partition (clock-skewed events from the future) are moved into the new
 // partition in the same transaction. It is idempotent and safe to run from
 // several archivers at once (a transaction-level advisory lock serialises
@@ -36,17 +42,19 @@ func (s *Store) EnsurePartitions(ctx context.Context, now time.Time, ahead int) 
 		return fmt.Errorf("ensure partitions: ahead is %d, want at least 0", ahead)
 	}
 	today := now.UTC().Truncate(day)
-	for i := -1; i <= ahead; i++ {
-		from := today.Add(time.Duration(i) * day)
-		if err := s.ensurePartition(ctx, from); err != nil {
-			return fmt.Errorf("ensure partition %s: %w", partitionName(from), err)
+	for _, table := range partitionedTables {
+		for i := -1; i <= ahead; i++ {
+			from := today.Add(time.Duration(i) * day)
+			if err := s.ensurePartition(ctx, table, from); err != nil {
+				return fmt.Errorf("ensure partition %s: %w", partitionName(table, from), err)
+			}
 		}
 	}
 	return nil
 }
 
-func (s *Store) ensurePartition(ctx context.Context, from time.Time) error {
-	name := partitionName(from)
+func (s *Store) ensurePartition(ctx context.Context, table string, from time.Time) error {
+	name := partitionName(table, from)
 	to := from.Add(day)
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", partitionLockKey); err != nil {
@@ -63,7 +71,7 @@ func (s *Store) ensurePartition(ctx context.Context, from time.Time) error {
 		// for this day can arrive between the look and the DDL (which takes
 		// this lock anyway; taking it first keeps the parent-then-partition
 		// order of inserts, so no deadlock).
-		if _, err := tx.Exec(ctx, "LOCK TABLE "+archiver.ViolationsTable+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+		if _, err := tx.Exec(ctx, "LOCK TABLE "+table+" IN ACCESS EXCLUSIVE MODE"); err != nil {
 			return err
 		}
 		// Bounds are literals in UTC: DDL takes no parameters.
@@ -71,36 +79,37 @@ func (s *Store) ensurePartition(ctx context.Context, from time.Time) error {
 		ident := pgx.Identifier{name}.Sanitize()
 
 		var caught bool
-		if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+defaultPartition+
+		if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+defaultPartition(table)+
 			" WHERE occurred_at >= $1 AND occurred_at < $2)", from, to).Scan(&caught); err != nil {
 			return err
 		}
 		if !caught {
-			_, err := tx.Exec(ctx, "CREATE TABLE "+ident+" PARTITION OF "+archiver.ViolationsTable+" "+bounds)
+			_, err := tx.Exec(ctx, "CREATE TABLE "+ident+" PARTITION OF "+table+" "+bounds)
 			return err
 		}
 		// Creating the partition directly would fail ("updated partition
 		// constraint for default partition would be violated"): build it
 		// apart, move the rows out of the default partition, then attach.
-		_, err := tx.Exec(ctx, "CREATE TABLE "+ident+" (LIKE "+archiver.ViolationsTable+" INCLUDING DEFAULTS INCLUDING CONSTRAINTS)")
+		_, err := tx.Exec(ctx, "CREATE TABLE "+ident+" (LIKE "+table+" INCLUDING DEFAULTS INCLUDING CONSTRAINTS)")
 		if err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, "WITH moved AS (DELETE FROM "+defaultPartition+
+		_, err = tx.Exec(ctx, "WITH moved AS (DELETE FROM "+defaultPartition(table)+
 			" WHERE occurred_at >= $1 AND occurred_at < $2 RETURNING *) INSERT INTO "+ident+" SELECT * FROM moved", from, to)
 		if err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, "ALTER TABLE "+archiver.ViolationsTable+" ATTACH PARTITION "+ident+" "+bounds)
+		_, err = tx.Exec(ctx, "ALTER TABLE "+table+" ATTACH PARTITION "+ident+" "+bounds)
 		return err
 	})
 }
 
-// DropPartitions drops the daily partitions of rate_limit_violations whose
-// whole day ended at least retentionDays days before now, and deletes the
-// rows of the DEFAULT partition older than that, so late events do not
-// outlive the retention either. It returns the names of the partitions
-// dropped, oldest first. retentionDays below 1 is an error: nothing is
+// DropPartitions drops the daily partitions of every partitioned table
+// (rate_limit_violations, outcomes) whose whole day ended at least
+// retentionDays days before now, and deletes the rows of their DEFAULT
+// partitions older than that, so late events do not outlive the retention
+// either. It returns the names of the partitions dropped, table by table in
+// that order, oldest first. retentionDays below 1 is an error: nothing is
 // dropped.
 func (s *Store) DropPartitions(ctx context.Context, now time.Time, retentionDays int) ([]string, error) {
 	if retentionDays < 1 {
@@ -112,33 +121,48 @@ func (s *Store) DropPartitions(ctx context.Context, now time.Time, retentionDays
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", partitionLockKey); err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, `SELECT c.relname FROM pg_inherits i
-			JOIN pg_class c ON c.oid = i.inhrelid
-			WHERE i.inhparent = $1::regclass ORDER BY c.relname`, archiver.ViolationsTable)
-		if err != nil {
-			return err
-		}
-		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return err
-		}
-		for _, name := range names {
-			dayStart, ok := partitionDay(name)
-			if !ok || dayStart.Add(day).After(cutoff) {
-				continue
+		for _, table := range partitionedTables {
+			names, err := dropPartitions(ctx, tx, table, cutoff)
+			dropped = append(dropped, names...)
+			if err != nil {
+				return err
 			}
-			if _, err := tx.Exec(ctx, "DROP TABLE "+pgx.Identifier{name}.Sanitize()); err != nil {
-				return fmt.Errorf("drop %s: %w", name, err)
-			}
-			dropped = append(dropped, name)
 		}
-		_, err = tx.Exec(ctx, "DELETE FROM "+defaultPartition+" WHERE occurred_at < $1", cutoff)
-		return err
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("drop partitions: %w", err)
 	}
 	return dropped, nil
+}
+
+// dropPartitions drops, in tx, the daily partitions of table whose day
+// ended at or before cutoff and deletes the rows of its DEFAULT partition
+// older than cutoff. It returns the names dropped, oldest first.
+func dropPartitions(ctx context.Context, tx pgx.Tx, table string, cutoff time.Time) ([]string, error) {
+	rows, err := tx.Query(ctx, `SELECT c.relname FROM pg_inherits i
+		JOIN pg_class c ON c.oid = i.inhrelid
+		WHERE i.inhparent = $1::regclass ORDER BY c.relname`, table)
+	if err != nil {
+		return nil, err
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, err
+	}
+	var dropped []string
+	for _, name := range names {
+		dayStart, ok := partitionDay(table, name)
+		if !ok || dayStart.Add(day).After(cutoff) {
+			continue
+		}
+		if _, err := tx.Exec(ctx, "DROP TABLE "+pgx.Identifier{name}.Sanitize()); err != nil {
+			return dropped, fmt.Errorf("drop %s: %w", name, err)
+		}
+		dropped = append(dropped, name)
+	}
+	_, err = tx.Exec(ctx, "DELETE FROM "+defaultPartition(table)+" WHERE occurred_at < $1", cutoff)
+	return dropped, err
 }
 
 // PruneDeadLetters deletes the dead letters received more than
@@ -156,10 +180,11 @@ func (s *Store) PruneDeadLetters(ctx context.Context, retentionDays int) (int64,
 	return tag.RowsAffected(), nil
 }
 
-// partitionDay parses the day of a daily partition's name; ok is false for
-// any other table (the DEFAULT partition, one attached by hand).
-func partitionDay(name string) (time.Time, bool) {
-	suffix, ok := strings.CutPrefix(name, partitionPrefix)
+// partitionDay parses the day of the name of a daily partition of table;
+// ok is false for any other table (the DEFAULT partition, one attached by
+// hand).
+func partitionDay(table, name string) (time.Time, bool) {
+	suffix, ok := strings.CutPrefix(name, table+"_")
 	if !ok || len(suffix) != len(partitionLayout) {
 		return time.Time{}, false
 	}

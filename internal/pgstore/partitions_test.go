@@ -11,10 +11,11 @@ import (
 	"github.com/ratewarden/ratewarden/internal/archiver"
 )
 
-func partitions(t *testing.T, s *Store) []string {
+// partitions lists the partitions of table by name.
+func partitions(t *testing.T, s *Store, table string) []string {
 	t.Helper()
 	rows, err := s.pool.Query(context.Background(), `SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-		WHERE i.inhparent = 'rate_limit_violations'::regclass ORDER BY 1`)
+		WHERE i.inhparent = $1::regclass ORDER BY 1`, table)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,14 +43,14 @@ func TestPartitionsAcrossDayBoundary(t *testing.T) {
 	}
 	want := []string{"rate_limit_violations_20300330", "rate_limit_violations_20300331",
 		"rate_limit_violations_20300401", "rate_limit_violations_default"}
-	if got := partitions(t, s); !slices.Equal(got, want) {
+	if got := partitions(t, s, "rate_limit_violations"); !slices.Equal(got, want) {
 		t.Errorf("at 23:59: partitions %v, want %v", got, want)
 	}
 	// A time in another zone names the same UTC day.
 	if err := s.EnsurePartitions(ctx, beforeMidnight.In(time.FixedZone("UTC+10", 10*3600)), 1); err != nil {
 		t.Fatal(err)
 	}
-	if got := partitions(t, s); !slices.Equal(got, want) {
+	if got := partitions(t, s, "rate_limit_violations"); !slices.Equal(got, want) {
 		t.Errorf("same instant in UTC+10: partitions %v, want %v", got, want)
 	}
 	for range 2 { // idempotent
@@ -58,7 +59,7 @@ func TestPartitionsAcrossDayBoundary(t *testing.T) {
 		}
 	}
 	want = slices.Insert(want, 3, "rate_limit_violations_20300402")
-	if got := partitions(t, s); !slices.Equal(got, want) {
+	if got := partitions(t, s, "rate_limit_violations"); !slices.Equal(got, want) {
 		t.Errorf("at 00:01: partitions %v, want %v", got, want)
 	}
 
@@ -104,14 +105,15 @@ func TestPartitionsAcrossDayBoundary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"rate_limit_violations_20300330", "rate_limit_violations_20300331"}; !slices.Equal(dropped, want) {
+	if want := []string{"rate_limit_violations_20300330", "rate_limit_violations_20300331",
+		"outcomes_20300330", "outcomes_20300331"}; !slices.Equal(dropped, want) {
 		t.Errorf("dropped %v, want %v", dropped, want)
 	}
 	// (04-03 was never made: time jumped from 04-01 to 04-05.)
 	want = []string{"rate_limit_violations_20300401", "rate_limit_violations_20300402",
 		"rate_limit_violations_20300404", "rate_limit_violations_20300405", "rate_limit_violations_20300406",
 		"rate_limit_violations_default"}
-	if got := partitions(t, s); !slices.Equal(got, want) {
+	if got := partitions(t, s, "rate_limit_violations"); !slices.Equal(got, want) {
 		t.Errorf("after retention: partitions %v, want %v", got, want)
 	}
 	var ids []string
@@ -148,8 +150,10 @@ func TestEnsurePartitionsConcurrently(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	if got := len(partitions(t, s)); got != 6 { // 5 days and DEFAULT
-		t.Errorf("%d partitions, want 6", got)
+	for _, table := range []string{"rate_limit_violations", "outcomes"} {
+		if got := len(partitions(t, s, table)); got != 6 { // 5 days and DEFAULT
+			t.Errorf("%s: %d partitions, want 6", table, got)
+		}
 	}
 }
 

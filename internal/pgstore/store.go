@@ -1,10 +1,11 @@
 // Package pgstore is the PostgreSQL adapter of the archive: it creates the
 // database and schema (embedded migrations, the dynamic rules' tables
 // included: pgrules keeps those), maintains the daily partitions of
-// rate_limit_violations, and writes the archiver's batches of violations,
-// bans and dead letters in one duplicate-safe transaction (archiver.Store).
-// The rows it speaks are the archiver's types; what Postgres would refuse
-// in a row is its own knowledge (ValidateViolation, ValidateBan). The
+// rate_limit_violations and outcomes, and writes the archiver's batches of
+// violations, bans, outcomes and dead letters in one duplicate-safe
+// transaction (archiver.Store). The rows it speaks are the archiver's
+// types; what Postgres would refuse in a row is its own knowledge
+// (ValidateViolation, ValidateBan, ValidateOutcome). The
 // tables and views are what analysts query (docs/events.md "Analysts: the Postgres
 // tables").
 package pgstore

@@ -133,10 +133,15 @@ func TestMigrate(t *testing.T) {
 				"shadow", "instance", "archived_at"},
 			"bans": {"ban_id", "ts", "action", "scope", "subject", "reason", "count", "threshold", "window_s",
 				"duration_s", "expires_at", "source", "dry_run", "note", "evidence", "archived_at"},
+			"outcomes": {"event_id", "occurred_at", "user_id", "ip_address", "endpoint", "http_method", "user_tier",
+				"status", "cost", "banned", "instance", "archived_at"},
 			"dead_letters":                   {"id", "topic", "partition", "offset", "raw", "error", "received_at"},
 			"top_offenders_1h":               {"ip_address", "violations", "distinct_endpoints", "first_seen", "last_seen"},
 			"violations_per_endpoint_hourly": {"hour", "endpoint", "rule_id", "violations"},
 			"active_bans":                    {"scope", "subject", "expires_at"},
+			"failures_per_endpoint_hourly":   {"hour", "endpoint", "status", "failures", "distinct_sources", "distinct_users"},
+			"failures_per_source_1h": {"ip_address", "failures", "distinct_users", "distinct_endpoints", "first_seen",
+				"last_seen", "statuses"},
 		} {
 			for _, col := range cols {
 				if queryInt(t, s, `SELECT count(*) FROM information_schema.columns
@@ -151,7 +156,7 @@ func TestMigrate(t *testing.T) {
 	})
 	t.Run("reader role", func(t *testing.T) {
 		for _, rel := range []string{"rate_limit_violations", "bans", "dead_letters", "top_offenders_1h",
-			"violations_per_endpoint_hourly", "active_bans"} {
+			"violations_per_endpoint_hourly", "active_bans", "outcomes", "failures_per_endpoint_hourly", "failures_per_source_1h"} {
 			if queryInt(t, s, "SELECT has_table_privilege('ratewarden_reader', $1, 'SELECT')::int", rel) != 1 {
 				t.Errorf("ratewarden_reader may not read %s", rel)
 			}

@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"strings"
 	"time"
@@ -39,6 +40,12 @@ func (*Store) ValidateViolation(v archiver.Violation) error { return validateVio
 // 1 KiB, ts set, and every time within the range of timestamptz.
 func (*Store) ValidateBan(b event.Ban) error { return validateBan(b) }
 
+// ValidateOutcome reports everything about o that Postgres would reject,
+// like ValidateViolation: event_id a UUID, IP an address without zone, text
+// valid UTF-8 without NUL bytes, user_id at most 1 KiB, ts set and within
+// the range of timestamptz, status within smallint.
+func (*Store) ValidateOutcome(o event.Outcome) error { return validateOutcome(o) }
+
 func validateViolation(v archiver.Violation) error {
 	if _, err := parseUUID(v.EventID); err != nil {
 		return fmt.Errorf("field \"event_id\": %w", err)
@@ -57,6 +64,33 @@ func validateViolation(v archiver.Violation) error {
 		{"endpoint", v.Endpoint, 0}, {"method", v.Method, 0}, {"tier", v.Tier, 0},
 		{"algorithm", v.Algorithm, 0}, {"reason", v.Reason, 0}, {"instance", v.Instance, 0},
 		{"domain", v.Domain, 0}, {"descriptors", v.Descriptors, 0},
+	} {
+		if err := checkText(f.value, f.max); err != nil {
+			return fmt.Errorf("field %q: %w", f.name, err)
+		}
+	}
+	return nil
+}
+
+func validateOutcome(o event.Outcome) error {
+	if _, err := parseUUID(o.EventID); err != nil {
+		return fmt.Errorf("field \"event_id\": %w", err)
+	}
+	if _, err := parseIP(o.IP); err != nil {
+		return fmt.Errorf("field \"ip\": %w", err)
+	}
+	if err := checkTime(o.TS); err != nil {
+		return fmt.Errorf("field \"ts\": %w", err)
+	}
+	if o.Status < math.MinInt16 || o.Status > math.MaxInt16 {
+		return fmt.Errorf("field \"status\": %d is outside the range of smallint", o.Status)
+	}
+	for _, f := range [...]struct {
+		name, value string
+		max         int
+	}{
+		{"user_id", o.UserID, maxIndexedText}, {"endpoint", o.Endpoint, 0}, {"method", o.Method, 0},
+		{"tier", o.Tier, 0}, {"instance", o.Instance, 0},
 	} {
 		if err := checkText(f.value, f.max); err != nil {
 			return fmt.Errorf("field %q: %w", f.name, err)

@@ -21,11 +21,12 @@ import (
 var _ archiver.Store = (*Store)(nil)
 
 // Write stores the batch in one transaction: all of it or nothing. Rows
-// already stored (same event_id and occurred_at, same ban_id, same Kafka
-// position for a dead letter) are skipped and counted as Duplicates, so
+// already stored (same event_id and occurred_at for a violation or an
+// outcome, same ban_id, same Kafka position for a dead letter) are skipped and counted as Duplicates, so
 // writing a redelivered batch again is harmless.
 //
-// Write assumes validated rows (ValidateViolation, ValidateBan); it checks
+// Write assumes validated rows (ValidateViolation, ValidateBan,
+// ValidateOutcome); it checks
 // them again before touching the database and returns an
 // *archiver.RowError naming the first invalid one. Should Postgres still
 // reject a row, Write finds it (row by row, in a transaction it rolls back)
@@ -44,6 +45,10 @@ func (s *Store) Write(ctx context.Context, b archiver.Batch) (archiver.Result, e
 	if err != nil {
 		return archiver.Result{}, err
 	}
+	outs, err := outcomeArgs(b.Outcomes)
+	if err != nil {
+		return archiver.Result{}, err
+	}
 	ds := deadLetterArgs(b.DeadLetters)
 
 	var res archiver.Result
@@ -56,6 +61,7 @@ func (s *Store) Write(ctx context.Context, b archiver.Batch) (archiver.Result, e
 		}{
 			{insertViolations, vs, &res.Violations},
 			{insertBans, bs, &res.Bans},
+			{insertOutcomes, outs, &res.Outcomes},
 			{insertDeadLetters, ds, &res.DeadLetters},
 		} {
 			if t.args.len() == 0 {
@@ -72,19 +78,20 @@ func (s *Store) Write(ctx context.Context, b archiver.Batch) (archiver.Result, e
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && !isTransient(err) {
-			if rowErr := s.locate(ctx, vs, bs, ds); rowErr != nil {
+			if rowErr := s.locate(ctx, vs, bs, outs, ds); rowErr != nil {
 				return archiver.Result{}, rowErr
 			}
 		}
 		return archiver.Result{}, fmt.Errorf("write batch: %w", err)
 	}
-	res.Duplicates = len(b.Violations) + len(b.Bans) + len(b.DeadLetters) - res.Violations - res.Bans - res.DeadLetters
+	res.Duplicates = len(b.Violations) + len(b.Bans) + len(b.Outcomes) + len(b.DeadLetters) -
+		res.Violations - res.Bans - res.Outcomes - res.DeadLetters
 	return res, nil
 }
 
 // locate inserts the rows one by one, each under a savepoint, in a
 // transaction it rolls back, and returns the first that fails, or nil.
-func (s *Store) locate(ctx context.Context, vs, bs, ds columns) *archiver.RowError {
+func (s *Store) locate(ctx context.Context, vs, bs, outs, ds columns) *archiver.RowError {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return nil
@@ -96,6 +103,7 @@ func (s *Store) locate(ctx context.Context, vs, bs, ds columns) *archiver.RowErr
 	}{
 		{archiver.ViolationsTable, insertViolations, vs},
 		{archiver.BansTable, insertBans, bs},
+		{archiver.OutcomesTable, insertOutcomes, outs},
 		{archiver.DeadLettersTable, insertDeadLetters, ds},
 	} {
 		for i := range t.args.len() {
@@ -252,6 +260,54 @@ func (c *banColumns) slice(i, j int) []any {
 	return []any{c.banID[i:j], c.ts[i:j], c.action[i:j], c.scope[i:j], c.subject[i:j], c.reason[i:j],
 		c.count[i:j], c.threshold[i:j], c.windowS[i:j], c.durationS[i:j], c.expiresAt[i:j],
 		c.source[i:j], c.dryRun[i:j], c.note[i:j], c.evidence[i:j]}
+}
+
+const insertOutcomes = `INSERT INTO outcomes (event_id, occurred_at, user_id, ip_address, endpoint,
+	http_method, user_tier, status, cost, banned, instance)
+SELECT event_id, occurred_at, NULLIF(user_id, ''), ip_address, endpoint,
+	http_method, user_tier, status, cost, banned, instance
+FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::inet[], $5::text[],
+	$6::text[], $7::text[], $8::smallint[], $9::bigint[], $10::boolean[], $11::text[])
+	AS t(event_id, occurred_at, user_id, ip_address, endpoint,
+	http_method, user_tier, status, cost, banned, instance)
+ON CONFLICT DO NOTHING`
+
+type outcomeColumns struct {
+	eventID                              []pgtype.UUID
+	occurredAt                           []time.Time
+	ip                                   []netip.Addr
+	userID, endpoint, method, tier, inst []string
+	status                               []int16
+	cost                                 []int64
+	banned                               []bool
+}
+
+func outcomeArgs(outs []event.Outcome) (*outcomeColumns, error) {
+	n := len(outs)
+	c := &outcomeColumns{
+		eventID: make([]pgtype.UUID, n), occurredAt: make([]time.Time, n), ip: make([]netip.Addr, n),
+		userID: make([]string, n), endpoint: make([]string, n), method: make([]string, n), tier: make([]string, n),
+		inst: make([]string, n), status: make([]int16, n), cost: make([]int64, n), banned: make([]bool, n),
+	}
+	for i, o := range outs {
+		if err := validateOutcome(o); err != nil {
+			return nil, &archiver.RowError{Table: archiver.OutcomesTable, Index: i, Err: err}
+		}
+		id, _ := parseUUID(o.EventID)
+		ip, _ := parseIP(o.IP)
+		c.eventID[i] = pgtype.UUID{Bytes: id, Valid: true}
+		c.occurredAt[i], c.ip[i] = o.TS, ip
+		c.userID[i], c.endpoint[i], c.method[i], c.tier[i], c.inst[i] = o.UserID, o.Endpoint, o.Method, o.Tier, o.Instance
+		c.status[i], c.cost[i], c.banned[i] = int16(o.Status), o.Cost, o.Banned
+	}
+	return c, nil
+}
+
+func (c *outcomeColumns) len() int { return len(c.eventID) }
+
+func (c *outcomeColumns) slice(i, j int) []any {
+	return []any{c.eventID[i:j], c.occurredAt[i:j], c.userID[i:j], c.ip[i:j], c.endpoint[i:j],
+		c.method[i:j], c.tier[i:j], c.status[i:j], c.cost[i:j], c.banned[i:j], c.inst[i:j]}
 }
 
 const insertDeadLetters = `INSERT INTO dead_letters (topic, "partition", "offset", raw, error)

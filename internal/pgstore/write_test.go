@@ -211,12 +211,25 @@ func TestLocate(t *testing.T) {
 	if _, err := s.pool.Exec(ctx, insertViolations, cols.slice(0, 3)...); err == nil {
 		t.Fatal("Postgres accepted a NUL byte")
 	}
-	rowErr := s.locate(ctx, cols, &banColumns{}, &deadLetterColumns{})
+	rowErr := s.locate(ctx, cols, &banColumns{}, &outcomeColumns{}, &deadLetterColumns{})
 	if rowErr == nil || rowErr.Index != 2 || rowErr.Table != "rate_limit_violations" {
 		t.Fatalf("locate = %v, want rate_limit_violations row 2", rowErr)
 	}
 	if n := queryInt(t, s, "SELECT count(*) FROM rate_limit_violations"); n != 0 {
 		t.Errorf("locate left %d rows behind", n)
+	}
+
+	outs, err := outcomeArgs([]event.Outcome{outcome(0, now), outcome(1, now)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	outs.tier[1] = "\x00"
+	rowErr = s.locate(ctx, &violationColumns{}, &banColumns{}, outs, &deadLetterColumns{})
+	if rowErr == nil || rowErr.Index != 1 || rowErr.Table != "outcomes" {
+		t.Fatalf("locate = %v, want outcomes row 1", rowErr)
+	}
+	if n := queryInt(t, s, "SELECT count(*) FROM outcomes"); n != 0 {
+		t.Errorf("locate left %d outcomes behind", n)
 	}
 }
 
