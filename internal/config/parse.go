@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/ratewarden/ratewarden/internal/accesslog"
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/ipprefix"
 )
@@ -22,6 +23,15 @@ import (
 func expected(what, got string) error { return fmt.Errorf("expected %s, got %q", what, got) }
 
 func text(v string) (string, error) { return v, nil }
+
+// accessLogFields parses an access-log mapping (accesslog.ParseMapping).
+func accessLogFields(v string) (accesslog.Mapping, error) {
+	m, err := accesslog.ParseMapping(v)
+	if err != nil {
+		return m, fmt.Errorf("%w, in %q", err, v)
+	}
+	return m, nil
+}
 
 // list splits a comma-separated value, dropping empty items.
 func list(v string) []string {

@@ -1,6 +1,10 @@
 package config
 
-import "time"
+import (
+	"time"
+
+	"github.com/ratewarden/ratewarden/internal/accesslog"
+)
 
 // consumerVars are the rows of the detector and the archiver, the
 // consumers of the topics.
@@ -14,6 +18,14 @@ var consumerVars = []Var{
 	{Name: "DETECTOR_BATCH_WAIT", Default: "20ms", Readers: detectorOnly,
 		Meaning: "how long a batch waits to fill once it has an event",
 		load:    bind(inDetector(func(c *Detector) *time.Duration { return &c.BatchWait }), positiveDuration)},
+	{Name: "ACCESS_LOG_TOPIC", Readers: detectorOnly,
+		Meaning: "topic of gateway access-log lines, one JSON object each, read as outcomes " +
+			"(see [the nginx recipe](../deploy/gateways/README.md#access-logs-as-outcomes)); empty: none is read",
+		load: bind(inDetector(func(c *Detector) *string { return &c.AccessLogTopic }), text)},
+	{Name: "ACCESS_LOG_FIELDS", Default: accesslog.DefaultMappingText, Readers: detectorOnly,
+		Meaning: "the JSON fields of an access-log line, as comma-separated `key=field` pairs; keys: `ip`, `path`, `status` (required), " +
+			"`user`, `method`, `bytes`, `cost` (`cost=bytes`: the bytes sent), `time`, `tier`; a key left out keeps its default, `key=` turns it off",
+		load: bind(inDetector(func(c *Detector) *accesslog.Mapping { return &c.AccessLogFields }), accessLogFields)},
 
 	{Name: "ARCHIVER_GROUP_ID", Default: "ratewarden-archiver", Readers: archiverOnly,
 		Meaning: "consumer group on its three topics (decisions, bans, outcomes)",
