@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ratewarden/ratewarden/internal/abuse"
+	"github.com/ratewarden/ratewarden/internal/accesslog"
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/detector"
 	"github.com/ratewarden/ratewarden/internal/event"
@@ -77,6 +78,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 
 	ledger := redisabuse.NewLedger(rdb, cfg.RedisKeyPrefix, redisfleet.NewBlacklist(rdb, cfg.RedisKeyPrefix))
+
 	engine := abuse.NewEngine(abuse.Config{
 		Detection: set.Detection(),
 		Exempt:    func(ev *event.Decision) bool { return exempt(set, ev) },
@@ -91,10 +93,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		_ = rdb.Close()
 		return err
 	}
-	outcomes := detector.NewOutcomes(outcomeEngine, detector.DecodeOutcomeMessage, log, reg)
-	// A consumer group of its own (see detector.OutcomesGroupSuffix): a
-	// rebalance of one loop never stops the other.
+	blacklist := redisfleet.NewBlacklist(rdb, cfg.RedisKeyPrefix)
+	outcomes := detector.NewOutcomes(outcomeEngine, outcomeDecoder(cfg), log, reg)
+	if cfg.AccessLogTopic != "" {
+		ipv6 := set.Detection().IPv6Prefix
+		outcomes.CheckBans(cfg.AccessLogTopic, func(ctx context.Context, outs []*event.Outcome) error {
+			return markBanned(ctx, blacklist, ipv6, outs)
+		})
+	}
+	// Consumer groups of their own (see detector.OutcomesGroupSuffix): a
+	// rebalance of one loop never stops another.
 	outcomesGroup := cfg.GroupID + detector.OutcomesGroupSuffix
+	accessLogGroup := cfg.GroupID + accessLogGroupSuffix
 
 	opsListener := &ops.Listener{Var: "LISTEN_ADDR", Addr: cfg.ListenAddr, Log: log, Handler: ops.NewHandler(ops.Config{
 		Metrics: telemetry.MetricsHandler(reg),
@@ -131,10 +141,24 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 			Run: func(ctx context.Context) error {
 				return kafkabus.Consume(ctx, kafkabus.ConsumerConfig{
 					Brokers: cfg.KafkaBrokers, Topic: cfg.OutcomesTopic, GroupID: outcomesGroup,
-					BatchSize: cfg.BatchSize, BatchWait: cfg.BatchWait, OnStats: outcomes.ReportStats,
+					BatchSize: cfg.BatchSize, BatchWait: cfg.BatchWait, OnStats: outcomes.ReportStats(cfg.OutcomesTopic),
 				}, log.Named("outcomes consumer"), outcomes.Handle)
 			}},
 	)
+	if cfg.AccessLogTopic != "" {
+		g.Add(lifecycle.Part{Name: "access-log consumer",
+			Start: func(context.Context) error {
+				log.Info("detector consuming access logs", zap.String("topic", cfg.AccessLogTopic), zap.String("group", accessLogGroup),
+					zap.String("fields", cfg.AccessLogFields.String()))
+				return nil
+			},
+			Run: func(ctx context.Context) error {
+				return kafkabus.Consume(ctx, kafkabus.ConsumerConfig{
+					Brokers: cfg.KafkaBrokers, Topic: cfg.AccessLogTopic, GroupID: accessLogGroup,
+					BatchSize: cfg.BatchSize, BatchWait: cfg.BatchWait, OnStats: outcomes.ReportStats(cfg.AccessLogTopic),
+				}, log.Named("access-log consumer"), outcomes.Handle)
+			}})
+	}
 	return g.Run(ctx)
 }
 
@@ -150,4 +174,50 @@ func exempt(set *rules.Set, ev *event.Decision) bool {
 func exemptOutcome(set *rules.Set, o *event.Outcome) bool {
 	req := rules.Request{UserID: o.UserID, IP: o.IP, Endpoint: o.Endpoint, Method: o.Method, Tier: o.Tier}
 	return set.Exempt(&req)
+}
+
+// accessLogGroupSuffix is appended to the detector's consumer group to name
+// the group of the access-log consumer, for the reason of
+// detector.OutcomesGroupSuffix.
+const accessLogGroupSuffix = "-access-log"
+
+// outcomeDecoder returns the decoder of the outcome consumers: outcome
+// reports, and with ACCESS_LOG_TOPIC the lines of that topic as its
+// mapping reads them, each with an event id derived from where it sits.
+func outcomeDecoder(cfg config.Detector) detector.OutcomeDecoder {
+	if cfg.AccessLogTopic == "" {
+		return detector.DecodeOutcomeMessage
+	}
+	mapping := cfg.AccessLogFields
+	return func(m event.Message) (event.Outcome, error) {
+		if m.Topic != cfg.AccessLogTopic {
+			return detector.DecodeOutcomeMessage(m)
+		}
+		return mapping.Parse(m.Value, accesslog.Source{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Time: m.Time})
+	}
+}
+
+// markBanned sets Banned on the outcomes whose client (its address, for
+// IPv6 its prefix) or user was banned at their time, in one round trip.
+func markBanned(ctx context.Context, bl *redisfleet.Blacklist, ipv6Prefix int, outs []*event.Outcome) error {
+	var sightings []redisfleet.Sighting
+	var owner []int // the outcome of each sighting
+	for i, o := range outs {
+		sightings = append(sightings, redisfleet.Sighting{Scope: event.ScopeIP, Subject: rules.IPSubjectOf(o.IP, ipv6Prefix), At: o.TS})
+		owner = append(owner, i)
+		if o.UserID != "" {
+			sightings = append(sightings, redisfleet.Sighting{Scope: event.ScopeUser, Subject: o.UserID, At: o.TS})
+			owner = append(owner, i)
+		}
+	}
+	banned, err := bl.BannedAt(ctx, sightings)
+	if err != nil {
+		return err
+	}
+	for j, b := range banned {
+		if b {
+			outs[owner[j]].Banned = true
+		}
+	}
+	return nil
 }

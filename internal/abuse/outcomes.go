@@ -32,10 +32,19 @@ type OutcomeConfig struct {
 	Now func() time.Time
 }
 
-// OutcomeInput is one outcome and the partition it was read from.
+// OutcomeInput is one outcome and the topic and partition it was read
+// from: outcome reports and gateway access logs come from topics of their
+// own, whose partitions are apart for lateness.
 type OutcomeInput struct {
+	Topic     string
 	Partition int
 	Outcome   event.Outcome
+}
+
+// topicPartition names a partition of one of the outcomes' topics.
+type topicPartition struct {
+	topic     string
+	partition int
 }
 
 // OutcomeEngine applies the outcome scenarios of the detection section
@@ -61,7 +70,7 @@ type OutcomeEngine struct {
 	pub     Publisher
 
 	mu     sync.Mutex
-	newest map[int]int64 // partition -> newest event time seen (ms)
+	newest map[topicPartition]int64 // newest event time seen (ms)
 }
 
 // outcomeScenario is one enabled scenario, compiled.
@@ -84,7 +93,7 @@ type outcomeScenario struct {
 func NewOutcomeEngine(cfg OutcomeConfig, d Distinct, l Ledger, pub Publisher) (*OutcomeEngine, error) {
 	det := cfg.Detection.WithDefaults()
 	e := &OutcomeEngine{det: det, exempt: cfg.Exempt, now: cfg.Now, skew: det.MaxClockSkew.Std(), grace: det.Grace.Std(),
-		d: d, l: l, pub: pub, newest: map[int]int64{}}
+		d: d, l: l, pub: pub, newest: map[topicPartition]int64{}}
 	if e.now == nil {
 		e.now = time.Now
 	}
@@ -171,7 +180,7 @@ func (e *OutcomeEngine) Process(ctx context.Context, in []OutcomeInput) ([]Outco
 	graceMs := e.grace.Milliseconds()
 	var adds []DistinctAdd
 	var refs []outcomeAdd
-	marks := make(map[int]int64)
+	marks := make(map[topicPartition]int64)
 	e.mu.Lock()
 	for i := range in {
 		ev := &in[i].Outcome
@@ -184,12 +193,13 @@ func (e *OutcomeEngine) Process(ctx context.Context, in []OutcomeInput) ([]Outco
 			st.Ahead[ev.Instance] = max(st.Ahead[ev.Instance], ahead)
 		}
 		ts := at.UnixMilli()
-		mark, ok := marks[in[i].Partition]
+		tp := topicPartition{in[i].Topic, in[i].Partition}
+		mark, ok := marks[tp]
 		if !ok {
-			mark, ok = e.newest[in[i].Partition]
+			mark, ok = e.newest[tp]
 		}
 		if m := min(ts, nowMs); !ok || m > mark {
-			marks[in[i].Partition] = m
+			marks[tp] = m
 		}
 		if ev.Status < 0 || ev.Status > event.MaxStatus || !e.failure[ev.Status] {
 			continue

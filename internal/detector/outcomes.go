@@ -41,6 +41,8 @@ const OutcomesGroupSuffix = "-outcomes"
 type OutcomeService struct {
 	engine   *abuse.OutcomeEngine
 	decode   OutcomeDecoder
+	banTopic string // see CheckBans
+	markBans func(ctx context.Context, outs []*event.Outcome) error
 	metrics  *outcomeMetrics
 	log      *zap.Logger
 	throttle *logThrottle
@@ -67,6 +69,17 @@ func NewOutcomes(engine *abuse.OutcomeEngine, decode OutcomeDecoder, log *zap.Lo
 	return &OutcomeService{engine: engine, decode: decode, metrics: m, log: log, throttle: newLogThrottle(logInterval, logKeys)}
 }
 
+// CheckBans makes the service look up, before detection, whether the
+// failure outcomes read from topic had their subject banned at their time:
+// mark sets Outcome.Banned on those that had, in one round trip for the
+// batch. It is for sources that cannot say so themselves: a gateway's
+// access log records the ban's own refusals (403) as failures, which would
+// otherwise feed a new ban as soon as the first lapsed. An error of mark
+// fails the batch, which is delivered again.
+func (s *OutcomeService) CheckBans(topic string, mark func(ctx context.Context, outs []*event.Outcome) error) {
+	s.banTopic, s.markBans = topic, mark
+}
+
 // Handle processes one batch, as Service.Handle does: an error (Redis or
 // Kafka unreachable) leaves the batch to be delivered again, and every step
 // is idempotent; a message that is no valid outcome is counted and skipped,
@@ -89,7 +102,10 @@ func (s *OutcomeService) handle(ctx context.Context, msgs []event.Message) error
 			rejected = append(rejected, rejection{m, err})
 			continue
 		}
-		in = append(in, abuse.OutcomeInput{Partition: m.Partition, Outcome: o})
+		in = append(in, abuse.OutcomeInput{Topic: m.Topic, Partition: m.Partition, Outcome: o})
+	}
+	if err := s.checkBans(ctx, in); err != nil {
+		return err
 	}
 	outcomes, st, err := s.engine.Process(ctx, in)
 	if err != nil {
@@ -116,6 +132,27 @@ func (s *OutcomeService) handle(ctx context.Context, msgs []event.Message) error
 	return nil
 }
 
+// checkBans marks the failures of the ban-checked topic whose subject was
+// banned (see CheckBans).
+func (s *OutcomeService) checkBans(ctx context.Context, in []abuse.OutcomeInput) error {
+	if s.markBans == nil {
+		return nil
+	}
+	var check []*event.Outcome
+	for i := range in {
+		if o := &in[i].Outcome; in[i].Topic == s.banTopic && o.Status >= 400 && !o.Banned {
+			check = append(check, o)
+		}
+	}
+	if len(check) == 0 {
+		return nil
+	}
+	if err := s.markBans(ctx, check); err != nil {
+		return fmt.Errorf("check bans: %w", err)
+	}
+	return nil
+}
+
 func (s *OutcomeService) skip(m event.Message, err error) {
 	kind := "undecodable"
 	var fe *event.FieldError
@@ -131,14 +168,18 @@ func (s *OutcomeService) skip(m event.Message, err error) {
 	}
 }
 
-// ReportStats reports the outcomes consumer's lag.
-func (s *OutcomeService) ReportStats(lag, _ int64) { s.metrics.lag.Set(float64(lag)) }
+// ReportStats returns the reporter of the lag of the consumer of topic
+// (the outcomes', or a gateway access log's).
+func (s *OutcomeService) ReportStats(topic string) func(lag, buffered int64) {
+	g := s.metrics.lag.WithLabelValues(topic)
+	return func(lag, _ int64) { g.Set(float64(lag)) }
+}
 
 type outcomeMetrics struct {
 	outcomes, failuresSeen, late, skipped, undecodable, future, failures prometheus.Counter
 	invalid, bans, warnings                                              *prometheus.CounterVec
 	duration                                                             prometheus.Histogram
-	lag                                                                  prometheus.Gauge
+	lag                                                                  *prometheus.GaugeVec
 }
 
 func newOutcomeMetrics(reg prometheus.Registerer) *outcomeMetrics {
@@ -164,7 +205,8 @@ func newOutcomeMetrics(reg prometheus.Registerer) *outcomeMetrics {
 			Help: "Warnings issued from outcomes (account attacks), by scenario."}, []string{"reason"}),
 		duration: f.NewHistogram(prometheus.HistogramOpts{Name: "rate_limit_detector_outcome_batch_duration_seconds",
 			Help: "Time to process one batch of outcomes.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
-		lag: f.NewGauge(prometheus.GaugeOpts{Name: "rate_limit_detector_outcomes_consumer_lag", Help: "Messages behind the end of the outcomes topic."}),
+		lag: f.NewGaugeVec(prometheus.GaugeOpts{Name: "rate_limit_detector_outcomes_consumer_lag",
+			Help: "Messages behind the end of the outcomes topic, or of a gateway access-log topic."}, []string{"topic"}),
 	}
 }
 

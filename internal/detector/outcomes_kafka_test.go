@@ -71,7 +71,7 @@ func TestOutcomesEndToEnd(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- kafkabus.Consume(runCtx, kafkabus.ConsumerConfig{Brokers: broker.Brokers(), Topic: outcomesTopic, GroupID: group,
-			BatchSize: 100, BatchWait: 20 * time.Millisecond, OnStats: svc.ReportStats}, zap.NewNop(), svc.Handle)
+			BatchSize: 100, BatchWait: 20 * time.Millisecond, OnStats: svc.ReportStats(outcomesTopic)}, zap.NewNop(), svc.Handle)
 	}()
 	bans := kafkatest.ReadMessages(t, broker.Brokers(), bansTopic, 1, 20*time.Second)
 	b, err := event.DecodeBan(bans[0].Value)

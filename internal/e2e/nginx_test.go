@@ -83,6 +83,13 @@ type nginxProc struct {
 // nginx -t and runs it until the test ends.
 func nginxStart(t *testing.T, bin, limiterAddr, appAddr, token string) *nginxProc {
 	t.Helper()
+	return nginxStartWith(t, bin, limiterAddr, appAddr, token, "")
+}
+
+// nginxStartWith is nginxStart with the file include (when not empty)
+// included in the http block before the recipe.
+func nginxStartWith(t *testing.T, bin, limiterAddr, appAddr, token, include string) *nginxProc {
+	t.Helper()
 	recipe, err := os.ReadFile(nginxRecipe)
 	if err != nil {
 		t.Fatal(err)
@@ -119,9 +126,10 @@ http {
     fastcgi_temp_path %[1]s/fastcgi;
     uwsgi_temp_path %[1]s/uwsgi;
     scgi_temp_path %[1]s/scgi;
+    %[2]s
     include %[1]s/ratewarden.conf;
 }
-`, n.dir)
+`, n.dir, includeLine(include))
 	if err := os.WriteFile(p("nginx.conf"), []byte(main), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -391,4 +399,12 @@ func nginxRaw(t *testing.T, n *nginxProc, raw string) (int, http.Header) {
 	}
 	defer resp.Body.Close()
 	return resp.StatusCode, resp.Header
+}
+
+// includeLine is an nginx include of file, or nothing when file is empty.
+func includeLine(file string) string {
+	if file == "" {
+		return ""
+	}
+	return "include " + file + ";"
 }

@@ -133,7 +133,7 @@ func Consume(ctx context.Context, cfg ConsumerConfig, log *zap.Logger, handle fu
 func messagesOf(batch []kafka.Message, out []event.Message) []event.Message {
 	for i := range batch {
 		m := &batch[i]
-		out = append(out, event.Message{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Value: m.Value})
+		out = append(out, event.Message{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Time: m.Time, Value: m.Value})
 	}
 	return out
 }

@@ -286,3 +286,38 @@ func toAny(list []string) []any {
 	}
 	return out
 }
+
+// Sighting is a subject seen at a time, for BannedAt.
+type Sighting struct {
+	Scope, Subject string
+	At             time.Time
+}
+
+// BannedAt reports, for each sighting, whether the blacklist holds a ban of
+// its subject that lasts past its time, in one round trip. A ban is known
+// by its expiry only: one that was lifted or replaced since is not seen,
+// and one issued after the sighting but still in force is (the sighting is
+// then taken as the ban's own refusal, which errs toward not counting it).
+func (b *Blacklist) BannedAt(ctx context.Context, sightings []Sighting) ([]bool, error) {
+	cmds := make([]*redis.FloatCmd, len(sightings))
+	if _, err := b.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, s := range sightings {
+			cmds[i] = p.ZScore(ctx, b.setKey(), member(s.Scope, s.Subject))
+		}
+		return nil
+	}); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("redis blacklist banned at: %w", err)
+	}
+	out := make([]bool, len(sightings))
+	for i, cmd := range cmds {
+		ms, err := cmd.Result()
+		switch {
+		case errors.Is(err, redis.Nil):
+		case err != nil:
+			return nil, fmt.Errorf("redis blacklist banned at: %w", err)
+		default:
+			out[i] = int64(ms) > sightings[i].At.UnixMilli()
+		}
+	}
+	return out, nil
+}

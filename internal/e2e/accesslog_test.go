@@ -1,0 +1,192 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ratewarden/ratewarden/internal/abuse"
+	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
+)
+
+// The access-log recipe's files.
+const (
+	accessLogConf    = "../../deploy/gateways/nginx/access-log.conf"
+	accessLogShipper = "../../deploy/gateways/nginx/ship-access-log.sh"
+	accessLogTopic   = "gateway.access"
+)
+
+const accessLogRules = `
+rules:
+  - id: api-per-ip
+    match: {endpoints: ["/**"]}
+    key: [ip]
+    algorithm: token_bucket
+    limits: [{rate: 100, per: 1s, burst: 100}]
+detection:
+  probing: {distinct_endpoints: 5, within: 1m, duration: 1h}
+  brute_force: {failures: 8, within: 5m, duration: 1h}
+`
+
+// The whole gateway recipe with outcomes from its access log: nginx in
+// front of an application, asking the limiter (auth_request) and logging
+// JSON lines (access-log.conf) that ship-access-log.sh sends to Kafka, as
+// they are in deploy/gateways/nginx; the detector reads them
+// (ACCESS_LOG_TOPIC). A client probing 8 missing paths is banned for
+// probing and refused by nginx from then on; the refusals nginx logs (403)
+// are the ban's own and never feed a brute-force ban; a normal client with
+// one missing page is never banned.
+func TestAccessLogOutcomes(t *testing.T) {
+	bin := nginxBinary(t)
+	for _, tool := range []string{"kcat", "bash", "tail"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("%s not found; CI must run the access-log test", tool)
+			}
+			t.Skipf("%s not found", tool)
+		}
+	}
+	e := newEnvWith(t, accessLogRules)
+	if err := e.broker.Cluster().CreateTopic(accessLogTopic, 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	const token = "nginx-api-token-0123456789abcdef"
+	lim := e.start("limiter", "TRUSTED_PROXIES", "127.0.0.1", "AUTH_DENY_STATUS", "401", "API_TOKENS", token)
+	det := e.start("detector", "ACCESS_LOG_TOPIC", accessLogTopic)
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/api/known" {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	}))
+	defer app.Close()
+
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "access.json")
+	shipLog(t, e.broker.Addr(), logPath)
+	n := nginxWithAccessLog(t, bin, lim.addr, strings.TrimPrefix(app.URL, "http://"), token, logPath)
+	client := &http.Client{Timeout: 10 * time.Second}
+	defer client.CloseIdleConnections()
+	get := func(ip, path string) int {
+		return nginxGet(t, client, n, path, "X-Forwarded-For", ip).status
+	}
+	// kcat reads its input a kilobyte at a time: a long line pushes the
+	// lines before it out.
+	flush := func() {
+		for range 3 {
+			get("192.0.2.250", "/api/known?pad="+strings.Repeat("x", 2048))
+		}
+	}
+	const prober, normal = "203.0.113.66", "198.51.100.7"
+	for i := range 8 {
+		if s := get(prober, fmt.Sprintf("/api/p/%d", i)); s != http.StatusNotFound {
+			t.Fatalf("probe %d: %d, want 404 from the application", i, s)
+		}
+		if s := get(normal, "/api/known"); s != http.StatusOK {
+			t.Fatalf("normal client: %d", s)
+		}
+	}
+	get(normal, "/api/missing")
+	flush()
+	ban := bans(t, e, 1)[0]
+	if ban.Reason != abuse.ReasonProbing || ban.Subject != prober || len(ban.Evidence.SampleEndpoints) == 0 {
+		t.Fatalf("ban %+v, want the prober's for probing", ban)
+	}
+	waitFor(t, 10*time.Second, "nginx to refuse the banned prober", func() bool { return get(prober, "/api/known") == http.StatusForbidden })
+	skipped := det.metric(t, "rate_limit_detector_skipped_outcomes_total")
+	for range 10 { // refused by the ban: logged as 403s
+		if s := get(prober, "/api/known"); s != http.StatusForbidden {
+			t.Fatalf("banned prober: %d, want 403", s)
+		}
+	}
+	flush()
+	waitFor(t, 20*time.Second, "the detector to skip the ban's own refusals", func() bool {
+		return det.metric(t, "rate_limit_detector_skipped_outcomes_total") >= skipped+10
+	})
+	if n := kafkatest.CountMessages(t, e.broker.Brokers(), bansTopic); n != 1 {
+		t.Fatalf("%d messages on the ban topic, want the probing ban alone", n)
+	}
+	if d := check(t, lim, normal, "/api/known"); d.Reason == event.ReasonBanned {
+		t.Fatal("the normal client is banned")
+	}
+}
+
+// shipLog runs the recipe's shipper on logPath until the test ends, and
+// returns once tail has found the log missing: nginx creates it later, and
+// tail -F reads the new file from its start, so no line is missed.
+func shipLog(t *testing.T, broker, logPath string) {
+	t.Helper()
+	cmd := exec.Command("bash", accessLogShipper)
+	cmd.Env = append(os.Environ(), "KAFKA_BROKERS="+broker, "ACCESS_LOG_TOPIC="+accessLogTopic, "ACCESS_LOG="+logPath)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // tail and kcat go with it
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var out bytes.Buffer
+	missing := make(chan struct{})
+	var once sync.Once
+	go func() {
+		s := bufio.NewScanner(stderr)
+		for s.Scan() {
+			mu.Lock()
+			fmt.Fprintln(&out, s.Text())
+			mu.Unlock()
+			if strings.Contains(s.Text(), logPath) {
+				once.Do(func() { close(missing) })
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+		if t.Failed() {
+			mu.Lock()
+			t.Logf("--- shipper stderr ---\n%s", out.String())
+			mu.Unlock()
+		}
+	})
+	select {
+	case <-missing:
+	case <-time.After(5 * time.Second):
+		t.Fatal("tail did not report the missing log within 5s")
+	}
+}
+
+// nginxWithAccessLog is nginxStart with the access-log recipe included,
+// logging to logPath, and the client address taken from X-Forwarded-For
+// when the peer is 127.0.0.1 (the test's clients all connect from there).
+func nginxWithAccessLog(t *testing.T, bin, limiterAddr, appAddr, token, logPath string) *nginxProc {
+	t.Helper()
+	recipe, err := os.ReadFile(accessLogConf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const logLine = "access_log /var/log/nginx/ratewarden.json ratewarden;"
+	if c := strings.Count(string(recipe), logLine); c != 1 {
+		t.Fatalf("%s: %q appears %d times, want once", accessLogConf, logLine, c)
+	}
+	conf := strings.Replace(string(recipe), logLine, "access_log "+logPath+" ratewarden;", 1) +
+		"\nset_real_ip_from 127.0.0.1;\nreal_ip_header X-Forwarded-For;\n"
+	extra := filepath.Join(t.TempDir(), "access-log.conf")
+	if err := os.WriteFile(extra, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return nginxStartWith(t, bin, limiterAddr, appAddr, token, extra)
+}
