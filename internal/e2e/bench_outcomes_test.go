@@ -1,0 +1,107 @@
+//go:build bench
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/kafkabus"
+)
+
+// TestBenchOutcomeDetector (make bench) measures detection from outcomes:
+// the detector's throughput on a backlog of outcome reports, with one in
+// ten a failed login (the mix a login-heavy service reports) and with every
+// one a failure (the worst case: each a Redis call per scenario); and the
+// ban latency, from the report that crosses the credential-stuffing
+// threshold to the moment both of two limiters deny the source.
+func TestBenchOutcomeDetector(t *testing.T) {
+	for _, mix := range []struct {
+		name      string
+		failEvery int
+	}{{"1 in 10 a failure", 10}, {"every one a failure", 1}} {
+		e := newEnvWith(t, loginRulesYAML)
+		const backlog = 200_000
+		producer, err := kafkabus.NewProducer(kafkabus.ProducerConfig{Brokers: e.broker.Brokers(), Topic: outcomesTopic,
+			QueueSize: backlog, MaxInFlight: backlog}, zap.NewNop(), prometheus.NewRegistry())
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now().UTC()
+		for i := range backlog {
+			o := event.Outcome{EventID: fmt.Sprintf("bench-%d", i), TS: now.Add(time.Duration(i) * time.Microsecond), Instance: "bench",
+				IP: fmt.Sprintf("10.%d.%d.%d", i%7, (i/7)%256, i%251), UserID: fmt.Sprintf("user-%d", i),
+				Endpoint: "/api/login", Method: "POST", Status: 200, Cost: 1}
+			if i%mix.failEvery == 0 {
+				o.Status = 401
+			}
+			producer.Publish([]byte(o.IP), o.AppendJSON(nil))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		if err := producer.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		detector := e.start("detector", "DETECTOR_BATCH_SIZE", "2000")
+		waitFor(t, time.Minute, "the detector to join its group", func() bool {
+			return detector.metric(t, "rate_limit_detector_outcomes_total") > 0
+		})
+		start, from := time.Now(), detector.metric(t, "rate_limit_detector_outcomes_total")
+		waitFor(t, 5*time.Minute, "the backlog to be consumed", func() bool {
+			return detector.metric(t, "rate_limit_detector_outcomes_total") >= backlog
+		})
+		took := time.Since(start)
+		fmt.Printf("outcome detector (%s): %.0f outcomes consumed in %v = %.0f outcomes/s (steady state, from a backlog)\n",
+			mix.name, backlog-from, took.Round(time.Millisecond), (backlog-from)/took.Seconds())
+		detector.stop(syscall.SIGTERM)
+	}
+
+	e := newEnvWith(t, loginRulesYAML)
+	e.start("detector")
+	a, b := e.start("limiter", "INSTANCE_ID", "a"), e.start("limiter", "INSTANCE_ID", "b")
+	var latencies []time.Duration
+	const trials = 50
+	for trial := range trials {
+		ip := fmt.Sprintf("203.0.%d.%d", trial/250, trial%250+1)
+		for u := range 3 { // distinct_users 2: the third crosses
+			report(t, a, fmt.Sprintf(`{"ip":%q,"endpoint":"/api/login","method":"POST","user_id":"t%d-u%d","status":401}`, ip, trial, u))
+		}
+		crossed := time.Now()
+		for _, lim := range []*proc{a, b} {
+			for checkLogin(t, lim, ip, "anyone").Reason != event.ReasonBanned {
+				if time.Since(crossed) > 10*time.Second {
+					t.Fatalf("trial %d: no ban after 10s", trial)
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+		}
+		latencies = append(latencies, time.Since(crossed))
+	}
+	slices.Sort(latencies)
+	pct := func(p float64) time.Duration { return latencies[int(p*float64(len(latencies)-1))] }
+	fmt.Printf("ban latency over %d credential-stuffing sources (threshold crossed by a report -> both of 2 limiters deny): p50 %v, p99 %v, max %v\n",
+		trials, pct(0.50).Round(time.Millisecond), pct(0.99).Round(time.Millisecond), latencies[len(latencies)-1].Round(time.Millisecond))
+}
+
+// report sends an outcome report to the limiter.
+func report(t *testing.T, limiter *proc, body string) {
+	t.Helper()
+	resp, err := http.Post("http://"+limiter.addr+"/v1/report", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("report answered %d", resp.StatusCode)
+	}
+}
