@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # make demo: the local stack (make run) under synthetic gateway traffic from
-# cmd/loadgen: normal users, one brute forcer and one scanner. It shows the
-# traffic live, each ban as it arrives on the ban topic (kcat), and the
-# analysts' views in Postgres (psql), then stops by itself.
+# cmd/loadgen: normal users, one brute forcer and one scanner; then the
+# logins of cmd/loginsim, with their outcomes reported: a credential-stuffing
+# botnet, a distributed attack on one account and normal users with typos.
+# It shows the traffic live, each ban as it arrives on the ban topic (kcat),
+# and the analysts' views in Postgres (psql), then stops by itself.
 # Needs kcat and psql (Debian: apt-get install kcat postgresql-client).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -37,6 +39,12 @@ finish() {
 trap finish EXIT
 trap "finish; exit 130" INT TERM
 
+# The rules of the example file, but for credential stuffing: the demo's bots
+# try 3 accounts each from their address, under the default of 10.
+export RULES_FILE=.local/run/demo-rules.yaml
+sed 's/credential_stuffing: {distinct_users: 10,/credential_stuffing: {distinct_users: 2,/' deploy/rules.example.yaml >"$RULES_FILE"
+grep -q 'distinct_users: 2,' "$RULES_FILE" || { echo "demo: deploy/rules.example.yaml has no credential_stuffing line to lower" >&2; exit 1; }
+
 echo "demo: starting the stack (log: $log)"
 deploy/local/run.sh >"$log" 2>&1 &
 stack=$!
@@ -56,10 +64,15 @@ echo "demo: $DURATION of traffic at $RATE requests/s: normal users, a brute forc
 bin/loadgen -url "http://$LIMITER_ADDR" -token "${API_TOKENS%%,*}" -rate "$RATE" -workers 16 -duration "$DURATION" -progress 2s \
 	-mix normal=80,bruteforce=10,scanner=10 -attackers 1 -max-errors 1 || true
 
+echo
+echo "demo: logins with their outcomes reported (POST /v1/report): 200 bots failing 3 times each on accounts of"
+echo "      their own, 30 addresses failing twice each on the account 'victim', 50 normal users with typos"
+bin/loginsim -url "http://$LIMITER_ADDR" -token "${API_TOKENS%%,*}" -rate 150 || true
+
 sleep 3 # the archiver flushes at least every second
 echo
 echo "demo: what analysts see in Postgres"
-for view in top_offenders_1h violations_per_endpoint_hourly active_bans; do
+for view in top_offenders_1h violations_per_endpoint_hourly failures_per_endpoint_hourly failures_per_source_1h active_bans; do
 	echo
 	echo "== $view"
 	psql "$DATABASE_URL" -X -q -P pager=off -c "SELECT * FROM $view LIMIT 5" || true

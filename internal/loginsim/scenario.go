@@ -57,7 +57,9 @@ type Attempt struct {
 
 // Scenario returns the attempts of cfg in the order they are sent: each
 // actor's own attempts keep their order (a normal user's failure comes
-// before its retry), and the actors interleave at random.
+// before its retry), and every interleaving of the actors is as likely, so
+// each actor's attempts spread over the whole run (a normal user's do not
+// bunch up at its end, where the actors with more attempts would remain).
 func Scenario(cfg Config) []Attempt {
 	var queues [][]Attempt
 	for b := range cfg.Bots {
@@ -86,14 +88,17 @@ func Scenario(cfg Config) []Attempt {
 		}
 		queues = append(queues, q)
 	}
-	var out []Attempt
-	for len(queues) > 0 {
-		i := rng.IntN(len(queues))
-		out = append(out, queues[i][0])
-		if queues[i] = queues[i][1:]; len(queues[i]) == 0 {
-			queues[i] = queues[len(queues)-1]
-			queues = queues[:len(queues)-1]
+	var turns []int // queue i's index once per attempt of it
+	for i, q := range queues {
+		for range q {
+			turns = append(turns, i)
 		}
+	}
+	rng.Shuffle(len(turns), func(a, b int) { turns[a], turns[b] = turns[b], turns[a] })
+	out := make([]Attempt, len(turns))
+	for n, i := range turns {
+		out[n] = queues[i][0]
+		queues[i] = queues[i][1:]
 	}
 	return out
 }

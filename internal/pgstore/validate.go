@@ -127,9 +127,14 @@ func validateBan(b event.Ban) error {
 			return fmt.Errorf("field %q: %w", f.name, err)
 		}
 	}
-	for i, e := range b.Evidence.SampleEndpoints {
-		if err := checkText(e, 0); err != nil {
-			return fmt.Errorf("field \"evidence.sample_endpoints[%d]\": %w", i, err)
+	for _, samples := range [...]struct {
+		name string
+		list []string
+	}{{"sample_endpoints", b.Evidence.SampleEndpoints}, {"sample_users", b.Evidence.SampleUsers}, {"sample_sources", b.Evidence.SampleSources}} {
+		for i, e := range samples.list {
+			if err := checkText(e, 0); err != nil {
+				return fmt.Errorf("field \"evidence.%s[%d]\": %w", samples.name, i, err)
+			}
 		}
 	}
 	return nil

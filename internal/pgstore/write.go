@@ -213,6 +213,10 @@ type evidenceJSON struct {
 	FirstTS         *time.Time `json:"first_ts"`
 	LastTS          *time.Time `json:"last_ts"`
 	SampleEndpoints []string   `json:"sample_endpoints"`
+	// The users and sources of a ban from outcomes (credential stuffing,
+	// an account attack), absent from the others as from their message.
+	SampleUsers   []string `json:"sample_users,omitempty"`
+	SampleSources []string `json:"sample_sources,omitempty"`
 }
 
 func banArgs(bans []event.Ban) (*banColumns, error) {
@@ -228,7 +232,8 @@ func banArgs(bans []event.Ban) (*banColumns, error) {
 		if err := validateBan(b); err != nil {
 			return nil, &archiver.RowError{Table: archiver.BansTable, Index: i, Err: err}
 		}
-		ev := evidenceJSON{FirstTS: utcOrNil(b.Evidence.FirstTS), LastTS: utcOrNil(b.Evidence.LastTS), SampleEndpoints: b.Evidence.SampleEndpoints}
+		ev := evidenceJSON{FirstTS: utcOrNil(b.Evidence.FirstTS), LastTS: utcOrNil(b.Evidence.LastTS), SampleEndpoints: b.Evidence.SampleEndpoints,
+			SampleUsers: b.Evidence.SampleUsers, SampleSources: b.Evidence.SampleSources}
 		if ev.SampleEndpoints == nil {
 			ev.SampleEndpoints = []string{}
 		}

@@ -291,6 +291,7 @@ func TestValidateBan(t *testing.T) {
 		{"invalid utf-8 subject", func(b *event.Ban) { b.Subject = "\xff" }, "subject"},
 		{"nul in note", func(b *event.Ban) { b.Note = "\x00" }, "note"},
 		{"nul in evidence", func(b *event.Ban) { b.Evidence.SampleEndpoints = []string{"/ok", "/a\x00"} }, "sample_endpoints[1]"},
+		{"nul in sample users", func(b *event.Ban) { b.Evidence.SampleUsers = []string{"u\x00"} }, "sample_users[0]"},
 		{"zero ts", func(b *event.Ban) { b.TS = time.Time{} }, "ts"},
 		{"expiry beyond timestamptz", func(b *event.Ban) { b.ExpiresAt = time.Date(300000, 1, 1, 0, 0, 0, 0, time.UTC) }, "expires_at"},
 		{"subject too long", func(b *event.Ban) { b.Subject = strings.Repeat("s", 2000) }, "subject"},
@@ -306,5 +307,23 @@ func TestValidateBan(t *testing.T) {
 				t.Errorf("validateBan = %v, want an error mentioning %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// A ban from outcomes keeps the users and sources it was decided on.
+func TestWriteBanEvidenceOfOutcomes(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	b := ban("b-o", time.Now().UTC())
+	b.Reason, b.Evidence.SampleUsers, b.Evidence.SampleSources = "credential_stuffing", []string{"u-1", "u-2"}, []string{"198.51.100.9"}
+	if _, err := s.Write(ctx, archiver.Batch{Bans: []event.Ban{b}}); err != nil {
+		t.Fatal(err)
+	}
+	var users, sources string
+	if err := s.pool.QueryRow(ctx, `SELECT evidence->>'sample_users', evidence->>'sample_sources' FROM bans WHERE ban_id = 'b-o'`).Scan(&users, &sources); err != nil {
+		t.Fatal(err)
+	}
+	if users != `["u-1", "u-2"]` || sources != `["198.51.100.9"]` {
+		t.Fatalf("evidence sample_users %s, sample_sources %s", users, sources)
 	}
 }
