@@ -30,8 +30,9 @@ import (
 // usage heads the detector's -help; the variables follow it.
 const usage = `Usage: detector [help]
 
-Consumes the decisions and bans abusive clients. The environment variables
-below configure it; help (also -h, -help) prints this text.
+Consumes the decisions and the outcomes (and a gateway's access log) and
+bans abusive clients. The environment variables below configure it; help
+(also -h, -help) prints this text.
 `
 
 func main() {

@@ -44,7 +44,7 @@ type devBroker struct {
 	stopOnce      sync.Once
 }
 
-// startBroker starts the broker, creates both topics (with retention.ms and
+// startBroker starts the broker, creates the topics (with retention.ms and
 // retention.bytes) unless they exist already (a reused data dir), and
 // starts enforcing retention.
 func startBroker(cfg brokerConfig, log *zap.Logger) (*devBroker, error) {

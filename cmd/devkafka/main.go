@@ -25,7 +25,7 @@ import (
 const usage = `Usage: devkafka [flags]
 
 A Kafka-protocol broker for local runs and tests, not for production: it
-creates the decisions and bans topics and stops cleanly on SIGINT or
+creates the decisions, bans and outcomes topics and stops cleanly on SIGINT or
 SIGTERM. The environment variables below configure it, or their flags,
 which win over them; help (also -h, -help) prints this text.
 `

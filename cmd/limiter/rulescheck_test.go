@@ -141,7 +141,7 @@ zz-catch-all (priority 100, fixed_window)
   limits:    1000 per 1m
   on Redis failure: allow
 exempt: users ops-bot
-detection: warn after 20 violations in 5m; no violation bans; scan ban 2h after 1 distinct endpoint in 30s; IPv6 offenders: the addresses of one /56 are one offender, banned together; dry run (bans are published, not enforced)
+detection: warn after 20 violations in 5m; no violation bans; scan ban 2h after 1 distinct endpoint in 30s; credential stuffing ban 1h after more than 10 users failing from one source in 10m (failures: status 401, 403); brute force ban 1h after more than 20 failures from one source in 5m (failures: status 401, 403); account attack ban 1h after more than 10 sources failing on one account (each source banned) in 10m (failures: status 401, 403); probing ban 1h after more than 20 distinct endpoints failing for one source in 1m (failures: status 404); IPv6 offenders: the addresses of one /56 are one offender, banned together; dry run (bans are published, not enforced)
 `
 	for range 3 { // map iteration order differs between runs
 		code, stdout, stderr := runRulesCommand(t, "check", rulesFullPath)
@@ -162,7 +162,7 @@ func TestRulesCommandExampleFile(t *testing.T) {
 		t.Fatalf("exit status %d, stderr:\n%s", code, stderr)
 	}
 	rulesCheckContains(t, "stdout", stdout, []string{
-		"Checking " + rulesExamplePath + "\n  SUCCESS: 2 rules found\n",
+		"Checking " + rulesExamplePath + "\n  SUCCESS: 3 rules found\n",
 		"login-per-ip (priority 10, sliding_window)",
 		"  matches:   POST requests to /api/login, /api/auth/**; any tier\n",
 		"  limits:    5 per 1s; 100 per 1m\n",
@@ -172,6 +172,10 @@ func TestRulesCommandExampleFile(t *testing.T) {
 		"             tier VIP: 5 tokens per 1s, burst 50\n",
 		"exempt: tiers SUPER_ADMIN; ips 10.0.0.0/8; endpoints /healthz\n",
 		"detection: warn after 20 violations in 5m;",
+		"login-failures (priority 100, sliding_window)",
+		"  spent by:  reports (POST /v1/report) of status 401, 403, by their cost, fitting or not; checks spend nothing and are refused once no unit is left\n",
+		"credential stuffing ban 1h after more than 10 users failing from one source in 10m (failures: status 401, 403);",
+		"probing ban 1h after more than 20 distinct endpoints failing for one source in 1m (failures: status 404);",
 	})
 	// Evaluation order: priority 10 before the default 100.
 	if i, j := strings.Index(stdout, "login-per-ip ("), strings.Index(stdout, "books-by-tier ("); i < 0 || j < i {

@@ -25,7 +25,7 @@ func TestExampleFileLoadsAndCompiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := ids(s.Match(&Request{IP: "203.0.113.7", Endpoint: "/api/login", Method: "POST", UserID: "u"}, time.Now(), nil)); !reflect.DeepEqual(got, []string{"login-per-ip"}) {
+	if got := ids(s.Match(&Request{IP: "203.0.113.7", Endpoint: "/api/login", Method: "POST", UserID: "u"}, time.Now(), nil)); !reflect.DeepEqual(got, []string{"login-per-ip", "login-failures"}) {
 		t.Errorf("login matches %v", got)
 	}
 	if got, want := s.Tiers(), []string{"SUPER_ADMIN", "VIP"}; !reflect.DeepEqual(got, want) {

@@ -3,6 +3,7 @@ package rules
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -52,6 +53,9 @@ func WriteRule(b *strings.Builder, r *Rule, domainFiles map[string]string) {
 			writeField(b, "ipv6:", describeIPv6Grouping(r.IPv6Prefix, "share the limits"))
 		}
 		writeField(b, "limits:", describeLimits(r.Algorithm, r.Limits))
+		if r.SpentByReports() {
+			writeField(b, "spent by:", describeSpentByReports(r.Statuses))
+		}
 	}
 	writeTierLimits(b, reportContIndent, r.Algorithm, r.Tiers)
 	if r.Penalty != 0 {
@@ -77,6 +81,23 @@ func WriteRule(b *strings.Builder, r *Rule, domainFiles map[string]string) {
 		}
 		writeField(b, "on Redis failure:", string(r.OnRedisFailure))
 	}
+}
+
+// describeSpentByReports says which reports spend a rule spent by reports.
+func describeSpentByReports(statuses []int) string {
+	which := "every report (POST /v1/report)"
+	if len(statuses) > 0 {
+		which = "reports (POST /v1/report) of status " + joinInts(statuses)
+	}
+	return which + ", by their cost, fitting or not; checks spend nothing and are refused once no unit is left"
+}
+
+func joinInts(list []int) string {
+	s := make([]string, len(list))
+	for i, n := range list {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ", ")
 }
 
 // describeDebit says which calls spend the rule's budget.
@@ -299,6 +320,7 @@ func describeDetection(d Detection) string {
 		parts = append(parts, fmt.Sprintf("scan ban %s after %d distinct %s in %s", reportDuration(s.Duration.Std()), s.DistinctEndpoints,
 			Plural(s.DistinctEndpoints, "endpoint", "endpoints"), reportDuration(s.Within.Std())))
 	}
+	parts = append(parts, describeOutcomeScenarios(d)...)
 	parts = append(parts, "IPv6 offenders: "+describeIPv6Grouping(d.IPv6Prefix, "are one offender, banned together"))
 	if d.DryRun {
 		parts = append(parts, "dry run (bans are published, not enforced)")
@@ -331,4 +353,44 @@ func Plural(n int64, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// describeOutcomeScenarios describes the enabled scenarios of detection
+// from outcomes.
+func describeOutcomeScenarios(d Detection) []string {
+	var parts []string
+	scenario := func(s *OutcomeScenario, what string, n int64, counted string, def []int) {
+		if !s.On() {
+			return
+		}
+		statuses := s.Statuses
+		if len(statuses) == 0 {
+			statuses = def
+		}
+		text := fmt.Sprintf("%s ban %s after more than %d %s in %s (failures: status %s", what, reportDuration(s.Duration.Std()), n,
+			counted, reportDuration(s.Within.Std()), joinInts(statuses))
+		if len(s.Endpoints) > 0 {
+			text += " on " + strings.Join(s.Endpoints, ", ")
+		}
+		if s.DryRun {
+			text += "; dry run"
+		}
+		parts = append(parts, text+")")
+	}
+	if p := d.CredentialStuffing; p != nil {
+		scenario(&p.OutcomeScenario, "credential stuffing", p.DistinctUsers, "users failing from one source", DefaultAuthFailureStatuses)
+	}
+	if p := d.BruteForce; p != nil {
+		scenario(&p.OutcomeScenario, "brute force", p.Failures, "failures from one source", DefaultAuthFailureStatuses)
+	}
+	if p := d.AccountAttack; p != nil {
+		scenario(&p.OutcomeScenario, "account attack", p.DistinctSources, "sources failing on one account (each source banned)", DefaultAuthFailureStatuses)
+		if p.On() && p.LockAccount > 0 {
+			parts = append(parts, "an attacked account is locked for "+reportDuration(p.LockAccount.Std()))
+		}
+	}
+	if p := d.Probing; p != nil {
+		scenario(&p.OutcomeScenario, "probing", p.DistinctEndpoints, "distinct endpoints failing for one source", DefaultProbingStatuses)
+	}
+	return parts
 }
