@@ -26,7 +26,8 @@
 #     what the maximum left queued drained, which is no latency of the rate;
 #  4. the in-process decision path (no HTTP) and its ratio to the ceiling;
 #  5. limiter peak RSS over 1 M distinct keys, Redis memory per key;
-#  6. detector events/s, archiver rows/s, rule propagation;
+#  6. detector events/s (decisions and outcomes) and ban latencies, archiver
+#     rows/s, rule propagation;
 #  7. the in-process path against a Redis Cluster of one primary and of
 #     three (private redis-server processes, no replicas);
 #  8. Redis CPU per decision of each algorithm's full and lean scripts, and
@@ -394,7 +395,7 @@ done
 stop_broker
 
 # 6. Detector, archiver and rule propagation, with real processes.
-go test -tags bench -run 'TestBench(Detector|Archiver|RulePropagation)' -count=1 -v ./internal/e2e >"$work/e2e.txt" 2>&1 || { cat "$work/e2e.txt" >&2; exit 1; }
+go test -tags bench -run 'TestBench(Detector|OutcomeDetector|Archiver|RulePropagation)' -count=1 -v ./internal/e2e >"$work/e2e.txt" 2>&1 || { cat "$work/e2e.txt" >&2; exit 1; }
 
 # 7. One primary against three: the in-process path on a Redis Cluster.
 start_broker
@@ -477,7 +478,7 @@ dirty=$(git diff --quiet -- . ":(exclude)$OUT" || echo ' (with local changes)')
 	echo
 	echo "Pipeline (go test -tags bench ./internal/e2e):"
 	echo
-	grep -E '^(detector:|ban latency|archiver:|rule propagation)' "$work/e2e.txt" | sed 's/^/- /'
+	grep -E '^(detector:|outcome detector|ban latency|archiver:|rule propagation)' "$work/e2e.txt" | sed 's/^/- /'
 	echo
 	echo "Redis Cluster, one primary against three (go test -tags bench -run TestBenchClusterScaling ./internal/limiter; no replicas, events on):"
 	echo

@@ -118,8 +118,8 @@ func decodeReportBatch(data []byte) ([]report, error) {
 	}
 	var in *jsonwire.InputError
 	switch {
-	case errors.As(err, &in):
-		return nil, jsonwire.BadRequest("%s", in.Msg)
+	case errors.As(err, &in): // with the index the batch wrapped it in
+		return nil, jsonwire.BadRequest("%s", err.Error())
 	case err != nil:
 		return nil, jsonwire.BadRequest("invalid JSON: %v", err)
 	case len(out) == 0:

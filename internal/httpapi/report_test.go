@@ -188,6 +188,7 @@ func TestReportInput(t *testing.T) {
 		{"no ip", `{"endpoint":"/a","status":200}`, "ip: required"},
 		{"unknown field", `{"ip":"203.0.113.7","endpoint":"/a","status":200,"x":1}`, "unknown field"},
 		{"empty batch", `{"reports":[]}`, "reports: required"},
+		{"batch item without status", `{"reports":[{"ip":"203.0.113.7","endpoint":"/a"}]}`, "reports[0]: status: required"},
 		{"bad batch item", `{"reports":[{"ip":"203.0.113.7","endpoint":"/a","status":200},{"ip":"x","endpoint":"/a","status":200}]}`, "reports[1]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
