@@ -3,10 +3,11 @@ package abuse
 import (
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"math"
 	"strconv"
 	"time"
+
+	"github.com/ratewarden/ratewarden/internal/event"
 )
 
 // BanID derives the id of a ban or warning from what identifies one
@@ -31,20 +32,7 @@ func BanID(scope, subject, reason, trigger string) string {
 	}
 	var sum [sha256.Size]byte
 	h.Sum(sum[:0])
-	u := sum[:16]
-	u[6] = u[6]&0x0f | 0x80 // version 8
-	u[8] = u[8]&0x3f | 0x80 // RFC 9562 variant
-	var out [36]byte
-	hex.Encode(out[0:8], u[0:4])
-	out[8] = '-'
-	hex.Encode(out[9:13], u[4:6])
-	out[13] = '-'
-	hex.Encode(out[14:18], u[6:8])
-	out[18] = '-'
-	hex.Encode(out[19:23], u[8:10])
-	out[23] = '-'
-	hex.Encode(out[24:36], u[10:16])
-	return string(out[:])
+	return event.HashID(sum[:])
 }
 
 // ViolationReason is the reason of a violation ban or warning over a window

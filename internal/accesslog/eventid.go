@@ -3,7 +3,8 @@ package accesslog
 import (
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
+
+	"github.com/ratewarden/ratewarden/internal/event"
 )
 
 // EventID returns the event id of the line at src: a UUID (RFC 9562
@@ -21,18 +22,5 @@ func EventID(src Source) string {
 	h.Write(b[:])
 	var sum [sha256.Size]byte
 	h.Sum(sum[:0])
-	u := sum[:16]
-	u[6] = u[6]&0x0f | 0x80 // version 8
-	u[8] = u[8]&0x3f | 0x80 // variant 10
-	var out [36]byte
-	hex.Encode(out[0:8], u[0:4])
-	out[8] = '-'
-	hex.Encode(out[9:13], u[4:6])
-	out[13] = '-'
-	hex.Encode(out[14:18], u[6:8])
-	out[18] = '-'
-	hex.Encode(out[19:23], u[8:10])
-	out[23] = '-'
-	hex.Encode(out[24:36], u[10:16])
-	return string(out[:])
+	return event.HashID(sum[:])
 }
