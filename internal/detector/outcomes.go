@@ -2,7 +2,6 @@ package detector
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -111,23 +110,12 @@ func (s *OutcomeService) handle(ctx context.Context, msgs []event.Message) error
 	if err != nil {
 		return fmt.Errorf("detect outcomes: %w", err)
 	}
-	for _, o := range outcomes {
-		b := o.Ban
-		s.log.Info("issued", zap.String("action", b.Action), zap.String("scope", b.Scope), zap.String("subject", b.Subject),
-			zap.String("reason", b.Reason), zap.Int64("count", b.Count), zap.Int64("duration_s", b.DurationS),
-			zap.Bool("dry_run", b.DryRun), zap.String("ban_id", b.BanID))
-	}
+	logIssued(s.log, outcomes)
 	// Counted once the batch is done, so a retried batch counts them once.
 	for _, r := range rejected {
-		s.skip(r.msg, r.err)
+		skipMessage(s.log, s.throttle, skipCounters{s.metrics.invalid, s.metrics.undecodable}, "outcome", r.msg, r.err)
 	}
-	for instance, d := range st.Ahead {
-		if ok, suppressed := s.throttle.allow("ahead/"+instance, time.Now()); ok {
-			s.log.Warn("outcomes ahead of the detector's clock, decided at its time",
-				zap.String("instance", instance), zap.Duration("ahead", d), zap.Duration("max_clock_skew", s.engine.MaxClockSkew()),
-				zap.Int("suppressed", suppressed))
-		}
-	}
+	logAhead(s.log, s.throttle, "outcomes", st.Ahead, s.engine.MaxClockSkew())
 	s.metrics.observe(st, time.Since(start))
 	return nil
 }
@@ -151,21 +139,6 @@ func (s *OutcomeService) checkBans(ctx context.Context, in []abuse.OutcomeInput)
 		return fmt.Errorf("check bans: %w", err)
 	}
 	return nil
-}
-
-func (s *OutcomeService) skip(m event.Message, err error) {
-	kind := "undecodable"
-	var fe *event.FieldError
-	if errors.As(err, &fe) {
-		kind = fe.Field
-		s.metrics.invalid.WithLabelValues(fe.Field).Inc()
-	} else {
-		s.metrics.undecodable.Inc()
-	}
-	if ok, suppressed := s.throttle.allow("skip/"+kind, time.Now()); ok {
-		s.log.Warn("outcome skipped: it can never be processed", zap.String("kind", kind), zap.Int("partition", m.Partition),
-			zap.Int64("offset", m.Offset), zap.Error(err), zap.Int("suppressed", suppressed))
-	}
 }
 
 // ReportStats returns the reporter of the lag of the consumer of topic

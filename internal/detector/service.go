@@ -7,7 +7,6 @@ package detector
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -70,18 +69,13 @@ func (s *Service) handle(ctx context.Context, msgs []event.Message) error {
 	if err != nil {
 		return fmt.Errorf("detect: %w", err)
 	}
-	for _, o := range outcomes {
-		b := o.Ban
-		s.log.Info("issued", zap.String("action", b.Action), zap.String("scope", b.Scope), zap.String("subject", b.Subject),
-			zap.String("reason", b.Reason), zap.Int64("count", b.Count), zap.Int64("duration_s", b.DurationS),
-			zap.Bool("dry_run", b.DryRun), zap.String("ban_id", b.BanID))
-	}
+	logIssued(s.log, outcomes)
 	// Counted once the batch is done: a batch retried while Redis is down
 	// must not count its rejected messages again on every attempt.
 	for _, r := range rejected {
-		s.skip(r.msg, r.err)
+		skipMessage(s.log, s.throttle, skipCounters{s.metrics.invalid, s.metrics.undecodable}, "decision event", r.msg, r.err)
 	}
-	s.logAhead(stats.Ahead)
+	logAhead(s.log, s.throttle, "decision events", stats.Ahead, s.engine.MaxClockSkew())
 	s.metrics.observe(stats, time.Since(start))
 	return nil
 }
@@ -108,35 +102,6 @@ func decodeBatch(msgs []event.Message) ([]abuse.Input, []rejection) {
 		in = append(in, abuse.Input{Partition: m.Partition, Event: ev})
 	}
 	return in, rejected
-}
-
-// skip counts a message that is no valid decision event, and logs it at
-// most once per interval and kind (the field at fault, or undecodable).
-func (s *Service) skip(m event.Message, err error) {
-	kind := "undecodable"
-	var fe *event.FieldError
-	if errors.As(err, &fe) {
-		kind = fe.Field
-		s.metrics.invalid.WithLabelValues(fe.Field).Inc()
-	} else {
-		s.metrics.undecodable.Inc()
-	}
-	if ok, suppressed := s.throttle.allow("skip/"+kind, time.Now()); ok {
-		s.log.Warn("decision event skipped: it can never be processed", zap.String("kind", kind), zap.Int("partition", m.Partition),
-			zap.Int64("offset", m.Offset), zap.Error(err), zap.Int("suppressed", suppressed))
-	}
-}
-
-// logAhead logs, at most once per interval and instance, that an instance
-// stamps events beyond the tolerated skew ahead of the detector's clock.
-func (s *Service) logAhead(ahead map[string]time.Duration) {
-	for instance, d := range ahead {
-		if ok, suppressed := s.throttle.allow("ahead/"+instance, time.Now()); ok {
-			s.log.Warn("decision events ahead of the detector's clock, decided at its time",
-				zap.String("instance", instance), zap.Duration("ahead", d), zap.Duration("max_clock_skew", s.engine.MaxClockSkew()),
-				zap.Int("suppressed", suppressed))
-		}
-	}
 }
 
 // ReportStats reports the consumer lag (the buffer fill is not exported).
