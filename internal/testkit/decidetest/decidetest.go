@@ -23,6 +23,9 @@ type Scenario struct {
 	// NowMs are set per step by Call.
 	Rule  decide.Call
 	Steps []Step
+	// Probes, when set, says which steps are probes (decide.Call.Probe):
+	// the checks of a rule spent by reports, which debit nothing.
+	Probes []bool
 }
 
 // Keys returns the keys of one subject under prefix, sharing one hash tag.
@@ -37,6 +40,9 @@ func (s Scenario) Call(keys decide.Keys, i int) decide.Call {
 	c.Keys = keys
 	c.Cost = s.Steps[i].Cost
 	c.NowMs = s.Steps[i].NowMs
+	if i < len(s.Probes) && s.Probes[i] {
+		c.Probe, c.DebitDenied = true, false
+	}
 	return c
 }
 
@@ -47,6 +53,7 @@ func Scenarios() []Scenario {
 	all = append(all, slidingWindow()...)
 	all = append(all, slidingWindowCounter()...)
 	all = append(all, tokenBucket()...)
+	all = append(all, spentByReports()...)
 	return all
 }
 
