@@ -213,3 +213,20 @@ func TestReportInput(t *testing.T) {
 		t.Fatalf("after a batch failure and one more: %+v, want 3 left", a)
 	}
 }
+
+// Reports take the decision API's tokens, as checks do.
+func TestReportNeedsAToken(t *testing.T) {
+	s := newStack(t, stackOptions{rules: reportRules, configure: func(c *stackConfig) { c.APITokens = []string{"report-token-0123456789"} }})
+	body := `{"ip":"203.0.113.7","endpoint":"/api/login","method":"POST","user_id":"alice","status":401}`
+	for _, path := range []string{"/v1/report", "/v1/report/batch"} {
+		if r := s.do(http.MethodPost, path, body, nil); r.Status != http.StatusUnauthorized || r.Header.Get("WWW-Authenticate") == "" {
+			t.Fatalf("%s without a token: %d, want 401 with a challenge", path, r.Status)
+		}
+	}
+	if r := s.do(http.MethodPost, "/v1/report", body, map[string]string{"Authorization": "Bearer report-token-0123456789"}); r.Status != http.StatusOK {
+		t.Fatalf("with the token: %d %q", r.Status, r.Error)
+	}
+	if r := s.do(http.MethodGet, "/v1/report", "", map[string]string{"Authorization": "Bearer report-token-0123456789"}); r.Status != http.StatusMethodNotAllowed {
+		t.Fatalf("GET: %d, want 405", r.Status)
+	}
+}
