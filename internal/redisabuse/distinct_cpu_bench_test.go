@@ -35,6 +35,8 @@ import (
 // BENCH_OUTCOMES (default 60000) outcomes per workload and round,
 // BENCH_ROUNDS (default 3) rounds. To compare two versions, build the test
 // binary of each and run them in turn, quoting ratios of the same round.
+// BENCH_COMMANDSTATS=1 also prints, per command Redis ran, its calls and µs
+// per outcome (a script's commands are counted inside its own time).
 func TestBenchDistinctRedisCPU(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: redistest.StartServer(t)})
 	t.Cleanup(func() { _ = client.Close() })
@@ -74,6 +76,9 @@ func TestBenchDistinctRedisCPU(t *testing.T) {
 			const batch = 2000
 			in := make([]abuse.OutcomeInput, 0, batch)
 			var took time.Duration
+			if err := client.ConfigResetStat(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
 			cpu := -procCPUOf(t, pid)
 			for i := range n {
 				ip, user := w.outcome(i)
@@ -93,7 +98,37 @@ func TestBenchDistinctRedisCPU(t *testing.T) {
 			fmt.Printf("distinct-cpu round %d %-6s: redis %.1f µs/outcome, wall %.1f µs/outcome (%.0f outcomes/s)\n",
 				round, w.name, float64(cpu.Microseconds())/float64(n), float64(took.Microseconds())/float64(n),
 				float64(n)/took.Seconds())
+			if os.Getenv("BENCH_COMMANDSTATS") != "" {
+				printCommandStats(t, client, n)
+			}
 		}
+	}
+}
+
+// printCommandStats prints, per command Redis ran (those of scripts
+// included), its calls and µs per outcome.
+func printCommandStats(t *testing.T, client *redis.Client, n int) {
+	t.Helper()
+	info, err := client.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(info) {
+		name, stats, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(line), "cmdstat_"), ":")
+		if !ok || strings.HasPrefix(name, "#") {
+			continue
+		}
+		var calls, usec int64
+		for kv := range strings.SplitSeq(stats, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "calls":
+				calls, _ = strconv.ParseInt(v, 10, 64)
+			case "usec":
+				usec, _ = strconv.ParseInt(v, 10, 64)
+			}
+		}
+		fmt.Printf("  %-18s %6.2f calls/outcome %6.2f µs/outcome\n", name, float64(calls)/float64(n), float64(usec)/float64(n))
 	}
 }
 
