@@ -36,8 +36,8 @@ type DistinctSpec struct {
 	AllOnCross bool
 }
 
-// DistinctAdd is one sighting of Member in Set, made by the event EventID
-// at TS.
+// DistinctAdd is one sighting of Member (not empty) in Set, made by the
+// event EventID at TS.
 type DistinctAdd struct {
 	Set     DistinctSet
 	Spec    DistinctSpec

@@ -18,60 +18,110 @@ import (
 // detector restart and is shared by every detector instance. It is safe
 // for concurrent use.
 //
-// A set's keys are P{det|<scope>|<hash>}:d:<name>:m (members),
-// …:d:<name>:i (introducers) and …:d:<name>:x (newest time, last
-// crossing), under the offender's hash tag (that of Windows and Ledger), so
-// each script touches a single Redis Cluster slot. They expire after twice
-// the window plus the grace without a sighting.
+// A set's keys are P{det|<scope>|<hash>}:d:<name>:m (members) and
+// …:d:<name>:i (introducers, and the last crossing), under the offender's
+// hash tag (that of Windows and Ledger), so each set lives in a single
+// Redis Cluster slot. They expire after twice the window plus the grace
+// without a sighting.
 type Distinct struct {
 	client redis.UniversalClient
 	prefix string
 	script *redis.Script
+	// bySlot: a script call holds the adds of one offender only (Redis
+	// Cluster); otherwise those of any offenders.
+	bySlot bool
+	// perCall bounds the adds of one call (addsPerCall; tests lower it).
+	perCall int
 }
+
+// addsPerCall bounds the adds of one script call: enough that the cost of
+// a call is shared, few enough that Redis is never busy with one call for
+// long.
+const addsPerCall = 32
 
 // NewDistinct returns the sets stored under the key prefix (which must not
 // contain '{' or '}', as it precedes the hash tag).
 func NewDistinct(client redis.UniversalClient, prefix string) *Distinct {
-	return &Distinct{client: client, prefix: prefix, script: redis.NewScript(lua.DetectDistinct())}
+	_, cluster := client.(*redis.ClusterClient)
+	return &Distinct{client: client, prefix: prefix, script: redis.NewScript(lua.DetectDistinct()), bySlot: cluster,
+		perCall: addsPerCall}
 }
 
-// Add records the adds in one round trip (a pipeline of one script call per
-// add, in order) and returns their counts, with the semantics of
-// abusetest.MemoryDistinct. Dropping sightings later than the grace is the
-// caller's business.
+// Add records the adds in one round trip and returns their counts, with
+// the semantics of abusetest.MemoryDistinct. The adds go in script calls
+// of up to addsPerCall adds each, pipelined; on Redis Cluster a call holds
+// the adds of one offender. A set's adds keep their order: they are in one
+// call, or in calls that run in order on its node. Dropping sightings
+// later than the grace is the caller's business.
 func (d *Distinct) Add(ctx context.Context, adds []abuse.DistinctAdd) ([]abuse.DistinctCount, error) {
 	if len(adds) == 0 {
 		return nil, nil
 	}
-	calls := make([]redisstore.EvalCall, len(adds))
+	bases := make([]string, len(adds))
 	for i := range adds {
 		if err := validateAdd(&adds[i]); err != nil {
 			return nil, fmt.Errorf("redis add distinct: add %d: %w", i, err)
 		}
-		calls[i] = d.call(&adds[i])
+		bases[i] = offenderTag(d.prefix, adds[i].Set.Offender)
+	}
+	groups := d.group(bases)
+	calls := make([]redisstore.EvalCall, len(groups))
+	for g, idx := range groups {
+		calls[g] = d.call(adds, bases, idx)
 	}
 	cmds := redisstore.EvalPipelined(ctx, d.client, calls)
-	out := make([]abuse.DistinctCount, len(cmds))
-	for i, cmd := range cmds {
-		c, err := parseDistinct(cmd)
-		if err != nil {
+	out := make([]abuse.DistinctCount, len(adds))
+	for g, cmd := range cmds {
+		if err := parseDistinct(cmd, groups[g], out); err != nil {
+			i := groups[g][0]
 			return nil, fmt.Errorf("redis add distinct: add %d (event %.64q): %w", i, adds[i].EventID, err)
 		}
-		out[i] = c
 	}
 	return out, nil
 }
 
-func (d *Distinct) call(a *abuse.DistinctAdd) redisstore.EvalCall {
-	base := offenderTag(d.prefix, a.Set.Offender) + ":d:" + a.Set.Name
-	all := int64(0)
-	if a.Spec.AllOnCross {
-		all = 1
+// group returns the indexes of the adds of each script call, in order.
+func (d *Distinct) group(bases []string) [][]int {
+	var groups [][]int
+	if !d.bySlot {
+		for i := 0; i < len(bases); i += d.perCall {
+			idx := make([]int, min(d.perCall, len(bases)-i))
+			for j := range idx {
+				idx[j] = i + j
+			}
+			groups = append(groups, idx)
+		}
+		return groups
 	}
-	ttl := max(2*(a.Spec.Window+a.Spec.Grace), time.Second)
-	return redisstore.EvalCall{Script: d.script, Keys: []string{base + ":m", base + ":i", base + ":x"},
-		Args: []any{a.TS.UnixMilli(), a.Member, a.EventID, a.Spec.Window.Milliseconds(), a.Spec.Cap,
-			a.Spec.Threshold, int64(a.Spec.Samples), all, ttl.Milliseconds()}}
+	open := make(map[string]int) // offender tag -> its group still open
+	for i, b := range bases {
+		g, ok := open[b]
+		if !ok || len(groups[g]) == d.perCall {
+			g = len(groups)
+			groups = append(groups, nil)
+			open[b] = g
+		}
+		groups[g] = append(groups[g], i)
+	}
+	return groups
+}
+
+func (d *Distinct) call(adds []abuse.DistinctAdd, bases []string, idx []int) redisstore.EvalCall {
+	keys := make([]string, 0, 2*len(idx))
+	args := make([]any, 0, 9*len(idx))
+	for _, i := range idx {
+		a := &adds[i]
+		base := bases[i] + ":d:" + a.Set.Name
+		all := int64(0)
+		if a.Spec.AllOnCross {
+			all = 1
+		}
+		ttl := max(2*(a.Spec.Window+a.Spec.Grace), time.Second)
+		keys = append(keys, base+":m", base+":i")
+		args = append(args, a.TS.UnixMilli(), a.Member, a.EventID, a.Spec.Window.Milliseconds(), a.Spec.Cap,
+			a.Spec.Threshold, int64(a.Spec.Samples), all, ttl.Milliseconds())
+	}
+	return redisstore.EvalCall{Script: d.script, Keys: keys, Args: args}
 }
 
 func validateAdd(a *abuse.DistinctAdd) error {
@@ -81,6 +131,8 @@ func validateAdd(a *abuse.DistinctAdd) error {
 	switch {
 	case a.Set.Name == "" || strings.ContainsAny(a.Set.Name, "{}:"):
 		return fmt.Errorf("set name %.32q is empty or holds '{', '}' or ':'", a.Set.Name)
+	case a.Member == "":
+		return fmt.Errorf("empty member")
 	case a.Spec.Window <= 0 || a.Spec.Grace < 0 || a.Spec.Samples < 0:
 		return fmt.Errorf("distinct spec: window not positive, or negative grace or samples")
 	case a.Spec.Cap < 1:
@@ -89,34 +141,45 @@ func validateAdd(a *abuse.DistinctAdd) error {
 	return nil
 }
 
-// parseDistinct reads the reply of detect_distinct.lua.
-func parseDistinct(cmd *redis.Cmd) (abuse.DistinctCount, error) {
+// parseDistinct reads the reply of detect_distinct.lua to the adds idx
+// into out.
+func parseDistinct(cmd *redis.Cmd, idx []int, out []abuse.DistinctCount) error {
 	v, err := cmd.Result()
 	if err != nil {
-		return abuse.DistinctCount{}, err
+		return err
 	}
 	vals, ok := v.([]any)
-	if !ok || len(vals) < 7 {
-		return abuse.DistinctCount{}, errReply
+	if !ok {
+		return errReply
 	}
-	var n [7]int64
-	for i := range n {
-		if n[i], ok = vals[i].(int64); !ok {
-			return abuse.DistinctCount{}, errReply
+	for _, i := range idx {
+		if len(vals) < 7 {
+			return errReply
 		}
-	}
-	if n[6] != int64(len(vals)-7) {
-		return abuse.DistinctCount{}, errReply
-	}
-	c := abuse.DistinctCount{Newest: msTime(n[0]), Count: n[1], Introduced: n[2] == 1, Crossed: n[3] == 1,
-		First: msTime(n[4]), Last: msTime(n[5])}
-	if n[6] > 0 {
-		c.Members = make([]string, n[6])
-	}
-	for i := range c.Members {
-		if c.Members[i], ok = vals[7+i].(string); !ok {
-			return abuse.DistinctCount{}, errReply
+		var n [7]int64
+		for j := range n {
+			if n[j], ok = vals[j].(int64); !ok {
+				return errReply
+			}
 		}
+		if n[6] < 0 || n[6] > int64(len(vals)-7) {
+			return errReply
+		}
+		c := abuse.DistinctCount{Newest: msTime(n[0]), Count: n[1], Introduced: n[2] == 1, Crossed: n[3] == 1,
+			First: msTime(n[4]), Last: msTime(n[5])}
+		if n[6] > 0 {
+			c.Members = make([]string, n[6])
+		}
+		for j := range c.Members {
+			if c.Members[j], ok = vals[7+j].(string); !ok {
+				return errReply
+			}
+		}
+		out[i] = c
+		vals = vals[7+n[6]:]
 	}
-	return c, nil
+	if len(vals) != 0 {
+		return errReply
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package abusetest
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -46,10 +47,16 @@ func NewMemoryDistinct() *MemoryDistinct {
 	return &MemoryDistinct{sets: make(map[abuse.DistinctSet]*memorySet)}
 }
 
-// Add records the adds in order and returns the count of each.
+// Add records the adds in order and returns the count of each. An empty
+// member is an error, and nothing of the batch is recorded.
 func (d *MemoryDistinct) Add(ctx context.Context, adds []abuse.DistinctAdd) ([]abuse.DistinctCount, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	for i := range adds {
+		if adds[i].Member == "" {
+			return nil, fmt.Errorf("memory add distinct: add %d: empty member", i)
+		}
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
