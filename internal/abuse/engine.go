@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/event"
@@ -75,9 +74,7 @@ type Engine struct {
 	w        Windows
 	l        Ledger
 	pub      Publisher
-
-	mu     sync.Mutex
-	newest map[int]int64 // partition -> newest event time seen (ms)
+	parts    *partitions[int]
 }
 
 // NewEngine returns an engine keeping its windows in w and its bans in l,
@@ -85,7 +82,7 @@ type Engine struct {
 func NewEngine(cfg Config, w Windows, l Ledger, pub Publisher) *Engine {
 	det := cfg.Detection.WithDefaults()
 	e := &Engine{det: det, exempt: cfg.Exempt, now: cfg.Now, skew: det.MaxClockSkew.Std(), w: w, l: l, pub: pub,
-		windowOf: map[time.Duration]int{}, newest: map[int]int64{}}
+		windowOf: map[time.Duration]int{}, parts: newPartitions[int]()}
 	if e.now == nil {
 		e.now = time.Now
 	}
@@ -146,17 +143,6 @@ func (e *Engine) Spec() WindowSpec {
 // is taken as it is (detection.max_clock_skew).
 func (e *Engine) MaxClockSkew() time.Duration { return e.skew }
 
-// eventTime returns the time at which an event stamped ts is decided, given
-// the detector's clock now: ts itself, unless ts is more than the maximum
-// clock skew ahead of now; such an event (a limiter's clock jumped ahead)
-// is decided at now, and ahead says by how much it was ahead (0 otherwise).
-func (e *Engine) eventTime(ts, now time.Time) (at time.Time, ahead time.Duration) {
-	if d := ts.Sub(now); d > e.skew {
-		return now, d
-	}
-	return ts, 0
-}
-
 // Process counts a batch of events, in order, and claims, publishes and
 // settles the bans and warnings they trigger (see issue). It returns what
 // it published (each ban id once), in order. An event is late when it is older than the newest event seen on
@@ -175,35 +161,17 @@ func (e *Engine) eventTime(ts, now time.Time) (at time.Time, ahead time.Duration
 func (e *Engine) Process(ctx context.Context, in []Input) ([]Outcome, Stats, error) {
 	st := Stats{Consumed: len(in), Warnings: map[string]int{}, Bans: map[string]int{}}
 	now := e.now().UTC().Truncate(time.Microsecond) // the precision of encoded times
-	nowMs := now.UnixMilli()
 	sightings := make([]Sighting, 0, 2*len(in))
 	events := make([]*event.Decision, 0, 2*len(in)) // the event of each sighting
-	e.mu.Lock()
-	marks := make(map[int]int64) // partition marks as this batch moves them
-	graceMs := e.spec.Grace.Milliseconds()
+	clock := e.parts.clock(&st, now, e.skew, e.spec.Grace)
 	for i := range in {
 		ev := &in[i].Event
-		at, ahead := e.eventTime(ev.TS, now)
-		if ahead > 0 {
-			st.Future++
-			if st.Ahead == nil {
-				st.Ahead = map[string]time.Duration{}
-			}
-			st.Ahead[ev.Instance] = max(st.Ahead[ev.Instance], ahead)
-		}
-		ts := at.UnixMilli()
-		mark, ok := marks[in[i].Partition]
-		if !ok {
-			mark, ok = e.newest[in[i].Partition]
-		}
-		if m := min(ts, nowMs); !ok || m > mark {
-			marks[in[i].Partition] = m
-		}
+		at, late := clock.at(in[i].Partition, ev.TS, ev.Instance)
 		switch {
 		case ev.Reason == event.ReasonBanned || ev.Reason == event.ReasonExempt || (e.exempt != nil && e.exempt(ev)):
 			st.Skipped++
 			continue
-		case ok && ts < mark-graceMs:
+		case late:
 			st.Late++
 			continue
 		}
@@ -230,7 +198,7 @@ func (e *Engine) Process(ctx context.Context, in []Input) ([]Outcome, Stats, err
 			events = append(events, ev)
 		}
 	}
-	e.mu.Unlock()
+	clock.release()
 
 	var outcomes []Outcome
 	if len(sightings) > 0 {
@@ -241,45 +209,19 @@ func (e *Engine) Process(ctx context.Context, in []Input) ([]Outcome, Stats, err
 		if len(tallies) != len(sightings) {
 			return nil, Stats{}, fmt.Errorf("record sightings: %d tallies for %d sightings", len(tallies), len(sightings))
 		}
-		published := make(map[string]bool)
+		claims := newClaimer(e.l, &st)
 		for i := range sightings {
 			for _, c := range e.claims(&sightings[i], events[i], &tallies[i], now) {
-				out, err := e.l.Claim(ctx, c)
-				if err != nil {
-					return nil, Stats{}, fmt.Errorf("claim %s %s for %s: %w", c.Ban.Action, c.Ban.Reason, c.Ban.Key(), err)
-				}
-				if !out.Publish || published[out.Ban.BanID] {
-					continue
-				}
-				published[out.Ban.BanID] = true
-				outcomes = append(outcomes, out)
-				if out.Ban.Action == event.ActionWarn {
-					st.Warnings[out.Ban.Reason]++
-				} else {
-					st.Bans[out.Ban.Reason]++
+				if err := claims.claim(ctx, c); err != nil {
+					return nil, Stats{}, err
 				}
 			}
 		}
+		outcomes = claims.outcomes
 	}
-	if err := e.issue(ctx, outcomes); err != nil {
+	if err := issue(ctx, e.pub, e.l, outcomes); err != nil {
 		return nil, Stats{}, err
 	}
-
-	e.mu.Lock()
-	for p, ts := range marks {
-		if old, ok := e.newest[p]; !ok || ts > old {
-			e.newest[p] = ts
-		}
-	}
-	e.mu.Unlock()
+	clock.commit()
 	return outcomes, st, nil
-}
-
-// issue publishes the bans and warnings of outcomes, then settles each in
-// the ledger (enforcing a ban unless dry run), in that order: a crash in
-// between leaves the record pending, so the next claim publishes it again
-// under the same id and settles it, rather than enforcing a ban nobody was
-// told of or losing one.
-func (e *Engine) issue(ctx context.Context, outcomes []Outcome) error {
-	return issue(ctx, e.pub, e.l, outcomes)
 }

@@ -3,7 +3,6 @@ package abuse
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/event"
@@ -69,8 +68,7 @@ type OutcomeEngine struct {
 	l       Ledger
 	pub     Publisher
 
-	mu     sync.Mutex
-	newest map[topicPartition]int64 // newest event time seen (ms)
+	parts *partitions[topicPartition]
 }
 
 // outcomeScenario is one enabled scenario, compiled.
@@ -93,7 +91,7 @@ type outcomeScenario struct {
 func NewOutcomeEngine(cfg OutcomeConfig, d Distinct, l Ledger, pub Publisher) (*OutcomeEngine, error) {
 	det := cfg.Detection.WithDefaults()
 	e := &OutcomeEngine{det: det, exempt: cfg.Exempt, now: cfg.Now, skew: det.MaxClockSkew.Std(), grace: det.Grace.Std(),
-		d: d, l: l, pub: pub, newest: map[topicPartition]int64{}}
+		d: d, l: l, pub: pub, parts: newPartitions[topicPartition]()}
 	if e.now == nil {
 		e.now = time.Now
 	}
@@ -176,31 +174,12 @@ type outcomeAdd struct {
 func (e *OutcomeEngine) Process(ctx context.Context, in []OutcomeInput) ([]Outcome, Stats, error) {
 	st := Stats{Consumed: len(in), Warnings: map[string]int{}, Bans: map[string]int{}}
 	now := e.now().UTC().Truncate(time.Microsecond)
-	nowMs := now.UnixMilli()
-	graceMs := e.grace.Milliseconds()
 	var adds []DistinctAdd
 	var refs []outcomeAdd
-	marks := make(map[topicPartition]int64)
-	e.mu.Lock()
+	clock := e.parts.clock(&st, now, e.skew, e.grace)
 	for i := range in {
 		ev := &in[i].Outcome
-		at, ahead := boundTime(ev.TS, now, e.skew)
-		if ahead > 0 {
-			st.Future++
-			if st.Ahead == nil {
-				st.Ahead = map[string]time.Duration{}
-			}
-			st.Ahead[ev.Instance] = max(st.Ahead[ev.Instance], ahead)
-		}
-		ts := at.UnixMilli()
-		tp := topicPartition{in[i].Topic, in[i].Partition}
-		mark, ok := marks[tp]
-		if !ok {
-			mark, ok = e.newest[tp]
-		}
-		if m := min(ts, nowMs); !ok || m > mark {
-			marks[tp] = m
-		}
+		at, late := clock.at(topicPartition{in[i].Topic, in[i].Partition}, ev.TS, ev.Instance)
 		if ev.Status < 0 || ev.Status > event.MaxStatus || !e.failure[ev.Status] {
 			continue
 		}
@@ -208,7 +187,7 @@ func (e *OutcomeEngine) Process(ctx context.Context, in []OutcomeInput) ([]Outco
 		case ev.Banned || ev.IP == "0.0.0.0" || ev.IP == "::" || (e.exempt != nil && e.exempt(ev)):
 			st.Skipped++
 			continue
-		case ok && ts < mark-graceMs:
+		case late:
 			st.Late++
 			continue
 		}
@@ -238,7 +217,7 @@ func (e *OutcomeEngine) Process(ctx context.Context, in []OutcomeInput) ([]Outco
 			refs = append(refs, outcomeAdd{sc: sc, ev: ev, at: at, source: source})
 		}
 	}
-	e.mu.Unlock()
+	clock.release()
 
 	var outcomes []Outcome
 	if len(adds) > 0 {
@@ -249,37 +228,20 @@ func (e *OutcomeEngine) Process(ctx context.Context, in []OutcomeInput) ([]Outco
 		if len(counts) != len(adds) {
 			return nil, Stats{}, fmt.Errorf("add outcomes: %d counts for %d adds", len(counts), len(adds))
 		}
-		published := make(map[string]bool)
+		claims := newClaimer(e.l, &st)
 		for i := range adds {
 			for _, c := range e.claims(&refs[i], &counts[i], now) {
-				out, err := e.l.Claim(ctx, c)
-				if err != nil {
-					return nil, Stats{}, fmt.Errorf("claim %s %s for %s: %w", c.Ban.Action, c.Ban.Reason, c.Ban.Key(), err)
-				}
-				if !out.Publish || published[out.Ban.BanID] {
-					continue
-				}
-				published[out.Ban.BanID] = true
-				outcomes = append(outcomes, out)
-				if out.Ban.Action == event.ActionWarn {
-					st.Warnings[out.Ban.Reason]++
-				} else {
-					st.Bans[out.Ban.Reason]++
+				if err := claims.claim(ctx, c); err != nil {
+					return nil, Stats{}, err
 				}
 			}
 		}
+		outcomes = claims.outcomes
 	}
 	if err := issue(ctx, e.pub, e.l, outcomes); err != nil {
 		return nil, Stats{}, err
 	}
-
-	e.mu.Lock()
-	for p, ts := range marks {
-		if old, ok := e.newest[p]; !ok || ts > old {
-			e.newest[p] = ts
-		}
-	}
-	e.mu.Unlock()
+	clock.commit()
 	return outcomes, st, nil
 }
 
@@ -339,35 +301,4 @@ func (e *OutcomeEngine) claims(r *outcomeAdd, c *DistinctCount, now time.Time) [
 		out = append(out, ban(event.ScopeUser, account, sc.lock, event.Evidence{SampleSources: sources}))
 	}
 	return out
-}
-
-// boundTime returns the time at which an event stamped ts is decided, given
-// the detector's clock now and the maximum clock skew (see
-// Engine.eventTime).
-func boundTime(ts, now time.Time, skew time.Duration) (at time.Time, ahead time.Duration) {
-	if d := ts.Sub(now); d > skew {
-		return now, d
-	}
-	return ts, 0
-}
-
-// issue publishes the bans and warnings of outcomes, then settles each
-// (see Engine.issue).
-func issue(ctx context.Context, pub Publisher, l Ledger, outcomes []Outcome) error {
-	if len(outcomes) == 0 {
-		return nil
-	}
-	bans := make([]event.Ban, len(outcomes))
-	for i, o := range outcomes {
-		bans[i] = o.Ban
-	}
-	if err := pub.Publish(ctx, bans...); err != nil {
-		return fmt.Errorf("publish: %w", err)
-	}
-	for _, b := range bans {
-		if err := l.Settle(ctx, b, !b.DryRun); err != nil {
-			return fmt.Errorf("settle %s %s %s: %w", b.Action, b.Scope, b.BanID, err)
-		}
-	}
-	return nil
 }
