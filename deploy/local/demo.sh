@@ -39,6 +39,9 @@ finish() {
 trap finish EXIT
 trap "finish; exit 130" INT TERM
 
+# Counters, windows and bans of this run only: a demo run again within the
+# hour would otherwise find its attackers still banned from the last one.
+export REDIS_KEY_PREFIX=${REDIS_KEY_PREFIX:-demo$(date +%s):}
 # The rules of the example file, but for credential stuffing: the demo's bots
 # try 3 accounts each from their address, under the default of 10.
 export RULES_FILE=.local/run/demo-rules.yaml
