@@ -296,3 +296,86 @@ func (p *Parser) Integer() (int64, error) {
 	}
 	return n, nil
 }
+
+// Bool parses true or false.
+func (p *Parser) Bool() (bool, error) {
+	switch {
+	case len(p.b)-p.i >= 4 && string(p.b[p.i:p.i+4]) == "true":
+		p.i += 4
+		return true, nil
+	case len(p.b)-p.i >= 5 && string(p.b[p.i:p.i+5]) == "false":
+		p.i += 5
+		return false, nil
+	}
+	return false, p.errorf("expected true or false")
+}
+
+// maxSkipDepth bounds the nesting Skip follows, so that a hostile value
+// cannot exhaust the stack.
+const maxSkipDepth = 64
+
+// Skip parses any JSON value and drops it: a field a reader does not know,
+// which a newer writer may send.
+func (p *Parser) Skip() error { return p.skip(0) }
+
+func (p *Parser) skip(depth int) error {
+	if depth > maxSkipDepth {
+		return p.errorf("nested deeper than %d", maxSkipDepth)
+	}
+	switch c := p.Peek(); {
+	case c == '{':
+		return p.Object(func(string) error { return p.skip(depth + 1) })
+	case c == '[':
+		return p.Array(func(int) error { return p.skip(depth + 1) })
+	case c == '"':
+		_, err := p.Str()
+		return err
+	case c == 't' || c == 'f':
+		_, err := p.Bool()
+		return err
+	case c == 'n':
+		if p.Null() {
+			return nil
+		}
+	case c == '-' || c >= '0' && c <= '9':
+		return p.number()
+	}
+	return p.errorf("expected a value")
+}
+
+// number parses any JSON number.
+func (p *Parser) number() error {
+	if p.i < len(p.b) && p.b[p.i] == '-' {
+		p.i++
+	}
+	digits := func() int {
+		n := 0
+		for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
+			p.i++
+			n++
+		}
+		return n
+	}
+	first := p.i
+	if n := digits(); n == 0 {
+		return p.errorf("expected a number")
+	} else if n > 1 && p.b[first] == '0' {
+		return p.errorf("invalid number")
+	}
+	if p.i < len(p.b) && p.b[p.i] == '.' {
+		p.i++
+		if digits() == 0 {
+			return p.errorf("invalid number")
+		}
+	}
+	if p.i < len(p.b) && (p.b[p.i] == 'e' || p.b[p.i] == 'E') {
+		p.i++
+		if p.i < len(p.b) && (p.b[p.i] == '+' || p.b[p.i] == '-') {
+			p.i++
+		}
+		if digits() == 0 {
+			return p.errorf("invalid number")
+		}
+	}
+	return nil
+}
