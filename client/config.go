@@ -1,0 +1,79 @@
+package client
+
+import (
+	"context"
+	"crypto/tls"
+	"time"
+)
+
+// Config configures a Client. Only URL is required.
+type Config struct {
+	// URL is the limiter's decision API: http://host:port, or https:// for
+	// its TLS listener.
+	URL string
+	// Token is one of the limiter's API_TOKENS, sent as a bearer token;
+	// empty: none.
+	Token string
+	// TLS configures https: the roots that verify the limiter (nil: the
+	// system's) and, for mTLS, the client certificate.
+	TLS *tls.Config
+	// Timeout bounds a call whose context has no earlier deadline; the
+	// context's deadline bounds it otherwise. Default 250ms.
+	Timeout time.Duration
+	// MaxConns bounds the keep-alive connections to the limiter. Default 64.
+	MaxConns int
+	// OnFailure decides a check the limiter could not decide (it did not
+	// answer, the breaker is open, or it answered an error). Default
+	// FailOpen.
+	OnFailure FailurePolicy
+	// BreakerFailures consecutive failed calls open the breaker for
+	// BreakerOpen: calls then fail at once, without a round trip, until one
+	// probe call succeeds. Defaults 5 and 1s.
+	BreakerFailures int
+	BreakerOpen     time.Duration
+	// ReportQueue bounds the outcomes ReportAsync holds before they are
+	// sent; beyond it they are dropped and counted. Default 10 000.
+	ReportQueue int
+}
+
+// FailurePolicy says what a check answers when the limiter could not
+// decide: FailOpen, FailClosed or Fallback.
+// The zero FailurePolicy is FailOpen.
+type FailurePolicy struct {
+	closed   bool
+	fallback func(context.Context, *Request) Decision
+}
+
+var (
+	// FailOpen allows the request: availability before protection.
+	FailOpen = FailurePolicy{}
+	// FailClosed refuses the request: protection before availability.
+	FailClosed = FailurePolicy{closed: true}
+)
+
+// Fallback decides with decide, a local policy (an in-process limiter,
+// say); its Decision is returned with Fallback set.
+func Fallback(decide func(ctx context.Context, req *Request) Decision) FailurePolicy {
+	return FailurePolicy{fallback: decide}
+}
+
+func (p FailurePolicy) decide(ctx context.Context, req *Request) Decision {
+	var d Decision
+	if p.fallback != nil {
+		d = p.fallback(ctx, req)
+	} else {
+		d.Allowed = !p.closed
+		d.Reason = ReasonUnavailable
+	}
+	d.Fallback = true
+	return d
+}
+
+// The defaults of Config.
+const (
+	defaultTimeout         = 250 * time.Millisecond
+	defaultMaxConns        = 64
+	defaultBreakerFailures = 5
+	defaultBreakerOpen     = time.Second
+	defaultReportQueue     = 10_000
+)

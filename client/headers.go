@@ -1,0 +1,43 @@
+package client
+
+import "github.com/valyala/fasthttp"
+
+// The rate-limit headers the limiter sets on a decision's answer, which
+// the middleware gives the application's clients as they are.
+var limitHeaderNames = [...]string{"RateLimit-Policy", "RateLimit", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "Retry-After"}
+
+// rateLimitHeaders are the values of limitHeaderNames in one string:
+// one allocation per decision whatever their number.
+type rateLimitHeaders struct {
+	all string
+	end [len(limitHeaderNames)]uint16 // value i is all[end[i-1]:end[i]]
+}
+
+// readLimitHeaders copies the rate-limit headers of an answer.
+func readLimitHeaders(h *fasthttp.ResponseHeader, buf []byte) (rateLimitHeaders, []byte) {
+	var r rateLimitHeaders
+	buf = buf[:0]
+	for i, name := range limitHeaderNames {
+		v := h.Peek(name)
+		if len(buf)+len(v) > 0xffff {
+			v = nil // a header of 64 KiB is no rate-limit header
+		}
+		buf = append(buf, v...)
+		r.end[i] = uint16(len(buf))
+	}
+	if len(buf) > 0 {
+		r.all = string(buf)
+	}
+	return r, buf
+}
+
+// each calls set with every header that has a value.
+func (r *rateLimitHeaders) each(set func(name, value string)) {
+	start := uint16(0)
+	for i, name := range limitHeaderNames {
+		if end := r.end[i]; end > start {
+			set(name, r.all[start:end])
+			start = end
+		}
+	}
+}

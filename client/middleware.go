@@ -1,0 +1,192 @@
+package client
+
+import (
+	"bufio"
+	"errors"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ratewarden/ratewarden/internal/clientaddr"
+)
+
+// MiddlewareConfig says how Middleware sees a request. Every field is
+// optional.
+type MiddlewareConfig struct {
+	// TrustedProxies are the peers whose X-Forwarded-For (or X-Real-IP)
+	// names the client, as the limiter's TRUSTED_PROXIES; the client is
+	// the connection's address otherwise, so a client cannot pick whom it
+	// is counted as.
+	TrustedProxies []netip.Prefix
+	// User and Tier return the request's user id and tier (from its
+	// session, a verified token); nil: none.
+	User, Tier func(*http.Request) string
+	// Attributes returns the request's attributes, for rules keyed on
+	// attr:<name>; nil: none.
+	Attributes func(*http.Request) map[string]string
+	// Endpoint returns the endpoint the limiter sees. nil: the route's
+	// pattern when a Go 1.22+ http.ServeMux routes the request (the
+	// pattern r.Pattern holds behind the mux, or Mux's for the request
+	// when the middleware wraps the mux), its method and host left out
+	// ("/api/books/{id}"), so that every book counts as one endpoint; else
+	// the URL's path.
+	Endpoint func(*http.Request) string
+	// Mux is the ServeMux the middleware wraps, if it does: its pattern
+	// for a request is found before it routes it.
+	Mux *http.ServeMux
+	// Cost returns what a request counts for at the check; nil: 1.
+	Cost func(*http.Request) int64
+	// Denied answers a refused request. nil: 429 Too Many Requests (403
+	// Forbidden when banned) with a JSON body {"error": ...}; the
+	// RateLimit and Retry-After headers are set before it is called.
+	Denied func(w http.ResponseWriter, r *http.Request, d Decision)
+	// ReportIf says whether a response is reported (ReportAsync, after
+	// the handler, off the response's path); nil: every response.
+	// NeverReport turns reports off.
+	ReportIf func(r *http.Request, status int) bool
+	// ReportCost returns the units a response used (an LLM call's
+	// tokens: the handler may leave them in a header of its own, h);
+	// nil: none reported (the limiter counts 1).
+	ReportCost func(r *http.Request, status int, h http.Header) int64
+}
+
+// NeverReport is a MiddlewareConfig.ReportIf that reports nothing.
+func NeverReport(*http.Request, int) bool { return false }
+
+// Middleware returns net/http middleware that asks the limiter about
+// every request before next serves it: a refused request is answered 429
+// (403 when banned) with Retry-After and never reaches next; an allowed one
+// gets the limiter's RateLimit headers. When the limiter cannot decide,
+// the client's failure policy does. After next, the response's status (and
+// cost) is reported without delaying the response.
+func Middleware(c *Client, cfg MiddlewareConfig) func(http.Handler) http.Handler {
+	res := clientaddr.Resolver{Trusted: cfg.TrustedProxies}
+	recorders := sync.Pool{New: func() any { return new(statusRecorder) }}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			req := Request{Endpoint: endpointOf(&cfg, r), Method: r.Method}
+			if a := res.Of(r); a.IsValid() {
+				req.IP = a.String()
+			}
+			if cfg.User != nil {
+				req.UserID = cfg.User(r)
+			}
+			if cfg.Tier != nil {
+				req.Tier = cfg.Tier(r)
+			}
+			if cfg.Attributes != nil {
+				req.Attributes = cfg.Attributes(r)
+			}
+			if cfg.Cost != nil {
+				req.Cost = cfg.Cost(r)
+			}
+			d, _ := c.Check(r.Context(), &req) // an error is decided by the failure policy: d
+			h := w.Header()
+			d.headers.each(func(name, value string) { h[name] = []string{value} })
+			if !d.Allowed {
+				if d.headers.all == "" && d.RetryAfter > 0 { // a fallback's refusal
+					h["Retry-After"] = []string{strconv.FormatInt(int64((d.RetryAfter+time.Second-1)/time.Second), 10)}
+				}
+				if cfg.Denied != nil {
+					cfg.Denied(w, r, d)
+				} else {
+					denied(w, d)
+				}
+				return
+			}
+			rec := recorders.Get().(*statusRecorder)
+			rec.ResponseWriter, rec.status = w, 0
+			next.ServeHTTP(rec, r)
+			status := rec.status
+			if status == 0 {
+				status = http.StatusOK
+			}
+			rec.ResponseWriter = nil
+			recorders.Put(rec)
+			if cfg.ReportIf != nil && !cfg.ReportIf(r, status) {
+				return
+			}
+			o := Outcome{IP: req.IP, UserID: req.UserID, Endpoint: req.Endpoint, Method: req.Method, Tier: req.Tier,
+				Status: status, Attributes: req.Attributes}
+			if cfg.ReportCost != nil {
+				o.Cost = cfg.ReportCost(r, status, w.Header())
+			}
+			c.ReportAsync(&o)
+		})
+	}
+}
+
+// endpointOf returns the endpoint of r as cfg says (see
+// MiddlewareConfig.Endpoint).
+func endpointOf(cfg *MiddlewareConfig, r *http.Request) string {
+	if cfg.Endpoint != nil {
+		return cfg.Endpoint(r)
+	}
+	pattern := r.Pattern
+	if pattern == "" && cfg.Mux != nil {
+		_, pattern = cfg.Mux.Handler(r)
+	}
+	if pattern == "" {
+		return r.URL.Path
+	}
+	// "[METHOD ][HOST]/PATH": the path is from the first '/'.
+	if i := strings.IndexByte(pattern, '/'); i >= 0 {
+		return pattern[i:]
+	}
+	return r.URL.Path
+}
+
+// denied answers a refused request: 403 when banned, else 429.
+func denied(w http.ResponseWriter, d Decision) {
+	status, body := http.StatusTooManyRequests, `{"error":"too many requests"}`
+	if d.Reason == ReasonBanned {
+		status, body = http.StatusForbidden, `{"error":"forbidden"}`
+	}
+	w.Header()["Content-Type"] = []string{"application/json"}
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(body))
+}
+
+// statusRecorder remembers the status a handler writes. It passes Flush,
+// Hijack and the http.ResponseController methods (Unwrap) through.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *statusRecorder) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		if s.status == 0 {
+			s.status = http.StatusOK
+		}
+		f.Flush()
+	}
+}
+
+func (s *statusRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	if h, ok := s.ResponseWriter.(http.Hijacker); ok {
+		return h.Hijack()
+	}
+	return nil, nil, errors.New("ratewarden middleware: the ResponseWriter cannot be hijacked")
+}
+
+// Unwrap gives http.ResponseController the writer underneath.
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }

@@ -1,0 +1,98 @@
+package client
+
+import "time"
+
+// The reasons of a Decision, as the limiter's API gives them.
+const (
+	ReasonOK          = "ok"
+	ReasonRateLimited = "rate_limited"
+	ReasonBanned      = "banned"
+	ReasonExempt      = "exempt"
+	ReasonNoRule      = "no_rule"
+	// ReasonUnavailable is the reason of a decision the failure policy made
+	// (Decision.Fallback) because the limiter did not answer.
+	ReasonUnavailable = "unavailable"
+)
+
+// Request is the subject of a decision (POST /v1/check): who asks for
+// what. IP and Endpoint are required.
+type Request struct {
+	IP       string
+	UserID   string
+	Endpoint string
+	// Method defaults to GET at the limiter.
+	Method string
+	Tier   string
+	// Cost is what the request counts for; 0 counts 1.
+	Cost       int64
+	Attributes map[string]string
+}
+
+// Decision is the limiter's verdict on a Request, or, when Fallback is
+// set, the failure policy's (the limiter did not decide).
+type Decision struct {
+	// Allowed is the verdict: false means refuse the request (429 when
+	// rate limited, 403 when banned).
+	Allowed bool
+	// Reason is one of the Reason constants.
+	Reason string
+	// RuleID and Algorithm name the rule the limits below belong to
+	// (empty when no rule applied).
+	RuleID    string
+	Algorithm string
+	// Limit and Remaining are that rule's quota and what is left of it.
+	Limit, Remaining int64
+	// Reset is the time until the quota is whole again; RetryAfter, when
+	// refused, until a request could be admitted.
+	Reset, RetryAfter time.Duration
+	// Mode is how the limiter decided: redis, local or permissive.
+	Mode string
+	// Shadow is true when a rule in shadow mode would have refused.
+	Shadow bool
+	// EventID identifies the decision's event on the decisions topic.
+	EventID string
+	// Fallback is true when the limiter did not decide and the failure
+	// policy did (Reason is then ReasonUnavailable).
+	Fallback bool
+
+	headers rateLimitHeaders // the limiter's RateLimit headers, for the middleware
+}
+
+// CostNone is the Outcome.Cost of a response that used nothing: it reports
+// a cost of 0 (a zero Cost reports none, which the limiter counts as 1).
+const CostNone = -1
+
+// Outcome is what happened after a response (POST /v1/report): the
+// subject, as in Request, the status its client got and the units it used.
+type Outcome struct {
+	IP       string
+	UserID   string
+	Endpoint string
+	Method   string
+	Tier     string
+	// Status is the HTTP status the client got, 100 to 599.
+	Status int
+	// Cost is the units the response used (an LLM call's tokens); 0: not
+	// given (the limiter counts 1); CostNone: 0 units.
+	Cost       int64
+	Attributes map[string]string
+}
+
+// ReportResult is the limiter's answer to an outcome report.
+type ReportResult struct {
+	EventID string
+	Mode    string
+	// Rules are the rules the report spent (spent_by: report), with what is
+	// left of each budget.
+	Rules []Budget
+}
+
+// Budget is what is left of a rule's budget after a report.
+type Budget struct {
+	RuleID           string
+	Limit, Remaining int64
+	Reset            time.Duration
+	// Spent is true when no unit is left: the rule's checks are refused
+	// until the window frees one.
+	Spent bool
+}

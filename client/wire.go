@@ -1,0 +1,282 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/ratewarden/ratewarden/internal/jsonwire"
+)
+
+// The JSON of the limiter's API, written and read by hand: a check runs on
+// every request of the application, and encoding/json's reflection would
+// be most of the client's cost. Readers skip the fields they do not know,
+// which a newer limiter may add.
+
+// appendSubject appends the subject fields shared by checks and reports,
+// without the braces.
+func appendSubject(b []byte, ip, userID, endpoint, method, tier string, attrs map[string]string) []byte {
+	b = append(b, `"ip":`...)
+	b = jsonwire.AppendString(b, ip)
+	b = append(b, `,"endpoint":`...)
+	b = jsonwire.AppendString(b, endpoint)
+	if userID != "" {
+		b = append(b, `,"user_id":`...)
+		b = jsonwire.AppendString(b, userID)
+	}
+	if method != "" {
+		b = append(b, `,"method":`...)
+		b = jsonwire.AppendString(b, method)
+	}
+	if tier != "" {
+		b = append(b, `,"tier":`...)
+		b = jsonwire.AppendString(b, tier)
+	}
+	if len(attrs) > 0 {
+		b = append(b, `,"attributes":{`...)
+		first := true
+		for k, v := range attrs {
+			if !first {
+				b = append(b, ',')
+			}
+			first = false
+			b = jsonwire.AppendString(b, k)
+			b = append(b, ':')
+			b = jsonwire.AppendString(b, v)
+		}
+		b = append(b, '}')
+	}
+	return b
+}
+
+// appendCheck appends the body of POST /v1/check.
+func appendCheck(b []byte, r *Request) []byte {
+	b = append(b, '{')
+	b = appendSubject(b, r.IP, r.UserID, r.Endpoint, r.Method, r.Tier, r.Attributes)
+	if r.Cost != 0 {
+		b = append(b, `,"cost":`...)
+		b = strconv.AppendInt(b, r.Cost, 10)
+	}
+	return append(b, '}')
+}
+
+// appendOutcome appends the body of POST /v1/report.
+func appendOutcome(b []byte, o *Outcome) []byte {
+	b = append(b, '{')
+	b = appendSubject(b, o.IP, o.UserID, o.Endpoint, o.Method, o.Tier, o.Attributes)
+	b = append(b, `,"status":`...)
+	b = strconv.AppendInt(b, int64(o.Status), 10)
+	switch {
+	case o.Cost == CostNone:
+		b = append(b, `,"cost":0`...)
+	case o.Cost > 0:
+		b = append(b, `,"cost":`...)
+		b = strconv.AppendInt(b, o.Cost, 10)
+	}
+	return append(b, '}')
+}
+
+// decisionField reads one field of a decision's object.
+func decisionField(p *jsonwire.Parser, name string, d *Decision) error {
+	var err error
+	switch name {
+	case "allowed":
+		d.Allowed, err = p.Bool()
+	case "reason":
+		d.Reason, err = p.Str()
+	case "rule_id":
+		d.RuleID, err = p.Str()
+	case "algorithm":
+		d.Algorithm, err = p.Str()
+	case "limit":
+		d.Limit, err = p.Integer()
+	case "remaining":
+		d.Remaining, err = p.Integer()
+	case "reset_after_ms":
+		d.Reset, err = millis(p)
+	case "retry_after_ms":
+		d.RetryAfter, err = millis(p)
+	case "mode":
+		d.Mode, err = p.Str()
+	case "shadow":
+		d.Shadow, err = p.Bool()
+	case "event_id":
+		d.EventID, err = p.Str()
+	default:
+		err = p.Skip()
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
+}
+
+func millis(p *jsonwire.Parser) (time.Duration, error) {
+	n, err := p.Integer()
+	return time.Duration(n) * time.Millisecond, err
+}
+
+var errNoReason = errors.New("no reason: not a decision")
+
+// parseDecision reads the answer of POST /v1/check.
+func parseDecision(body []byte, d *Decision) error {
+	p := jsonwire.New(body)
+	if err := p.Object(func(name string) error { return decisionField(&p, name, d) }); err != nil {
+		return err
+	}
+	if err := p.End(); err != nil {
+		return err
+	}
+	if d.Reason == "" {
+		return errNoReason
+	}
+	return nil
+}
+
+// parseBatch reads the answer of POST /v1/check/batch into ds (as long as
+// the checks): each entry a decision, or the error of one the limiter could
+// not make (errs[i], nil for a decision).
+func parseBatch(body []byte, ds []Decision, errs []string) error {
+	p := jsonwire.New(body)
+	n := 0
+	err := p.Object(func(name string) error {
+		if name != "decisions" {
+			return p.Skip()
+		}
+		return p.Array(func(i int) error {
+			if i >= len(ds) {
+				return fmt.Errorf("more decisions than checks")
+			}
+			n++
+			var status int64
+			err := p.Object(func(name string) error {
+				switch name {
+				case "status":
+					var err error
+					status, err = p.Integer()
+					return err
+				case "error":
+					msg, err := p.Str()
+					errs[i] = msg
+					return err
+				}
+				return decisionField(&p, name, &ds[i])
+			})
+			if err == nil && status != 200 && errs[i] == "" {
+				errs[i] = "status " + strconv.FormatInt(status, 10)
+			}
+			return err
+		})
+	})
+	if err == nil {
+		err = p.End()
+	}
+	if err == nil && n != len(ds) {
+		err = fmt.Errorf("%d decisions for %d checks", n, len(ds))
+	}
+	return err
+}
+
+// parseReport reads the answer of POST /v1/report (or one entry of the
+// batch's) at p.
+func parseReport(p *jsonwire.Parser, r *ReportResult) error {
+	return p.Object(func(name string) error {
+		var err error
+		switch name {
+		case "event_id":
+			r.EventID, err = p.Str()
+		case "mode":
+			r.Mode, err = p.Str()
+		case "rules":
+			err = p.Array(func(int) error {
+				var b Budget
+				err := p.Object(func(name string) error {
+					var err error
+					switch name {
+					case "rule_id":
+						b.RuleID, err = p.Str()
+					case "limit":
+						b.Limit, err = p.Integer()
+					case "remaining":
+						b.Remaining, err = p.Integer()
+					case "reset_after_ms":
+						b.Reset, err = millis(p)
+					case "spent":
+						b.Spent, err = p.Bool()
+					default:
+						err = p.Skip()
+					}
+					return err
+				})
+				r.Rules = append(r.Rules, b)
+				return err
+			})
+		default:
+			err = p.Skip()
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		return nil
+	})
+}
+
+// errorMessage returns the "error" of an error answer's body, or the
+// beginning of the body when it has none.
+func errorMessage(body []byte) string {
+	p := jsonwire.New(body)
+	var msg string
+	if p.Object(func(name string) error {
+		if name == "error" {
+			var err error
+			msg, err = p.Str()
+			return err
+		}
+		return p.Skip()
+	}) == nil && msg != "" {
+		return msg
+	}
+	const most = 200
+	if len(body) > most {
+		body = body[:most]
+	}
+	return strconv.Quote(string(body))
+}
+
+func newParser(body []byte) jsonwire.Parser { return jsonwire.New(body) }
+
+// appendOutcomes appends the body of POST /v1/report/batch.
+func appendOutcomes(b []byte, os []Outcome) []byte {
+	b = append(b, `{"reports":[`...)
+	for i := range os {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendOutcome(b, &os[i])
+	}
+	return append(b, "]}"...)
+}
+
+// parseReports reads the answer of POST /v1/report/batch, n reports.
+func parseReports(body []byte, n int, rs *[]ReportResult) error {
+	p := jsonwire.New(body)
+	err := p.Object(func(name string) error {
+		if name != "reports" {
+			return p.Skip()
+		}
+		return p.Array(func(int) error {
+			var r ReportResult
+			err := parseReport(&p, &r)
+			*rs = append(*rs, r)
+			return err
+		})
+	})
+	if err == nil {
+		err = p.End()
+	}
+	if err == nil && len(*rs) != n {
+		err = fmt.Errorf("%d answers for %d reports", len(*rs), n)
+	}
+	return err
+}
