@@ -31,6 +31,19 @@ func readLimitHeaders(h *fasthttp.ResponseHeader, buf []byte) (rateLimitHeaders,
 	return r, buf
 }
 
+// setOn sets the headers that have a value on h, their values sharing one
+// slice (one allocation, not one per header).
+func (r *rateLimitHeaders) setOn(h map[string][]string) {
+	if r.all == "" {
+		return
+	}
+	vals := make([]string, 0, len(limitHeaderNames))
+	r.each(func(name, value string) {
+		vals = append(vals, value)
+		h[name] = vals[len(vals)-1 : len(vals) : len(vals)]
+	})
+}
+
 // each calls set with every header that has a value.
 func (r *rateLimitHeaders) each(set func(name, value string)) {
 	start := uint16(0)
