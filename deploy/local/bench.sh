@@ -395,7 +395,11 @@ done
 stop_broker
 
 # 6. Detector, archiver and rule propagation, with real processes.
-go test -tags bench -run 'TestBench(Detector|OutcomeDetector|Archiver|RulePropagation)' -count=1 -v ./internal/e2e >"$work/e2e.txt" 2>&1 || { cat "$work/e2e.txt" >&2; exit 1; }
+go test -tags bench -run 'TestBench(Detector|OutcomeDetector|Archiver|RulePropagation|ClientMiddleware)' -count=1 -v ./internal/e2e >"$work/e2e.txt" 2>&1 || { cat "$work/e2e.txt" >&2; exit 1; }
+
+# The Go client's own costs: a check while its breaker is open, and a check
+# against an in-process server that answers at once.
+go test -run '^$' -bench 'BenchmarkCheck' -benchtime 20000x -count=1 ./client >"$work/client.txt" 2>&1 || { cat "$work/client.txt" >&2; exit 1; }
 
 # 7. One primary against three: the in-process path on a Redis Cluster.
 start_broker
@@ -478,7 +482,11 @@ dirty=$(git diff --quiet -- . ":(exclude)$OUT" || echo ' (with local changes)')
 	echo
 	echo "Pipeline (go test -tags bench ./internal/e2e):"
 	echo
-	grep -E '^(detector:|outcome detector|ban latency|archiver:|rule propagation)' "$work/e2e.txt" | sed 's/^/- /'
+	grep -E '^(detector:|outcome detector|ban latency|archiver:|rule propagation|client middleware)' "$work/e2e.txt" | sed 's/^/- /'
+	echo
+	echo "Go client (go test -bench BenchmarkCheck ./client; allocations per request of the middleware: TestAllocations):"
+	echo
+	grep -E '^BenchmarkCheck' "$work/client.txt" | sed 's/^/- /'
 	echo
 	echo "Redis Cluster, one primary against three (go test -tags bench -run TestBenchClusterScaling ./internal/limiter; no replicas, events on):"
 	echo
