@@ -1,0 +1,125 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratewarden/ratewarden/client"
+)
+
+// answering returns a server that answers every request with status,
+// content type and body, as a proxy between the client and a limiter
+// might.
+func answering(t *testing.T, status int, contentType, body string) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", contentType)
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(body))
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func newClient(t *testing.T, cfg client.Config) *client.Client {
+	t.Helper()
+	c, err := client.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return c
+}
+
+// Answers that are not the API's, from whatever sits in front of the
+// limiter: the error says the limiter answered, with the status, and the
+// failure policy decides.
+func TestCheckBadAnswers(t *testing.T) {
+	t.Parallel()
+	const html = "<html><body><h1>502 Bad Gateway</h1></body></html>"
+	for _, tc := range []struct {
+		name, contentType, body string
+		status                  int
+		message                 string // in Error.Message
+	}{
+		{"truncated JSON", "application/json", `{"allowed":true,"reason":"ok","rule_id":"api","lim`, 200, "not the API's answer"},
+		{"HTML with 200", "text/html; charset=utf-8", html, 200, `content type "text/html; charset=utf-8"`},
+		{"HTML with 502", "text/html", html, 502, "502 Bad Gateway"},
+		{"JSON error with 503", "application/json", `{"error":"rule login cannot be decided"}`, 503, "rule login cannot be decided"},
+		{"JSON that is no decision", "application/json", `{"status":"ok"}`, 200, "no reason"},
+		{"empty body", "application/json", ``, 200, "not the API's answer"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := answering(t, tc.status, tc.contentType, tc.body)
+			for _, p := range []struct {
+				name    string
+				policy  client.FailurePolicy
+				allowed bool
+			}{{"FailOpen", client.FailOpen, true}, {"FailClosed", client.FailClosed, false}} {
+				c := newClient(t, client.Config{URL: srv.URL, OnFailure: p.policy})
+				d, err := c.Check(context.Background(), &client.Request{IP: "192.0.2.1", Endpoint: "/api/x"})
+				var e *client.Error
+				if !errors.As(err, &e) {
+					t.Fatalf("%s: error %v (%T), want an *Error", p.name, err, err)
+				}
+				if !e.Answered || e.Status != tc.status || e.Op != "check" || e.Err != nil || !strings.Contains(e.Message, tc.message) {
+					t.Fatalf("%s: error %+v, want answered %d with a message holding %q", p.name, e, tc.status, tc.message)
+				}
+				if d.Allowed != p.allowed || !d.Fallback || d.Reason != client.ReasonUnavailable || d.RuleID != "" || d.Limit != 0 {
+					t.Fatalf("%s: decision %+v, want the policy's (allowed %v)", p.name, d, p.allowed)
+				}
+				if s := c.Stats(); s.Checks != 1 || s.Fallbacks != 1 || s.BreakerOpen != 0 {
+					t.Fatalf("%s: stats %+v", p.name, s)
+				}
+			}
+		})
+	}
+}
+
+// A bad answer counts as a failure of the limiter: BreakerFailures of
+// them open the breaker. The API's own refusals (400, 401, 413) are the
+// answers of a limiter that works, and never open it.
+func TestBreakerCountsBadAnswersNotRefusals(t *testing.T) {
+	t.Parallel()
+	const failures = 3
+	req := &client.Request{IP: "192.0.2.1", Endpoint: "/api/x"}
+	t.Run("502 opens it", func(t *testing.T) {
+		t.Parallel()
+		srv := answering(t, 502, "text/html", "<html>bad gateway</html>")
+		c := newClient(t, client.Config{URL: srv.URL, BreakerFailures: failures, BreakerOpen: time.Hour})
+		for i := range failures {
+			if _, err := c.Check(context.Background(), req); errors.Is(err, client.ErrBreakerOpen) {
+				t.Fatalf("call %d: the breaker open before %d failures", i+1, failures)
+			}
+		}
+		_, err := c.Check(context.Background(), req)
+		var e *client.Error
+		if !errors.As(err, &e) || !errors.Is(err, client.ErrBreakerOpen) || e.Answered {
+			t.Fatalf("after %d failures: %v, want an unanswered *Error with ErrBreakerOpen", failures, err)
+		}
+		if s := c.Stats(); s.BreakerOpen != 1 || s.Fallbacks != failures+1 {
+			t.Fatalf("stats %+v", s)
+		}
+	})
+	t.Run("401 does not", func(t *testing.T) {
+		t.Parallel()
+		srv := answering(t, 401, "application/json", `{"error":"missing or invalid bearer token"}`)
+		c := newClient(t, client.Config{URL: srv.URL, BreakerFailures: failures, BreakerOpen: time.Hour})
+		for i := range 3 * failures {
+			_, err := c.Check(context.Background(), req)
+			var e *client.Error
+			if !errors.As(err, &e) || !e.Answered || e.Status != 401 || e.Message != "missing or invalid bearer token" {
+				t.Fatalf("call %d: %v, want the 401", i+1, err)
+			}
+		}
+		if s := c.Stats(); s.BreakerOpen != 0 {
+			t.Fatalf("stats %+v", s)
+		}
+	})
+}
