@@ -1,19 +1,28 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ratewarden/ratewarden/client"
+	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 	"github.com/ratewarden/ratewarden/internal/testkit/proctest"
 )
 
@@ -434,5 +443,264 @@ func TestClientDeadlineBeforeTheAnswer(t *testing.T) {
 				t.Fatalf("the next check, answers released: %+v, %v, want no_rule", d, err)
 			}
 		})
+	}
+}
+
+// reportRulesYAML has a budget of 3 failed logins (401) per address and
+// user, spent by reports.
+const reportRulesYAML = `
+rules:
+  - id: login-failures
+    match: {endpoints: ["/api/login"], methods: [POST]}
+    key: [ip, user_id]
+    algorithm: sliding_window
+    limits: [{requests: 3, per: 15m}]
+    spent_by: report
+    statuses: [401]
+`
+
+// outcomes reads the n outcome events of e's outcomes topic, failing if
+// there are more.
+func outcomes(t *testing.T, e *env, n int) []event.Outcome {
+	t.Helper()
+	var out []event.Outcome
+	for _, m := range kafkatest.ReadMessages(t, e.broker.Brokers(), outcomesTopic, n, 15*time.Second) {
+		o, err := event.DecodeOutcome(m.Value)
+		if err != nil {
+			t.Fatalf("outcome message %s: %v", m.Value, err)
+		}
+		out = append(out, o)
+	}
+	if got := kafkatest.CountMessages(t, e.broker.Brokers(), outcomesTopic); got != int64(n) {
+		t.Fatalf("%d outcome events, want exactly %d", got, n)
+	}
+	return out
+}
+
+// Reports spend a rule spent by reports, down to refusing its checks; and
+// the outcomes of ReportAsync are all sent by Close, each one event on the
+// outcomes topic with its status.
+func TestClientReports(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, reportRulesYAML)
+	limiter := e.start("limiter")
+	c := newClient(t, client.Config{URL: "http://" + limiter.addr})
+	ctx := context.Background()
+	const ip, async = "198.51.100.7", "198.51.100.8"
+	failure := &client.Outcome{IP: ip, UserID: "alice", Endpoint: "/api/login", Method: "POST", Status: 401}
+	for i := range 4 {
+		r, err := c.Report(ctx, failure)
+		if err != nil || r.EventID == "" || r.Mode != "redis" || len(r.Rules) != 1 {
+			t.Fatalf("report %d: %+v, %v", i+1, r, err)
+		}
+		b := r.Rules[0]
+		left := max(int64(2-i), 0)
+		if b.RuleID != "login-failures" || b.Limit != 3 || b.Remaining != left || b.Spent != (left == 0) || b.Reset <= 0 || b.Reset > 16*time.Minute {
+			t.Fatalf("report %d: budget %+v, want %d left", i+1, b, left)
+		}
+	}
+	if r, err := c.Report(ctx, &client.Outcome{IP: ip, UserID: "alice", Endpoint: "/api/login", Method: "POST", Status: 200}); err != nil || len(r.Rules) != 0 {
+		t.Fatalf("a 200 spent %+v (%v): the rule lists only 401", r, err)
+	}
+	login := &client.Request{IP: ip, UserID: "alice", Endpoint: "/api/login", Method: "POST"}
+	if d, err := c.Check(ctx, login); err != nil || d.Allowed || d.Reason != client.ReasonRateLimited || d.RuleID != "login-failures" || d.RetryAfter <= 0 {
+		t.Fatalf("check with the budget spent: %+v, %v", d, err)
+	}
+	login.UserID = "bob"
+	if d, err := c.Check(ctx, login); err != nil || !d.Allowed || d.Remaining != 3 {
+		t.Fatalf("check of another user: %+v, %v", d, err)
+	}
+
+	statuses := []int{200, 401, 404, 500, 302, 429}
+	const k = 40
+	sent := map[int]int{}
+	for i := range k {
+		o := &client.Outcome{IP: async, Endpoint: "/api/login", Method: "POST", UserID: "carol", Status: statuses[i%len(statuses)]}
+		if !c.ReportAsync(o) {
+			t.Fatalf("outcome %d dropped", i+1)
+		}
+		sent[o.Status]++
+	}
+	closeCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := c.Close(closeCtx); err != nil {
+		t.Fatal(err)
+	}
+	if s := c.Stats(); s.ReportsSent != k || s.ReportsDropped != 0 || s.ReportsFailed != 0 {
+		t.Fatalf("stats after Close: %+v, want %d sent", s, k)
+	}
+	if c.ReportAsync(&client.Outcome{IP: async, Endpoint: "/api/login", Status: 200}) || c.Stats().ReportsDropped != 1 {
+		t.Fatalf("ReportAsync after Close queued; stats %+v", c.Stats())
+	}
+	if _, err := c.Check(ctx, login); !errors.Is(err, client.ErrClosed) {
+		t.Fatalf("check after Close: %v, want ErrClosed", err)
+	}
+
+	got := map[int]int{}
+	var ids []string
+	for _, o := range outcomes(t, e, 5+k) {
+		switch o.IP {
+		case ip:
+			ids = append(ids, o.EventID)
+		case async:
+			if o.UserID != "carol" || o.Endpoint != "/api/login" || o.Method != "POST" || o.Cost != 1 || o.Banned {
+				t.Fatalf("outcome %+v", o)
+			}
+			got[o.Status]++
+		default:
+			t.Fatalf("outcome of nobody's: %+v", o)
+		}
+	}
+	if !maps.Equal(got, sent) || len(ids) != 5 {
+		t.Fatalf("statuses on the topic %v, sent %v; %d synchronous reports, want 5", got, sent, len(ids))
+	}
+}
+
+// bookRulesYAML gives each address 3 requests a minute per endpoint on the
+// books: the middleware's endpoint is the route's pattern, so every book
+// shares them.
+const bookRulesYAML = `
+rules:
+  - id: books
+    match: {endpoints: ["/api/books/**"]}
+    key: [ip, endpoint]
+    algorithm: sliding_window
+    limits: [{requests: 3, per: 1m}]
+`
+
+// The middleware in front of a ServeMux, against the real limiter.
+func TestClientMiddleware(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, bookRulesYAML)
+	limiter := e.start("limiter")
+	c := newClient(t, client.Config{URL: "http://" + limiter.addr, OnFailure: client.FailClosed})
+	var calls atomic.Int64
+	books := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		if r.PathValue("id") == "missing" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = io.WriteString(w, "book "+r.PathValue("id"))
+	})
+	mux := http.NewServeMux()
+	mux.Handle("GET /api/books/{id}", books)
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
+	trusted := []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+	behindProxy := httptest.NewServer(client.Middleware(c, client.MiddlewareConfig{Mux: mux, TrustedProxies: trusted})(mux))
+	defer behindProxy.Close()
+	direct := httptest.NewServer(client.Middleware(c, client.MiddlewareConfig{Mux: mux})(mux))
+	defer direct.Close()
+	// The middleware inside the mux, on one route: r.Pattern names it.
+	inner := http.NewServeMux()
+	inner.Handle("GET /api/books/{id}", client.Middleware(c, client.MiddlewareConfig{TrustedProxies: trusted})(books))
+	routed := httptest.NewServer(inner)
+	defer routed.Close()
+
+	get := func(srv *httptest.Server, path, forwardedFor string) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+		req.Header.Set("X-Forwarded-For", forwardedFor)
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp, string(body)
+	}
+
+	const alice, banned, carol = "203.0.113.10", "203.0.113.11", "203.0.113.12"
+	t.Run("one budget for every book", func(t *testing.T) {
+		for i, path := range []string{"/api/books/1", "/api/books/2", "/api/books/missing"} {
+			resp, body := get(behindProxy, path, "192.0.2.99, "+alice)
+			want := http.StatusOK
+			if i == 2 {
+				want = http.StatusNotFound
+			}
+			h := resp.Header
+			if resp.StatusCode != want || calls.Load() != int64(i+1) {
+				t.Fatalf("%s: %d %q, want %d from the handler", path, resp.StatusCode, body, want)
+			}
+			left := strconv.Itoa(2 - i)
+			if h.Get("RateLimit-Policy") != `"books/1m";q=3;w=60` || !strings.HasPrefix(h.Get("RateLimit"), `"books/1m";r=`+left+";t=") ||
+				h.Get("X-RateLimit-Limit") != "3" || h.Get("X-RateLimit-Remaining") != left || h.Get("X-RateLimit-Reset") == "" || h.Get("Retry-After") != "" {
+				t.Fatalf("%s: headers %v, want the limiter's with %s left", path, h, left)
+			}
+		}
+		resp, body := get(behindProxy, "/api/books/3", alice)
+		if resp.StatusCode != http.StatusTooManyRequests || calls.Load() != 3 || body != `{"error":"too many requests"}` {
+			t.Fatalf("4th book: %d %q, handler called %d times", resp.StatusCode, body, calls.Load())
+		}
+		if h := resp.Header; h.Get("Retry-After") == "" || h.Get("Retry-After") == "0" || h.Get("X-RateLimit-Remaining") != "0" ||
+			h.Get("Content-Type") != "application/json" {
+			t.Fatalf("4th book: headers %v", h)
+		}
+		resp, _ = get(behindProxy, "/health", alice)
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("RateLimit") != "" || resp.Header.Get("X-RateLimit-Limit") != "" {
+			t.Fatalf("/health, no rule: %d, headers %v", resp.StatusCode, resp.Header)
+		}
+	})
+	t.Run("banned", func(t *testing.T) {
+		if code, body := admin(t, limiter, "POST", "/v1/admin/bans", adminToken,
+			`{"scope":"ip","subject":"`+banned+`","duration":"1h","reason":"middleware test"}`); code != http.StatusCreated {
+			t.Fatalf("ban: %d %s", code, body)
+		}
+		before := calls.Load()
+		resp, body := get(behindProxy, "/api/books/1", banned)
+		if resp.StatusCode != http.StatusForbidden || body != `{"error":"forbidden"}` || resp.Header.Get("Retry-After") == "" || calls.Load() != before {
+			t.Fatalf("banned: %d %q, headers %v, handler called %d times", resp.StatusCode, body, resp.Header, calls.Load()-before)
+		}
+	})
+	t.Run("X-Forwarded-For from an untrusted peer", func(t *testing.T) {
+		before := calls.Load()
+		for i := range 4 {
+			resp, _ := get(direct, "/api/books/"+strconv.Itoa(i), "203.0.113."+strconv.Itoa(100+i))
+			want := http.StatusOK
+			if i == 3 {
+				want = http.StatusTooManyRequests
+			}
+			if resp.StatusCode != want {
+				t.Fatalf("request %d from 127.0.0.1 naming another client each time: %d, want %d", i+1, resp.StatusCode, want)
+			}
+		}
+		if calls.Load() != before+3 {
+			t.Fatalf("handler called %d times, want 3", calls.Load()-before)
+		}
+	})
+	t.Run("middleware on a route", func(t *testing.T) {
+		if resp, body := get(routed, "/api/books/9", carol); resp.StatusCode != http.StatusOK || resp.Header.Get("X-RateLimit-Remaining") != "2" {
+			t.Fatalf("%d %q, headers %v", resp.StatusCode, body, resp.Header)
+		}
+	})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	type outcome struct {
+		ip, endpoint string
+		status       int
+	}
+	want := []outcome{
+		{alice, "/api/books/{id}", 200}, {alice, "/api/books/{id}", 200}, {alice, "/api/books/{id}", 404}, {alice, "/health", 200},
+		{"127.0.0.1", "/api/books/{id}", 200}, {"127.0.0.1", "/api/books/{id}", 200}, {"127.0.0.1", "/api/books/{id}", 200},
+		{carol, "/api/books/{id}", 200},
+	}
+	var got []outcome
+	for _, o := range outcomes(t, e, len(want)) {
+		if o.Method != http.MethodGet || o.Banned {
+			t.Fatalf("outcome %+v", o)
+		}
+		got = append(got, outcome{o.IP, o.Endpoint, o.Status})
+	}
+	order := func(a, b outcome) int {
+		return cmp.Or(strings.Compare(a.ip, b.ip), strings.Compare(a.endpoint, b.endpoint), a.status-b.status)
+	}
+	slices.SortFunc(got, order)
+	slices.SortFunc(want, order)
+	if !slices.Equal(got, want) {
+		t.Fatalf("outcome events %v, want %v", got, want)
 	}
 }
