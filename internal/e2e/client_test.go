@@ -479,7 +479,8 @@ func outcomes(t *testing.T, e *env, n int) []event.Outcome {
 
 // Reports spend a rule spent by reports, down to refusing its checks; and
 // the outcomes of ReportAsync are all sent by Close, each one event on the
-// outcomes topic with its status.
+// outcomes topic with its status, but for one the limiter refuses, which
+// is lost alone.
 func TestClientReports(t *testing.T) {
 	t.Parallel()
 	e := newEnvWith(t, reportRulesYAML)
@@ -520,14 +521,21 @@ func TestClientReports(t *testing.T) {
 			t.Fatalf("outcome %d dropped", i+1)
 		}
 		sent[o.Status]++
+		if i == k/2 {
+			// One outcome the limiter refuses (400) among them: it must
+			// not take the others of its batch down with it.
+			if !c.ReportAsync(&client.Outcome{IP: "not-an-ip", Endpoint: "/api/login", Status: 401}) {
+				t.Fatal("the invalid outcome dropped before it was sent")
+			}
+		}
 	}
 	closeCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := c.Close(closeCtx); err != nil {
 		t.Fatal(err)
 	}
-	if s := c.Stats(); s.ReportsSent != k || s.ReportsDropped != 0 || s.ReportsFailed != 0 {
-		t.Fatalf("stats after Close: %+v, want %d sent", s, k)
+	if s := c.Stats(); s.ReportsSent != k || s.ReportsDropped != 0 || s.ReportsFailed != 1 {
+		t.Fatalf("stats after Close: %+v, want %d sent and the invalid one failed", s, k)
 	}
 	if c.ReportAsync(&client.Outcome{IP: async, Endpoint: "/api/login", Status: 200}) || c.Stats().ReportsDropped != 1 {
 		t.Fatalf("ReportAsync after Close queued; stats %+v", c.Stats())
