@@ -78,7 +78,7 @@ func TestCheck(t *testing.T) {
 	}
 	got := map[string]string{}
 	d.headers.each(func(n, v string) { got[n] = v })
-	if got["RateLimit"] != `"per-ip/1s";r=4;t=2` || got["X-RateLimit-Remaining"] != "4" || len(got) != 3 {
+	if got["Ratelimit"] != `"per-ip/1s";r=4;t=2` || got["X-Ratelimit-Remaining"] != "4" || len(got) != 3 {
 		t.Fatalf("headers %v", got)
 	}
 	if b := f.sent("/v1/check"); len(b) != 1 || b[0] != `{"ip":"203.0.113.7","endpoint":"/api/\"x\"","user_id":"u-1","method":"POST","attributes":{"app":"k"},"cost":2}` {

@@ -3,8 +3,11 @@ package client
 import "github.com/valyala/fasthttp"
 
 // The rate-limit headers the limiter sets on a decision's answer, which
-// the middleware gives the application's clients as they are.
-var limitHeaderNames = [...]string{"RateLimit-Policy", "RateLimit", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "Retry-After"}
+// the middleware gives the application's clients as they are. The names
+// are in canonical form (http.CanonicalHeaderKey), since the middleware
+// sets them into an http.Header directly: in any other, Header.Get would
+// not find them and Header.Set would add a second field.
+var limitHeaderNames = [...]string{"Ratelimit-Policy", "Ratelimit", "X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset", "Retry-After"}
 
 // rateLimitHeaders are the values of limitHeaderNames in one string:
 // one allocation per decision whatever their number.

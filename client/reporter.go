@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"errors"
+	"net/http"
 	"sync"
 	"time"
 )
@@ -81,11 +83,33 @@ func (r *reporter) run() {
 func (r *reporter) send(batch []Outcome) {
 	ctx, cancel := context.WithTimeout(context.Background(), r.c.cfg.Timeout)
 	defer cancel()
-	if _, err := r.c.ReportBatch(ctx, batch); err != nil {
+	_, err := r.c.ReportBatch(ctx, batch)
+	var e *Error
+	if err != nil && len(batch) > 1 && errors.As(err, &e) && e.Answered &&
+		(e.Status == http.StatusBadRequest || e.Status == http.StatusRequestEntityTooLarge) {
+		// The limiter refuses a whole batch for one invalid outcome, or for
+		// its size: one by one, only the outcome at fault is lost.
+		for i := range batch {
+			r.sendOne(&batch[i])
+		}
+		return
+	}
+	if err != nil {
 		r.c.stats.reportsFailed.Add(uint64(len(batch)))
 		return
 	}
 	r.c.stats.reportsSent.Add(uint64(len(batch)))
+}
+
+// sendOne reports one outcome, bounded by the client's timeout.
+func (r *reporter) sendOne(o *Outcome) {
+	ctx, cancel := context.WithTimeout(context.Background(), r.c.cfg.Timeout)
+	defer cancel()
+	if _, err := r.c.Report(ctx, o); err != nil {
+		r.c.stats.reportsFailed.Add(1)
+		return
+	}
+	r.c.stats.reportsSent.Add(1)
 }
 
 // close stops ReportAsync and waits, within ctx, for the queue to be sent.
