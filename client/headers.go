@@ -6,6 +6,10 @@ import "github.com/valyala/fasthttp"
 // the middleware gives the application's clients as they are.
 var limitHeaderNames = [...]string{"RateLimit-Policy", "RateLimit", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "Retry-After"}
 
+// limitMetadataKeys are limitHeaderNames as gRPC metadata keys, which are
+// lower case.
+var limitMetadataKeys = [len(limitHeaderNames)]string{"ratelimit-policy", "ratelimit", "x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset", "retry-after"}
+
 // rateLimitHeaders are the values of limitHeaderNames in one string:
 // one allocation per decision whatever their number.
 type rateLimitHeaders struct {
@@ -31,12 +35,13 @@ func readLimitHeaders(h *fasthttp.ResponseHeader, buf []byte) (rateLimitHeaders,
 	return r, buf
 }
 
-// each calls set with every header that has a value.
-func (r *rateLimitHeaders) each(set func(name, value string)) {
+// each calls set with every header that has a value: its index in
+// limitHeaderNames (and limitMetadataKeys) and the value.
+func (r *rateLimitHeaders) each(set func(i int, value string)) {
 	start := uint16(0)
-	for i, name := range limitHeaderNames {
+	for i := range limitHeaderNames {
 		if end := r.end[i]; end > start {
-			set(name, r.all[start:end])
+			set(i, r.all[start:end])
 			start = end
 		}
 	}

@@ -86,7 +86,7 @@ func Middleware(c *Client, cfg MiddlewareConfig) func(http.Handler) http.Handler
 			}
 			d, _ := c.Check(r.Context(), &req) // an error is decided by the failure policy: d
 			h := w.Header()
-			d.headers.each(func(name, value string) { h[name] = []string{value} })
+			d.headers.each(func(i int, value string) { h[limitHeaderNames[i]] = []string{value} })
 			if !d.Allowed {
 				if d.headers.all == "" && d.RetryAfter > 0 { // a fallback's refusal
 					h["Retry-After"] = []string{strconv.FormatInt(int64((d.RetryAfter+time.Second-1)/time.Second), 10)}
