@@ -17,15 +17,15 @@ import (
 const allowedAnswer = `{"allowed":true,"reason":"ok","rule_id":"per-ip","algorithm":"sliding_window","limit":5,` +
 	`"remaining":4,"reset_after_ms":1001,"retry_after_ms":0,"mode":"redis","shadow":false,"event_id":"e-1","future":{"x":[1,2.5,null]}}`
 
-// fakeLimiter serves answer for every path and records the bodies.
-type fakeLimiter struct {
+// recordingLimiter serves answer for every path and records the bodies.
+type recordingLimiter struct {
 	*httptest.Server
 	mu     sync.Mutex
 	bodies map[string][]string
 }
 
-func newFake(t *testing.T, serve func(w http.ResponseWriter, r *http.Request, body string)) *fakeLimiter {
-	f := &fakeLimiter{bodies: map[string][]string{}}
+func newFake(t *testing.T, serve func(w http.ResponseWriter, r *http.Request, body string)) *recordingLimiter {
+	f := &recordingLimiter{bodies: map[string][]string{}}
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		f.mu.Lock()
@@ -37,7 +37,7 @@ func newFake(t *testing.T, serve func(w http.ResponseWriter, r *http.Request, bo
 	return f
 }
 
-func (f *fakeLimiter) sent(path string) []string {
+func (f *recordingLimiter) sent(path string) []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]string(nil), f.bodies[path]...)
@@ -77,7 +77,7 @@ func TestCheck(t *testing.T) {
 		t.Fatalf("decision %+v", d)
 	}
 	got := map[string]string{}
-	d.headers.each(func(n, v string) { got[n] = v })
+	d.headers.each(func(i int, v string) { got[limitHeaderNames[i]] = v })
 	if got["Ratelimit"] != `"per-ip/1s";r=4;t=2` || got["X-Ratelimit-Remaining"] != "4" || len(got) != 3 {
 		t.Fatalf("headers %v", got)
 	}

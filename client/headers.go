@@ -9,6 +9,10 @@ import "github.com/valyala/fasthttp"
 // not find them and Header.Set would add a second field.
 var limitHeaderNames = [...]string{"Ratelimit-Policy", "Ratelimit", "X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset", "Retry-After"}
 
+// limitMetadataKeys are limitHeaderNames as gRPC metadata keys, which are
+// lower case.
+var limitMetadataKeys = [len(limitHeaderNames)]string{"ratelimit-policy", "ratelimit", "x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset", "retry-after"}
+
 // rateLimitHeaders are the values of limitHeaderNames in one string:
 // one allocation per decision whatever their number.
 type rateLimitHeaders struct {
@@ -41,18 +45,19 @@ func (r *rateLimitHeaders) setOn(h map[string][]string) {
 		return
 	}
 	vals := make([]string, 0, len(limitHeaderNames))
-	r.each(func(name, value string) {
+	r.each(func(i int, value string) {
 		vals = append(vals, value)
-		h[name] = vals[len(vals)-1 : len(vals) : len(vals)]
+		h[limitHeaderNames[i]] = vals[len(vals)-1 : len(vals) : len(vals)]
 	})
 }
 
-// each calls set with every header that has a value.
-func (r *rateLimitHeaders) each(set func(name, value string)) {
+// each calls set with every header that has a value: its index in
+// limitHeaderNames (and limitMetadataKeys) and the value.
+func (r *rateLimitHeaders) each(set func(i int, value string)) {
 	start := uint16(0)
-	for i, name := range limitHeaderNames {
+	for i := range limitHeaderNames {
 		if end := r.end[i]; end > start {
-			set(name, r.all[start:end])
+			set(i, r.all[start:end])
 			start = end
 		}
 	}

@@ -25,35 +25,48 @@ type Resolver struct {
 // the walk at the last valid one. The zero Addr when the peer is not an
 // address.
 func (res Resolver) Of(r *http.Request) netip.Addr {
-	peer := Parse(r.RemoteAddr)
-	if !res.trusted(peer) {
+	return res.Resolve(Parse(r.RemoteAddr), r.Header.Values("X-Forwarded-For"), r.Header.Get("X-Real-Ip"))
+}
+
+// Resolve is Of for a request that is not an *http.Request (a gRPC call,
+// whose metadata carries the headers): the client of a connection from
+// peer whose X-Forwarded-For values are forwardedFor and X-Real-IP is
+// realIP, both read only when peer is trusted. Call Trusts first to skip
+// reading them for an untrusted peer.
+func (res Resolver) Resolve(peer netip.Addr, forwardedFor []string, realIP string) netip.Addr {
+	if !res.Trusts(peer) {
 		return peer
 	}
-	hops := r.Header.Values("X-Forwarded-For")
-	if len(hops) == 0 {
-		if real := Parse(r.Header.Get("X-Real-Ip")); real.IsValid() {
+	if len(forwardedFor) == 0 {
+		if real := Parse(realIP); real.IsValid() {
 			return real
 		}
 		return peer
 	}
 	client := peer
-	for i := len(hops) - 1; i >= 0; i-- {
-		parts := strings.Split(hops[i], ",")
-		for j := len(parts) - 1; j >= 0; j-- {
-			hop := Parse(parts[j])
+	for i := len(forwardedFor) - 1; i >= 0; i-- {
+		hops := forwardedFor[i]
+		for {
+			j := strings.LastIndexByte(hops, ',')
+			hop := Parse(hops[j+1:])
 			if !hop.IsValid() {
 				return client
 			}
 			client = hop
-			if !res.trusted(hop) {
+			if !res.Trusts(hop) {
 				return client
 			}
+			if j < 0 {
+				break
+			}
+			hops = hops[:j]
 		}
 	}
 	return client
 }
 
-func (res Resolver) trusted(a netip.Addr) bool {
+// Trusts reports whether a is one of the trusted proxies.
+func (res Resolver) Trusts(a netip.Addr) bool {
 	for _, p := range res.Trusted {
 		if p.Contains(a) {
 			return true

@@ -46,3 +46,27 @@ func TestResolverOf(t *testing.T) {
 		})
 	}
 }
+
+func TestResolverResolve(t *testing.T) {
+	res := clientaddr.Resolver{Trusted: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}
+	tests := []struct {
+		name, peer string
+		xff        []string
+		realIP     string
+		want       string
+	}{
+		{"untrusted peer ignores values", "203.0.113.9", []string{"1.1.1.1"}, "2.2.2.2", "203.0.113.9"},
+		{"values right to left", "10.0.0.2", []string{"6.6.6.6", "198.51.100.4,10.0.0.7"}, "", "198.51.100.4"},
+		{"trailing comma stops at the last valid hop", "10.0.0.2", []string{"198.51.100.4,"}, "", "10.0.0.2"},
+		{"x-real-ip without x-forwarded-for", "10.0.0.2", nil, "198.51.100.5", "198.51.100.5"},
+		{"invalid x-real-ip keeps the peer", "10.0.0.2", nil, "nope", "10.0.0.2"},
+		{"no peer", "", []string{"1.1.1.1"}, "", "invalid IP"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := res.Resolve(clientaddr.Parse(tt.peer), tt.xff, tt.realIP); got.String() != tt.want {
+				t.Fatalf("Resolve = %s, want %s", got, tt.want)
+			}
+		})
+	}
+}

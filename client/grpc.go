@@ -1,0 +1,327 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/ratewarden/ratewarden/internal/clientaddr"
+)
+
+// GRPCConfig says how the gRPC interceptors see a call. Every field is
+// optional. The functions get the call's context and its full method name,
+// "/package.Service/Method".
+type GRPCConfig struct {
+	// TrustedProxies are the peers whose x-forwarded-for (or x-real-ip)
+	// metadata names the client, as the limiter's TRUSTED_PROXIES; the
+	// client is the connection's address otherwise, so a client cannot
+	// pick whom it is counted as. A peer that is not an IP address (a Unix
+	// socket) leaves the limiter's ip empty, which it refuses as invalid:
+	// the failure policy then decides.
+	TrustedProxies []netip.Prefix
+	// User and Tier return the call's user id and tier (from a verified
+	// token in its metadata, say); nil: none.
+	User, Tier func(ctx context.Context, fullMethod string) string
+	// Attributes returns the call's attributes, for rules keyed on
+	// attr:<name>; nil: none.
+	Attributes func(ctx context.Context, fullMethod string) map[string]string
+	// Endpoint returns the endpoint the limiter sees; nil: the full method
+	// name, so that rules match "/package.Service/Method".
+	Endpoint func(ctx context.Context, fullMethod string) string
+	// Method is the method the limiter sees; "": POST, which every gRPC
+	// call is on the wire (HTTP/2).
+	Method string
+	// Cost returns what a call counts for at the check; nil: 1.
+	Cost func(ctx context.Context, fullMethod string) int64
+	// Denied returns the error that answers a refused call; a nil error
+	// stands for the default. nil: codes.ResourceExhausted ("too many
+	// requests"), codes.PermissionDenied ("forbidden") when banned, with
+	// the time to wait in the message and as a google.rpc.RetryInfo
+	// detail. The rate-limit and retry-after header metadata is set
+	// before it is called.
+	Denied func(ctx context.Context, fullMethod string, d Decision) error
+	// ReportIf says whether a call is reported (ReportAsync, when the
+	// handler returns), given the code its client gets; nil: every call.
+	ReportIf func(ctx context.Context, fullMethod string, code codes.Code) bool
+	// ReportCost returns the units a call used (an LLM call's tokens, which
+	// the handler may leave in a holder of the context); nil: none
+	// reported (the limiter counts 1).
+	ReportCost func(ctx context.Context, fullMethod string, code codes.Code) int64
+}
+
+// UnaryServerInterceptor returns a gRPC interceptor that asks the limiter
+// about every unary call before its handler runs, as Middleware does for
+// HTTP: a refused call is answered with Denied's error (by default
+// codes.ResourceExhausted, codes.PermissionDenied when banned) and never
+// reaches the handler; a call gets the rate-limit headers of the limiter's
+// decision, when it has some, as header metadata under lower-case keys (ratelimit-policy, ratelimit,
+// x-ratelimit-limit, x-ratelimit-remaining, x-ratelimit-reset, and, when
+// refused, retry-after in seconds). When the limiter cannot decide, the
+// client's failure policy does; a refusal of FailClosed is
+// codes.ResourceExhausted too, as Middleware's is 429, not
+// codes.Unavailable, which clients' retry policies commonly retry at once:
+// the load would grow while the limiter is down.
+//
+// When the handler returns, the call is reported without delaying its
+// answer, with the HTTP status a gateway in front of the service would
+// give for its code (the grpc-gateway mapping, from google.rpc.Code):
+//
+//	OK                                               200
+//	InvalidArgument, FailedPrecondition, OutOfRange  400
+//	Unauthenticated                                  401
+//	PermissionDenied                                 403
+//	NotFound                                         404
+//	AlreadyExists, Aborted                           409
+//	ResourceExhausted                                429
+//	Canceled                                         499
+//	Unimplemented                                    501
+//	Unavailable                                      503
+//	DeadlineExceeded                                 504
+//	Unknown, Internal, DataLoss and the rest         500
+//
+// A handler's error that is no status is coded as gRPC answers it:
+// context.Canceled as Canceled, context.DeadlineExceeded as
+// DeadlineExceeded, anything else as Unknown.
+func UnaryServerInterceptor(c *Client, cfg GRPCConfig) grpc.UnaryServerInterceptor {
+	in := newInterceptor(c, cfg)
+	return func(ctx context.Context, r any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		var req Request
+		// A nil ServerTransportStream (a handler called outside a server)
+		// must stay a nil headerSetter.
+		var hs headerSetter
+		if s := grpc.ServerTransportStreamFromContext(ctx); s != nil {
+			hs = s
+		}
+		if err := in.admit(ctx, info.FullMethod, hs, &req); err != nil {
+			return nil, err
+		}
+		resp, err := handler(ctx, r)
+		in.report(ctx, info.FullMethod, &req, err)
+		return resp, err
+	}
+}
+
+// StreamServerInterceptor returns the stream form of
+// UnaryServerInterceptor: a stream is checked once, when it opens (its
+// messages are not counted), and reported once, when its handler returns.
+func StreamServerInterceptor(c *Client, cfg GRPCConfig) grpc.StreamServerInterceptor {
+	in := newInterceptor(c, cfg)
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		ctx := ss.Context()
+		var req Request
+		if err := in.admit(ctx, info.FullMethod, ss, &req); err != nil {
+			return err
+		}
+		err := handler(srv, ss)
+		in.report(ctx, info.FullMethod, &req, err)
+		return err
+	}
+}
+
+// interceptor is what the unary and the stream interceptors share.
+type interceptor struct {
+	c   *Client
+	cfg GRPCConfig
+	res clientaddr.Resolver
+}
+
+// headerSetter is the part of grpc.ServerStream and
+// grpc.ServerTransportStream that sets the response's header metadata.
+type headerSetter interface {
+	SetHeader(metadata.MD) error
+}
+
+func newInterceptor(c *Client, cfg GRPCConfig) *interceptor {
+	if cfg.Method == "" {
+		cfg.Method = http.MethodPost
+	}
+	return &interceptor{c: c, cfg: cfg, res: clientaddr.Resolver{Trusted: cfg.TrustedProxies}}
+}
+
+// admit fills req for the call and asks the limiter about it: nil when
+// the call may go on, else the error that refuses it. The decision's
+// headers go to hs, when there is one.
+func (in *interceptor) admit(ctx context.Context, fullMethod string, hs headerSetter, req *Request) error {
+	cfg := &in.cfg
+	req.Endpoint, req.Method = fullMethod, cfg.Method
+	if cfg.Endpoint != nil {
+		req.Endpoint = cfg.Endpoint(ctx, fullMethod)
+	}
+	if a := in.clientOf(ctx); a.IsValid() {
+		req.IP = a.String()
+	}
+	if cfg.User != nil {
+		req.UserID = cfg.User(ctx, fullMethod)
+	}
+	if cfg.Tier != nil {
+		req.Tier = cfg.Tier(ctx, fullMethod)
+	}
+	if cfg.Attributes != nil {
+		req.Attributes = cfg.Attributes(ctx, fullMethod)
+	}
+	if cfg.Cost != nil {
+		req.Cost = cfg.Cost(ctx, fullMethod)
+	}
+	d, _ := in.c.Check(ctx, req) // an error is decided by the failure policy: d
+	if md := limitMetadata(&d); md != nil && hs != nil {
+		_ = hs.SetHeader(md) // fails only once headers are sent, which no handler did yet
+	}
+	if d.Allowed {
+		return nil
+	}
+	if cfg.Denied != nil {
+		if err := cfg.Denied(ctx, fullMethod, d); err != nil {
+			return err
+		}
+	}
+	return deniedError(&d)
+}
+
+// clientOf is the call's client: its peer's address or, from a trusted
+// proxy, the one its metadata names.
+func (in *interceptor) clientOf(ctx context.Context) netip.Addr {
+	p, ok := peer.FromContext(ctx)
+	if !ok || p.Addr == nil {
+		return netip.Addr{}
+	}
+	var a netip.Addr
+	if tcp, ok := p.Addr.(*net.TCPAddr); ok {
+		a = tcp.AddrPort().Addr().Unmap().WithZone("")
+	} else {
+		a = clientaddr.Parse(p.Addr.String())
+	}
+	if !in.res.Trusts(a) {
+		return a
+	}
+	forwarded := metadata.ValueFromIncomingContext(ctx, "x-forwarded-for")
+	var realIP string
+	if len(forwarded) == 0 {
+		if v := metadata.ValueFromIncomingContext(ctx, "x-real-ip"); len(v) > 0 {
+			realIP = v[0]
+		}
+	}
+	return in.res.Resolve(a, forwarded, realIP)
+}
+
+// report queues the outcome of a call its handler answered with err.
+func (in *interceptor) report(ctx context.Context, fullMethod string, req *Request, err error) {
+	code := codeOf(err)
+	if in.cfg.ReportIf != nil && !in.cfg.ReportIf(ctx, fullMethod, code) {
+		return
+	}
+	o := Outcome{IP: req.IP, UserID: req.UserID, Endpoint: req.Endpoint, Method: req.Method, Tier: req.Tier,
+		Status: httpStatusOf(code), Attributes: req.Attributes}
+	if in.cfg.ReportCost != nil {
+		o.Cost = in.cfg.ReportCost(ctx, fullMethod, code)
+	}
+	in.c.ReportAsync(&o)
+}
+
+// limitMetadata returns d's rate-limit headers as metadata (nil when it
+// has none), with a retry-after of its own for a fallback's refusal.
+func limitMetadata(d *Decision) metadata.MD {
+	n := 0
+	d.headers.each(func(int, string) { n++ })
+	fallbackRetry := n == 0 && !d.Allowed && d.RetryAfter > 0
+	if fallbackRetry {
+		n = 1
+	}
+	if n == 0 {
+		return nil
+	}
+	md := make(metadata.MD, n)
+	values := make([]string, n) // one allocation for every value's slice
+	k := 0
+	d.headers.each(func(i int, v string) {
+		values[k] = v
+		md[limitMetadataKeys[i]] = values[k : k+1 : k+1]
+		k++
+	})
+	if fallbackRetry {
+		values[0] = strconv.FormatInt(ceilSeconds(d.RetryAfter), 10)
+		md["retry-after"] = values[:1:1]
+	}
+	return md
+}
+
+// deniedError is the default answer to a refused call (see
+// GRPCConfig.Denied).
+func deniedError(d *Decision) error {
+	code, msg := codes.ResourceExhausted, "too many requests"
+	if d.Reason == ReasonBanned {
+		code, msg = codes.PermissionDenied, "forbidden"
+	}
+	if d.RetryAfter <= 0 {
+		return status.Error(code, msg)
+	}
+	st := status.New(code, msg+"; retry after "+strconv.FormatInt(ceilSeconds(d.RetryAfter), 10)+"s")
+	if detailed, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(d.RetryAfter)}); err == nil {
+		st = detailed
+	}
+	return st.Err()
+}
+
+// ceilSeconds is d in whole seconds, rounded up, as Retry-After gives it.
+func ceilSeconds(d time.Duration) int64 {
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// codeOf is the code a call's client gets when its handler returns err.
+func codeOf(err error) codes.Code {
+	if err == nil {
+		return codes.OK
+	}
+	code := status.Code(err)
+	if code == codes.Unknown {
+		// As the server answers an error that is no status.
+		switch {
+		case errors.Is(err, context.Canceled):
+			return codes.Canceled
+		case errors.Is(err, context.DeadlineExceeded):
+			return codes.DeadlineExceeded
+		}
+	}
+	return code
+}
+
+// httpStatusOf is the HTTP status of a gRPC code, as grpc-gateway maps it
+// (see UnaryServerInterceptor).
+func httpStatusOf(code codes.Code) int {
+	switch code {
+	case codes.OK:
+		return http.StatusOK
+	case codes.InvalidArgument, codes.FailedPrecondition, codes.OutOfRange:
+		return http.StatusBadRequest
+	case codes.Unauthenticated:
+		return http.StatusUnauthorized
+	case codes.PermissionDenied:
+		return http.StatusForbidden
+	case codes.NotFound:
+		return http.StatusNotFound
+	case codes.AlreadyExists, codes.Aborted:
+		return http.StatusConflict
+	case codes.ResourceExhausted:
+		return http.StatusTooManyRequests
+	case codes.Canceled:
+		return 499 // nginx's "client closed request", which gRPC gateways use
+	case codes.Unimplemented:
+		return http.StatusNotImplemented
+	case codes.Unavailable:
+		return http.StatusServiceUnavailable
+	case codes.DeadlineExceeded:
+		return http.StatusGatewayTimeout
+	}
+	return http.StatusInternalServerError
+}
