@@ -118,7 +118,9 @@ const maxBody = 64 << 10
 
 // inputError answers err (jsonwire.WriteInputError).
 func (h *handler) inputError(w http.ResponseWriter, err error) {
-	jsonwire.WriteInputError(w, err, h.cfg.Log)
+	if err := jsonwire.WriteInputError(w, err); err != nil {
+		h.cfg.Log.Error("unexpected input error", zap.Error(err))
+	}
 }
 
 // jsonError maps an encoding/json decoding error of a body to its answer.

@@ -123,5 +123,7 @@ func (h *handler) decide(w http.ResponseWriter, r *http.Request, req *rules.Requ
 var answers = sync.Pool{New: func() any { b := make([]byte, 0, 320); return &b }}
 
 func (h *handler) inputError(w http.ResponseWriter, err error) {
-	jsonwire.WriteInputError(w, err, h.cfg.Log)
+	if err := jsonwire.WriteInputError(w, err); err != nil {
+		h.cfg.Log.Error("unexpected input error", zap.Error(err))
+	}
 }

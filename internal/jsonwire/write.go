@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-
-	"go.uber.org/zap"
 )
 
 // Shared header values: net/http only reads them.
@@ -51,13 +49,16 @@ func BadRequest(format string, args ...any) error {
 }
 
 // WriteInputError answers err: its status and message when it is an
-// *InputError, else 500, logged on log: an error no caller should cause.
-func WriteInputError(w http.ResponseWriter, err error, log *zap.Logger) {
+// *InputError, else 500, and then it returns err, an error no caller
+// should cause, for the caller to log. (The package logs nothing itself:
+// the Go client reads JSON with it, and must not bring a logger to the
+// applications that import it.)
+func WriteInputError(w http.ResponseWriter, err error) (unexpected error) {
 	var in *InputError
 	if errors.As(err, &in) {
 		WriteError(w, in.Status, in.Msg)
-		return
+		return nil
 	}
-	log.Error("unexpected input error", zap.Error(err))
 	WriteError(w, http.StatusInternalServerError, "internal error")
+	return err
 }
