@@ -47,7 +47,8 @@ func TestBenchClientMiddleware(t *testing.T) {
 	defer c.Close(context.Background())
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/books/{id}", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "book") })
-	apps := map[string]http.Handler{"bare": mux, "middleware": client.Middleware(c, client.MiddlewareConfig{Mux: mux})(mux)}
+	apps := map[string]http.Handler{"bare": mux, "middleware": client.Middleware(c, client.MiddlewareConfig{Mux: mux})(mux),
+		"middleware without reports": client.Middleware(c, client.MiddlewareConfig{Mux: mux, ReportIf: client.NeverReport})(mux)}
 	urls := map[string]string{}
 	for name, h := range apps {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -75,7 +76,7 @@ func TestBenchClientMiddleware(t *testing.T) {
 	type round struct{ p50, p99, cpu time.Duration }
 	results := map[string][]round{}
 	for range rounds {
-		for _, name := range []string{"bare", "middleware"} {
+		for _, name := range []string{"bare", "middleware", "middleware without reports"} {
 			lat := make([]time.Duration, 0, sequential)
 			for range sequential {
 				start := time.Now()
@@ -100,11 +101,12 @@ func TestBenchClientMiddleware(t *testing.T) {
 		}
 	}
 	for r := range rounds {
-		b, m := results["bare"][r], results["middleware"][r]
-		fmt.Printf("client middleware round %d: sequential p50 %v -> %v (+%v), p99 %v -> %v; CPU per request under load (%d connections) %v -> %v (+%v)\n", r+1,
+		b, m, n := results["bare"][r], results["middleware"][r], results["middleware without reports"][r]
+		fmt.Printf("client middleware round %d: sequential p50 %v -> %v (+%v), p99 %v -> %v; CPU per request under load (%d connections) %v -> %v (+%v; without reports +%v)\n", r+1,
 			b.p50.Round(time.Microsecond), m.p50.Round(time.Microsecond), (m.p50 - b.p50).Round(time.Microsecond),
 			b.p99.Round(time.Microsecond), m.p99.Round(time.Microsecond), workers,
-			b.cpu.Round(100*time.Nanosecond), m.cpu.Round(100*time.Nanosecond), (m.cpu - b.cpu).Round(100*time.Nanosecond))
+			b.cpu.Round(100*time.Nanosecond), m.cpu.Round(100*time.Nanosecond), (m.cpu - b.cpu).Round(100*time.Nanosecond),
+			(n.cpu - b.cpu).Round(100*time.Nanosecond))
 	}
 	if s := c.Stats(); s.Fallbacks != 0 {
 		t.Fatalf("%d checks fell back", s.Fallbacks)
