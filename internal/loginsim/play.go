@@ -1,14 +1,11 @@
 package loginsim
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
-	"io"
-	"net/http"
 	"sync"
 	"time"
+
+	"github.com/ratewarden/ratewarden/client"
 )
 
 // Target is the limiter the attempts go to.
@@ -17,9 +14,6 @@ type Target struct {
 	URL string
 	// Token is sent as a bearer token when set (API_TOKENS).
 	Token string
-	// Client sends the requests; nil: a client of its own with keep-alive
-	// connections and a 5 s timeout.
-	Client *http.Client
 }
 
 // Tally counts what became of one actor's attempts.
@@ -35,11 +29,11 @@ type Tally struct {
 // through, a report of its status; it returns the tallies by actor. It
 // stops at the first request the limiter does not answer as its API says.
 func Play(ctx context.Context, t Target, attempts []Attempt, workers int, rate float64) (map[string]*Tally, error) {
-	client := t.Client
-	if client == nil {
-		client = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: max(workers, 2)}}
-		defer client.CloseIdleConnections()
+	c, err := client.New(client.Config{URL: t.URL, Token: t.Token, Timeout: 5 * time.Second, MaxConns: max(workers, 2)})
+	if err != nil {
+		return nil, err
 	}
+	defer c.Close(context.Background())
 	tallies := map[string]*Tally{}
 	for _, a := range attempts {
 		if tallies[a.Actor] == nil {
@@ -57,7 +51,7 @@ func Play(ctx context.Context, t Target, attempts []Attempt, workers int, rate f
 	for range max(workers, 1) {
 		wg.Go(func() {
 			for a := range next {
-				verdict, err := play(ctx, client, t, a)
+				verdict, err := play(ctx, c, a)
 				mu.Lock()
 				if err != nil && firstErr == nil {
 					firstErr = err
@@ -106,54 +100,18 @@ feed:
 // play makes one attempt: the check, then when it lets the login through
 // the report of the login's status. It returns the check's verdict: ok, or
 // the reason it was refused.
-func play(ctx context.Context, client *http.Client, t Target, a Attempt) (string, error) {
-	subject := map[string]any{"ip": a.IP, "endpoint": LoginEndpoint, "method": "POST", "user_id": a.UserID}
-	var check struct {
-		Allowed bool   `json:"allowed"`
-		Reason  string `json:"reason"`
-	}
-	if err := post(ctx, client, t, "/v1/check", subject, &check); err != nil {
+func play(ctx context.Context, c *client.Client, a Attempt) (string, error) {
+	req := client.Request{IP: a.IP, Endpoint: LoginEndpoint, Method: "POST", UserID: a.UserID}
+	d, err := c.Check(ctx, &req)
+	if err != nil {
 		return "", err
 	}
-	if !check.Allowed {
-		return check.Reason, nil
+	if !d.Allowed {
+		return d.Reason, nil
 	}
-	subject["status"] = a.Status
-	if err := post(ctx, client, t, "/v1/report", subject, nil); err != nil {
+	_, err = c.Report(ctx, &client.Outcome{IP: a.IP, Endpoint: LoginEndpoint, Method: "POST", UserID: a.UserID, Status: a.Status})
+	if err != nil {
 		return "", err
 	}
 	return "ok", nil
-}
-
-func post(ctx context.Context, client *http.Client, t Target, path string, body any, answer any) error {
-	raw, err := json.Marshal(body)
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.URL+path, bytes.NewReader(raw))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if t.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+t.Token)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s answered %d: %.200s", path, resp.StatusCode, data)
-	}
-	if answer != nil {
-		if err := json.Unmarshal(data, answer); err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-	}
-	return nil
 }
