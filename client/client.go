@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -77,6 +79,7 @@ func New(cfg Config) (*Client, error) {
 		MaxIdleConnDuration:      30 * time.Second,
 		NoDefaultUserAgentHeader: true,
 		MaxResponseBodySize:      1 << 20,
+		RetryIfErr:               retryOnClosedConn,
 	}}
 	if cfg.Token != "" {
 		c.auth = "Bearer " + cfg.Token
@@ -244,6 +247,18 @@ func (c *Client) roundTrip(ctx context.Context, op string, path int, body []byte
 		return &Error{Op: op, Answered: true, Status: status, Message: "not the API's answer: " + err.Error()}
 	}
 	return nil
+}
+
+// retryOnClosedConn retries, once, a call whose kept-alive connection the
+// limiter had closed (a restart, an idle timeout): sent on it, the call
+// most likely never reached the limiter, and without a retry a restart
+// would fail one call per pooled connection, enough to open the breaker.
+// The cost: a limiter that closes the connection after counting a call
+// and before answering (a crash mid-request) counts it twice.
+func retryOnClosedConn(_ *fasthttp.Request, attempts int, err error) (resetTimeout, retry bool) {
+	closed := errors.Is(err, io.EOF) || errors.Is(err, fasthttp.ErrConnectionClosed) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+	return false, attempts == 1 && closed
 }
 
 // jsonContent reports whether ct is application/json, parameters aside.

@@ -1,0 +1,49 @@
+package client
+
+import (
+	"context"
+	"net"
+	"testing"
+
+	"github.com/valyala/fasthttp"
+)
+
+// A limiter restarted under the client: the kept-alive connections it
+// closed are redialed, and no check fails for them.
+func TestLimiterRestartFailsNoCheck(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	serve := func(ln net.Listener) *fasthttp.Server {
+		srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
+			ctx.Response.Header.SetContentType("application/json")
+			ctx.SetBodyString(allowedAnswer)
+		}}
+		go func() { _ = srv.Serve(ln) }()
+		return srv
+	}
+	srv := serve(ln)
+	c := newClient(t, Config{URL: "http://" + addr, BreakerFailures: 1})
+	ctx := context.Background()
+	req := &Request{IP: "203.0.113.7", Endpoint: "/a"}
+	for range 3 { // a connection or more in the pool
+		if _, err := c.Check(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := srv.Shutdown(); err != nil { // closes the idle connections
+		t.Fatal(err)
+	}
+	if ln, err = net.Listen("tcp", addr); err != nil {
+		t.Skipf("the port was taken meanwhile: %v", err)
+	}
+	srv = serve(ln)
+	t.Cleanup(func() { _ = srv.Shutdown() })
+	for i := range 3 {
+		if d, err := c.Check(ctx, req); err != nil || d.Fallback {
+			t.Fatalf("check %d after the restart: %+v, %v", i, d, err)
+		}
+	}
+}
