@@ -47,7 +47,9 @@ type FailurePolicy struct {
 var (
 	// FailOpen allows the request: availability before protection.
 	FailOpen = FailurePolicy{}
-	// FailClosed refuses the request: protection before availability.
+	// FailClosed refuses the request: protection before availability. Its
+	// refusals say to retry after a second (the breaker's default open
+	// time).
 	FailClosed = FailurePolicy{closed: true}
 )
 
@@ -64,6 +66,9 @@ func (p FailurePolicy) decide(ctx context.Context, req *Request) Decision {
 	} else {
 		d.Allowed = !p.closed
 		d.Reason = ReasonUnavailable
+		if p.closed {
+			d.RetryAfter = time.Second
+		}
 	}
 	d.Fallback = true
 	return d

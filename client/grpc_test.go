@@ -278,8 +278,11 @@ func TestUnaryInterceptorLimiterDown(t *testing.T) {
 				t.Errorf("fallbacks = %d, want 1", got)
 			}
 			want := map[string]string{}
-			if strings.HasPrefix(tt.name, "a fallback") {
+			switch {
+			case strings.HasPrefix(tt.name, "a fallback"):
 				want["retry-after"] = "3"
+			case tt.wantCode != codes.OK: // FailClosed: retry after a second
+				want["retry-after"] = "1"
 			}
 			wantMetadata(t, md, want)
 		})
