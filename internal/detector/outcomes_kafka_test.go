@@ -59,7 +59,8 @@ func TestOutcomesEndToEnd(t *testing.T) {
 	}
 	msgs = append(msgs, kafka.Message{Key: []byte("x"), Value: []byte("not json")},
 		kafka.Message{Key: []byte("x"), Value: []byte(`{"event_id":"s","ts":"2026-11-21T10:00:00.000000Z","ip":"203.0.113.1","endpoint":"/a","status":999}`)})
-	w := &kafka.Writer{Addr: kafka.TCP(broker.Addr()), Topic: outcomesTopic, Balancer: &kafka.Hash{}, RequiredAcks: kafka.RequireAll}
+	w := &kafka.Writer{Addr: kafka.TCP(broker.Addr()), Topic: outcomesTopic, Balancer: &kafka.Hash{}, RequiredAcks: kafka.RequireAll,
+		Transport: &kafka.Transport{}} // not the shared default: see kafkabus.NewBanPublisher
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := w.WriteMessages(ctx, msgs...); err != nil {

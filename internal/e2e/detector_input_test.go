@@ -91,7 +91,8 @@ func TestFutureEventsDoNotBlindTheDetector(t *testing.T) {
 func produceRaw(t *testing.T, e *env, keys []string, values [][]byte) {
 	t.Helper()
 	w := &kafka.Writer{Addr: kafka.TCP(e.broker.Brokers()...), Topic: decisionsTopic, Balancer: kafka.Murmur2Balancer{},
-		BatchBytes: 4 << 20, Compression: kafka.Snappy, RequiredAcks: kafka.RequireAll, BatchTimeout: 10 * time.Millisecond}
+		BatchBytes: 4 << 20, Compression: kafka.Snappy, RequiredAcks: kafka.RequireAll, BatchTimeout: 10 * time.Millisecond,
+		Transport: &kafka.Transport{}} // not the shared default: see kafkabus.NewBanPublisher
 	defer w.Close()
 	msgs := make([]kafka.Message, len(values))
 	for i := range values {

@@ -15,7 +15,8 @@ import (
 // rare and each must be acknowledged by the broker before the caller moves
 // on (enforces the ban, commits its input offsets), so none is lost.
 type BanPublisher struct {
-	writer *kafka.Writer
+	writer    *kafka.Writer
+	transport *kafka.Transport
 }
 
 // NewBanPublisher returns a publisher on topic; messages are keyed
@@ -25,9 +26,15 @@ func NewBanPublisher(brokers []string, topic string) (*BanPublisher, error) {
 	if len(brokers) == 0 || topic == "" {
 		return nil, errors.New("ban publisher: brokers and topic are required")
 	}
-	return &BanPublisher{writer: &kafka.Writer{
+	// A transport of its own: kafka-go's default one is shared by every
+	// writer of the process and caches each broker address's metadata, so
+	// a broker that comes back on an address (a restart, or in tests a
+	// port reused) would be taken for the old one, its topics unknown.
+	transport := &kafka.Transport{DialTimeout: 5 * time.Second}
+	return &BanPublisher{transport: transport, writer: &kafka.Writer{
 		Addr:         kafka.TCP(brokers...),
 		Topic:        topic,
+		Transport:    transport,
 		Balancer:     kafka.Murmur2Balancer{},
 		BatchTimeout: 2 * time.Millisecond, // a synchronous write waits this long for company
 		RequiredAcks: kafka.RequireAll,
@@ -52,5 +59,9 @@ func (p *BanPublisher) Publish(ctx context.Context, bans ...event.Ban) error {
 	return nil
 }
 
-// Close flushes and closes the writer.
-func (p *BanPublisher) Close() error { return p.writer.Close() }
+// Close flushes and closes the writer and its connections.
+func (p *BanPublisher) Close() error {
+	err := p.writer.Close()
+	p.transport.CloseIdleConnections()
+	return err
+}

@@ -19,7 +19,7 @@ func write(t *testing.T, brokers []string, topic string, n int) {
 	t.Helper()
 	// RequireAll: kafka-go's default is not to wait for the broker at all.
 	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: topic, Balancer: &kafka.Hash{}, BatchTimeout: time.Millisecond,
-		RequiredAcks: kafka.RequireAll}
+		RequiredAcks: kafka.RequireAll, Transport: &kafka.Transport{}} // not the shared default: see kafkabus.NewBanPublisher
 	defer w.Close()
 	msgs := make([]kafka.Message, n)
 	for i := range msgs {
