@@ -17,8 +17,8 @@ func spentByReports() []Scenario {
 	}}
 	oneLimit.probe(10_000, ok(0, 3, 3, 1000))
 	oneLimit.report(10_100, 2, ok(0, 3, 1, 900))
-	oneLimit.probe(10_200, ok(0, 3, 1, 800)) // probes spend nothing
-	oneLimit.report(10_300, 1, ok(0, 3, 0, 700)) // exactly the limit: admitted
+	oneLimit.probe(10_200, ok(0, 3, 1, 800))            // probes spend nothing
+	oneLimit.report(10_300, 1, ok(0, 3, 0, 700))        // exactly the limit: admitted
 	oneLimit.probe(10_400, deny(0, 3, 0, 600, 600))     // no unit left
 	oneLimit.report(10_500, 2, deny(0, 3, 0, 500, 500)) // debited past the limit
 	oneLimit.probe(10_600, deny(0, 3, 0, 400, 400))
