@@ -238,7 +238,7 @@ func TestClientLimiterDown(t *testing.T) {
 		want   client.Decision
 	}{
 		{"FailOpen", client.FailOpen, client.Decision{Allowed: true, Reason: client.ReasonUnavailable, Fallback: true}},
-		{"FailClosed", client.FailClosed, client.Decision{Allowed: false, Reason: client.ReasonUnavailable, Fallback: true}},
+		{"FailClosed", client.FailClosed, client.Decision{Allowed: false, Reason: client.ReasonUnavailable, RetryAfter: time.Second, Fallback: true}},
 		{"Fallback", client.Fallback(func(_ context.Context, req *client.Request) client.Decision {
 			if req.IP != "198.51.100.4" || req.Endpoint != "/api/books/1" {
 				return client.Decision{Reason: "wrong request " + req.IP + " " + req.Endpoint}
@@ -431,7 +431,7 @@ func TestClientDeadlineBeforeTheAnswer(t *testing.T) {
 			if e := clientError(t, r.err); e.Answered || !errors.Is(r.err, context.DeadlineExceeded) {
 				t.Fatalf("error %+v (%v), want no answer, context.DeadlineExceeded", e, r.err)
 			}
-			if r.d != (client.Decision{Reason: client.ReasonUnavailable, Fallback: true}) {
+			if r.d != (client.Decision{Reason: client.ReasonUnavailable, RetryAfter: time.Second, Fallback: true}) {
 				t.Fatalf("decision %+v, want FailClosed's", r.d)
 			}
 
