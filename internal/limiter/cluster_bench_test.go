@@ -14,6 +14,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/limiter"
 	"github.com/ratewarden/ratewarden/internal/redisstore"
+	"github.com/ratewarden/ratewarden/internal/testkit/proctest"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
@@ -50,16 +51,16 @@ func TestBenchClusterScaling(t *testing.T) {
 					nodes := cluster.Nodes
 					before := make([]time.Duration, len(nodes))
 					for i, n := range nodes {
-						before[i] = cpuTime(t, strconv.Itoa(n.PID()))
+						before[i] = proctest.CPU(t, strconv.Itoa(n.PID()))
 					}
-					self := cpuTime(t, "self")
+					self := proctest.CPU(t, "self")
 					start := time.Now()
 					n := checkLoop(t, svc, workers, duration)
 					elapsed := time.Since(start)
-					self = cpuTime(t, "self") - self
+					self = proctest.CPU(t, "self") - self
 					var redisCPU, busiest time.Duration
 					for i, node := range nodes {
-						used := cpuTime(t, strconv.Itoa(node.PID())) - before[i]
+						used := proctest.CPU(t, strconv.Itoa(node.PID())) - before[i]
 						redisCPU += used
 						busiest = max(busiest, used)
 					}

@@ -21,6 +21,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/limiter"
 	"github.com/ratewarden/ratewarden/internal/redisstore"
 	"github.com/ratewarden/ratewarden/internal/rules"
+	"github.com/ratewarden/ratewarden/internal/testkit/proctest"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
@@ -54,11 +55,11 @@ func TestBenchDecisionPath(t *testing.T) {
 			checkLoop(t, svc, workers, time.Second) // warm-up: connections, scripts, keys
 			calls.Store(0)
 			trips.Store(0)
-			selfBefore, redisBefore := cpuTime(t, "self"), cpuTime(t, redisPID)
+			selfBefore, redisBefore := proctest.CPU(t, "self"), proctest.CPU(t, redisPID)
 			start := time.Now()
 			n := checkLoop(t, svc, workers, duration)
 			elapsed := time.Since(start)
-			self, redisCPU := cpuTime(t, "self")-selfBefore, cpuTime(t, redisPID)-redisBefore
+			self, redisCPU := proctest.CPU(t, "self")-selfBefore, proctest.CPU(t, redisPID)-redisBefore
 			redisPer := "n/a"
 			if redisPID != "" {
 				redisPer = fmt.Sprintf("%.1f", redisCPU.Seconds()*1e6/float64(n))
@@ -164,24 +165,6 @@ func redisProcess(t *testing.T, rdb redis.UniversalClient) string {
 		}
 	}
 	return ""
-}
-
-// cpuTime returns the user and system CPU time process pid ("self" for this
-// one) has used, or 0 for pid "". Linux counts it in ticks of 1/100 s.
-func cpuTime(t *testing.T, pid string) time.Duration {
-	if pid == "" {
-		return 0
-	}
-	raw, err := os.ReadFile("/proc/" + pid + "/stat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Fields after the command name, which is in parentheses and may hold
-	// spaces: state is field 3, utime 14 and stime 15.
-	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
 func envString(name, def string) string {

@@ -17,6 +17,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/rules"
 	"github.com/ratewarden/ratewarden/internal/testkit/abusetest"
+	"github.com/ratewarden/ratewarden/internal/testkit/proctest"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
@@ -43,7 +44,7 @@ func TestBenchDistinctRedisCPU(t *testing.T) {
 	pid := redistest.Info(client, "server", "process_id")
 	n := benchEnvInt(t, "BENCH_OUTCOMES", 60_000)
 	rounds := benchEnvInt(t, "BENCH_ROUNDS", 3)
-	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	t0 := time.Now().Add(-time.Hour).UTC().Truncate(time.Millisecond)
 	workloads := []struct {
 		name    string
 		outcome func(i int) (ip, user string)
@@ -79,7 +80,7 @@ func TestBenchDistinctRedisCPU(t *testing.T) {
 			if err := client.ConfigResetStat(ctx).Err(); err != nil {
 				t.Fatal(err)
 			}
-			cpu := -procCPUOf(t, pid)
+			cpu := -proctest.CPU(t, pid)
 			for i := range n {
 				ip, user := w.outcome(i)
 				in = append(in, abuse.OutcomeInput{Topic: "outcomes", Outcome: event.Outcome{
@@ -94,7 +95,7 @@ func TestBenchDistinctRedisCPU(t *testing.T) {
 					in = in[:0]
 				}
 			}
-			cpu += procCPUOf(t, pid)
+			cpu += proctest.CPU(t, pid)
 			fmt.Printf("distinct-cpu round %d %-6s: redis %.1f µs/outcome, wall %.1f µs/outcome (%.0f outcomes/s)\n",
 				round, w.name, float64(cpu.Microseconds())/float64(n), float64(took.Microseconds())/float64(n),
 				float64(n)/took.Seconds())
@@ -130,20 +131,6 @@ func printCommandStats(t *testing.T, client *redis.Client, n int) {
 		}
 		fmt.Printf("  %-18s %6.2f calls/outcome %6.2f µs/outcome\n", name, float64(calls)/float64(n), float64(usec)/float64(n))
 	}
-}
-
-// procCPUOf returns the CPU time (user + system) process pid has used.
-func procCPUOf(t *testing.T, pid string) time.Duration {
-	t.Helper()
-	raw, err := os.ReadFile("/proc/" + pid + "/stat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// after the command name, in parentheses: utime is field 14, stime 15
-	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
 func benchEnvInt(t *testing.T, name string, def int) int {

@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratewarden/ratewarden/internal/decide"
+	"github.com/ratewarden/ratewarden/internal/testkit/proctest"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 	"github.com/ratewarden/ratewarden/lua"
 )
@@ -190,7 +191,7 @@ func (e *cpuEnv) run(t *testing.T, l cpuLoad, d time.Duration) (int64, time.Dura
 	var failed atomic.Value
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	before := procCPU(t, e.pid)
+	before := proctest.CPU(t, e.pid)
 	for w := range e.conns {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(w), uint64(time.Now().UnixNano())))
@@ -222,7 +223,7 @@ func (e *cpuEnv) run(t *testing.T, l cpuLoad, d time.Duration) (int64, time.Dura
 	time.Sleep(d)
 	close(stop)
 	wg.Wait()
-	used := procCPU(t, e.pid) - before
+	used := proctest.CPU(t, e.pid) - before
 	if err, _ := failed.Load().(error); err != nil {
 		t.Fatalf("%s: %v", l.name, err)
 	}
@@ -278,22 +279,6 @@ func median(vs []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-// procCPU returns the user and system CPU time process pid has used, in
-// ticks of 1/100 s.
-func procCPU(t *testing.T, pid string) time.Duration {
-	t.Helper()
-	raw, err := os.ReadFile("/proc/" + pid + "/stat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// after the command name, in parentheses: state is field 3, utime 14,
-	// stime 15
-	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
 // incrExpire is what envoyproxy/ratelimit sends per decision of a fixed
