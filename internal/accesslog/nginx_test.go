@@ -1,7 +1,6 @@
 package accesslog_test
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"io"
@@ -12,12 +11,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/accesslog"
+	"github.com/ratewarden/ratewarden/internal/testkit/gatewaytest"
 	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 	"github.com/ratewarden/ratewarden/internal/testkit/proctest"
 )
@@ -31,31 +30,12 @@ const (
 	recipeLogPath = "access_log /var/log/nginx/ratewarden.json ratewarden;"
 )
 
-// program finds a program the test runs. Without it the test is skipped,
-// unless CI is set: CI must run it.
-func program(t *testing.T, name, fallback, pkg string) string {
-	t.Helper()
-	if bin, err := exec.LookPath(name); err == nil {
-		return bin
-	}
-	if _, err := os.Stat(fallback); err == nil {
-		return fallback
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatalf("%s not found; CI must run the access-log recipe test: apt-get install -y %s", name, pkg)
-	}
-	t.Skipf("%s not found; install it (apt-get install -y %s) to run the access-log recipe test", name, pkg)
-	return ""
-}
-
 // TestNginxRecipe runs the access-log recipe for real: nginx logs with
 // access-log.conf in front of an application that sets X-User-Id and X-Cost,
 // ship-access-log.sh sends the lines to a broker, and every line read back
 // parses with the detector's default mapping into the outcome of its request.
 func TestNginxRecipe(t *testing.T) {
-	nginx := program(t, "nginx", "/usr/sbin/nginx", "nginx")
-	program(t, "kcat", "/usr/bin/kcat", "kcat")
-	bash := program(t, "bash", "/bin/bash", "bash")
+	nginx := gatewaytest.Program(t, "nginx", "/usr/sbin/nginx", "nginx")
 
 	const topic = "nginx.access"
 	broker := kafkatest.StartBroker(t, topic)
@@ -76,7 +56,7 @@ func TestNginxRecipe(t *testing.T) {
 
 	dir := t.TempDir()
 	logPath := filepath.Join(dir, "ratewarden.json")
-	ship(t, bash, broker.Addr(), topic, logPath)
+	gatewaytest.Ship(t, recipeShipper, broker.Addr(), topic, logPath)
 	addr := startNginx(t, nginx, dir, logPath, strings.TrimPrefix(app.URL, "http://"))
 
 	client := &http.Client{Timeout: 5 * time.Second}
@@ -158,65 +138,6 @@ type want struct {
 	user, endpoint, method string
 	status                 int
 	cost                   int64
-}
-
-// ship runs the recipe's shipper on logPath until the test ends, and
-// returns once tail has found the log missing: nginx creates it later, and
-// tail -F then reads the new file from its start, so no line is missed.
-func ship(t *testing.T, bash, brokers, topic, logPath string) {
-	t.Helper()
-	cmd := exec.Command(bash, recipeShipper)
-	cmd.Env = append(os.Environ(), "KAFKA_BROKERS="+brokers, "ACCESS_LOG_TOPIC="+topic, "ACCESS_LOG="+logPath)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // tail and kcat go with it
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var (
-		mu  sync.Mutex
-		out bytes.Buffer
-	)
-	waiting := make(chan struct{})
-	var found sync.Once
-	copied := make(chan struct{})
-	go func() {
-		defer close(copied)
-		s := bufio.NewScanner(stderr)
-		for s.Scan() {
-			mu.Lock()
-			fmt.Fprintln(&out, s.Text())
-			mu.Unlock()
-			if strings.Contains(s.Text(), logPath) {
-				found.Do(func() { close(waiting) })
-			}
-		}
-	}()
-	done := make(chan struct{})
-	go func() { <-copied; _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
-		if t.Failed() {
-			mu.Lock()
-			t.Logf("--- shipper stderr ---\n%s", out.String())
-			mu.Unlock()
-		}
-	})
-	select {
-	case <-waiting:
-	case <-done:
-		t.Fatalf("the shipper exited at start:\n%s", out.String())
-	case <-time.After(5 * time.Second):
-		t.Fatal("tail did not report the missing log within 5s")
-	}
 }
 
 // startNginx runs nginx in the foreground with access-log.conf (its log
