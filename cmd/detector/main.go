@@ -133,32 +133,24 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 					BatchSize: cfg.BatchSize, BatchWait: cfg.BatchWait, OnStats: svc.ReportStats,
 				}, log.Named("consumer"), svc.Handle)
 			}},
-		lifecycle.Part{Name: "outcomes consumer",
-			Start: func(context.Context) error {
-				log.Info("detector consuming outcomes", zap.String("topic", cfg.OutcomesTopic), zap.String("group", outcomesGroup),
-					zap.Strings("scenarios", outcomeEngine.BanReasons()))
-				return nil
-			},
-			Run: func(ctx context.Context) error {
-				return kafkabus.Consume(ctx, kafkabus.ConsumerConfig{
-					Brokers: cfg.KafkaBrokers, Topic: cfg.OutcomesTopic, GroupID: outcomesGroup,
-					BatchSize: cfg.BatchSize, BatchWait: cfg.BatchWait, OnStats: outcomes.ReportStats(cfg.OutcomesTopic),
-				}, log.Named("outcomes consumer"), outcomes.Handle)
-			}},
 	)
-	if cfg.AccessLogTopic != "" {
-		g.Add(lifecycle.Part{Name: "access-log consumer",
+	// The outcome topics' loops: the reports', and a gateway access log's.
+	outcomeConsumer := func(name, topic, group string, fields ...zap.Field) lifecycle.Part {
+		return lifecycle.Part{Name: name,
 			Start: func(context.Context) error {
-				log.Info("detector consuming access logs", zap.String("topic", cfg.AccessLogTopic), zap.String("group", accessLogGroup),
-					zap.String("fields", cfg.AccessLogFields.String()))
+				log.Info("detector consuming outcomes", append(fields, zap.String("topic", topic), zap.String("group", group))...)
 				return nil
 			},
 			Run: func(ctx context.Context) error {
 				return kafkabus.Consume(ctx, kafkabus.ConsumerConfig{
-					Brokers: cfg.KafkaBrokers, Topic: cfg.AccessLogTopic, GroupID: accessLogGroup,
-					BatchSize: cfg.BatchSize, BatchWait: cfg.BatchWait, OnStats: outcomes.ReportStats(cfg.AccessLogTopic),
-				}, log.Named("access-log consumer"), outcomes.Handle)
-			}})
+					Brokers: cfg.KafkaBrokers, Topic: topic, GroupID: group,
+					BatchSize: cfg.BatchSize, BatchWait: cfg.BatchWait, OnStats: outcomes.ReportStats(topic),
+				}, log.Named(name), outcomes.Handle)
+			}}
+	}
+	g.Add(outcomeConsumer("outcomes consumer", cfg.OutcomesTopic, outcomesGroup, zap.Strings("scenarios", outcomeEngine.BanReasons())))
+	if cfg.AccessLogTopic != "" {
+		g.Add(outcomeConsumer("access-log consumer", cfg.AccessLogTopic, accessLogGroup, zap.String("fields", cfg.AccessLogFields.String())))
 	}
 	return g.Run(ctx)
 }

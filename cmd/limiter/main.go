@@ -130,22 +130,18 @@ func (w *wiring) connect() error {
 	if w.banPublisher, err = kafkabus.NewBanPublisher(cfg.KafkaBrokers, cfg.BansTopic); err != nil {
 		return err
 	}
-	w.producer, err = kafkabus.NewProducer(kafkabus.ProducerConfig{
-		Brokers:   cfg.KafkaBrokers,
-		Topic:     cfg.DecisionsTopic,
-		QueueSize: cfg.EventQueueSize,
-		ClientID:  "ratewarden-limiter-" + cfg.Instance,
-	}, w.log.Named("events"), w.reg)
-	if err != nil {
+	producer := func(topic, logName string) (*kafkabus.Producer, error) {
+		return kafkabus.NewProducer(kafkabus.ProducerConfig{
+			Brokers:   cfg.KafkaBrokers,
+			Topic:     topic,
+			QueueSize: cfg.EventQueueSize,
+			ClientID:  "ratewarden-limiter-" + cfg.Instance,
+		}, w.log.Named(logName), w.reg)
+	}
+	if w.producer, err = producer(cfg.DecisionsTopic, "events"); err != nil {
 		return err
 	}
-	w.outcomes, err = kafkabus.NewProducer(kafkabus.ProducerConfig{
-		Brokers:   cfg.KafkaBrokers,
-		Topic:     cfg.OutcomesTopic,
-		QueueSize: cfg.EventQueueSize,
-		ClientID:  "ratewarden-limiter-" + cfg.Instance,
-	}, w.log.Named("outcomes"), w.reg)
-	if err != nil {
+	if w.outcomes, err = producer(cfg.OutcomesTopic, "outcomes"); err != nil {
 		return err
 	}
 	w.store = redisstore.New(w.rdb) // before rdb's first command: see WarmUp
