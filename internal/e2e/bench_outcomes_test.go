@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"slices"
@@ -12,11 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap"
-
 	"github.com/ratewarden/ratewarden/internal/event"
-	"github.com/ratewarden/ratewarden/internal/kafkabus"
 )
 
 // TestBenchOutcomeDetector (make bench) measures detection from outcomes:
@@ -32,35 +27,18 @@ func TestBenchOutcomeDetector(t *testing.T) {
 	}{{"1 in 10 a failure", 10}, {"every one a failure", 1}} {
 		e := newEnvWith(t, loginRulesYAML)
 		const backlog = 200_000
-		producer, err := kafkabus.NewProducer(kafkabus.ProducerConfig{Brokers: e.broker.Brokers(), Topic: outcomesTopic,
-			QueueSize: backlog, MaxInFlight: backlog}, zap.NewNop(), prometheus.NewRegistry())
-		if err != nil {
-			t.Fatal(err)
-		}
 		now := time.Now().UTC()
-		for i := range backlog {
+		publishBacklog(t, e, outcomesTopic, backlog, func(i int, dst []byte) (key, value []byte) {
 			o := event.Outcome{EventID: fmt.Sprintf("bench-%d", i), TS: now.Add(time.Duration(i) * time.Microsecond), Instance: "bench",
 				IP: fmt.Sprintf("10.%d.%d.%d", i%7, (i/7)%256, i%251), UserID: fmt.Sprintf("user-%d", i),
 				Endpoint: "/api/login", Method: "POST", Status: 200, Cost: 1}
 			if i%mix.failEvery == 0 {
 				o.Status = 401
 			}
-			producer.Publish([]byte(o.IP), o.AppendJSON(nil))
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		if err := producer.Close(ctx); err != nil {
-			t.Fatal(err)
-		}
-		cancel()
+			return []byte(o.IP), o.AppendJSON(dst)
+		})
 		detector := e.start("detector", "DETECTOR_BATCH_SIZE", "2000")
-		waitFor(t, time.Minute, "the detector to join its group", func() bool {
-			return detector.metric(t, "rate_limit_detector_outcomes_total") > 0
-		})
-		start, from := time.Now(), detector.metric(t, "rate_limit_detector_outcomes_total")
-		waitFor(t, 5*time.Minute, "the backlog to be consumed", func() bool {
-			return detector.metric(t, "rate_limit_detector_outcomes_total") >= backlog
-		})
-		took := time.Since(start)
+		from, took := drainBacklog(t, detector, "rate_limit_detector_outcomes_total", backlog)
 		fmt.Printf("outcome detector (%s): %.0f outcomes consumed in %v = %.0f outcomes/s (steady state, from a backlog)\n",
 			mix.name, backlog-from, took.Round(time.Millisecond), (backlog-from)/took.Seconds())
 		detector.stop(syscall.SIGTERM)

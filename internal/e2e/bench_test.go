@@ -29,36 +29,18 @@ import (
 func TestBenchDetector(t *testing.T) {
 	e := newEnv(t)
 	const backlog = 200_000
-	producer, err := kafkabus.NewProducer(kafkabus.ProducerConfig{Brokers: e.broker.Brokers(), Topic: decisionsTopic,
-		QueueSize: backlog, MaxInFlight: backlog}, zap.NewNop(), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
 	now := time.Now().UTC()
-	for i := range backlog {
+	publishBacklog(t, e, decisionsTopic, backlog, func(i int, dst []byte) (key, value []byte) {
 		ev := event.Decision{EventID: fmt.Sprintf("bench-%d", i), TS: now.Add(time.Duration(i) * time.Microsecond), Instance: "bench",
 			IP: fmt.Sprintf("10.%d.%d.%d", i%7, (i/7)%256, i%251), Endpoint: fmt.Sprintf("/api/books/%d", i%20), Method: "GET",
 			RuleID: "api", Algorithm: "token_bucket", Allowed: i%10 != 0, Reason: event.ReasonOK, Mode: "redis"}
 		if !ev.Allowed {
 			ev.Reason = event.ReasonRateLimited
 		}
-		producer.Publish([]byte(ev.IP), ev.AppendJSON(nil))
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	if err := producer.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	cancel()
-
+		return []byte(ev.IP), ev.AppendJSON(dst)
+	})
 	detector := e.start("detector", "DETECTOR_BATCH_SIZE", "2000")
-	waitFor(t, time.Minute, "the detector to join its group", func() bool {
-		return detector.metric(t, "rate_limit_detector_events_total") > 0
-	})
-	start, from := time.Now(), detector.metric(t, "rate_limit_detector_events_total")
-	waitFor(t, 5*time.Minute, "the backlog to be consumed", func() bool {
-		return detector.metric(t, "rate_limit_detector_events_total") >= backlog
-	})
-	took := time.Since(start)
+	from, took := drainBacklog(t, detector, "rate_limit_detector_events_total", backlog)
 
 	limiter := e.start("limiter")
 	var latencies []time.Duration
@@ -153,4 +135,36 @@ func TestBenchRulePropagation(t *testing.T) {
 		others[len(others)/2].Round(10*time.Microsecond), others[len(others)*99/100].Round(10*time.Microsecond),
 		others[len(others)-1].Round(10*time.Microsecond),
 		writer[len(writer)/2].Round(10*time.Microsecond), writer[len(writer)*99/100].Round(10*time.Microsecond))
+}
+
+// publishBacklog publishes n messages to topic, message i as event(i)
+// gives it (its value appended to a fresh buffer), and returns once the
+// broker has them all.
+func publishBacklog(t *testing.T, e *env, topic string, n int, event func(i int, dst []byte) (key, value []byte)) {
+	t.Helper()
+	producer, err := kafkabus.NewProducer(kafkabus.ProducerConfig{Brokers: e.broker.Brokers(), Topic: topic,
+		QueueSize: n, MaxInFlight: n}, zap.NewNop(), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		producer.Publish(event(i, nil))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := producer.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// drainBacklog waits for the detector to start consuming (its counter
+// metric above 0), then for it to reach backlog, and returns the count it
+// had when it started and how long the rest took: the steady state.
+func drainBacklog(t *testing.T, detector *proc, metric string, backlog float64) (from float64, took time.Duration) {
+	t.Helper()
+	waitFor(t, time.Minute, "the detector to join its group", func() bool { return detector.metric(t, metric) > 0 })
+	start := time.Now()
+	from = detector.metric(t, metric)
+	waitFor(t, 5*time.Minute, "the backlog to be consumed", func() bool { return detector.metric(t, metric) >= backlog })
+	return from, time.Since(start)
 }
