@@ -175,11 +175,7 @@ func (c *Client) Report(ctx context.Context, o *Outcome) (ReportResult, error) {
 	b.body = appendOutcome(b.body[:0], o)
 	var r ReportResult
 	err := c.call(ctx, "report", pathReport, b.body, func(resp *fasthttp.Response) error {
-		p := newParser(resp.Body())
-		if err := parseReport(&p, &r); err != nil {
-			return err
-		}
-		return p.End()
+		return parseReportBody(resp.Body(), &r)
 	})
 	return r, err
 }

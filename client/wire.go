@@ -178,6 +178,15 @@ func parseBatch(body []byte, ds []Decision, errs []string) error {
 	return err
 }
 
+// parseReportBody reads the answer of POST /v1/report.
+func parseReportBody(body []byte, r *ReportResult) error {
+	p := jsonwire.New(body)
+	if err := parseReport(&p, r); err != nil {
+		return err
+	}
+	return p.End()
+}
+
 // parseReport reads the answer of POST /v1/report (or one entry of the
 // batch's) at p.
 func parseReport(p *jsonwire.Parser, r *ReportResult) error {
@@ -243,8 +252,6 @@ func errorMessage(body []byte) string {
 	}
 	return strconv.Quote(string(body))
 }
-
-func newParser(body []byte) jsonwire.Parser { return jsonwire.New(body) }
 
 // appendOutcomes appends the body of POST /v1/report/batch.
 func appendOutcomes(b []byte, os []Outcome) []byte {
