@@ -24,6 +24,12 @@ func (c Call) Validate() error {
 	if c.Probe && (c.Penalty > 0 || len(c.Escalations) > 0 || c.DebitDenied) {
 		return errors.New("a probe has no penalty, escalations or debit of denied calls")
 	}
+	if c.Leased && (c.Probe || c.Penalty > 0 || len(c.Escalations) > 0 || c.Algorithm == SlidingWindow) {
+		return errors.New("a leased call has no probe, penalty or escalations, and no sliding window log")
+	}
+	if l := c.Lease; l.Ask < 0 || l.Until < 0 || l.Spent < 0 || l.Unspent < 0 || (l != Lease{} && !c.Leased) {
+		return errors.New("lease: negative numbers, or a lease on a call that is not leased")
+	}
 	if c.Penalty < 0 || c.Penalty%time.Millisecond != 0 {
 		return errors.New("penalty is not a whole number of milliseconds")
 	}

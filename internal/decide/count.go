@@ -5,9 +5,10 @@ import "time"
 // Counted reports whether c can be decided by counting alone: a fixed
 // window of one limit without penalty or escalations. Redis then decides it
 // with INCRBY and PEXPIRE on a key of its own per window (see
-// CountedWindow), no script.
+// CountedWindow), no script. A leased call is not counted: the lease
+// script keeps the fixed window's hash.
 func (c *Call) Counted() bool {
-	return c.Algorithm == FixedWindow && len(c.Limits) == 1 && c.Penalty == 0 && len(c.Escalations) == 0
+	return c.Algorithm == FixedWindow && !c.Leased && len(c.Limits) == 1 && c.Penalty == 0 && len(c.Escalations) == 0
 }
 
 // CountedWindow returns the index of the fixed window of per (ms) that

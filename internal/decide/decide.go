@@ -75,6 +75,12 @@ type Call struct {
 	// (a probe of cost 1 is denied once no unit is left). A probe has no
 	// penalty or escalations and does not debit denied calls.
 	Probe bool
+	// Leased marks a call of a rule whose budget instances lease (see
+	// Lease): the lease script decides it, with Lease, and a one-limit fixed
+	// window keeps its hash rather than a counter of its own per window.
+	Leased bool
+	// Lease is what a leased call asks of the key's budget besides its cost.
+	Lease Lease
 	// NowMs, when non-zero, replaces the server clock (tests only); zero means
 	// the script reads redis.call('TIME').
 	NowMs int64
@@ -99,4 +105,11 @@ type Result struct {
 	// RetryAfter is the time until this request could be admitted; 0 when
 	// allowed.
 	RetryAfter time.Duration
+	// Granted is the units a leased call (Call.Leased) was lent beyond its
+	// cost, to be spent before LeaseUntil (server ms), which is LeaseFor
+	// from the decision. LeaseUntil also names the lease in later calls
+	// (Lease.Until).
+	Granted    int64
+	LeaseUntil int64
+	LeaseFor   time.Duration
 }

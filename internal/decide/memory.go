@@ -39,6 +39,7 @@ type entry struct {
 	fields   []field // window counter or bucket hash, one per distinct per
 	spans    []span  // sliding window log, ascending scores
 	log      []run   // escalation hits, ascending scores
+	lease    leaseState
 }
 
 // field holds the hash fields of one per_ms: s and c for the fixed window
@@ -90,6 +91,9 @@ func (m *Memory) Decide(c Call, nowMs int64) Result {
 		for len(sh.keys) > sh.max-callKeys {
 			m.evictions.Add(int64(evict.Sampled(sh.keys, nowMs, func(e *entry) int64 { return e.expireAt })))
 		}
+	}
+	if c.Leased {
+		return sh.leased(c, nowMs)
 	}
 	return sh.decide(c, nowMs)
 }

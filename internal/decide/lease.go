@@ -1,0 +1,216 @@
+package decide
+
+// Leases let a limiter answer calls of a hot key from memory: a leased call
+// (Call.Leased) decides its cost as the rule's algorithm does and, when
+// admitted, lends the caller up to Lease.Ask more units, debited from the
+// key at once, as if admitted now. The caller admits requests from them
+// until the lease's deadline, without a round trip, and gives back what it
+// did not spend. Because every unit is debited in Redis before a limiter
+// admits anything with it, the units admitted across all limiters never
+// pass the limit (see docs/leases.md for the argument per algorithm):
+//
+//   - fixed window and sliding window counter: a lease ends with the
+//     earliest window of the key's limits. A unit spent later in its window
+//     than it was debited changes nothing for a fixed window; for the
+//     counter, the previous window's weight only falls while the window
+//     runs, so a debit admitted at grant time is admitted at any later
+//     moment of the window.
+//   - token bucket: units taken early must not let the bucket refill past
+//     its burst meanwhile. The key counts the units it lent that may still
+//     be unspent (outstanding, fields lo and ld) and its buckets refill only
+//     up to burst minus them. Leases end with the LeaseSlot in which they
+//     were granted, when the outstanding count is forgotten; the holder
+//     settles the units it spent (Lease.Spent) as it renews, so the cap
+//     stays near the burst.
+//
+// A grant is at most half of what the key has left after the call, so the
+// last units go one call at a time and one limiter cannot strand the rest.
+
+// LeaseSlot is the ms a token bucket's leases may last: they end with the
+// slot of LeaseSlot ms, aligned on the server's clock, they were granted in.
+const LeaseSlot = 1000
+
+// Lease is what a leased call asks of its key besides deciding its cost.
+// Until names the lease the caller holds on the key (Result.LeaseUntil of
+// its grant; 0: none), which Spent and Unspent concern: they are applied
+// only while it lasts, and for a token bucket only if it is the key's
+// current one, so a late give-back never credits a later window.
+type Lease struct {
+	// Ask is the most units to lend beyond the call's cost; 0: none.
+	Ask int64
+	// Until is the deadline (server ms) of the lease the caller holds.
+	Until int64
+	// Spent is the units of that lease admitted since the caller last
+	// settled it (token bucket: they stop counting as outstanding).
+	Spent int64
+	// Unspent is the units of that lease the caller gives back.
+	Unspent int64
+}
+
+// leaseState is the outstanding count of a key's token-bucket leases, the
+// hash fields lo and ld of its state key (see lua/lease.lua).
+type leaseState struct {
+	out   int64 // units lent that may be unspent
+	until int64 // the slot end (ms) they count until
+}
+
+// leased mirrors decide() in lua/lease.lua: give back and settle what
+// c.Lease says of the caller's lease, decide c's cost, then lend.
+func (sh *shard) leased(c Call, now int64) Result {
+	bucket := c.Algorithm == TokenBucket
+	var ls leaseState
+	if e := sh.get(c.Keys.State); bucket && e != nil && now < e.lease.until {
+		ls = e.lease
+	}
+	l := c.Lease
+	wrote := false
+	if l.Until > 0 && now < l.Until && (!bucket || l.Until == ls.until) {
+		switch {
+		case bucket:
+			sh.evaluate(capped(c, ls.out, 0), now) // refill under the cap in force until now
+			ls.out = max(0, ls.out-l.Spent-l.Unspent)
+			sh.addTokens(c, l.Unspent)
+			wrote = true
+		case l.Unspent > 0:
+			sh.giveBack(c, l.Unspent)
+		}
+	}
+
+	outs, admitted := sh.evaluate(capped(c, ls.out, c.Cost), now)
+	wrote = wrote || c.debits(admitted)
+	var granted, until int64
+	if admitted {
+		room := outs[0].remaining
+		for _, o := range outs[1:] {
+			room = min(room, o.remaining)
+		}
+		if granted = min(l.Ask, room/2); granted > 0 {
+			sh.evaluate(capped(c, ls.out, granted), now)
+			wrote = true
+		}
+	}
+	if bucket {
+		if ls.until == 0 {
+			ls.until = now - mod(now, LeaseSlot) + LeaseSlot
+		}
+		ls.out += granted
+		until = ls.until
+	} else {
+		until = windowsEnd(c, now)
+	}
+	if wrote && bucket {
+		e := sh.create(c.Keys.State)
+		if ls.out > 0 {
+			e.lease = ls
+		} else {
+			e.lease = leaseState{}
+		}
+		e.expireAt = now + bucketTTL(c, e, now, ls)
+	}
+
+	b := binding(outs, admitted)
+	o := outs[b]
+	r := Result{
+		Allowed:    admitted,
+		LimitIndex: b,
+		Limit:      quota(c.Algorithm, c.Limits[b]),
+		Remaining:  max(o.remaining, 0),
+		ResetAfter: ms(o.reset),
+		RetryAfter: ms(o.retry),
+		Granted:    granted,
+	}
+	if granted > 0 {
+		r.LeaseUntil, r.LeaseFor = until, ms(until-now)
+	}
+	return r
+}
+
+// evaluate runs c's algorithm at now (c has no penalty or escalations).
+func (sh *shard) evaluate(c Call, now int64) ([]outcome, bool) {
+	outs := make([]outcome, 0, len(c.Limits))
+	switch c.Algorithm {
+	case FixedWindow:
+		return sh.fixedWindow(c, now, outs)
+	case SlidingWindowCounter:
+		return sh.slidingWindowCounter(c, now, outs)
+	}
+	return sh.tokenBucket(c, now, outs)
+}
+
+// capped returns c costing cost, its buckets' burst lowered by the out
+// units its leases may still hold (at least 1), as alg.capped does in
+// lua/token_bucket.lua; window calls only change cost.
+func capped(c Call, out, cost int64) Call {
+	c.Cost = cost
+	if c.Algorithm != TokenBucket || out == 0 {
+		return c
+	}
+	limits := make([]Limit, len(c.Limits))
+	for i, l := range c.Limits {
+		l.Burst = max(1, l.Burst-out)
+		limits[i] = l
+	}
+	c.Limits = limits
+	return c
+}
+
+// giveBack takes units back off the current window's count of each limit
+// (fixed window and counter), as give_back in lua/lease.lua. The key is
+// still in the window the units were lent in: a lease ends with it.
+func (sh *shard) giveBack(c Call, units int64) {
+	e := sh.get(c.Keys.State)
+	for _, l := range c.Limits {
+		if i := e.fieldOf(l.Per.Milliseconds()); i >= 0 {
+			e.fields[i].b = max(0, e.fields[i].b-units)
+		}
+	}
+}
+
+// addTokens puts units back in each bucket of c, as give_back in
+// lua/lease.lua: the buckets were just refilled (evaluate with cost 0), so
+// the tokens add to what they hold now.
+func (sh *shard) addTokens(c Call, units int64) {
+	e := sh.get(c.Keys.State)
+	for _, l := range c.Limits {
+		if i := e.fieldOf(l.Per.Milliseconds()); i >= 0 {
+			e.fields[i].a += units * 1000
+		}
+	}
+}
+
+// windowsEnd is the end (ms) of the earliest window of c's limits at now:
+// the deadline of a window lease. A window stored later than now's (the
+// clock went back) ends later, so this is never late.
+func windowsEnd(c Call, now int64) int64 {
+	end := int64(-1)
+	for _, l := range c.Limits {
+		per := l.Per.Milliseconds()
+		if e := now - mod(now, per) + per; end < 0 || e < end {
+			end = e
+		}
+	}
+	return end
+}
+
+// bucketTTL is the ms until every bucket of the key would be full at its
+// real burst, and at least until its leases end: what alg.lease_ttl
+// computes in lua/token_bucket.lua. The algorithm's own expiry counts
+// until the lowered burst, which the key must outlive.
+func bucketTTL(c Call, e *entry, now int64, ls leaseState) int64 {
+	ttl := int64(1)
+	for _, l := range c.Limits {
+		if i := e.fieldOf(l.Per.Milliseconds()); i >= 0 {
+			f := e.fields[i]
+			ttl = max(ttl, f.c+fillTime(l, f.a, f.b)+1-now)
+		}
+	}
+	if ls.out > 0 {
+		ttl = max(ttl, ls.until-now)
+	}
+	return ttl
+}
+
+func mod(a, b int64) int64 {
+	_, r := divmod(a, b)
+	return r
+}
