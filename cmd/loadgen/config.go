@@ -19,7 +19,8 @@ import (
 type config struct {
 	protocol    string // protocolHTTP, protocolJSON or protocolGRPC
 	rawURL      string
-	target      target   // HTTP, JSON
+	target      target   // HTTP, JSON: the first of targets
+	targets     []target // HTTP, JSON: one per -url entry; worker i sends to targets[i % len]
 	grpcAddr    string   // gRPC: host:port
 	grpcConns   int      // gRPC: connections the workers share
 	domain      string   // gRPC, JSON: the requests' domain
@@ -111,7 +112,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&cfg.protocol, "protocol", protocolHTTP, "`protocol`: http (POST /v1/check), json (envoyproxy/ratelimit's POST /json) or grpc (Envoy's ShouldRateLimit)")
-	fs.StringVar(&cfg.rawURL, "url", "http://127.0.0.1:8080", "http, json: limiter base `URL` (http://, no TLS); /v1/check (json: /json) is appended")
+	fs.StringVar(&cfg.rawURL, "url", "http://127.0.0.1:8080", "http, json: limiter base `URL` (http://, no TLS); /v1/check (json: /json) is appended; several, comma-separated, share the workers in turn (worker i sends to the i-th modulo their number)")
 	fs.StringVar(&cfg.grpcAddr, "grpc-addr", "127.0.0.1:8083", "grpc: `host:port` of the limiter's GRPC_LISTEN_ADDR (plaintext)")
 	fs.IntVar(&cfg.grpcConns, "grpc-conns", 4, "grpc: HTTP/2 connections the workers' calls are spread over")
 	fs.StringVar(&cfg.domain, "domain", "bench", "grpc, json: the requests' `domain` (an RLS config file's domain)")
@@ -179,9 +180,9 @@ func (cfg *config) finish(set map[string]bool, mix, keyOrder, ipBase, entries st
 		if cfg.batch > 1 {
 			endpoint = batchPath
 		}
-		cfg.target, err = parseTarget(cfg.rawURL, endpoint)
+		cfg.targets, err = parseTargets(cfg.rawURL, endpoint)
 	case protocolJSON:
-		cfg.target, err = parseTarget(cfg.rawURL, jsonPath)
+		cfg.targets, err = parseTargets(cfg.rawURL, jsonPath)
 	case protocolGRPC:
 		if err := checkHostPort(cfg.grpcAddr); err != nil {
 			return fmt.Errorf("-grpc-addr: %w", err)
@@ -205,7 +206,12 @@ func (cfg *config) finish(set map[string]bool, mix, keyOrder, ipBase, entries st
 	if !validToken(cfg.token) {
 		return errors.New("-token: printable ASCII without spaces expected")
 	}
-	cfg.target.token = cfg.token
+	for i := range cfg.targets {
+		cfg.targets[i].token = cfg.token
+	}
+	if len(cfg.targets) > 0 {
+		cfg.target = cfg.targets[0]
+	}
 	if cfg.traffic.Mix, err = ParseMix(mix); err != nil {
 		return fmt.Errorf("-mix: %w", err)
 	}

@@ -27,6 +27,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -147,9 +148,13 @@ func newSenders(cfg *config) ([]sender, func(), error) {
 		}
 		return senders, func() { closeGRPC(conns) }, nil
 	}
-	builder := newRequestBuilder(cfg.target)
+	builders := make([]requestBuilder, len(cfg.targets))
+	for i, t := range cfg.targets {
+		builders[i] = newRequestBuilder(t)
+	}
 	for i := range senders {
-		cl := newClient(cfg.target.addr, cfg.timeout)
+		builder := builders[i%len(builders)]
+		cl := newClient(cfg.targets[i%len(cfg.targets)].addr, cfg.timeout)
 		switch {
 		case cfg.protocol == protocolJSON:
 			senders[i] = newJSONSender(builder, cl, newRLSJSON(cfg.domain, cfg.entries))
@@ -176,7 +181,11 @@ func (cfg *config) url() string {
 	if cfg.protocol == protocolGRPC {
 		return "grpc://" + cfg.grpcAddr + shouldRateLimit
 	}
-	return "http://" + cfg.target.host + cfg.target.path
+	urls := make([]string, len(cfg.targets))
+	for i, t := range cfg.targets {
+		urls[i] = "http://" + t.host + t.path
+	}
+	return strings.Join(urls, ",")
 }
 
 // conns is the number of connections: one per worker over HTTP, at most
@@ -195,12 +204,22 @@ func divUp(n, d uint64) uint64 { return (n + d - 1) / d }
 // would be measured.
 func probe(ctx context.Context, cfg config) error {
 	addr, flag := cfg.addr()
-	d := net.Dialer{Timeout: min(cfg.timeout, 3*time.Second)}
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return fmt.Errorf("cannot reach the limiter at %s (%s): %w", addr, flag, err)
+	addrs := []string{addr}
+	if cfg.protocol != protocolGRPC {
+		addrs = addrs[:0]
+		for _, t := range cfg.targets {
+			addrs = append(addrs, t.addr)
+		}
 	}
-	return conn.Close()
+	d := net.Dialer{Timeout: min(cfg.timeout, 3*time.Second)}
+	for _, addr := range addrs {
+		conn, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return fmt.Errorf("cannot reach the limiter at %s (%s): %w", addr, flag, err)
+		}
+		conn.Close()
+	}
+	return nil
 }
 
 // verdict is the run's error, if any: no answer at all, or too many errors.

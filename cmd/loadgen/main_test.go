@@ -353,3 +353,26 @@ func TestRunUsageErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestSeveralURLsShareTheWorkers(t *testing.T) {
+	a, b := &fakeLimiter{}, &fakeLimiter{}
+	urlA, urlB := startFake(t, a), startFake(t, b)
+	_, s, err := runLoadgen(t, context.Background(), "-url", urlA+","+urlB, "-workers", "4", "-requests", "400",
+		"-duration", "0", "-progress", "0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if num(t, s, "requests") != 400 || a.requests.Load()+b.requests.Load() != 400 {
+		t.Fatalf("requests = %v, servers saw %d + %d; want 400", num(t, s, "requests"), a.requests.Load(), b.requests.Load())
+	}
+	if a.requests.Load() == 0 || b.requests.Load() == 0 {
+		t.Fatalf("servers saw %d and %d requests: want both to get some", a.requests.Load(), b.requests.Load())
+	}
+	if want := "'" + urlA + "/v1/check," + urlB + "/v1/check'"; s["url"] != want {
+		t.Errorf("url = %s, want %s", s["url"], want)
+	}
+	if _, _, err := runLoadgen(t, context.Background(), "-url", urlA+",ftp://x", "-requests", "1", "-duration", "0"); err == nil ||
+		!strings.Contains(err.Error(), "-url:") {
+		t.Errorf("a bad second URL: error %v, want one naming -url", err)
+	}
+}

@@ -42,6 +42,20 @@ func parseTarget(raw, endpoint string) (target, error) {
 	return t, nil
 }
 
+// parseTargets reads a -url flag of one or more comma-separated base URLs,
+// as parseTarget each.
+func parseTargets(raw, endpoint string) ([]target, error) {
+	var ts []target
+	for u := range strings.SplitSeq(raw, ",") {
+		t, err := parseTarget(u, endpoint)
+		if err != nil {
+			return nil, err
+		}
+		ts = append(ts, t)
+	}
+	return ts, nil
+}
+
 // requestBuilder writes complete POST requests. Everything but the length
 // and the body is built once: per request only those are appended.
 type requestBuilder struct {
