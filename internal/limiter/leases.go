@@ -64,18 +64,13 @@ func newLeaseMetrics(reg prometheus.Registerer, t *lease.Table) *leaseMetrics {
 
 // leaseBound is the most units a limiter holds of a's key.
 func leaseBound(a *rules.Applied) int64 {
-	q := a.Call.Limits[0].Quota()
-	for _, l := range a.Call.Limits[1:] {
-		q = min(q, l.Quota())
-	}
-	return max(1, q/64) // TODO: the rule's bound, once rules have one
+	return a.Rule.LeaseMax(a.Call.Limits)
 }
 
-// fromLease answers a's call from its key's lease when it can. ask lets it
-// put a lease request on the call, which then goes to Redis.
-func (s *Service) fromLease(a *rules.Applied, now time.Time, ask bool) (decide.Result, bool) {
+// fromLease answers a's call from its key's lease when it can.
+func (s *Service) fromLease(a *rules.Applied, now time.Time) (decide.Result, bool) {
 	c := &a.Call
-	r, ok, renew := s.leases.Take(c, leaseBound(a), now, ask)
+	r, ok, renew := s.leases.Take(c, leaseBound(a), now)
 	if ok {
 		s.leaseMetrics.decisions.Inc()
 		if renew {
