@@ -16,8 +16,13 @@
 # B ÷ A per pair of rounds closes the table. A and B are limiter binaries
 # (say, one built from main with `go build -o /tmp/a ./cmd/limiter`);
 # bin/loadgen and bin/devkafka come from this tree (make build).
+# The limit is LIMIT requests per UNIT (1000 per second; UNIT second,
+# minute or hour) per client IP; LEASE=1 leases it (`lease: true` in the
+# rules file and the RLS config), LEASE=A or LEASE=B for that build only,
+# so that one binary given twice measures the rule unleased against leased
+# (KEYS=1 makes the one client a hot key, which is what leases are for).
 # Knobs: ALGORITHM, DURATION, CONNS, KEYS, ROUNDS, PROTOCOL, GRPC_CONNS,
-# BATCH, HALF_WARMUP.
+# BATCH, HALF_WARMUP, LIMIT, UNIT, LEASE.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 [ $# -eq 2 ] || { echo "usage: $0 LIMITER_A LIMITER_B" >&2; exit 2; }
@@ -31,6 +36,9 @@ ROUNDS=${ROUNDS:-3}
 PROTOCOL=${PROTOCOL:-http}
 GRPC_CONNS=${GRPC_CONNS:-4}
 BATCH=${BATCH:-10}
+LIMIT=${LIMIT:-1000}
+UNIT=${UNIT:-second}
+LEASE=${LEASE:-}
 GRPC_ADDR=127.0.0.1:18083
 REDIS_HOST=${REDIS_HOST:-127.0.0.1}
 REDIS_PORT=${REDIS_PORT:-6379}
@@ -48,12 +56,21 @@ trap cleanup EXIT INT TERM
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 per_decision() { awk -v t="$1" -v hz="$(getconf CLK_TCK)" -v n="$2" 'BEGIN {printf "%.1f", t / hz * 1e6 / n}'; }
 redis_pid=$(redis-cli -h "$REDIS_HOST" -p "$REDIS_PORT" info server | tr -d '\r' | awk -F: '$1 == "process_id" {print $2}')
-if [ "$ALGORITHM" = token_bucket ]; then limit="{rate: 1000, per: 1s, burst: 1000}"; else limit="{requests: 1000, per: 1s}"; fi
-echo "rules: [{id: ab, match: {endpoints: [\"/ab/**\"]}, key: [ip], algorithm: $ALGORITHM, limits: [$limit]}]" >"$work/rules.yaml"
-mkdir "$work/rls"
-if [ "$ALGORITHM" = token_bucket ]; then burst=", burst: 1000"; else burst=; fi
-printf 'domain: ab\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: second, requests_per_unit: 1000%s, algorithm: %s}\n' \
-	"$burst" "$ALGORITHM" >"$work/rls/ab.yaml"
+case $UNIT in second) per=1s ;; minute) per=1m ;; hour) per=1h ;; *) echo "UNIT=$UNIT: want second, minute or hour" >&2; exit 2 ;; esac
+# Each build's lease setting, as written in the rules file and RLS config:
+# nothing when unleased, for builds older than the setting.
+on=", lease: true"
+case $LEASE in "" | 0) leased=("" "") ;; 1) leased=("$on" "$on") ;; A) leased=("$on" "") ;; B) leased=("" "$on") ;;
+*) echo "LEASE=$LEASE: want 1, A or B" >&2; exit 2 ;; esac
+if [ "$ALGORITHM" = token_bucket ]; then limit="{rate: $LIMIT, per: $per, burst: $LIMIT}"; else limit="{requests: $LIMIT, per: $per}"; fi
+if [ "$ALGORITHM" = token_bucket ]; then burst=", burst: $LIMIT"; else burst=; fi
+# Build v's rules file and RLS config directory: $work/rules_v.yaml, $work/rls_v.
+for v in 0 1; do
+	echo "rules: [{id: ab, match: {endpoints: [\"/ab/**\"]}, key: [ip], algorithm: $ALGORITHM, limits: [$limit]${leased[v]}}]" >"$work/rules_$v.yaml"
+	mkdir "$work/rls_$v"
+	printf 'domain: ab\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: %s, requests_per_unit: %s%s, algorithm: %s%s}\n' \
+		"$UNIT" "$LIMIT" "$burst" "$ALGORITHM" "${leased[v]}" >"$work/rls_$v/ab.yaml"
+done
 case $PROTOCOL in
 http) target=(-url "http://$LIMITER_ADDR" -endpoint /ab/books/17) ;;
 batch) target=(-url "http://$LIMITER_ADDR" -endpoint /ab/books/17 -batch "$BATCH") ;;
@@ -72,7 +89,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
 		broker=$!
 		pids=("$broker")
 		for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/19092) 2>/dev/null && break; sleep 0.1; done
-		LISTEN_ADDR=$LIMITER_ADDR GRPC_LISTEN_ADDR=$GRPC_ADDR RLS_CONFIG_DIR="$work/rls" RULES_FILE="$work/rules.yaml" REDIS_KEY_PREFIX="$PREFIX" \
+		LISTEN_ADDR=$LIMITER_ADDR GRPC_LISTEN_ADDR=$GRPC_ADDR RLS_CONFIG_DIR="$work/rls_$v" RULES_FILE="$work/rules_$v.yaml" REDIS_KEY_PREFIX="$PREFIX$v:" \
 			KAFKA_BROKERS=$BROKER_ADDR DYNAMIC_RULES=false REDIS_URL="redis://$REDIS_HOST:$REDIS_PORT/0" LOG_LEVEL=warn \
 			INSTANCE_ID=ab "${bins[v]}" 2>>"$work/limiter.log" &
 		limiter=$!
