@@ -34,14 +34,24 @@
 #     for the fixed window of the INCRBY + PEXPIRE pipeline envoyproxy/
 #     ratelimit sends, on a private redis-server (go test -tags bench -run
 #     TestBenchRedisCPU ./internal/redisstore; CPU_ROUNDS rounds of
-#     CPU_DURATION per script, taking turns).
+#     CPU_DURATION per script, taking turns);
+#  9. leased budgets on a hot key (LEASES=1; 0 skips it): one client IP
+#     behind every request to three limiters on a private redis-server, a
+#     rule of 1e9 a minute per LEASE_ALGORITHMS, unleased and leased taking
+#     turns in LEASE_ROUNDS rounds of LEASE_DURATION (go test -tags bench
+#     -run TestBenchLeases ./internal/e2e): decisions/s, Redis commands,
+#     scripts and round trips per decision, CPU per decision, p50/p99 at
+#     half the maximum, leased ÷ unleased per round; and the heap per key
+#     of a leased rule over LEASE_KEYS keys (TestBenchLeaseMemory,
+#     ./internal/limiter).
 # The table goes to stdout and to $OUT (docs/benchmark.md), which
 # docs/performance.md quotes. Needs redis-benchmark and redis-cli (Debian:
 # redis-tools), Redis and Postgres as for make test, and a limiter built
 # with the gRPC API
 # (GRPC_LISTEN_ADDR, RLS_CONFIG_DIR). Knobs: DURATION, CONNS, KEYS,
 # ALGORITHMS, ROUNDS, GRPC_CONNS, BATCH, FLOOR, RSS_KEYS, CPU_ROUNDS,
-# CPU_DURATION, OUT, HALF_WARMUP.
+# CPU_DURATION, OUT, HALF_WARMUP, LEASES, LEASE_ALGORITHMS, LEASE_ROUNDS,
+# LEASE_DURATION, LEASE_CONNS, LEASE_KEYS.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -57,6 +67,12 @@ FLOOR=${FLOOR:-1}
 RSS_KEYS=${RSS_KEYS:-1000000}
 CPU_ROUNDS=${CPU_ROUNDS:-3}
 CPU_DURATION=${CPU_DURATION:-2s}
+LEASES=${LEASES:-1}
+LEASE_ALGORITHMS=${LEASE_ALGORITHMS:-fixed_window sliding_window_counter token_bucket}
+LEASE_ROUNDS=${LEASE_ROUNDS:-3}
+LEASE_DURATION=${LEASE_DURATION:-5s}
+LEASE_CONNS=${LEASE_CONNS:-48}
+LEASE_KEYS=${LEASE_KEYS:-100000}
 OUT=${OUT:-docs/benchmark.md}
 REDIS_HOST=${REDIS_HOST:-127.0.0.1}
 REDIS_PORT=${REDIS_PORT:-6379}
@@ -411,6 +427,16 @@ stop_broker
 BENCH_ROUNDS=$CPU_ROUNDS BENCH_DURATION=$CPU_DURATION BENCH_ALGORITHMS="$ALGORITHMS" \
 	go test -tags bench -run TestBenchRedisCPU -count=1 -v ./internal/redisstore >"$work/rediscpu.txt" 2>&1 || { cat "$work/rediscpu.txt" >&2; exit 1; }
 
+# 9. Leased budgets on a hot key, and the heap per leased key.
+if [ "$LEASES" = 1 ]; then
+	BENCH_ROUNDS=$LEASE_ROUNDS BENCH_DURATION=$LEASE_DURATION BENCH_HALF_WARMUP=$HALF_WARMUP BENCH_CONNS=$LEASE_CONNS \
+		BENCH_ALGORITHMS="$LEASE_ALGORITHMS" go test -tags bench -run TestBenchLeases -count=1 -v -timeout 30m ./internal/e2e \
+		>"$work/leases.txt" 2>&1 || { cat "$work/leases.txt" >&2; exit 1; }
+	grep -E '^lease ' "$work/leases.txt" >&2
+	BENCH_LEASE_KEYS=$LEASE_KEYS go test -tags bench -run TestBenchLeaseMemory -count=1 -v ./internal/limiter \
+		>"$work/leasemem.txt" 2>&1 || { cat "$work/leasemem.txt" >&2; exit 1; }
+fi
+
 # Whether the tree differs from the commit, but for $OUT, which tee empties
 # before the line naming the commit is written.
 dirty=$(git diff --quiet -- . ":(exclude)$OUT" || echo ' (with local changes)')
@@ -495,6 +521,16 @@ dirty=$(git diff --quiet -- . ":(exclude)$OUT" || echo ' (with local changes)')
 	echo "Redis CPU per decision, full and lean scripts; fixed window: lean / full / INCRBY+PEXPIRE reference, ratios (go test -tags bench -run TestBenchRedisCPU ./internal/redisstore: a private redis-server, its utime + stime ÷ decisions; $(sed -nE 's/^redis-cpu setup: //p' "$work/rediscpu.txt"), scripts taking turns within each round; median (min – max) over the rounds, ratios per round):"
 	echo
 	grep -E '^\|' "$work/rediscpu.txt"
+	if [ "$LEASES" = 1 ]; then
+		echo
+		echo "Leased budgets on a hot key (go test -tags bench -run TestBenchLeases ./internal/e2e: $(sed -nE 's/^lease setup: //p' "$work/leases.txt"); cmd/loadgen over the limiters in turn, one rule of 1e9 requests a minute per algorithm, events to an embedded broker; the rule unleased and leased (\`lease: true\`) taking turns in each round, each run on fresh limiters; Redis commands per decision: INFO total_commands_processed, which counts the commands scripts run, less INFO; scripts: EVAL and EVALSHA; round trips: the limiters' own; at half the maximum after $HALF_WARMUP left out. Median (min – max) over the rounds; ratios per round, min – max):"
+		echo
+		awk '/^\|/ {if (gap && seen) print ""; print; seen = 1; gap = 0; next} {gap = 1}' "$work/leases.txt"
+		echo
+		echo "Heap per key of a leased rule (go test -tags bench -run TestBenchLeaseMemory ./internal/limiter; runtime.MemStats.HeapAlloc after a GC; a limiter tracks at most LEASE_MAX_KEYS keys):"
+		echo
+		grep -E '^lease memory:' "$work/leasemem.txt" | sed 's/^lease memory: /- /'
+	fi
 } | tee "$OUT"
 echo
 echo "bench: table written to $OUT"

@@ -109,12 +109,14 @@ type leaseRun struct {
 	p999       float64
 	late       float64 // requests at half the maximum sent over 1 ms late
 	topCommand string  // the commands Redis ran most, per decision
+	reasons    string  // the reasons of the decisions not ok, with their counts
+	load       string  // the machine's load average when the run started
 }
 
 func (r leaseRun) String() string {
-	return fmt.Sprintf("%.0f decisions/s (%.0f, %.0f not ok), Redis commands/decision %.4f (scripts %.4f, limiter round trips %.4f; %s), "+
+	return fmt.Sprintf("[load %s] %.0f decisions/s (%.0f, %.0f not ok%s), Redis commands/decision %.4f (scripts %.4f, limiter round trips %.4f; %s), "+
 		"from lease %.4f, CPU µs/decision limiters %.1f Redis %.2f loadgen %.1f broker %.1f; at %.0f/s p50 %.3f ms p99 %.3f ms p99.9 %.3f ms (%.0f late)",
-		r.rps, r.decisions, r.notOK, r.commands, r.scripts, r.trips, r.topCommand, r.fromLease, r.limUS, r.redisUS, r.loadgenUS, r.brokerUS,
+		r.load, r.rps, r.decisions, r.notOK, r.reasons, r.commands, r.scripts, r.trips, r.topCommand, r.fromLease, r.limUS, r.redisUS, r.loadgenUS, r.brokerUS,
 		r.halfRate, r.p50, r.p99, r.p999, r.late)
 }
 
@@ -149,6 +151,7 @@ func (b *leaseBench) run(t *testing.T, alg string, leased bool, round int) lease
 			"KAFKA_BROKERS": broker.Addr(), "REDIS_URL": "redis://" + b.redisAddr + "/0", "RULES_FILE": rulesFile,
 			"REDIS_KEY_PREFIX": fmt.Sprintf("lease:%s:%t:%d:", alg, leased, round), "DYNAMIC_RULES": "false",
 		}
+		loadAvg := loadAverage(t)
 		var lims []*proc
 		var urls []string
 		for i := range b.instances {
@@ -182,9 +185,14 @@ func (b *leaseBench) run(t *testing.T, alg string, leased bool, round int) lease
 		lease1, trips1 := metric("rate_limit_lease_decisions_total"), metric("rate_limit_redis_pipeline_calls_count")
 
 		n := s["requests"]
-		res = leaseRun{rps: s["rps"], decisions: n, notOK: n - s["reason_ok"], fromLease: (lease1 - lease0) / n, trips: (trips1 - trips0) / n,
+		res = leaseRun{load: loadAvg, rps: s["rps"], decisions: n, notOK: n - s["reason_ok"], fromLease: (lease1 - lease0) / n, trips: (trips1 - trips0) / n,
 			limUS: perDecision(lim1-lim0, n), redisUS: perDecision(red1-red0, n), brokerUS: perDecision(self1-self0, n),
 			loadgenUS: perDecision(loadCPU, n)}
+		for _, k := range slices.Sorted(maps.Keys(s)) {
+			if strings.HasPrefix(k, "reason_") && k != "reason_ok" && s[k] > 0 {
+				res.reasons += fmt.Sprintf(": %s %.0f", strings.TrimPrefix(k, "reason_"), s[k])
+			}
+		}
 		delta := map[string]float64{}
 		for k, v := range stats1 {
 			delta[k] = v - stats0[k]
@@ -305,6 +313,17 @@ func infoField(t *testing.T, rdb *redis.Client, section, field string) string {
 	}
 	t.Fatalf("INFO %s has no %s", section, field)
 	return ""
+}
+
+// loadAverage is the machine's load average over the last minute, from
+// /proc/loadavg: what else ran on the machine, which this benchmark shares.
+func loadAverage(t *testing.T) string {
+	t.Helper()
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Fields(string(raw))[0]
 }
 
 func perDecision(cpu time.Duration, n float64) float64 { return float64(cpu.Microseconds()) / n }
