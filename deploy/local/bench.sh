@@ -523,7 +523,7 @@ dirty=$(git diff --quiet -- . ":(exclude)$OUT" || echo ' (with local changes)')
 	grep -E '^\|' "$work/rediscpu.txt"
 	if [ "$LEASES" = 1 ]; then
 		echo
-		echo "Leased budgets on a hot key (go test -tags bench -run TestBenchLeases ./internal/e2e: $(sed -nE 's/^lease setup: //p' "$work/leases.txt"); cmd/loadgen over the limiters in turn, one rule of 1e9 requests a minute per algorithm, events to an embedded broker; the rule unleased and leased (\`lease: true\`) taking turns in each round, each run on fresh limiters; Redis commands per decision: INFO total_commands_processed, which counts the commands scripts run, less INFO; scripts: EVAL and EVALSHA; round trips: the limiters' own; at half the maximum after $HALF_WARMUP left out. Median (min – max) over the rounds; ratios per round, min – max):"
+		echo "Leased budgets on a hot key (go test -tags bench -run TestBenchLeases ./internal/e2e: $(sed -nE 's/^lease setup: //p' "$work/leases.txt"); cmd/loadgen over the limiters in turn, one rule of 1e9 requests a minute per algorithm (token bucket: 1e7 a second), events to an embedded broker; the rule unleased and leased (\`lease: true\`) taking turns in each round, each run on fresh limiters; Redis commands per decision: INFO total_commands_processed, which counts the commands scripts run, less INFO; scripts: EVAL and EVALSHA; round trips: the limiters' own; at half the maximum after $HALF_WARMUP left out. Median (min – max) over the rounds; ratios per round, min – max):"
 		echo
 		awk '/^\|/ {if (gap && seen) print ""; print; seen = 1; gap = 0; next} {gap = 1}' "$work/leases.txt"
 		echo

@@ -26,7 +26,8 @@ import (
 // TestBenchLeases (make bench) measures leased budgets on a hot key: one
 // client IP behind every request, sent by one cmd/loadgen to three limiter
 // processes (BENCH_LIMITERS) on one Redis, a rule of 1e9 requests a minute
-// so that nearly every request is admitted and leases stay full, events to
+// (a token bucket: 1e7 a second) so that nearly every request is admitted
+// and leases stay full, events to
 // an embedded broker. The same rule unleased and leased (lease: true) take
 // turns within each of BENCH_ROUNDS rounds (unleased first in odd rounds,
 // leased first in even ones), each run on fresh limiters and broker, so
@@ -128,11 +129,13 @@ func leaseName(leased bool) string {
 }
 
 // leaseRule is one rule of alg on /lease/** keyed by client IP, at 1e9
-// requests a minute.
+// requests a minute; a token bucket of 1e7 a second and as many in burst
+// (a burst of 1e9 over a minute is past what the rules allow: burst × 1000
+// × per in ms at most 2^53).
 func leaseRule(alg string, leased bool) string {
 	limits := "[{requests: 1000000000, per: 1m}]"
 	if alg == "token_bucket" {
-		limits = "[{rate: 1000000000, per: 1m, burst: 1000000000}]"
+		limits = "[{rate: 10000000, per: 1s, burst: 10000000}]"
 	}
 	return fmt.Sprintf("rules:\n  - {id: lease-bench, match: {endpoints: [\"/lease/**\"]}, key: [ip], algorithm: %s, limits: %s, lease: %t}\n",
 		alg, limits, leased)
