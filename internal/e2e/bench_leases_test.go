@@ -27,8 +27,7 @@ import (
 // client IP behind every request, sent by one cmd/loadgen to three limiter
 // processes (BENCH_LIMITERS) on one Redis, a rule of 1e9 requests a minute
 // (a token bucket: 1e7 a second) so that nearly every request is admitted
-// and leases stay full, events to
-// an embedded broker. The same rule unleased and leased (lease: true) take
+// and leases stay full, events to an embedded broker. The same rule unleased and leased (lease: true) take
 // turns within each of BENCH_ROUNDS rounds (unleased first in odd rounds,
 // leased first in even ones), each run on fresh limiters and broker, so
 // that the machine's drift hits both alike. Per run: decisions/s at
@@ -84,6 +83,8 @@ func TestBenchLeases(t *testing.T) {
 	b.print(algs, results)
 }
 
+// leaseBench is TestBenchLeases' setting: its knobs, the load generator
+// and the private Redis.
 type leaseBench struct {
 	rounds, conns, instances int
 	duration, warmup         time.Duration
