@@ -57,7 +57,7 @@ func TestLeasedInstancesNeverExceed(t *testing.T) {
 	svcs := make([]*limiter.Service, instances)
 	regs := make([]*prometheus.Registry, instances)
 	for i := range svcs {
-		svcs[i], regs[i] = leasedService(t, addr, i)
+		svcs[i], regs[i] = leasedService(t, addr, i, leasedRules)
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { _ = rdb.Close() })
@@ -109,8 +109,8 @@ func TestLeasedInstancesNeverExceed(t *testing.T) {
 }
 
 // leasedService is a limiter as cmd/limiter wires it, on the Redis at
-// addr, with leasedRules, and its registry.
-func leasedService(t *testing.T, addr string, i int) (*limiter.Service, *prometheus.Registry) {
+// addr, with the rules of ruleFile, and its registry.
+func leasedService(t testing.TB, addr string, i int, ruleFile string) (*limiter.Service, *prometheus.Registry) {
 	t.Helper()
 	rdb, err := redisstore.Connect(redisstore.ClientConfig{URL: "redis://" + addr + "/0", Timeout: time.Second, PoolSize: 8})
 	if err != nil {
@@ -119,7 +119,7 @@ func leasedService(t *testing.T, addr string, i int) (*limiter.Service, *prometh
 	t.Cleanup(func() { _ = rdb.Close() })
 	decider := redisstore.NewCoalescer(redisstore.New(rdb), redisstore.CoalesceConfig{Pipelines: 2, Timeout: time.Second})
 	t.Cleanup(decider.Close)
-	file, err := rules.Parse([]byte(leasedRules))
+	file, err := rules.Parse([]byte(ruleFile))
 	if err != nil {
 		t.Fatal(err)
 	}
