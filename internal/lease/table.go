@@ -137,7 +137,10 @@ func (t *Table) Take(c *decide.Call, bound int64, now time.Time) (r decide.Resul
 	if !e.expire.IsZero() && !now.Before(e.expire) {
 		e.expire, e.left, e.spent = time.Time{}, 0, 0 // lapsed: its units count no more anywhere
 	}
-	if e.left < c.Cost || e.expire.IsZero() {
+	// A call of cost 0 asks whether the key is within its limit: only a
+	// lease holding units says so; an empty one may be empty because the
+	// key is past it (denied calls debited), which Redis answers.
+	if e.left < max(c.Cost, 1) || e.expire.IsZero() {
 		return decide.Result{}, false, false
 	}
 	e.left -= c.Cost
