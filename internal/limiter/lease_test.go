@@ -150,3 +150,23 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Fatalf("no metric %s", name)
 	return 0
 }
+
+// TestLeasedAnswersCountDown: with one limiter, nobody else spends the key,
+// so the remaining count of a leased answer is exact: each request, from
+// the lease or from Redis, reports one unit fewer, as unleased ones do.
+func TestLeasedAnswersCountDown(t *testing.T) {
+	svc, reg := leasedService(t, redistest.StartServer(t), 0, leasedRules)
+	for _, endpoint := range []string{"/fixed", "/counter", "/bucket"} {
+		for n := int64(1); n <= 300; n++ {
+			req := rules.Request{IP: "10.2.0.1", Endpoint: endpoint, Method: "GET", Cost: 1}
+			var d limiter.Decision
+			svc.Check(context.Background(), &req, &d)
+			if !d.Allowed || d.Remaining != 600-n || d.Limit != 600 {
+				t.Fatalf("%s request %d: allowed %v, remaining %d of %d; want %d left of 600", endpoint, n, d.Allowed, d.Remaining, d.Limit, 600-n)
+			}
+		}
+	}
+	if got := counterValue(t, reg, "rate_limit_lease_decisions_total"); got == 0 {
+		t.Fatal("no answer came from a lease")
+	}
+}
