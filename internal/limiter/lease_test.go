@@ -152,10 +152,11 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 }
 
 // TestLeasedAnswersCountDown: with one limiter nobody else spends the key,
-// so an answer from the lease reports exactly what is left. One decided in
-// Redis reports what Redis has left, without the units this limiter holds
-// or is being lent by a renewal under way: up to the lease bound (20) fewer
-// (docs/leases.md).
+// and answers stay within the lease bound (20) of what is left, as
+// docs/leases.md states: one decided in Redis leaves out the units this
+// limiter holds or a renewal under way lends it; one from the lease counts
+// from Redis's answer to the last renewal, which misses this limiter's own
+// requests Redis decided while it was out.
 func TestLeasedAnswersCountDown(t *testing.T) {
 	svc, reg := leasedService(t, redistest.StartServer(t), 0, leasedRules)
 	for _, endpoint := range []string{"/fixed", "/counter", "/bucket"} {
@@ -163,8 +164,8 @@ func TestLeasedAnswersCountDown(t *testing.T) {
 			req := rules.Request{IP: "10.2.0.1", Endpoint: endpoint, Method: "GET", Cost: 1}
 			var d limiter.Decision
 			svc.Check(context.Background(), &req, &d)
-			if under := 600 - n - d.Remaining; !d.Allowed || under < 0 || under > 20 || d.Limit != 600 {
-				t.Fatalf("%s request %d: allowed %v, remaining %d of %d; want %d left of 600, or up to 20 fewer",
+			if off := 600 - n - d.Remaining; !d.Allowed || off < -20 || off > 20 || d.Limit != 600 {
+				t.Fatalf("%s request %d: allowed %v, remaining %d of %d; want %d left of 600, within 20",
 					endpoint, n, d.Allowed, d.Remaining, d.Limit, 600-n)
 			}
 		}
