@@ -1,0 +1,275 @@
+package e2e
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
+)
+
+// Leased budgets (issue 36), on real processes: whatever the limiters lease
+// and give back, the sum they admit in a window never passes the limit, and
+// falls short of it by at most I×M units (I limiter instances, M a lease's
+// max units). Every rule here is one hot key shared by every client
+// (key: [endpoint]), denied rather than decided locally when Redis fails,
+// so that every admission counted was debited in Redis.
+
+// leaseWindow is the window of the window rules: a round fits in one window
+// of Redis's clock, so the whole round is held to one budget.
+const leaseWindow = 24 * time.Hour
+
+// The token-bucket rules refill bucketRate tokens a second up to
+// bucketBurst: fast enough that the bucket refills while leases are out.
+const bucketRate, bucketBurst = 500, 2000
+
+// leaseCase is one algorithm of a leased rule.
+type leaseCase struct {
+	algorithm string
+	limits    string // the rule's limits, as YAML
+	lease     string // the rule's lease setting, as YAML
+	quota     int64  // requests per window, or burst
+	maxUnits  int64  // M: max_units, or its default max(1, quota/64)
+}
+
+var leaseCases = []leaseCase{
+	{"fixed_window", "[{requests: 3000, per: 24h}]", "true", 3000, 3000 / 64},
+	{"sliding_window_counter", "[{requests: 3000, per: 24h}]", "{max_units: 50}", 3000, 50},
+	{"token_bucket", fmt.Sprintf("[{rate: %d, per: 1s, burst: %d}]", bucketRate, bucketBurst), "true", bucketBurst, bucketBurst / 64},
+}
+
+func (c leaseCase) bucket() bool { return c.algorithm == "token_bucket" }
+
+// endpoint is the hot endpoint (and rule id) of c in one round.
+func (c leaseCase) endpoint(round string) string { return "/" + c.algorithm + "-" + round }
+
+// leaseRules is a rules file with one leased rule per case and round.
+func leaseRules(cases []leaseCase, rounds ...string) string {
+	var b strings.Builder
+	b.WriteString("rules:\n")
+	for _, c := range cases {
+		for _, r := range rounds {
+			fmt.Fprintf(&b, "  - {id: %s-%s, match: {endpoints: [%q]}, key: [endpoint], algorithm: %s, limits: %s, lease: %s, on_redis_failure: deny}\n",
+				c.algorithm, r, c.endpoint(r), c.algorithm, c.limits, c.lease)
+		}
+	}
+	return b.String()
+}
+
+// startLeaseLimiters starts n limiters at once on rules, with e's
+// environment and vars (name, value pairs) over it. REDIS_TIMEOUT is
+// generous: a loaded machine must not look like a failed Redis.
+func startLeaseLimiters(t *testing.T, n int, rules string, vars ...string) []*proc {
+	t.Helper()
+	e := newEnvWith(t, rules)
+	var lims []*proc
+	for i := range n {
+		env := map[string]string{}
+		for k, v := range e.vars {
+			env[k] = v
+		}
+		env["DYNAMIC_RULES"], env["REDIS_TIMEOUT"] = "false", "2s"
+		env["INSTANCE_ID"] = fmt.Sprintf("lease-%d", i+1)
+		for j := 0; j+1 < len(vars); j += 2 {
+			env[vars[j]] = vars[j+1]
+		}
+		lims = append(lims, launch(t, "limiter", env))
+	}
+	for _, l := range lims {
+		if err := l.await("/readyz", 15*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return lims
+}
+
+// leaseRound floods c's hot key of round through every limiter from 200
+// clients each until the budget is spent, and holds the admissions to it.
+// Warm, a light load runs first until every limiter answers from leases,
+// and goes on under the flood: the flood meets leases in hand (and, for a
+// token bucket, leases outstanding while the bucket refills to its cap).
+func leaseRound(t *testing.T, lims []*proc, rdb redis.UniversalClient, c leaseCase, round string, warm bool) {
+	t.Helper()
+	endpoint := c.endpoint(round)
+	if !c.bucket() {
+		avoidWindowEnd(t, rdb, leaseWindow)
+	}
+	before := allLeaseMetrics(t, lims)
+	t0 := redisNow(t, rdb)
+	var floods []*flood
+	if warm {
+		light := startFlood(t, lims, 2, endpoint, 20*time.Millisecond)
+		floods = append(floods, light)
+		waitFor(t, 15*time.Second, "every limiter to answer from leases", func() bool {
+			for i, l := range lims {
+				if l.metric(t, "rate_limit_lease_decisions_total")-before[i].decisions < 10 {
+					return false
+				}
+			}
+			return true
+		})
+		if c.bucket() {
+			time.Sleep(1200 * time.Millisecond) // leases outlive a lease slot while the bucket refills
+		}
+		if n := light.admitted(); n >= c.quota/2 {
+			t.Fatalf("the light load spent %d of %d before the flood: nothing left to test", n, c.quota)
+		}
+	}
+	heavy := startFlood(t, lims, 200, endpoint, 0)
+	floods = append(floods, heavy)
+	if c.bucket() {
+		// The refill never stops: flood a while after every limiter denies.
+		waitFor(t, 20*time.Second, "every limiter to deny", func() bool { return heavy.deniedEverywhere(200) })
+		time.Sleep(500 * time.Millisecond)
+	} else {
+		waitFor(t, 20*time.Second, "every limiter to deny 300 checks in a row", func() bool { return heavy.exhausted(300) })
+	}
+	var admitted int64
+	for _, f := range floods {
+		f.stop()
+		admitted += f.admitted()
+	}
+	t1 := redisNow(t, rdb)
+	for _, f := range floods {
+		f.requireAnswered(t)
+		f.requireDecidedInRedis(t)
+	}
+	after := allLeaseMetrics(t, lims)
+
+	ceiling := c.quota
+	if c.bucket() {
+		// Redis decides at whole ms: the span is at most ceil(t1) - floor(t0).
+		span := int64(math.Ceil(float64(t1.UnixMicro())/1000)) - t0.UnixMilli()
+		ceiling += bucketRate * span / 1000
+	} else {
+		requireOneWindow(t, t0, t1, leaseWindow)
+	}
+	floor := c.quota - int64(len(lims))*c.maxUnits
+	t.Logf("%s %s: %d admitted, at most %d, at least %d (quota %d, M %d, %v on Redis's clock); %s",
+		c.algorithm, round, admitted, ceiling, floor, c.quota, c.maxUnits, t1.Sub(t0).Round(time.Millisecond), heavy.summary())
+	logLeaseDeltas(t, before, after)
+	if admitted > ceiling {
+		t.Errorf("%d admitted across %d limiters, more than the %d the key allows", admitted, len(lims), ceiling)
+	}
+	if admitted < floor {
+		t.Errorf("%d admitted once every limiter was denied: %d short of the quota %d, past the bound I×M = %d",
+			admitted, c.quota-admitted, c.quota, c.quota-floor)
+	}
+	for i := range lims {
+		if after[i].decisions <= before[i].decisions {
+			t.Errorf("limiter-%d answered no decision from a lease: the round did not test leases", i+1)
+		}
+	}
+}
+
+func logLeaseDeltas(t *testing.T, before, after []leaseMetrics) {
+	t.Helper()
+	for i := range before {
+		t.Logf("limiter-%d leases: %v decisions, %v units granted, %v returned, %v keys held",
+			i+1, after[i].decisions-before[i].decisions, after[i].granted-before[i].granted,
+			after[i].returned-before[i].returned, after[i].keys)
+	}
+}
+
+// awaitLeasesReleased waits until no limiter holds a lease: with no
+// traffic, every key goes idle and its unused units go back.
+func awaitLeasesReleased(t *testing.T, lims []*proc) {
+	t.Helper()
+	waitFor(t, 10*time.Second, "every limiter to let its idle leases go", func() bool {
+		for _, l := range lims {
+			if l.metric(t, "rate_limit_lease_keys") != 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// Three limiters on the shared Redis, 200 clients each on one hot key, for
+// every algorithm: cold (no lease anywhere when the flood starts) and warm
+// (every limiter answering from leases when it starts).
+func TestLeasedNeverExceedsLimit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("floods of 600 clients")
+	}
+	lims := startLeaseLimiters(t, 3, leaseRules(leaseCases, "cold", "warm"))
+	rdb := redistest.Client(t)
+	for _, c := range leaseCases {
+		t.Run(c.algorithm, func(t *testing.T) {
+			t.Run("cold", func(t *testing.T) { leaseRound(t, lims, rdb, c, "cold", false) })
+			t.Run("warm", func(t *testing.T) { leaseRound(t, lims, rdb, c, "warm", true) })
+		})
+	}
+	awaitLeasesReleased(t, lims)
+}
+
+// The same on a Redis Cluster of three primaries and three replicas, the
+// limiters knowing only the cluster.
+func TestLeasedNeverExceedsLimitOnCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a six-node cluster and floods of 600 clients")
+	}
+	cluster := redistest.StartCluster(t, 3, 1)
+	cc := cluster.Client(t)
+	lims := startLeaseLimiters(t, 3, leaseRules(leaseCases, "cold"),
+		"REDIS_URL", "redis://127.0.0.1:1/0",
+		"REDIS_CLUSTER_ADDRS", strings.Join(cluster.Addrs(), ","),
+		"REDIS_KEY_PREFIX", redistest.Prefix(t, cc))
+	for _, c := range leaseCases {
+		t.Run(c.algorithm, func(t *testing.T) { leaseRound(t, lims, cc, c, "cold", false) })
+	}
+}
+
+// A limiter SIGKILLed while it holds a lease loses the lease's units: they
+// stay debited until the window ends, and nobody spends them twice. The
+// other two limiters spend the rest of the budget.
+func TestLeasedKilledLimiterNeverDoubleSpends(t *testing.T) {
+	if testing.Short() {
+		t.Skip("floods of 600 clients")
+	}
+	const limit, maxUnits = 15000, 100
+	c := leaseCase{"fixed_window", fmt.Sprintf("[{requests: %d, per: 24h}]", limit), fmt.Sprintf("{max_units: %d}", maxUnits), limit, maxUnits}
+	lims := startLeaseLimiters(t, 3, leaseRules([]leaseCase{c}, "kill"))
+	rdb := redistest.Client(t)
+	avoidWindowEnd(t, rdb, leaseWindow)
+	t0 := redisNow(t, rdb)
+	f := startFlood(t, lims, 200, c.endpoint("kill"), 0)
+	victim := lims[2]
+	waitFor(t, 20*time.Second, "the victim to answer from leases", func() bool {
+		return victim.metric(t, "rate_limit_lease_decisions_total") >= 2*maxUnits && f.admitted() >= limit/4
+	})
+	held := readLeaseMetrics(t, victim)
+	spentBefore := f.admitted()
+	victim.stop(syscall.SIGKILL)
+	if spentBefore >= limit/2 {
+		t.Fatalf("%d of %d spent before the kill: too late to test a lease lost mid-window", spentBefore, limit)
+	}
+	waitFor(t, 20*time.Second, "the survivors to deny 300 checks in a row", func() bool { return f.exhausted(300) })
+	f.stop()
+	t1 := redisNow(t, rdb)
+	requireOneWindow(t, t0, t1, leaseWindow)
+	f.requireDecidedInRedis(t)
+	for i, l := range lims[:2] {
+		if n := f.per[i].failed.Load(); n > 0 {
+			t.Fatalf("limiter-%d (alive) failed %d checks: %s", i+1, n, f.summary())
+		}
+		if l.metric(t, "rate_limit_lease_decisions_total") == 0 {
+			t.Errorf("limiter-%d answered no decision from a lease", i+1)
+		}
+	}
+
+	admitted := f.admitted()
+	t.Logf("%d admitted of %d (%d before the kill; at least %d): %d short; the victim had %v lease decisions, %v units granted, %v returned; %s",
+		admitted, limit, spentBefore, limit-3*maxUnits, limit-admitted, held.decisions, held.granted, held.returned, f.summary())
+	if admitted > limit {
+		t.Errorf("%d admitted, more than the limit of %d: a killed limiter's lease was spent twice", admitted, limit)
+	}
+	if admitted < limit-3*maxUnits {
+		t.Errorf("%d admitted: %d short of the limit, past the bound I×M = %d", admitted, limit-admitted, 3*maxUnits)
+	}
+}
