@@ -39,10 +39,15 @@ const (
 	// as NoHolds. The fixed window has none: Redis decides such a call
 	// with INCRBY and PEXPIRE, no script (see package redisstore).
 	OneLimit Variant = "one"
+	// Lease decides a call of a leased rule (decide.Call.Leased): lease.lua
+	// instead of prelude.lua, for the fixed window, the sliding window
+	// counter and the token bucket. KEYS state; ARGV as lease.lua's header
+	// has it.
+	Lease Variant = "lease"
 )
 
 // Variants lists the variants, fullest first.
-var Variants = []Variant{Full, NoHolds, OneLimit}
+var Variants = []Variant{Full, NoHolds, OneLimit, Lease}
 
 // Source returns the full script of the algorithm, or "" when there is no
 // script of that name.
@@ -82,6 +87,11 @@ func Script(alg string, v Variant, d Debit) string {
 			return ""
 		}
 		return join(flag, "arith.lua", alg+"_one.lua")
+	case Lease:
+		if alg == "sliding_window" || d == DebitNothing {
+			return ""
+		}
+		return join(flag, "arith.lua", "common.lua", "lease.lua", alg+".lua")
 	}
 	return ""
 }

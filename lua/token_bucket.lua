@@ -105,4 +105,52 @@ function alg.evaluate(key, now, cost, limits)
   return r
 end
 
+-- The hooks of lua/lease.lua (its token-bucket steps; see there).
+
+-- capped returns the limits with each burst lowered by the out units
+-- lent that may still be unspent, to at least 1.
+function alg.capped(limits, out)
+  if out == 0 then return limits end
+  local c = {}
+  for i = 1, #limits do
+    local b = limits[i][3] - out
+    if b < 1 then b = 1 end
+    c[i] = {limits[i][1], limits[i][2], b}
+  end
+  return c
+end
+
+-- add_tokens puts units back in every stored bucket, refilled to now, up
+-- to its burst lowered by out.
+function alg.add_tokens(key, limits, units, out)
+  if units == 0 then return end
+  for i = 1, #limits do
+    local f = 't:' .. istr(limits[i][2])
+    local t = tonumber(redis.call('HGET', key, f))
+    if t then
+      local top = (limits[i][3] - out) * 1000
+      t = t + units * 1000
+      if t > top then t = top end
+      redis.call('HSET', key, f, istr(t))
+    end
+  end
+end
+
+-- lease_ttl returns the ms until every stored bucket is full at its real
+-- burst: the expiry the algorithm sets counts to the lowered one, which
+-- the key must outlive, or its absence would read as a full bucket early.
+function alg.lease_ttl(key, now, limits)
+  local ttl = 1
+  for i = 1, #limits do
+    local per = istr(limits[i][2])
+    local v = redis.call('HMGET', key, 't:' .. per, 'r:' .. per, 'u:' .. per)
+    local t = tonumber(v[1])
+    if t then
+      local d = (tonumber(v[3]) or now) + fill_time(limits[i], t, tonumber(v[2]) or 0) + 1 - now
+      if d > ttl then ttl = d end
+    end
+  end
+  return ttl
+end
+
 return decide(alg)

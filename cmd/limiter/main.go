@@ -21,6 +21,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/gcfloor"
 	"github.com/ratewarden/ratewarden/internal/httpapi"
 	"github.com/ratewarden/ratewarden/internal/kafkabus"
+	"github.com/ratewarden/ratewarden/internal/lease"
 	"github.com/ratewarden/ratewarden/internal/lifecycle"
 	"github.com/ratewarden/ratewarden/internal/limiter"
 	"github.com/ratewarden/ratewarden/internal/ops"
@@ -186,6 +187,7 @@ func (w *wiring) decisionService() {
 		PermissiveDenyRules: cfg.PermissiveDenyRules,
 		OverLimitCacheSize:  cfg.OverLimitCache,
 		LocalMaxKeys:        cfg.LocalMaxKeys,
+		Lease:               lease.Config{Horizon: cfg.LeaseHorizon, MaxKeys: cfg.LeaseMaxKeys, Idle: cfg.LeaseIdle},
 		Health:              w.heartbeats,
 		HealthInterval:      cfg.RedisHealthInterval,
 		HealthTimeout:       cfg.RedisTimeout,

@@ -22,6 +22,11 @@ type Limiter struct {
 	PipelineWait   time.Duration
 	OverLimitCache int // entries; 0: off
 	LocalMaxKeys   int // keys of local-mode state
+	// Leases of leased rules (package lease): the traffic a lease covers,
+	// the keys tracked, and when an idle key's lease goes back.
+	LeaseHorizon time.Duration
+	LeaseMaxKeys int
+	LeaseIdle    time.Duration
 	EventQueueSize int
 	BanResync      time.Duration
 	AdminToken     string

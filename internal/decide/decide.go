@@ -106,7 +106,7 @@ type Result struct {
 	// allowed.
 	RetryAfter time.Duration
 	// Granted is the units a leased call (Call.Leased) was lent beyond its
-	// cost, to be spent before LeaseUntil (server ms), which is LeaseFor
+	// cost (Remaining is what the key has left before them), to be spent before LeaseUntil (server ms), which is LeaseFor
 	// from the decision. LeaseUntil also names the lease in later calls
 	// (Lease.Until).
 	Granted    int64

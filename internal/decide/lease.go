@@ -69,7 +69,7 @@ func (sh *shard) leased(c Call, now int64) Result {
 		case bucket:
 			sh.evaluate(capped(c, ls.out, 0), now) // refill under the cap in force until now
 			ls.out = max(0, ls.out-l.Spent-l.Unspent)
-			sh.addTokens(c, l.Unspent)
+			sh.addTokens(c, l.Unspent, ls.out)
 			wrote = true
 		case l.Unspent > 0:
 			sh.giveBack(c, l.Unspent)
@@ -166,14 +166,18 @@ func (sh *shard) giveBack(c Call, units int64) {
 	}
 }
 
-// addTokens puts units back in each bucket of c, as give_back in
-// lua/lease.lua: the buckets were just refilled (evaluate with cost 0), so
-// the tokens add to what they hold now.
-func (sh *shard) addTokens(c Call, units int64) {
+// addTokens puts units back in each stored bucket of c, up to its burst
+// lowered by out, as alg.add_tokens in lua/token_bucket.lua. The buckets
+// were just refilled to now (evaluate with cost 0), unless in debt, where
+// the lower cap never bound: the tokens add to what they hold now.
+func (sh *shard) addTokens(c Call, units, out int64) {
+	if units == 0 {
+		return
+	}
 	e := sh.get(c.Keys.State)
 	for _, l := range c.Limits {
 		if i := e.fieldOf(l.Per.Milliseconds()); i >= 0 {
-			e.fields[i].a += units * 1000
+			e.fields[i].a = min(e.fields[i].a+units*1000, (l.Burst-out)*1000)
 		}
 	}
 }

@@ -10,9 +10,13 @@ import (
 // Mode returns the service's decision mode: redis, local or permissive.
 func (s *Service) Mode() Mode { return *s.mode.Load() }
 
-// Start starts the health checker when Config.Health is set: a heartbeat
-// now and every HealthInterval, feeding the mode machine. Stop stops it.
+// Start starts the lease renewer, and the health checker when
+// Config.Health is set: a heartbeat now and every HealthInterval, feeding
+// the mode machine. Stop stops them.
 func (s *Service) Start() {
+	if s.stopRenewer == nil {
+		s.startLeases()
+	}
 	if s.cfg.Health == nil || s.stopHealth != nil {
 		return
 	}
@@ -22,11 +26,13 @@ func (s *Service) Start() {
 }
 
 // Stop stops the health checker and waits for it; the mode stays as it is.
+// Then the lease renewer gives back every lease and stops.
 func (s *Service) Stop() {
 	if s.stopHealth != nil {
 		s.stopHealth()
 	}
 	s.health.Wait()
+	s.stopLeases()
 }
 
 func (s *Service) runHealth(ctx context.Context) {

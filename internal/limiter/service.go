@@ -18,6 +18,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/decide"
 	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/lease"
 	"github.com/ratewarden/ratewarden/internal/rules"
 )
 
@@ -107,6 +108,8 @@ type Config struct {
 	// Outcomes, when set, receives one event per outcome report (Report),
 	// keyed by the client IP; it must never block, as Publisher.
 	Outcomes Publisher
+	// Lease sizes and bounds the leases of leased rules (package lease).
+	Lease lease.Config
 	// Now and NewEventID default to time.Now and random UUIDs.
 	Now        func() time.Time
 	NewEventID func() string
@@ -122,7 +125,14 @@ type Service struct {
 	local   *localLimiter
 	over    *overLimitCache // nil: off
 	metrics *metrics
-	log     *zap.Logger
+
+	leases       *lease.Table
+	leaseMetrics *leaseMetrics
+	renewals     chan string        // keys whose lease runs low
+	dropped      chan []decide.Call // leases of replaced rules, to give back
+	stopRenewer  context.CancelFunc
+	renewer      sync.WaitGroup
+	log          *zap.Logger
 
 	mode    atomic.Pointer[Mode] // the machine's mode, read on every decision
 	live    atomic.Int64         // live limiter instances, last known
@@ -170,9 +180,12 @@ func New(cfg Config, set *rules.Set, decider Decider, pub Publisher, log *zap.Lo
 	if cfg.LocalMaxKeys <= 0 {
 		cfg.LocalMaxKeys = defaultLocalMaxKeys
 	}
+	cfg.Lease = cfg.Lease.WithDefaults()
 	s := &Service{cfg: cfg, decider: decider, pub: pub, local: newLocalLimiter(cfg.LocalMaxKeys),
 		over: newOverLimitCache(cfg.OverLimitCacheSize), metrics: newMetrics(reg), log: log,
-		machine: newModeMachine(cfg.Mode, cfg.Now())}
+		machine: newModeMachine(cfg.Mode, cfg.Now()),
+		leases:  lease.New(cfg.Lease), renewals: make(chan string, 1024), dropped: make(chan []decide.Call, 4)}
+	s.leaseMetrics = newLeaseMetrics(reg, s.leases)
 	redis := ModeRedis
 	s.mode.Store(&redis)
 	s.live.Store(1)
@@ -193,6 +206,7 @@ func (s *Service) SetRules(set *rules.Set) {
 	s.metrics.initRules(set, rs.tiers)
 	s.rules.Store(rs)
 	s.over.clear()
+	s.dropLeases()
 }
 
 // Rules returns the rule set in force.
@@ -290,6 +304,13 @@ func (s *Service) prepare(d *Decision, now time.Time) bool {
 			d.Results = append(d.Results, r)
 			continue
 		}
+		if a.Call.Leased && i < 64 {
+			if r, ok := s.fromLease(a, now, true); ok {
+				d.cached |= 1 << i
+				d.Results = append(d.Results, r)
+				continue
+			}
+		}
 		if r, ok := s.over.get(&a.Call, now); ok && i < 64 { // past 64 rules, always Redis
 			d.cached |= 1 << i
 			hits++
@@ -330,6 +351,7 @@ func (s *Service) roundTrip(err error) error {
 // settle decides d with the results of its calls (d.calls, prepared), or by
 // the failure policies when their round trip failed with err.
 func (s *Service) settle(d *Decision, results []decide.Result, err error, now time.Time) {
+	s.settleLeases(d.calls, results, err, now)
 	if err != nil {
 		d.Mode = ModeLocal
 		d.Results = d.Results[:0]
@@ -384,6 +406,12 @@ func (s *Service) fallback(d *Decision, now time.Time, unreached bool) []decide.
 		if r, ok := answerWithoutRedis(&a, now); ok {
 			results[i] = r
 			continue
+		}
+		if a.Call.Leased { // a lease in hand is spent first
+			if r, ok := s.fromLease(&a, now, false); ok {
+				results[i] = r
+				continue
+			}
 		}
 		switch a.Rule.OnRedisFailure {
 		case rules.FailDeny:

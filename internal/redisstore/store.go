@@ -65,6 +65,7 @@ type algScripts struct {
 	full    *redis.Script // any call
 	noHolds *redis.Script // no penalty and no escalations
 	one     *redis.Script // no penalty, no escalations, one limit; nil: none
+	lease   *redis.Script // leased calls; nil: none
 }
 
 // of returns the script of variant v, or nil.
@@ -78,6 +79,8 @@ func (a *algScripts) of(v lua.Variant) *redis.Script {
 		return a.noHolds
 	case v == lua.OneLimit:
 		return a.one
+	case v == lua.Lease:
+		return a.lease
 	}
 	return nil
 }
@@ -116,6 +119,7 @@ func New(client redis.UniversalClient) *Store {
 				full:    script(lua.Full),
 				noHolds: script(lua.NoHolds),
 				one:     script(lua.OneLimit),
+				lease:   script(lua.Lease),
 			}
 		}
 	}
@@ -127,6 +131,8 @@ func New(client redis.UniversalClient) *Store {
 // it needs neither them nor the escalation arguments.
 func variant(c *decide.Call) lua.Variant {
 	switch {
+	case c.Leased:
+		return lua.Lease
 	case c.Penalty > 0 || len(c.Escalations) > 0:
 		return lua.Full
 	case len(c.Limits) == 1:
@@ -172,9 +178,12 @@ func (s *Store) scriptsOf(c *decide.Call) *algScripts {
 // decide c.
 func (s *Store) prepareAs(c *decide.Call, v lua.Variant) scriptCall {
 	sc := scriptCall{script: s.scriptsOf(c).of(v)}
-	if v == lua.Full {
+	switch v {
+	case lua.Full:
 		sc.keys, sc.args = keys(c), args(c)
-	} else {
+	case lua.Lease:
+		sc.keys, sc.args = []string{c.Keys.State}, leaseArgs(c)
+	default:
 		sc.lean = c
 	}
 	return sc
@@ -374,6 +383,15 @@ func leanArgs(c *decide.Call) []any {
 	return appendLimits(a, c)
 }
 
+// leaseArgs encodes the ARGV of the lease scripts (see lua/lease.lua): now,
+// cost, the lease and the limits.
+func leaseArgs(c *decide.Call) []any {
+	l := c.Lease
+	a := make([]any, 0, 6+limitWidth(c)*len(c.Limits))
+	a = append(a, c.NowMs, c.Cost, l.Ask, l.Until, l.Spent, l.Unspent)
+	return appendLimits(a, c)
+}
+
 // limitWidth is the number of ARGV of each limit of c.
 func limitWidth(c *decide.Call) int {
 	if c.Algorithm == decide.TokenBucket {
@@ -396,17 +414,18 @@ func appendLimits(a []any, c *decide.Call) []any {
 	return a
 }
 
-// parse reads the seven integers of a script reply: the command of
-// runScripts, or a generic one (tests run scripts of their own).
+// parse reads the seven integers of a script reply, or the ten of a lease
+// script's: the command of runScripts, or a generic one (tests run scripts
+// of their own).
 func parse(cmd redis.Cmder) (decide.Result, error) {
-	var n [7]int64
+	var n [10]int64
 	switch cmd := cmd.(type) {
 	case *redis.IntSliceCmd:
 		vals, err := cmd.Result()
 		if err != nil {
 			return decide.Result{}, err
 		}
-		if len(vals) != 7 {
+		if len(vals) != 7 && len(vals) != 10 {
 			return decide.Result{}, errReply
 		}
 		copy(n[:], vals)
@@ -416,7 +435,7 @@ func parse(cmd redis.Cmder) (decide.Result, error) {
 			return decide.Result{}, err
 		}
 		vals, ok := v.([]any)
-		if !ok || len(vals) != 7 {
+		if !ok || (len(vals) != 7 && len(vals) != 10) {
 			return decide.Result{}, errReply
 		}
 		for i, x := range vals {
@@ -435,6 +454,9 @@ func parse(cmd redis.Cmder) (decide.Result, error) {
 		Remaining:  n[4],
 		ResetAfter: time.Duration(n[5]) * time.Millisecond,
 		RetryAfter: time.Duration(n[6]) * time.Millisecond,
+		Granted:    n[7],
+		LeaseUntil: n[8],
+		LeaseFor:   time.Duration(n[9]) * time.Millisecond,
 	}, nil
 }
 

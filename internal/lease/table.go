@@ -1,0 +1,312 @@
+// Package lease keeps one limiter's leases on hot keys: the units of a
+// key's budget Redis lent it (decide.Lease), which it admits requests from
+// in memory, and what it must tell Redis next: units to ask for ahead of
+// exhaustion, units spent to settle, units to give back when a key goes
+// idle, is evicted or the limiter stops. It does no I/O: the limiter sends
+// the calls it returns and hands back Redis's answers (Settle, Failed).
+//
+// A local lease never outlives its server deadline: it ends at the time the
+// asking call was sent plus the time Redis said was left, which is never
+// later than the deadline on the server's clock.
+package lease
+
+import (
+	"hash/maphash"
+	"sync"
+	"time"
+
+	"github.com/ratewarden/ratewarden/internal/decide"
+)
+
+// Config sets the table's bounds and pace; zero values take the defaults.
+type Config struct {
+	// Horizon is the traffic a lease is sized to cover: a key's lease
+	// holds about the units this limiter admitted for it in the last
+	// Horizon (default 50ms), at most the rule's bound. A key is hot, and
+	// leases, once it was asked for HotUnits units within one Horizon.
+	Horizon  time.Duration
+	HotUnits int64
+	// MaxKeys bounds the keys tracked (default 10 000); past it, the least
+	// recently used key of a small sample is evicted and its lease given
+	// back.
+	MaxKeys int
+	// Idle gives back the lease of a key not used for this long (default
+	// 1s) and forgets the key.
+	Idle time.Duration
+	// RetryAfter is how long a key waits to ask again after a failed round
+	// trip (default 100ms): a dead Redis is not asked on every request.
+	RetryAfter time.Duration
+}
+
+// WithDefaults returns c with its zero values replaced by the defaults.
+func (c Config) WithDefaults() Config {
+	c.defaults()
+	return c
+}
+
+func (c *Config) defaults() {
+	if c.Horizon <= 0 {
+		c.Horizon = 50 * time.Millisecond
+	}
+	if c.HotUnits <= 0 {
+		c.HotUnits = 2
+	}
+	if c.MaxKeys <= 0 {
+		c.MaxKeys = 10_000
+	}
+	if c.Idle <= 0 {
+		c.Idle = time.Second
+	}
+	if c.RetryAfter <= 0 {
+		c.RetryAfter = 100 * time.Millisecond
+	}
+}
+
+const shardCount = 64
+
+// Table is one limiter's leases, safe for concurrent use.
+type Table struct {
+	cfg      Config
+	seed     maphash.Seed
+	perShard int
+	shards   [shardCount]shard
+}
+
+type shard struct {
+	mu      sync.Mutex
+	entries map[string]*entry
+	returns []decide.Call // leases of evicted keys, to give back
+}
+
+// entry is one key: its lease, the answer it gives from it, and its heat.
+type entry struct {
+	call   decide.Call // the key's call, cost 0: what renewals and give-backs send
+	bound  int64       // the most units the lease holds
+	expire time.Time   // local end of the lease; zero: no lease
+	until  int64       // the lease's server deadline, which names it
+	left   int64       // units not spent
+	spent  int64       // units spent since last settled
+
+	// The answer of a decision from the lease: Redis's last, with what the
+	// lease holds added to remaining.
+	index     int
+	limit     int64
+	remaining int64 // the key's units left after its last grant
+	reset     time.Time
+
+	tick, ticked, last int64 // units asked in the current Horizon (tick), and in the one before
+	used               time.Time
+	busy               bool      // a call asking for units is out
+	retry              time.Time // no asking before this, after a failure
+}
+
+// New returns an empty table.
+func New(cfg Config) *Table {
+	cfg.defaults()
+	t := &Table{cfg: cfg, seed: maphash.MakeSeed(), perShard: max(1, cfg.MaxKeys/shardCount)}
+	for i := range t.shards {
+		t.shards[i].entries = make(map[string]*entry)
+	}
+	return t
+}
+
+func (t *Table) shard(key string) *shard {
+	return &t.shards[maphash.String(t.seed, key)%shardCount]
+}
+
+// Take answers c (a leased call) at now from its key's lease when the lease
+// lasts and holds c.Cost units: the result and true. Otherwise c goes to
+// Redis: when ask, the key is hot and no call asking for it is out, Take
+// sets c.Lease to ask for a lease and the caller must pass Redis's answer
+// to Settle, or the failure to Failed. bound is the most units the key's lease
+// may hold (the rule's). renew reports, on a hit, that the lease runs low:
+// the caller should send Renewal's call soon.
+func (t *Table) Take(c *decide.Call, bound int64, now time.Time, ask bool) (r decide.Result, ok, renew bool) {
+	sh := t.shard(c.Keys.State)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e := sh.entries[c.Keys.State]
+	if e == nil || &e.call.Limits[0] != &c.Limits[0] { // new, or its rule changed
+		if e == nil && len(sh.entries) >= t.perShard {
+			t.evict(sh, now)
+		}
+		e = &entry{call: *c, bound: bound}
+		e.call.Cost, e.call.Lease = 0, decide.Lease{}
+		sh.entries[c.Keys.State] = e
+	}
+	e.used = now
+	t.heat(e, c.Cost, now)
+	if !e.expire.IsZero() && !now.Before(e.expire) {
+		e.expire, e.left, e.spent = time.Time{}, 0, 0 // lapsed: its units count no more anywhere
+	}
+	if e.left >= c.Cost && !e.expire.IsZero() {
+		e.left -= c.Cost
+		e.spent += c.Cost
+		r = decide.Result{Allowed: true, LimitIndex: e.index, Limit: e.limit,
+			Remaining: max(0, e.remaining+e.left), ResetAfter: max(0, e.reset.Sub(now))}
+		return r, true, !e.busy && e.left < t.size(e)/2 && !now.Before(e.retry)
+	}
+	if ask && !e.busy && t.hot(e) && !now.Before(e.retry) {
+		e.busy = true
+		c.Lease = decide.Lease{Ask: max(1, t.size(e)-e.left), Until: e.until, Spent: e.spent}
+	}
+	return decide.Result{}, false, false
+}
+
+// heat counts cost units asked of e at now, per Horizon.
+func (t *Table) heat(e *entry, cost int64, now time.Time) {
+	tick := now.UnixNano() / int64(t.cfg.Horizon)
+	switch {
+	case tick == e.tick:
+	case tick == e.tick+1:
+		e.tick, e.last, e.ticked = tick, e.ticked, 0
+	default:
+		e.tick, e.last, e.ticked = tick, 0, 0
+	}
+	e.ticked += max(cost, 1)
+}
+
+// hot reports whether e's key was asked for enough units lately to lease.
+func (t *Table) hot(e *entry) bool {
+	return max(e.last, e.ticked) >= t.cfg.HotUnits
+}
+
+// size is the units a lease of e should hold: a Horizon of its traffic, at
+// most its bound.
+func (t *Table) size(e *entry) int64 {
+	return min(max(e.last, e.ticked, 1), e.bound)
+}
+
+// Renewal returns the call that asks Redis for more units of key's lease
+// (cost 0) and settles what it spent, and marks it out; false when there
+// is nothing to ask (the key is gone, or a call is out already). Settle or
+// Failed must follow a true.
+func (t *Table) Renewal(key string, now time.Time) (decide.Call, bool) {
+	sh := t.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e := sh.entries[key]
+	if e == nil || e.busy || now.Before(e.retry) {
+		return decide.Call{}, false
+	}
+	e.busy = true
+	c := e.call
+	c.Lease = decide.Lease{Ask: max(1, t.size(e)-e.left), Until: e.until, Spent: e.spent}
+	if e.expire.IsZero() {
+		c.Lease.Until, c.Lease.Spent = 0, 0
+	}
+	return c, true
+}
+
+// Settle records Redis's answer r to c, a call that asked for units of its
+// key's lease (c.Lease.Ask > 0), sent at sent.
+func (t *Table) Settle(c *decide.Call, r decide.Result, sent time.Time) {
+	sh := t.shard(c.Keys.State)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e := sh.entries[c.Keys.State]
+	if e == nil || &e.call.Limits[0] != &c.Limits[0] {
+		return // evicted or replaced meanwhile: what was granted lapses with its deadline
+	}
+	e.busy = false
+	e.spent = max(0, e.spent-c.Lease.Spent)
+	if r.Granted == 0 {
+		return
+	}
+	if r.LeaseUntil != e.until || e.expire.IsZero() { // a new window or slot: the old lease is over
+		e.until, e.left, e.spent = r.LeaseUntil, 0, 0
+		e.expire = sent.Add(r.LeaseFor)
+	}
+	e.left += r.Granted
+	e.index, e.limit, e.remaining = r.LimitIndex, r.Limit, r.Remaining-r.Granted
+	e.reset = sent.Add(r.ResetAfter)
+}
+
+// Failed records that c, a call asking for units of its key's lease, got
+// no answer at now: the key asks again after RetryAfter. What it spent
+// stays unsettled until then.
+func (t *Table) Failed(c *decide.Call, now time.Time) {
+	sh := t.shard(c.Keys.State)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if e := sh.entries[c.Keys.State]; e != nil && &e.call.Limits[0] == &c.Limits[0] {
+		e.busy = false
+		e.retry = now.Add(t.cfg.RetryAfter)
+	}
+}
+
+// giveBack returns the call giving back e's lease (cost 0, nothing asked)
+// and empties the lease; false when it holds nothing still lasting.
+func giveBack(e *entry, now time.Time) (decide.Call, bool) {
+	if e.expire.IsZero() || !now.Before(e.expire) || e.left == 0 {
+		return decide.Call{}, false
+	}
+	c := e.call
+	c.Lease = decide.Lease{Until: e.until, Spent: e.spent, Unspent: e.left}
+	e.expire, e.left, e.spent = time.Time{}, 0, 0
+	return c, true
+}
+
+// evict drops the least recently used key of a small sample of sh; its
+// lease goes to the give-backs.
+func (t *Table) evict(sh *shard, now time.Time) {
+	var victim string
+	var oldest *entry
+	seen := 0
+	for k, e := range sh.entries {
+		if oldest == nil || e.used.Before(oldest.used) {
+			victim, oldest = k, e
+		}
+		if seen++; seen == 5 {
+			break
+		}
+	}
+	if oldest == nil {
+		return
+	}
+	delete(sh.entries, victim)
+	if c, ok := giveBack(oldest, now); ok && len(sh.returns) < t.perShard+16 { // else stranded until it ends
+		sh.returns = append(sh.returns, c)
+	}
+}
+
+// Sweep returns the calls giving back the leases of keys idle since Idle
+// before now, and of evicted keys, and forgets idle keys. All gives back
+// every lease and forgets every key (the limiter stops, or its rules
+// changed).
+func (t *Table) Sweep(now time.Time, all bool) []decide.Call {
+	var calls []decide.Call
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		calls = append(calls, sh.returns...)
+		sh.returns = sh.returns[:0]
+		for k, e := range sh.entries {
+			if !all && now.Sub(e.used) < t.cfg.Idle {
+				continue
+			}
+			if c, ok := giveBack(e, now); ok {
+				calls = append(calls, c)
+			}
+			if !e.busy || all {
+				delete(sh.entries, k)
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return calls
+}
+
+// Stats returns the keys tracked and the units held in leases.
+func (t *Table) Stats() (keys int, units int64) {
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		keys += len(sh.entries)
+		for _, e := range sh.entries {
+			units += e.left
+		}
+		sh.mu.Unlock()
+	}
+	return keys, units
+}

@@ -1,0 +1,129 @@
+package lease
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ratewarden/ratewarden/internal/decide"
+)
+
+func leasedCall(key string, limits []decide.Limit) decide.Call {
+	return decide.Call{Keys: decide.Keys{State: key}, Algorithm: decide.FixedWindow, Limits: limits, Cost: 1, Leased: true}
+}
+
+// TestTakeLifecycle walks one key through its life: cold (no lease asked),
+// hot (a lease asked on the request path), served from memory until the
+// lease runs low (a renewal is due), the renewal's settlement, the lease
+// lapsing at its local end, and the give-back of an idle key.
+func TestTakeLifecycle(t *testing.T) {
+	tab := New(Config{Horizon: 50 * time.Millisecond, HotUnits: 3, Idle: time.Second})
+	limits := []decide.Limit{{Requests: 1000, Per: time.Minute}}
+	t0 := time.Unix(1_000_000, 0)
+	take := func(at time.Duration, ask bool) (decide.Call, decide.Result, bool, bool) {
+		c := leasedCall("k", limits)
+		r, ok, renew := tab.Take(&c, 20, t0.Add(at), ask)
+		return c, r, ok, renew
+	}
+
+	for i := range 2 {
+		if c, _, ok, _ := take(time.Duration(i)*time.Millisecond, true); ok || c.Lease != (decide.Lease{}) {
+			t.Fatalf("cold call %d: served %v or asked %+v; a cold key goes to Redis plainly", i, ok, c.Lease)
+		}
+	}
+	c, _, ok, _ := take(2*time.Millisecond, true)
+	if ok || c.Lease.Ask != 3 {
+		t.Fatalf("the third call of a horizon: served %v, asked %+v; want a lease of 3 asked", ok, c.Lease)
+	}
+	if c2, _, _, _ := take(3*time.Millisecond, true); c2.Lease != (decide.Lease{}) {
+		t.Fatalf("a second ask while one is out: %+v", c2.Lease)
+	}
+	sent := t0.Add(2 * time.Millisecond)
+	tab.Settle(&c, decide.Result{Allowed: true, Limit: 1000, Remaining: 900, ResetAfter: 30 * time.Second,
+		Granted: 10, LeaseUntil: 7_000, LeaseFor: 100 * time.Millisecond}, sent)
+
+	for i := range 10 {
+		_, r, ok, renew := take(10*time.Millisecond, true)
+		if !ok || !r.Allowed || r.Remaining != 890+int64(9-i) || r.Limit != 1000 {
+			t.Fatalf("hit %d: ok %v result %+v; want admitted with 890 + what the lease holds left", i, ok, r)
+		}
+		// The lease should hold a horizon of traffic: 5+i units asked so far
+		// in this one, at most 20. It is due for renewal below half of it.
+		if want := 9-i < (5+i)/2; renew != want {
+			t.Fatalf("hit %d: renew %v, want %v", i, renew, want)
+		}
+	}
+	if _, _, ok, _ := take(11*time.Millisecond, false); ok {
+		t.Fatal("served from an empty lease")
+	}
+
+	r, ok := tab.Renewal("k", t0.Add(12*time.Millisecond))
+	if !ok || r.Cost != 0 || r.Lease.Until != 7_000 || r.Lease.Spent != 10 || r.Lease.Ask < 1 {
+		t.Fatalf("renewal: %v %+v; want cost 0 settling the 10 spent of lease 7000", ok, r)
+	}
+	tab.Settle(&r, decide.Result{Allowed: true, Remaining: 880, Granted: 5, LeaseUntil: 7_000, LeaseFor: 50 * time.Millisecond},
+		t0.Add(12*time.Millisecond))
+	if _, _, ok, _ := take(60*time.Millisecond, false); !ok {
+		t.Fatal("the renewed units of the same lease are not served")
+	}
+	if _, _, ok, _ := take(102*time.Millisecond, false); ok {
+		t.Fatal("served after the lease's local end (sent + LeaseFor of its first grant)")
+	}
+
+	tab.Settle(&c, decide.Result{Granted: 4, LeaseUntil: 9_000, LeaseFor: 2 * time.Second}, t0.Add(200*time.Millisecond))
+	if got := tab.Sweep(t0.Add(500*time.Millisecond), false); len(got) != 0 {
+		t.Fatalf("gave back a lease in use: %+v", got)
+	}
+	got := tab.Sweep(t0.Add(1300*time.Millisecond), false)
+	if len(got) != 1 || got[0].Lease.Unspent != 4 || got[0].Lease.Until != 9_000 || got[0].Cost != 0 {
+		t.Fatalf("idle give-back: %+v, want the 4 units of lease 9000", got)
+	}
+	if keys, units := tab.Stats(); keys != 0 || units != 0 {
+		t.Fatalf("after the sweep: %d keys, %d units", keys, units)
+	}
+}
+
+// TestEvictionGivesBack fills a table past its bound: the evicted keys'
+// leases come back from Sweep, and the table stays within its bound.
+func TestEvictionGivesBack(t *testing.T) {
+	tab := New(Config{MaxKeys: 64, HotUnits: 1})
+	limits := []decide.Limit{{Requests: 1000, Per: time.Minute}}
+	now := time.Unix(1_000_000, 0)
+	var given int64
+	for i := range 1000 {
+		if i%64 == 0 { // as the renewer sweeps
+			for _, c := range tab.Sweep(now, false) {
+				given += c.Lease.Unspent
+			}
+		}
+		c := leasedCall("k"+string(rune('a'+i%26))+string(rune('a'+i/26)), limits)
+		if _, ok, _ := tab.Take(&c, 10, now, true); ok {
+			t.Fatal("a new key served")
+		}
+		tab.Settle(&c, decide.Result{Allowed: true, Granted: 3, LeaseUntil: 60_000, LeaseFor: time.Minute}, now)
+		now = now.Add(time.Microsecond)
+	}
+	keys, units := tab.Stats()
+	if keys > 64+shardCount { // one a shard may pass while evicting
+		t.Fatalf("%d keys, bound 64", keys)
+	}
+	for _, c := range tab.Sweep(now, false) {
+		given += c.Lease.Unspent
+	}
+	if given+units != 3000 {
+		t.Fatalf("units given back %d + held %d = %d, want the 3000 lent", given, units, given+units)
+	}
+}
+
+// TestRulesChange: a call of other compiled limits (a rule reloaded) never
+// spends the lease taken under the old ones.
+func TestRulesChange(t *testing.T) {
+	tab := New(Config{HotUnits: 1})
+	now := time.Unix(1_000_000, 0)
+	old := leasedCall("k", []decide.Limit{{Requests: 1000, Per: time.Minute}})
+	tab.Take(&old, 10, now, true)
+	tab.Settle(&old, decide.Result{Allowed: true, Granted: 5, LeaseUntil: 60_000, LeaseFor: time.Minute}, now)
+	c := leasedCall("k", []decide.Limit{{Requests: 1000, Per: time.Minute}})
+	if _, ok, _ := tab.Take(&c, 10, now, true); ok {
+		t.Fatal("the new rule's call was served from the old rule's lease")
+	}
+}

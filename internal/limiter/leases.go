@@ -1,0 +1,196 @@
+package limiter
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+	"go.uber.org/zap"
+
+	"github.com/ratewarden/ratewarden/internal/decide"
+	"github.com/ratewarden/ratewarden/internal/lease"
+	"github.com/ratewarden/ratewarden/internal/rules"
+)
+
+// Leased rules (rules.Rule.Lease) answer a hot key's requests from a lease
+// on its budget held in memory (package lease): a request takes units from
+// it without a round trip. A request the lease cannot serve goes to Redis
+// as today, asking for a new lease on the way when the key is hot. A
+// background renewer asks for more units before the lease runs out, and
+// gives back the leases of idle and evicted keys; Stop gives back every
+// lease. Leases are taken whatever the mode: a lease in hand is spent while
+// Redis is down, then the rule's on_redis_failure applies.
+
+// renewBatch is the most renewals one round trip carries.
+const renewBatch = 128
+
+type leaseMetrics struct {
+	decisions prometheus.Counter
+	granted   prometheus.Counter
+	returned  prometheus.Counter
+	failures  prometheus.Counter
+}
+
+func newLeaseMetrics(reg prometheus.Registerer, t *lease.Table) *leaseMetrics {
+	f := promauto.With(reg)
+	f.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "rate_limit_lease_keys",
+		Help: "Keys of leased rules this limiter tracks (bounded by LEASE_MAX_KEYS), with a lease or only their recent rate.",
+	}, func() float64 { keys, _ := t.Stats(); return float64(keys) })
+	f.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "rate_limit_lease_units",
+		Help: "Units this limiter holds in leases, unspent.",
+	}, func() float64 { _, units := t.Stats(); return float64(units) })
+	return &leaseMetrics{
+		decisions: f.NewCounter(prometheus.CounterOpts{
+			Name: "rate_limit_lease_decisions_total",
+			Help: "Rule decisions answered from a lease held in memory, without a Redis round trip.",
+		}),
+		granted: f.NewCounter(prometheus.CounterOpts{
+			Name: "rate_limit_lease_units_granted_total",
+			Help: "Units Redis lent this limiter.",
+		}),
+		returned: f.NewCounter(prometheus.CounterOpts{
+			Name: "rate_limit_lease_units_returned_total",
+			Help: "Units this limiter gave back unspent (idle or evicted keys, rule changes, shutdown).",
+		}),
+		failures: f.NewCounter(prometheus.CounterOpts{
+			Name: "rate_limit_lease_failures_total",
+			Help: "Lease round trips (renewals, give-backs) that failed; a failed give-back strands its units until the lease's window or slot ends.",
+		}),
+	}
+}
+
+// leaseBound is the most units a limiter holds of a's key.
+func leaseBound(a *rules.Applied) int64 {
+	q := a.Call.Limits[0].Quota()
+	for _, l := range a.Call.Limits[1:] {
+		q = min(q, l.Quota())
+	}
+	return max(1, q/64) // TODO: the rule's bound, once rules have one
+}
+
+// fromLease answers a's call from its key's lease when it can. ask lets it
+// put a lease request on the call, which then goes to Redis.
+func (s *Service) fromLease(a *rules.Applied, now time.Time, ask bool) (decide.Result, bool) {
+	c := &a.Call
+	r, ok, renew := s.leases.Take(c, leaseBound(a), now, ask)
+	if ok {
+		s.leaseMetrics.decisions.Inc()
+		if renew {
+			select {
+			case s.renewals <- c.Keys.State:
+			default: // the renewer is behind: the next hit asks again
+			}
+		}
+	}
+	return r, ok
+}
+
+// settleLeases hands Redis's answers to the calls of d that asked for a
+// lease to the table, or their failure.
+func (s *Service) settleLeases(calls []decide.Call, results []decide.Result, err error, sent time.Time) {
+	for i := range calls {
+		c := &calls[i]
+		if c.Lease.Ask == 0 {
+			continue
+		}
+		if err != nil {
+			s.leases.Failed(c, s.cfg.Now())
+			continue
+		}
+		s.leases.Settle(c, results[i], sent)
+		s.leaseMetrics.granted.Add(float64(results[i].Granted))
+	}
+}
+
+// runLeases renews leases running low as Take reports them, and gives back
+// those of idle and evicted keys every Idle/2 and those SetRules dropped,
+// until ctx ends; then it gives back every lease.
+func (s *Service) runLeases(ctx context.Context) {
+	sweep := time.NewTicker(s.cfg.Lease.Idle / 2)
+	defer sweep.Stop()
+	keys := make([]string, 0, renewBatch)
+	for {
+		select {
+		case <-ctx.Done():
+			s.giveBack(s.leases.Sweep(s.cfg.Now(), true))
+			return
+		case <-sweep.C:
+			s.giveBack(s.leases.Sweep(s.cfg.Now(), false))
+		case calls := <-s.dropped:
+			s.giveBack(calls)
+		case key := <-s.renewals:
+			keys = append(keys[:0], key)
+			for len(keys) < renewBatch && len(s.renewals) > 0 {
+				keys = append(keys, <-s.renewals)
+			}
+			s.renew(keys)
+		}
+	}
+}
+
+// renew asks Redis for more units of the leases of keys, in one round trip.
+func (s *Service) renew(keys []string) {
+	now := s.cfg.Now()
+	calls := make([]decide.Call, 0, len(keys))
+	for _, k := range keys {
+		if c, ok := s.leases.Renewal(k, now); ok {
+			calls = append(calls, c)
+		}
+	}
+	if len(calls) == 0 {
+		return
+	}
+	results, err := s.decider.Decide(context.Background(), calls)
+	if err != nil {
+		s.leaseMetrics.failures.Inc()
+		s.log.Debug("lease renewal failed", zap.Int("keys", len(calls)), zap.Error(err))
+	}
+	s.settleLeases(calls, results, err, now)
+}
+
+// dropLeases gives back every lease, through the renewer: the rules
+// changed, and keys and limits with them. Without a renewer, or when it is
+// behind, the units stay stranded until their window or slot ends.
+func (s *Service) dropLeases() {
+	if calls := s.leases.Sweep(s.cfg.Now(), true); len(calls) > 0 {
+		select {
+		case s.dropped <- calls:
+		default:
+			s.log.Warn("leases of the previous rules stranded: the renewer is behind", zap.Int("keys", len(calls)))
+		}
+	}
+}
+
+// startLeases starts the renewer; stopLeases stops it, once it gave back
+// every lease.
+func (s *Service) startLeases() {
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stopRenewer = cancel
+	s.renewer.Go(func() { s.runLeases(ctx) })
+}
+
+func (s *Service) stopLeases() {
+	if s.stopRenewer != nil {
+		s.stopRenewer()
+	}
+	s.renewer.Wait()
+}
+
+// giveBack sends calls giving back leases, in round trips of renewBatch.
+func (s *Service) giveBack(calls []decide.Call) {
+	for len(calls) > 0 {
+		n := min(len(calls), renewBatch)
+		if _, err := s.decider.Decide(context.Background(), calls[:n]); err != nil {
+			s.leaseMetrics.failures.Inc()
+			s.log.Debug("lease give-back failed", zap.Int("keys", n), zap.Error(err))
+		} else {
+			for i := range calls[:n] {
+				s.leaseMetrics.returned.Add(float64(calls[i].Lease.Unspent))
+			}
+		}
+		calls = calls[n:]
+	}
+}

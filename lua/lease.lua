@@ -1,0 +1,144 @@
+-- lease.lua: decide(alg) for calls of leased rules (decide.Call.Leased; no
+-- penalty or escalations, no sliding window log): gives back and settles
+-- the caller's lease, decides the call's cost as noholds.lua does, then
+-- lends the caller more units, debited at once (see internal/decide/lease.go
+-- for why that never admits more than the limit).
+--
+-- KEYS[1] state: counters or bucket of the algorithm; for the token bucket
+--         also lo (units lent that may be unspent) and ld (the end, ms, of
+--         the slot they count in)
+--
+-- ARGV[1] now_ms (0: read redis.call('TIME'))
+-- ARGV[2] cost
+-- ARGV[3] ask: the most units to lend beyond cost
+-- ARGV[4] until: the deadline (ms) of the lease the caller holds, 0: none
+-- ARGV[5] spent: units of it spent since it was last settled
+-- ARGV[6] unspent: units of it given back
+-- then    N limits of alg.width integers each (N at least 1)
+--
+-- Returns prelude.lua's reply (held is always 0), then granted, the lease's
+-- deadline (ms; 0 when nothing was lent) and the ms left until it.
+--
+-- The caller's lease is given back and settled only while it lasts (now <
+-- until) and, for a token bucket, only if it belongs to the key's current
+-- slot: a give-back never credits a window or slot it was not lent in. A
+-- window lease ends with the earliest window of the limits; a bucket's ends
+-- with its LEASE_SLOT, when lo is forgotten. Buckets refill up to burst - lo
+-- (alg.capped), so units lent early never let them refill past their burst.
+-- The grant is min(ask, floor(room / 2)), room being the fewest units the
+-- limits have left after the call.
+
+local LEASE_SLOT = 1000 -- decide.LeaseSlot
+
+-- give_back takes units off the count of the current window of each limit
+-- (window algorithms: field c:<per>), never below 0.
+local function give_back(key, limits, units)
+  for i = 1, #limits do
+    local f = 'c:' .. istr(limits[i][2])
+    local c = tonumber(redis.call('HGET', key, f))
+    if c then
+      c = c - units
+      if c < 0 then c = 0 end
+      redis.call('HSET', key, f, istr(c))
+    end
+  end
+end
+
+-- windows_end returns the end of the earliest window of the limits at now.
+local function windows_end(now, limits)
+  local e = nil
+  for i = 1, #limits do
+    local per = limits[i][2]
+    local _, off = divmod(now, per)
+    if e == nil or now - off + per < e then e = now - off + per end
+  end
+  return e
+end
+
+local function decide(alg)
+  local now = tonumber(ARGV[1])
+  if now == 0 then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  local cost, ask = tonumber(ARGV[2]), tonumber(ARGV[3])
+  local held, spent, unspent = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+  local limits = {}
+  local p = 7
+  for i = 1, (#ARGV - 6) / alg.width do
+    local l = {}
+    for j = 1, alg.width do
+      l[j] = tonumber(ARGV[p])
+      p = p + 1
+    end
+    limits[i] = l
+  end
+  local key = KEYS[1]
+  local bucket = alg.capped ~= nil
+
+  local out, deadline = 0, 0
+  if bucket then
+    local v = redis.call('HMGET', key, 'lo', 'ld')
+    local ld = tonumber(v[2])
+    if ld and now < ld then out, deadline = tonumber(v[1]) or 0, ld end
+  end
+  local wrote = false
+  if held > 0 and now < held and (not bucket or held == deadline) then
+    if bucket then
+      alg.evaluate(key, now, 0, alg.capped(limits, out)) -- refill under the cap in force until now
+      out = out - spent - unspent
+      if out < 0 then out = 0 end
+      alg.add_tokens(key, limits, unspent, out)
+      wrote = true
+    elseif unspent > 0 then
+      give_back(key, limits, unspent)
+    end
+  end
+
+  local lim = limits
+  if bucket then lim = alg.capped(limits, out) end
+  local r = alg.evaluate(key, now, cost, lim)
+  if debits(r.admitted, cost) then wrote = true end
+  local granted = 0
+  if r.admitted then
+    local room = r.remaining[1]
+    for i = 2, #limits do
+      if r.remaining[i] < room then room = r.remaining[i] end
+    end
+    granted = divmod(room, 2)
+    if ask < granted then granted = ask end
+    if granted > 0 then
+      alg.evaluate(key, now, granted, lim)
+      wrote = true
+    end
+  end
+  if bucket then
+    if deadline == 0 then
+      local _, off = divmod(now, LEASE_SLOT)
+      deadline = now - off + LEASE_SLOT
+    end
+    out = out + granted
+    if wrote then
+      if out > 0 then
+        redis.call('HSET', key, 'lo', istr(out), 'ld', istr(deadline))
+      else
+        redis.call('HDEL', key, 'lo', 'ld')
+      end
+      local ttl = alg.lease_ttl(key, now, limits)
+      if out > 0 and deadline - now > ttl then ttl = deadline - now end
+      redis.call('PEXPIRE', key, istr(ttl))
+    end
+  else
+    deadline = windows_end(now, limits)
+  end
+
+  local b = binding(r)
+  local remaining = r.remaining[b]
+  if remaining < 0 then remaining = 0 end
+  local allowed = 0
+  if r.admitted then allowed = 1 end
+  local lease_deadline, lease_for = 0, 0
+  if granted > 0 then lease_deadline, lease_for = deadline, deadline - now end
+  return {allowed, 0, b - 1, alg.quota(limits[b]), remaining, r.reset[b], r.retry[b],
+    granted, lease_deadline, lease_for}
+end
