@@ -116,12 +116,10 @@ func (t *Table) shard(key string) *shard {
 
 // Take answers c (a leased call) at now from its key's lease when the lease
 // lasts and holds c.Cost units: the result and true. Otherwise c goes to
-// Redis: when ask, the key is hot and no call asking for it is out, Take
-// sets c.Lease to ask for a lease and the caller must pass Redis's answer
-// to Settle, or the failure to Failed. bound is the most units the key's lease
-// may hold (the rule's). renew reports, on a hit, that the lease runs low:
-// the caller should send Renewal's call soon.
-func (t *Table) Take(c *decide.Call, bound int64, now time.Time, ask bool) (r decide.Result, ok, renew bool) {
+// Redis, and Ask may put a lease request on it. bound is the most units the
+// key's lease may hold (the rule's). renew reports, on a hit, that the
+// lease runs low: the caller should send Renewal's call soon.
+func (t *Table) Take(c *decide.Call, bound int64, now time.Time) (r decide.Result, ok, renew bool) {
 	sh := t.shard(c.Keys.State)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -139,18 +137,34 @@ func (t *Table) Take(c *decide.Call, bound int64, now time.Time, ask bool) (r de
 	if !e.expire.IsZero() && !now.Before(e.expire) {
 		e.expire, e.left, e.spent = time.Time{}, 0, 0 // lapsed: its units count no more anywhere
 	}
-	if e.left >= c.Cost && !e.expire.IsZero() {
-		e.left -= c.Cost
-		e.spent += c.Cost
-		r = decide.Result{Allowed: true, LimitIndex: e.index, Limit: e.limit,
-			Remaining: max(0, e.remaining+e.left), ResetAfter: max(0, e.reset.Sub(now))}
-		return r, true, !e.busy && e.left < t.size(e)/2 && !now.Before(e.retry)
+	if e.left < c.Cost || e.expire.IsZero() {
+		return decide.Result{}, false, false
 	}
-	if ask && !e.busy && t.hot(e) && !now.Before(e.retry) {
-		e.busy = true
-		c.Lease = decide.Lease{Ask: max(1, t.size(e)-e.left), Until: e.until, Spent: e.spent}
+	e.left -= c.Cost
+	e.spent += c.Cost
+	r = decide.Result{Allowed: true, LimitIndex: e.index, Limit: e.limit,
+		Remaining: max(0, e.remaining+e.left), ResetAfter: max(0, e.reset.Sub(now))}
+	return r, true, !e.busy && e.left < t.size(e)/2 && !now.Before(e.retry)
+}
+
+// Ask sets c.Lease to ask Redis for a lease on c's key, which Take could
+// not serve, when the key is hot and no call asking for it is out; it
+// reports whether it did. The caller must then pass Redis's answer to
+// Settle, or the failure to Failed.
+func (t *Table) Ask(c *decide.Call, now time.Time) bool {
+	sh := t.shard(c.Keys.State)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e := sh.entries[c.Keys.State]
+	if e == nil || &e.call.Limits[0] != &c.Limits[0] || e.busy || !t.hot(e) || now.Before(e.retry) {
+		return false
 	}
-	return decide.Result{}, false, false
+	e.busy = true
+	c.Lease = decide.Lease{Ask: max(1, t.size(e)-e.left), Until: e.until, Spent: e.spent}
+	if e.expire.IsZero() {
+		c.Lease.Until, c.Lease.Spent = 0, 0
+	}
+	return true
 }
 
 // heat counts cost units asked of e at now, per Horizon.

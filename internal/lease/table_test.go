@@ -21,7 +21,10 @@ func TestTakeLifecycle(t *testing.T) {
 	t0 := time.Unix(1_000_000, 0)
 	take := func(at time.Duration, ask bool) (decide.Call, decide.Result, bool, bool) {
 		c := leasedCall("k", limits)
-		r, ok, renew := tab.Take(&c, 20, t0.Add(at), ask)
+		r, ok, renew := tab.Take(&c, 20, t0.Add(at))
+		if !ok && ask {
+			tab.Ask(&c, t0.Add(at))
+		}
 		return c, r, ok, renew
 	}
 
@@ -96,8 +99,8 @@ func TestEvictionGivesBack(t *testing.T) {
 			}
 		}
 		c := leasedCall("k"+string(rune('a'+i%26))+string(rune('a'+i/26)), limits)
-		if _, ok, _ := tab.Take(&c, 10, now, true); ok {
-			t.Fatal("a new key served")
+		if _, ok, _ := tab.Take(&c, 10, now); ok || !tab.Ask(&c, now) {
+			t.Fatal("a new key served, or no lease asked for a hot one")
 		}
 		tab.Settle(&c, decide.Result{Allowed: true, Granted: 3, LeaseUntil: 60_000, LeaseFor: time.Minute}, now)
 		now = now.Add(time.Microsecond)
@@ -120,10 +123,11 @@ func TestRulesChange(t *testing.T) {
 	tab := New(Config{HotUnits: 1})
 	now := time.Unix(1_000_000, 0)
 	old := leasedCall("k", []decide.Limit{{Requests: 1000, Per: time.Minute}})
-	tab.Take(&old, 10, now, true)
+	tab.Take(&old, 10, now)
+	tab.Ask(&old, now)
 	tab.Settle(&old, decide.Result{Allowed: true, Granted: 5, LeaseUntil: 60_000, LeaseFor: time.Minute}, now)
 	c := leasedCall("k", []decide.Limit{{Requests: 1000, Per: time.Minute}})
-	if _, ok, _ := tab.Take(&c, 10, now, true); ok {
+	if _, ok, _ := tab.Take(&c, 10, now); ok {
 		t.Fatal("the new rule's call was served from the old rule's lease")
 	}
 }

@@ -71,11 +71,10 @@ func leaseBound(a *rules.Applied) int64 {
 	return max(1, q/64) // TODO: the rule's bound, once rules have one
 }
 
-// fromLease answers a's call from its key's lease when it can. ask lets it
-// put a lease request on the call, which then goes to Redis.
-func (s *Service) fromLease(a *rules.Applied, now time.Time, ask bool) (decide.Result, bool) {
+// fromLease answers a's call from its key's lease when it can.
+func (s *Service) fromLease(a *rules.Applied, now time.Time) (decide.Result, bool) {
 	c := &a.Call
-	r, ok, renew := s.leases.Take(c, leaseBound(a), now, ask)
+	r, ok, renew := s.leases.Take(c, leaseBound(a), now)
 	if ok {
 		s.leaseMetrics.decisions.Inc()
 		if renew {

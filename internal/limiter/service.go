@@ -305,7 +305,7 @@ func (s *Service) prepare(d *Decision, now time.Time) bool {
 			continue
 		}
 		if a.Call.Leased && i < 64 {
-			if r, ok := s.fromLease(a, now, true); ok {
+			if r, ok := s.fromLease(a, now); ok {
 				d.cached |= 1 << i
 				d.Results = append(d.Results, r)
 				continue
@@ -316,6 +316,9 @@ func (s *Service) prepare(d *Decision, now time.Time) bool {
 			hits++
 			d.Results = append(d.Results, r)
 			continue
+		}
+		if a.Call.Leased {
+			s.leases.Ask(&a.Call, now) // the round trip may as well bring a lease
 		}
 		d.Results = append(d.Results, decide.Result{})
 		d.calls = append(d.calls, a.Call)
@@ -408,7 +411,7 @@ func (s *Service) fallback(d *Decision, now time.Time, unreached bool) []decide.
 			continue
 		}
 		if a.Call.Leased { // a lease in hand is spent first
-			if r, ok := s.fromLease(&a, now, false); ok {
+			if r, ok := s.fromLease(&a, now); ok {
 				results[i] = r
 				continue
 			}

@@ -2,6 +2,7 @@ package rlsconfig_test
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -261,6 +262,58 @@ func TestExtension(t *testing.T) {
 	}
 	if len(c.Rules) != 3 {
 		t.Errorf("%d rules, want 3", len(c.Rules))
+	}
+}
+
+// The extension's lease, in both forms, becomes the rule's; lease: false
+// is none. Every call of a leased rule is leased, and it debits denied
+// calls as every descriptor rule does.
+func TestExtensionLease(t *testing.T) {
+	c, err := rlsconfig.Load([]rlsconfig.File{{Name: "lease.yaml", Data: []byte(`domain: hot
+descriptors:
+  - key: api_key
+    rate_limit: {unit: second, requests_per_unit: 6400, lease: true}
+  - key: tenant
+    rate_limit:
+      unit: minute
+      requests_per_unit: 10
+      algorithm: token_bucket
+      burst: 1000
+      lease:
+        max_units: 50
+  - key: user
+    rate_limit: {algorithm: sliding_window_counter, limits: [{requests: 640, per: 1s}, {requests: 64000, per: 1h}], lease: true}
+  - key: ip
+    rate_limit: {unit: second, requests_per_unit: 10, lease: false}
+`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := rules.Compile(&rules.File{Rules: c.Rules}, rules.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		desc  string
+		lease *rules.Lease
+		max   int64
+	}{
+		{"api_key=k", &rules.Lease{}, 100},
+		{"tenant=t", &rules.Lease{MaxUnits: 50}, 50},
+		{"user=u", &rules.Lease{}, 10},
+		{"ip=192.0.2.1", nil, 0},
+	} {
+		as := set.MatchDescriptors(&rules.DescriptorRequest{Domain: "hot", Descriptors: []rules.Descriptor{desc(tt.desc)}}, now, nil)
+		if len(as) != 1 {
+			t.Fatalf("%s: %d rules applied", tt.desc, len(as))
+		}
+		a := as[0]
+		if !reflect.DeepEqual(a.Rule.Lease, tt.lease) || a.Call.Leased != (tt.lease != nil) || !a.Call.DebitDenied {
+			t.Errorf("%s: lease %+v, call leased %v, debits denied %v; want lease %+v", tt.desc, a.Rule.Lease, a.Call.Leased, a.Call.DebitDenied, tt.lease)
+		}
+		if got := a.Rule.LeaseMax(a.Call.Limits); got != tt.max {
+			t.Errorf("%s: LeaseMax = %d, want %d", tt.desc, got, tt.max)
+		}
 	}
 }
 

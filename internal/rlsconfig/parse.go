@@ -61,6 +61,8 @@ type rateLimitYAML struct {
 	Limits         []rules.Limit         `yaml:"limits"`
 	IPv6Prefix     int                   `yaml:"ipv6_prefix"`
 	Debit          rules.DebitPolicy     `yaml:"debit"`
+	// Lease is written as in the rules file: true, false or {max_units: n}.
+	Lease *rules.Lease `yaml:"lease"`
 
 	Other otherKeys `yaml:",inline"`
 }
@@ -338,7 +340,11 @@ func (w *walker) rateLimit(entries []rules.DescriptorEntry, d *descriptorYAML, p
 		Escalate:       rl.Escalate,
 		IPv6Prefix:     rl.IPv6Prefix,
 		Debit:          rl.Debit,
+		Lease:          rl.Lease,
 		Descriptor:     &rules.DescriptorMatch{Name: rl.Name, Replaces: replaces, Unlimited: rl.Unlimited},
+	}
+	if !r.Lease.Enabled() { // lease: false
+		r.Lease = nil
 	}
 	if r.Algorithm == "" {
 		r.Algorithm = decide.FixedWindow
@@ -394,6 +400,7 @@ func (rl *rateLimitYAML) present(limits bool) []string {
 		add(len(rl.Escalate) > 0, "escalate")
 		add(rl.IPv6Prefix != 0, "ipv6_prefix")
 		add(rl.Debit != "", "debit")
+		add(rl.Lease.Enabled(), "lease")
 	}
 	return out
 }

@@ -123,6 +123,11 @@ func Compile(f *File, opts Options) (*Set, error) {
 	}
 	for i := range f.Rules {
 		r := f.Rules[i] // copy: the Set owns its rules
+		r.dropOffLease()
+		if r.Lease != nil {
+			l := *r.Lease
+			r.Lease = &l
+		}
 		r.c = compileRule(&r, opts.KeyPrefix)
 		if r.OnRedisFailure == "" {
 			r.OnRedisFailure = FailLocal

@@ -297,6 +297,7 @@ func (r *Rule) descriptorCall(desc *Descriptor, addrKey string, now time.Time) d
 		Penalty:     penalty,
 		Escalations: c.escalations.at(now),
 		DebitDenied: r.DebitsDenied(),
+		Leased:      r.Leased(),
 	}
 }
 

@@ -86,6 +86,7 @@ func (r *Rule) UnmarshalYAML(unmarshal func(any) error) error {
 		return err
 	}
 	*r = Rule(p)
+	r.dropOffLease()
 	return nil
 }
 
@@ -103,6 +104,7 @@ func ParseRuleJSON(data []byte) (Rule, error) {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return Rule{}, errors.New("rule: unexpected data after the JSON object")
 	}
+	r.dropOffLease()
 	if err := r.Validate(); err != nil {
 		return Rule{}, err
 	}
@@ -125,6 +127,8 @@ func jsonError(err error) error {
 		want = "an integer"
 	case reflect.TypeFor[string]():
 		want = "a string"
+	case reflect.TypeFor[Lease]():
+		want = `true, false or an object such as {"max_units": 500}`
 	}
 	return &FieldError{Field: te.Field, Reason: fmt.Sprintf("cannot use %s: want %s", te.Value, want)}
 }

@@ -323,6 +323,7 @@ func FuzzParse(f *testing.F) {
 	f.Add(data)
 	f.Add([]byte("rules:\n  - {id: a, key: [ip], algorithm: fixed_window, limits: [{requests: 1, per: 1s}]}\n"))
 	f.Add([]byte("rules: []\nexempt: {ips: [\"::ffff:10.0.0.0/104\"]}\n"))
+	f.Add([]byte("rules:\n  - {id: l, key: [ip], algorithm: sliding_window_counter, limits: [{requests: 64, per: 1s}], lease: {max_units: 2}}\n"))
 	f.Add([]byte("a: &a [*a]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		file, err := Parse(data)
@@ -340,6 +341,8 @@ func FuzzParse(f *testing.F) {
 
 func FuzzParseRuleJSON(f *testing.F) {
 	f.Add([]byte(`{"id": "a", "key": ["ip"], "algorithm": "fixed_window", "limits": [{"requests": 1, "per": "1s"}]}`))
+	f.Add([]byte(`{"id": "l", "key": ["ip"], "algorithm": "token_bucket", "limits": [{"rate": 1, "per": "1s", "burst": 9}], "lease": {"max_units": 4}}`))
+	f.Add([]byte(`{"id": "f", "key": ["ip"], "algorithm": "fixed_window", "limits": [{"requests": 1, "per": "1s"}], "lease": false}`))
 	f.Add([]byte(`{"id": "b", "key": ["user_id", "attr:k"], "algorithm": "token_bucket", "limits": [{"rate": 1, "per": "1m", "burst": 5}],
 		"schedule": [{"from": "2026-01-01T00:00:00Z", "to": "2026-01-02T00:00:00Z", "limits": [{"rate": 2, "per": "1m", "burst": 5}], "penalty": "1s"}],
 		"escalate": [{"triggers": 2, "within": "1m", "penalty": "1h", "from": "2026-01-01T00:00:00+02:00"}]}`))

@@ -70,10 +70,11 @@ func (s *Set) Exempt(r *Request) bool {
 // Each Call has its keys, the algorithm, the limits in force at now (the
 // first active schedule entry's, else the rule's; within those, the
 // request tier's override if any), the penalty in force, the escalations
-// active at now, and Cost = r.Cost. The call of a rule spent by reports is
-// a probe of cost 1 instead: is a unit left? Limits and Escalations are
-// shared: do not modify them. Match allocates once per applied rule (its
-// keys).
+// active at now, Cost = r.Cost, and Leased for a rule that leases (the
+// limiter bounds what it holds by Rule.LeaseMax of the call's limits). The
+// call of a rule spent by reports is a probe of cost 1 instead: is a unit
+// left? Limits and Escalations are shared: do not modify them. Match
+// allocates once per applied rule (its keys).
 func (s *Set) Match(r *Request, now time.Time, out []Applied) []Applied {
 	var group ipGroupMemo
 	for _, rule := range s.requestRules {
@@ -130,6 +131,7 @@ func (rule *Rule) apply(r *Request, now time.Time, group *ipGroupMemo) (Applied,
 		Limits:      limits,
 		Penalty:     penalty,
 		Escalations: c.escalations.at(now),
+		Leased:      rule.Leased(),
 	}}, true
 }
 

@@ -23,7 +23,9 @@ type DescriptorLimit struct {
 // name, replaces, shadow mode, penalty or escalation. Its counter is the
 // matched rule's own when that rule is a fixed window of the same window
 // (envoyproxy/ratelimit keys the counter by the descriptor, not by the
-// limit), else the domain's.
+// limit), else the domain's. A leased rule's count is not shared: its
+// units are held by limiters, and its hash is not the counter an override
+// counts in.
 type overrides struct {
 	counting, blocking *Rule // blocking: a limit of 0 requests
 }
@@ -64,7 +66,7 @@ func (o *overrides) overrideCall(matched *Rule, desc *Descriptor, addrKey string
 		r = o.blocking
 	}
 	var keys decide.Keys
-	if matched != nil && !matched.Descriptor.Unlimited && matched.Algorithm == decide.FixedWindow {
+	if matched != nil && !matched.Descriptor.Unlimited && matched.Algorithm == decide.FixedWindow && !matched.Leased() {
 		keys = matched.descriptorCall(desc, addrKey, now).Keys
 	} else {
 		var nbuf, vbuf [MaxEntries]string

@@ -76,6 +76,9 @@ func WriteRule(b *strings.Builder, r *Rule, domainFiles map[string]string) {
 		writeField(b, label, describeEscalation(e))
 	}
 	if d := r.Descriptor; d == nil || !d.Unlimited && !r.Blocks() { // else answered without Redis
+		if r.Leased() {
+			writeField(b, "lease:", describeLease(r))
+		}
 		if r.Debit != "" { // else the kind's default, which the docs state
 			writeField(b, "debit:", describeDebit(r))
 		}
@@ -98,6 +101,18 @@ func joinInts(list []int) string {
 		s[i] = strconv.Itoa(n)
 	}
 	return strings.Join(s, ", ")
+}
+
+// describeLease says how much of a key's budget one limiter holds of a
+// leased rule: max_units, or the default computed for the base limits
+// (tier and schedule limits have their own).
+func describeLease(r *Rule) string {
+	if m := r.Lease.MaxUnits; m > 0 {
+		return fmt.Sprintf("each limiter holds up to %d %s of a key and answers from memory", m, Plural(m, "unit", "units"))
+	}
+	n := r.LeaseMax(decideLimits(r.Limits))
+	return fmt.Sprintf("each limiter holds up to 1/%d of the smallest quota in force, at least 1 (%d %s of the limits above), and answers from memory",
+		DefaultLeaseShare, n, Plural(n, "unit", "units"))
 }
 
 // describeDebit says which calls spend the rule's budget.

@@ -59,6 +59,11 @@ type Rule struct {
 	Schedule []ScheduleEntry `yaml:"schedule,omitempty" json:"schedule,omitempty"`
 	// Escalate holds a key denied for longer when it keeps being denied.
 	Escalate []Escalation `yaml:"escalate,omitempty" json:"escalate,omitempty"`
+	// Lease, when set (and not written false), makes limiters lease the
+	// budget of the rule's keys and answer from memory (see Lease and
+	// Rule.Leased). Not with sliding_window, penalty, escalate or
+	// spent_by: report.
+	Lease *Lease `yaml:"lease,omitempty" json:"lease,omitempty"`
 	// IPv6Prefix groups IPv6 clients for the ip key dimension, and for a
 	// descriptor rule the levels holding the client address: every
 	// address of one /IPv6Prefix shares one budget. 0 (absent) means

@@ -95,6 +95,7 @@ func validateRule(r *Rule, p problems) {
 	for i, e := range r.Escalate {
 		validateEscalation(e, p.at(fmt.Sprintf("escalate[%d]", i)))
 	}
+	validateLease(r, p, algOK)
 }
 
 func validID(s string) bool {
