@@ -64,11 +64,7 @@ func newLeaseMetrics(reg prometheus.Registerer, t *lease.Table) *leaseMetrics {
 
 // leaseBound is the most units a limiter holds of a's key.
 func leaseBound(a *rules.Applied) int64 {
-	q := a.Call.Limits[0].Quota()
-	for _, l := range a.Call.Limits[1:] {
-		q = min(q, l.Quota())
-	}
-	return max(1, q/64) // TODO: the rule's bound, once rules have one
+	return a.Rule.LeaseMax(a.Call.Limits)
 }
 
 // fromLease answers a's call from its key's lease when it can.
