@@ -245,7 +245,7 @@ func requireOneWindow(t *testing.T, t0, t1 time.Time, per time.Duration) {
 }
 
 // leaseMetrics are a limiter's lease counters at one moment.
-type leaseMetrics struct{ decisions, granted, returned, keys float64 }
+type leaseMetrics struct{ decisions, granted, returned, keys, units float64 }
 
 func readLeaseMetrics(t *testing.T, p *proc) leaseMetrics {
 	t.Helper()
@@ -254,6 +254,7 @@ func readLeaseMetrics(t *testing.T, p *proc) leaseMetrics {
 		granted:   p.metric(t, "rate_limit_lease_units_granted_total"),
 		returned:  p.metric(t, "rate_limit_lease_units_returned_total"),
 		keys:      p.metric(t, "rate_limit_lease_keys"),
+		units:     p.metric(t, "rate_limit_lease_units"),
 	}
 }
 
