@@ -16,15 +16,21 @@ import (
 // leaseOutageMaxUnits is the max_units of the rules below.
 const leaseOutageMaxUnits = 200
 
-// leaseOutageRules are two hot keys leased from a budget that never runs
-// out in the test, one denying and one limiting locally when Redis fails.
+// leaseOutageRules are hot keys leased from a budget that never runs out
+// in the test: one denying and one limiting locally when Redis fails, and a
+// token bucket whose leases end with their lease slot of a second.
 var leaseOutageRules = fmt.Sprintf(`
 rules:
   - {id: down-deny, match: {endpoints: ["/down-deny"]}, key: [endpoint], algorithm: fixed_window,
      limits: [{requests: 1000000, per: 24h}], lease: {max_units: %[1]d}, on_redis_failure: deny}
   - {id: down-local, match: {endpoints: ["/down-local"]}, key: [endpoint], algorithm: fixed_window,
      limits: [{requests: 1000000, per: 24h}], lease: {max_units: %[1]d}, on_redis_failure: local}
+  - {id: down-lapse, match: {endpoints: ["/down-lapse"]}, key: [endpoint], algorithm: token_bucket,
+     limits: [{rate: 1000000, per: 1s, burst: 1000000}], lease: {max_units: %[1]d}, on_redis_failure: deny}
 `, leaseOutageMaxUnits)
+
+// leaseSlot is how long a token bucket's lease may last (decide.LeaseSlot).
+const leaseSlot = time.Second
 
 // outageCheck is one sequential check's answer during the outage.
 type outageCheck struct {
@@ -65,8 +71,9 @@ func leading(as []outageCheck, keep func(outageCheck) bool) int {
 
 // A limiter holding leases when Redis dies goes on admitting from them, and
 // only then applies each rule's failure policy: 503 for deny, in-memory
-// limiting for local. It never admits more than it holds: at most a
-// lease's max units per key.
+// limiting for local. It never admits more than it holds (at most a
+// lease's max units per key), and nothing from a lease past its end: a
+// token bucket's lease lapses with its slot, Redis or not.
 func TestLeaseOutlivesRedis(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a private redis-server killed mid-test")
@@ -91,11 +98,11 @@ func TestLeaseOutlivesRedis(t *testing.T) {
 
 	endpoints := []string{"/down-deny", "/down-local"}
 	var warm []*flood
-	for _, ep := range endpoints {
+	for _, ep := range append(endpoints, "/down-lapse") {
 		warm = append(warm, startFlood(t, []*proc{lim}, 4, ep, time.Millisecond))
 	}
-	waitFor(t, 10*time.Second, "leases on both keys", func() bool {
-		return lim.metric(t, "rate_limit_lease_keys") >= 2 && lim.metric(t, "rate_limit_lease_decisions_total") >= 4*leaseOutageMaxUnits
+	waitFor(t, 10*time.Second, "leases on the three keys", func() bool {
+		return lim.metric(t, "rate_limit_lease_keys") >= 3 && lim.metric(t, "rate_limit_lease_decisions_total") >= 6*leaseOutageMaxUnits
 	})
 	for _, f := range warm {
 		f.stop()
@@ -109,10 +116,11 @@ func TestLeaseOutlivesRedis(t *testing.T) {
 		held = lim.metric(t, "rate_limit_lease_units")
 		return held == before
 	})
-	if held < 2 {
-		t.Fatalf("%v units held on two hot keys when Redis dies: nothing to test", held)
+	if held < 3 {
+		t.Fatalf("%v units held on three hot keys when Redis dies: nothing to test", held)
 	}
 
+	killed := time.Now()
 	rds.kill()
 	waitFor(t, 5*time.Second, "/readyz mode local", func() bool { return readyMode(t, lim) == "local" })
 
@@ -152,8 +160,25 @@ func TestLeaseOutlivesRedis(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%v units held when Redis died, %v spent from leases after", held, spent)
-	if spent != held {
-		t.Errorf("%v decisions answered from leases with Redis down, holding %v units: want every unit held spent, and no more", spent, held)
+	// What is left is the bucket's lease, unspent.
+	bucketHeld := lim.metric(t, "rate_limit_lease_units")
+	t.Logf("%v units held when Redis died, %v spent from the window leases after, %v left in the bucket's", held, spent, bucketHeld)
+	if spent != held-bucketHeld {
+		t.Errorf("%v decisions answered from the window leases with Redis down, holding %v units: want every unit held spent, and no more",
+			spent, held-bucketHeld)
+	}
+
+	if bucketHeld == 0 {
+		t.Fatal("no unit left in the bucket's lease: its lapse is not tested")
+	}
+	time.Sleep(time.Until(killed.Add(leaseSlot + 100*time.Millisecond))) // every lease granted before the kill has ended
+	before := lim.metric(t, "rate_limit_lease_decisions_total")
+	for range 50 {
+		if a := checkDuringOutage(t, httpc, lim.addr, "/down-lapse"); a.status != http.StatusServiceUnavailable {
+			t.Fatalf("/down-lapse a lease slot after Redis died: %+v, want 503: its lease has ended, and with it the units it held", a)
+		}
+	}
+	if n := lim.metric(t, "rate_limit_lease_decisions_total") - before; n != 0 {
+		t.Errorf("/down-lapse: %v decisions from a lease past its slot", n)
 	}
 }

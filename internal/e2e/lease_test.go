@@ -43,6 +43,13 @@ var leaseCases = []leaseCase{
 	{"token_bucket", fmt.Sprintf("[{rate: %d, per: 1s, burst: %d}]", bucketRate, bucketBurst), "{max_units: 100}", bucketBurst, 100},
 }
 
+// shortWindowCases are window rules whose windows turn during a round:
+// window leases end with their window, and none may be spent in the next.
+var shortWindowCases = []leaseCase{
+	{"fixed_window", "[{requests: 500, per: 1s}]", "{max_units: 20}", 500, 20},
+	{"sliding_window_counter", "[{requests: 500, per: 1s}]", "{max_units: 20}", 500, 20},
+}
+
 func (c leaseCase) bucket() bool { return c.algorithm == "token_bucket" }
 
 // endpoint is the hot endpoint (and rule id) of c in one round.
@@ -209,6 +216,44 @@ func logLeaseDeltas(t *testing.T, before, held, after []leaseMetrics) {
 	t.Logf("leases: %s", b.String())
 }
 
+// shortWindowsRound floods c's hot key for about three windows of a
+// second. Each window admits at most the limit (for the counter too: its
+// current window's count never passes the limit), so the windows the round
+// touched on Redis's clock bound the admissions. Each window lying wholly
+// inside the round is spent but for what the leases strand, I×M at most: a
+// limit of 500 a second is far below what even a slow machine floods.
+func shortWindowsRound(t *testing.T, lims []*proc, rdb redis.UniversalClient, c leaseCase) {
+	t.Helper()
+	before := allLeaseMetrics(t, lims)
+	t0 := redisNow(t, rdb)
+	f := startFlood(t, lims, 200, c.endpoint("short"), 0)
+	time.Sleep(3 * time.Second)
+	f.stop()
+	t1 := redisNow(t, rdb)
+	f.requireAnswered(t)
+	f.requireDecidedInRedis(t)
+	after := allLeaseMetrics(t, lims)
+
+	touched := t1.UnixMilli()/1000 - t0.UnixMilli()/1000 + 1
+	whole := max(0, touched-2)
+	ceiling, floor := c.quota*touched, whole*(c.quota-int64(len(lims))*c.maxUnits)
+	admitted := f.admitted()
+	t.Logf("%s, windows of 1s: %d admitted over %d windows (%d whole), at most %d, at least %d; %s",
+		c.algorithm, admitted, touched, whole, ceiling, floor, f.summary())
+	logLeaseDeltas(t, before, before, after)
+	if admitted > ceiling {
+		t.Errorf("%d admitted over %d windows of %d: a lease outlived its window", admitted, touched, c.quota)
+	}
+	if admitted < floor {
+		t.Errorf("%d admitted over %d windows, %d of them whole: fewer than %d, past the I×M bound per window", admitted, touched, whole, floor)
+	}
+	for i := range lims {
+		if after[i].decisions <= before[i].decisions {
+			t.Errorf("limiter-%d answered no decision from a lease: the round did not test leases", i+1)
+		}
+	}
+}
+
 // awaitLeasesReleased waits until no limiter holds a lease: with no
 // traffic, every key goes idle and its unused units go back.
 func awaitLeasesReleased(t *testing.T, lims []*proc) {
@@ -230,13 +275,17 @@ func TestLeasedNeverExceedsLimit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("floods of 600 clients")
 	}
-	lims := startLeaseLimiters(t, 3, leaseRules(leaseCases, "cold", "warm"))
+	rules := leaseRules(leaseCases, "cold", "warm") + strings.TrimPrefix(leaseRules(shortWindowCases, "short"), "rules:\n")
+	lims := startLeaseLimiters(t, 3, rules)
 	rdb := redistest.Client(t)
 	for _, c := range leaseCases {
 		t.Run(c.algorithm, func(t *testing.T) {
 			t.Run("cold", func(t *testing.T) { leaseRound(t, lims, rdb, c, "cold", false) })
 			t.Run("warm", func(t *testing.T) { leaseRound(t, lims, rdb, c, "warm", true) })
 		})
+	}
+	for _, c := range shortWindowCases {
+		t.Run(c.algorithm+"/windows", func(t *testing.T) { shortWindowsRound(t, lims, rdb, c) })
 	}
 	awaitLeasesReleased(t, lims)
 }
