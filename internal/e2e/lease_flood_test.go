@@ -35,6 +35,10 @@ type flood struct {
 type floodCount struct {
 	admitted, denied, failed atomic.Int64
 	streak                   atomic.Int64 // denials since its last admission
+	// cut is the clients that had a check fail: of a killed limiter, each
+	// had at most one check in flight that it may have decided, and debited,
+	// without answering.
+	cut atomic.Int64
 }
 
 // startFlood starts clients goroutines per limiter sending {"ip", endpoint}
@@ -57,6 +61,7 @@ func startFlood(t *testing.T, limiters []*proc, clients int, endpoint string, pa
 }
 
 func (f *flood) client(httpc *http.Client, lim *proc, n *floodCount, body string, pause time.Duration) {
+	cut := false
 	for {
 		select {
 		case <-f.stopping:
@@ -68,17 +73,21 @@ func (f *flood) client(httpc *http.Client, lim *proc, n *floodCount, body string
 		allowed, mode, err := leaseCheck(httpc, lim.addr, body)
 		switch {
 		case err != nil:
-			select {
-			case <-lim.done:
-				return
-			default:
-			}
 			n.failed.Add(1)
+			if !cut {
+				cut = true
+				n.cut.Add(1)
+			}
 			f.mu.Lock()
 			if len(f.failures) < 5 {
 				f.failures = append(f.failures, err.Error())
 			}
 			f.mu.Unlock()
+			select {
+			case <-lim.done:
+				return
+			case <-time.After(10 * time.Millisecond): // a killed limiter is not reaped at once
+			}
 		case allowed:
 			n.admitted.Add(1)
 			n.streak.Store(0)
