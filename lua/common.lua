@@ -4,6 +4,33 @@
 -- escalations), then the body of one algorithm, which defines a table `alg`
 -- and ends with `return decide(alg)`.
 
+-- now_ms returns the time of a call in ms: ARGV[1], or when that is 0 the
+-- server's clock.
+local function now_ms()
+  local now = tonumber(ARGV[1])
+  if now == 0 then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return now
+end
+
+-- read_limits returns the n limits of alg.width integers each from ARGV[p]
+-- on (n nil: as many as ARGV holds), and the index after them.
+local function read_limits(alg, p, n)
+  if n == nil then n = (#ARGV - p + 1) / alg.width end
+  local limits = {}
+  for i = 1, n do
+    local l = {}
+    for j = 1, alg.width do
+      l[j] = tonumber(ARGV[p])
+      p = p + 1
+    end
+    limits[i] = l
+  end
+  return limits, p
+end
+
 -- new_result returns the table alg.evaluate fills: admitted, and per limit
 -- quota, remaining, reset, deny and retry.
 local function new_result()

@@ -56,23 +56,10 @@ local function windows_end(now, limits)
 end
 
 local function decide(alg)
-  local now = tonumber(ARGV[1])
-  if now == 0 then
-    local t = redis.call('TIME')
-    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  end
+  local now = now_ms()
   local cost, ask = tonumber(ARGV[2]), tonumber(ARGV[3])
   local held, spent, unspent = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-  local limits = {}
-  local p = 7
-  for i = 1, (#ARGV - 6) / alg.width do
-    local l = {}
-    for j = 1, alg.width do
-      l[j] = tonumber(ARGV[p])
-      p = p + 1
-    end
-    limits[i] = l
-  end
+  local limits = read_limits(alg, 7)
   local key = KEYS[1]
   local bucket = alg.capped ~= nil
 

@@ -13,22 +13,9 @@
 -- Returns prelude.lua's reply; held is always 0.
 
 local function decide(alg)
-  local now = tonumber(ARGV[1])
-  if now == 0 then
-    local t = redis.call('TIME')
-    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  end
+  local now = now_ms()
   local cost = tonumber(ARGV[2])
-  local limits = {}
-  local p = 3
-  for i = 1, (#ARGV - 2) / alg.width do
-    local l = {}
-    for j = 1, alg.width do
-      l[j] = tonumber(ARGV[p])
-      p = p + 1
-    end
-    limits[i] = l
-  end
+  local limits = read_limits(alg, 3)
 
   -- r: admitted, and per limit quota, remaining, reset, deny, retry
   local r = alg.evaluate(KEYS[1], now, cost, limits)

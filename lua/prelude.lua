@@ -41,11 +41,7 @@ local function record_hit(key, now, esc, cand)
 end
 
 local function decide(alg)
-  local now = tonumber(ARGV[1])
-  if now == 0 then
-    local t = redis.call('TIME')
-    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  end
+  local now = now_ms()
   local cost = tonumber(ARGV[2])
   local penalty = tonumber(ARGV[3])
   local ne = tonumber(ARGV[4])
@@ -56,16 +52,7 @@ local function decide(alg)
     p = p + 3
   end
   local n = tonumber(ARGV[p])
-  p = p + 1
-  local limits = {}
-  for i = 1, n do
-    local l = {}
-    for j = 1, alg.width do
-      l[j] = tonumber(ARGV[p])
-      p = p + 1
-    end
-    limits[i] = l
-  end
+  local limits = read_limits(alg, p + 1, n)
 
   local hold = nil
   if penalty > 0 or ne > 0 then

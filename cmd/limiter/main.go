@@ -379,11 +379,12 @@ func (w *wiring) warmUpPart() lifecycle.Part {
 	}}
 }
 
-// healthPart runs the health checks (heartbeats); at shutdown the limiter
-// leaves the heartbeats, else the others count it for three more
-// intervals.
+// healthPart runs the health checks (heartbeats) and the lease renewer; at
+// shutdown the limiter gives its leases back, while the Redis pipelines are
+// still open, and leaves the heartbeats, else the others count it for three
+// more intervals.
 func (w *wiring) healthPart() lifecycle.Part {
-	return lifecycle.Part{Name: "redis health checks",
+	return lifecycle.Part{Name: "redis health checks and leases",
 		Start: func(context.Context) error { w.svc.Start(); return nil },
 		Stop: func(ctx context.Context) error {
 			w.svc.Stop()

@@ -24,9 +24,9 @@ type Limiter struct {
 	LocalMaxKeys   int // keys of local-mode state
 	// Leases of leased rules (package lease): the traffic a lease covers,
 	// the keys tracked, and when an idle key's lease goes back.
-	LeaseHorizon time.Duration
-	LeaseMaxKeys int
-	LeaseIdle    time.Duration
+	LeaseHorizon   time.Duration
+	LeaseMaxKeys   int
+	LeaseIdle      time.Duration
 	EventQueueSize int
 	BanResync      time.Duration
 	AdminToken     string

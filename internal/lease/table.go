@@ -72,9 +72,20 @@ type Table struct {
 	shards   [shardCount]shard
 }
 
+// Key names one lease: the call's state key and its compiled limits. Calls
+// of one Redis key under other limits (another tier, a reloaded rule) hold
+// leases of their own, so switching between them never strands units.
+type Key struct {
+	state  string
+	limits *decide.Limit
+}
+
+// KeyOf returns the key of c's lease.
+func KeyOf(c *decide.Call) Key { return Key{c.Keys.State, &c.Limits[0]} }
+
 type shard struct {
 	mu      sync.Mutex
-	entries map[string]*entry
+	entries map[Key]*entry
 	returns []decide.Call // leases of evicted keys, to give back
 }
 
@@ -105,13 +116,13 @@ func New(cfg Config) *Table {
 	cfg.defaults()
 	t := &Table{cfg: cfg, seed: maphash.MakeSeed(), perShard: max(1, cfg.MaxKeys/shardCount)}
 	for i := range t.shards {
-		t.shards[i].entries = make(map[string]*entry)
+		t.shards[i].entries = make(map[Key]*entry)
 	}
 	return t
 }
 
-func (t *Table) shard(key string) *shard {
-	return &t.shards[maphash.String(t.seed, key)%shardCount]
+func (t *Table) shard(k Key) *shard {
+	return &t.shards[maphash.String(t.seed, k.state)%shardCount]
 }
 
 // Take answers c (a leased call) at now from its key's lease when the lease
@@ -120,24 +131,28 @@ func (t *Table) shard(key string) *shard {
 // key's lease may hold (the rule's). renew reports, on a hit, that the
 // lease runs low: the caller should send Renewal's call soon.
 func (t *Table) Take(c *decide.Call, bound int64, now time.Time) (r decide.Result, ok, renew bool) {
-	sh := t.shard(c.Keys.State)
+	k := KeyOf(c)
+	sh := t.shard(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e := sh.entries[c.Keys.State]
-	if e == nil || &e.call.Limits[0] != &c.Limits[0] { // new, or its rule changed
-		if e == nil && len(sh.entries) >= t.perShard {
+	e := sh.entries[k]
+	if e == nil {
+		if len(sh.entries) >= t.perShard {
 			t.evict(sh, now)
 		}
 		e = &entry{call: *c, bound: bound}
 		e.call.Cost, e.call.Lease = 0, decide.Lease{}
-		sh.entries[c.Keys.State] = e
+		sh.entries[k] = e
 	}
 	e.used = now
 	t.heat(e, c.Cost, now)
 	if !e.expire.IsZero() && !now.Before(e.expire) {
 		e.expire, e.left, e.spent = time.Time{}, 0, 0 // lapsed: its units count no more anywhere
 	}
-	if e.left < c.Cost || e.expire.IsZero() {
+	// A call of cost 0 asks whether the key is within its limit: only a
+	// lease holding units says so; an empty one may be empty because the
+	// key is past it (denied calls debited), which Redis answers.
+	if e.left < max(c.Cost, 1) || e.expire.IsZero() {
 		return decide.Result{}, false, false
 	}
 	e.left -= c.Cost
@@ -152,11 +167,12 @@ func (t *Table) Take(c *decide.Call, bound int64, now time.Time) (r decide.Resul
 // reports whether it did. The caller must then pass Redis's answer to
 // Settle, or the failure to Failed.
 func (t *Table) Ask(c *decide.Call, now time.Time) bool {
-	sh := t.shard(c.Keys.State)
+	k := KeyOf(c)
+	sh := t.shard(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e := sh.entries[c.Keys.State]
-	if e == nil || &e.call.Limits[0] != &c.Limits[0] || e.busy || !t.hot(e) || now.Before(e.retry) {
+	e := sh.entries[k]
+	if e == nil || e.busy || !t.hot(e) || now.Before(e.retry) {
 		return false
 	}
 	e.busy = true
@@ -195,7 +211,7 @@ func (t *Table) size(e *entry) int64 {
 // (cost 0) and settles what it spent, and marks it out; false when there
 // is nothing to ask (the key is gone, or a call is out already). Settle or
 // Failed must follow a true.
-func (t *Table) Renewal(key string, now time.Time) (decide.Call, bool) {
+func (t *Table) Renewal(key Key, now time.Time) (decide.Call, bool) {
 	sh := t.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -215,12 +231,13 @@ func (t *Table) Renewal(key string, now time.Time) (decide.Call, bool) {
 // Settle records Redis's answer r to c, a call that asked for units of its
 // key's lease (c.Lease.Ask > 0), sent at sent.
 func (t *Table) Settle(c *decide.Call, r decide.Result, sent time.Time) {
-	sh := t.shard(c.Keys.State)
+	k := KeyOf(c)
+	sh := t.shard(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e := sh.entries[c.Keys.State]
-	if e == nil || &e.call.Limits[0] != &c.Limits[0] {
-		return // evicted or replaced meanwhile: what was granted lapses with its deadline
+	e := sh.entries[k]
+	if e == nil {
+		return // evicted or forgotten meanwhile: what was granted lapses with its deadline
 	}
 	e.busy = false
 	e.spent = max(0, e.spent-c.Lease.Spent)
@@ -240,10 +257,11 @@ func (t *Table) Settle(c *decide.Call, r decide.Result, sent time.Time) {
 // no answer at now: the key asks again after RetryAfter. What it spent
 // stays unsettled until then.
 func (t *Table) Failed(c *decide.Call, now time.Time) {
-	sh := t.shard(c.Keys.State)
+	k := KeyOf(c)
+	sh := t.shard(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if e := sh.entries[c.Keys.State]; e != nil && &e.call.Limits[0] == &c.Limits[0] {
+	if e := sh.entries[k]; e != nil {
 		e.busy = false
 		e.retry = now.Add(t.cfg.RetryAfter)
 	}
@@ -264,7 +282,7 @@ func giveBack(e *entry, now time.Time) (decide.Call, bool) {
 // evict drops the least recently used key of a small sample of sh; its
 // lease goes to the give-backs.
 func (t *Table) evict(sh *shard, now time.Time) {
-	var victim string
+	var victim Key
 	var oldest *entry
 	seen := 0
 	for k, e := range sh.entries {

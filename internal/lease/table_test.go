@@ -59,7 +59,7 @@ func TestTakeLifecycle(t *testing.T) {
 		t.Fatal("served from an empty lease")
 	}
 
-	r, ok := tab.Renewal("k", t0.Add(12*time.Millisecond))
+	r, ok := tab.Renewal(KeyOf(&c), t0.Add(12*time.Millisecond))
 	if !ok || r.Cost != 0 || r.Lease.Until != 7_000 || r.Lease.Spent != 10 || r.Lease.Ask < 1 {
 		t.Fatalf("renewal: %v %+v; want cost 0 settling the 10 spent of lease 7000", ok, r)
 	}
@@ -117,8 +117,8 @@ func TestEvictionGivesBack(t *testing.T) {
 	}
 }
 
-// TestRulesChange: a call of other compiled limits (a rule reloaded) never
-// spends the lease taken under the old ones.
+// TestRulesChange: a call of other compiled limits (another tier, a rule
+// reloaded) never spends the lease taken under the old ones, nor ends it.
 func TestRulesChange(t *testing.T) {
 	tab := New(Config{HotUnits: 1})
 	now := time.Unix(1_000_000, 0)
@@ -129,5 +129,8 @@ func TestRulesChange(t *testing.T) {
 	c := leasedCall("k", []decide.Limit{{Requests: 1000, Per: time.Minute}})
 	if _, ok, _ := tab.Take(&c, 10, now); ok {
 		t.Fatal("the new rule's call was served from the old rule's lease")
+	}
+	if _, ok, _ := tab.Take(&old, 10, now); !ok {
+		t.Fatal("the old limits' lease ended when a call of other limits came")
 	}
 }

@@ -57,7 +57,7 @@ func TestLeasedInstancesNeverExceed(t *testing.T) {
 	svcs := make([]*limiter.Service, instances)
 	regs := make([]*prometheus.Registry, instances)
 	for i := range svcs {
-		svcs[i], regs[i] = leasedService(t, addr, i)
+		svcs[i], regs[i] = leasedService(t, addr, i, leasedRules)
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { _ = rdb.Close() })
@@ -109,8 +109,8 @@ func TestLeasedInstancesNeverExceed(t *testing.T) {
 }
 
 // leasedService is a limiter as cmd/limiter wires it, on the Redis at
-// addr, with leasedRules, and its registry.
-func leasedService(t *testing.T, addr string, i int) (*limiter.Service, *prometheus.Registry) {
+// addr, with the rules of ruleFile, and its registry.
+func leasedService(t testing.TB, addr string, i int, ruleFile string) (*limiter.Service, *prometheus.Registry) {
 	t.Helper()
 	rdb, err := redisstore.Connect(redisstore.ClientConfig{URL: "redis://" + addr + "/0", Timeout: time.Second, PoolSize: 8})
 	if err != nil {
@@ -119,7 +119,7 @@ func leasedService(t *testing.T, addr string, i int) (*limiter.Service, *prometh
 	t.Cleanup(func() { _ = rdb.Close() })
 	decider := redisstore.NewCoalescer(redisstore.New(rdb), redisstore.CoalesceConfig{Pipelines: 2, Timeout: time.Second})
 	t.Cleanup(decider.Close)
-	file, err := rules.Parse([]byte(leasedRules))
+	file, err := rules.Parse([]byte(ruleFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,4 +149,28 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	t.Fatalf("no metric %s", name)
 	return 0
+}
+
+// TestLeasedAnswersCountDown: with one limiter nobody else spends the key,
+// and answers stay within the lease bound (20) of what is left, as
+// docs/leases.md states: one decided in Redis leaves out the units this
+// limiter holds or a renewal under way lends it; one from the lease counts
+// from Redis's answer to the last renewal, which misses this limiter's own
+// requests Redis decided while it was out.
+func TestLeasedAnswersCountDown(t *testing.T) {
+	svc, reg := leasedService(t, redistest.StartServer(t), 0, leasedRules)
+	for _, endpoint := range []string{"/fixed", "/counter", "/bucket"} {
+		for n := int64(1); n <= 300; n++ {
+			req := rules.Request{IP: "10.2.0.1", Endpoint: endpoint, Method: "GET", Cost: 1}
+			var d limiter.Decision
+			svc.Check(context.Background(), &req, &d)
+			if off := 600 - n - d.Remaining; !d.Allowed || off < -20 || off > 20 || d.Limit != 600 {
+				t.Fatalf("%s request %d: allowed %v, remaining %d of %d; want %d left of 600, within 20",
+					endpoint, n, d.Allowed, d.Remaining, d.Limit, 600-n)
+			}
+		}
+	}
+	if got := counterValue(t, reg, "rate_limit_lease_decisions_total"); got == 0 {
+		t.Fatal("no answer came from a lease")
+	}
 }

@@ -75,7 +75,7 @@ func (s *Service) fromLease(a *rules.Applied, now time.Time) (decide.Result, boo
 		s.leaseMetrics.decisions.Inc()
 		if renew {
 			select {
-			case s.renewals <- c.Keys.State:
+			case s.renewals <- lease.KeyOf(c):
 			default: // the renewer is behind: the next hit asks again
 			}
 		}
@@ -106,7 +106,7 @@ func (s *Service) settleLeases(calls []decide.Call, results []decide.Result, err
 func (s *Service) runLeases(ctx context.Context) {
 	sweep := time.NewTicker(s.cfg.Lease.Idle / 2)
 	defer sweep.Stop()
-	keys := make([]string, 0, renewBatch)
+	keys := make([]lease.Key, 0, renewBatch)
 	for {
 		select {
 		case <-ctx.Done():
@@ -127,7 +127,7 @@ func (s *Service) runLeases(ctx context.Context) {
 }
 
 // renew asks Redis for more units of the leases of keys, in one round trip.
-func (s *Service) renew(keys []string) {
+func (s *Service) renew(keys []lease.Key) {
 	now := s.cfg.Now()
 	calls := make([]decide.Call, 0, len(keys))
 	for _, k := range keys {

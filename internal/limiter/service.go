@@ -128,7 +128,7 @@ type Service struct {
 
 	leases       *lease.Table
 	leaseMetrics *leaseMetrics
-	renewals     chan string        // keys whose lease runs low
+	renewals     chan lease.Key     // keys whose lease runs low
 	dropped      chan []decide.Call // leases of replaced rules, to give back
 	stopRenewer  context.CancelFunc
 	renewer      sync.WaitGroup
@@ -184,7 +184,7 @@ func New(cfg Config, set *rules.Set, decider Decider, pub Publisher, log *zap.Lo
 	s := &Service{cfg: cfg, decider: decider, pub: pub, local: newLocalLimiter(cfg.LocalMaxKeys),
 		over: newOverLimitCache(cfg.OverLimitCacheSize), metrics: newMetrics(reg), log: log,
 		machine: newModeMachine(cfg.Mode, cfg.Now()),
-		leases:  lease.New(cfg.Lease), renewals: make(chan string, 1024), dropped: make(chan []decide.Call, 4)}
+		leases:  lease.New(cfg.Lease), renewals: make(chan lease.Key, 1024), dropped: make(chan []decide.Call, 4)}
 	s.leaseMetrics = newLeaseMetrics(reg, s.leases)
 	redis := ModeRedis
 	s.mode.Store(&redis)
