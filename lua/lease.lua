@@ -26,7 +26,8 @@
 -- with its LEASE_SLOT, when lo is forgotten. Buckets refill up to burst - lo
 -- (alg.capped), so units lent early never let them refill past their burst.
 -- The grant is min(ask, floor(room / 2)), room being the fewest units the
--- limits have left after the call.
+-- limits have left after the call. The reply's remaining leaves the grant
+-- in (it is the caller's); its reset counts it.
 
 local LEASE_SLOT = 1000 -- decide.LeaseSlot
 
@@ -84,20 +85,27 @@ local function decide(alg)
 
   local lim = limits
   if bucket then lim = alg.capped(limits, out) end
-  local r = alg.evaluate(key, now, cost, lim)
-  if debits(r.admitted, cost) then wrote = true end
+  -- What the call would leave, read without writing (PROBE), sizes the
+  -- grant; then one write debits the call and the grant together.
   local granted = 0
-  if r.admitted then
-    local room = r.remaining[1]
-    for i = 2, #limits do
-      if r.remaining[i] < room then room = r.remaining[i] end
+  if ask > 0 then
+    local probe = PROBE
+    PROBE = true
+    local d = alg.evaluate(key, now, cost, lim)
+    PROBE = probe
+    if d.admitted then
+      local room = d.remaining[1]
+      for i = 2, #limits do
+        if d.remaining[i] < room then room = d.remaining[i] end
+      end
+      granted = divmod(room - cost, 2)
+      if ask < granted then granted = ask end
     end
-    granted = divmod(room, 2)
-    if ask < granted then granted = ask end
-    if granted > 0 then
-      alg.evaluate(key, now, granted, lim)
-      wrote = true
-    end
+  end
+  local r = alg.evaluate(key, now, cost + granted, lim)
+  if debits(r.admitted, cost + granted) then wrote = true end
+  for i = 1, #limits do
+    r.remaining[i] = r.remaining[i] + granted -- the call's own answer: the grant is the caller's
   end
   if bucket then
     if deadline == 0 then

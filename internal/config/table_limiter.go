@@ -95,7 +95,7 @@ var limiterVars = []Var{
 		Meaning: "the traffic a lease of a leased rule covers: a hot key's lease holds what this limiter admitted for it in the last horizon, at most the rule's `max_units`, and is renewed below half of it; at least 1ms. See [Leases](leases.md)",
 		load:    bind(inLimiter(func(c *Limiter) *time.Duration { return &c.LeaseHorizon }), durationAtLeast(time.Millisecond, "50ms"))},
 	{Name: "LEASE_MAX_KEYS", Default: "10000", Readers: limiterOnly,
-		Meaning: "keys of leased rules a limiter tracks (their lease and recent rate, about 420 bytes and the key each), 64 to 10 000 000; past it the least recently used of a sample is dropped and its lease given back",
+		Meaning: "keys of leased rules a limiter tracks (their lease and recent rate, about 570 bytes of heap each, key included), 64 to 10 000 000; past it the least recently used of a sample is dropped and its lease given back",
 		load:    bind(inLimiter(func(c *Limiter) *int { return &c.LeaseMaxKeys }), intBetween(64, 10_000_000))},
 	{Name: "LEASE_IDLE", Default: "1s", Readers: limiterOnly,
 		Meaning: "a key of a leased rule unused this long gives its lease back and is forgotten; at least 10ms",

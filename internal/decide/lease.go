@@ -76,18 +76,23 @@ func (sh *shard) leased(c Call, now int64) Result {
 		}
 	}
 
-	outs, admitted := sh.evaluate(capped(c, ls.out, c.Cost), now)
-	wrote = wrote || c.debits(admitted)
 	var granted, until int64
-	if admitted {
-		room := outs[0].remaining
-		for _, o := range outs[1:] {
-			room = min(room, o.remaining)
+	if l.Ask > 0 { // what the call would leave, read without writing, sizes the grant
+		probe := capped(c, ls.out, c.Cost)
+		probe.Probe = true
+		if outs, admitted := sh.evaluate(probe, now); admitted {
+			room := outs[0].remaining
+			for _, o := range outs[1:] {
+				room = min(room, o.remaining)
+			}
+			granted = min(l.Ask, (room-c.Cost)/2)
 		}
-		if granted = min(l.Ask, room/2); granted > 0 {
-			sh.evaluate(capped(c, ls.out, granted), now)
-			wrote = true
-		}
+	}
+	final := capped(c, ls.out, c.Cost+granted)
+	outs, admitted := sh.evaluate(final, now)
+	wrote = wrote || final.debits(admitted)
+	for i := range outs {
+		outs[i].remaining += granted // the call's own answer: the grant is the caller's
 	}
 	if bucket {
 		if ls.until == 0 {

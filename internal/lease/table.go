@@ -176,7 +176,7 @@ func (t *Table) Ask(c *decide.Call, now time.Time) bool {
 		return false
 	}
 	e.busy = true
-	c.Lease = decide.Lease{Ask: max(1, t.size(e)-e.left), Until: e.until, Spent: e.spent}
+	c.Lease = decide.Lease{Ask: t.ask(e), Until: e.until, Spent: e.spent}
 	if e.expire.IsZero() {
 		c.Lease.Until, c.Lease.Spent = 0, 0
 	}
@@ -207,6 +207,12 @@ func (t *Table) size(e *entry) int64 {
 	return min(max(e.last, e.ticked, 1), e.bound)
 }
 
+// ask is the units to ask for e: a lease's size more, so a renewal due
+// below half a size lasts a horizon, with at most bound held.
+func (t *Table) ask(e *entry) int64 {
+	return max(1, min(t.size(e), e.bound-e.left))
+}
+
 // Renewal returns the call that asks Redis for more units of key's lease
 // (cost 0) and settles what it spent, and marks it out; false when there
 // is nothing to ask (the key is gone, or a call is out already). Settle or
@@ -221,7 +227,7 @@ func (t *Table) Renewal(key Key, now time.Time) (decide.Call, bool) {
 	}
 	e.busy = true
 	c := e.call
-	c.Lease = decide.Lease{Ask: max(1, t.size(e)-e.left), Until: e.until, Spent: e.spent}
+	c.Lease = decide.Lease{Ask: t.ask(e), Until: e.until, Spent: e.spent}
 	if e.expire.IsZero() {
 		c.Lease.Until, c.Lease.Spent = 0, 0
 	}
