@@ -70,21 +70,11 @@ local function decide(alg)
     local ld = tonumber(v[2])
     if ld and now < ld then out, deadline = tonumber(v[1]) or 0, ld end
   end
-  local wrote = false
-  if held > 0 and now < held and (not bucket or held == deadline) then
-    if bucket then
-      alg.evaluate(key, now, 0, alg.capped(limits, out)) -- refill under the cap in force until now
-      out = out - spent - unspent
-      if out < 0 then out = 0 end
-      alg.add_tokens(key, limits, unspent, out)
-      wrote = true
-    elseif unspent > 0 then
-      give_back(key, limits, unspent)
-    end
-  end
+  local settle = held > 0 and now < held and (not bucket or held == deadline)
+  if settle and not bucket and unspent > 0 then give_back(key, limits, unspent) end
 
   local lim = limits
-  if bucket then lim = alg.capped(limits, out) end
+  if bucket then lim = alg.capped(limits, out) end -- the cap in force until now
   -- What the call would leave, read without writing (PROBE), sizes the
   -- grant; then one write debits the call and the grant together.
   local granted = 0
@@ -103,25 +93,36 @@ local function decide(alg)
     end
   end
   local r = alg.evaluate(key, now, cost + granted, lim)
-  if debits(r.admitted, cost + granted) then wrote = true end
+  local wrote = debits(r.admitted, cost + granted)
   for i = 1, #limits do
     r.remaining[i] = r.remaining[i] + granted -- the call's own answer: the grant is the caller's
   end
+
   if bucket then
+    -- Settled once the buckets hold their refill to now under the old cap
+    -- (written above): a cap raised earlier would refill the past above it.
+    local capped_out = out
+    if settle and wrote then
+      out = out - spent - unspent
+      if out < 0 then out = 0 end
+    end
     if deadline == 0 then
       local _, off = divmod(now, LEASE_SLOT)
       deadline = now - off + LEASE_SLOT
     end
     out = out + granted
     if wrote then
-      if out > 0 then
+      if settle and unspent > 0 then alg.add_tokens(key, limits, unspent, out) end
+      if out > 0 and out ~= capped_out then
         redis.call('HSET', key, 'lo', istr(out), 'ld', istr(deadline))
-      else
+      elseif out == 0 and capped_out > 0 then
         redis.call('HDEL', key, 'lo', 'ld')
       end
-      local ttl = alg.lease_ttl(key, now, limits)
-      if out > 0 and deadline - now > ttl then ttl = deadline - now end
-      redis.call('PEXPIRE', key, istr(ttl))
+      if out > 0 or capped_out > 0 then -- else the algorithm's expiry holds
+        local ttl = alg.lease_ttl(limits, r.ttl, capped_out)
+        if out > 0 and deadline - now > ttl then ttl = deadline - now end
+        redis.call('PEXPIRE', key, istr(ttl))
+      end
     end
   else
     deadline = windows_end(now, limits)

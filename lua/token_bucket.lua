@@ -102,6 +102,7 @@ function alg.evaluate(key, now, cost, limits)
     args[6 * i] = istr(us[i])
   end
   if debit then write_state(key, args, ttl) end
+  r.ttl = ttl
   return r
 end
 
@@ -136,21 +137,18 @@ function alg.add_tokens(key, limits, units, out)
   end
 end
 
--- lease_ttl returns the ms until every stored bucket is full at its real
--- burst: the expiry the algorithm sets counts to the lowered one, which
--- the key must outlive, or its absence would read as a full bucket early.
-function alg.lease_ttl(key, now, limits)
-  local ttl = 1
+-- lease_ttl returns at least the ms until every bucket is full at its real
+-- burst, given ttl, the expiry evaluate set under the burst lowered by out:
+-- the key must outlive the lowered burst, or its absence would read as a
+-- full bucket early. Refilling out more units takes ceil(out * per / rate)
+-- ms at most, plus one for the remainder.
+function alg.lease_ttl(limits, ttl, out)
+  local most = 0
   for i = 1, #limits do
-    local per = istr(limits[i][2])
-    local v = redis.call('HMGET', key, 't:' .. per, 'r:' .. per, 'u:' .. per)
-    local t = tonumber(v[1])
-    if t then
-      local d = (tonumber(v[3]) or now) + fill_time(limits[i], t, tonumber(v[2]) or 0) + 1 - now
-      if d > ttl then ttl = d end
-    end
+    local d = ceildiv(out * limits[i][2], limits[i][1]) + 1
+    if d > most then most = d end
   end
-  return ttl
+  return ttl + most
 end
 
 return decide(alg)

@@ -63,17 +63,9 @@ func (sh *shard) leased(c Call, now int64) Result {
 		ls = e.lease
 	}
 	l := c.Lease
-	wrote := false
-	if l.Until > 0 && now < l.Until && (!bucket || l.Until == ls.until) {
-		switch {
-		case bucket:
-			sh.evaluate(capped(c, ls.out, 0), now) // refill under the cap in force until now
-			ls.out = max(0, ls.out-l.Spent-l.Unspent)
-			sh.addTokens(c, l.Unspent, ls.out)
-			wrote = true
-		case l.Unspent > 0:
-			sh.giveBack(c, l.Unspent)
-		}
+	settle := l.Until > 0 && now < l.Until && (!bucket || l.Until == ls.until)
+	if settle && !bucket && l.Unspent > 0 {
+		sh.giveBack(c, l.Unspent)
 	}
 
 	var granted, until int64
@@ -88,29 +80,44 @@ func (sh *shard) leased(c Call, now int64) Result {
 			granted = min(l.Ask, (room-c.Cost)/2)
 		}
 	}
-	final := capped(c, ls.out, c.Cost+granted)
+	final := capped(c, ls.out, c.Cost+granted) // the cap in force until now
 	outs, admitted := sh.evaluate(final, now)
-	wrote = wrote || final.debits(admitted)
+	wrote := final.debits(admitted)
 	for i := range outs {
 		outs[i].remaining += granted // the call's own answer: the grant is the caller's
 	}
 	if bucket {
+		// Settled once the buckets hold their refill to now under the old
+		// cap (written above): a cap raised earlier would refill the past
+		// above it.
+		cappedOut := ls.out
+		if settle && wrote {
+			ls.out = max(0, ls.out-l.Spent-l.Unspent)
+		}
 		if ls.until == 0 {
 			ls.until = now - mod(now, LeaseSlot) + LeaseSlot
 		}
 		ls.out += granted
 		until = ls.until
+		if wrote {
+			if settle {
+				sh.addTokens(c, l.Unspent, ls.out)
+			}
+			e := sh.create(c.Keys.State)
+			e.lease = ls
+			if ls.out == 0 {
+				e.lease = leaseState{}
+			}
+			if ls.out > 0 || cappedOut > 0 { // else the algorithm's expiry holds
+				ttl := leaseTTL(c, e.expireAt-now, cappedOut)
+				if ls.out > 0 {
+					ttl = max(ttl, ls.until-now)
+				}
+				e.expireAt = now + ttl
+			}
+		}
 	} else {
 		until = windowsEnd(c, now)
-	}
-	if wrote && bucket {
-		e := sh.create(c.Keys.State)
-		if ls.out > 0 {
-			e.lease = ls
-		} else {
-			e.lease = leaseState{}
-		}
-		e.expireAt = now + bucketTTL(c, e, now, ls)
 	}
 
 	b := binding(outs, admitted)
@@ -201,22 +208,15 @@ func windowsEnd(c Call, now int64) int64 {
 	return end
 }
 
-// bucketTTL is the ms until every bucket of the key would be full at its
-// real burst, and at least until its leases end: what alg.lease_ttl
-// computes in lua/token_bucket.lua. The algorithm's own expiry counts
-// until the lowered burst, which the key must outlive.
-func bucketTTL(c Call, e *entry, now int64, ls leaseState) int64 {
-	ttl := int64(1)
+// leaseTTL is alg.lease_ttl in lua/token_bucket.lua: at least the ms until
+// every bucket of c is full at its real burst, given ttl, the expiry the
+// algorithm set under the burst lowered by out.
+func leaseTTL(c Call, ttl, out int64) int64 {
+	var most int64
 	for _, l := range c.Limits {
-		if i := e.fieldOf(l.Per.Milliseconds()); i >= 0 {
-			f := e.fields[i]
-			ttl = max(ttl, f.c+fillTime(l, f.a, f.b)+1-now)
-		}
+		most = max(most, ceilDiv(out*l.Per.Milliseconds(), l.Rate)+1)
 	}
-	if ls.out > 0 {
-		ttl = max(ttl, ls.until-now)
-	}
-	return ttl
+	return ttl + most
 }
 
 func mod(a, b int64) int64 {
