@@ -92,17 +92,12 @@ local function decide(alg)
       if ask < granted then granted = ask end
     end
   end
-  local r = alg.evaluate(key, now, cost + granted, lim)
-  local wrote = debits(r.admitted, cost + granted)
-  for i = 1, #limits do
-    r.remaining[i] = r.remaining[i] + granted -- the call's own answer: the grant is the caller's
-  end
-
+  local capped_out = out
   if bucket then
-    -- Settled once the buckets hold their refill to now under the old cap
-    -- (written above): a cap raised earlier would refill the past above it.
-    local capped_out = out
-    if settle and wrote then
+    -- Settled once the buckets hold their refill to now under the old cap,
+    -- in the write below (a cap raised before it would refill the past
+    -- above it): lo, ld and the expiry go in that write, when it happens.
+    if settle then
       out = out - spent - unspent
       if out < 0 then out = 0 end
     end
@@ -111,19 +106,24 @@ local function decide(alg)
       deadline = now - off + LEASE_SLOT
     end
     out = out + granted
-    if wrote then
-      if settle and unspent > 0 then alg.add_tokens(key, limits, unspent, out) end
-      if out > 0 and out ~= capped_out then
-        redis.call('HSET', key, 'lo', istr(out), 'ld', istr(deadline))
-      elseif out == 0 and capped_out > 0 then
-        redis.call('HDEL', key, 'lo', 'ld')
-      end
-      if out > 0 or capped_out > 0 then -- else the algorithm's expiry holds
-        local ttl = alg.lease_ttl(limits, r.ttl, capped_out)
-        if out > 0 and deadline - now > ttl then ttl = deadline - now end
-        redis.call('PEXPIRE', key, istr(ttl))
-      end
+    local w = {fields = {}}
+    if out ~= capped_out then w.fields = {'lo', istr(out), 'ld', istr(deadline)} end
+    w.ttl = function(ttl)
+      if out == 0 and capped_out == 0 then return ttl end -- the algorithm's expiry holds
+      ttl = alg.lease_ttl(limits, ttl, capped_out)
+      if out > 0 and deadline - now > ttl then ttl = deadline - now end
+      return ttl
     end
+    alg.lease_write = w
+  end
+  local r = alg.evaluate(key, now, cost + granted, lim)
+  alg.lease_write = nil
+  local wrote = debits(r.admitted, cost + granted)
+  for i = 1, #limits do
+    r.remaining[i] = r.remaining[i] + granted -- the call's own answer: the grant is the caller's
+  end
+  if bucket then
+    if wrote and settle and unspent > 0 then alg.add_tokens(key, limits, unspent, out) end
   else
     deadline = windows_end(now, limits)
   end

@@ -101,8 +101,14 @@ function alg.evaluate(key, now, cost, limits)
     args[6 * i - 1] = fields[3 * i]
     args[6 * i] = istr(us[i])
   end
-  if debit then write_state(key, args, ttl) end
-  r.ttl = ttl
+  if debit then
+    local w = alg.lease_write -- lua/lease.lua's fields and expiry, written with the buckets
+    if w then
+      for j = 1, #w.fields do args[#args + 1] = w.fields[j] end
+      ttl = w.ttl(ttl)
+    end
+    write_state(key, args, ttl)
+  end
   return r
 end
 
@@ -138,10 +144,10 @@ function alg.add_tokens(key, limits, units, out)
 end
 
 -- lease_ttl returns at least the ms until every bucket is full at its real
--- burst, given ttl, the expiry evaluate set under the burst lowered by out:
--- the key must outlive the lowered burst, or its absence would read as a
--- full bucket early. Refilling out more units takes ceil(out * per / rate)
--- ms at most, plus one for the remainder.
+-- burst, given ttl, the expiry evaluate computes under the burst lowered
+-- by out: the key must outlive the lowered burst, or its absence would read
+-- as a full bucket early. Refilling out more units takes
+-- ceil(out * per / rate) ms at most, plus one for the remainder.
 function alg.lease_ttl(limits, ttl, out)
   local most = 0
   for i = 1, #limits do

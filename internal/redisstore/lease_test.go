@@ -5,6 +5,9 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/ratewarden/ratewarden/internal/decide"
 	"github.com/ratewarden/ratewarden/internal/testkit/decidetest"
@@ -37,9 +40,12 @@ func TestLeaseRandom(t *testing.T) {
 			c := rule
 			c.Keys, c.NowMs, c.Cost = keys, s.Now, s.Cost
 			c.Lease = h.Lease(s.Now, s.Ask, s.GiveBack)
-			got, err := decidePersistent(context.Background(), client, store.prepare, c)
+			got, state, ttl, err := decideLeasePersistent(context.Background(), client, store, c)
 			if err != nil {
 				t.Fatalf("sequence %d step %d: %v", seq, i, err)
+			}
+			if c.Algorithm == decide.TokenBucket {
+				checkBucketExpiry(t, c, state, ttl)
 			}
 			if ref := model.Decide(c, 0); got != ref {
 				t.Fatalf("sequence %d step %d (%s %+v, now %d, cost %d, lease %+v): redis %+v, model %+v",
@@ -51,5 +57,62 @@ func TestLeaseRandom(t *testing.T) {
 	}
 	if granted == 0 {
 		t.Fatal("no lease was granted: the test compares nothing of leases")
+	}
+}
+
+// decideLeasePersistent is decidePersistent for a leased call, also
+// returning the key's hash and its expiry as the script left them.
+func decideLeasePersistent(ctx context.Context, client *redis.Client, store *Store, c decide.Call) (decide.Result, map[string]string, time.Duration, error) {
+	if err := c.Validate(); err != nil {
+		return decide.Result{}, nil, 0, err
+	}
+	sc := store.prepare(&c)
+	scKeys, scArgs := sc.keysArgs()
+	var cmd *redis.Cmd
+	var state *redis.MapStringStringCmd
+	var ttl *redis.DurationCmd
+	_, err := client.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+		cmd = sc.script.EvalSha(ctx, pipe, scKeys, scArgs...)
+		state = pipe.HGetAll(ctx, c.Keys.State)
+		ttl = pipe.PTTL(ctx, c.Keys.State)
+		pipe.Persist(ctx, c.Keys.State)
+		return nil
+	})
+	if err != nil {
+		return decide.Result{}, nil, 0, err
+	}
+	r, err := parse(cmd)
+	return r, state.Val(), ttl.Val(), err
+}
+
+// checkBucketExpiry requires a token bucket's key to outlive what it
+// holds: until every bucket is full at its real burst (its absence reads as
+// full), and while units lent count (lo), until their slot ends (ld). The
+// expiry is the one the script set at the call's time (the transaction
+// reads it at once); a key without one was made persistent by an earlier
+// step and not written since.
+func checkBucketExpiry(t *testing.T, c decide.Call, state map[string]string, ttl time.Duration) {
+	t.Helper()
+	if ttl < 0 || len(state) == 0 {
+		return
+	}
+	num := func(f string) int64 { n, _ := strconv.ParseInt(state[f], 10, 64); return n }
+	need := int64(0)
+	for _, l := range c.Limits {
+		per := strconv.FormatInt(l.Per.Milliseconds(), 10)
+		if _, ok := state["t:"+per]; !ok {
+			continue
+		}
+		tokens, rem, upd := num("t:"+per), num("r:"+per), num("u:"+per)
+		if full := l.Burst * 1000; tokens < full {
+			fill := ((full-tokens)*l.Per.Milliseconds() - rem + l.Rate*1000 - 1) / (l.Rate * 1000)
+			need = max(need, upd+fill+1-c.NowMs)
+		}
+	}
+	if lo, ld := num("lo"), num("ld"); lo > 0 && ld > c.NowMs {
+		need = max(need, ld-c.NowMs)
+	}
+	if ttl.Milliseconds()+1 < need { // PTTL reads a moment after the script set it
+		t.Fatalf("now %d: the key expires in %v, before it may (%d ms): %v", c.NowMs, ttl, need, state)
 	}
 }
