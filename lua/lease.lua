@@ -29,7 +29,7 @@
 -- limits have left after the call. The reply's remaining leaves the grant
 -- in (it is the caller's); its reset counts it.
 
-local LEASE_SLOT = 1000 -- decide.LeaseSlot
+local LEASE_SLOT = 5000 -- decide.LeaseSlot
 
 -- give_back takes units off the count of the current window of each limit
 -- (window algorithms: field c:<per>), never below 0.

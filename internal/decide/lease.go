@@ -28,7 +28,7 @@ package decide
 
 // LeaseSlot is the ms a token bucket's leases may last: they end with the
 // slot of LeaseSlot ms, aligned on the server's clock, they were granted in.
-const LeaseSlot = 1000
+const LeaseSlot = 5000
 
 // Lease is what a leased call asks of its key besides deciding its cost.
 // Until names the lease the caller holds on the key (Result.LeaseUntil of

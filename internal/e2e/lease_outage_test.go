@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratewarden/ratewarden/internal/decide"
+
 	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 	"github.com/ratewarden/ratewarden/internal/testkit/proctest"
 )
@@ -18,7 +20,7 @@ const leaseOutageMaxUnits = 200
 
 // leaseOutageRules are hot keys leased from a budget that never runs out
 // in the test: one denying and one limiting locally when Redis fails, and a
-// token bucket whose leases end with their lease slot of a second.
+// token bucket whose leases end with their lease slot (decide.LeaseSlot).
 var leaseOutageRules = fmt.Sprintf(`
 rules:
   - {id: down-deny, match: {endpoints: ["/down-deny"]}, key: [endpoint], algorithm: fixed_window,
@@ -30,7 +32,7 @@ rules:
 `, leaseOutageMaxUnits)
 
 // leaseSlot is how long a token bucket's lease may last (decide.LeaseSlot).
-const leaseSlot = time.Second
+const leaseSlot = decide.LeaseSlot * time.Millisecond
 
 // outageCheck is one sequential check's answer during the outage.
 type outageCheck struct {

@@ -2,8 +2,10 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/decide"
 	"github.com/ratewarden/ratewarden/internal/testkit/decidetest"
+	"github.com/ratewarden/ratewarden/lua"
 )
 
 // TestLeaseRandom plays several limiters leasing one key (grants, spending
@@ -114,5 +117,14 @@ func checkBucketExpiry(t *testing.T, c decide.Call, state map[string]string, ttl
 	}
 	if ttl.Milliseconds()+1 < need { // PTTL reads a moment after the script set it
 		t.Fatalf("now %d: the key expires in %v, before it may (%d ms): %v", c.NowMs, ttl, need, state)
+	}
+}
+
+// TestLeaseSlotAgrees: the script and the model end a token bucket's
+// leases with the same slot.
+func TestLeaseSlotAgrees(t *testing.T) {
+	src := lua.Script(string(decide.TokenBucket), lua.Lease, lua.DebitAdmitted)
+	if want := fmt.Sprintf("local LEASE_SLOT = %d ", decide.LeaseSlot); !strings.Contains(src, want) {
+		t.Fatalf("lua/lease.lua does not say %q", want)
 	}
 }
