@@ -179,9 +179,9 @@ func (sh *shard) giveBack(c Call, units int64) {
 }
 
 // addTokens puts units back in each stored bucket of c, up to its burst
-// lowered by out, as alg.add_tokens in lua/token_bucket.lua. The buckets
-// were just refilled to now (evaluate with cost 0), unless in debt, where
-// the lower cap never bound: the tokens add to what they hold now.
+// lowered by out, as alg.add_tokens in lua/token_bucket.lua. The call's
+// write just refilled the buckets to now: the tokens add to what they hold
+// now.
 func (sh *shard) addTokens(c Call, units, out int64) {
 	if units == 0 {
 		return
