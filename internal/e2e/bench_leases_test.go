@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratewarden/ratewarden/internal/testkit/benchenv"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
@@ -44,11 +46,11 @@ import (
 // and leased ÷ unleased per round as min – max.
 func TestBenchLeases(t *testing.T) {
 	b := leaseBench{
-		rounds:    envIntOr(t, "BENCH_ROUNDS", 3),
-		duration:  envDurationOr(t, "BENCH_DURATION", 5*time.Second),
-		warmup:    envDurationOr(t, "BENCH_HALF_WARMUP", 2*time.Second),
-		conns:     envIntOr(t, "BENCH_CONNS", 48),
-		instances: envIntOr(t, "BENCH_LIMITERS", 3),
+		rounds:    benchenv.Int(t, "BENCH_ROUNDS", 3),
+		duration:  benchenv.Duration(t, "BENCH_DURATION", 5*time.Second),
+		warmup:    benchenv.Duration(t, "BENCH_HALF_WARMUP", 2*time.Second),
+		conns:     benchenv.Int(t, "BENCH_CONNS", 48),
+		instances: benchenv.Int(t, "BENCH_LIMITERS", 3),
 		loadgen:   loadgenBinary(t),
 	}
 	algs := strings.Fields(os.Getenv("BENCH_ALGORITHMS"))
@@ -411,30 +413,4 @@ func spanOf(format string, vs []float64) string {
 		return lo
 	}
 	return lo + " – " + hi
-}
-
-func envIntOr(t *testing.T, name string, def int) int {
-	t.Helper()
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n <= 0 {
-		t.Fatalf("%s=%q: want a positive integer", name, v)
-	}
-	return n
-}
-
-func envDurationOr(t *testing.T, name string, def time.Duration) time.Duration {
-	t.Helper()
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		t.Fatalf("%s=%q: want a positive duration", name, v)
-	}
-	return d
 }

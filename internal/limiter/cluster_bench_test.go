@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratewarden/ratewarden/internal/testkit/benchenv"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
@@ -27,9 +29,9 @@ import (
 // per-primary figure the capacity model uses is decisions/s at one primary
 // divided by that primary's share of a core.
 func TestBenchClusterScaling(t *testing.T) {
-	duration := envDuration(t, "BENCH_DURATION", 10*time.Second)
-	workers := envInt(t, "BENCH_WORKERS", 256)
-	pipelines := envInt(t, "REDIS_PIPELINES", 4)
+	duration := benchenv.Duration(t, "BENCH_DURATION", 10*time.Second)
+	workers := benchenv.Int(t, "BENCH_WORKERS", 256)
+	pipelines := benchenv.Int(t, "REDIS_PIPELINES", 4)
 	for _, primaries := range []int{1, 3} {
 		t.Run(strconv.Itoa(primaries)+"-primaries", func(t *testing.T) {
 			cluster := redistest.StartCluster(t, primaries, 0)
@@ -38,7 +40,7 @@ func TestBenchClusterScaling(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer rdb.Close()
-			for _, alg := range strings.Fields(envString("BENCH_CLUSTER_ALGORITHMS", "sliding_window token_bucket")) {
+			for _, alg := range strings.Fields(benchenv.String("BENCH_CLUSTER_ALGORITHMS", "sliding_window token_bucket")) {
 				t.Run(alg, func(t *testing.T) {
 					coalescer := redisstore.NewCoalescer(redisstore.New(rdb), redisstore.CoalesceConfig{Pipelines: pipelines, Wait: redisstore.DefaultWait})
 					defer coalescer.Close()

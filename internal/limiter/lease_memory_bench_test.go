@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratewarden/ratewarden/internal/testkit/benchenv"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
@@ -31,8 +33,8 @@ import (
 // lease). It prints the bytes per key of each state, which times
 // LEASE_MAX_KEYS bounds the lease table's memory.
 func TestBenchLeaseMemory(t *testing.T) {
-	keys := envInt(t, "BENCH_LEASE_KEYS", 100_000)
-	workers := envInt(t, "BENCH_WORKERS", 64)
+	keys := benchenv.Int(t, "BENCH_LEASE_KEYS", 100_000)
+	workers := benchenv.Int(t, "BENCH_WORKERS", 64)
 	addr := redistest.StartServer(t)
 	rdb, err := redisstore.Connect(redisstore.ClientConfig{URL: "redis://" + addr + "/0", Timeout: time.Second, PoolSize: 16})
 	if err != nil {
@@ -91,12 +93,12 @@ func TestBenchLeaseMemory(t *testing.T) {
 	base := heap()
 	checks(1)
 	cold := heap()
-	tracked := gaugeValue(t, reg, "rate_limit_lease_keys")
+	tracked := metricValue(t, reg, "rate_limit_lease_keys")
 	checks(2)
 	hot := heap()
-	held := gaugeValue(t, reg, "rate_limit_lease_keys")
-	units := gaugeValue(t, reg, "rate_limit_lease_units")
-	fromLease := counterValue(t, reg, "rate_limit_lease_decisions_total")
+	held := metricValue(t, reg, "rate_limit_lease_keys")
+	units := metricValue(t, reg, "rate_limit_lease_units")
+	fromLease := metricValue(t, reg, "rate_limit_lease_decisions_total")
 	if held < float64(keys) || units < float64(keys) {
 		t.Fatalf("%v keys tracked holding %v units, want %d keys each holding a lease", held, units, keys)
 	}
@@ -112,20 +114,4 @@ func TestBenchLeaseMemory(t *testing.T) {
 		keys, sample[0], keyLen, float64(cold-base)/float64(keys), tracked, float64(hot-base)/float64(keys), held, units, fromLease,
 		float64(base)/1e6, float64(cold)/1e6, float64(hot)/1e6)
 	runtime.KeepAlive(svc)
-}
-
-// gaugeValue returns the value of the gauge name in reg.
-func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return mf.GetMetric()[0].GetGauge().GetValue()
-		}
-	}
-	t.Fatalf("no metric %s", name)
-	return 0
 }

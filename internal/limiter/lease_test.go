@@ -100,7 +100,7 @@ func TestLeasedInstancesNeverExceed(t *testing.T) {
 	}
 	var fromLeases float64
 	for _, reg := range regs {
-		fromLeases += counterValue(t, reg, "rate_limit_lease_decisions_total")
+		fromLeases += metricValue(t, reg, "rate_limit_lease_decisions_total")
 	}
 	if fromLeases == 0 { // how many depends on the machine's pace: the bench measures it
 		t.Fatal("no decision was answered from a lease: the test proves nothing of leases")
@@ -135,17 +135,21 @@ func leasedService(t testing.TB, addr string, i int, ruleFile string) (*limiter.
 	return svc, reg
 }
 
-// counterValue returns the value of the counter name in reg.
-func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+// metricValue returns the value of the counter or gauge name in reg.
+func metricValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return mf.GetMetric()[0].GetCounter().GetValue()
+		if mf.GetName() != name {
+			continue
 		}
+		if m := mf.GetMetric()[0]; m.GetGauge() != nil {
+			return m.GetGauge().GetValue()
+		}
+		return mf.GetMetric()[0].GetCounter().GetValue()
 	}
 	t.Fatalf("no metric %s", name)
 	return 0
@@ -170,7 +174,7 @@ func TestLeasedAnswersCountDown(t *testing.T) {
 			}
 		}
 	}
-	if got := counterValue(t, reg, "rate_limit_lease_decisions_total"); got == 0 {
+	if got := metricValue(t, reg, "rate_limit_lease_decisions_total"); got == 0 {
 		t.Fatal("no answer came from a lease")
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratewarden/ratewarden/internal/testkit/benchenv"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
@@ -34,13 +36,13 @@ import (
 // /proc, when Redis runs on this host), for make bench to set beside the
 // pipelined redis-benchmark ceiling.
 func TestBenchDecisionPath(t *testing.T) {
-	duration := envDuration(t, "BENCH_DURATION", 10*time.Second)
-	workers := envInt(t, "BENCH_WORKERS", 256)
-	pipelines := envInt(t, "REDIS_PIPELINES", 4)
-	limit := envInt(t, "REDIS_PIPELINE_LIMIT", 64)
+	duration := benchenv.Duration(t, "BENCH_DURATION", 10*time.Second)
+	workers := benchenv.Int(t, "BENCH_WORKERS", 256)
+	pipelines := benchenv.Int(t, "REDIS_PIPELINES", 4)
+	limit := benchenv.Int(t, "REDIS_PIPELINE_LIMIT", 64)
 	rdb := redistest.Client(t)
 	redisPID := redisProcess(t, rdb)
-	for _, alg := range strings.Fields(envString("BENCH_ALGORITHMS", "fixed_window sliding_window sliding_window_counter token_bucket")) {
+	for _, alg := range strings.Fields(benchenv.String("BENCH_ALGORITHMS", "fixed_window sliding_window sliding_window_counter token_bucket")) {
 		t.Run(alg, func(t *testing.T) {
 			prefix := redistest.Prefix(t, rdb)
 			set := benchRules(t, alg, prefix)
@@ -165,35 +167,4 @@ func redisProcess(t *testing.T, rdb redis.UniversalClient) string {
 		}
 	}
 	return ""
-}
-
-func envString(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
-func envInt(t *testing.T, name string, def int) int {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n <= 0 {
-		t.Fatalf("%s=%q: want a positive integer", name, v)
-	}
-	return n
-}
-
-func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		t.Fatalf("%s=%q: want a positive duration", name, v)
-	}
-	return d
 }

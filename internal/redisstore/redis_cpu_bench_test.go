@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratewarden/ratewarden/internal/testkit/benchenv"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratewarden/ratewarden/internal/decide"
@@ -43,7 +45,7 @@ import (
 // the rounds, ratios as the median (min – max) of the per-round ratios.
 func TestBenchRedisCPU(t *testing.T) {
 	e := newCPUEnv(t)
-	rounds := benchInt(t, "BENCH_ROUNDS", 3)
+	rounds := benchenv.Int(t, "BENCH_ROUNDS", 3)
 	store := New(e.client)
 	if err := store.Load(context.Background()); err != nil {
 		t.Fatal(err)
@@ -53,7 +55,7 @@ func TestBenchRedisCPU(t *testing.T) {
 	second := decide.Limit{Requests: 100_000, Rate: 100_000, Burst: 100_000, Per: time.Minute}
 	var rows []string
 	var ref map[string][]float64
-	for _, alg := range strings.Fields(benchString("BENCH_ALGORITHMS", "fixed_window sliding_window sliding_window_counter token_bucket")) {
+	for _, alg := range strings.Fields(benchenv.String("BENCH_ALGORITHMS", "fixed_window sliding_window sliding_window_counter token_bucket")) {
 		one := decide.Call{Algorithm: decide.Algorithm(alg), Cost: 1,
 			Limits: []decide.Limit{{Requests: 1000, Rate: 1000, Burst: 1000, Per: time.Second}}}
 		two := one
@@ -159,10 +161,10 @@ type cpuEnv struct {
 func newCPUEnv(t *testing.T) *cpuEnv {
 	t.Helper()
 	e := &cpuEnv{
-		conns:    benchInt(t, "BENCH_CONNS", 4),
-		depth:    benchInt(t, "BENCH_PIPELINE", 16),
-		keys:     benchInt(t, "BENCH_KEYS", 10_000),
-		duration: benchDuration(t, "BENCH_DURATION", 3*time.Second),
+		conns:    benchenv.Int(t, "BENCH_CONNS", 4),
+		depth:    benchenv.Int(t, "BENCH_PIPELINE", 16),
+		keys:     benchenv.Int(t, "BENCH_KEYS", 10_000),
+		duration: benchenv.Duration(t, "BENCH_DURATION", 3*time.Second),
 	}
 	e.client = redis.NewClient(&redis.Options{Addr: redistest.StartServer(t), PoolSize: e.conns + 2})
 	t.Cleanup(func() { _ = e.client.Close() })
@@ -288,35 +290,4 @@ func median(vs []float64) float64 {
 func incrExpire(ctx context.Context, pipe redis.Pipeliner, client string) []redis.Cmder {
 	key := "bench_remote_address_" + client + "_" + strconv.FormatInt(time.Now().Unix(), 10)
 	return []redis.Cmder{pipe.IncrBy(ctx, key, 1), pipe.PExpire(ctx, key, time.Second)}
-}
-
-func benchString(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
-func benchInt(t *testing.T, name string, def int) int {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n <= 0 {
-		t.Fatalf("%s=%q: want a positive integer", name, v)
-	}
-	return n
-}
-
-func benchDuration(t *testing.T, name string, def time.Duration) time.Duration {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		t.Fatalf("%s=%q: want a positive duration", name, v)
-	}
-	return d
 }
