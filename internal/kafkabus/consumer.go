@@ -92,14 +92,28 @@ func Consume(ctx context.Context, cfg ConsumerConfig, log *zap.Logger, handle fu
 	defer r.Close()
 	batch := make([]kafka.Message, 0, cfg.BatchSize)
 	msgs := make([]event.Message, 0, cfg.BatchSize)
-	for {
+	for rejoins := 0; ; {
 		var err error
 		if batch, err = fetchBatch(ctx, r, cfg, batch[:0]); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
-			return fmt.Errorf("consume %s: %w", cfg.Topic, err)
+			if !temporary(err) {
+				return fmt.Errorf("consume %s: %w", cfg.Topic, err)
+			}
+			// A rebalance under way (several readers of one group joining
+			// at once) and the like: the reader rejoins by itself.
+			wait := min(50*time.Millisecond<<min(rejoins, 6), 2*time.Second)
+			rejoins++
+			log.Warn("fetch failed, retrying", zap.String("topic", cfg.Topic), zap.Duration("in", wait), zap.Error(err))
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(wait):
+			}
+			continue
 		}
+		rejoins = 0
 		msgs = messagesOf(batch, msgs[:0])
 		for attempt := 0; ; attempt++ {
 			if err = handle(ctx, msgs); err == nil {
@@ -126,6 +140,22 @@ func Consume(ctx context.Context, cfg ConsumerConfig, log *zap.Logger, handle fu
 			cfg.OnStats(st.Lag, st.QueueLength)
 		}
 	}
+}
+
+// temporary reports whether a fetch error is one the group reader recovers
+// from by itself, rejoining: a rebalance under way or a membership it must
+// renew (kafka-go returns them once it gave up a join, then tries again),
+// or one the broker calls retriable (kafka.Error's Temporary).
+func temporary(err error) bool {
+	var ke kafka.Error
+	if errors.As(err, &ke) {
+		switch ke {
+		case kafka.RebalanceInProgress, kafka.IllegalGeneration, kafka.UnknownMemberId:
+			return true
+		}
+	}
+	var t interface{ Temporary() bool }
+	return errors.As(err, &t) && t.Temporary()
 }
 
 // messagesOf appends to out what the handler sees of each message of batch.

@@ -1,9 +1,12 @@
 package kafkabus
 
 import (
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -49,5 +52,26 @@ func TestKafkaLoggersRouteRequestTimedOutToDebug(t *testing.T) {
 	}
 	if d, _ := kafkaLoggers(zap.NewNop(), newThrottledLog(zap.NewNop(), time.Minute)); d != nil {
 		t.Fatal("debug logger set although debug is off")
+	}
+}
+
+// TestTemporaryFetchErrors: a rebalance under way, however wrapped, is
+// waited out (the group reader rejoins by itself); an error the broker
+// calls final ends the consumer.
+func TestTemporaryFetchErrors(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{kafka.RebalanceInProgress, true},
+		{fmt.Errorf("sync group: %w", kafka.RebalanceInProgress), true},
+		{kafka.UnknownMemberId, true},
+		{kafka.NotCoordinatorForGroup, true},
+		{kafka.GroupAuthorizationFailed, false},
+		{errors.New("some failure"), false},
+	} {
+		if got := temporary(tc.err); got != tc.want {
+			t.Errorf("temporary(%v) = %v, want %v", tc.err, got, tc.want)
+		}
 	}
 }
