@@ -111,13 +111,7 @@ func TestLargeCostsKeepRedisResponsive(t *testing.T) {
 // test's own, wired as cmd/limiter does with cfg.
 func serviceOnPrivateRedis(t *testing.T, cfg config.Limiter) *limiter.Service {
 	t.Helper()
-	rdb, err := redisstore.Connect(redisstore.ClientConfig{URL: "redis://" + redistest.StartServer(t) + "/0",
-		Timeout: cfg.RedisTimeout, PoolSize: cfg.RedisPipelines + 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rdb.Close() })
-	store := redisstore.New(rdb)
+	store := redisstore.New(redisOn(t, redistest.StartServer(t), cfg.RedisTimeout, cfg.RedisPipelines+4))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	// Warmed up as the limiter is before it listens: the point is what the
@@ -128,14 +122,7 @@ func serviceOnPrivateRedis(t *testing.T, cfg config.Limiter) *limiter.Service {
 	decider := redisstore.NewCoalescer(store, redisstore.CoalesceConfig{Pipelines: cfg.RedisPipelines,
 		Limit: cfg.PipelineLimit, Window: cfg.PipelineWindow, Wait: cfg.PipelineWait, Timeout: cfg.RedisTimeout})
 	t.Cleanup(decider.Close)
-	file, err := rules.Parse([]byte(largeCostRules))
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, err := rules.Compile(file, rules.Options{KeyPrefix: "rwtest:"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := ruleSet(t, largeCostRules, "rwtest:")
 	return limiter.New(limiter.Config{
 		Instance:      "test",
 		ClassifyError: redisstore.ClassifyError, Unreached: redisstore.Unreached,

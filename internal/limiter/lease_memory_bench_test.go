@@ -36,22 +36,11 @@ func TestBenchLeaseMemory(t *testing.T) {
 	keys := benchenv.Int(t, "BENCH_LEASE_KEYS", 100_000)
 	workers := benchenv.Int(t, "BENCH_WORKERS", 64)
 	addr := redistest.StartServer(t)
-	rdb, err := redisstore.Connect(redisstore.ClientConfig{URL: "redis://" + addr + "/0", Timeout: time.Second, PoolSize: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rdb.Close()
+	rdb := redisOn(t, addr, time.Second, 16)
 	decider := redisstore.NewCoalescer(redisstore.New(rdb), redisstore.CoalesceConfig{Pipelines: 4, Timeout: time.Second})
 	defer decider.Close()
-	file, err := rules.Parse([]byte("rules:\n  - {id: leased, match: {endpoints: [\"/api/**\"]}, key: [ip], algorithm: fixed_window, " +
-		"limits: [{requests: 1000000000, per: 1m}], lease: true}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, err := rules.Compile(file, rules.Options{KeyPrefix: "rwleasemem:"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := ruleSet(t, "rules:\n  - {id: leased, match: {endpoints: [\"/api/**\"]}, key: [ip], algorithm: fixed_window, "+
+		"limits: [{requests: 1000000000, per: 1m}], lease: true}\n", "rwleasemem:")
 	reg := prometheus.NewRegistry()
 	// No Start: no renewer, so no sweep forgets or gives back a key
 	// between the measures.
@@ -103,6 +92,7 @@ func TestBenchLeaseMemory(t *testing.T) {
 		t.Fatalf("%v keys tracked holding %v units, want %d keys each holding a lease", held, units, keys)
 	}
 	var sample []string
+	var err error
 	for cursor := uint64(0); len(sample) == 0; {
 		if sample, cursor, err = rdb.Scan(context.Background(), cursor, "rwleasemem:*10.0.0.0[^0-9]*", 10_000).Result(); err != nil || cursor == 0 && len(sample) == 0 {
 			t.Fatalf("no key of client 10.0.0.0 in Redis: %v", err)

@@ -112,21 +112,10 @@ func TestLeasedInstancesNeverExceed(t *testing.T) {
 // addr, with the rules of ruleFile, and its registry.
 func leasedService(t testing.TB, addr string, i int, ruleFile string) (*limiter.Service, *prometheus.Registry) {
 	t.Helper()
-	rdb, err := redisstore.Connect(redisstore.ClientConfig{URL: "redis://" + addr + "/0", Timeout: time.Second, PoolSize: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rdb.Close() })
-	decider := redisstore.NewCoalescer(redisstore.New(rdb), redisstore.CoalesceConfig{Pipelines: 2, Timeout: time.Second})
+	decider := redisstore.NewCoalescer(redisstore.New(redisOn(t, addr, time.Second, 8)),
+		redisstore.CoalesceConfig{Pipelines: 2, Timeout: time.Second})
 	t.Cleanup(decider.Close)
-	file, err := rules.Parse([]byte(ruleFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, err := rules.Compile(file, rules.Options{KeyPrefix: "rwlease:"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := ruleSet(t, ruleFile, "rwlease:")
 	reg := prometheus.NewRegistry()
 	svc := limiter.New(limiter.Config{Instance: fmt.Sprint("lease-", i), OverLimitCacheSize: 1000,
 		Lease: lease.Config{Horizon: 20 * time.Millisecond}}, set, decider, discardEvents{}, zap.NewNop(), reg)

@@ -81,16 +81,8 @@ func benchRules(t *testing.T, alg, prefix string) *rules.Set {
 		"sliding_window_counter": "[{requests: 1000, per: 1s}]",
 		"token_bucket":           "[{rate: 1000, per: 1s, burst: 1000}]",
 	}
-	file, err := rules.Parse([]byte("rules:\n  - id: bench\n    match: {endpoints: [\"/api/**\"]}\n    key: [ip]\n    algorithm: " +
-		alg + "\n    limits: " + limits[alg] + "\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, err := rules.Compile(file, rules.Options{KeyPrefix: prefix})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return set
+	return ruleSet(t, "rules:\n  - id: bench\n    match: {endpoints: [\"/api/**\"]}\n    key: [ip]\n    algorithm: "+
+		alg+"\n    limits: "+limits[alg]+"\n", prefix)
 }
 
 // checkLoop runs Service.Check from workers goroutines for d, each request
