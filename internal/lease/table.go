@@ -93,8 +93,8 @@ type shard struct {
 type entry struct {
 	call   decide.Call // the key's call, cost 0: what renewals and give-backs send
 	bound  int64       // the most units the lease holds
-	expire time.Time   // local end of the lease; zero: no lease
-	until  int64       // the lease's server deadline, which names it
+	until  int64       // the lease's server deadline, which names it; 0: no lease
+	expire time.Time   // its local end
 	left   int64       // units not spent
 	spent  int64       // units spent since last settled
 
@@ -121,8 +121,12 @@ func New(cfg Config) *Table {
 	return t
 }
 
-func (t *Table) shard(k Key) *shard {
-	return &t.shards[maphash.String(t.seed, k.state)%shardCount]
+// lock locks the shard of k and returns it, with k's entry (nil: none);
+// the caller unlocks sh.mu.
+func (t *Table) lock(k Key) (sh *shard, e *entry) {
+	sh = &t.shards[maphash.String(t.seed, k.state)%shardCount]
+	sh.mu.Lock()
+	return sh, sh.entries[k]
 }
 
 // Take answers c (a leased call) at now from its key's lease when the lease
@@ -132,10 +136,8 @@ func (t *Table) shard(k Key) *shard {
 // lease runs low: the caller should send Renewal's call soon.
 func (t *Table) Take(c *decide.Call, bound int64, now time.Time) (r decide.Result, ok, renew bool) {
 	k := KeyOf(c)
-	sh := t.shard(k)
-	sh.mu.Lock()
+	sh, e := t.lock(k)
 	defer sh.mu.Unlock()
-	e := sh.entries[k]
 	if e == nil {
 		if len(sh.entries) >= t.perShard {
 			t.evict(sh, now)
@@ -146,13 +148,13 @@ func (t *Table) Take(c *decide.Call, bound int64, now time.Time) (r decide.Resul
 	}
 	e.used = now
 	t.heat(e, c.Cost, now)
-	if !e.expire.IsZero() && !now.Before(e.expire) {
-		e.expire, e.left, e.spent = time.Time{}, 0, 0 // lapsed: its units count no more anywhere
+	if e.until != 0 && !now.Before(e.expire) {
+		e.end() // lapsed: its units count no more anywhere
 	}
 	// A call of cost 0 asks whether the key is within its limit: only a
 	// lease holding units says so; an empty one may be empty because the
 	// key is past it (denied calls debited), which Redis answers.
-	if e.left < max(c.Cost, 1) || e.expire.IsZero() {
+	if e.left < max(c.Cost, 1) {
 		return decide.Result{}, false, false
 	}
 	e.left -= c.Cost
@@ -167,19 +169,12 @@ func (t *Table) Take(c *decide.Call, bound int64, now time.Time) (r decide.Resul
 // reports whether it did. The caller must then pass Redis's answer to
 // Settle, or the failure to Failed.
 func (t *Table) Ask(c *decide.Call, now time.Time) bool {
-	k := KeyOf(c)
-	sh := t.shard(k)
-	sh.mu.Lock()
+	sh, e := t.lock(KeyOf(c))
 	defer sh.mu.Unlock()
-	e := sh.entries[k]
 	if e == nil || e.busy || !t.hot(e) || now.Before(e.retry) {
 		return false
 	}
-	e.busy = true
-	c.Lease = decide.Lease{Ask: t.ask(e), Until: e.until, Spent: e.spent}
-	if e.expire.IsZero() {
-		c.Lease.Until, c.Lease.Spent = 0, 0
-	}
+	c.Lease = t.request(e)
 	return true
 }
 
@@ -207,10 +202,17 @@ func (t *Table) size(e *entry) int64 {
 	return min(max(e.last, e.ticked, 1), e.bound)
 }
 
-// ask is the units to ask for e: a lease's size more, so a renewal due
-// below half a size lasts a horizon, with at most bound held.
-func (t *Table) ask(e *entry) int64 {
-	return max(1, min(t.size(e), e.bound-e.left))
+// request marks a call asking for e's lease out and returns what it asks:
+// a lease's size more, so a renewal due below half a size lasts a horizon,
+// with at most bound held; and the settlement of what e's lease spent.
+func (t *Table) request(e *entry) decide.Lease {
+	e.busy = true
+	return decide.Lease{Ask: max(1, min(t.size(e), e.bound-e.left)), Until: e.until, Spent: e.spent}
+}
+
+// end empties e's lease.
+func (e *entry) end() {
+	e.until, e.expire, e.left, e.spent = 0, time.Time{}, 0, 0
 }
 
 // Renewal returns the call that asks Redis for more units of key's lease
@@ -218,30 +220,21 @@ func (t *Table) ask(e *entry) int64 {
 // is nothing to ask (the key is gone, or a call is out already). Settle or
 // Failed must follow a true.
 func (t *Table) Renewal(key Key, now time.Time) (decide.Call, bool) {
-	sh := t.shard(key)
-	sh.mu.Lock()
+	sh, e := t.lock(key)
 	defer sh.mu.Unlock()
-	e := sh.entries[key]
 	if e == nil || e.busy || now.Before(e.retry) {
 		return decide.Call{}, false
 	}
-	e.busy = true
 	c := e.call
-	c.Lease = decide.Lease{Ask: t.ask(e), Until: e.until, Spent: e.spent}
-	if e.expire.IsZero() {
-		c.Lease.Until, c.Lease.Spent = 0, 0
-	}
+	c.Lease = t.request(e)
 	return c, true
 }
 
 // Settle records Redis's answer r to c, a call that asked for units of its
 // key's lease (c.Lease.Ask > 0), sent at sent.
 func (t *Table) Settle(c *decide.Call, r decide.Result, sent time.Time) {
-	k := KeyOf(c)
-	sh := t.shard(k)
-	sh.mu.Lock()
+	sh, e := t.lock(KeyOf(c))
 	defer sh.mu.Unlock()
-	e := sh.entries[k]
 	if e == nil {
 		return // evicted or forgotten meanwhile: what was granted lapses with its deadline
 	}
@@ -250,9 +243,9 @@ func (t *Table) Settle(c *decide.Call, r decide.Result, sent time.Time) {
 	if r.Granted == 0 {
 		return
 	}
-	if r.LeaseUntil != e.until || e.expire.IsZero() { // a new window or slot: the old lease is over
-		e.until, e.left, e.spent = r.LeaseUntil, 0, 0
-		e.expire = sent.Add(r.LeaseFor)
+	if r.LeaseUntil != e.until { // a new lease, or a new window or slot: the old lease is over
+		e.end()
+		e.until, e.expire = r.LeaseUntil, sent.Add(r.LeaseFor)
 	}
 	e.left += r.Granted
 	e.index, e.limit, e.remaining = r.LimitIndex, r.Limit, r.Remaining-r.Granted
@@ -263,11 +256,9 @@ func (t *Table) Settle(c *decide.Call, r decide.Result, sent time.Time) {
 // no answer at now: the key asks again after RetryAfter. What it spent
 // stays unsettled until then.
 func (t *Table) Failed(c *decide.Call, now time.Time) {
-	k := KeyOf(c)
-	sh := t.shard(k)
-	sh.mu.Lock()
+	sh, e := t.lock(KeyOf(c))
 	defer sh.mu.Unlock()
-	if e := sh.entries[k]; e != nil {
+	if e != nil {
 		e.busy = false
 		e.retry = now.Add(t.cfg.RetryAfter)
 	}
@@ -276,12 +267,12 @@ func (t *Table) Failed(c *decide.Call, now time.Time) {
 // giveBack returns the call giving back e's lease (cost 0, nothing asked)
 // and empties the lease; false when it holds nothing still lasting.
 func giveBack(e *entry, now time.Time) (decide.Call, bool) {
-	if e.expire.IsZero() || !now.Before(e.expire) || e.left == 0 {
+	if e.until == 0 || !now.Before(e.expire) || e.left == 0 {
 		return decide.Call{}, false
 	}
 	c := e.call
 	c.Lease = decide.Lease{Until: e.until, Spent: e.spent, Unspent: e.left}
-	e.expire, e.left, e.spent = time.Time{}, 0, 0
+	e.end()
 	return c, true
 }
 
