@@ -66,26 +66,16 @@ func TestLeaseRandom(t *testing.T) {
 // decideLeasePersistent is decidePersistent for a leased call, also
 // returning the key's hash and its expiry as the script left them.
 func decideLeasePersistent(ctx context.Context, client *redis.Client, store *Store, c decide.Call) (decide.Result, map[string]string, time.Duration, error) {
-	if err := c.Validate(); err != nil {
-		return decide.Result{}, nil, 0, err
-	}
-	sc := store.prepare(&c)
-	scKeys, scArgs := sc.keysArgs()
-	var cmd *redis.Cmd
 	var state *redis.MapStringStringCmd
 	var ttl *redis.DurationCmd
-	_, err := client.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-		cmd = sc.script.EvalSha(ctx, pipe, scKeys, scArgs...)
+	r, err := decideReadPersist(ctx, client, store.prepare, c, func(pipe redis.Pipeliner) {
 		state = pipe.HGetAll(ctx, c.Keys.State)
 		ttl = pipe.PTTL(ctx, c.Keys.State)
-		pipe.Persist(ctx, c.Keys.State)
-		return nil
 	})
 	if err != nil {
-		return decide.Result{}, nil, 0, err
+		return r, nil, 0, err
 	}
-	r, err := parse(cmd)
-	return r, state.Val(), ttl.Val(), err
+	return r, state.Val(), ttl.Val(), nil
 }
 
 // checkBucketExpiry requires a token bucket's key to outlive what it

@@ -152,6 +152,14 @@ func compareSteps(t *testing.T, client *redis.Client, prepare func(*decide.Call)
 // the call's NowMs, often a few ms) ran out on the server's clock in
 // between would lose state the model keeps, as soon as the machine is slow.
 func decidePersistent(ctx context.Context, client *redis.Client, prepare func(*decide.Call) scriptCall, c decide.Call) (decide.Result, error) {
+	return decideReadPersist(ctx, client, prepare, c, nil)
+}
+
+// decideReadPersist is decidePersistent, queuing read's commands between
+// the script and PERSIST, in the same transaction: they see the keys as the
+// script left them, expiry included.
+func decideReadPersist(ctx context.Context, client *redis.Client, prepare func(*decide.Call) scriptCall, c decide.Call,
+	read func(redis.Pipeliner)) (decide.Result, error) {
 	if err := c.Validate(); err != nil {
 		return decide.Result{}, err
 	}
@@ -160,6 +168,9 @@ func decidePersistent(ctx context.Context, client *redis.Client, prepare func(*d
 	var cmd *redis.Cmd
 	_, err := client.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
 		cmd = sc.script.EvalSha(ctx, pipe, scKeys, scArgs...)
+		if read != nil {
+			read(pipe)
+		}
 		for _, key := range keys(&c) {
 			pipe.Persist(ctx, key)
 		}
