@@ -62,15 +62,10 @@ func newLeaseMetrics(reg prometheus.Registerer, t *lease.Table) *leaseMetrics {
 	}
 }
 
-// leaseBound is the most units a limiter holds of a's key.
-func leaseBound(a *rules.Applied) int64 {
-	return a.Rule.LeaseMax(a.Call.Limits)
-}
-
 // fromLease answers a's call from its key's lease when it can.
 func (s *Service) fromLease(a *rules.Applied, now time.Time) (decide.Result, bool) {
 	c := &a.Call
-	r, ok, renew := s.leases.Take(c, leaseBound(a), now)
+	r, ok, renew := s.leases.Take(c, a.Rule.LeaseMax(c.Limits), now)
 	if ok {
 		s.leaseMetrics.decisions.Inc()
 		if renew {
