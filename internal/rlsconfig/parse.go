@@ -151,7 +151,7 @@ func (l *loader) convert(name, domain string, ds []descriptorYAML, other otherKe
 	w := &walker{l: l, file: name, domain: domain}
 	w.others(nil, "", other, notInFile)
 	pf := &parsedFile{name: domain, rules: w.level(nil, ds)}
-	pf.warnings, pf.faulty = w.warnings, w.problems > 0
+	pf.warnings, pf.faulty = w.warnings, w.faults > 0
 	return pf
 }
 
@@ -195,13 +195,13 @@ type walker struct {
 	l            *loader
 	file, domain string
 	warnings     []Warning
-	problems     int // of this file
+	faults       int // problems of this file
 }
 
 // errorf reports a problem of the descriptor at entries. Its path is only
 // written out for a problem reported in full (see problems).
 func (w *walker) errorf(entries []rules.DescriptorEntry, field, format string, args ...any) {
-	w.problems++
+	w.faults++
 	if w.l.problems.full() {
 		w.l.problems.more++
 		return
@@ -377,7 +377,7 @@ func (w *walker) descriptor(entries []rules.DescriptorEntry, d *descriptorYAML) 
 // descriptor's path.
 func (w *walker) rateLimit(entries []rules.DescriptorEntry, d *descriptorYAML) *node {
 	rl := d.RateLimit
-	problems := w.problems
+	faults := w.faults
 	fail := func(field, format string, args ...any) { w.errorf(entries, field, format, args...) }
 	known := w.others(entries, "rate_limit.", rl.Other, notInRateLimit)
 	var replaces []string
@@ -431,7 +431,7 @@ func (w *walker) rateLimit(entries []rules.DescriptorEntry, d *descriptorYAML) *
 	default:
 		r.Limits = w.limit(rl, r.Algorithm, fail)
 	}
-	if w.problems > problems {
+	if w.faults > faults {
 		return nil
 	}
 	n := w.newNode(entries, r)
