@@ -296,6 +296,12 @@ func TestXDSHostileResponse(t *testing.T) {
 	if n := limitOf("k2"); n != 2 {
 		t.Errorf("after the hostile response the limit is %d, want 2 (the last config)", n)
 	}
+	// The server sends a refused response back at once: it is refused
+	// again without being loaded, and logged once.
+	waitFor(t, 10*time.Second, "the response sent back", func() bool { return len(xds.nacked()) > 1 })
+	if n := strings.Count(lim.out.String(), "xDS RLS config refused"); n != 1 {
+		t.Errorf("the refusal of %d NACKs logged %d times, want once", len(xds.nacked()), n)
+	}
 }
 
 // A management server re-publishing the config in force under a new

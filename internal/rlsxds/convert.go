@@ -14,7 +14,12 @@
 package rlsxds
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"fmt"
+	"slices"
 
 	rlsconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -38,14 +43,24 @@ func Load(resources []*anypb.Any) (*rlsconfig.Config, error) {
 	return load(resources, hashOf(resources))
 }
 
-// hashOf is the hex SHA-256 of the resources' types and encodings: the
-// Config's Hash.
+// hashOf is the hex SHA-256 of the resources' types and encodings, in
+// whatever order they come (go-control-plane's server sends a snapshot's
+// resources in an order of its own each time): the Config's Hash.
 func hashOf(resources []*anypb.Any) string {
-	files := make([]rlsconfig.File, len(resources))
+	sums := make([][sha256.Size]byte, len(resources))
 	for i, r := range resources {
-		files[i] = rlsconfig.File{Name: r.GetTypeUrl(), Data: r.GetValue()}
+		h := sha256.New()
+		h.Write(binary.BigEndian.AppendUint64(nil, uint64(len(r.GetTypeUrl()))))
+		h.Write([]byte(r.GetTypeUrl()))
+		h.Write(r.GetValue())
+		h.Sum(sums[i][:0])
 	}
-	return rlsconfig.Hash(files)
+	slices.SortFunc(sums, func(a, b [sha256.Size]byte) int { return bytes.Compare(a[:], b[:]) })
+	h := sha256.New()
+	for _, s := range sums {
+		h.Write(s[:])
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // load is Load of resources whose hashOf is hash.

@@ -120,7 +120,8 @@ func (a *answers) Ack() error            { a.acks++; return nil }
 func (a *answers) Nack(msg string) error { a.nacks = append(a.nacks, msg); return nil }
 
 // A response equal to the last one applied (a config re-published under a
-// new version) is acknowledged without being loaded or applied again, and
+// new version, its resources in any order) is acknowledged without being
+// loaded or applied again, and
 // one equal to the last one refused (go-control-plane's server sends it
 // back at once after the NACK) is refused again without being loaded,
 // logged once.
@@ -129,7 +130,8 @@ func TestHandleAnswersARepeatedResponseWithoutLoadingIt(t *testing.T) {
 	applies := 0
 	s := New(Config{Log: zap.New(core), Apply: func(*rlsconfig.Config) (bool, error) { applies++; return true, nil }})
 	good := []*anypb.Any{anyOf(t, &rlsconfv3.RateLimitConfig{Name: "gw", Domain: "gw", Descriptors: []*rlsconfv3.RateLimitDescriptor{
-		{Key: "api_key", RateLimit: &rlsconfv3.RateLimitPolicy{Unit: rlsconfv3.RateLimitUnit_HOUR, RequestsPerUnit: 2}}}})}
+		{Key: "api_key", RateLimit: &rlsconfv3.RateLimitPolicy{Unit: rlsconfv3.RateLimitUnit_HOUR, RequestsPerUnit: 2}}}}),
+		anyOf(t, &rlsconfv3.RateLimitConfig{Name: "other", Domain: "other"})}
 	bad := []*anypb.Any{anyOf(t, &rlsconfv3.RateLimitConfig{Name: "gw", Domain: "gw", Descriptors: []*rlsconfv3.RateLimitDescriptor{
 		{Key: "api_key", RateLimit: &rlsconfv3.RateLimitPolicy{RequestsPerUnit: 2}}}})}
 	a := &answers{}
@@ -137,6 +139,7 @@ func TestHandleAnswersARepeatedResponseWithoutLoadingIt(t *testing.T) {
 		if err := s.handle(a, good); err != nil {
 			t.Fatal(err)
 		}
+		good[0], good[1] = good[1], good[0] // as go-control-plane's server orders them: its own way each time
 	}
 	for range 50 {
 		if err := s.handle(a, bad); err != nil {
