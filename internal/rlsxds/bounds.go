@@ -205,28 +205,35 @@ func (c responseCodec) Unmarshal(data mem.BufferSlice, v any) error {
 		return c.proto.Unmarshal(data, v)
 	}
 	b := data.Materialize()
-	resources := 0
-	header := make([]byte, 0, 256) // every field but the resources
-	for rest := b; len(rest) > 0; {
-		num, _, n := protowire.ConsumeField(rest)
-		if n < 0 {
-			return proto.Unmarshal(b, resp) // the decoder's error
-		}
-		if num == fieldResponseResources {
-			resources++
-		} else {
-			header = append(header, rest[:n]...)
-		}
-		rest = rest[n:]
-	}
-	if resources <= rlsconfig.MaxFiles {
+	if resources := responseFields(b, func([]byte) {}); resources <= rlsconfig.MaxFiles {
 		return proto.Unmarshal(b, resp)
 	}
+	header := make([]byte, 0, 256) // every field but the resources
+	responseFields(b, func(field []byte) { header = append(header, field...) })
 	if err := proto.Unmarshal(header, resp); err != nil {
 		return err
 	}
 	resp.Resources = []*anypb.Any{{TypeUrl: tooManyType}}
 	return nil
+}
+
+// responseFields calls other with each field of the encoded
+// DiscoveryResponse b but its resources, and returns how many resources it
+// holds (up to where it stops parsing: the decoder refuses what follows).
+func responseFields(b []byte, other func(field []byte)) (resources int) {
+	for len(b) > 0 {
+		num, _, n := protowire.ConsumeField(b)
+		if n < 0 {
+			break
+		}
+		if num == fieldResponseResources {
+			resources++
+		} else {
+			other(b[:n])
+		}
+		b = b[n:]
+	}
+	return resources
 }
 
 // tooMany reports whether resources stand for a response that held too
