@@ -137,12 +137,9 @@ func (n *descNode) child(e DescriptorEntry) *descNode {
 func (n *descNode) index() {
 	for _, w := range n.wild {
 		values := make([]string, 0, len(w.byValue))
-		for v := range w.byValue {
-			values = append(values, v)
-		}
-		w.nodes = make([]*descNode, len(values))
-		for i, v := range values {
-			w.nodes[i] = w.byValue[v]
+		w.nodes = make([]*descNode, 0, len(w.byValue))
+		for v, c := range w.byValue {
+			values, w.nodes = append(values, v), append(w.nodes, c)
 		}
 		w.index, w.byValue = NewWildcards(values), nil
 		for _, c := range w.nodes {
