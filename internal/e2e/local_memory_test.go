@@ -98,21 +98,31 @@ func TestLocalStateIsBounded(t *testing.T) {
 // residentBytes reads the resident set size of process pid.
 func residentBytes(t *testing.T, pid int) int64 {
 	t.Helper()
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	n, err := procStatusBytes(pid, "VmRSS")
 	if err != nil {
 		t.Fatal(err)
+	}
+	return n
+}
+
+// procStatusBytes reads a memory field of process pid's /proc status in
+// bytes: VmRSS (resident now) or VmHWM (the peak resident so far). It may
+// be called from any goroutine.
+func procStatusBytes(pid int, field string) (int64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
 			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
 			if err != nil {
-				t.Fatal(err)
+				return 0, err
 			}
-			return kb << 10
+			return kb << 10, nil
 		}
 	}
-	t.Fatal("no VmRSS in /proc status")
-	return 0
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
 }

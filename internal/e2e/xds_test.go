@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,7 +22,8 @@ import (
 // xdsServer is a management server of go-control-plane (the library Envoy
 // Gateway's is built on) serving RateLimitConfig resources from a snapshot
 // cache, on a loopback port that stays the same across restarts. It
-// records the refusals (NACKs) its clients send.
+// records the answers its clients send: the versions acknowledged (ACK)
+// and the refusals (NACK).
 type xdsServer struct {
 	t     *testing.T
 	addr  string
@@ -28,6 +31,7 @@ type xdsServer struct {
 
 	mu    sync.Mutex
 	grpc  *grpc.Server
+	acks  []string // each ACK's version_info
 	nacks []string // each NACK's error_detail message
 }
 
@@ -46,10 +50,13 @@ func startXDSServer(t *testing.T) *xdsServer {
 
 func (s *xdsServer) serve(ln net.Listener) {
 	callbacks := serverv3.CallbackFuncs{StreamRequestFunc: func(_ int64, req *discoverygrpc.DiscoveryRequest) error {
-		if d := req.GetErrorDetail(); d != nil {
-			s.mu.Lock()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		switch d := req.GetErrorDetail(); {
+		case d != nil:
 			s.nacks = append(s.nacks, d.GetMessage())
-			s.mu.Unlock()
+		case req.GetResponseNonce() != "":
+			s.acks = append(s.acks, req.GetVersionInfo())
 		}
 		return nil
 	}}
@@ -93,6 +100,13 @@ func (s *xdsServer) set(node, version string, configs ...*rlsconfv3.RateLimitCon
 	if err := s.cache.SetSnapshot(context.Background(), node, snap); err != nil {
 		s.t.Fatal(err)
 	}
+}
+
+// acked returns the versions acknowledged, in order.
+func (s *xdsServer) acked() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.acks...)
 }
 
 func (s *xdsServer) nacked() []string {
@@ -182,4 +196,154 @@ func TestRLSConfigOverXDS(t *testing.T) {
 	xds.set(node, "v4", perHour("gw", 6, rlsconfv3.RateLimitUnit_MINUTE))
 	xds.restart()
 	waitFor(t, 10*time.Second, "v4 after the server came back", func() bool { _, n := limitOf("k5"); return n == 6 })
+}
+
+// xdsRSSBound is the peak resident memory docs/envoy.md states for a
+// limiter sent any response, however hostile.
+const xdsRSSBound = 200 << 20
+
+// nested is a RateLimitConfig of domain whose one descriptor chain nests
+// depth levels deep: 7 bytes a level on the wire.
+func nested(domain string, depth int) *rlsconfv3.RateLimitConfig {
+	d := &rlsconfv3.RateLimitDescriptor{Key: "k"}
+	for range depth - 1 {
+		d = &rlsconfv3.RateLimitDescriptor{Key: "k", Descriptors: []*rlsconfv3.RateLimitDescriptor{d}}
+	}
+	return &rlsconfv3.RateLimitConfig{Name: domain, Domain: domain, Descriptors: []*rlsconfv3.RateLimitDescriptor{d}}
+}
+
+// A management server that sends what no config may be (40 resources
+// whose descriptors nest 4 999 levels deep, 1.3 MB on the wire) cannot
+// exhaust the limiter's memory: the response is refused back (NACK) with
+// the reason, the last config keeps deciding, and the peak resident memory
+// stays under xdsRSSBound. A watchdog kills the limiter past 1 GiB so that
+// a regression fails without taking the machine down.
+func TestXDSHostileResponse(t *testing.T) {
+	const node, resources, depth = "ratewarden-test", 40, 4999
+	xds := startXDSServer(t)
+	xds.set(node, "v1", perHour("gw", 2, rlsconfv3.RateLimitUnit_HOUR))
+	e := newEnv(t)
+	vars := map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_URL": xds.addr,
+		"CONFIG_GRPC_XDS_NODE_ID": node, "XDS_CLIENT_BACKOFF_INITIAL_INTERVAL": "100ms", "XDS_CLIENT_BACKOFF_MAX_INTERVAL": "200ms"}
+	for k, v := range e.vars {
+		vars[k] = v
+	}
+	lim := start(t, "limiter", vars)
+	pid := lim.cmd.Process.Pid
+	client := rlsClient(t, lim)
+	limitOf := func(key string) uint32 {
+		t.Helper()
+		resp, err := client.ShouldRateLimit(context.Background(), rlsRequest("gw", "api_key="+key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Statuses[0].GetCurrentLimit().GetRequestsPerUnit()
+	}
+	if n := limitOf("k1"); n != 2 {
+		t.Fatalf("the first config: limit %d, want 2", n)
+	}
+	before, err := procStatusBytes(pid, "VmRSS")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	killed := make(chan int64, 1)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			if hwm, err := procStatusBytes(pid, "VmHWM"); err == nil && hwm > 1<<30 {
+				_ = lim.cmd.Process.Kill()
+				killed <- hwm
+				return
+			}
+		}
+	}()
+	hostile := make([]*rlsconfv3.RateLimitConfig, resources)
+	for i := range hostile {
+		hostile[i] = nested(fmt.Sprintf("deep%d", i), depth)
+	}
+	sent := time.Now()
+	xds.set(node, "v2", hostile...)
+	for len(xds.nacked()) == 0 {
+		select {
+		case hwm := <-killed:
+			t.Fatalf("the limiter reached %d MB of resident memory %v after the response (killed; %d MB before)",
+				hwm>>20, time.Since(sent).Round(time.Millisecond), before>>20)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Since(sent) > 60*time.Second {
+			hwm, _ := procStatusBytes(pid, "VmHWM")
+			t.Fatalf("no NACK within 60s (peak resident memory %d MB)", hwm>>20)
+		}
+	}
+	hwm, err := procStatusBytes(pid, "VmHWM")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("NACK %v after the response; resident %d MB before, peak %d MB", time.Since(sent).Round(time.Millisecond), before>>20, hwm>>20)
+	if msg := xds.nacked()[0]; !strings.Contains(msg, "xds:deep") || !strings.Contains(msg, "nested deeper than 8 levels") {
+		t.Errorf("NACK %q: want the resource and the reason", msg)
+	}
+	if hwm > xdsRSSBound {
+		t.Errorf("peak resident memory %d MB, over the %d MB docs/envoy.md states", hwm>>20, xdsRSSBound>>20)
+	}
+	if n := limitOf("k2"); n != 2 {
+		t.Errorf("after the hostile response the limit is %d, want 2 (the last config)", n)
+	}
+	// The server sends a refused response back at once: it is refused
+	// again without being loaded, and logged once.
+	waitFor(t, 10*time.Second, "the response sent back", func() bool { return len(xds.nacked()) > 1 })
+	if n := strings.Count(lim.out.String(), "xDS RLS config refused"); n != 1 {
+		t.Errorf("the refusal of %d NACKs logged %d times, want once", len(xds.nacked()), n)
+	}
+}
+
+// A management server re-publishing the config in force under a new
+// version every 20 ms: each is acknowledged and none is applied again, so
+// the limiter keeps its rule set, and the leases of a rule of its rules
+// file are not given back.
+func TestXDSRepublishedConfigIsNotReapplied(t *testing.T) {
+	const node, versions = "ratewarden-test", 50
+	xds := startXDSServer(t)
+	xds.set(node, "v0", perHour("gw", 2, rlsconfv3.RateLimitUnit_HOUR))
+	e := newEnvWith(t, `rules:
+  - {id: hot, match: {endpoints: ["/hot"]}, key: [endpoint], algorithm: fixed_window, limits: [{requests: 100000, per: 24h}], lease: {max_units: 50}}
+`)
+	vars := map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_URL": xds.addr, "CONFIG_GRPC_XDS_NODE_ID": node}
+	for k, v := range e.vars {
+		vars[k] = v
+	}
+	lim := start(t, "limiter", vars)
+	for range 20 {
+		if d := check(t, lim, "192.0.2.1", "/hot"); !d.Allowed {
+			t.Fatalf("/hot: %+v", d)
+		}
+	}
+	returned := lim.metric(t, "rate_limit_lease_units_returned_total")
+	for i := 1; i <= versions; i++ {
+		xds.set(node, fmt.Sprintf("v%d", i), perHour("gw", 2, rlsconfv3.RateLimitUnit_HOUR))
+		check(t, lim, "192.0.2.1", "/hot")
+		time.Sleep(20 * time.Millisecond)
+	}
+	last := fmt.Sprintf("v%d", versions)
+	waitFor(t, 10*time.Second, "the last version acknowledged", func() bool { return slices.Contains(xds.acked(), last) })
+	applied, unchanged := lim.metric(t, "rate_limit_xds_responses_total", "result", "applied"),
+		lim.metric(t, "rate_limit_xds_responses_total", "result", "unchanged")
+	t.Logf("%d versions published: %v applied, %v unchanged, %d ACKs; %v leased units given back",
+		versions, applied, unchanged, len(xds.acked()), lim.metric(t, "rate_limit_lease_units_returned_total")-returned)
+	if applied != 1 || unchanged < 1 || len(xds.nacked()) != 0 {
+		t.Errorf("%v responses applied, %v unchanged, NACKs %q; want 1 applied (the first)", applied, unchanged, xds.nacked())
+	}
+	if n := lim.metric(t, `rate_limit_rules_reloads_total{result="success",source="rls_config"}`); n != 1 {
+		t.Errorf("the RLS config put in force %v times, want 1", n)
+	}
+	if n := lim.metric(t, "rate_limit_lease_units_returned_total"); n != returned {
+		t.Errorf("%v leased units given back during the re-publications, want none", n-returned)
+	}
 }

@@ -38,28 +38,41 @@ func assignIDs(nodes []*node) {
 		readable[i] = readableID(n.rule.Descriptor)
 		count[readable[i]]++
 	}
+	var buf []byte
 	for i, n := range nodes {
 		id := readable[i]
 		if len(id) > maxID || count[id] > 1 {
-			id = hashedID(id, n.rule.Descriptor)
+			id = hashedID(id, n.rule.Descriptor, &buf)
 		}
 		n.rule.ID = id
 	}
 }
 
 // readableID is rls.<domain>.<path>, mapped to the characters of rule ids.
+// It is written up to one byte past maxID: a longer one is hashed anyway,
+// from its first bytes, so a long path costs no more than a short one.
 func readableID(d *rules.DescriptorMatch) string {
 	var b strings.Builder
 	b.WriteString(idPrefix)
 	writeMapped(&b, d.Domain)
-	b.WriteByte('.')
-	writeMapped(&b, rules.DescriptorPath(d.Entries))
+	for _, e := range d.Entries {
+		writeMapped(&b, ".")
+		writeMapped(&b, e.Key)
+		if e.Value != "" {
+			writeMapped(&b, "_")
+			writeMapped(&b, e.Value)
+		}
+	}
 	return b.String()
 }
 
-// writeMapped writes s with every rune that rule ids do not allow as '_'.
+// writeMapped writes s with every rune that rule ids do not allow as '_',
+// up to maxID+1 bytes in b.
 func writeMapped(b *strings.Builder, s string) {
 	for _, c := range s {
+		if b.Len() > maxID {
+			return
+		}
 		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-' {
 			b.WriteRune(c)
 		} else {
@@ -69,20 +82,20 @@ func writeMapped(b *strings.Builder, s string) {
 }
 
 // hashedID is the readable id cut short, '-' and the hash of the path.
-func hashedID(readable string, d *rules.DescriptorMatch) string {
-	h := sha256.New()
-	var n [8]byte
+// buf is scratch space, reused across calls.
+func hashedID(readable string, d *rules.DescriptorMatch, buf *[]byte) string {
+	b := (*buf)[:0]
 	write := func(s string) {
-		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
-		h.Write(n[:])
-		h.Write([]byte(s))
+		b = binary.BigEndian.AppendUint64(b, uint64(len(s)))
+		b = append(b, s...)
 	}
 	write(d.Domain)
 	for _, e := range d.Entries {
 		write(e.Key)
 		write(e.Value)
 	}
-	sum := hex.EncodeToString(h.Sum(nil))[:idHashLen]
+	*buf = b
+	sum := sha256.Sum256(b)
 	head := readable[:min(len(readable), maxID-1-idHashLen)]
-	return head + "-" + sum
+	return head + "-" + hex.EncodeToString(sum[:])[:idHashLen]
 }

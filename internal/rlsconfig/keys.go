@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/ratewarden/ratewarden/internal/rules"
 )
 
 // erlKeys is envoyproxy/ratelimit's one list of valid keys. It checks every
@@ -50,18 +52,18 @@ func (w Warning) String() string {
 	return b.String()
 }
 
-// others checks the keys other of the mapping at path (a descriptor path;
-// field prefixes the keys' names, "rate_limit." say): a key of erlKeys is
+// others checks the keys other of the mapping of the descriptor at entries
+// (field prefixes the keys' names, "rate_limit." say): a key of erlKeys is
 // ignored with a warning saying where its reader looks for it (where), a
 // key inside its value must still be one of erlKeys, and any other key is
 // an unknown field, as the strict decoder reports it. It reports whether
 // every key was known.
-func (w *walker) others(path, field string, other otherKeys, where map[string]string) bool {
+func (w *walker) others(entries []rules.DescriptorEntry, field string, other otherKeys, where map[string]string) bool {
 	known := true
 	for _, key := range slices.Sorted(maps.Keys(other)) {
 		n := other[key]
 		if !slices.Contains(erlKeys, key) {
-			w.errorf(path, "", "line %d: unknown field %s", n.Line, field+key)
+			w.errorf(entries, "", "line %d: unknown field %s", n.Line, field+key)
 			known = false
 			continue
 		}
@@ -69,29 +71,29 @@ func (w *walker) others(path, field string, other otherKeys, where map[string]st
 		if reason == "" {
 			reason = "not read here"
 		}
-		w.warnf(path, n.Line, field+key, "ignored here, as envoyproxy/ratelimit ignores it (%s)", reason)
-		w.checkNested(path, &n)
+		w.warnf(entries, n.Line, field+key, "ignored here, as envoyproxy/ratelimit ignores it (%s)", reason)
+		w.checkNested(entries, &n)
 	}
 	return known
 }
 
 // checkNested refuses the keys inside an ignored value that are not of
 // erlKeys: envoyproxy/ratelimit checks every key of the file.
-func (w *walker) checkNested(path string, n *yaml.Node) {
+func (w *walker) checkNested(entries []rules.DescriptorEntry, n *yaml.Node) {
 	if n.Kind == yaml.MappingNode {
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			if k := n.Content[i]; !slices.Contains(erlKeys, k.Value) {
-				w.errorf(path, "", "line %d: unknown field %s", k.Line, k.Value)
+				w.errorf(entries, "", "line %d: unknown field %s", k.Line, k.Value)
 			}
 		}
 	}
 	for _, c := range n.Content {
-		w.checkNested(path, c)
+		w.checkNested(entries, c)
 	}
 }
 
-func (w *walker) warnf(path string, line int, key, format string, args ...any) {
-	w.warnings = append(w.warnings, Warning{File: w.file, Domain: w.domain, Path: path, Line: line, Key: key,
+func (w *walker) warnf(entries []rules.DescriptorEntry, line int, key, format string, args ...any) {
+	w.warnings = append(w.warnings, Warning{File: w.file, Domain: w.domain, Path: shownPath(entries), Line: line, Key: key,
 		Reason: fmt.Sprintf(format, args...)})
 }
 

@@ -91,54 +91,68 @@ type parsedFile struct {
 	name     string
 	rules    []*node
 	warnings []Warning
+	// faulty: the file has problems (reported), so its rules are not used.
+	faulty bool
 }
 
 // node is a rule made from one descriptor, and where it comes from.
 type node struct {
-	file, path string
-	rule       rules.Rule
+	file string
+	rule rules.Rule
 	// limitsForm: the rate_limit wrote limits (the rules-file form) rather
 	// than unit and requests_per_unit.
 	limitsForm bool
 }
 
 func (n *node) errorf(field, format string, args ...any) *Error {
-	return &Error{File: n.file, Domain: n.rule.Descriptor.Domain, Path: n.path, Field: field,
+	return &Error{File: n.file, Domain: n.rule.Descriptor.Domain, Path: shownPath(n.rule.Descriptor.Entries), Field: field,
 		Reason: fmt.Sprintf(format, args...)}
 }
 
 // parseFile decodes one file strictly (unknown keys are errors; keys of
 // envoyproxy/ratelimit out of place are warnings, see erlKeys) and
 // converts its descriptors. It returns the domain whenever the file has a
-// valid one, and every problem found.
-func parseFile(name string, data []byte) (*parsedFile, []error) {
-	fileErr := func(field, format string, args ...any) []error {
-		return []error{&Error{File: name, Field: field, Reason: fmt.Sprintf(format, args...)}}
+// valid one (else nil), and reports every problem found to l.
+func (l *loader) parseFile(name string, data []byte) *parsedFile {
+	fileErr := func(format string, args ...any) *parsedFile {
+		l.problems.add(&Error{File: name, Reason: fmt.Sprintf(format, args...)})
+		return nil
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	var f fileYAML
 	if err := dec.Decode(&f); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, fileErr("", "empty file (a configuration file needs a domain)")
+			return fileErr("empty file (a configuration file needs a domain)")
 		}
-		return nil, decodeErrors(name, data, err)
+		l.problems.add(decodeErrors(name, data, err)...)
+		return nil
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		if err != nil {
-			return nil, decodeErrors(name, data, err)
+			l.problems.add(decodeErrors(name, data, err)...)
+			return nil
 		}
-		return nil, fileErr("", "line %d: a configuration file holds one YAML document", extra.Line)
+		return fileErr("line %d: a configuration file holds one YAML document", extra.Line)
 	}
-	if why := validDomain(f.Domain); why != "" {
-		return nil, fileErr("domain", "%s", why)
+	return l.convert(name, f.Domain, f.Descriptors, f.Other)
+}
+
+// convert validates and converts the configuration named name, of domain
+// and descriptors ds, the keys other beside them: a file, decoded, or a
+// Document. It returns the domain whenever it is valid (else nil), and
+// reports every problem found to l.
+func (l *loader) convert(name, domain string, ds []descriptorYAML, other otherKeys) *parsedFile {
+	if why := validDomain(domain); why != "" {
+		l.problems.add(&Error{File: name, Field: "domain", Reason: why})
+		return nil
 	}
-	w := &walker{file: name, domain: f.Domain}
-	w.others("", "", f.Other, notInFile)
-	pf := &parsedFile{name: f.Domain, rules: w.level(nil, f.Descriptors, "")}
-	pf.warnings = w.warnings
-	return pf, w.errs
+	w := &walker{l: l, file: name, domain: domain}
+	w.others(nil, "", other, notInFile)
+	pf := &parsedFile{name: domain, rules: w.level(nil, ds)}
+	pf.warnings, pf.faulty = w.warnings, w.faults > 0
+	return pf
 }
 
 // validDomain returns why d is not a valid domain, or "".
@@ -160,6 +174,15 @@ func badText(s string) bool {
 	return strings.ContainsFunc(s, func(c rune) bool { return c < 0x20 || c == 0x7f || c == 0xFFFD })
 }
 
+// maxShownPath bounds the descriptor path an error or a warning shows: a
+// path of 8 levels of the longest keys and values is 10 KiB.
+const maxShownPath = 512
+
+// shownPath is the path of entries as errors and warnings show it.
+func shownPath(entries []rules.DescriptorEntry) string {
+	return truncate(rules.DescriptorPath(entries), maxShownPath)
+}
+
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
@@ -169,50 +192,68 @@ func truncate(s string, n int) string {
 
 // walker converts the descriptor tree of one file.
 type walker struct {
+	l            *loader
 	file, domain string
-	errs         []error
 	warnings     []Warning
+	faults       int // problems of this file
 }
 
-func (w *walker) errorf(path, field, format string, args ...any) {
-	w.errs = append(w.errs, &Error{File: w.file, Domain: w.domain, Path: path, Field: field,
+// errorf reports a problem of the descriptor at entries. Its path is only
+// written out for a problem reported in full (see problems).
+func (w *walker) errorf(entries []rules.DescriptorEntry, field, format string, args ...any) {
+	w.faults++
+	if w.l.problems.full() {
+		w.l.problems.more++
+		return
+	}
+	w.l.problems.add(&Error{File: w.file, Domain: w.domain, Path: shownPath(entries), Field: field,
 		Reason: fmt.Sprintf(format, args...)})
 }
 
-// level converts the descriptors of one level, below the entries parent
-// (whose path is parentPath), and returns their rules in tree order.
-func (w *walker) level(parent []rules.DescriptorEntry, ds []descriptorYAML, parentPath string) []*node {
+// level converts the descriptors of one level, below the entries parent,
+// and returns their rules in tree order.
+func (w *walker) level(parent []rules.DescriptorEntry, ds []descriptorYAML) []*node {
+	if w.l.budget < len(ds) {
+		if w.l.budget >= 0 { // reported once
+			w.errorf(parent, "descriptors", "more than %d descriptors in the configuration (every file together)", MaxDescriptors)
+		}
+		w.l.budget = -1
+		return nil
+	}
+	w.l.budget -= len(ds)
 	subs := make([][]*node, len(ds))
 	entries := make([]rules.DescriptorEntry, len(ds))
 	ok := make([]bool, len(ds))
+	first := make(map[[2]string]int, len(ds)) // the index of each key and value at this level
 	for i := range ds {
 		d := &ds[i]
 		e := rules.DescriptorEntry{Key: d.Key, Value: d.Value, ShareThreshold: d.ShareThreshold,
 			DetailedMetric: d.DetailedMetric, ValueToMetric: d.ValueToMetric}
 		entries[i] = e
 		if d.Key == "" {
-			w.errorf(parentPath, fmt.Sprintf("descriptors[%d].key", i), "required (envoyproxy/ratelimit: descriptor has empty key)")
+			w.errorf(parent, fmt.Sprintf("descriptors[%d].key", i), "required (envoyproxy/ratelimit: descriptor has empty key)")
 			continue
 		}
-		path := rules.DescriptorPath(append(parent[:len(parent):len(parent)], e))
-		if j := duplicateOf(ds[:i], d); j >= 0 {
-			w.errorf(path, "", "duplicate descriptor composite key (also descriptors[%d] of this level)", j)
+		at := append(parent[:len(parent):len(parent)], e)
+		if j, dup := first[[2]string{d.Key, d.Value}]; dup {
+			w.errorf(at, "", "duplicate descriptor composite key (also descriptors[%d] of this level)", j)
 			continue
 		}
+		first[[2]string{d.Key, d.Value}] = i
 		ok[i] = true
-		w.others(path, "", d.Other, notInDescriptor)
+		w.others(at, "", d.Other, notInDescriptor)
 		if q := &d.QuotaMode; q.Kind != 0 {
 			var b bool
 			if err := q.Decode(&b); err != nil {
-				w.errorf(path, "quota_mode", "line %d: want true or false", q.Line)
+				w.errorf(at, "quota_mode", "line %d: want true or false", q.Line)
 			} else if b {
-				w.warnf(path, q.Line, "quota_mode", "not applied: answered as without it")
+				w.warnf(at, q.Line, "quota_mode", "not applied: answered as without it")
 			}
 		}
 		if d.Metadata.Kind != 0 { // its content is free, as there
-			w.warnf(path, d.Metadata.Line, "metadata", "not used: no response dynamic metadata is sent")
+			w.warnf(at, d.Metadata.Line, "metadata", "not used: no response dynamic metadata is sent")
 		}
-		subs[i] = w.descriptor(append(parent[:len(parent):len(parent)], e), d, path)
+		subs[i] = w.descriptor(at, d)
 	}
 	// A descriptor without rate_limit whose nested descriptors define no
 	// rate limit either is "effectively whitelisted" (envoyproxy/ratelimit):
@@ -225,84 +266,106 @@ func (w *walker) level(parent []rules.DescriptorEntry, ds []descriptorYAML, pare
 	for i := range subs {
 		produces[i] = len(subs[i]) > 0
 	}
+	var rivals *levelRivals
 	var out []*node
 	for i := range ds {
-		if ok[i] && !produces[i] && ds[i].RateLimit == nil && shadows(entries, produces, i) {
-			e := append(parent[:len(parent):len(parent)], entries[i])
-			subs[i] = []*node{w.newNode(e, rules.DescriptorPath(e), rules.Rule{
-				Algorithm:  decide.FixedWindow,
-				Shadow:     ds[i].ShadowMode,
-				Descriptor: &rules.DescriptorMatch{Unlimited: true},
-			})}
+		if ok[i] && !produces[i] && ds[i].RateLimit == nil && entries[i].Value != "" {
+			if rivals == nil {
+				rivals = rivalsOf(entries, produces)
+			}
+			if rivals.shadow(entries[i]) {
+				e := append(parent[:len(parent):len(parent)], entries[i])
+				subs[i] = []*node{w.newNode(e, rules.Rule{
+					Algorithm:  decide.FixedWindow,
+					Shadow:     ds[i].ShadowMode,
+					Descriptor: &rules.DescriptorMatch{Unlimited: true},
+				})}
+			}
 		}
 		out = append(out, subs[i]...)
 	}
 	return out
 }
 
-// duplicateOf returns the index in ds of a descriptor with d's key and
-// value, or -1.
-func duplicateOf(ds []descriptorYAML, d *descriptorYAML) int {
-	for j := range ds {
-		if ds[j].Key == d.Key && ds[j].Value == d.Value {
-			return j
-		}
-	}
-	return -1
+// levelRivals are the entries of one level that make rules and could take
+// a request in the place of a more specific entry: the keys written alone,
+// and the wildcards of each key.
+type levelRivals struct {
+	alone     map[string]bool
+	wildcards map[string][]string
+	index     map[string]*rules.Wildcards // built as needed
 }
 
-// shadows reports whether entries[i] could leave a request to another
-// entry of its level that makes rules: the same key alone, or a wildcard
-// that matches the value; for a wildcard entry, any other wildcard of the
-// key (whether two wildcards overlap is not worked out: a rule too many
-// only keeps the whitelisting envoyproxy/ratelimit has there).
-func shadows(entries []rules.DescriptorEntry, produces []bool, i int) bool {
-	e := entries[i]
-	if e.Value == "" {
+func rivalsOf(entries []rules.DescriptorEntry, produces []bool) *levelRivals {
+	r := &levelRivals{alone: map[string]bool{}, wildcards: map[string][]string{}, index: map[string]*rules.Wildcards{}}
+	for i, e := range entries {
+		switch {
+		case !produces[i]:
+		case e.Value == "":
+			r.alone[e.Key] = true
+		case e.IsWildcard():
+			r.wildcards[e.Key] = append(r.wildcards[e.Key], e.Value)
+		}
+	}
+	return r
+}
+
+// shadow reports whether e, an entry with a value that makes no rule,
+// could leave a request to another entry of its level that makes rules:
+// the same key alone, or a wildcard that matches the value; for a wildcard
+// entry, any wildcard of the key (whether two wildcards overlap is not
+// worked out: a rule too many only keeps the whitelisting
+// envoyproxy/ratelimit has there).
+func (r *levelRivals) shadow(e rules.DescriptorEntry) bool {
+	wildcards := r.wildcards[e.Key]
+	switch {
+	case r.alone[e.Key]:
+		return true
+	case len(wildcards) == 0:
 		return false
+	case e.IsWildcard():
+		return true
 	}
-	for j, s := range entries {
-		if j == i || !produces[j] || s.Key != e.Key {
-			continue
-		}
-		if s.Value == "" || s.IsWildcard() && (e.IsWildcard() || rules.WildcardMatches(s.Value, e.Value)) {
-			return true
-		}
+	index := r.index[e.Key]
+	if index == nil {
+		index = rules.NewWildcards(wildcards)
+		r.index[e.Key] = index
 	}
-	return false
+	_, ok := index.Match(e.Value)
+	return ok
 }
 
-// descriptor converts descriptor d at entries (path) and the descriptors
-// nested in it, and returns their rules in tree order.
-func (w *walker) descriptor(entries []rules.DescriptorEntry, d *descriptorYAML, path string) []*node {
+// descriptor converts descriptor d at entries and the descriptors nested in
+// it, and returns their rules in tree order.
+func (w *walker) descriptor(entries []rules.DescriptorEntry, d *descriptorYAML) []*node {
 	depth := len(entries)
 	e := entries[depth-1]
 	switch {
 	case len(e.Key) > rules.MaxDescriptorKey:
-		w.errorf(path, "key", "at most %d bytes", rules.MaxDescriptorKey)
+		w.errorf(entries, "key", "at most %d bytes", rules.MaxDescriptorKey)
 	case badText(e.Key):
-		w.errorf(path, "key", "must be valid UTF-8 without control characters")
+		w.errorf(entries, "key", "must be valid UTF-8 without control characters")
 	}
 	switch {
 	case len(e.Value) > rules.MaxDescriptorValue:
-		w.errorf(path, "value", "at most %d bytes", rules.MaxDescriptorValue)
+		w.errorf(entries, "value", "at most %d bytes", rules.MaxDescriptorValue)
 	case badText(e.Value):
-		w.errorf(path, "value", "must be valid UTF-8 without control characters")
+		w.errorf(entries, "value", "must be valid UTF-8 without control characters")
 	}
 	if e.ShareThreshold && !e.IsWildcard() {
-		w.errorf(path, "share_threshold", "needs a wildcard value (with *)")
+		w.errorf(entries, "share_threshold", "needs a wildcard value (with *)")
 	}
 	var out []*node
 	if d.RateLimit != nil {
-		if n := w.rateLimit(entries, d, path); n != nil {
+		if n := w.rateLimit(entries, d); n != nil {
 			out = append(out, n)
 		}
 	}
 	if len(d.Descriptors) > 0 {
 		if depth >= rules.MaxEntries {
-			w.errorf(path, "descriptors", "nested deeper than %d levels", rules.MaxEntries)
+			w.errorf(entries, "descriptors", "nested deeper than %d levels", rules.MaxEntries)
 		} else {
-			out = append(out, w.level(entries, d.Descriptors, path)...)
+			out = append(out, w.level(entries, d.Descriptors)...)
 		}
 	}
 	return out
@@ -312,14 +375,14 @@ func (w *walker) descriptor(entries []rules.DescriptorEntry, d *descriptorYAML, 
 // cannot and returns nil. Problems only rules validation finds (bounds of
 // the extension's fields) are left to it: Load reports them with the
 // descriptor's path.
-func (w *walker) rateLimit(entries []rules.DescriptorEntry, d *descriptorYAML, path string) *node {
+func (w *walker) rateLimit(entries []rules.DescriptorEntry, d *descriptorYAML) *node {
 	rl := d.RateLimit
-	nerrs := len(w.errs)
-	fail := func(field, format string, args ...any) { w.errorf(path, field, format, args...) }
-	known := w.others(path, "rate_limit.", rl.Other, notInRateLimit)
+	faults := w.faults
+	fail := func(field, format string, args ...any) { w.errorf(entries, field, format, args...) }
+	known := w.others(entries, "rate_limit.", rl.Other, notInRateLimit)
 	var replaces []string
 	for i, r := range rl.Replaces {
-		known = w.others(path, fmt.Sprintf("rate_limit.replaces[%d].", i), r.Other, notInReplaces) && known
+		known = w.others(entries, fmt.Sprintf("rate_limit.replaces[%d].", i), r.Other, notInReplaces) && known
 		switch {
 		case r.Name == "":
 			fail(fmt.Sprintf("rate_limit.replaces[%d].name", i), "required (the name of the rate limit replaced)")
@@ -368,10 +431,10 @@ func (w *walker) rateLimit(entries []rules.DescriptorEntry, d *descriptorYAML, p
 	default:
 		r.Limits = w.limit(rl, r.Algorithm, fail)
 	}
-	if len(w.errs) > nerrs {
+	if w.faults > faults {
 		return nil
 	}
-	n := w.newNode(entries, path, r)
+	n := w.newNode(entries, r)
 	n.limitsForm = len(rl.Limits) > 0
 	return n
 }
@@ -450,9 +513,9 @@ func (w *walker) limit(rl *rateLimitYAML, alg decide.Algorithm, fail func(field,
 
 // newNode makes the node of rule r at entries: r gets its domain, path
 // and priority (its id comes later, from every rule of the directory).
-func (w *walker) newNode(entries []rules.DescriptorEntry, path string, r rules.Rule) *node {
+func (w *walker) newNode(entries []rules.DescriptorEntry, r rules.Rule) *node {
 	r.Priority = Priority
 	r.Descriptor.Domain = w.domain
 	r.Descriptor.Entries = entries
-	return &node{file: w.file, path: path, rule: r}
+	return &node{file: w.file, rule: r}
 }

@@ -30,6 +30,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/ratewarden/ratewarden/internal/rules"
@@ -41,6 +42,10 @@ import (
 const (
 	MaxFiles    = 1000
 	MaxFileSize = 4 << 20 // bytes
+	// MaxDescriptors bounds the descriptors of a configuration, every file
+	// (or document) together, at every level: what a limiter compiles and
+	// holds stays within tens of megabytes.
+	MaxDescriptors = 25_000
 )
 
 // Priority is the priority of every rule of a configuration directory (the
@@ -258,39 +263,93 @@ func LoadDir(dir string) (*Config, error) {
 // file, the domain and the descriptor path when it has them (see Error).
 // The files' names must be distinct; their order is kept.
 func Load(files []File) (*Config, error) {
-	c := &Config{Hash: Hash(files)}
-	var errs []error
-	var nodes []*node
+	l := newLoader(Hash(files))
 	for _, f := range files {
-		c.Files = append(c.Files, f.Name)
-		d, ferrs := parseFile(f.Name, f.Data)
-		errs = append(errs, ferrs...)
-		if d == nil {
-			continue
-		}
-		if prev := c.Domain(d.name); prev != nil {
-			errs = append(errs, &Error{File: f.Name, Domain: d.name,
-				Reason: fmt.Sprintf("duplicate domain (also in %s)", prev.File)})
-			continue
-		}
-		c.Domains = append(c.Domains, Domain{Name: d.name, File: f.Name})
-		if len(ferrs) == 0 {
-			nodes = append(nodes, d.rules...)
-			c.Warnings = append(c.Warnings, d.warnings...)
-		}
+		l.add(f.Name, l.parseFile(f.Name, f.Data))
 	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+	return l.finish()
+}
+
+// loader gathers the configurations of one Config (files or documents),
+// their rules and their problems.
+type loader struct {
+	c        *Config
+	problems problems
+	nodes    []*node
+	// budget is how many more descriptors the configurations may hold
+	// (MaxDescriptors in all); negative once exceeded.
+	budget int
+}
+
+func newLoader(hash string) *loader {
+	return &loader{c: &Config{Hash: hash}, budget: MaxDescriptors}
+}
+
+// add takes the configuration named name, parsed into pf (nil when it has
+// no valid domain).
+func (l *loader) add(name string, pf *parsedFile) {
+	l.c.Files = append(l.c.Files, name)
+	if pf == nil {
+		return
 	}
-	assignIDs(nodes)
-	for _, n := range nodes {
+	if prev := l.c.Domain(pf.name); prev != nil {
+		l.problems.add(&Error{File: name, Domain: pf.name, Reason: fmt.Sprintf("duplicate domain (also in %s)", prev.File)})
+		return
+	}
+	l.c.Domains = append(l.c.Domains, Domain{Name: pf.name, File: name})
+	if !pf.faulty {
+		l.nodes = append(l.nodes, pf.rules...)
+		l.c.Warnings = append(l.c.Warnings, pf.warnings...)
+	}
+}
+
+// finish names the rules and checks that they compile together.
+func (l *loader) finish() (*Config, error) {
+	if err := l.problems.err(); err != nil {
+		return nil, err
+	}
+	c := l.c
+	assignIDs(l.nodes)
+	c.Rules = slices.Grow(c.Rules, len(l.nodes))
+	for _, n := range l.nodes {
 		c.Rules = append(c.Rules, n.rule)
 		c.Domain(n.rule.Descriptor.Domain).Rules++
 	}
-	if err := check(c.Rules, nodes); err != nil {
+	if err := check(c.Rules, l.nodes); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// maxProblems bounds the problems a load reports in full; past it they
+// are counted. A configuration of many faults then costs no more to
+// refuse than one that loads.
+const maxProblems = 100
+
+// problems are the problems of one load.
+type problems struct {
+	errs []error
+	more int // past maxProblems
+}
+
+func (p *problems) full() bool { return len(p.errs) >= maxProblems }
+
+func (p *problems) add(errs ...error) {
+	for _, err := range errs {
+		if p.full() {
+			p.more++
+		} else {
+			p.errs = append(p.errs, err)
+		}
+	}
+}
+
+// err joins the problems, nil when there are none.
+func (p *problems) err() error {
+	if p.more > 0 {
+		return errors.Join(append(p.errs, fmt.Errorf("and %d more problems", p.more))...)
+	}
+	return errors.Join(p.errs...)
 }
 
 // check validates and compiles the rules together, as the limiter will,
@@ -308,16 +367,18 @@ func check(rs []rules.Rule, nodes []*node) error {
 	if len(fields) == 0 {
 		return err
 	}
-	errs := make([]error, 0, len(fields))
+	var p problems
 	for _, fe := range fields {
-		n := byID[fe.RuleID]
-		if n == nil {
-			errs = append(errs, fe)
-			continue
+		switch n := byID[fe.RuleID]; {
+		case p.full():
+			p.more++
+		case n == nil:
+			p.add(fe)
+		default:
+			p.add(n.errorf(ruleField(fe.Field, n.limitsForm), "%s", fe.Reason))
 		}
-		errs = append(errs, n.errorf(ruleField(fe.Field, n.limitsForm), "%s", fe.Reason))
 	}
-	return errors.Join(errs...)
+	return p.err()
 }
 
 // ruleField names a field of a converted rule as the configuration file

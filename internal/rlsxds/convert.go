@@ -7,15 +7,21 @@
 // connection made again with a backoff after any failure.
 //
 // The resources are loaded by package rlsconfig, as the files of
-// RLS_CONFIG_DIR are: each resource is one file named by the resource, so
-// the same validation, errors and extension apply.
+// RLS_CONFIG_DIR are: each resource is one rlsconfig.Document named by the
+// resource, so the same validation, errors and bounds apply; the bounds
+// are checked on a response's encoding before anything is decoded from it
+// (see bounds.go).
 package rlsxds
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"fmt"
+	"slices"
 
 	rlsconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
-	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/ratewarden/ratewarden/internal/rlsconfig"
@@ -24,75 +30,90 @@ import (
 // TypeURL is the resource type the limiter subscribes to.
 const TypeURL = "type.googleapis.com/ratelimit.config.ratelimit.v3.RateLimitConfig"
 
+// maxShownName bounds the part of a resource's name its errors show.
+const maxShownName = 128
+
 // Load converts one state of the world, the resources of a response, and
-// loads it as rlsconfig loads a directory: every resource a file named
-// after it ("xds:" and its name; the index when it has none or shares it),
-// in the order received. A resource of another type or that does not
-// decode refuses the whole response.
+// loads it as rlsconfig loads a directory: every resource a document named
+// after it ("xds:" and its name; the index too when it has none, shares
+// it or is cut to maxShownName bytes), in the order received. A resource
+// of another type, one that does not decode or any past the bounds (see
+// bounds.go) refuses the whole response.
 func Load(resources []*anypb.Any) (*rlsconfig.Config, error) {
-	files := make([]rlsconfig.File, 0, len(resources))
+	return load(resources, hashOf(resources))
+}
+
+// hashOf is the hex SHA-256 of the resources' types and encodings, in
+// whatever order they come (go-control-plane's server sends a snapshot's
+// resources in an order of its own each time): the Config's Hash.
+func hashOf(resources []*anypb.Any) string {
+	sums := make([][sha256.Size]byte, len(resources))
+	for i, r := range resources {
+		h := sha256.New()
+		h.Write(binary.BigEndian.AppendUint64(nil, uint64(len(r.GetTypeUrl()))))
+		h.Write([]byte(r.GetTypeUrl()))
+		h.Write(r.GetValue())
+		h.Sum(sums[i][:0])
+	}
+	slices.SortFunc(sums, func(a, b [sha256.Size]byte) int { return bytes.Compare(a[:], b[:]) })
+	h := sha256.New()
+	for _, s := range sums {
+		h.Write(s[:])
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// load is Load of resources whose hashOf is hash.
+func load(resources []*anypb.Any, hash string) (*rlsconfig.Config, error) {
+	if len(resources) > rlsconfig.MaxFiles || tooMany(resources) {
+		return nil, fmt.Errorf("more than %d resources in the response (the bound of a configuration)", rlsconfig.MaxFiles)
+	}
+	docs := make([]rlsconfig.Document, 0, len(resources))
 	seen := make(map[string]bool, len(resources))
+	budget := rlsconfig.MaxDescriptors
 	for i, res := range resources {
 		if res.GetTypeUrl() != TypeURL {
-			return nil, fmt.Errorf("resource %d: type %q, want %s", i, res.GetTypeUrl(), TypeURL)
+			return nil, fmt.Errorf("resource %d: type %q, want %s", i, cut(res.GetTypeUrl()), TypeURL)
+		}
+		name := nameOf(res.GetValue())
+		shown := "xds:" + name
+		if name == "" || seen[shown] || len(name) > maxShownName {
+			shown = fmt.Sprintf("xds:[%d]%s", i, cut(name))
+		}
+		seen[shown] = true
+		if len(res.GetValue()) > rlsconfig.MaxFileSize {
+			return nil, fmt.Errorf("%s: larger than %d bytes (4 MiB)", shown, rlsconfig.MaxFileSize)
+		}
+		s := scan{name: shown, budget: &budget}
+		if err := s.config(res.GetValue()); err != nil {
+			return nil, err
 		}
 		var c rlsconfv3.RateLimitConfig
 		if err := res.UnmarshalTo(&c); err != nil {
-			return nil, fmt.Errorf("resource %d: %w", i, err)
+			return nil, fmt.Errorf("%s: %w", shown, err)
 		}
-		name := "xds:" + c.GetName()
-		if c.GetName() == "" || seen[name] {
-			name = fmt.Sprintf("xds:[%d]%s", i, c.GetName())
-		}
-		seen[name] = true
-		data, err := yaml.Marshal(fileOf(&c))
-		if err != nil {
-			return nil, fmt.Errorf("resource %s: %w", name, err)
-		}
-		files = append(files, rlsconfig.File{Name: name, Data: data})
+		docs = append(docs, rlsconfig.Document{Name: shown, Domain: c.GetDomain(), Descriptors: descriptorsOf(c.GetDescriptors())})
 	}
-	return rlsconfig.Load(files)
+	return rlsconfig.LoadDocuments(docs, hash)
 }
 
-// The YAML of a resource, in the keys of envoyproxy/ratelimit's files
-// (its own conversion maps the same fields).
-type fileYAML struct {
-	Domain      string           `yaml:"domain"`
-	Descriptors []descriptorYAML `yaml:"descriptors,omitempty"`
+// cut is s, cut to maxShownName bytes.
+func cut(s string) string {
+	if len(s) > maxShownName {
+		return s[:maxShownName] + "..."
+	}
+	return s
 }
 
-type descriptorYAML struct {
-	Key            string           `yaml:"key"`
-	Value          string           `yaml:"value,omitempty"`
-	RateLimit      *rateLimitYAML   `yaml:"rate_limit,omitempty"`
-	Descriptors    []descriptorYAML `yaml:"descriptors,omitempty"`
-	ShadowMode     bool             `yaml:"shadow_mode,omitempty"`
-	DetailedMetric bool             `yaml:"detailed_metric,omitempty"`
-}
-
-type rateLimitYAML struct {
-	Name            string        `yaml:"name,omitempty"`
-	Replaces        []replaceYAML `yaml:"replaces,omitempty"`
-	Unit            string        `yaml:"unit,omitempty"`
-	RequestsPerUnit *uint32       `yaml:"requests_per_unit,omitempty"`
-	Unlimited       bool          `yaml:"unlimited,omitempty"`
-}
-
-type replaceYAML struct {
-	Name string `yaml:"name"`
-}
-
-func fileOf(c *rlsconfv3.RateLimitConfig) fileYAML {
-	return fileYAML{Domain: c.GetDomain(), Descriptors: descriptorsOf(c.GetDescriptors())}
-}
-
-func descriptorsOf(ds []*rlsconfv3.RateLimitDescriptor) []descriptorYAML {
+// descriptorsOf are ds in rlsconfig's terms (envoyproxy/ratelimit's own
+// conversion maps the same fields). Its depth is bounded by the scan.
+func descriptorsOf(ds []*rlsconfv3.RateLimitDescriptor) []rlsconfig.Descriptor {
 	if len(ds) == 0 {
 		return nil
 	}
-	out := make([]descriptorYAML, len(ds))
+	out := make([]rlsconfig.Descriptor, len(ds))
 	for i, d := range ds {
-		out[i] = descriptorYAML{Key: d.GetKey(), Value: d.GetValue(), Descriptors: descriptorsOf(d.GetDescriptors()),
+		out[i] = rlsconfig.Descriptor{Key: d.GetKey(), Value: d.GetValue(), Descriptors: descriptorsOf(d.GetDescriptors()),
 			ShadowMode: d.GetShadowMode(), DetailedMetric: d.GetDetailedMetric()}
 		if p := d.GetRateLimit(); p != nil {
 			out[i].RateLimit = rateLimitOf(p)
@@ -114,10 +135,10 @@ var unitNames = map[rlsconfv3.RateLimitUnit]string{
 // left out, so a policy that is not unlimited is refused for its missing
 // unit, as envoyproxy/ratelimit refuses "invalid rate limit unit"; an
 // unlimited one with a unit or requests is refused as in a file.
-func rateLimitOf(p *rlsconfv3.RateLimitPolicy) *rateLimitYAML {
-	rl := &rateLimitYAML{Name: p.GetName(), Unlimited: p.GetUnlimited()}
+func rateLimitOf(p *rlsconfv3.RateLimitPolicy) *rlsconfig.RateLimit {
+	rl := &rlsconfig.RateLimit{Name: p.GetName(), Unlimited: p.GetUnlimited()}
 	for _, r := range p.GetReplaces() {
-		rl.Replaces = append(rl.Replaces, replaceYAML{Name: r.GetName()})
+		rl.Replaces = append(rl.Replaces, r.GetName())
 	}
 	if u, ok := unitNames[p.GetUnit()]; ok {
 		rl.Unit = u

@@ -6,10 +6,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/envoyproxy/go-control-plane/pkg/client/sotw/v3"
 	rlsconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/ratewarden/ratewarden/internal/rlsconfig"
 )
 
 func anyOf(t *testing.T, m proto.Message) *anypb.Any {
@@ -100,5 +106,55 @@ func TestBackoff(t *testing.T) {
 	doubling.Jitter = true
 	if w := doubling.wait(2, func() float64 { return 0.5 }); w != 2500*time.Millisecond {
 		t.Errorf("jitter half way between 1s and 4s: %v", w)
+	}
+}
+
+// answers is an ADS client that records the answers sent.
+type answers struct {
+	sotw.ADSClient
+	acks  int
+	nacks []string
+}
+
+func (a *answers) Ack() error            { a.acks++; return nil }
+func (a *answers) Nack(msg string) error { a.nacks = append(a.nacks, msg); return nil }
+
+// A response equal to the last one applied (a config re-published under a
+// new version, its resources in any order) is acknowledged without being
+// loaded or applied again, and
+// one equal to the last one refused (go-control-plane's server sends it
+// back at once after the NACK) is refused again without being loaded,
+// logged once.
+func TestHandleAnswersARepeatedResponseWithoutLoadingIt(t *testing.T) {
+	core, logs := observer.New(zap.DebugLevel)
+	applies := 0
+	s := New(Config{Log: zap.New(core), Apply: func(*rlsconfig.Config) (bool, error) { applies++; return true, nil }})
+	good := []*anypb.Any{anyOf(t, &rlsconfv3.RateLimitConfig{Name: "gw", Domain: "gw", Descriptors: []*rlsconfv3.RateLimitDescriptor{
+		{Key: "api_key", RateLimit: &rlsconfv3.RateLimitPolicy{Unit: rlsconfv3.RateLimitUnit_HOUR, RequestsPerUnit: 2}}}}),
+		anyOf(t, &rlsconfv3.RateLimitConfig{Name: "other", Domain: "other"})}
+	bad := []*anypb.Any{anyOf(t, &rlsconfv3.RateLimitConfig{Name: "gw", Domain: "gw", Descriptors: []*rlsconfv3.RateLimitDescriptor{
+		{Key: "api_key", RateLimit: &rlsconfv3.RateLimitPolicy{RequestsPerUnit: 2}}}})}
+	a := &answers{}
+	for range 50 {
+		if err := s.handle(a, good); err != nil {
+			t.Fatal(err)
+		}
+		good[0], good[1] = good[1], good[0] // as go-control-plane's server orders them: its own way each time
+	}
+	for range 50 {
+		if err := s.handle(a, bad); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if applies != 1 || a.acks != 50 || len(a.nacks) != 50 {
+		t.Errorf("%d applies, %d ACKs, %d NACKs; want 1, 50, 50", applies, a.acks, len(a.nacks))
+	}
+	for result, want := range map[string]float64{resultApplied: 1, resultUnchanged: 49, resultRefused: 50} {
+		if n := testutil.ToFloat64(s.responses.WithLabelValues(result)); n != want {
+			t.Errorf("rate_limit_xds_responses_total{result=%q} = %v, want %v", result, n, want)
+		}
+	}
+	if n := logs.FilterMessage("xDS RLS config refused; the running rules stay").Len(); n != 1 || !strings.Contains(a.nacks[49], "missing unit") {
+		t.Errorf("the refusal logged %d times, NACK %q; want once, the reason", n, a.nacks[49])
 	}
 }

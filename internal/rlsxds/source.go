@@ -39,8 +39,10 @@ type Config struct {
 	MaxMsgSize int
 	Backoff    Backoff
 	// Apply puts a config in force, or refuses it with an error: the
-	// running rules stay and the response is refused back (NACK).
-	Apply      func(*rlsconfig.Config) error
+	// running rules stay and the response is refused back (NACK). It
+	// reports whether the rules in force changed: a config may make the
+	// rules in force.
+	Apply      func(*rlsconfig.Config) (bool, error)
 	Log        *zap.Logger
 	Registerer prometheus.Registerer
 }
@@ -74,6 +76,13 @@ type Source struct {
 	first     chan struct{}
 	firstOnce sync.Once
 
+	// applied is the hash of the last response applied, refused that of
+	// the last one refused in this subscription and refusal its NACK: the
+	// same resources again (re-published under a new version; or sent
+	// back at once after a NACK, as go-control-plane's server does) are
+	// answered without loading them. Used by Run's goroutine only.
+	applied, refused, refusal string
+
 	connected prometheus.Gauge
 	responses *prometheus.CounterVec
 	failures  prometheus.Counter
@@ -91,15 +100,16 @@ func New(cfg Config) *Source {
 		}),
 		responses: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "rate_limit_xds_responses_total",
-			Help: "RLS configs received from the xDS management server, by result (applied: ACK; refused: NACK, the running rules stayed).",
+			Help: "RLS configs received from the xDS management server, by result (applied: ACK; unchanged: ACK, the rules in force, not applied again; refused: NACK, the running rules stayed).",
 		}, []string{"result"}),
 		failures: f.NewCounter(prometheus.CounterOpts{
 			Name: "rate_limit_xds_connection_failures_total",
 			Help: "Subscriptions to the xDS management server that failed or ended, each followed by a backoff.",
 		}),
 	}
-	s.responses.WithLabelValues("applied")
-	s.responses.WithLabelValues("refused")
+	for _, result := range []string{resultApplied, resultUnchanged, resultRefused} {
+		s.responses.WithLabelValues(result)
+	}
 	return s
 }
 
@@ -169,9 +179,10 @@ func (s *Source) session(client sotw.ADSClient) (bool, error) {
 		return false, err
 	}
 	defer conn.Close()
-	if err := client.InitConnect(conn); err != nil {
+	if err := client.InitConnect(conn, grpc.ForceCodecV2(newResponseCodec())); err != nil {
 		return false, err
 	}
+	s.refused = "" // a refused config is tried again once per subscription
 	received := false
 	for {
 		resp, err := client.Fetch()
@@ -187,25 +198,52 @@ func (s *Source) session(client sotw.ADSClient) (bool, error) {
 	}
 }
 
-// handle applies one response and answers it: ACK when applied, NACK with
-// the reason when refused. It returns the error of sending the answer.
+// Results of a response, the result label of rate_limit_xds_responses_total.
+const (
+	resultApplied   = "applied"
+	resultUnchanged = "unchanged"
+	resultRefused   = "refused"
+)
+
+// handle applies one response and answers it: ACK when applied or when it
+// makes the rules in force, NACK with the reason when refused. It returns
+// the error of sending the answer.
 func (s *Source) handle(client sotw.ADSClient, resources []*anypb.Any) error {
-	c, err := Load(resources)
+	hash := hashOf(resources)
+	switch hash {
+	case s.applied:
+		s.responses.WithLabelValues(resultUnchanged).Inc()
+		s.cfg.Log.Debug("xDS RLS config unchanged", zap.String("server", s.cfg.ServerURL))
+		return client.Ack()
+	case s.refused:
+		s.responses.WithLabelValues(resultRefused).Inc()
+		return client.Nack(s.refusal)
+	}
+	c, err := load(resources, hash)
+	changed := false
 	if err == nil {
-		err = s.cfg.Apply(c)
+		changed, err = s.cfg.Apply(c)
 	}
 	if err != nil {
-		s.responses.WithLabelValues("refused").Inc()
-		s.cfg.Log.Error("xDS RLS config refused; the running rules stay", zap.String("server", s.cfg.ServerURL),
-			zap.Int("resources", len(resources)), zap.Error(err))
 		msg := err.Error()
 		if len(msg) > maxNack {
 			msg = msg[:maxNack]
 		}
+		s.refused, s.refusal = hash, msg
+		s.responses.WithLabelValues(resultRefused).Inc()
+		s.cfg.Log.Error("xDS RLS config refused; the running rules stay", zap.String("server", s.cfg.ServerURL),
+			zap.Int("resources", len(resources)), zap.String("error", msg))
 		return client.Nack(msg)
 	}
-	s.responses.WithLabelValues("applied").Inc()
+	s.applied, s.refused = hash, ""
+	if !changed {
+		s.responses.WithLabelValues(resultUnchanged).Inc()
+		s.cfg.Log.Debug("xDS RLS config unchanged: its rules are those in force", zap.String("server", s.cfg.ServerURL),
+			zap.String("hash", hash[:12]))
+		return client.Ack()
+	}
+	s.responses.WithLabelValues(resultApplied).Inc()
 	s.cfg.Log.Info("xDS RLS config applied", zap.String("server", s.cfg.ServerURL), zap.Int("resources", len(resources)),
-		zap.Int("domains", len(c.Domains)), zap.Int("rules", len(c.Rules)), zap.String("hash", c.Hash[:12]))
+		zap.Int("domains", len(c.Domains)), zap.Int("rules", len(c.Rules)), zap.String("hash", hash[:12]))
 	return client.Ack()
 }

@@ -54,8 +54,8 @@ const (
 	MaxDescriptorKey   = 256
 	MaxDescriptorValue = 1024
 	MaxEntries         = maxKeyDims
-	maxDescriptorName  = 128
-	maxReplaces        = 16
+	MaxDescriptorName  = 128 // a rate limit's name, and each name it replaces
+	MaxReplaces        = 16
 )
 
 // Entry is one key/value pair of a request descriptor.
@@ -89,56 +89,69 @@ type DescriptorRequest struct {
 
 // descNode is one level of a domain's descriptor tree.
 type descNode struct {
-	exact map[Entry]*descNode  // key and value
-	wild  []wildNode           // key and wildcard, the most specific first
-	any   map[string]*descNode // key only
+	exact map[Entry]*descNode      // key and value
+	wild  map[string]*wildChildren // key and wildcard, by key
+	any   map[string]*descNode     // key only
 	rule  *Rule
 	// overrides, on a domain's root, decide its descriptors that carry
 	// their own limit.
 	overrides *overrides
 }
 
-type wildNode struct {
-	key, value string
-	wildcard   wildcard
-	node       *descNode
-}
-
-// moreSpecific orders wildcards: the most literal characters first, then
-// the fewest stars, then by text, so the order never depends on the rules'.
-func moreSpecific(a, b wildNode) int {
-	if d := b.wildcard.literal() - a.wildcard.literal(); d != 0 {
-		return d
-	}
-	if d := len(a.wildcard.parts) - len(b.wildcard.parts); d != 0 {
-		return d
-	}
-	return strings.Compare(a.value, b.value)
+// wildChildren are the children of one key whose values are wildcards:
+// nodes[i] is the child of the index's value i. The index is built once
+// every rule is in the tree (see index).
+type wildChildren struct {
+	byValue map[string]*descNode // while the tree is built
+	index   *Wildcards
+	nodes   []*descNode
 }
 
 // child returns e's node below n, creating it.
 func (n *descNode) child(e DescriptorEntry) *descNode {
-	if e.Value == "" {
+	switch {
+	case e.Value == "":
 		if n.any == nil {
 			n.any = map[string]*descNode{}
 		}
 		return getOrCreate(n.any, e.Key)
-	}
-	if wc, ok := parseWildcard(e.Value); ok {
-		for _, w := range n.wild {
-			if w.key == e.Key && w.value == e.Value {
-				return w.node
-			}
+	case e.IsWildcard():
+		if n.wild == nil {
+			n.wild = map[string]*wildChildren{}
 		}
-		c := &descNode{}
-		n.wild = append(n.wild, wildNode{key: e.Key, value: e.Value, wildcard: wc, node: c})
-		slices.SortFunc(n.wild, moreSpecific)
-		return c
+		w := n.wild[e.Key]
+		if w == nil {
+			w = &wildChildren{byValue: map[string]*descNode{}}
+			n.wild[e.Key] = w
+		}
+		return getOrCreate(w.byValue, e.Value)
 	}
 	if n.exact == nil {
 		n.exact = map[Entry]*descNode{}
 	}
 	return getOrCreate(n.exact, Entry{e.Key, e.Value})
+}
+
+// index builds the wildcard indexes of n and of the nodes below it, once
+// the tree holds every rule.
+func (n *descNode) index() {
+	for _, w := range n.wild {
+		values := make([]string, 0, len(w.byValue))
+		w.nodes = make([]*descNode, 0, len(w.byValue))
+		for v, c := range w.byValue {
+			values, w.nodes = append(values, v), append(w.nodes, c)
+		}
+		w.index, w.byValue = NewWildcards(values), nil
+		for _, c := range w.nodes {
+			c.index()
+		}
+	}
+	for _, c := range n.exact {
+		c.index()
+	}
+	for _, c := range n.any {
+		c.index()
+	}
 }
 
 func getOrCreate[K comparable](m map[K]*descNode, k K) *descNode {
@@ -155,9 +168,9 @@ func (n *descNode) lookup(e Entry) *descNode {
 	if c := n.exact[e]; c != nil {
 		return c
 	}
-	for _, w := range n.wild {
-		if w.key == e.Key && w.wildcard.match(e.Value) {
-			return w.node
+	if w := n.wild[e.Key]; w != nil {
+		if i, ok := w.index.Match(e.Value); ok {
+			return w.nodes[i]
 		}
 	}
 	return n.any[e.Key]
@@ -181,6 +194,9 @@ func indexDescriptors(rs []*Rule) (map[string]*descNode, error) {
 				"domain %q, %s: duplicate descriptor (also rule %s)", d.Domain, DescriptorPath(d.Entries), n.rule.ID)}
 		}
 		n.rule = r
+	}
+	for _, root := range trees {
+		root.index()
 	}
 	return trees, nil
 }
@@ -333,9 +349,9 @@ func validateDescriptor(r *Rule, p problems) {
 			ep.add("share_threshold", "needs a wildcard value (with *)")
 		}
 	}
-	checkText(dp, "name", d.Name, maxDescriptorName, false)
-	if len(d.Replaces) > maxReplaces {
-		dp.add("replaces", "at most %d names", maxReplaces)
+	checkText(dp, "name", d.Name, MaxDescriptorName, false)
+	if len(d.Replaces) > MaxReplaces {
+		dp.add("replaces", "at most %d names", MaxReplaces)
 	}
 	for i, n := range d.Replaces {
 		switch {
@@ -344,7 +360,7 @@ func validateDescriptor(r *Rule, p problems) {
 		case n == d.Name:
 			dp.add(fmt.Sprintf("replaces[%d]", i), "%q is this rule's own name", truncate(n, 80))
 		default:
-			checkText(dp, fmt.Sprintf("replaces[%d]", i), n, maxDescriptorName, true)
+			checkText(dp, fmt.Sprintf("replaces[%d]", i), n, MaxDescriptorName, true)
 		}
 	}
 	if d.Unlimited {

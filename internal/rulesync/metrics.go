@@ -13,11 +13,22 @@ type metrics struct {
 	loaded         *prometheus.GaugeVec
 }
 
-// Results of a load, the result label of rate_limit_rules_reloads_total.
+// Results of a load, the result label of rate_limit_rules_reloads_total:
+// put in force, found to make the rules in force (not put in force again),
+// refused.
 const (
-	resultSuccess = "success"
-	resultFailure = "failure"
+	resultSuccess   = "success"
+	resultUnchanged = "unchanged"
+	resultFailure   = "failure"
 )
+
+// resultOf is the result of a load that was not refused.
+func resultOf(changed bool) string {
+	if changed {
+		return resultSuccess
+	}
+	return resultUnchanged
+}
 
 // newMetrics registers the metrics of the rule sources in use (file, rls
 // when rls is true, dynamic when dynamic is true), their reload counts
@@ -28,11 +39,11 @@ func newMetrics(reg prometheus.Registerer, dynamic, rls bool) *metrics {
 	m := &metrics{
 		reloads: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "rate_limit_rules_reloads_total",
-			Help: "Rule loads by source (file, rls_config, dynamic) and result (success, failure: refused, the running rules stayed).",
+			Help: "Rule loads by source (file, rls_config, dynamic) and result (success; unchanged: the rules in force, not applied again; failure: refused, the running rules stayed).",
 		}, []string{"source", "result"}),
 		lastSuccessful: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "rate_limit_rules_last_reload_successful",
-			Help: "1 when the last load of the source (file, rls_config, dynamic) was applied, 0 when it was refused.",
+			Help: "1 when the last load of the source (file, rls_config, dynamic) was applied or found unchanged, 0 when it was refused.",
 		}, []string{"source"}),
 		dynamicVersion: f.NewGauge(prometheus.GaugeOpts{
 			Name: "rate_limit_rules_dynamic_version",
@@ -51,19 +62,20 @@ func newMetrics(reg prometheus.Registerer, dynamic, rls bool) *metrics {
 		m.sources = append(m.sources, SourceDynamic)
 	}
 	for _, source := range m.sources {
-		m.reloads.WithLabelValues(source, resultSuccess)
-		m.reloads.WithLabelValues(source, resultFailure)
+		for _, result := range []string{resultSuccess, resultUnchanged, resultFailure} {
+			m.reloads.WithLabelValues(source, result)
+		}
 	}
 	return m
 }
 
-func (m *metrics) reload(source string, ok bool) {
-	result, v := resultSuccess, 1.0
-	if !ok {
-		result, v = resultFailure, 0
-	}
+func (m *metrics) reload(source, result string) {
 	m.reloads.WithLabelValues(source, result).Inc()
-	m.lastSuccessful.WithLabelValues(source).Set(v)
+	ok := 1.0
+	if result == resultFailure {
+		ok = 0
+	}
+	m.lastSuccessful.WithLabelValues(source).Set(ok)
 }
 
 func (m *metrics) applied(v *View) {

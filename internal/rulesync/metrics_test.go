@@ -15,10 +15,10 @@ func TestMetricsStartAtZero(t *testing.T) {
 		dynamic, rls bool
 		reloads      int
 	}{
-		{"file only", false, false, 2},
-		{"file and dynamic", true, false, 4},
-		{"file and rls", false, true, 4},
-		{"every source", true, true, 6},
+		{"file only", false, false, 3},
+		{"file and dynamic", true, false, 6},
+		{"file and rls", false, true, 6},
+		{"every source", true, true, 9},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

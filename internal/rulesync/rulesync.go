@@ -170,6 +170,7 @@ type Manager struct {
 	metrics *metrics
 
 	mu         sync.Mutex // serializes loads, changes and applies
+	digest     string     // digestOf the rules in force
 	file       *rules.File
 	fileHash   string
 	refused    string            // hash of the last file content refused, reported once
@@ -224,14 +225,14 @@ func (m *Manager) Start(ctx context.Context) error {
 	defer m.mu.Unlock()
 	f, hash, err := readFile(m.cfg.File)
 	if err != nil {
-		m.metrics.reload(SourceFile, false)
+		m.metrics.reload(SourceFile, resultFailure)
 		return err
 	}
 	m.file, m.fileHash = f, hash
 	if m.cfg.RLSDir != "" {
 		c, err := rlsconfig.LoadDir(m.cfg.RLSDir)
 		if err != nil {
-			m.metrics.reload(SourceRLS, false)
+			m.metrics.reload(SourceRLS, resultFailure)
 			return fmt.Errorf("RLS_CONFIG_DIR %s: %w", m.cfg.RLSDir, err)
 		}
 		m.rls = c
@@ -243,18 +244,18 @@ func (m *Manager) Start(ctx context.Context) error {
 		loaded = m.connectLocked(sctx) == nil && m.loadDynamicLocked(sctx) == nil
 		cancel() // if not, logged: the files' rules run until the store answers
 	}
-	if err := m.applyFilesLocked(); err != nil {
+	if _, err := m.applyFilesLocked(); err != nil {
 		if m.rls != nil {
 			return fmt.Errorf("RULES_FILE %s with RLS_CONFIG_DIR %s: %w", m.cfg.File, m.cfg.RLSDir, err)
 		}
 		return fmt.Errorf("RULES_FILE %s: %w", m.cfg.File, err)
 	}
-	m.metrics.reload(SourceFile, true)
+	m.metrics.reload(SourceFile, resultSuccess)
 	if m.rls != nil {
-		m.metrics.reload(SourceRLS, true)
+		m.metrics.reload(SourceRLS, resultSuccess)
 	}
 	if loaded && m.refusal == nil {
-		m.metrics.reload(SourceDynamic, true)
+		m.metrics.reload(SourceDynamic, resultSuccess)
 	}
 	return nil
 }
@@ -321,7 +322,9 @@ func (m *Manager) poke() {
 // force: an operator's SIGHUP hears about it again) and the running rules
 // stay. A valid file that conflicts with the dynamic rules in force is
 // applied without them (see applyFilesLocked); once a file is applied, a
-// dynamic version refused before is tried again.
+// dynamic version refused before is tried again. A file that makes the
+// rules in force (a comment changed; or, with force, the same content) is
+// counted unchanged and not applied again.
 func (m *Manager) ReloadFile(force bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -333,6 +336,11 @@ func (m *Manager) ReloadFile(force bool) error {
 		return m.refuseFile("read:"+err.Error(), err)
 	}
 	hash := hashOf(data)
+	if hash == m.fileHash && force {
+		m.metrics.reload(SourceFile, resultUnchanged)
+		m.cfg.Log.Info("rules file unchanged", zap.String("file", m.cfg.File))
+		return nil
+	}
 	if hash == m.fileHash || hash == m.refused {
 		return nil
 	}
@@ -343,12 +351,18 @@ func (m *Manager) ReloadFile(force bool) error {
 	prior := m.refusal
 	old, oldHash := m.file, m.fileHash
 	m.file, m.fileHash = f, hash
-	if err := m.applyFilesLocked(); err != nil {
+	changed, err := m.applyFilesLocked()
+	if err != nil {
 		m.file, m.fileHash = old, oldHash
 		return m.refuseFile(hash, err)
 	}
 	m.refused = ""
-	m.metrics.reload(SourceFile, true)
+	m.metrics.reload(SourceFile, resultOf(changed))
+	if !changed {
+		m.cfg.Log.Info("rules file changed, its rules did not; nothing applied", zap.String("file", m.cfg.File),
+			zap.String("version", m.view.Load().Version))
+		return nil
+	}
 	m.cfg.Log.Info("rules file reloaded", zap.String("file", m.cfg.File), zap.String("version", m.view.Load().Version))
 	m.retryDynamicLocked(prior)
 	return nil
@@ -357,7 +371,7 @@ func (m *Manager) ReloadFile(force bool) error {
 // refuseFile counts a refused file and logs it unless the same content (or
 // read error), named by key, was already logged.
 func (m *Manager) refuseFile(key string, err error) error {
-	m.metrics.reload(SourceFile, false)
+	m.metrics.reload(SourceFile, resultFailure)
 	if key != m.refused {
 		m.refused = key
 		m.cfg.Log.Error("rules file refused; the running rules stay", zap.String("file", m.cfg.File), zap.Error(err))
@@ -369,7 +383,8 @@ func (m *Manager) refuseFile(key string, err error) error {
 // and contents of its files) changed; without RLSDir it does nothing. An
 // invalid directory is refused (counted, and logged once per content unless
 // force) and the running rules stay; a valid one is applied, and a refused
-// dynamic version tried again, as ReloadFile does.
+// dynamic version tried again, and one that makes the rules in force is
+// counted unchanged, as ReloadFile does.
 func (m *Manager) ReloadRLS(force bool) error {
 	if m.cfg.RLSDir == "" {
 		return nil
@@ -384,6 +399,11 @@ func (m *Manager) ReloadRLS(force bool) error {
 		return m.refuseRLS("read:"+err.Error(), err)
 	}
 	hash := rlsconfig.Hash(files)
+	if m.rls != nil && hash == m.rls.Hash && force {
+		m.metrics.reload(SourceRLS, resultUnchanged)
+		m.cfg.Log.Info("RLS config unchanged", zap.String("dir", m.cfg.RLSDir))
+		return nil
+	}
 	if (m.rls != nil && hash == m.rls.Hash) || hash == m.rlsRefused {
 		return nil
 	}
@@ -391,10 +411,16 @@ func (m *Manager) ReloadRLS(force bool) error {
 	if err != nil {
 		return m.refuseRLS(hash, err)
 	}
-	if err := m.putRLSLocked(c); err != nil {
+	changed, err := m.putRLSLocked(c)
+	if err != nil {
 		return m.refuseRLS(hash, err)
 	}
 	m.rlsRefused = ""
+	if !changed {
+		m.cfg.Log.Info("RLS config changed, its rules did not; nothing applied", zap.String("dir", m.cfg.RLSDir),
+			zap.String("version", m.view.Load().Version))
+		return nil
+	}
 	m.cfg.Log.Info("RLS config reloaded", zap.String("dir", m.cfg.RLSDir), zap.Int("files", len(c.Files)),
 		zap.Int("domains", len(c.Domains)), zap.Int("rules", len(c.Rules)), zap.String("version", m.view.Load().Version))
 	return nil
@@ -403,33 +429,41 @@ func (m *Manager) ReloadRLS(force bool) error {
 // putRLSLocked puts c in force as the RLS config with the file and the
 // dynamic rules, counted, its warnings logged and a refused dynamic version
 // tried again with it; or, when they do not compile together, keeps the
-// RLS config in force and returns why (the caller counts the refusal).
-func (m *Manager) putRLSLocked(c *rlsconfig.Config) error {
+// RLS config in force and returns why (the caller counts the refusal). It
+// reports whether the rules in force changed: c may make the same rules
+// as the config before it (see putLocked).
+func (m *Manager) putRLSLocked(c *rlsconfig.Config) (bool, error) {
 	prior := m.refusal
 	old := m.rls
 	m.rls = c
-	if err := m.applyFilesLocked(); err != nil {
+	changed, err := m.applyFilesLocked()
+	if err != nil {
 		m.rls = old
-		return err
+		return false, err
 	}
-	m.metrics.reload(SourceRLS, true)
-	m.logRLSWarnings(c)
-	m.retryDynamicLocked(prior)
-	return nil
+	m.metrics.reload(SourceRLS, resultOf(changed))
+	if changed {
+		m.logRLSWarnings(c)
+		m.retryDynamicLocked(prior)
+	}
+	return changed, nil
 }
 
 // SetRLS puts c, an RLS config from the xDS management server, in force in
 // place of the one before (the rules file and the dynamic rules stay), or
 // refuses it with the reason when it does not compile with them: the
-// rules in force then stay. Counted as the RLS directory's loads are.
-func (m *Manager) SetRLS(c *rlsconfig.Config) error {
+// rules in force then stay. Counted as the RLS directory's loads are. It
+// reports whether the rules in force changed: a config that makes the
+// rules in force (re-published under a new version, its domains in
+// another order) is taken without applying them again.
+func (m *Manager) SetRLS(c *rlsconfig.Config) (bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.putRLSLocked(c); err != nil {
-		m.metrics.reload(SourceRLS, false)
-		return err
+	changed, err := m.putRLSLocked(c)
+	if err != nil {
+		m.metrics.reload(SourceRLS, resultFailure)
 	}
-	return nil
+	return changed, err
 }
 
 // retryDynamicLocked, called once changed files are in force, has the
@@ -467,7 +501,7 @@ func (m *Manager) logRLSWarnings(c *rlsconfig.Config) {
 }
 
 func (m *Manager) refuseRLS(key string, err error) error {
-	m.metrics.reload(SourceRLS, false)
+	m.metrics.reload(SourceRLS, resultFailure)
 	if key != m.rlsRefused {
 		m.rlsRefused = key
 		m.cfg.Log.Error("RLS config refused; the running rules stay", zap.String("dir", m.cfg.RLSDir), zap.Error(err))
@@ -501,7 +535,7 @@ func (m *Manager) reloadDynamicLocked(ctx context.Context) {
 		m.publishRefusalLocked()
 		return
 	}
-	set, err := m.compileLocked(m.dynamic)
+	set, digest, err := m.buildLocked(m.dynamic)
 	if err != nil {
 		refused, atFault := m.dynVersion, m.atFaultLocked(m.dynamic, err)
 		m.dynamic, m.dynVersion = oldDyn, oldVersion
@@ -510,8 +544,12 @@ func (m *Manager) reloadDynamicLocked(ctx context.Context) {
 		return
 	}
 	m.refusedVersion, m.refusal = 0, nil
-	m.putLocked(set)
-	m.metrics.reload(SourceDynamic, true)
+	if !m.putLocked(set, digest) {
+		m.metrics.reload(SourceDynamic, resultUnchanged)
+		m.cfg.Log.Info("dynamic rules changed, the rules in force did not; nothing applied", zap.String("version", m.view.Load().Version))
+		return
+	}
+	m.metrics.reload(SourceDynamic, resultSuccess)
 	m.cfg.Log.Info("dynamic rules applied", zap.String("version", m.view.Load().Version))
 }
 
@@ -522,7 +560,7 @@ func (m *Manager) reloadDynamicLocked(ctx context.Context) {
 func (m *Manager) refuseDynamicLocked(version int64, atFault []string, err error) {
 	m.refusedVersion = version
 	m.refusal = &Refusal{Version: version, Rules: atFault, Err: err, At: m.cfg.Now()}
-	m.metrics.reload(SourceDynamic, false)
+	m.metrics.reload(SourceDynamic, resultFailure)
 	m.cfg.Log.Error("dynamic rules refused", zap.Int64("version", version), zap.Strings("rules", atFault),
 		zap.Int64("in_force", m.dynVersion), zap.Error(err))
 }
@@ -628,45 +666,75 @@ func (m *Manager) loadDynamicLocked(ctx context.Context) error {
 // with the dynamic rules. When the two do not compile together the files
 // win: the dynamic version is refused and the files' rules run without any
 // dynamic rule, as they would after a restart. It fails, changing nothing,
-// only when the files' rules alone do not compile.
-func (m *Manager) applyFilesLocked() error {
-	set, err := m.compileLocked(m.dynamic)
+// only when the files' rules alone do not compile. It reports whether the
+// rules in force changed (see putLocked).
+func (m *Manager) applyFilesLocked() (bool, error) {
+	set, digest, err := m.buildLocked(m.dynamic)
 	if err != nil && len(m.dynamic) > 0 {
-		alone, aloneErr := m.compileLocked(nil)
+		alone, aloneDigest, aloneErr := m.buildLocked(nil)
 		if aloneErr != nil {
-			return aloneErr
+			return false, aloneErr
 		}
 		refused, atFault := m.dynVersion, m.atFaultLocked(m.dynamic, err)
 		m.dynamic, m.dynVersion = nil, 0
 		m.refuseDynamicLocked(refused, atFault, err)
-		set, err = alone, nil
+		set, digest, err = alone, aloneDigest, nil
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
-	m.putLocked(set)
-	return nil
+	return m.putLocked(set, digest), nil
 }
 
 // compileLocked compiles the file and the RLS directory merged with dyn.
 func (m *Manager) compileLocked(dyn []dynamicRule) (*rules.Set, error) {
+	return rules.Compile(m.merged(ruleList(dyn)), m.cfg.Options)
+}
+
+// buildLocked is compileLocked, with the digest of what it compiles: when
+// that is the digest of the rules in force, their set is returned as it is
+// rather than compiled again.
+func (m *Manager) buildLocked(dyn []dynamicRule) (*rules.Set, string, error) {
+	f := m.merged(ruleList(dyn))
+	digest := digestOf(f)
+	if v := m.view.Load(); v != nil && digest == m.digest {
+		return v.Set, digest, nil
+	}
+	set, err := rules.Compile(f, m.cfg.Options)
+	return set, digest, err
+}
+
+func ruleList(dyn []dynamicRule) []rules.Rule {
 	rs := make([]rules.Rule, len(dyn))
 	for i, d := range dyn {
 		rs[i] = d.rule
 	}
-	return rules.Compile(m.merged(rs), m.cfg.Options)
+	return rs
 }
 
-// putLocked puts set, compiled from the sources held, in force.
-func (m *Manager) putLocked(set *rules.Set) {
-	m.cfg.Apply(set)
+// putLocked puts set, built from the sources held (digest is digestOf
+// their rules), in force, and reports whether that changed the rules in
+// force. A set of the digest in force is not applied again: the limiter
+// keeps its set, and with it its leases and over-limit cache, and only the
+// view moves to the sources' versions (AppliedAt stays when the set was
+// applied).
+func (m *Manager) putLocked(set *rules.Set, digest string) bool {
 	now := m.cfg.Now()
+	prev := m.view.Load()
+	changed := prev == nil || digest != m.digest
+	if changed {
+		m.cfg.Apply(set)
+		m.digest = digest
+	} else {
+		now = prev.AppliedAt
+	}
 	view := m.viewOf(set, now)
-	prev := m.view.Swap(view)
+	m.view.Store(view)
 	m.metrics.applied(view)
 	if m.cfg.Report != nil && (prev == nil || prev.Version != view.Version) {
 		m.cfg.Report(view.Version, now)
 	}
+	return changed
 }
 
 // merged is the rules file with the RLS directory's rules added, then
