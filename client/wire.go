@@ -15,23 +15,23 @@ import (
 // which a newer limiter may add.
 
 // appendSubject appends the subject fields shared by checks and reports,
-// without the braces.
+// without the braces, each in the form the limiter accepts (fields.go).
 func appendSubject(b []byte, ip, userID, endpoint, method, tier string, attrs map[string]string) []byte {
 	b = append(b, `"ip":`...)
 	b = jsonwire.AppendString(b, ip)
 	b = append(b, `,"endpoint":`...)
-	b = jsonwire.AppendString(b, endpoint)
+	b = jsonwire.AppendString(b, wireEndpoint(endpoint))
 	if userID != "" {
 		b = append(b, `,"user_id":`...)
-		b = jsonwire.AppendString(b, userID)
+		b = jsonwire.AppendString(b, textField(userID, maxUserID))
 	}
-	if method != "" {
+	if validMethod(method) {
 		b = append(b, `,"method":`...)
 		b = jsonwire.AppendString(b, method)
 	}
 	if tier != "" {
 		b = append(b, `,"tier":`...)
-		b = jsonwire.AppendString(b, tier)
+		b = jsonwire.AppendString(b, textField(tier, maxTier))
 	}
 	if len(attrs) > 0 {
 		b = append(b, `,"attributes":{`...)
@@ -41,9 +41,9 @@ func appendSubject(b []byte, ip, userID, endpoint, method, tier string, attrs ma
 				b = append(b, ',')
 			}
 			first = false
-			b = jsonwire.AppendString(b, k)
+			b = jsonwire.AppendString(b, textField(k, maxAttrName))
 			b = append(b, ':')
-			b = jsonwire.AppendString(b, v)
+			b = jsonwire.AppendString(b, textField(v, maxAttrValue))
 		}
 		b = append(b, '}')
 	}
