@@ -317,8 +317,8 @@ func (c *Client) call(op string, path int, body []byte, read func(*fasthttp.Resp
 		return &Error{Op: op, Err: ErrClosed}
 	}
 	if len(body) > maxBody {
-		// The limiter would refuse it, and may close the connection before
-		// reading it all: no answer, which the failure policy would decide.
+		// The limiter would refuse it (413) once sent: refused here, at no
+		// cost to either side.
 		return &Error{Op: op, Err: fmt.Errorf("%w: a body of %d bytes, over the API's %d", ErrInvalid, len(body), maxBody)}
 	}
 	_, err := c.breaker.Execute(func() (struct{}, error) {

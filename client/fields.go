@@ -109,7 +109,7 @@ func pathSpecial(c byte) bool { return c == '%' || c == '?' || c == '#' }
 
 // protectPath returns e with every pathSpecial byte percent-encoded.
 func protectPath(e string) string {
-	if strings.IndexAny(e, "%?#") < 0 {
+	if !strings.ContainsAny(e, "%?#") {
 		return e
 	}
 	var b strings.Builder

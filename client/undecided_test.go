@@ -154,9 +154,9 @@ func TestRefusedAsInvalid(t *testing.T) {
 	}
 }
 
-// A check whose body would be over the API's 64 KiB (the limiter would
-// refuse it, perhaps by closing the connection: no answer) is refused
-// without a call, and the breaker never hears of it.
+// A check whose body would be over the API's 64 KiB, which the limiter
+// would refuse, is refused without a call, and the breaker never hears of
+// it.
 func TestCheckOverTheBodyBound(t *testing.T) {
 	f := newFake(t, answer(200, "application/json", allowedAnswer))
 	c := newClient(t, Config{URL: f.URL, BreakerFailures: 1})
