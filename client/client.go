@@ -162,9 +162,9 @@ func (c *Client) failed(op string, err error) {
 	}
 }
 
-// CheckBatch asks for the decisions on reqs (1 to 100) in one call, as if
-// made one after the other: in several calls, in order, when their body
-// would be over the API's 64 KiB. A check that is not decided gets what
+// CheckBatch asks for the decisions on reqs, as if made one after the
+// other: in one call, or, beyond 100 checks or the API's 64 KiB of body,
+// in several, in order. A check that is not decided gets what
 // Check gives it: a refusal when it is invalid or its caller had gone,
 // else the failure policy's decision; that includes a check the limiter
 // could not decide (its rule cannot be decided without Redis) and, when a

@@ -196,55 +196,70 @@ func serveGRPCHealth(t *testing.T, opts ...grpc.ServerOption) *grpc.ClientConn {
 	return conn
 }
 
-// One caller loops on checks with 50 µs deadlines (shorter than a round trip) beside 200 normal
-// checks and outcome reports of a banned client: the short deadlines never
-// open the breaker, every normal check is refused by the limiter, and every
-// report is sent.
+// One caller loops on checks with 50 µs deadlines (shorter than a round
+// trip) beside 200 normal checks of a banned client and of an innocent one,
+// and their outcome reports: the short deadlines never open the breaker,
+// so under FailOpen no check of the banned client is allowed, under
+// FailClosed no check of the innocent one is refused, and every report is
+// sent.
 func TestClientShortDeadlinesDoNotOpenTheBreaker(t *testing.T) {
 	t.Parallel()
 	e := newEnvWith(t, hourRulesYAML)
 	lim := e.start("limiter")
-	c := newClient(t, client.Config{URL: "http://" + lim.addr}) // FailOpen, 5 failures open the breaker
-	const banned, hurried = "198.51.100.33", "198.51.100.34"
-	spendAndBan(t, lim, c, banned)
-
-	stop := make(chan struct{})
-	var loops atomic.Int64
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			default:
+	for _, tc := range []struct {
+		name                     string
+		policy                   client.FailurePolicy
+		banned, hurried, innocent string
+	}{
+		{"FailOpen", client.FailOpen, "198.51.100.33", "198.51.100.34", "198.51.100.35"},
+		{"FailClosed", client.FailClosed, "198.51.100.36", "198.51.100.37", "198.51.100.38"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newClient(t, client.Config{URL: "http://" + lim.addr, OnFailure: tc.policy}) // 5 failures open the breaker
+			spendAndBan(t, lim, c, tc.banned)
+			stop := make(chan struct{})
+			var loops atomic.Int64
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), 50*time.Microsecond)
+					_, _ = c.Check(ctx, &client.Request{IP: tc.hurried, Endpoint: "/elsewhere"})
+					cancel()
+					loops.Add(1)
+				}
+			})
+			waitFor(t, 10*time.Second, "the hurried caller to loop", func() bool { return loops.Load() >= 20 })
+			const n = 200
+			bannedAllowed, innocentRefused := 0, 0
+			for range n {
+				if d, _ := c.Check(context.Background(), &client.Request{IP: tc.banned, Endpoint: "/api/books/1"}); d.Allowed {
+					bannedAllowed++
+				}
+				if d, _ := c.Check(context.Background(), &client.Request{IP: tc.innocent, Endpoint: "/elsewhere"}); !d.Allowed {
+					innocentRefused++
+				}
+				c.ReportAsync(&client.Outcome{IP: tc.banned, Endpoint: "/api/books/1", Method: "GET", Status: 200})
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Microsecond)
-			_, _ = c.Check(ctx, &client.Request{IP: hurried, Endpoint: "/elsewhere"})
-			cancel()
-			loops.Add(1)
-		}
-	})
-	waitFor(t, 10*time.Second, "the hurried caller to loop", func() bool { return loops.Load() >= 20 })
-	const n = 200
-	allowed := 0
-	for range n {
-		d, _ := c.Check(context.Background(), &client.Request{IP: banned, Endpoint: "/api/books/1"})
-		if d.Allowed {
-			allowed++
-		}
-		c.ReportAsync(&client.Outcome{IP: banned, Endpoint: "/api/books/1", Method: "GET", Status: 200})
-	}
-	close(stop)
-	wg.Wait()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	s := c.Stats()
-	t.Logf("%d hurried checks; %d of %d checks of the banned client allowed; stats %+v", loops.Load(), allowed, n, s)
-	if allowed != 0 || s.BreakerOpen != 0 || s.ReportsSent != n || s.ReportsFailed != 0 || s.ReportsDropped != 0 {
-		t.Fatalf("%d of %d checks of a banned client allowed, stats %+v: want none allowed, the breaker never open, every report sent", allowed, n, s)
+			close(stop)
+			wg.Wait()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := c.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			s := c.Stats()
+			t.Logf("%d hurried checks; of %d checks each, the banned client's allowed %d, the innocent one's refused %d; stats %+v",
+				loops.Load(), n, bannedAllowed, innocentRefused, s)
+			if bannedAllowed != 0 || innocentRefused != 0 || s.BreakerOpen != 0 || s.ReportsSent != n || s.ReportsFailed != 0 || s.ReportsDropped != 0 {
+				t.Fatalf("banned allowed %d, innocent refused %d of %d, stats %+v: want none, the breaker never open, every report sent",
+					bannedAllowed, innocentRefused, n, s)
+			}
+		})
 	}
 }
 
