@@ -283,7 +283,7 @@ func (c *Client) reportBatch(body []byte, n int) ([]ReportResult, error) {
 // credentials, with a call that decides and counts nothing (an empty
 // batch of checks, which the limiter refuses once it has accepted the
 // token): nil when it does; else an *Error, errors.Is(err,
-// ErrUnauthorized) when it refused the token or certificate. The way for
+// ErrUnauthorized) when it refused the token. The way for
 // an application to refuse to start with a wrong token. It is bounded by
 // ctx and Config.Timeout, and bypasses the breaker.
 func (c *Client) Ping(ctx context.Context) error {
@@ -410,7 +410,7 @@ type Stats struct {
 	// decide them after their caller had gone (ReasonCallerGone).
 	CallerGone uint64
 	// Unauthorized counts the calls (checks, reports, pings) the limiter
-	// answered 401 or 403: the client's token or certificate refused. Any
+	// answered 401 or 403: the client's credentials refused. Any
 	// is a misconfiguration to alert on.
 	Unauthorized uint64
 	// ReportsInvalid counts the outcomes of ReportAsync refused as invalid,

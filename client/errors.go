@@ -79,7 +79,7 @@ func refusesRequest(status int) bool {
 }
 
 // refusesCredentials reports whether an answer's status refuses the
-// client's token or certificate.
+// client's credentials.
 func refusesCredentials(status int) bool {
 	return status == http.StatusUnauthorized || status == http.StatusForbidden
 }
@@ -101,8 +101,8 @@ var ErrClosed = errors.New("client closed")
 var ErrInvalid = errors.New("refused as invalid")
 
 // ErrUnauthorized is what an answer refusing the client's credentials is
-// (401, 403): Config.Token is not one of the limiter's API_TOKENS, or its
-// client certificate is not accepted. The failure policy decides such a
+// (401, 403): Config.Token is not one of the limiter's API_TOKENS, or a
+// proxy in front refused the client. The failure policy decides such a
 // check; Stats.Unauthorized counts them, and Ping finds them at start.
 var ErrUnauthorized = errors.New("the limiter refused the client's credentials")
 
