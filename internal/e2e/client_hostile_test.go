@@ -207,8 +207,8 @@ func TestClientShortDeadlinesDoNotOpenTheBreaker(t *testing.T) {
 	e := newEnvWith(t, hourRulesYAML)
 	lim := e.start("limiter")
 	for _, tc := range []struct {
-		name                     string
-		policy                   client.FailurePolicy
+		name                      string
+		policy                    client.FailurePolicy
 		banned, hurried, innocent string
 	}{
 		{"FailOpen", client.FailOpen, "198.51.100.33", "198.51.100.34", "198.51.100.35"},
