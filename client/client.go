@@ -93,11 +93,14 @@ func New(cfg Config) (*Client, error) {
 		MaxRequests: 1, // one probe while half open
 		Timeout:     cfg.BreakerOpen,
 		ReadyToTrip: func(n gobreaker.Counts) bool { return n.ConsecutiveFailures >= failures },
-		// A refusal of the request itself is the answer of a limiter that
-		// works; everything else that is not a success fails the call
+		// A refusal of the request itself, or by a deny rule the limiter
+		// could not decide, is the answer of a limiter that works;
+		// everything else that is not a success fails the call
 		// (Config.BreakerFailures), a refused token included: the client
 		// gets no decision from this limiter until its token is fixed.
-		IsSuccessful: func(err error) bool { return err == nil || errors.Is(err, ErrInvalid) },
+		IsSuccessful: func(err error) bool {
+			return err == nil || errors.Is(err, ErrInvalid) || errors.Is(err, ErrUndecidable)
+		},
 	})
 	c.bufs.New = func() any { return &callBuf{body: make([]byte, 0, 512), headers: make([]byte, 0, 256)} }
 	c.reports = newReporter(c, cfg.ReportQueue)
@@ -110,6 +113,9 @@ func New(cfg Config) (*Client, error) {
 // returns, with the *Error saying why:
 //   - a refusal (ReasonInvalid) when the limiter refused req as invalid,
 //     or the client would not send it (errors.Is(err, ErrInvalid));
+//   - a refusal (ReasonUndecidable, RuleID set) when the limiter could not
+//     decide a rule whose failure policy is deny and refused req by that
+//     policy (errors.Is(err, ErrUndecidable));
 //   - a refusal (ReasonCallerGone) when ctx had ended by then
 //     (errors.Is(err, ErrCallerGone)): the failure policy would admit a
 //     request whose client went away on purpose;
@@ -140,19 +146,31 @@ func (c *Client) Check(ctx context.Context, req *Request) (Decision, error) {
 // undecided returns the decision on a check the limiter did not decide
 // for err (see Check), and counts it.
 func (c *Client) undecided(ctx context.Context, req *Request, err error) Decision {
+	e, _ := err.(*Error)
 	switch {
 	case errors.Is(err, ErrInvalid):
 		c.stats.invalid.Add(1)
 		return Decision{Reason: ReasonInvalid}
+	case e != nil && e.denyRule != "":
+		return c.ruleRefusal(e.denyRule)
 	case ctx.Err() != nil:
 		c.stats.callerGone.Add(1)
-		if e, ok := err.(*Error); ok {
+		if e != nil {
 			e.callerGone = context.Cause(ctx)
 		}
 		return Decision{Reason: ReasonCallerGone}
 	}
 	c.stats.fallbacks.Add(1)
 	return c.cfg.OnFailure.decide(ctx, req)
+}
+
+// ruleRefusal returns the refusal of a check by rule, whose failure policy
+// is deny and which the limiter could not decide, and counts it. The
+// limiter gives no time to wait; a second is what FailClosed's refusals
+// say.
+func (c *Client) ruleRefusal(rule string) Decision {
+	c.stats.undecidable.Add(1)
+	return Decision{Reason: ReasonUndecidable, RuleID: rule, RetryAfter: time.Second}
 }
 
 // failed hands the error of an op to Config.OnError.
@@ -165,17 +183,18 @@ func (c *Client) failed(op string, err error) {
 // CheckBatch asks for the decisions on reqs, as if made one after the
 // other: in one call, or, beyond 100 checks or the API's 64 KiB of body,
 // in several, in order. A check that is not decided gets what
-// Check gives it: a refusal when it is invalid or its caller had gone,
-// else the failure policy's decision; that includes a check the limiter
-// could not decide (its rule cannot be decided without Redis) and, when a
-// call fails, every check of the call. The error says why (for a whole
-// call, its *Error).
+// Check gives it: a refusal when it is invalid, when the limiter's entry
+// for it is the refusal of a deny rule it could not decide
+// (ReasonUndecidable), or when its caller had gone; else the failure
+// policy's decision (a call that fails, for every check of the call; an
+// entry that is another error). The error says why (for a whole call, its
+// *Error; errors.Is(err, ErrUndecidable) when a rule refused a check).
 func (c *Client) CheckBatch(ctx context.Context, reqs []Request) ([]Decision, error) {
 	c.stats.checks.Add(uint64(len(reqs)))
 	b := c.bufs.Get().(*callBuf)
 	defer c.bufs.Put(b)
 	ds := make([]Decision, len(reqs))
-	errs := make([]string, len(reqs))
+	errs := make([]batchError, len(reqs))
 	var callErr error // the first call's that failed
 	for start := 0; start < len(reqs); {
 		var end int
@@ -199,19 +218,26 @@ func (c *Client) CheckBatch(ctx context.Context, reqs []Request) ([]Decision, er
 	}
 	var undecided []string
 	for i := range ds {
-		if errs[i] != "" {
-			undecided = append(undecided, fmt.Sprintf("check %d: %s", i, errs[i]))
+		if errs[i].msg != "" {
+			undecided = append(undecided, fmt.Sprintf("check %d: %s", i, errs[i].msg))
 		}
 	}
 	if len(undecided) == 0 {
 		return ds, nil
 	}
 	err := &Error{Op: "check batch", Err: fmt.Errorf("%d checks not decided: %v", len(undecided), undecided)}
+	var denyRule string
 	for i := range ds {
-		if errs[i] != "" {
+		switch {
+		case errs[i].msg == "":
+		case errs[i].denyRule:
+			denyRule = ds[i].RuleID
+			ds[i] = c.ruleRefusal(denyRule)
+		default:
 			ds[i] = c.undecided(ctx, &reqs[i], err)
 		}
 	}
+	err.denyRule = denyRule // only now: the other checks are the failure policy's
 	c.failed("check batch", err)
 	return ds, err
 }
@@ -306,7 +332,8 @@ func (c *Client) Ping(ctx context.Context) error {
 	if refusesCredentials(status) {
 		c.stats.unauthorized.Add(1)
 	}
-	return &Error{Op: "ping", Answered: true, Status: status, Message: errorMessage(resp.Body())}
+	msg, _ := errorAnswer(resp.Body())
+	return &Error{Op: "ping", Answered: true, Status: status, Message: msg}
 }
 
 // call posts body to the API's path and hands a 200 answer in JSON to
@@ -344,7 +371,11 @@ func (c *Client) roundTrip(op string, path int, body []byte, deadline time.Time,
 		if refusesCredentials(status) {
 			c.stats.unauthorized.Add(1)
 		}
-		return &Error{Op: op, Answered: true, Status: status, Message: errorMessage(resp.Body())}
+		msg, denyRule := errorAnswer(resp.Body())
+		if status != fasthttp.StatusServiceUnavailable || !jsonContent(resp.Header.ContentType()) {
+			denyRule = "" // not the limiter's refusal by a deny rule, whatever the body says
+		}
+		return &Error{Op: op, Answered: true, Status: status, Message: msg, denyRule: denyRule}
 	}
 	if ct := resp.Header.ContentType(); !jsonContent(ct) {
 		return &Error{Op: op, Answered: true, Status: status, Message: fmt.Sprintf("content type %q, not the API's JSON", ct)}
@@ -409,6 +440,10 @@ type Stats struct {
 	// CallerGone counts the checks refused because the limiter could not
 	// decide them after their caller had gone (ReasonCallerGone).
 	CallerGone uint64
+	// Undecidable counts the checks the limiter refused because a rule
+	// whose failure policy is deny could not be decided
+	// (ReasonUndecidable): its Redis is down.
+	Undecidable uint64
 	// Unauthorized counts the calls (checks, reports, pings) the limiter
 	// answered 401 or 403: the client's credentials refused. Any
 	// is a misconfiguration to alert on.
@@ -422,7 +457,7 @@ type Stats struct {
 type counters struct {
 	checks, fallbacks, breakerOpen                             atomic.Uint64
 	reportsSent, reportsDropped, reportsFailed, reportsInvalid atomic.Uint64
-	invalid, callerGone, unauthorized                          atomic.Uint64
+	invalid, callerGone, unauthorized, undecidable             atomic.Uint64
 }
 
 // Stats returns the client's counts.
@@ -430,7 +465,7 @@ func (c *Client) Stats() Stats {
 	s := &c.stats
 	return Stats{Checks: s.checks.Load(), Fallbacks: s.fallbacks.Load(), BreakerOpen: s.breakerOpen.Load(),
 		ReportsSent: s.reportsSent.Load(), ReportsDropped: s.reportsDropped.Load(), ReportsFailed: s.reportsFailed.Load(),
-		Invalid: s.invalid.Load(), CallerGone: s.callerGone.Load(), Unauthorized: s.unauthorized.Load(),
+		Invalid: s.invalid.Load(), CallerGone: s.callerGone.Load(), Unauthorized: s.unauthorized.Load(), Undecidable: s.undecidable.Load(),
 		ReportsInvalid: s.reportsInvalid.Load()}
 }
 

@@ -14,9 +14,10 @@ import (
 // send: Err says why).
 //
 // errors.Is tells the causes a caller acts on apart: ErrInvalid (the
-// request itself was refused), ErrUnauthorized (the client's credentials
-// were), ErrCallerGone (the call failed after the caller's context had
-// ended), ErrBreakerOpen, ErrClosed, context.DeadlineExceeded.
+// request itself was refused), ErrUndecidable (a rule whose failure policy
+// is deny could not be decided), ErrUnauthorized (the client's credentials
+// were refused), ErrCallerGone (the call failed after the caller's context
+// had ended), ErrBreakerOpen, ErrClosed, context.DeadlineExceeded.
 type Error struct {
 	// Op is the call: check, check batch, report, report batch or ping.
 	Op       string
@@ -33,6 +34,10 @@ type Error struct {
 	// when the call failed: the check was refused rather than decided by
 	// the failure policy.
 	callerGone error
+	// denyRule is the rule whose failure policy is deny that the limiter
+	// could not decide, as its 503 names it: the check is that rule's
+	// refusal (ReasonUndecidable).
+	denyRule string
 }
 
 func (e *Error) Error() string {
@@ -54,14 +59,17 @@ func (e *Error) Error() string {
 func (e *Error) Unwrap() error { return e.Err }
 
 // Is reports whether e is target: ErrInvalid for an answer refusing the
-// request (400, 413, 422), ErrUnauthorized for one refusing the client's
-// credentials (401, 403), ErrCallerGone (and the caller's context's own
-// error) for a call that failed after the caller's context had ended.
-// errors.Is tries Err too.
+// request (400, 413, 422), ErrUndecidable for the limiter's 503 naming a
+// rule whose failure policy is deny, ErrUnauthorized for an answer refusing
+// the client's credentials (401, 403), ErrCallerGone (and the caller's
+// context's own error) for a call that failed after the caller's context
+// had ended. errors.Is tries Err too.
 func (e *Error) Is(target error) bool {
 	switch target {
 	case ErrInvalid:
 		return e.Answered && refusesRequest(e.Status)
+	case ErrUndecidable:
+		return e.denyRule != ""
 	case ErrUnauthorized:
 		return e.Answered && refusesCredentials(e.Status)
 	case ErrCallerGone:
@@ -99,6 +107,17 @@ var ErrClosed = errors.New("client closed")
 // (ReasonInvalid), never decided by the failure policy: a request made
 // invalid on purpose must not be admitted for it.
 var ErrInvalid = errors.New("refused as invalid")
+
+// ErrUndecidable is what the limiter's refusal of a check by a rule whose
+// failure policy (on_redis_failure) is deny is, when it could not decide
+// that rule (its Redis is down): a 503 naming the rule and its policy
+// (Answered, Status 503, the limiter's Message), or, in CheckBatch, such an
+// entry. Such a check is refused (ReasonUndecidable), never decided by the
+// failure policy: FailOpen would override the rule author's deny. It is no
+// failure of the limiter, which answered: the breaker does not count it. A
+// 503 that does not name the rule and its policy (a proxy's, a limiter
+// down) is the limiter unavailable, for the failure policy.
+var ErrUndecidable = errors.New("a rule whose failure policy is deny could not be decided")
 
 // ErrUnauthorized is what an answer refusing the client's credentials is
 // (401, 403): Config.Token is not one of the limiter's API_TOKENS, or a

@@ -49,8 +49,9 @@ type GRPCConfig struct {
 	// Denied returns the error that answers a refused call; a nil error
 	// stands for the default. nil: codes.ResourceExhausted ("too many
 	// requests"), codes.PermissionDenied ("forbidden") when banned,
-	// codes.InvalidArgument when refused as invalid, with the time to wait
-	// in the message and as a google.rpc.RetryInfo detail. The rate-limit
+	// codes.InvalidArgument when refused as invalid, codes.Unavailable when
+	// its deny rule could not be decided, with the time to wait in the
+	// message and as a google.rpc.RetryInfo detail. The rate-limit
 	// and retry-after header metadata is set before it is called. It is
 	// not called for a call whose caller had gone when the limiter failed
 	// to decide it: that call ends with its context's error.
@@ -78,7 +79,11 @@ type GRPCConfig struct {
 // reaches the handler. A refusal of FailClosed is codes.ResourceExhausted
 // too, as Middleware's is 429, not codes.Unavailable, which clients' retry
 // policies commonly retry at once: the load would grow while the limiter
-// is down.
+// is down. A call that a rule whose failure policy is deny refused, the
+// limiter unable to decide it, ends with codes.Unavailable and a retry
+// delay of a second: what the limiter answers Envoy for such a rule, and
+// Middleware's 503; the limiter answers such a check at once, without
+// Redis, so a retry costs it little.
 //
 // When the handler returns, the call is reported without delaying its
 // answer, with the HTTP status a gateway in front of the service would
@@ -241,7 +246,8 @@ func (in *interceptor) report(ctx context.Context, fullMethod string, req *Reque
 }
 
 // limitMetadata returns d's rate-limit headers as metadata (nil when it
-// has none), with a retry-after of its own for a fallback's refusal.
+// has none), with a retry-after of its own for a refusal the limiter gave
+// no headers for (a fallback's, an undecidable rule's).
 func limitMetadata(d *Decision) metadata.MD {
 	n := 0
 	d.headers.each(func(int, string) { n++ })
@@ -276,6 +282,8 @@ func deniedError(d *Decision) error {
 		code, msg = codes.PermissionDenied, "forbidden"
 	case ReasonInvalid:
 		code, msg = codes.InvalidArgument, "invalid request"
+	case ReasonUndecidable:
+		code, msg = codes.Unavailable, "service unavailable"
 	}
 	if d.RetryAfter <= 0 {
 		return status.Error(code, msg)

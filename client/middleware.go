@@ -42,8 +42,9 @@ type MiddlewareConfig struct {
 	// Cost returns what a request counts for at the check; nil: 1.
 	Cost func(*http.Request) int64
 	// Denied answers a refused request. nil: 429 Too Many Requests (403
-	// Forbidden when banned, 400 Bad Request when refused as invalid) with
-	// a JSON body {"error": ...}; the RateLimit and Retry-After headers are
+	// Forbidden when banned, 400 Bad Request when refused as invalid, 503
+	// Service Unavailable when its deny rule could not be decided) with a
+	// JSON body {"error": ...}; the RateLimit and Retry-After headers are
 	// set before it is called. It is not called for a request whose client
 	// had gone when the limiter failed to decide it (answered 503).
 	Denied func(w http.ResponseWriter, r *http.Request, d Decision)
@@ -62,8 +63,10 @@ func NeverReport(*http.Request, int) bool { return false }
 
 // Middleware returns net/http middleware that asks the limiter about
 // every request before next serves it: a refused request is answered 429
-// (403 when banned, 400 when the limiter refused it as invalid) with
-// Retry-After and never reaches next; an allowed one gets the limiter's
+// (403 when banned, 400 when the limiter refused it as invalid, 503 when a
+// rule whose failure policy is deny could not be decided, as the limiter's
+// forward auth answers it) with Retry-After and never reaches next; an
+// allowed one gets the limiter's
 // RateLimit headers. When the limiter cannot decide, the client's failure
 // policy does, unless the request's context had ended by then (net/http
 // ends it when the client closes or half-closes its connection): such a
@@ -100,7 +103,7 @@ func Middleware(c *Client, cfg MiddlewareConfig) func(http.Handler) http.Handler
 			h := w.Header()
 			d.headers.setOn(h)
 			if !d.Allowed {
-				if d.headers.all == "" && d.RetryAfter > 0 { // a fallback's refusal
+				if d.headers.all == "" && d.RetryAfter > 0 { // a fallback's or an undecidable rule's refusal
 					h["Retry-After"] = []string{strconv.FormatInt(int64((d.RetryAfter+time.Second-1)/time.Second), 10)}
 				}
 				if cfg.Denied != nil {
@@ -160,13 +163,16 @@ func endpointOf(cfg *MiddlewareConfig, r *http.Request) string {
 const unknownAddr = "0.0.0.0"
 
 // denied answers a refused request: 403 when banned, 400 when the limiter
-// refused it as invalid, else 429.
+// refused it as invalid, 503 when its deny rule could not be decided, else
+// 429.
 func denied(w http.ResponseWriter, d Decision) {
 	switch d.Reason {
 	case ReasonBanned:
 		writeError(w, http.StatusForbidden, `{"error":"forbidden"}`)
 	case ReasonInvalid:
 		writeError(w, http.StatusBadRequest, `{"error":"bad request"}`)
+	case ReasonUndecidable:
+		writeError(w, http.StatusServiceUnavailable, `{"error":"service unavailable"}`)
 	default:
 		writeError(w, http.StatusTooManyRequests, `{"error":"too many requests"}`)
 	}

@@ -21,6 +21,12 @@ const (
 	// ErrCallerGone): nobody waits for the answer, and the failure policy
 	// is not asked.
 	ReasonCallerGone = "caller_gone"
+	// ReasonUndecidable is the reason of a refusal by a rule whose failure
+	// policy (on_redis_failure) is deny, which the limiter could not decide
+	// (its Redis is down), named in RuleID (the error is ErrUndecidable):
+	// the limiter answered, and refused the request by the rule's own
+	// policy, which the client's failure policy does not override.
+	ReasonUndecidable = "undecidable"
 )
 
 // Request is the subject of a decision (POST /v1/check): who asks for
@@ -39,10 +45,11 @@ type Request struct {
 
 // Decision is the limiter's verdict on a Request, or, when Fallback is
 // set, the failure policy's (the limiter did not decide), or a refusal
-// without either (ReasonInvalid, ReasonCallerGone).
+// without either (ReasonInvalid, ReasonCallerGone, ReasonUndecidable).
 type Decision struct {
 	// Allowed is the verdict: false means refuse the request (429 when
-	// rate limited, 403 when banned).
+	// rate limited, 403 when banned, 503 when its rule could not be
+	// decided).
 	Allowed bool
 	// Reason is one of the Reason constants.
 	Reason string
