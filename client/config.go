@@ -28,7 +28,9 @@ type Config struct {
 	// OnFailure decides a check the limiter could not decide (it did not
 	// answer, the breaker is open, it answered an error, or it refused the
 	// client's token), unless its caller had gone. A check the limiter
-	// refused as invalid is refused, whatever the policy. Default FailOpen.
+	// refused as invalid, or refused by a rule whose on_redis_failure is
+	// deny that it could not decide (ReasonUndecidable), is refused,
+	// whatever the policy. Default FailOpen.
 	OnFailure FailurePolicy
 	// OnError, when set, is called with every error of a check or report:
 	// op is "check", "check batch", "report" or "report batch", err what
@@ -45,8 +47,8 @@ type Config struct {
 	// round trip, until one probe call succeeds. A failed call is one that
 	// got no answer, a 5xx, a bad answer, or a refusal of the client's
 	// credentials (401, 403); a refusal of the request itself (400, 413,
-	// 422) shows a limiter that works and is no failure. Defaults 5 and
-	// 1s.
+	// 422), or a deny rule's 503 (ErrUndecidable), shows a limiter that
+	// works and is no failure. Defaults 5 and 1s.
 	BreakerFailures int
 	BreakerOpen     time.Duration
 	// ReportQueue bounds the outcomes ReportAsync holds before they are

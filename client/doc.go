@@ -14,16 +14,21 @@
 // otherwise pick the failure policy by going away), and when the limiter
 // cannot decide answers with the caller's failure policy (FailOpen,
 // FailClosed or a Fallback), behind a circuit breaker that makes a dead
-// limiter cost microseconds rather than a timeout per request. Two checks
-// are refused whatever the policy: one the limiter refuses as invalid
-// (ReasonInvalid; the client sends every field escaped and bounded as the
-// limiter accepts it, so a request's own path or user id cannot make it
-// invalid), and one it could not decide after its caller had gone
-// (ReasonCallerGone). Errors say whether the limiter answered (*Error) and,
-// with errors.Is, why (ErrInvalid, ErrUnauthorized, ErrCallerGone,
-// ErrBreakerOpen); Config.OnError sees every one, Stats counts them, and
-// Ping lets an application refuse to start with a token the limiter
-// refuses.
+// limiter cost microseconds rather than a timeout per request. Three
+// checks are refused whatever the policy: one the limiter refuses as
+// invalid (ReasonInvalid; the client sends every field escaped and bounded
+// as the limiter accepts it, so a request's own path or user id cannot
+// make it invalid); one a rule whose on_redis_failure is deny refuses
+// because the limiter cannot decide it without Redis (ReasonUndecidable:
+// the limiter's 503 names the rule and its policy; the middleware answers
+// 503 with Retry-After, the interceptors codes.Unavailable, and the
+// breaker does not count it, since the limiter answered); and one it could
+// not decide after its caller had gone (ReasonCallerGone). A 503 that
+// names no rule (a proxy's) is the limiter unavailable. Errors say whether
+// the limiter answered (*Error) and, with errors.Is, why (ErrInvalid,
+// ErrUndecidable, ErrUnauthorized, ErrCallerGone, ErrBreakerOpen);
+// Config.OnError sees every one, Stats counts them, and Ping lets an
+// application refuse to start with a token the limiter refuses.
 //
 // The exported API is kept stable like the limiter's HTTP API (docs/client.md).
 package client
