@@ -82,8 +82,8 @@ type GRPCConfig struct {
 // is down. A call that a rule whose failure policy is deny refused, the
 // limiter unable to decide it, ends with codes.Unavailable and a retry
 // delay of a second: what the limiter answers Envoy for such a rule, and
-// Middleware's 503; the limiter answers such a check at once, without
-// Redis, so a retry costs it little.
+// Middleware's 503; once it has found Redis down, the limiter answers such
+// a check without a round trip to it, so a retry costs it little.
 //
 // When the handler returns, the call is reported without delaying its
 // answer, with the HTTP status a gateway in front of the service would

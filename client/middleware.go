@@ -66,12 +66,12 @@ func NeverReport(*http.Request, int) bool { return false }
 // (403 when banned, 400 when the limiter refused it as invalid, 503 when a
 // rule whose failure policy is deny could not be decided, as the limiter's
 // forward auth answers it) with Retry-After and never reaches next; an
-// allowed one gets the limiter's
-// RateLimit headers. When the limiter cannot decide, the client's failure
-// policy does, unless the request's context had ended by then (net/http
-// ends it when the client closes or half-closes its connection): such a
-// request is answered 503 and never reaches next. After next, the
-// response's status (and cost) is reported without delaying the response.
+// allowed one gets the limiter's RateLimit headers. When the limiter
+// cannot decide, the client's failure policy does, unless the request's
+// context had ended by then (net/http ends it when the client closes or
+// half-closes its connection): such a request is answered 503 and never
+// reaches next. After next, the response's status (and cost) is reported
+// without delaying the response.
 func Middleware(c *Client, cfg MiddlewareConfig) func(http.Handler) http.Handler {
 	res := clientaddr.Resolver{Trusted: cfg.TrustedProxies}
 	recorders := sync.Pool{New: func() any { return new(statusRecorder) }}
