@@ -36,42 +36,55 @@ func newClient(t *testing.T, cfg client.Config) *client.Client {
 }
 
 // Answers that are not the API's (a proxy's 502 page) mean the limiter may
-// be down: enough of them open the breaker. The API's own refusals (400, 401, 413) are the
-// answers of a limiter that works, and never open it.
-func TestBreakerCountsBadAnswersNotRefusals(t *testing.T) {
+// be down, and a refused token that the client gets no decision from it:
+// enough of them open the breaker. A refusal of the request itself (400,
+// 413) is the answer of a limiter that works, and never opens it.
+func TestBreakerCountsFailuresNotRefusals(t *testing.T) {
 	t.Parallel()
 	const failures = 3
 	req := &client.Request{IP: "192.0.2.1", Endpoint: "/api/x"}
-	t.Run("502 opens it", func(t *testing.T) {
-		t.Parallel()
-		srv := answering(t, 502, "text/html", "<html>bad gateway</html>")
-		c := newClient(t, client.Config{URL: srv.URL, BreakerFailures: failures, BreakerOpen: time.Hour})
-		for i := range failures {
-			if _, err := c.Check(context.Background(), req); errors.Is(err, client.ErrBreakerOpen) {
-				t.Fatalf("call %d: the breaker open before %d failures", i+1, failures)
+	for _, tc := range []struct {
+		name, contentType, body string
+		status                  int
+	}{
+		{"502", "text/html", "<html>bad gateway</html>", 502},
+		{"401", "application/json", `{"error":"missing or invalid bearer token"}`, 401},
+	} {
+		t.Run(tc.name+" opens it", func(t *testing.T) {
+			t.Parallel()
+			srv := answering(t, tc.status, tc.contentType, tc.body)
+			c := newClient(t, client.Config{URL: srv.URL, BreakerFailures: failures, BreakerOpen: time.Hour})
+			for i := range failures {
+				if _, err := c.Check(context.Background(), req); errors.Is(err, client.ErrBreakerOpen) {
+					t.Fatalf("call %d: the breaker open before %d failures", i+1, failures)
+				}
 			}
-		}
-		_, err := c.Check(context.Background(), req)
-		var e *client.Error
-		if !errors.As(err, &e) || !errors.Is(err, client.ErrBreakerOpen) || e.Answered {
-			t.Fatalf("after %d failures: %v, want an unanswered *Error with ErrBreakerOpen", failures, err)
-		}
-		if s := c.Stats(); s.BreakerOpen != 1 || s.Fallbacks != failures+1 {
-			t.Fatalf("stats %+v", s)
-		}
-	})
-	t.Run("401 does not", func(t *testing.T) {
-		t.Parallel()
-		srv := answering(t, 401, "application/json", `{"error":"missing or invalid bearer token"}`)
-		c := newClient(t, client.Config{URL: srv.URL, BreakerFailures: failures, BreakerOpen: time.Hour})
-		for i := range 3 * failures {
 			_, err := c.Check(context.Background(), req)
 			var e *client.Error
-			if !errors.As(err, &e) || !e.Answered || e.Status != 401 || e.Message != "missing or invalid bearer token" {
-				t.Fatalf("call %d: %v, want the 401", i+1, err)
+			if !errors.As(err, &e) || !errors.Is(err, client.ErrBreakerOpen) || e.Answered {
+				t.Fatalf("after %d failures: %v, want an unanswered *Error with ErrBreakerOpen", failures, err)
+			}
+			want := client.Stats{Checks: failures + 1, Fallbacks: failures + 1, BreakerOpen: 1}
+			if tc.status == 401 {
+				want.Unauthorized = failures
+			}
+			if s := c.Stats(); s != want {
+				t.Fatalf("stats %+v, want %+v", s, want)
+			}
+		})
+	}
+	t.Run("400 does not", func(t *testing.T) {
+		t.Parallel()
+		srv := answering(t, 400, "application/json", `{"error":"endpoint: required"}`)
+		c := newClient(t, client.Config{URL: srv.URL, BreakerFailures: failures, BreakerOpen: time.Hour})
+		for i := range 3 * failures {
+			d, err := c.Check(context.Background(), req)
+			var e *client.Error
+			if !errors.As(err, &e) || !e.Answered || e.Status != 400 || e.Message != "endpoint: required" || d.Allowed || d.Reason != client.ReasonInvalid {
+				t.Fatalf("call %d: %+v, %v, want the 400's refusal", i+1, d, err)
 			}
 		}
-		if s := c.Stats(); s.BreakerOpen != 0 {
+		if s := c.Stats(); s.BreakerOpen != 0 || s.Invalid != 3*failures {
 			t.Fatalf("stats %+v", s)
 		}
 	})

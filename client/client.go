@@ -93,11 +93,13 @@ func New(cfg Config) (*Client, error) {
 		MaxRequests: 1, // one probe while half open
 		Timeout:     cfg.BreakerOpen,
 		ReadyToTrip: func(n gobreaker.Counts) bool { return n.ConsecutiveFailures >= failures },
-		// An answer of the API's own errors (400, 401, 413) is a limiter
-		// that works: only no answer, a 5xx or a bad answer count.
+		// A refusal of the request itself, or by a deny rule the limiter
+		// could not decide, is the answer of a limiter that works;
+		// everything else that is not a success fails the call
+		// (Config.BreakerFailures), a refused token included: the client
+		// gets no decision from this limiter until its token is fixed.
 		IsSuccessful: func(err error) bool {
-			var e *Error
-			return err == nil || (errors.As(err, &e) && e.Answered && e.Status >= 400 && e.Status < 500)
+			return err == nil || errors.Is(err, ErrInvalid) || errors.Is(err, ErrUndecidable)
 		},
 	})
 	c.bufs.New = func() any { return &callBuf{body: make([]byte, 0, 512), headers: make([]byte, 0, 256)} }
@@ -105,17 +107,28 @@ func New(cfg Config) (*Client, error) {
 	return c, nil
 }
 
-// Check asks the limiter for a decision on req. When the limiter cannot
-// decide (no answer within the deadline, the breaker open, an error
-// answer), it returns the failure policy's decision (Decision.Fallback
-// set) together with the *Error saying why.
+// Check asks the limiter for a decision on req. The call is bounded by
+// Config.Timeout, not by ctx: a caller whose context ends meanwhile still
+// gets the limiter's decision. When the limiter does not decide, Check
+// returns, with the *Error saying why:
+//   - a refusal (ReasonInvalid) when the limiter refused req as invalid,
+//     or the client would not send it (errors.Is(err, ErrInvalid));
+//   - a refusal (ReasonUndecidable, RuleID set) when the limiter could not
+//     decide a rule whose failure policy is deny and refused req by that
+//     policy (errors.Is(err, ErrUndecidable));
+//   - a refusal (ReasonCallerGone) when ctx had ended by then
+//     (errors.Is(err, ErrCallerGone)): the failure policy would admit a
+//     request whose client went away on purpose;
+//   - else the failure policy's decision (Decision.Fallback set): no
+//     answer within the timeout, the breaker open, an error answer, the
+//     client's token refused (errors.Is(err, ErrUnauthorized)).
 func (c *Client) Check(ctx context.Context, req *Request) (Decision, error) {
 	c.stats.checks.Add(1)
 	b := c.bufs.Get().(*callBuf)
 	defer c.bufs.Put(b)
 	b.body = appendCheck(b.body[:0], req)
 	var d Decision
-	err := c.call(ctx, "check", pathCheck, b.body, func(resp *fasthttp.Response) error {
+	err := c.call("check", pathCheck, b.body, func(resp *fasthttp.Response) error {
 		if err := parseDecision(resp.Body(), &d); err != nil {
 			return err
 		}
@@ -123,86 +136,220 @@ func (c *Client) Check(ctx context.Context, req *Request) (Decision, error) {
 		return nil
 	})
 	if err != nil {
-		c.stats.fallbacks.Add(1)
-		return c.cfg.OnFailure.decide(ctx, req), err
+		d = c.undecided(ctx, req, err)
+		c.failed("check", err)
+		return d, err
 	}
 	return d, nil
 }
 
-// CheckBatch asks for the decisions on reqs (1 to 100) in one call, as if
-// made one after the other. A check the limiter could not decide (its rule
-// cannot be decided without Redis) and, when the whole call fails, every
-// check gets the failure policy's decision; the error says why (for the
-// whole call, an *Error).
+// undecided returns the decision on a check the limiter did not decide
+// for err (see Check), and counts it.
+func (c *Client) undecided(ctx context.Context, req *Request, err error) Decision {
+	e, _ := err.(*Error)
+	switch {
+	case errors.Is(err, ErrInvalid):
+		c.stats.invalid.Add(1)
+		return Decision{Reason: ReasonInvalid}
+	case e != nil && e.denyRule != "":
+		return c.ruleRefusal(e.denyRule)
+	case ctx.Err() != nil:
+		c.stats.callerGone.Add(1)
+		if e != nil {
+			e.callerGone = context.Cause(ctx)
+		}
+		return Decision{Reason: ReasonCallerGone}
+	}
+	c.stats.fallbacks.Add(1)
+	return c.cfg.OnFailure.decide(ctx, req)
+}
+
+// ruleRefusal returns the refusal of a check by rule, whose failure policy
+// is deny and which the limiter could not decide, and counts it. The
+// limiter gives no time to wait; a second is what FailClosed's refusals
+// say.
+func (c *Client) ruleRefusal(rule string) Decision {
+	c.stats.undecidable.Add(1)
+	return Decision{Reason: ReasonUndecidable, RuleID: rule, RetryAfter: time.Second}
+}
+
+// failed hands the error of an op to Config.OnError.
+func (c *Client) failed(op string, err error) {
+	if c.cfg.OnError != nil {
+		c.cfg.OnError(op, err)
+	}
+}
+
+// CheckBatch asks for the decisions on reqs, as if made one after the
+// other: in one call, or, beyond 100 checks or the API's 64 KiB of body,
+// in several, in order. A check that is not decided gets what
+// Check gives it: a refusal when it is invalid, when the limiter's entry
+// for it is the refusal of a deny rule it could not decide
+// (ReasonUndecidable), or when its caller had gone; else the failure
+// policy's decision (a call that fails, for every check of the call; an
+// entry that is another error). The error says why (for a whole call, its
+// *Error; errors.Is(err, ErrUndecidable) when a rule refused a check).
 func (c *Client) CheckBatch(ctx context.Context, reqs []Request) ([]Decision, error) {
 	c.stats.checks.Add(uint64(len(reqs)))
 	b := c.bufs.Get().(*callBuf)
 	defer c.bufs.Put(b)
-	b.body = append(b.body[:0], `{"checks":[`...)
-	for i := range reqs {
-		if i > 0 {
-			b.body = append(b.body, ',')
-		}
-		b.body = appendCheck(b.body, &reqs[i])
-	}
-	b.body = append(b.body, "]}"...)
 	ds := make([]Decision, len(reqs))
-	errs := make([]string, len(reqs))
-	err := c.call(ctx, "check batch", pathCheckBatch, b.body, func(resp *fasthttp.Response) error {
-		return parseBatch(resp.Body(), ds, errs)
-	})
-	var undecided []string
-	for i := range ds {
-		if err != nil || errs[i] != "" {
-			c.stats.fallbacks.Add(1)
-			ds[i] = c.cfg.OnFailure.decide(ctx, &reqs[i])
-			if err == nil {
-				undecided = append(undecided, fmt.Sprintf("check %d: %s", i, errs[i]))
+	errs := make([]batchError, len(reqs))
+	var callErr error // the first call's that failed
+	for start := 0; start < len(reqs); {
+		var end int
+		b.body, end = appendChecks(b.body[:0], reqs, start)
+		err := c.call("check batch", pathCheckBatch, b.body, func(resp *fasthttp.Response) error {
+			return parseBatch(resp.Body(), ds[start:end], errs[start:end])
+		})
+		if err != nil {
+			for i := start; i < end; i++ {
+				ds[i] = c.undecided(ctx, &reqs[i], err)
+			}
+			if callErr == nil {
+				callErr = err
 			}
 		}
+		start = end
 	}
-	if err == nil && len(undecided) > 0 {
-		err = fmt.Errorf("ratewarden check batch: %d checks not decided: %v", len(undecided), undecided)
+	if callErr != nil {
+		c.failed("check batch", callErr)
+		return ds, callErr
 	}
+	var undecided []string
+	for i := range ds {
+		if errs[i].msg != "" {
+			undecided = append(undecided, fmt.Sprintf("check %d: %s", i, errs[i].msg))
+		}
+	}
+	if len(undecided) == 0 {
+		return ds, nil
+	}
+	err := &Error{Op: "check batch", Err: fmt.Errorf("%d checks not decided: %v", len(undecided), undecided)}
+	var denyRule string
+	for i := range ds {
+		switch {
+		case errs[i].msg == "":
+		case errs[i].denyRule:
+			denyRule = ds[i].RuleID
+			ds[i] = c.ruleRefusal(denyRule)
+		default:
+			ds[i] = c.undecided(ctx, &reqs[i], err)
+		}
+	}
+	err.denyRule = denyRule // only now: the other checks are the failure policy's
+	c.failed("check batch", err)
 	return ds, err
 }
 
+// appendChecks appends the body of POST /v1/check/batch with reqs from
+// start on, as many as fit in the API's maxBody (at least one, which the
+// call refuses when it alone is over), and returns it with the index after
+// the last.
+func appendChecks(b []byte, reqs []Request, start int) ([]byte, int) {
+	b = append(b, `{"checks":[`...)
+	end := start
+	for end < len(reqs) && end-start < maxBatch {
+		n := len(b)
+		if end > start {
+			b = append(b, ',')
+		}
+		b = appendCheck(b, &reqs[end])
+		if end > start && len(b)+len("]}") > maxBody {
+			b = b[:n]
+			break
+		}
+		end++
+	}
+	return append(b, "]}"...), end
+}
+
 // Report sends what happened after a response and returns what the
-// report spent. A report is never refused for being over a limit.
+// report spent. A report is never refused for being over a limit. As for
+// checks, the call is bounded by Config.Timeout, not by ctx.
 func (c *Client) Report(ctx context.Context, o *Outcome) (ReportResult, error) {
 	b := c.bufs.Get().(*callBuf)
 	defer c.bufs.Put(b)
 	b.body = appendOutcome(b.body[:0], o)
 	var r ReportResult
-	err := c.call(ctx, "report", pathReport, b.body, func(resp *fasthttp.Response) error {
+	err := c.call("report", pathReport, b.body, func(resp *fasthttp.Response) error {
 		return parseReportBody(resp.Body(), &r)
 	})
+	if err != nil {
+		c.failed("report", err)
+	}
 	return r, err
 }
 
-// ReportBatch sends several outcomes (1 to 100) in one call.
+// ReportBatch sends several outcomes (1 to 100) in one call. The limiter
+// refuses the whole batch for one invalid outcome (ReportAsync checks
+// them first).
 func (c *Client) ReportBatch(ctx context.Context, os []Outcome) ([]ReportResult, error) {
 	b := c.bufs.Get().(*callBuf)
 	defer c.bufs.Put(b)
 	b.body = appendOutcomes(b.body[:0], os)
-	rs := make([]ReportResult, 0, len(os))
-	err := c.call(ctx, "report batch", pathReportBatch, b.body, func(resp *fasthttp.Response) error {
-		return parseReports(resp.Body(), len(os), &rs)
+	rs, err := c.reportBatch(b.body, len(os))
+	if err != nil {
+		c.failed("report batch", err)
+	}
+	return rs, err
+}
+
+// reportBatch posts body, the body of POST /v1/report/batch with n
+// outcomes.
+func (c *Client) reportBatch(body []byte, n int) ([]ReportResult, error) {
+	rs := make([]ReportResult, 0, n)
+	err := c.call("report batch", pathReportBatch, body, func(resp *fasthttp.Response) error {
+		return parseReports(resp.Body(), n, &rs)
 	})
 	return rs, err
 }
 
-// call posts body to the API's path and hands a 200 answer in JSON to
-// read, through the breaker. Its error is an *Error.
-func (c *Client) call(ctx context.Context, op string, path int, body []byte, read func(*fasthttp.Response) error) error {
-	if err := ctx.Err(); err != nil {
-		return &Error{Op: op, Err: err}
+// Ping asks the limiter whether it answers and accepts the client's
+// credentials, with a call that decides and counts nothing (an empty
+// batch of checks, which the limiter refuses once it has accepted the
+// token): nil when it does; else an *Error, errors.Is(err,
+// ErrUnauthorized) when it refused the token. The way for
+// an application to refuse to start with a wrong token. It is bounded by
+// ctx and Config.Timeout, and bypasses the breaker.
+func (c *Client) Ping(ctx context.Context) error {
+	if c.closed.Load() {
+		return &Error{Op: "ping", Err: ErrClosed}
 	}
+	deadline := time.Now().Add(c.cfg.Timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	resp := fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseResponse(resp)
+	if err := c.post(pathCheckBatch, []byte(`{"checks":[]}`), deadline, resp); err != nil {
+		return &Error{Op: "ping", Err: err}
+	}
+	status := resp.StatusCode()
+	if (status == fasthttp.StatusOK || status == fasthttp.StatusBadRequest) && jsonContent(resp.Header.ContentType()) {
+		return nil // the API's answer (its refusal of an empty batch), not a proxy's page
+	}
+	if refusesCredentials(status) {
+		c.stats.unauthorized.Add(1)
+	}
+	msg, _ := errorAnswer(resp.Body())
+	return &Error{Op: "ping", Answered: true, Status: status, Message: msg}
+}
+
+// call posts body to the API's path and hands a 200 answer in JSON to
+// read, through the breaker, bounded by Config.Timeout. Its error is an
+// *Error.
+func (c *Client) call(op string, path int, body []byte, read func(*fasthttp.Response) error) error {
 	if c.closed.Load() {
 		return &Error{Op: op, Err: ErrClosed}
 	}
+	if len(body) > maxBody {
+		// The limiter would refuse it (413) once sent: refused here, at no
+		// cost to either side.
+		return &Error{Op: op, Err: fmt.Errorf("%w: a body of %d bytes, over the API's %d", ErrInvalid, len(body), maxBody)}
+	}
 	_, err := c.breaker.Execute(func() (struct{}, error) {
-		return struct{}{}, c.roundTrip(ctx, op, path, body, read)
+		return struct{}{}, c.roundTrip(op, path, body, time.Now().Add(c.cfg.Timeout), read)
 	})
 	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
 		c.stats.breakerOpen.Add(1)
@@ -211,30 +358,24 @@ func (c *Client) call(ctx context.Context, op string, path int, body []byte, rea
 	return err
 }
 
-func (c *Client) roundTrip(ctx context.Context, op string, path int, body []byte, read func(*fasthttp.Response) error) error {
-	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-	defer fasthttp.ReleaseRequest(req)
+// roundTrip posts body to the API's path and hands a 200 answer in JSON to
+// read. Its error is an *Error.
+func (c *Client) roundTrip(op string, path int, body []byte, deadline time.Time, read func(*fasthttp.Response) error) error {
+	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseResponse(resp)
-	req.Header.SetMethod(fasthttp.MethodPost)
-	req.SetRequestURI(c.uris[path])
-	req.Header.SetContentType("application/json")
-	if c.auth != "" {
-		req.Header.Set("Authorization", c.auth)
-	}
-	req.SetBodyRaw(body)
-	deadline := time.Now().Add(c.cfg.Timeout)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
-	if err := c.hc.DoDeadline(req, resp, deadline); err != nil {
-		if errors.Is(err, fasthttp.ErrTimeout) {
-			err = fmt.Errorf("%w (%v)", context.DeadlineExceeded, err)
-		}
+	if err := c.post(path, body, deadline, resp); err != nil {
 		return &Error{Op: op, Err: err}
 	}
 	status := resp.StatusCode()
 	if status != fasthttp.StatusOK {
-		return &Error{Op: op, Answered: true, Status: status, Message: errorMessage(resp.Body())}
+		if refusesCredentials(status) {
+			c.stats.unauthorized.Add(1)
+		}
+		msg, denyRule := errorAnswer(resp.Body())
+		if status != fasthttp.StatusServiceUnavailable || !jsonContent(resp.Header.ContentType()) {
+			denyRule = "" // not the limiter's refusal by a deny rule, whatever the body says
+		}
+		return &Error{Op: op, Answered: true, Status: status, Message: msg, denyRule: denyRule}
 	}
 	if ct := resp.Header.ContentType(); !jsonContent(ct) {
 		return &Error{Op: op, Answered: true, Status: status, Message: fmt.Sprintf("content type %q, not the API's JSON", ct)}
@@ -243,6 +384,24 @@ func (c *Client) roundTrip(ctx context.Context, op string, path int, body []byte
 		return &Error{Op: op, Answered: true, Status: status, Message: "not the API's answer: " + err.Error()}
 	}
 	return nil
+}
+
+// post sends body to the API's path and reads the answer into resp.
+func (c *Client) post(path int, body []byte, deadline time.Time, resp *fasthttp.Response) error {
+	req := fasthttp.AcquireRequest()
+	defer fasthttp.ReleaseRequest(req)
+	req.Header.SetMethod(fasthttp.MethodPost)
+	req.SetRequestURI(c.uris[path])
+	req.Header.SetContentType("application/json")
+	if c.auth != "" {
+		req.Header.Set("Authorization", c.auth)
+	}
+	req.SetBodyRaw(body)
+	err := c.hc.DoDeadline(req, resp, deadline)
+	if errors.Is(err, fasthttp.ErrTimeout) {
+		err = fmt.Errorf("%w (%v)", context.DeadlineExceeded, err)
+	}
+	return err
 }
 
 // retryOnClosedConn retries, once, a call whose kept-alive connection the
@@ -275,18 +434,39 @@ type Stats struct {
 	// ReportAsync: sent, dropped because the queue was full or the client
 	// closed, or lost with a call that failed.
 	ReportsSent, ReportsDropped, ReportsFailed uint64
+	// Invalid counts the checks refused as invalid (ReasonInvalid): by the
+	// limiter, or not sent by the client.
+	Invalid uint64
+	// CallerGone counts the checks refused because the limiter could not
+	// decide them after their caller had gone (ReasonCallerGone).
+	CallerGone uint64
+	// Undecidable counts the checks the limiter refused because a rule
+	// whose failure policy is deny could not be decided
+	// (ReasonUndecidable): its Redis is down.
+	Undecidable uint64
+	// Unauthorized counts the calls (checks, reports, pings) the limiter
+	// answered 401 or 403: the client's credentials refused. Any
+	// is a misconfiguration to alert on.
+	Unauthorized uint64
+	// ReportsInvalid counts the outcomes of ReportAsync refused as invalid,
+	// by ReportAsync (a status outside 100-599, a cost out of bounds, no
+	// valid IP, no endpoint) or by the limiter.
+	ReportsInvalid uint64
 }
 
 type counters struct {
-	checks, fallbacks, breakerOpen             atomic.Uint64
-	reportsSent, reportsDropped, reportsFailed atomic.Uint64
+	checks, fallbacks, breakerOpen                             atomic.Uint64
+	reportsSent, reportsDropped, reportsFailed, reportsInvalid atomic.Uint64
+	invalid, callerGone, unauthorized, undecidable             atomic.Uint64
 }
 
 // Stats returns the client's counts.
 func (c *Client) Stats() Stats {
 	s := &c.stats
 	return Stats{Checks: s.checks.Load(), Fallbacks: s.fallbacks.Load(), BreakerOpen: s.breakerOpen.Load(),
-		ReportsSent: s.reportsSent.Load(), ReportsDropped: s.reportsDropped.Load(), ReportsFailed: s.reportsFailed.Load()}
+		ReportsSent: s.reportsSent.Load(), ReportsDropped: s.reportsDropped.Load(), ReportsFailed: s.reportsFailed.Load(),
+		Invalid: s.invalid.Load(), CallerGone: s.callerGone.Load(), Unauthorized: s.unauthorized.Load(), Undecidable: s.undecidable.Load(),
+		ReportsInvalid: s.reportsInvalid.Load()}
 }
 
 // Close sends the outcomes ReportAsync holds, within ctx, and releases

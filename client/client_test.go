@@ -89,7 +89,8 @@ func TestCheck(t *testing.T) {
 }
 
 // What the failure policy answers, and the *Error, for every way a call
-// can go wrong.
+// can go wrong; and the refusal, whatever the policy, of a request the
+// limiter refused as invalid.
 func TestCheckFailures(t *testing.T) {
 	slow := func(w http.ResponseWriter, r *http.Request, _ string) {
 		select {
@@ -103,13 +104,18 @@ func TestCheckFailures(t *testing.T) {
 		answered bool
 		status   int
 		message  string
+		invalid  bool // refused as invalid, not decided by the policy
 	}{
-		{"truncated", answer(200, "application/json", allowedAnswer[:40], "X", "y"), true, 200, "not the API's answer"},
-		{"html from a proxy", answer(200, "text/html", "<html>ok</html>"), true, 200, `content type "text/html"`},
-		{"bad gateway", answer(502, "text/html", "<html>bad gateway</html>"), true, 502, "<html>bad gateway"},
-		{"an API error", answer(400, "application/json", `{"error":"ip: not an IP address"}`), true, 400, "ip: not an IP address"},
-		{"not a decision", answer(200, "application/json", `{"hello":1}`), true, 200, "not the API's answer"},
-		{"slow", slow, false, 0, ""},
+		{"truncated", answer(200, "application/json", allowedAnswer[:40], "X", "y"), true, 200, "not the API's answer", false},
+		{"html from a proxy", answer(200, "text/html", "<html>ok</html>"), true, 200, `content type "text/html"`, false},
+		{"bad gateway", answer(502, "text/html", "<html>bad gateway</html>"), true, 502, "<html>bad gateway", false},
+		{"a token refused", answer(401, "application/json", `{"error":"missing or invalid bearer token"}`), true, 401, "missing or invalid bearer token", false},
+		{"not found", answer(404, "text/plain", "404 page not found"), true, 404, "404 page not found", false},
+		{"not a decision", answer(200, "application/json", `{"hello":1}`), true, 200, "not the API's answer", false},
+		{"slow", slow, false, 0, "", false},
+		{"an invalid request", answer(400, "application/json", `{"error":"ip: not an IP address"}`), true, 400, "ip: not an IP address", true},
+		{"too large", answer(413, "application/json", `{"error":"body too large"}`), true, 413, "body too large", true},
+		{"unprocessable", answer(422, "application/json", `{"error":"no"}`), true, 422, "no", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFake(t, tc.serve)
@@ -126,11 +132,21 @@ func TestCheckFailures(t *testing.T) {
 				if tc.name == "slow" && !errors.Is(err, context.DeadlineExceeded) {
 					t.Fatalf("slow: %v, want a deadline", err)
 				}
-				if !d.Fallback || d.Allowed != p.allow || d.Reason != ReasonUnavailable {
-					t.Fatalf("decision %+v, want the policy's (allow %v)", d, p.allow)
+				if errors.Is(err, ErrInvalid) != tc.invalid || errors.Is(err, ErrUnauthorized) != (tc.status == 401) {
+					t.Fatalf("error %v: Is(ErrInvalid) %v, Is(ErrUnauthorized) %v", err, errors.Is(err, ErrInvalid), errors.Is(err, ErrUnauthorized))
 				}
-				if s := c.Stats(); s.Checks != 1 || s.Fallbacks != 1 {
-					t.Fatalf("stats %+v", s)
+				want, stats := p.policy.decide(context.Background(), nil), Stats{Checks: 1, Fallbacks: 1}
+				if tc.invalid {
+					want, stats = Decision{Reason: ReasonInvalid}, Stats{Checks: 1, Invalid: 1}
+				}
+				if tc.status == 401 {
+					stats.Unauthorized = 1
+				}
+				if d != want {
+					t.Fatalf("decision %+v, want %+v", d, want)
+				}
+				if s := c.Stats(); s != stats {
+					t.Fatalf("stats %+v, want %+v", s, stats)
 				}
 			}
 		})

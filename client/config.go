@@ -17,18 +17,38 @@ type Config struct {
 	// TLS configures https: the roots that verify the limiter (nil: the
 	// system's) and, for mTLS, the client certificate.
 	TLS *tls.Config
-	// Timeout bounds a call whose context has no earlier deadline; the
-	// context's deadline bounds it otherwise. Default 250ms.
+	// Timeout bounds every call. The caller's context does not: its
+	// deadline or cancellation never cuts a call short, since a check cut
+	// short would be decided by the failure policy, which a client could
+	// then pick by going away on purpose (see ReasonCallerGone). Default
+	// 250ms.
 	Timeout time.Duration
 	// MaxConns bounds the keep-alive connections to the limiter. Default 64.
 	MaxConns int
 	// OnFailure decides a check the limiter could not decide (it did not
-	// answer, the breaker is open, or it answered an error). Default
-	// FailOpen.
+	// answer, the breaker is open, it answered an error, or it refused the
+	// client's token), unless its caller had gone. A check the limiter
+	// refused as invalid, or refused by a rule whose on_redis_failure is
+	// deny that it could not decide (ReasonUndecidable), is refused,
+	// whatever the policy. Default FailOpen.
 	OnFailure FailurePolicy
-	// BreakerFailures consecutive failed calls open the breaker for
-	// BreakerOpen: calls then fail at once, without a round trip, until one
-	// probe call succeeds. Defaults 5 and 1s.
+	// OnError, when set, is called with every error of a check or report:
+	// op is "check", "check batch", "report" or "report batch", err what
+	// the call returned, or, for an outcome of ReportAsync, why it was not
+	// reported (refused, dropped, or lost with a failed call: one call per
+	// batch). It is the way to log a refused token or a limiter down:
+	// without it the failure policy answers silently. It is called from
+	// the request's goroutine (and the reporter's), possibly thousands of
+	// times a second while the limiter is down: it must be quick and safe
+	// for concurrent use, and should count or sample rather than log each.
+	OnError func(op string, err error)
+	// BreakerFailures consecutive failed calls, checks and reports alike,
+	// open the breaker for BreakerOpen: calls then fail at once, without a
+	// round trip, until one probe call succeeds. A failed call is one that
+	// got no answer, a 5xx, a bad answer, or a refusal of the client's
+	// credentials (401, 403); a refusal of the request itself (400, 413,
+	// 422), or a deny rule's 503 (ErrUndecidable), shows a limiter that
+	// works and is no failure. Defaults 5 and 1s.
 	BreakerFailures int
 	BreakerOpen     time.Duration
 	// ReportQueue bounds the outcomes ReportAsync holds before they are

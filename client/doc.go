@@ -10,11 +10,25 @@
 //	http.ListenAndServe(":8000", client.Middleware(c, client.MiddlewareConfig{})(mux))
 //
 // A Client keeps keep-alive connections to the limiter, bounds every call
-// by its context's deadline (or Config.Timeout), and when the limiter
+// by Config.Timeout (never by the caller's context, whose client could
+// otherwise pick the failure policy by going away), and when the limiter
 // cannot decide answers with the caller's failure policy (FailOpen,
 // FailClosed or a Fallback), behind a circuit breaker that makes a dead
-// limiter cost microseconds rather than a timeout per request. Errors say
-// whether the limiter answered (*Error).
+// limiter cost microseconds rather than a timeout per request. Three
+// checks are refused whatever the policy: one the limiter refuses as
+// invalid (ReasonInvalid; the client sends every field escaped and bounded
+// as the limiter accepts it, so a request's own path or user id cannot
+// make it invalid); one a rule whose on_redis_failure is deny refuses
+// because the limiter cannot decide it without Redis (ReasonUndecidable:
+// the limiter's 503 names the rule and its policy; the middleware answers
+// 503 with Retry-After, the interceptors codes.Unavailable, and the
+// breaker does not count it, since the limiter answered); and one it could
+// not decide after its caller had gone (ReasonCallerGone). A 503 that
+// names no rule (a proxy's) is the limiter unavailable. Errors say whether
+// the limiter answered (*Error) and, with errors.Is, why (ErrInvalid,
+// ErrUndecidable, ErrUnauthorized, ErrCallerGone, ErrBreakerOpen);
+// Config.OnError sees every one, Stats counts them, and Ping lets an
+// application refuse to start with a token the limiter refuses.
 //
 // The exported API is kept stable like the limiter's HTTP API (docs/client.md).
 package client

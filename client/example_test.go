@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/ratewarden/ratewarden/client"
@@ -16,13 +17,25 @@ import (
 // Put the limiter in front of every route of a ServeMux: the client IP
 // behind the load balancer, the user from the application's session, the
 // route's pattern as the endpoint; failed logins reported after the
-// handler.
+// handler. The application refuses to start with a token the limiter
+// refuses, and logs a sample of the errors the failure policy hides.
 func ExampleMiddleware() {
-	c, err := client.New(client.Config{URL: "http://limiter:8080", Token: os.Getenv("RATEWARDEN_TOKEN")})
+	var failures atomic.Int64
+	c, err := client.New(client.Config{URL: "http://limiter:8080", Token: os.Getenv("RATEWARDEN_TOKEN"),
+		OnError: func(op string, err error) {
+			if failures.Add(1)%1000 == 1 { // a limiter down must not flood the log
+				log.Printf("ratewarden %s (%d failures so far): %v", op, failures.Load(), err)
+			}
+		}})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer c.Close(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx); err != nil {
+		log.Fatal(err) // errors.Is(err, client.ErrUnauthorized): not one of the limiter's API_TOKENS
+	}
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/books/{id}", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "book", r.PathValue("id")) })
@@ -96,4 +109,22 @@ func ExampleFallback() {
 	// Output:
 	// GET true local true
 	// POST false local true
+}
+
+// Ping tells a token the limiter refuses from a limiter that does not
+// answer: nothing listens on port 1 here.
+func ExampleClient_Ping() {
+	c, err := client.New(client.Config{URL: "http://127.0.0.1:1", Token: "not-a-token", Timeout: 100 * time.Millisecond})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close(context.Background())
+
+	err = c.Ping(context.Background())
+	var e *client.Error
+	fmt.Println("token refused:", errors.Is(err, client.ErrUnauthorized))
+	fmt.Println("limiter answered:", errors.As(err, &e) && e.Answered)
+	// Output:
+	// token refused: false
+	// limiter answered: false
 }

@@ -28,8 +28,9 @@ type GRPCConfig struct {
 	// metadata names the client, as the limiter's TRUSTED_PROXIES; the
 	// client is the connection's address otherwise, so a client cannot
 	// pick whom it is counted as. A peer that is not an IP address (a Unix
-	// socket) leaves the limiter's ip empty, which it refuses as invalid:
-	// the failure policy then decides.
+	// socket) is counted as the unspecified address 0.0.0.0, as the
+	// limiter's rate limit API counts a request without one: every such
+	// caller shares its per-address budgets.
 	TrustedProxies []netip.Prefix
 	// User and Tier return the call's user id and tier (from a verified
 	// token in its metadata, say); nil: none.
@@ -47,10 +48,13 @@ type GRPCConfig struct {
 	Cost func(ctx context.Context, fullMethod string) int64
 	// Denied returns the error that answers a refused call; a nil error
 	// stands for the default. nil: codes.ResourceExhausted ("too many
-	// requests"), codes.PermissionDenied ("forbidden") when banned, with
-	// the time to wait in the message and as a google.rpc.RetryInfo
-	// detail. The rate-limit and retry-after header metadata is set
-	// before it is called.
+	// requests"), codes.PermissionDenied ("forbidden") when banned,
+	// codes.InvalidArgument when refused as invalid, codes.Unavailable when
+	// its deny rule could not be decided, with the time to wait in the
+	// message and as a google.rpc.RetryInfo detail. The rate-limit
+	// and retry-after header metadata is set before it is called. It is
+	// not called for a call whose caller had gone when the limiter failed
+	// to decide it: that call ends with its context's error.
 	Denied func(ctx context.Context, fullMethod string, d Decision) error
 	// ReportIf says whether a call is reported (ReportAsync, when the
 	// handler returns), given the code its client gets; nil: every call.
@@ -69,10 +73,17 @@ type GRPCConfig struct {
 // decision, when it has some, as header metadata under lower-case keys (ratelimit-policy, ratelimit,
 // x-ratelimit-limit, x-ratelimit-remaining, x-ratelimit-reset, and, when
 // refused, retry-after in seconds). When the limiter cannot decide, the
-// client's failure policy does; a refusal of FailClosed is
-// codes.ResourceExhausted too, as Middleware's is 429, not
-// codes.Unavailable, which clients' retry policies commonly retry at once:
-// the load would grow while the limiter is down.
+// client's failure policy does, unless the call's context had ended by then
+// (its deadline passed, its client cancelled): such a call ends with its
+// context's error (codes.DeadlineExceeded, codes.Canceled) and never
+// reaches the handler. A refusal of FailClosed is codes.ResourceExhausted
+// too, as Middleware's is 429, not codes.Unavailable, which clients' retry
+// policies commonly retry at once: the load would grow while the limiter
+// is down. A call that a rule whose failure policy is deny refused, the
+// limiter unable to decide it, ends with codes.Unavailable and a retry
+// delay of a second: what the limiter answers Envoy for such a rule, and
+// Middleware's 503; once it has found Redis down, the limiter answers such
+// a check without a round trip to it, so a retry costs it little.
 //
 // When the handler returns, the call is reported without delaying its
 // answer, with the HTTP status a gateway in front of the service would
@@ -155,7 +166,7 @@ func newInterceptor(c *Client, cfg GRPCConfig) *interceptor {
 // headers go to hs, when there is one.
 func (in *interceptor) admit(ctx context.Context, fullMethod string, hs headerSetter, req *Request) error {
 	cfg := &in.cfg
-	req.Endpoint, req.Method = fullMethod, cfg.Method
+	req.Endpoint, req.Method, req.IP = fullMethod, cfg.Method, unknownAddr
 	if cfg.Endpoint != nil {
 		req.Endpoint = cfg.Endpoint(ctx, fullMethod)
 	}
@@ -174,7 +185,12 @@ func (in *interceptor) admit(ctx context.Context, fullMethod string, hs headerSe
 	if cfg.Cost != nil {
 		req.Cost = cfg.Cost(ctx, fullMethod)
 	}
-	d, _ := in.c.Check(ctx, req) // an error is decided by the failure policy: d
+	d, _ := in.c.Check(ctx, req) // d says what to do, whatever the error
+	if d.Reason == ReasonCallerGone {
+		// Not decided, and the caller has gone: it gets its own context's
+		// error, as the server would answer it, and the handler never runs.
+		return status.FromContextError(ctx.Err()).Err()
+	}
 	if md := limitMetadata(&d); md != nil && hs != nil {
 		_ = hs.SetHeader(md) // fails only once headers are sent, which no handler did yet
 	}
@@ -230,7 +246,8 @@ func (in *interceptor) report(ctx context.Context, fullMethod string, req *Reque
 }
 
 // limitMetadata returns d's rate-limit headers as metadata (nil when it
-// has none), with a retry-after of its own for a fallback's refusal.
+// has none), with a retry-after of its own for a refusal the limiter gave
+// no headers for (a fallback's, an undecidable rule's).
 func limitMetadata(d *Decision) metadata.MD {
 	n := 0
 	d.headers.each(func(int, string) { n++ })
@@ -260,8 +277,13 @@ func limitMetadata(d *Decision) metadata.MD {
 // GRPCConfig.Denied).
 func deniedError(d *Decision) error {
 	code, msg := codes.ResourceExhausted, "too many requests"
-	if d.Reason == ReasonBanned {
+	switch d.Reason {
+	case ReasonBanned:
 		code, msg = codes.PermissionDenied, "forbidden"
+	case ReasonInvalid:
+		code, msg = codes.InvalidArgument, "invalid request"
+	case ReasonUndecidable:
+		code, msg = codes.Unavailable, "service unavailable"
 	}
 	if d.RetryAfter <= 0 {
 		return status.Error(code, msg)

@@ -33,7 +33,8 @@ type MiddlewareConfig struct {
 	// pattern r.Pattern holds behind the mux, or Mux's for the request
 	// when the middleware wraps the mux), its method and host left out
 	// ("/api/books/{id}"), so that every book counts as one endpoint; else
-	// the URL's path.
+	// the URL's path, as sent (URL.EscapedPath), which the limiter
+	// normalizes as it does a gateway's.
 	Endpoint func(*http.Request) string
 	// Mux is the ServeMux the middleware wraps, if it does: its pattern
 	// for a request is found before it routes it.
@@ -41,8 +42,11 @@ type MiddlewareConfig struct {
 	// Cost returns what a request counts for at the check; nil: 1.
 	Cost func(*http.Request) int64
 	// Denied answers a refused request. nil: 429 Too Many Requests (403
-	// Forbidden when banned) with a JSON body {"error": ...}; the
-	// RateLimit and Retry-After headers are set before it is called.
+	// Forbidden when banned, 400 Bad Request when refused as invalid, 503
+	// Service Unavailable when its deny rule could not be decided) with a
+	// JSON body {"error": ...}; the RateLimit and Retry-After headers are
+	// set before it is called. It is not called for a request whose client
+	// had gone when the limiter failed to decide it (answered 503).
 	Denied func(w http.ResponseWriter, r *http.Request, d Decision)
 	// ReportIf says whether a response is reported (ReportAsync, after
 	// the handler, off the response's path); nil: every response.
@@ -59,16 +63,21 @@ func NeverReport(*http.Request, int) bool { return false }
 
 // Middleware returns net/http middleware that asks the limiter about
 // every request before next serves it: a refused request is answered 429
-// (403 when banned) with Retry-After and never reaches next; an allowed one
-// gets the limiter's RateLimit headers. When the limiter cannot decide,
-// the client's failure policy does. After next, the response's status (and
-// cost) is reported without delaying the response.
+// (403 when banned, 400 when the limiter refused it as invalid, 503 when a
+// rule whose failure policy is deny could not be decided, as the limiter's
+// forward auth answers it) with Retry-After and never reaches next; an
+// allowed one gets the limiter's RateLimit headers. When the limiter
+// cannot decide, the client's failure policy does, unless the request's
+// context had ended by then (net/http ends it when the client closes or
+// half-closes its connection): such a request is answered 503 and never
+// reaches next. After next, the response's status (and cost) is reported
+// without delaying the response.
 func Middleware(c *Client, cfg MiddlewareConfig) func(http.Handler) http.Handler {
 	res := clientaddr.Resolver{Trusted: cfg.TrustedProxies}
 	recorders := sync.Pool{New: func() any { return new(statusRecorder) }}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			req := Request{Endpoint: endpointOf(&cfg, r), Method: r.Method}
+			req := Request{Endpoint: endpointOf(&cfg, r), Method: r.Method, IP: unknownAddr}
 			if a := res.Of(r); a.IsValid() {
 				req.IP = a.String()
 			}
@@ -84,11 +93,17 @@ func Middleware(c *Client, cfg MiddlewareConfig) func(http.Handler) http.Handler
 			if cfg.Cost != nil {
 				req.Cost = cfg.Cost(r)
 			}
-			d, _ := c.Check(r.Context(), &req) // an error is decided by the failure policy: d
+			d, _ := c.Check(r.Context(), &req) // d says what to do, whatever the error
+			if d.Reason == ReasonCallerGone {
+				// Not decided, and nobody waits for the answer: nothing is
+				// served, and the failure policy is not asked.
+				writeError(w, http.StatusServiceUnavailable, `{"error":"service unavailable"}`)
+				return
+			}
 			h := w.Header()
 			d.headers.setOn(h)
 			if !d.Allowed {
-				if d.headers.all == "" && d.RetryAfter > 0 { // a fallback's refusal
+				if d.headers.all == "" && d.RetryAfter > 0 { // a fallback's or an undecidable rule's refusal
 					h["Retry-After"] = []string{strconv.FormatInt(int64((d.RetryAfter+time.Second-1)/time.Second), 10)}
 				}
 				if cfg.Denied != nil {
@@ -130,22 +145,40 @@ func endpointOf(cfg *MiddlewareConfig, r *http.Request) string {
 	if pattern == "" && cfg.Mux != nil {
 		_, pattern = cfg.Mux.Handler(r)
 	}
-	if pattern == "" {
-		return r.URL.Path
-	}
 	// "[METHOD ][HOST]/PATH": the path is from the first '/'.
 	if i := strings.IndexByte(pattern, '/'); i >= 0 {
 		return pattern[i:]
 	}
-	return r.URL.Path
+	// The path as sent (its escapes kept), which the limiter decodes once
+	// as it does a gateway's; "/" for a request without one (CONNECT).
+	if p := r.URL.EscapedPath(); p != "" {
+		return p
+	}
+	return "/"
 }
 
-// denied answers a refused request: 403 when banned, else 429.
+// unknownAddr is the ip of a check whose client has no IP address (a peer
+// on a Unix socket): the unspecified address, as the limiter's rate limit
+// API counts such requests. The limiter refuses a check without one.
+const unknownAddr = "0.0.0.0"
+
+// denied answers a refused request: 403 when banned, 400 when the limiter
+// refused it as invalid, 503 when its deny rule could not be decided, else
+// 429.
 func denied(w http.ResponseWriter, d Decision) {
-	status, body := http.StatusTooManyRequests, `{"error":"too many requests"}`
-	if d.Reason == ReasonBanned {
-		status, body = http.StatusForbidden, `{"error":"forbidden"}`
+	switch d.Reason {
+	case ReasonBanned:
+		writeError(w, http.StatusForbidden, `{"error":"forbidden"}`)
+	case ReasonInvalid:
+		writeError(w, http.StatusBadRequest, `{"error":"bad request"}`)
+	case ReasonUndecidable:
+		writeError(w, http.StatusServiceUnavailable, `{"error":"service unavailable"}`)
+	default:
+		writeError(w, http.StatusTooManyRequests, `{"error":"too many requests"}`)
 	}
+}
+
+func writeError(w http.ResponseWriter, status int, body string) {
 	w.Header()["Content-Type"] = []string{"application/json"}
 	w.WriteHeader(status)
 	_, _ = w.Write([]byte(body))

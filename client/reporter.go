@@ -3,18 +3,17 @@ package client
 import (
 	"context"
 	"errors"
-	"net/http"
+	"fmt"
+	"net/netip"
 	"sync"
 	"time"
 )
 
 // The outcomes of ReportAsync go out in batches (POST /v1/report/batch) of
-// at most reportBatch, one batch at most every reportLinger once the first
-// outcome of a batch is queued, from one goroutine.
-const (
-	reportBatch  = 100
-	reportLinger = 5 * time.Millisecond
-)
+// at most maxBatch outcomes and maxBody bytes, one batch at most every
+// reportLinger once the first outcome of a batch is queued, from one
+// goroutine.
+const reportLinger = 5 * time.Millisecond
 
 // reporter sends queued outcomes in the background.
 type reporter struct {
@@ -33,26 +32,73 @@ func newReporter(c *Client, size int) *reporter {
 
 // ReportAsync queues o to be reported in the background and returns at
 // once: the way to report from a request's path without adding its
-// latency. It returns false when o was dropped (the queue full, the client
-// closed); Stats counts what is sent, dropped and lost.
+// latency. It returns false when o was refused as invalid (see
+// validOutcome: the limiter would refuse it, and with it the batch it
+// would go out in) or dropped (the queue full, the client closed); Stats
+// counts what is sent, refused, dropped and lost, and Config.OnError gets
+// each with its cause.
 func (c *Client) ReportAsync(o *Outcome) bool {
+	if err := validOutcome(o); err != nil {
+		c.stats.reportsInvalid.Add(1)
+		c.failed("report", &Error{Op: "report", Err: fmt.Errorf("%w: %w", ErrInvalid, err)})
+		return false
+	}
 	r := c.reports
 	r.mu.RLock()
-	defer r.mu.RUnlock()
-	if !r.closed {
+	closed := r.closed
+	if !closed {
 		select {
 		case r.queue <- *o:
+			r.mu.RUnlock()
 			return true
 		default:
 		}
 	}
+	r.mu.RUnlock()
 	c.stats.reportsDropped.Add(1)
+	cause := ErrReportQueueFull
+	if closed {
+		cause = ErrClosed
+	}
+	c.failed("report", &Error{Op: "report", Err: cause})
 	return false
+}
+
+// validOutcome returns why the limiter would refuse o, nil when it would
+// not. Its text fields need no check: the client sends them in a form the
+// limiter accepts (appendSubject).
+func validOutcome(o *Outcome) error {
+	switch {
+	case o.Status < minStatus || o.Status > maxStatus:
+		return fmt.Errorf("status %d: want an HTTP status, %d to %d", o.Status, minStatus, maxStatus)
+	case o.Cost != CostNone && (o.Cost < 0 || o.Cost > maxCost):
+		return fmt.Errorf("cost %d: want 0 to %d, or CostNone", o.Cost, maxCost)
+	case o.Endpoint == "":
+		return errors.New("endpoint: required")
+	case len(o.Attributes) > maxAttributes:
+		return fmt.Errorf("attributes: %d, at most %d", len(o.Attributes), maxAttributes)
+	}
+	if _, err := netip.ParseAddr(o.IP); err != nil {
+		return errors.New("ip: not an IP address")
+	}
+	for name := range o.Attributes {
+		if name == "" {
+			return errors.New("attributes: an empty name")
+		}
+	}
+	return nil
+}
+
+// pending is the batch the reporter fills: its outcomes and the body of
+// POST /v1/report/batch that holds them, but for its closing "]}".
+type pending struct {
+	outcomes []Outcome
+	body     []byte
 }
 
 func (r *reporter) run() {
 	defer close(r.done)
-	batch := make([]Outcome, 0, reportBatch)
+	p := &pending{outcomes: make([]Outcome, 0, maxBatch)}
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	for {
@@ -60,56 +106,91 @@ func (r *reporter) run() {
 		if !ok {
 			return
 		}
-		batch = append(batch[:0], o)
+		r.add(p, &o)
 		timer.Reset(reportLinger)
 	fill:
-		for len(batch) < reportBatch {
+		for len(p.outcomes) < maxBatch {
 			select {
 			case o, ok := <-r.queue:
 				if !ok {
 					break fill
 				}
-				batch = append(batch, o)
+				r.add(p, &o)
 			case <-timer.C:
 				break fill
 			}
 		}
 		timer.Stop()
-		r.send(batch)
+		r.send(p)
 	}
 }
 
-// send reports a batch, bounded by the client's timeout.
-func (r *reporter) send(batch []Outcome) {
-	ctx, cancel := context.WithTimeout(context.Background(), r.c.cfg.Timeout)
-	defer cancel()
-	_, err := r.c.ReportBatch(ctx, batch)
-	var e *Error
-	if err != nil && len(batch) > 1 && errors.As(err, &e) && e.Answered &&
-		(e.Status == http.StatusBadRequest || e.Status == http.StatusRequestEntityTooLarge) {
-		// The limiter refuses a whole batch for one invalid outcome, or for
-		// its size: one by one, only the outcome at fault is lost.
+// add puts o in the batch, after sending the batch first when o would take
+// its body over maxBody. An outcome over maxBody alone is refused.
+func (r *reporter) add(p *pending, o *Outcome) {
+	if len(p.outcomes) == 0 {
+		p.body = append(p.body[:0], `{"reports":[`...)
+	}
+	n := len(p.body)
+	if len(p.outcomes) > 0 {
+		p.body = append(p.body, ',')
+	}
+	p.body = appendOutcome(p.body, o)
+	if len(p.body)+len("]}") <= maxBody {
+		p.outcomes = append(p.outcomes, *o)
+		return
+	}
+	p.body = p.body[:n]
+	if len(p.outcomes) > 0 {
+		r.send(p)
+		r.add(p, o)
+		return
+	}
+	r.c.stats.reportsInvalid.Add(1)
+	r.c.failed("report", &Error{Op: "report", Err: fmt.Errorf("%w: an outcome of over %d bytes", ErrInvalid, maxBody)})
+}
+
+// send reports the batch, bounded by the client's timeout, and empties it.
+func (r *reporter) send(p *pending) {
+	batch := p.outcomes
+	if len(batch) == 0 {
+		return
+	}
+	defer func() { clear(batch); p.outcomes = batch[:0] }()
+	p.body = append(p.body, "]}"...)
+	_, err := r.c.reportBatch(p.body, len(batch))
+	if err != nil && len(batch) > 1 && errors.Is(err, ErrInvalid) {
+		// A limiter stricter than validOutcome (another version) refuses
+		// the whole batch for one outcome: one by one, only the outcome at
+		// fault is lost.
 		for i := range batch {
 			r.sendOne(&batch[i])
 		}
 		return
 	}
-	if err != nil {
-		r.c.stats.reportsFailed.Add(uint64(len(batch)))
+	switch {
+	case err == nil:
+		r.c.stats.reportsSent.Add(uint64(len(batch)))
 		return
+	case errors.Is(err, ErrInvalid):
+		r.c.stats.reportsInvalid.Add(uint64(len(batch)))
+	default:
+		r.c.stats.reportsFailed.Add(uint64(len(batch)))
 	}
-	r.c.stats.reportsSent.Add(uint64(len(batch)))
+	r.c.failed("report batch", err)
 }
 
 // sendOne reports one outcome, bounded by the client's timeout.
 func (r *reporter) sendOne(o *Outcome) {
-	ctx, cancel := context.WithTimeout(context.Background(), r.c.cfg.Timeout)
-	defer cancel()
-	if _, err := r.c.Report(ctx, o); err != nil {
+	_, err := r.c.Report(context.Background(), o)
+	switch {
+	case err == nil:
+		r.c.stats.reportsSent.Add(1)
+	case errors.Is(err, ErrInvalid):
+		r.c.stats.reportsInvalid.Add(1)
+	default:
 		r.c.stats.reportsFailed.Add(1)
-		return
 	}
-	r.c.stats.reportsSent.Add(1)
 }
 
 // close stops ReportAsync and waits, within ctx, for the queue to be sent.

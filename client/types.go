@@ -12,6 +12,21 @@ const (
 	// ReasonUnavailable is the reason of a decision the failure policy made
 	// (Decision.Fallback) because the limiter did not answer.
 	ReasonUnavailable = "unavailable"
+	// ReasonInvalid is the reason of a refusal of a request the limiter
+	// refused as invalid, or the client would not send (the error is
+	// ErrInvalid): no failure policy admits it.
+	ReasonInvalid = "invalid"
+	// ReasonCallerGone is the reason of a refusal of a request the limiter
+	// could not decide after its caller had gone (the error is
+	// ErrCallerGone): nobody waits for the answer, and the failure policy
+	// is not asked.
+	ReasonCallerGone = "caller_gone"
+	// ReasonUndecidable is the reason of a refusal by a rule whose failure
+	// policy (on_redis_failure) is deny, which the limiter could not decide
+	// (its Redis is down), named in RuleID (the error is ErrUndecidable):
+	// the limiter answered, and refused the request by the rule's own
+	// policy, which the client's failure policy does not override.
+	ReasonUndecidable = "undecidable"
 )
 
 // Request is the subject of a decision (POST /v1/check): who asks for
@@ -29,10 +44,12 @@ type Request struct {
 }
 
 // Decision is the limiter's verdict on a Request, or, when Fallback is
-// set, the failure policy's (the limiter did not decide).
+// set, the failure policy's (the limiter did not decide), or a refusal
+// without either (ReasonInvalid, ReasonCallerGone, ReasonUndecidable).
 type Decision struct {
 	// Allowed is the verdict: false means refuse the request (429 when
-	// rate limited, 403 when banned).
+	// rate limited, 403 when banned, 503 when its rule could not be
+	// decided).
 	Allowed bool
 	// Reason is one of the Reason constants.
 	Reason string

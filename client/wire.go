@@ -15,23 +15,23 @@ import (
 // which a newer limiter may add.
 
 // appendSubject appends the subject fields shared by checks and reports,
-// without the braces.
+// without the braces, each in the form the limiter accepts (fields.go).
 func appendSubject(b []byte, ip, userID, endpoint, method, tier string, attrs map[string]string) []byte {
 	b = append(b, `"ip":`...)
 	b = jsonwire.AppendString(b, ip)
 	b = append(b, `,"endpoint":`...)
-	b = jsonwire.AppendString(b, endpoint)
+	b = jsonwire.AppendString(b, wireEndpoint(endpoint))
 	if userID != "" {
 		b = append(b, `,"user_id":`...)
-		b = jsonwire.AppendString(b, userID)
+		b = jsonwire.AppendString(b, textField(userID, maxUserID))
 	}
-	if method != "" {
+	if validMethod(method) {
 		b = append(b, `,"method":`...)
 		b = jsonwire.AppendString(b, method)
 	}
 	if tier != "" {
 		b = append(b, `,"tier":`...)
-		b = jsonwire.AppendString(b, tier)
+		b = jsonwire.AppendString(b, textField(tier, maxTier))
 	}
 	if len(attrs) > 0 {
 		b = append(b, `,"attributes":{`...)
@@ -41,9 +41,9 @@ func appendSubject(b []byte, ip, userID, endpoint, method, tier string, attrs ma
 				b = append(b, ',')
 			}
 			first = false
-			b = jsonwire.AppendString(b, k)
+			b = jsonwire.AppendString(b, textField(k, maxAttrName))
 			b = append(b, ':')
-			b = jsonwire.AppendString(b, v)
+			b = jsonwire.AppendString(b, textField(v, maxAttrValue))
 		}
 		b = append(b, '}')
 	}
@@ -134,10 +134,19 @@ func parseDecision(body []byte, d *Decision) error {
 	return nil
 }
 
+// batchError is an entry of a batch's answer that is no decision: the
+// limiter's error, and whether it is the refusal of a rule whose failure
+// policy is deny that it could not decide (the entry's 503 names the rule,
+// read into the decision's RuleID, and its policy).
+type batchError struct {
+	msg      string
+	denyRule bool
+}
+
 // parseBatch reads the answer of POST /v1/check/batch into ds (as long as
 // the checks): each entry a decision, or the error of one the limiter could
-// not make (errs[i], nil for a decision).
-func parseBatch(body []byte, ds []Decision, errs []string) error {
+// not make (errs[i], zero for a decision).
+func parseBatch(body []byte, ds []Decision, errs []batchError) error {
 	p := jsonwire.New(body)
 	n := 0
 	err := p.Object(func(name string) error {
@@ -150,21 +159,26 @@ func parseBatch(body []byte, ds []Decision, errs []string) error {
 			}
 			n++
 			var status int64
+			var policy string
 			err := p.Object(func(name string) error {
+				var err error
 				switch name {
 				case "status":
-					var err error
 					status, err = p.Integer()
-					return err
 				case "error":
-					msg, err := p.Str()
-					errs[i] = msg
-					return err
+					errs[i].msg, err = p.Str()
+				case "on_redis_failure":
+					policy, err = p.Str()
+				default:
+					err = decisionField(&p, name, &ds[i])
 				}
-				return decisionField(&p, name, &ds[i])
+				return err
 			})
-			if err == nil && status != 200 && errs[i] == "" {
-				errs[i] = "status " + strconv.FormatInt(status, 10)
+			if err == nil && status != 200 {
+				if errs[i].msg == "" {
+					errs[i].msg = "status " + strconv.FormatInt(status, 10)
+				}
+				errs[i].denyRule = status == 503 && policy == denyPolicy && ds[i].RuleID != ""
 			}
 			return err
 		})
@@ -231,27 +245,42 @@ func parseReport(p *jsonwire.Parser, r *ReportResult) error {
 	})
 }
 
-// errorMessage returns the "error" of an error answer's body, or the
-// beginning of the body when it has none.
-func errorMessage(body []byte) string {
+// errorAnswer reads an error answer's body: its "error", or the beginning
+// of the body when it has none; and denyRule, the rule it names when it
+// holds the limiter's marker of a rule whose failure policy is deny that
+// could not be decided ({"rule_id": ..., "on_redis_failure": "deny"}).
+func errorAnswer(body []byte) (msg, denyRule string) {
 	p := jsonwire.New(body)
-	var msg string
+	var rule, policy string
 	if p.Object(func(name string) error {
-		if name == "error" {
-			var err error
+		var err error
+		switch name {
+		case "error":
 			msg, err = p.Str()
-			return err
+		case "rule_id":
+			rule, err = p.Str()
+		case "on_redis_failure":
+			policy, err = p.Str()
+		default:
+			err = p.Skip()
 		}
-		return p.Skip()
+		return err
 	}) == nil && msg != "" {
-		return msg
+		if policy == denyPolicy {
+			denyRule = rule
+		}
+		return msg, denyRule
 	}
 	const most = 200
 	if len(body) > most {
 		body = body[:most]
 	}
-	return strconv.Quote(string(body))
+	return strconv.Quote(string(body)), ""
 }
+
+// denyPolicy is the on_redis_failure of a rule whose check the limiter
+// refuses when it cannot decide it.
+const denyPolicy = "deny"
 
 // appendOutcomes appends the body of POST /v1/report/batch.
 func appendOutcomes(b []byte, os []Outcome) []byte {

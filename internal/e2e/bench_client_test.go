@@ -121,3 +121,42 @@ func processCPU(t *testing.T) time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// TestBenchClientReportDrain (make bench) measures how long ReportAsync's
+// queue of 10 000 outcomes takes to reach the real limiter, all valid and
+// with one the limiter would refuse (no IP address) in every 100. A batch
+// the limiter refuses for one outcome is sent again one outcome at a time;
+// ReportAsync refuses such an outcome before it is queued, so the invalid
+// ones cost the drain nothing.
+func TestBenchClientReportDrain(t *testing.T) {
+	e := newEnvWith(t, clientBenchRules)
+	lim := e.start("limiter", "KAFKA_BROKERS", "127.0.0.1:1", "REDIS_TIMEOUT", "1s")
+	const n = 10_000
+	drain := func(invalidEvery int) (time.Duration, client.Stats) {
+		c, err := client.New(client.Config{URL: "http://" + lim.addr, ReportQueue: 2 * n, Timeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		for i := range n {
+			o := client.Outcome{IP: "198.51.100.9", Endpoint: "/api/books/17", Method: "GET", Status: 200}
+			if invalidEvery > 0 && i%invalidEvery == invalidEvery-1 {
+				o.IP = "not-an-ip"
+			}
+			c.ReportAsync(&o)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if err := c.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return time.Since(start), c.Stats()
+	}
+	for round := range 3 {
+		valid, vs := drain(0)
+		mixed, ms := drain(100)
+		fmt.Printf("client report drain round %d: %d outcomes all valid %v (%.0f/s); one invalid per 100 %v (%.0f/s), %.1fx; sent %d and %d, failed %d and %d\n",
+			round+1, n, valid.Round(time.Millisecond), n/valid.Seconds(), mixed.Round(time.Millisecond), n/mixed.Seconds(),
+			mixed.Seconds()/valid.Seconds(), vs.ReportsSent, ms.ReportsSent, vs.ReportsFailed, ms.ReportsFailed)
+	}
+}

@@ -189,36 +189,65 @@ func TestClientBanned(t *testing.T) {
 }
 
 // A limiter with API_TOKENS: a client without the token, or with another,
-// is refused 401, decided by its failure policy, and the refusals never
-// open its breaker (the limiter works); with the token, decisions.
+// fails Ping with ErrUnauthorized; its checks are refused 401, decided by
+// its failure policy, counted apart and handed to OnError, and, as its
+// reports, count against its breaker (it gets no decision from this
+// limiter). With the token, Ping passes and the checks are decided.
 func TestClientAPITokens(t *testing.T) {
 	t.Parallel()
 	const token, other = "client-e2e-api-token-0123", "client-e2e-other-token-456"
 	e := newEnvWith(t, clientRulesYAML)
 	limiter := e.start("limiter", "API_TOKENS", token+","+other)
 	req := &client.Request{IP: "198.51.100.3", Endpoint: "/api/books/1"}
+	failOpen := client.Decision{Allowed: true, Reason: client.ReasonUnavailable, Fallback: true}
 	for _, tok := range []string{"", "not-one-of-the-tokens-xyz"} {
-		c := newClient(t, client.Config{URL: "http://" + limiter.addr, Token: tok, BreakerFailures: 2, BreakerOpen: time.Hour})
-		for i := range 4 {
+		var mu sync.Mutex
+		var seen []string
+		c := newClient(t, client.Config{URL: "http://" + limiter.addr, Token: tok, BreakerFailures: 3, BreakerOpen: time.Hour,
+			OnError: func(op string, err error) {
+				mu.Lock()
+				defer mu.Unlock()
+				seen = append(seen, op+": "+err.Error())
+			}})
+		err := c.Ping(context.Background())
+		if e := clientError(t, err); !errors.Is(err, client.ErrUnauthorized) || e.Op != "ping" || e.Status != http.StatusUnauthorized {
+			t.Fatalf("token %q: Ping: %v, want ErrUnauthorized", tok, err)
+		}
+		for i := range 2 {
 			d, err := c.Check(context.Background(), req)
 			if e := clientError(t, err); !e.Answered || e.Status != http.StatusUnauthorized || e.Op != "check" ||
-				e.Message != "missing or invalid bearer token" || e.Err != nil {
+				e.Message != "missing or invalid bearer token" || e.Err != nil || !errors.Is(err, client.ErrUnauthorized) {
 				t.Fatalf("token %q, check %d: %+v", tok, i+1, e)
 			}
-			if d != (client.Decision{Allowed: true, Reason: client.ReasonUnavailable, Fallback: true}) {
+			if d != failOpen {
 				t.Fatalf("token %q, check %d: %+v, want FailOpen's", tok, i+1, d)
 			}
 		}
-		if _, err := c.Report(context.Background(), &client.Outcome{IP: req.IP, Endpoint: req.Endpoint, Status: 200}); clientError(t, err).Status != http.StatusUnauthorized {
+		if _, err := c.Report(context.Background(), &client.Outcome{IP: req.IP, Endpoint: req.Endpoint, Status: 200}); !errors.Is(err, client.ErrUnauthorized) {
 			t.Fatalf("token %q: report: %v", tok, err)
 		}
-		if s := c.Stats(); s.BreakerOpen != 0 || s.Fallbacks != 4 {
-			t.Fatalf("token %q: stats %+v: 401s opened the breaker", tok, s)
+		for i := range 2 { // the third refusal, a report's, opened the breaker
+			if d, err := c.Check(context.Background(), req); !errors.Is(err, client.ErrBreakerOpen) || d != failOpen {
+				t.Fatalf("token %q, check %d with the breaker open: %+v, %v", tok, i+3, d, err)
+			}
 		}
+		want := client.Stats{Checks: 4, Fallbacks: 4, BreakerOpen: 2, Unauthorized: 4}
+		if s := c.Stats(); s != want {
+			t.Fatalf("token %q: stats %+v, want %+v", tok, s, want)
+		}
+		mu.Lock()
+		if len(seen) != 5 || !strings.HasPrefix(seen[0], "check: ratewarden check: the limiter answered 401") ||
+			!strings.HasPrefix(seen[2], "report: ratewarden report: the limiter answered 401") || !strings.Contains(seen[4], "circuit breaker open") {
+			t.Fatalf("token %q: OnError saw %q", tok, seen)
+		}
+		mu.Unlock()
 	}
 	// The refused calls counted nothing: the budget is whole.
 	for i, tok := range []string{token, other} {
 		c := newClient(t, client.Config{URL: "http://" + limiter.addr, Token: tok})
+		if err := c.Ping(context.Background()); err != nil {
+			t.Fatalf("token %q: Ping: %v", tok, err)
+		}
 		d, err := c.Check(context.Background(), req)
 		if err != nil || !d.Allowed || d.Reason != client.ReasonOK || d.RuleID != "per-ip" || d.Remaining != int64(clientLimit-1-i) || d.Fallback {
 			t.Fatalf("token %q: %+v, %v", tok, d, err)
@@ -387,25 +416,28 @@ func startHoldingProxy(t *testing.T, target string) *holdingProxy {
 // open releases the answers held and lets the next ones through.
 func (p *holdingProxy) open() { p.once.Do(func() { close(p.release) }) }
 
-// A deadline shorter than the limiter's answer: the call returns while
+// Config.Timeout shorter than the limiter's answer: the call returns while
 // the answer is held, with an *Error wrapping context.DeadlineExceeded,
-// and the failure policy decides. The answer that comes later is never
-// taken for the next call's.
+// and the failure policy decides; unless the caller's own deadline has
+// passed by then (it does not cut the call short): the check is refused,
+// FailOpen notwithstanding. The answer that comes later is never taken for
+// the next call's.
 func TestClientDeadlineBeforeTheAnswer(t *testing.T) {
 	t.Parallel()
 	e := newEnvWith(t, clientRulesYAML)
 	limiter := e.start("limiter")
 	for _, tc := range []struct {
 		name        string
-		timeout     time.Duration // Config.Timeout
 		ctxDeadline time.Duration // 0: none
+		policy      client.FailurePolicy
+		want        client.Decision
 	}{
-		{"context deadline", 10 * time.Second, 20 * time.Millisecond},
-		{"Config.Timeout", 20 * time.Millisecond, 0},
+		{"Config.Timeout", 0, client.FailClosed, client.Decision{Reason: client.ReasonUnavailable, RetryAfter: time.Second, Fallback: true}},
+		{"context deadline", 20 * time.Millisecond, client.FailOpen, client.Decision{Reason: client.ReasonCallerGone}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			px := startHoldingProxy(t, limiter.addr)
-			c := newClient(t, client.Config{URL: "http://" + px.addr, Timeout: tc.timeout, OnFailure: client.FailClosed})
+			c := newClient(t, client.Config{URL: "http://" + px.addr, Timeout: 100 * time.Millisecond, OnFailure: tc.policy})
 			ctx := context.Background()
 			if tc.ctxDeadline > 0 {
 				var cancel context.CancelFunc
@@ -428,11 +460,12 @@ func TestClientDeadlineBeforeTheAnswer(t *testing.T) {
 				px.open()
 				t.Fatal("the check did not return while the limiter's answer was held")
 			}
-			if e := clientError(t, r.err); e.Answered || !errors.Is(r.err, context.DeadlineExceeded) {
-				t.Fatalf("error %+v (%v), want no answer, context.DeadlineExceeded", e, r.err)
+			if e := clientError(t, r.err); e.Answered || !errors.Is(r.err, context.DeadlineExceeded) ||
+				errors.Is(r.err, client.ErrCallerGone) != (tc.ctxDeadline > 0) {
+				t.Fatalf("error %+v (%v), want no answer, context.DeadlineExceeded, the caller gone %v", e, r.err, tc.ctxDeadline > 0)
 			}
-			if r.d != (client.Decision{Reason: client.ReasonUnavailable, RetryAfter: time.Second, Fallback: true}) {
-				t.Fatalf("decision %+v, want FailClosed's", r.d)
+			if r.d != tc.want {
+				t.Fatalf("decision %+v, want %+v", r.d, tc.want)
 			}
 
 			px.open()
@@ -479,8 +512,8 @@ func outcomes(t *testing.T, e *env, n int) []event.Outcome {
 
 // Reports spend a rule spent by reports, down to refusing its checks; and
 // the outcomes of ReportAsync are all sent by Close, each one event on the
-// outcomes topic with its status, but for one the limiter refuses, which
-// is lost alone.
+// outcomes topic with its status, but for those the limiter would refuse,
+// which ReportAsync refuses.
 func TestClientReports(t *testing.T) {
 	t.Parallel()
 	e := newEnvWith(t, reportRulesYAML)
@@ -521,11 +554,14 @@ func TestClientReports(t *testing.T) {
 			t.Fatalf("outcome %d dropped", i+1)
 		}
 		sent[o.Status]++
-		if i == k/2 {
-			// One outcome the limiter refuses (400) among them: it must
-			// not take the others of its batch down with it.
-			if !c.ReportAsync(&client.Outcome{IP: "not-an-ip", Endpoint: "/api/login", Status: 401}) {
-				t.Fatal("the invalid outcome dropped before it was sent")
+		if i%10 == 5 {
+			// Outcomes the limiter would refuse (400) among them, refused
+			// before they are queued: they never take a batch down.
+			for _, bad := range []client.Outcome{{IP: "not-an-ip", Endpoint: "/api/login", Status: 401},
+				{IP: async, Endpoint: "/api/login", Status: 600}, {IP: async, Endpoint: "/api/login", Status: 200, Cost: 2_000_000}} {
+				if c.ReportAsync(&bad) {
+					t.Fatalf("the invalid outcome %+v queued", bad)
+				}
 			}
 		}
 	}
@@ -534,8 +570,8 @@ func TestClientReports(t *testing.T) {
 	if err := c.Close(closeCtx); err != nil {
 		t.Fatal(err)
 	}
-	if s := c.Stats(); s.ReportsSent != k || s.ReportsDropped != 0 || s.ReportsFailed != 1 {
-		t.Fatalf("stats after Close: %+v, want %d sent and the invalid one failed", s, k)
+	if s := c.Stats(); s.ReportsSent != k || s.ReportsDropped != 0 || s.ReportsFailed != 0 || s.ReportsInvalid != 3*k/10 {
+		t.Fatalf("stats after Close: %+v, want %d sent and %d refused before they were queued", s, k, 3*k/10)
 	}
 	if c.ReportAsync(&client.Outcome{IP: async, Endpoint: "/api/login", Status: 200}) || c.Stats().ReportsDropped != 1 {
 		t.Fatalf("ReportAsync after Close queued; stats %+v", c.Stats())

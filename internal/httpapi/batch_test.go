@@ -212,7 +212,7 @@ func TestBatchFailurePolicies(t *testing.T) {
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Fatalf("decisions %q, want %q", got, want)
 	}
-	if d := r.Decisions[4]; !strings.Contains(d.Error, "deny-rule cannot be decided") || d.EventID != "" {
+	if d := r.Decisions[4]; d.Error != denyRuleError || d.RuleID != "deny-rule" || d.OnRedisFailure != "deny" || d.EventID != "" {
 		t.Fatalf("the deny-policy check: %+v", d)
 	}
 	if got := s.metric("rate_limit_redis_errors_total", nil); got != 1 {

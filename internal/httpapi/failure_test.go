@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"encoding/json"
+	"net/http"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -28,8 +29,15 @@ func TestRedisFailurePolicies(t *testing.T) {
 			t.Fatalf("allow policy: %+v", r)
 		}
 	}
-	if r := s.check(`{"ip":"192.0.2.7","endpoint":"/deny"}`); r.Status != 503 || r.Error == "" {
-		t.Fatalf("deny policy must answer 503: %+v", r)
+	// The 503 says, in fields a client reads, that it is the rule's own
+	// refusal and not a limiter down (or a proxy's 503).
+	if r := s.check(`{"ip":"192.0.2.7","endpoint":"/deny"}`); r.Status != 503 || r.Error != denyRuleError ||
+		r.RuleID != "deny-rule" || r.OnRedisFailure != "deny" {
+		t.Fatalf("deny policy must answer 503 naming the rule and its policy: %+v", r)
+	}
+	if r := s.do(http.MethodGet, "/v1/auth", "", map[string]string{"X-Forwarded-Uri": "/deny"}); r.Status != 503 ||
+		r.Error != denyRuleError || r.RuleID != "deny-rule" || r.OnRedisFailure != "deny" {
+		t.Fatalf("forward auth, deny policy: %+v", r)
 	}
 	// The node's breaker opens after the coalescer's 3 failed round trips;
 	// the next fails at once, and the mode goes local: no more round trips.
@@ -49,6 +57,9 @@ func TestRedisFailurePolicies(t *testing.T) {
 		t.Fatalf("readyz: status %d mode %q (%v), want 200 local", resp.StatusCode, ready.Mode, err)
 	}
 }
+
+// denyRuleError is the error of deadRedisStack's deny-rule, not decided.
+const denyRuleError = "rule deny-rule cannot be decided: redis unavailable and its failure policy is deny"
 
 // deadRedisStack is a stack whose Redis never answers, with one rule per
 // failure policy: /local (2 per minute, in memory), /allow and /deny.

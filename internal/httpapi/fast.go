@@ -91,7 +91,7 @@ func (h *handler) fastCheck(ctx *fasthttp.RequestCtx) {
 	defer h.decisions.Put(d)
 	h.svc.Check(ctx, &req, d)
 	if d.Unavailable {
-		fastError(ctx, http.StatusServiceUnavailable, unavailable(d))
+		fastJSON(ctx, http.StatusServiceUnavailable, unavailable(d))
 		return
 	}
 	var rh rateLimitHeaders

@@ -53,9 +53,8 @@ func appendBatch(b []byte, ds []limiter.Decision) []byte {
 		}
 		d := &ds[i]
 		if d.Unavailable {
-			b = append(b, `{"status":503,"error":"`...)
-			b = append(b, unavailable(d)...) // a rule id and constants: no escapes
-			b = append(b, `"}`...)
+			b = append(b, `{"status":503,`...)
+			b = append(appendUnavailableFields(b, d), '}')
 			continue
 		}
 		b = append(b, `{"status":200,`...)
@@ -64,7 +63,23 @@ func appendBatch(b []byte, ds []limiter.Decision) []byte {
 	return append(b, "]}\n"...)
 }
 
-// unavailable is the error of a decision a deny-policy rule could not make.
-func unavailable(d *limiter.Decision) string {
-	return "rule " + d.RuleID + " cannot be decided: redis unavailable and its failure policy is deny"
+// unavailable is the 503 answer to a decision a deny-policy rule could not
+// make.
+func unavailable(d *limiter.Decision) []byte {
+	b := make([]byte, 0, 192)
+	b = append(b, '{')
+	return append(appendUnavailableFields(b, d), "}\n"...)
+}
+
+// appendUnavailableFields is unavailable's object without its braces: the
+// error, and the rule with its failure policy, which tell a client (the Go
+// client) that the rule refused the request by its own policy, where a
+// bare 503 would be a limiter down, or a proxy's.
+func appendUnavailableFields(b []byte, d *limiter.Decision) []byte {
+	// A rule id and constants: no escapes.
+	b = append(b, `"error":"rule `...)
+	b = append(b, d.RuleID...)
+	b = append(b, ` cannot be decided: redis unavailable and its failure policy is deny","rule_id":"`...)
+	b = append(b, d.RuleID...)
+	return append(b, `","on_redis_failure":"deny"`...)
 }

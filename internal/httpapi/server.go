@@ -109,7 +109,7 @@ func (h *handler) decide(w http.ResponseWriter, r *http.Request, req *rules.Requ
 	defer h.decisions.Put(d)
 	h.svc.Check(r.Context(), req, d)
 	if d.Unavailable {
-		jsonwire.WriteError(w, http.StatusServiceUnavailable, unavailable(d))
+		jsonwire.WriteJSON(w, http.StatusServiceUnavailable, unavailable(d))
 		return
 	}
 	setRateLimitHeaders(w.Header(), d)

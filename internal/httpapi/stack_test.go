@@ -180,6 +180,9 @@ type response struct {
 	Shadow       bool   `json:"shadow"`
 	EventID      string `json:"event_id"`
 	Error        string `json:"error"`
+	// OnRedisFailure marks a 503: the failure policy of the rule (RuleID)
+	// that could not be decided.
+	OnRedisFailure string `json:"on_redis_failure"`
 }
 
 func (s *stack) check(body string) response {

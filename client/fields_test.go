@@ -1,0 +1,145 @@
+package client
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/rules"
+)
+
+// The client's copies of the limiter's bounds, escape and normalization
+// are the limiter's. (The attribute and cost bounds are internal/httpapi's
+// unexported ones; TestClientHostileInputIsDecided checks them end to
+// end.)
+func TestFieldsAreTheLimiters(t *testing.T) {
+	for _, b := range []struct {
+		name         string
+		mine, theirs int
+	}{
+		{"endpoint", maxEndpoint, event.MaxEndpoint}, {"user_id", maxUserID, event.MaxUserID}, {"tier", maxTier, event.MaxTier},
+		{"method", maxMethod, event.MaxMethod}, {"min status", minStatus, event.MinStatus}, {"max status", maxStatus, event.MaxStatus},
+	} {
+		if b.mine != b.theirs {
+			t.Errorf("%s: the client's bound %d, the limiter's %d", b.name, b.mine, b.theirs)
+		}
+	}
+	for _, s := range endpointSamples {
+		if got, want := normalizeEndpoint(s), rules.NormalizeEndpoint(s); got != want {
+			t.Errorf("normalizeEndpoint(%q) = %q, the limiter's %q", s, got, want)
+		}
+		if got, want := escapeText(s), event.EscapeEndpoint(s); got != want {
+			t.Errorf("escapeText(%q) = %q, the limiter's %q", s, got, want)
+		}
+		if got, want := validMethod(s), event.ValidMethod(s); got != want {
+			t.Errorf("validMethod(%q) = %v, the limiter's %v", s, got, want)
+		}
+	}
+}
+
+var endpointSamples = []string{
+	"", "/", "*", "GET", "post", "M-SEARCH", "/api/books/{id}", "/api/books/17", "/a%00", "/a\x00", "/a%0a", "/a\n", "/a%ff", "/a\xff",
+	"/a%FF%FE", "/caf%C3%A9", "/café", "/api//x/../login;jsessionid=1?x=\x00", "/a%3Fb", "/a%23b", "/a%25b", "/a%2500", "/a%",
+	"/a%2", "/a%zz", "a", "/a/%2e%2e/b", "/a;%00/b", "/\x7f", "/%7f", "/%e2%80%a8", "/a\u2028", "/a%C3", "/%C3%A9\xff",
+}
+
+// limiterView is the endpoint the limiter decides on for the field sent,
+// and whether it accepts the field at all (internal/httpapi.newRequest).
+func limiterView(sent string) (string, bool) {
+	if sent == "" || len(sent) > event.MaxEndpoint || !utf8.ValidString(sent) {
+		return "", false
+	}
+	view := rules.NormalizeEndpoint(sent)
+	return view, !event.HasControl(view)
+}
+
+// checkWireEndpoint checks the endpoint the client sends for raw: the
+// limiter accepts it and sees what its rate limit API makes of raw, or,
+// when that is over the bound, a prefix of it, cut and marked.
+func checkWireEndpoint(t *testing.T, raw string) {
+	t.Helper()
+	sent := wireEndpoint(raw)
+	if raw == "" {
+		if sent != "" {
+			t.Fatalf("wireEndpoint(\"\") = %q, want it empty (the limiter refuses it)", sent)
+		}
+		return
+	}
+	view, ok := limiterView(sent)
+	if !ok {
+		t.Fatalf("wireEndpoint(%q) = %q (%d bytes): the limiter refuses it", raw, sent, len(sent))
+	}
+	envoy := event.EscapeEndpoint(rules.NormalizeEndpoint(raw))
+	if view == envoy {
+		return
+	}
+	if len(view) < cutMarkLen || !strings.HasPrefix(view[len(view)-cutMarkLen:], cutMark) ||
+		!strings.HasPrefix(envoy, view[:len(view)-cutMarkLen]) || len(protectPath(envoy)) <= event.MaxEndpoint {
+		t.Fatalf("wireEndpoint(%q) = %q: the limiter sees %q, its rate limit API %q", raw, sent, view, envoy)
+	}
+}
+
+func TestWireEndpoint(t *testing.T) {
+	for _, s := range endpointSamples {
+		checkWireEndpoint(t, s)
+	}
+	for _, tc := range []struct{ raw, sent string }{
+		{"/a%00", "/a%2500"}, {"/a\x00", "/a%2500"}, {"/a%0a", "/a%250A"}, {"/a%ff", "/a%25FF"}, {"/a%3Fb", "/a%3Fb"},
+		{"/a%25b", "/a%25b"}, {"/api/books/{id}", "/api/books/{id}"}, {"/x/../api//login;s=1?q", "/api/login"},
+	} {
+		if got := wireEndpoint(tc.raw); got != tc.sent {
+			t.Errorf("wireEndpoint(%q) = %q, want %q", tc.raw, got, tc.sent)
+		}
+	}
+	// Long paths: cut to the bound, apart from each other, their prefix kept.
+	long := "/api/" + strings.Repeat("x", 9000)
+	views := map[string]bool{}
+	for _, raw := range []string{long + "a", long + "b", long + "%00", "/api/" + strings.Repeat("%", 5000), "/api/" + strings.Repeat("é\x01", 3000)} {
+		checkWireEndpoint(t, raw)
+		view, _ := limiterView(wireEndpoint(raw))
+		if !strings.HasPrefix(view, "/api/") || views[view] {
+			t.Fatalf("long path %.20q...: the limiter sees %.40q..., want a prefix of its own", raw, view)
+		}
+		views[view] = true
+	}
+}
+
+func FuzzWireEndpoint(f *testing.F) {
+	for _, s := range endpointSamples {
+		f.Add(s)
+	}
+	f.Add("/api/" + strings.Repeat("%2e%2e/%00", 1000))
+	f.Fuzz(func(t *testing.T, raw string) {
+		checkWireEndpoint(t, raw)
+		if got, want := normalizeEndpoint(raw), rules.NormalizeEndpoint(raw); got != want {
+			t.Fatalf("normalizeEndpoint(%q) = %q, the limiter's %q", raw, got, want)
+		}
+		if got, want := escapeText(raw), event.EscapeEndpoint(raw); got != want {
+			t.Fatalf("escapeText(%q) = %q, the limiter's %q", raw, got, want)
+		}
+	})
+}
+
+// A user id, tier or attribute: escaped, within its bound, two long values
+// kept apart; a clean value sent as it is, without allocating.
+func TestTextField(t *testing.T) {
+	if got := textField("mallory\x00\n\xff", maxUserID); got != "mallory%00%0A%FF" {
+		t.Fatalf("textField = %q", got)
+	}
+	seen := map[string]bool{}
+	for _, s := range []string{strings.Repeat("u", 600), strings.Repeat("u", 599) + "v", strings.Repeat("é", 300), strings.Repeat("\x00", 200)} {
+		got := textField(s, maxUserID)
+		if len(got) > maxUserID || !utf8.ValidString(got) || event.HasControl(got) || seen[got] || !strings.Contains(got, cutMark) {
+			t.Fatalf("textField(%.10q...) = %q (%d bytes)", s, got, len(got))
+		}
+		seen[got] = true
+	}
+	clean := "u-42/ü"
+	if n := testing.AllocsPerRun(100, func() { _ = textField(clean, maxTier) }); n != 0 || textField(clean, maxTier) != clean {
+		t.Fatalf("a clean value: %v allocations", n)
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = wireEndpoint("/api/books/{id}") }); n != 0 {
+		t.Fatalf("a clean endpoint: %v allocations", n)
+	}
+}
