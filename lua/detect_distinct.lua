@@ -50,9 +50,8 @@
 --     (or adds it; over cap, the least recently seen group goes), and the
 --     count is the groups kept;
 --   - a sighting older than the window adds nothing;
---   - a trust moves the member's trust forward (or adds it), drops the
---     trusts older than the newest trust less the window, then, over cap,
---     the least recently trusted.
+--   - a trust moves the member's trust forward (or adds it; over cap, the
+--     least recently trusted goes, possibly itself).
 -- A member that goes takes its introducer along, so the keys stay within
 -- cap + 1 entries whatever the traffic. The newest sighting is never
 -- dropped (trimming keeps it, and eviction pops the least recently seen of
@@ -76,23 +75,16 @@ local function zeros()
 end
 
 -- sight moves key's entry name forward to ts, or adds it and, over cap,
--- pops the least recent.
-local function sight(key, name, ts, ts_arg, cap)
-  local s = call('ZSCORE', key, name)
-  if s then
-    if ts > tonumber(s) then call('ZADD', key, ts_arg, name) end
-  else
-    call('ZADD', key, ts_arg, name)
-    if call('ZCARD', key) > cap then call('ZPOPMIN', key) end
-  end
+-- pops the least recent; card is key's size before, and it returns it after.
+local function sight(key, name, ts_arg, cap, card)
+  if call('ZADD', key, 'GT', ts_arg, name) == 0 then return card end
+  if card < cap then return card + 1 end
+  call('ZPOPMIN', key)
+  return card
 end
 
-local function trust(kt, ts_arg, member, window, cap, ttl)
-  sight(kt, member, tonumber(ts_arg), ts_arg, math.huge)
-  local top = tonumber(call('ZRANGE', kt, -1, -1, 'WITHSCORES')[2])
-  call('ZREMRANGEBYSCORE', kt, '-inf', '(' .. istr(top - window))
-  local over = call('ZCARD', kt) - cap
-  if over > 0 then call('ZPOPMIN', kt, over) end
+local function trust(kt, ts_arg, member, cap, ttl)
+  if call('ZADD', kt, 'GT', ts_arg, member) == 1 and call('ZCARD', kt) > cap then call('ZPOPMIN', kt) end
   call('PEXPIRE', kt, ttl)
   zeros()
 end
@@ -132,38 +124,47 @@ local function add(km, ki, kg, kt, ts_arg, member, event_id, window, cap, thresh
         call('HDEL', ki, unpack(old, i, math.min(i + 999, #old)))
       end
     end
-    local function counted()
-      if grouped then return call('ZCARD', kg) end
-      return call('ZCARD', km)
+    local groups = 0
+    if grouped then
+      call('ZREMRANGEBYSCORE', kg, '-inf', bound)
+      groups = call('ZCARD', kg)
     end
-    if grouped then call('ZREMRANGEBYSCORE', kg, '-inf', bound) end
     local kept = call('ZSCORE', km, member)
     if kept then
       if ts > tonumber(kept) then call('ZADD', km, ts_arg, member) end
-      if grouped and ts >= from then sight(kg, group, ts, ts_arg, cap) end
+      if grouped and ts >= from then groups = sight(kg, group, ts_arg, cap, groups) end
       local intro = call('HGET', ki, member) or member
       if intro == event_id then
         introduced = 1
         if call('HGET', ki, '') == event_id then crossed = 1 end
       end
-      count = counted()
+      if grouped then count = groups else count = call('ZCARD', km) end
     elseif ts >= from then
-      local before = counted()
+      local members = call('ZCARD', km)
+      local before = members
+      if grouped then before = groups end
       call('ZADD', km, ts_arg, member)
       if member ~= event_id then call('HSET', ki, member, event_id) end
-      if call('ZCARD', km) > cap then
+      if members < cap then
+        members = members + 1
+      else
         local gone = call('ZPOPMIN', km)
         call('HDEL', ki, gone[1])
       end
-      if grouped then sight(kg, group, ts, ts_arg, cap) end
-      count = counted()
+      count = members
+      if grouped then
+        groups = sight(kg, group, ts_arg, cap, groups)
+        count = groups
+      end
       introduced = 1
       if before <= threshold and count > threshold then
         crossed = 1
         call('HSET', ki, '', event_id)
       end
+    elseif grouped then
+      count = groups
     else
-      count = counted()
+      count = call('ZCARD', km)
     end
     call('PEXPIRE', km, ttl)
     call('PEXPIRE', ki, ttl)
@@ -206,7 +207,7 @@ for i = 1, #KEYS / 4 do
   local a = 11 * (i - 1)
   local k = 4 * (i - 1)
   if ARGV[a + 11] == '1' then
-    trust(KEYS[k + 4], ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), ARGV[a + 9])
+    trust(KEYS[k + 4], ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 5]), ARGV[a + 9])
   else
     add(KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], tonumber(ARGV[a + 4]),
       tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6]), tonumber(ARGV[a + 7]), ARGV[a + 8] == '1', ARGV[a + 9], ARGV[a + 10])

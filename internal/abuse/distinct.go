@@ -55,10 +55,9 @@ type DistinctAdd struct {
 	// Trust makes the add no sighting: it records that Member is trusted in
 	// Set at TS (it succeeded, as an account's owner does) and answers the
 	// zero DistinctCount, changing no count. Trust moves forward in time
-	// only; the members trusted within Window of the newest trust are kept,
-	// up to Cap (the least recently trusted going first). A member trusted
-	// within Window of the set's newest sighting is answered apart (see
-	// DistinctCount.Spared).
+	// only; up to Cap trusted members are kept (the least recently trusted
+	// going first). A member trusted within Window of the set's newest
+	// sighting is answered apart (see DistinctCount.Spared).
 	Trust bool
 }
 

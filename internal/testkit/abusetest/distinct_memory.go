@@ -35,9 +35,8 @@ import (
 //     members trusted within Window of Newest in Spared.
 //
 // A Trust add moves its member's trust forward to the add's time (or adds
-// it), drops the trusts older than the newest trust less Window, then,
-// over Cap, the least recently trusted (by time, then member), and answers
-// the zero count.
+// it and, over Cap, drops the least recently trusted, by time then member),
+// and answers the zero count.
 type MemoryDistinct struct {
 	mu   sync.Mutex
 	sets map[abuse.DistinctSet]*memorySet
@@ -167,9 +166,7 @@ func (s *memorySet) sightGroup(g string, ts, capacity int64) {
 
 func (s *memorySet) trust(a *abuse.DistinctAdd, ts int64) {
 	s.trusted[a.Member] = max(s.trusted[a.Member], ts)
-	top := slices.Max(slices.Collect(maps.Values(s.trusted)))
-	maps.DeleteFunc(s.trusted, func(_ string, t int64) bool { return t < top-a.Spec.Window.Milliseconds() })
-	for int64(len(s.trusted)) > a.Spec.Cap {
+	if int64(len(s.trusted)) > a.Spec.Cap {
 		delete(s.trusted, leastRecent(s.trusted))
 	}
 }
