@@ -161,8 +161,8 @@ const topicPoll = 10 * time.Second
 
 // consume consumes cfg.Topic once it exists, warning while it does not (a
 // group reader that joins before its topic exists never gets its
-// partitions): the access-log topic, for one, is created by whoever runs
-// the gateway's shipper.
+// partitions): the access-log topic, for one, may be created after the
+// detector starts.
 func consume(ctx context.Context, cfg kafkabus.ConsumerConfig, log *zap.Logger, handle func(context.Context, []event.Message) error) error {
 	if !kafkabus.AwaitTopic(ctx, cfg.Brokers, cfg.Topic, topicPoll, log) {
 		return nil
