@@ -6,6 +6,7 @@ package deploy_test
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path"
@@ -340,6 +341,49 @@ func TestManifestCompose(t *testing.T) {
 	compose := manifestLoadCompose(t)
 	for _, p := range manifestComposeProblems(compose, cfg, manifestRoot) {
 		t.Error(p)
+	}
+}
+
+// manifestComposeVarRef matches a value that is an interpolated variable,
+// such as ${ACCESS_LOG_TOPIC:-}.
+var manifestComposeVarRef = regexp.MustCompile(`^\$\{([A-Z_]+)(:?-[^}]*)?\}$`)
+
+// kafka-init creates every topic a ratewarden service reads or writes: a
+// topic named in the file (--topic name), and one set from the
+// environment, such as the detector's ACCESS_LOG_TOPIC, when it is set. A
+// consumer of a missing topic waits, and a producer such as the access-log
+// shipper (kcat -P) stalls, so a topic nothing creates is a stack that
+// silently does nothing.
+func TestManifestComposeCreatesTopics(t *testing.T) {
+	services := manifestComposeServices(manifestLoadCompose(t))
+	init := services["kafka-init"]
+	if init == nil || !init.oneShot {
+		t.Fatal("no one-shot kafka-init service")
+	}
+	script := strings.Join(manifestStrings(init.raw["command"]), "\n")
+	if d := services["detector"]; d == nil || !manifestComposeVarRef.MatchString(d.env["ACCESS_LOG_TOPIC"]) {
+		t.Error("detector: ACCESS_LOG_TOPIC is not taken from the environment (an .env file turns the access-log outcomes on)")
+	}
+	for _, name := range slices.Sorted(maps.Keys(services)) {
+		s := services[name]
+		if s.binary == "" {
+			continue
+		}
+		for _, k := range slices.Sorted(maps.Keys(s.env)) {
+			v := s.env[k]
+			if !strings.HasSuffix(k, "_TOPIC") || v == "" {
+				continue
+			}
+			m := manifestComposeVarRef.FindStringSubmatch(v)
+			switch {
+			case m == nil && !strings.Contains(script, "--topic "+v+" "):
+				t.Errorf("%s: %s=%s, which kafka-init does not create", name, k, v)
+			case m != nil && init.env[m[1]] != v:
+				t.Errorf("%s: %s=%s, but kafka-init's %s is %q", name, k, v, m[1], init.env[m[1]])
+			case m != nil && !strings.Contains(script, `--topic "$$`+m[1]+`"`):
+				t.Errorf("%s: %s=%s, which kafka-init does not create when set", name, k, v)
+			}
+		}
 	}
 }
 

@@ -101,7 +101,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 			exists := make(chan struct{})
 			ready[topic] = exists
 			consumers.Go(func() error {
-				if awaitTopic(ctx, cfg.KafkaBrokers, topic, topicPoll, log) {
+				if kafkabus.AwaitTopic(ctx, cfg.KafkaBrokers, topic, topicPoll, log) {
 					close(exists)
 				}
 				return nil
@@ -130,37 +130,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	return g.Run(ctx)
 }
 
-// topicPoll is how often the archiver looks again for a topic missing at
+// topicPoll is how often a consumer looks again for a topic missing at
 // start.
 const topicPoll = 10 * time.Second
-
-// awaitTopic returns true once topic exists, looking every poll, or false
-// when ctx ends first. It warns once that the topic is missing, and once
-// when it appears.
-func awaitTopic(ctx context.Context, brokers []string, topic string, poll time.Duration, log *zap.Logger) bool {
-	warned := false
-	for {
-		askCtx, cancel := context.WithTimeout(ctx, poll)
-		exists, err := kafkabus.TopicExists(askCtx, brokers, topic)
-		cancel()
-		if exists {
-			if warned {
-				log.Info("topic exists now, consuming it", zap.String("topic", topic))
-			}
-			return true
-		}
-		if !warned && ctx.Err() == nil {
-			log.Warn("topic does not exist; consuming it once it does", zap.String("topic", topic),
-				zap.Duration("retry", poll), zap.Error(err))
-			warned = true
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(poll):
-		}
-	}
-}
 
 // openStore opens the database, creating it if it is missing and the role
 // may, and migrates the schema.

@@ -12,7 +12,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
 
 	"github.com/ratewarden/ratewarden/internal/event"
@@ -222,39 +221,4 @@ func TestMissingOutcomesTopic(t *testing.T) {
 	waitFor(t, time.Minute, "the violation", func() bool {
 		return counts(db, "SELECT count(*) FROM rate_limit_violations", 1)
 	})
-}
-
-// awaitTopic returns once the topic is created, and false when its context
-// ends first.
-func TestAwaitTopic(t *testing.T) {
-	broker := kafkatest.StartBroker(t, decisionsTopic)
-	found := make(chan bool, 1)
-	go func() {
-		found <- awaitTopic(context.Background(), broker.Brokers(), outcomesTopic, 20*time.Millisecond, zap.NewNop())
-	}()
-	select {
-	case <-found:
-		t.Fatal("awaitTopic returned before the topic existed")
-	case <-time.After(200 * time.Millisecond):
-	}
-	client := &kafka.Client{Addr: kafka.TCP(broker.Addr())}
-	resp, err := client.CreateTopics(context.Background(), &kafka.CreateTopicsRequest{
-		Topics: []kafka.TopicConfig{{Topic: outcomesTopic, NumPartitions: 1, ReplicationFactor: 1}}})
-	if err != nil || resp.Errors[outcomesTopic] != nil {
-		t.Fatalf("create topic: %v %v", err, resp)
-	}
-	select {
-	case ok := <-found:
-		if !ok {
-			t.Fatal("awaitTopic = false, want true")
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("awaitTopic did not see the new topic")
-	}
-
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
-	if awaitTopic(ctx, broker.Brokers(), "never", 20*time.Millisecond, zap.NewNop()) {
-		t.Fatal("awaitTopic = true for a topic that never came")
-	}
 }

@@ -128,7 +128,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 				return nil
 			},
 			Run: func(ctx context.Context) error {
-				return kafkabus.Consume(ctx, kafkabus.ConsumerConfig{
+				return consume(ctx, kafkabus.ConsumerConfig{
 					Brokers: cfg.KafkaBrokers, Topic: cfg.DecisionsTopic, GroupID: cfg.GroupID,
 					BatchSize: cfg.BatchSize, BatchWait: cfg.BatchWait, OnStats: svc.ReportStats,
 				}, log.Named("consumer"), svc.Handle)
@@ -142,7 +142,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 				return nil
 			},
 			Run: func(ctx context.Context) error {
-				return kafkabus.Consume(ctx, kafkabus.ConsumerConfig{
+				return consume(ctx, kafkabus.ConsumerConfig{
 					Brokers: cfg.KafkaBrokers, Topic: topic, GroupID: group,
 					BatchSize: cfg.BatchSize, BatchWait: cfg.BatchWait, OnStats: outcomes.ReportStats(topic),
 				}, log.Named(name), outcomes.Handle)
@@ -153,6 +153,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		g.Add(outcomeConsumer("access-log consumer", cfg.AccessLogTopic, accessLogGroup, zap.String("fields", cfg.AccessLogFields.String())))
 	}
 	return g.Run(ctx)
+}
+
+// topicPoll is how often a consumer looks again for a topic missing at
+// start.
+const topicPoll = 10 * time.Second
+
+// consume consumes cfg.Topic once it exists, warning while it does not (a
+// group reader that joins before its topic exists never gets its
+// partitions): the access-log topic, for one, may be created after the
+// detector starts.
+func consume(ctx context.Context, cfg kafkabus.ConsumerConfig, log *zap.Logger, handle func(context.Context, []event.Message) error) error {
+	if !kafkabus.AwaitTopic(ctx, cfg.Brokers, cfg.Topic, topicPoll, log) {
+		return nil
+	}
+	return kafkabus.Consume(ctx, cfg, log, handle)
 }
 
 // exempt reports whether the event's client is exempt in the rules file:

@@ -24,11 +24,24 @@ type brokerConfig struct {
 	DecisionsTopic  string
 	BansTopic       string
 	OutcomesTopic   string
+	AccessLogTopic  string // optional
 	Partitions      int
 	DataDir         string // optional: persist to disk
 	Retention       time.Duration
 	RetentionBytes  int64 // per partition
 	CleanerInterval time.Duration
+}
+
+// topics are the topics to create: the stack's, and the access-log topic
+// when one is set.
+func (cfg brokerConfig) topics() []string {
+	var out []string
+	for _, t := range []string{cfg.DecisionsTopic, cfg.BansTopic, cfg.OutcomesTopic, cfg.AccessLogTopic} {
+		if t != "" {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // devBroker is a running kfake cluster of one broker plus the goroutine
@@ -97,7 +110,7 @@ func startBroker(cfg brokerConfig, log *zap.Logger) (*devBroker, error) {
 	b := &devBroker{
 		cluster:       c,
 		addr:          c.ListenAddrs()[0],
-		topics:        []string{cfg.DecisionsTopic, cfg.BansTopic, cfg.OutcomesTopic},
+		topics:        cfg.topics(),
 		stopRetention: make(chan struct{}),
 		retentionDone: make(chan struct{}),
 	}

@@ -42,6 +42,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 			DecisionsTopic:  c.DecisionsTopic,
 			BansTopic:       c.BansTopic,
 			OutcomesTopic:   c.OutcomesTopic,
+			AccessLogTopic:  c.AccessLogTopic,
 			Partitions:      c.Partitions,
 			DataDir:         c.DataDir,
 			Retention:       c.Retention,

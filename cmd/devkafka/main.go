@@ -1,7 +1,8 @@
 // Command devkafka is a Kafka-protocol broker for local runs and tests, not
-// for production: one in-process kfake broker that creates the decisions
-// and bans topics with bounded retention and stops cleanly on SIGINT or
-// SIGTERM.
+// for production: one in-process kfake broker that creates the topics of
+// the stack (decisions, bans, outcomes, and a gateway access log when
+// ACCESS_LOG_TOPIC is set) with bounded retention and stops cleanly on
+// SIGINT or SIGTERM.
 package main
 
 import (
@@ -25,9 +26,10 @@ import (
 const usage = `Usage: devkafka [flags]
 
 A Kafka-protocol broker for local runs and tests, not for production: it
-creates the decisions, bans and outcomes topics and stops cleanly on SIGINT or
-SIGTERM. The environment variables below configure it, or their flags,
-which win over them; help (also -h, -help) prints this text.
+creates the decisions, bans and outcomes topics (and ACCESS_LOG_TOPIC when
+set) and stops cleanly on SIGINT or SIGTERM. The environment variables below
+configure it, or their flags, which win over them; help (also -h, -help)
+prints this text.
 `
 
 func main() {

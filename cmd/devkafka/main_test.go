@@ -17,7 +17,10 @@ import (
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
-func TestRunServesBothTopicsAndStopsOnCancel(t *testing.T) {
+// run creates every topic of the stack, the access-log topic when it is
+// set (the detector reads it, and kcat -P waits for a topic that does not
+// exist).
+func TestRunServesTheTopicsAndStopsOnCancel(t *testing.T) {
 	addr := proctest.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -25,7 +28,7 @@ func TestRunServesBothTopicsAndStopsOnCancel(t *testing.T) {
 	exit := make(chan int, 1)
 	go func() {
 		exit <- run(ctx, []string{"-partitions", "4", "-bans-topic", "test.bans"},
-			env(map[string]string{"LISTEN_ADDR": addr, "DECISIONS_TOPIC": "test.decisions"}), &stderr)
+			env(map[string]string{"LISTEN_ADDR": addr, "DECISIONS_TOPIC": "test.decisions", "ACCESS_LOG_TOPIC": "test.access"}), &stderr)
 	}()
 	deadline := time.Now().Add(10 * time.Second)
 	for !strings.Contains(stderr.String(), "devkafka ready") {
@@ -34,13 +37,13 @@ func TestRunServesBothTopicsAndStopsOnCancel(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	for _, want := range []string{addr, "test.decisions,test.bans"} {
+	for _, want := range []string{addr, "test.decisions,test.bans,ratelimit.outcomes,test.access"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("ready log does not mention %s:\n%s", want, stderr.String())
 		}
 	}
 	brokers := []string{addr}
-	for _, topic := range []string{"test.decisions", "test.bans"} {
+	for _, topic := range []string{"test.decisions", "test.bans", "ratelimit.outcomes", "test.access"} {
 		if got := len(kafkatest.Partitions(t, brokers, topic)); got != 4 {
 			t.Errorf("%s has %d partitions, want 4", topic, got)
 		}

@@ -141,7 +141,7 @@ zz-catch-all (priority 100, fixed_window)
   limits:    1000 per 1m
   on Redis failure: allow
 exempt: users ops-bot
-detection: warn after 20 violations in 5m; no violation bans; scan ban 2h after 1 distinct endpoint in 30s; credential stuffing ban 1h after more than 10 users failing from one source in 10m (failures: status 401, 403); brute force ban 1h after more than 20 failures from one source in 5m (failures: status 401, 403); account attack ban 1h after more than 10 sources failing on one account (each source banned) in 10m (failures: status 401, 403); probing ban 1h after more than 20 distinct endpoints failing for one source in 1m (failures: status 404); IPv6 offenders: the addresses of one /56 are one offender, banned together; dry run (bans are published, not enforced)
+detection: warn after 20 violations in 5m; no violation bans; scan ban 2h after 1 distinct endpoint in 30s; credential stuffing ban 1h after more than 10 users failing from one source in 10m (failures: status 401, 403); brute force ban 1h after more than 20 failures from one source in 5m (failures: status 401, 403); account attack ban 1h after more than 10 networks (IPv4 /32, IPv6 /48) failing on one account (each source banned but those that got a 2xx on it) in 10m (failures: status 401, 403); probing ban 1h after more than 20 distinct endpoints failing for one source in 1m (failures: status 404); IPv6 offenders: the addresses of one /56 are one offender, banned together; dry run (bans are published, not enforced)
 `
 	for range 3 { // map iteration order differs between runs
 		code, stdout, stderr := runRulesCommand(t, "check", rulesFullPath)

@@ -44,6 +44,21 @@ type DistinctAdd struct {
 	Member  string
 	EventID string
 	TS      time.Time
+	// Group, when not empty, is the member's group (such as a source's
+	// network): the set then counts groups, not members. Count is the
+	// groups sighted within the window (a group's latest sighting is its
+	// members' latest, kept up to Cap, the least recently sighted going
+	// first), and the crossing is that count's; members are kept (up to
+	// Cap) and answered as in a set without groups. The adds of one set
+	// all have a group or none.
+	Group string
+	// Trust makes the add no sighting: it records that Member is trusted in
+	// Set at TS (it succeeded, as an account's owner does) and answers the
+	// zero DistinctCount, changing no count. Trust moves forward in time
+	// only; up to Cap trusted members are kept (the least recently trusted
+	// going first). A member trusted within Window of the set's newest
+	// sighting is answered apart (see DistinctCount.Spared).
+	Trust bool
 }
 
 // DistinctCount is a set right after an add.
@@ -66,8 +81,12 @@ type DistinctCount struct {
 	First, Last time.Time
 	// Members, when Count > Threshold: every member kept when Crossed and
 	// Spec.AllOnCross, else the Spec.Samples most recently seen; newest
-	// first (ties by member in reverse byte order). Nil otherwise.
-	Members []string
+	// first (ties by member in reverse byte order), without the trusted
+	// ones, which are in Spared (in the same order). Nil otherwise.
+	Members, Spared []string
+	// Trusted, when Count > Threshold: Member is trusted (a Trust add of
+	// it at a time within Window of Newest).
+	Trusted bool
 }
 
 // Distinct keeps sets of distinct members over sliding windows of event

@@ -46,8 +46,11 @@ type Stats struct {
 	Future int
 	Ahead  map[string]time.Duration
 	// Failures counts the outcomes (OutcomeEngine only) whose status is a
-	// failure of some scenario and that were tallied.
-	Failures int
+	// failure of some scenario and that were tallied; Successes those that
+	// show an account's owner (account_attack's success statuses), recorded;
+	// Spared the sources an account attack did not ban because they
+	// succeeded on the account.
+	Failures, Successes, Spared int
 	// Warnings and Bans count the outcomes to publish, by reason.
 	Warnings, Bans map[string]int
 }

@@ -61,6 +61,9 @@ type OutcomeEngine struct {
 	skew      time.Duration
 	grace     time.Duration
 	scenarios []*outcomeScenario
+	// owners is the account attack scenario when it is enabled: its
+	// successes are recorded, to recognize an account's owner.
+	owners *outcomeScenario
 	// failure[s] is true when status s is a failure of some scenario: any
 	// other outcome costs a bounds check and a lookup.
 	failure [event.MaxStatus + 1]bool
@@ -82,6 +85,10 @@ type outcomeScenario struct {
 	endpoints rules.EndpointSet
 	dryRun    bool
 	spec      DistinctSpec
+	// Account attack: the statuses that show the account's owner, and the
+	// prefixes of the networks its sources are counted in.
+	success    [event.MaxStatus + 1]bool
+	ipv4, ipv6 int
 }
 
 // NewOutcomeEngine returns an engine keeping its sets in d and its bans in
@@ -123,6 +130,15 @@ func NewOutcomeEngine(cfg OutcomeConfig, d Distinct, l Ledger, pub Publisher) (*
 	} {
 		if err != nil {
 			return nil, err
+		}
+	}
+	for _, sc := range e.scenarios {
+		if sc.reason == ReasonAccountAttack {
+			e.owners = sc
+			sc.ipv4, sc.ipv6 = det.AccountAttack.Networks(det.IPv6Prefix)
+			for st := range sc.success {
+				sc.success[st] = det.AccountAttack.SuccessStatus(st)
+			}
 		}
 	}
 	return e, nil
@@ -167,7 +183,10 @@ type outcomeAdd struct {
 // endpoints); it is skipped when Banned (bans never feed bans), when its
 // client is exempt or when it has no client address (0.0.0.0, ::), and
 // ignored as late when older than the newest outcome seen on its partition
-// by more than the grace. Event time is bounded by the detector's clock as
+// by more than the grace. An outcome with a success status of the account
+// attack (on its endpoints, with a user id) is recorded as its source's
+// trust on the account, so that the owner is not banned with the account's
+// attackers. Event time is bounded by the detector's clock as
 // Engine.Process bounds it. On error nothing of the batch is kept by the
 // engine (Distinct and Ledger are idempotent, so the batch can be processed
 // again, and publishes the same bans).
@@ -177,9 +196,13 @@ func (e *OutcomeEngine) Process(ctx context.Context, in []OutcomeInput) ([]Outco
 	var adds []DistinctAdd
 	var refs []outcomeAdd
 	clock := e.parts.clock(&st, now, e.skew, e.grace)
+	var owners ownerSuccesses
 	for i := range in {
 		ev := &in[i].Outcome
 		at, late := clock.at(topicPartition{in[i].Topic, in[i].Partition}, ev.TS, ev.Instance)
+		if !late && e.owners.succeeded(ev) && owners.record(&adds, &refs, e.owners, ev, at, e.det.IPv6Prefix) {
+			st.Successes++
+		}
 		if ev.Status < 0 || ev.Status > event.MaxStatus || !e.failure[ev.Status] {
 			continue
 		}
@@ -198,7 +221,7 @@ func (e *OutcomeEngine) Process(ctx context.Context, in []OutcomeInput) ([]Outco
 				continue
 			}
 			set := DistinctSet{Offender: Offender{Scope: event.ScopeIP, Subject: source}, Name: sc.reason}
-			var member string
+			var member, group string
 			switch sc.reason {
 			case ReasonCredentialStuffing:
 				member = ev.UserID
@@ -206,14 +229,14 @@ func (e *OutcomeEngine) Process(ctx context.Context, in []OutcomeInput) ([]Outco
 				member = ev.EventID // a redelivered outcome counts once
 			case ReasonAccountAttack:
 				set.Offender = Offender{Scope: event.ScopeUser, Subject: ev.UserID}
-				member = source
+				member, group = source, rules.IPNetwork(ev.IP, sc.ipv4, sc.ipv6)
 			case ReasonProbing:
 				member = ev.Endpoint
 			}
 			if set.Offender.Subject == "" || member == "" {
 				continue // no user id: nothing to count for the user scenarios
 			}
-			adds = append(adds, DistinctAdd{Set: set, Spec: sc.spec, Member: member, EventID: ev.EventID, TS: at})
+			adds = append(adds, DistinctAdd{Set: set, Spec: sc.spec, Member: member, Group: group, EventID: ev.EventID, TS: at})
 			refs = append(refs, outcomeAdd{sc: sc, ev: ev, at: at, source: source})
 		}
 	}
@@ -230,7 +253,9 @@ func (e *OutcomeEngine) Process(ctx context.Context, in []OutcomeInput) ([]Outco
 		}
 		claims := newClaimer(e.l, &st)
 		for i := range adds {
-			for _, c := range e.claims(&refs[i], &counts[i], now) {
+			cs, spared := e.claims(&refs[i], &counts[i], now)
+			st.Spared += spared
+			for _, c := range cs {
 				if err := claims.claim(ctx, c); err != nil {
 					return nil, Stats{}, err
 				}
@@ -245,16 +270,18 @@ func (e *OutcomeEngine) Process(ctx context.Context, in []OutcomeInput) ([]Outco
 	return outcomes, st, nil
 }
 
-// claims returns what one add triggers. Nothing unless the add introduced
-// its member into a set over the threshold: a member seen again (a user
-// retried, a source failed again) claims nothing, so a flood costs no
-// ledger round trip per outcome. An account attack bans, when its count
-// crosses, every source of the set, warns about the account and (with
-// lock_account) bans it; after that, each new source as it comes.
-func (e *OutcomeEngine) claims(r *outcomeAdd, c *DistinctCount, now time.Time) []Claim {
+// claims returns what one add triggers, and how many sources it spared.
+// Nothing unless the add introduced its member into a set over the
+// threshold: a member seen again (a user retried, a source failed again)
+// claims nothing, so a flood costs no ledger round trip per outcome. An
+// account attack bans, when its count crosses, every source of the set
+// but those trusted (the owner's), warns about the account and (with
+// lock_account) bans it; after that, each new source as it comes, unless
+// trusted.
+func (e *OutcomeEngine) claims(r *outcomeAdd, c *DistinctCount, now time.Time) ([]Claim, int) {
 	sc := r.sc
 	if !c.Introduced || c.Count <= sc.threshold {
-		return nil
+		return nil, 0
 	}
 	ts := r.at
 	if ts.After(now) {
@@ -272,33 +299,73 @@ func (e *OutcomeEngine) claims(r *outcomeAdd, c *DistinctCount, now time.Time) [
 	}
 	switch sc.reason {
 	case ReasonCredentialStuffing:
-		return []Claim{ban(event.ScopeIP, r.source, sc.duration, event.Evidence{SampleUsers: clipSamples(c.Members)})}
+		return []Claim{ban(event.ScopeIP, r.source, sc.duration, event.Evidence{SampleUsers: clipSamples(c.Members)})}, 0
 	case ReasonBruteForce:
 		ev := event.Evidence{SampleEndpoints: clipSamples([]string{r.ev.Endpoint})}
 		if r.ev.UserID != "" {
 			ev.SampleUsers = clipSamples([]string{r.ev.UserID})
 		}
-		return []Claim{ban(event.ScopeIP, r.source, sc.duration, ev)}
+		return []Claim{ban(event.ScopeIP, r.source, sc.duration, ev)}, 0
 	case ReasonProbing:
-		return []Claim{ban(event.ScopeIP, r.source, sc.duration, event.Evidence{SampleEndpoints: clipSamples(c.Members)})}
+		return []Claim{ban(event.ScopeIP, r.source, sc.duration, event.Evidence{SampleEndpoints: clipSamples(c.Members)})}, 0
 	}
-	// Account attack: the set is the account's sources.
+	// Account attack: the set is the account's sources, counted by network.
 	account := r.ev.UserID
 	onAccount := event.Evidence{SampleUsers: clipSamples([]string{account})}
 	if !c.Crossed {
-		return []Claim{ban(event.ScopeIP, r.source, sc.duration, onAccount)}
+		if c.Trusted {
+			return nil, 1
+		}
+		return []Claim{ban(event.ScopeIP, r.source, sc.duration, onAccount)}, 0
 	}
 	out := make([]Claim, 0, len(c.Members)+2)
 	for _, source := range c.Members {
 		out = append(out, ban(event.ScopeIP, source, sc.duration, onAccount))
 	}
-	sources := clipSamples(c.Members[:min(len(c.Members), e.det.Samples)])
-	warn := ban(event.ScopeUser, account, 0, event.Evidence{SampleSources: sources})
+	onSources := event.Evidence{SampleSources: clipSamples(c.Members[:min(len(c.Members), e.det.Samples)]),
+		SparedSources: clipSamples(c.Spared[:min(len(c.Spared), e.det.Samples)])}
+	warn := ban(event.ScopeUser, account, 0, onSources)
 	warn.Ban.BanID = BanID(event.ScopeUser, account, event.ActionWarn+"/"+sc.reason, r.ev.EventID)
 	warn.Ban.Action, warn.Ban.DurationS, warn.Escalation, warn.WarnFor = event.ActionWarn, 0, Escalation{}, sc.within
 	out = append(out, warn)
 	if sc.lock > 0 {
-		out = append(out, ban(event.ScopeUser, account, sc.lock, event.Evidence{SampleSources: sources}))
+		out = append(out, ban(event.ScopeUser, account, sc.lock, onSources))
 	}
-	return out
+	return out, len(c.Spared)
+}
+
+// succeeded reports whether ev shows the owner of its account at its
+// source: a success status of the account attack scenario (sc, nil when
+// it is off) on its endpoints, with a user id and a client address.
+func (sc *outcomeScenario) succeeded(ev *event.Outcome) bool {
+	return sc != nil && ev.Status >= 0 && ev.Status <= event.MaxStatus && sc.success[ev.Status] && ev.UserID != "" &&
+		ev.IP != "0.0.0.0" && ev.IP != "::" && sc.endpoints.Match(ev.Endpoint)
+}
+
+// ownerSuccesses are the successes of a batch recorded so far, so that a
+// user's repeated successes from one source in a batch (an authenticated
+// session's requests) cost one add: the first, at the latest time.
+type ownerSuccesses map[ownerSuccess]int // the index of its add
+
+type ownerSuccess struct{ account, source string }
+
+// record appends the add that trusts ev's source on its account (sc's set)
+// to adds, with its ref, or moves the one of the batch forward to ev's
+// time. It reports whether it appended one.
+func (o *ownerSuccesses) record(adds *[]DistinctAdd, refs *[]outcomeAdd, sc *outcomeScenario, ev *event.Outcome, at time.Time, ipv6 int) bool {
+	k := ownerSuccess{ev.UserID, rules.IPSubjectOf(ev.IP, ipv6)}
+	if i, ok := (*o)[k]; ok {
+		if at.After((*adds)[i].TS) {
+			(*adds)[i].TS = at
+		}
+		return false
+	}
+	if *o == nil {
+		*o = ownerSuccesses{}
+	}
+	(*o)[k] = len(*adds)
+	set := DistinctSet{Offender: Offender{Scope: event.ScopeUser, Subject: k.account}, Name: sc.reason}
+	*adds = append(*adds, DistinctAdd{Set: set, Spec: sc.spec, Member: k.source, EventID: ev.EventID, TS: at, Trust: true})
+	*refs = append(*refs, outcomeAdd{sc: sc, ev: ev, at: at, source: k.source})
+	return true
 }

@@ -206,6 +206,125 @@ func TestAccountAttack(t *testing.T) {
 	}
 }
 
+// The account's owner is not banned with its attackers: a source with a
+// success (a status outside the failure statuses, 2xx) on the account
+// within the window is spared at the crossing and after, and named in the
+// evidence. A success on another account, or older than the window, spares
+// nothing.
+func TestAccountAttackSparesTheOwner(t *testing.T) {
+	r := newOutcomeRig(t, smallDetection(abuse.ReasonAccountAttack), afterFixtures())
+	const owner, mallory = "203.0.113.10", "203.0.113.66"
+	ms := func(m time.Duration) int64 { return int64(m / time.Millisecond) }
+	// The owner mistypes, then logs in; mallory logs in to his own account
+	// and fails on the victim's; an old address logged in 20 minutes
+	// before (outside the 10m window) and fails now.
+	got, _ := r.process(t, 0,
+		failure("old-ok", 0, "198.51.100.99", "victim", "/api/login", 200),
+		failure("o1", ms(20*time.Minute), owner, "victim", "/api/login", 401),
+		failure("o2", ms(20*time.Minute)+1000, owner, "victim", "/api/login", 200),
+		failure("m1", ms(20*time.Minute)+1500, mallory, "mallory", "/api/login", 200),
+		failure("m2", ms(20*time.Minute)+1600, mallory, "victim", "/api/login", 401),
+		failure("old", ms(20*time.Minute)+1700, "198.51.100.99", "victim", "/api/login", 401),
+	)
+	if len(got) != 0 {
+		t.Fatalf("3 sources: %q", keys(got))
+	}
+	got, st := r.process(t, 0, failure("a1", ms(20*time.Minute)+2000, "192.0.2.1", "victim", "/api/login", 401))
+	want := []string{"ban ip:192.0.2.1", "ban ip:198.51.100.99", "ban ip:" + mallory, "warn user:victim"}
+	if !slices.Equal(keys(got), want) || st.Bans[abuse.ReasonAccountAttack] != 3 || st.Spared != 1 {
+		t.Fatalf("crossing: %q (stats %+v), want %q and the owner spared", keys(got), st, want)
+	}
+	if w := got[3].Ban; !slices.Equal(w.Evidence.SparedSources, []string{owner}) || slices.Contains(w.Evidence.SampleSources, owner) {
+		t.Errorf("warning evidence %+v, want the owner among the spared sources only", w.Evidence)
+	}
+	// The owner mistypes again: still spared; a new attacker is banned.
+	got, st = r.process(t, 0,
+		failure("o3", ms(20*time.Minute)+3000, owner, "victim", "/api/login", 401),
+		failure("a2", ms(20*time.Minute)+3100, "192.0.2.2", "victim", "/api/login", 401))
+	if !slices.Equal(keys(got), []string{"ban ip:192.0.2.2"}) {
+		t.Fatalf("after the crossing: %q (stats %+v)", keys(got), st)
+	}
+	for _, b := range r.mem.Enforced() {
+		if b.Subject == owner {
+			t.Errorf("the owner is banned: %+v", b)
+		}
+	}
+}
+
+// Distinct sources are counted by network: the 11 /64s of one /56 (and of
+// one /48) are one network and ban nobody, however many there are; IPv4
+// addresses are networks of their own by default.
+func TestAccountAttackCountsNetworks(t *testing.T) {
+	det := smallDetection(abuse.ReasonAccountAttack)
+	det.AccountAttack.LockAccount = dur(30 * time.Minute)
+	r := newOutcomeRig(t, det, afterFixtures())
+	var outs []event.Outcome
+	for i := range 11 {
+		outs = append(outs, failure(fmt.Sprint("v6-", i), int64(i), fmt.Sprintf("2001:db8:1:%x::1", 0x100+i), "victim", "/api/login", 401))
+	}
+	if got, _ := r.process(t, 0, outs...); len(got) != 0 {
+		t.Fatalf("11 /64s of one /56: %q, want nothing", keys(got))
+	}
+	outs = nil
+	for i := range 3 {
+		outs = append(outs, failure(fmt.Sprint("v4-", i), int64(100+i), fmt.Sprintf("192.0.2.%d", i+1), "victim", "/api/login", 401))
+	}
+	got, _ := r.process(t, 0, outs...)
+	if !slices.Contains(keys(got), "ban user:victim") || !slices.Contains(keys(got), "ban ip:192.0.2.3") {
+		t.Fatalf("4 networks: %q, want the lock and the sources' bans", keys(got))
+	}
+}
+
+// ipv4_prefix groups IPv4 sources too: the addresses of one /24 are one
+// network, and each address is still banned on its own.
+func TestAccountAttackIPv4Networks(t *testing.T) {
+	det := smallDetection(abuse.ReasonAccountAttack)
+	det.AccountAttack.IPv4Prefix = 24
+	r := newOutcomeRig(t, det, afterFixtures())
+	var outs []event.Outcome
+	for i := range 5 {
+		outs = append(outs, failure(fmt.Sprint("a", i), int64(i), fmt.Sprintf("192.0.2.%d", 10+i), "victim", "/api/login", 401))
+	}
+	if got, _ := r.process(t, 0, outs...); len(got) != 0 {
+		t.Fatalf("5 addresses of one /24: %q", keys(got))
+	}
+	outs = nil
+	for i := range 3 {
+		outs = append(outs, failure(fmt.Sprint("b", i), int64(10+i), fmt.Sprintf("198.51.%d.1", i), "victim", "/api/login", 401))
+	}
+	got, _ := r.process(t, 0, outs...)
+	if want := []string{"ban ip:198.51.2.1", "ban ip:198.51.1.1", "ban ip:198.51.0.1", "ban ip:192.0.2.14", "warn user:victim"}; !slices.Equal(keys(got), want) {
+		t.Fatalf("4 networks: %q, want %q", keys(got), want)
+	}
+}
+
+// The owner is recognized only by a success status of the scenario, on its
+// endpoints, for that user; a session's successes in one batch cost one
+// add.
+func TestAccountAttackOwnerRecognition(t *testing.T) {
+	det := smallDetection(abuse.ReasonAccountAttack)
+	det.AccountAttack.Endpoints = []string{"/api/login"}
+	det.AccountAttack.SuccessStatuses = []int{200, 302}
+	r := newOutcomeRig(t, det, afterFixtures())
+	outs := []event.Outcome{
+		failure("s1", 0, "203.0.113.1", "victim", "/api/books", 200), // not the scenario's endpoint
+		failure("s2", 1, "203.0.113.2", "victim", "/api/login", 204), // not a success status
+		failure("s3", 2, "203.0.113.3", "", "/api/login", 200),       // no user
+		failure("s4", 3, "203.0.113.4", "victim", "/api/login", 302), // the owner, by a redirect
+		failure("s5", 4, "203.0.113.4", "victim", "/api/login", 200), // again: the same add
+		failure("s6", 5, "203.0.113.4", "victim", "/api/login", 200),
+		failure("s7", 6, "203.0.113.5", "someone", "/api/login", 200), // another account's owner
+	}
+	for i, ip := range []string{"203.0.113.1", "203.0.113.2", "203.0.113.3", "203.0.113.4"} {
+		outs = append(outs, failure(fmt.Sprint("f", i), int64(10+i), ip, "victim", "/api/login", 401))
+	}
+	got, st := r.process(t, 0, outs...)
+	want := []string{"ban ip:203.0.113.3", "ban ip:203.0.113.2", "ban ip:203.0.113.1", "warn user:victim"}
+	if !slices.Equal(keys(got), want) || st.Successes != 2 || st.Spared != 1 {
+		t.Fatalf("%q (stats %+v), want %q, 2 successes recorded and 203.0.113.4 spared", keys(got), st, want)
+	}
+}
+
 // lock_account bans the account too, for that long.
 func TestAccountAttackLock(t *testing.T) {
 	det := smallDetection(abuse.ReasonAccountAttack)

@@ -19,6 +19,7 @@ type DevKafka struct {
 	DecisionsTopic string
 	BansTopic      string
 	OutcomesTopic  string
+	AccessLogTopic string // empty: none
 	Partitions     int
 	DataDir        string // empty: memory only
 	Retention      time.Duration
@@ -56,6 +57,9 @@ func LoadDevKafka(args []string, getenv func(string) string) (DevKafka, error) {
 	if c.OutcomesTopic != "" && (c.OutcomesTopic == c.DecisionsTopic || c.OutcomesTopic == c.BansTopic) {
 		e.fail(e.name("OUTCOMES_TOPIC"), "a topic other than the decisions and bans topics", c.OutcomesTopic)
 	}
+	if c.AccessLogTopic != "" && (c.AccessLogTopic == c.DecisionsTopic || c.AccessLogTopic == c.BansTopic || c.AccessLogTopic == c.OutcomesTopic) {
+		e.fail(e.name("ACCESS_LOG_TOPIC"), "a topic other than the decisions, bans and outcomes topics", c.AccessLogTopic)
+	}
 	return c, e.err()
 }
 
@@ -77,6 +81,9 @@ var devKafkaVars = []Var{
 	{Name: "OUTCOMES_TOPIC", Flag: "outcomes-topic", Default: "ratelimit.outcomes", Readers: devKafkaOnly,
 		Meaning: "outcomes topic, created at start",
 		load:    bind(inDevKafka(func(c *DevKafka) *string { return &c.OutcomesTopic }), topicName)},
+	{Name: "ACCESS_LOG_TOPIC", Flag: "access-log-topic", Readers: devKafkaOnly,
+		Meaning: "a gateway access-log topic (the detector's `ACCESS_LOG_TOPIC`), created at start when set; empty: none",
+		load:    bind(inDevKafka(func(c *DevKafka) *string { return &c.AccessLogTopic }), optional(topicName))},
 	{Name: "DEVKAFKA_PARTITIONS", Flag: "partitions", Default: "12", Readers: devKafkaOnly,
 		Meaning: "partitions per topic, 1 to 10 000",
 		load:    bind(inDevKafka(func(c *DevKafka) *int { return &c.Partitions }), intBetween(1, 10_000))},

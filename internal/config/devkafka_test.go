@@ -45,6 +45,8 @@ func TestLoadDevKafkaErrors(t *testing.T) {
 		{"topic name", nil, map[string]string{"DECISIONS_TOPIC": "bad topic"}, "DECISIONS_TOPIC: expected a Kafka topic name"},
 		{"same topics", nil, map[string]string{"BANS_TOPIC": "ratelimit.decisions"}, "BANS_TOPIC: expected a topic other than"},
 		{"same topics by flag", []string{"-decisions-topic", "t", "-bans-topic", "t"}, nil, "-bans-topic: expected a topic other than"},
+		{"access-log topic", nil, map[string]string{"ACCESS_LOG_TOPIC": "ratelimit.outcomes"}, "ACCESS_LOG_TOPIC: expected a topic other than"},
+		{"access-log topic name", []string{"-access-log-topic", "a b"}, nil, "-access-log-topic: expected a Kafka topic name"},
 		{"log level", nil, map[string]string{"LOG_LEVEL": "loud"}, "LOG_LEVEL: expected one of debug"},
 		{"unknown flag", []string{"-nope"}, nil, "-nope"},
 		{"stray argument", []string{"serve"}, nil, `unexpected argument "serve"`},

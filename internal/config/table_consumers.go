@@ -20,7 +20,8 @@ var consumerVars = []Var{
 		load:    bind(inDetector(func(c *Detector) *time.Duration { return &c.BatchWait }), positiveDuration)},
 	{Name: "ACCESS_LOG_TOPIC", Readers: detectorOnly,
 		Meaning: "topic of gateway access-log lines, one JSON object each, read as outcomes " +
-			"(see [the nginx recipe](../deploy/gateways/README.md#access-logs-as-outcomes)); empty: none is read",
+			"(see [the nginx recipe](../deploy/gateways/README.md#access-logs-as-outcomes)); empty: none is read. " +
+			"devkafka and the compose file create it when set; on another broker create it first (the detector warns while it waits)",
 		load: bind(inDetector(func(c *Detector) *string { return &c.AccessLogTopic }), text)},
 	{Name: "ACCESS_LOG_FIELDS", Default: accesslog.DefaultMappingText, Readers: detectorOnly,
 		Meaning: "the JSON fields of an access-log line, as comma-separated `key=field` pairs; keys: `ip`, `path`, `status` (required), " +

@@ -13,8 +13,11 @@ var limiterVars = []Var{
 		load: bind(inLimiter(func(c *Limiter) *string { return &c.OpsListenAddr }), optionalListenAddr)},
 	{Name: "API_TOKENS", Readers: limiterOnly,
 		Meaning: "comma-separated bearer tokens (several while you rotate), each at least 16 bytes of printable ASCII; " +
-			"when set, `/v1/check`, `/v1/check/batch` and `/v1/auth` answer 401 without `Authorization: Bearer <one of them>`. " +
-			"Empty: anyone who reaches the port may ask for decisions (a warning at start). " +
+			"when set, `/v1/check`, `/v1/check/batch`, `/v1/report`, `/v1/report/batch`, `POST /json` and `/v1/auth` answer 401 " +
+			"without `Authorization: Bearer <one of them>` (so do gRPC calls without it as metadata). " +
+			"A holder may name any client: its checks and reports can get addresses banned and, with `lock_account`, accounts locked " +
+			"(see [Security](security.md)), so give tokens to gateways and reporting applications only. " +
+			"Empty: anyone who reaches the port may ask for decisions and send reports (a warning at start). " +
 			"Placeholders such as `change-me-…` or `REPLACE-ME-…` are refused",
 		load: bind(inLimiter(func(c *Limiter) *[]string { return &c.APITokens }), tokens)},
 	{Name: "TLS_CERT_FILE", Readers: limiterOnly,

@@ -153,6 +153,8 @@ type outcomeMetrics struct {
 	invalid, bans, warnings                                              *prometheus.CounterVec
 	duration                                                             prometheus.Histogram
 	lag                                                                  *prometheus.GaugeVec
+	// Account attack's owner recognition.
+	successes, spared prometheus.Counter
 }
 
 func newOutcomeMetrics(reg prometheus.Registerer) *outcomeMetrics {
@@ -180,6 +182,10 @@ func newOutcomeMetrics(reg prometheus.Registerer) *outcomeMetrics {
 			Help: "Time to process one batch of outcomes.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
 		lag: f.NewGaugeVec(prometheus.GaugeOpts{Name: "rate_limit_detector_outcomes_consumer_lag",
 			Help: "Messages behind the end of the outcomes topic, or of a gateway access-log topic."}, []string{"topic"}),
+		successes: counter("rate_limit_detector_outcome_successes_total",
+			"Outcomes with a success status of account_attack, recorded to recognize an account's owner (one per user, source and batch)."),
+		spared: counter("rate_limit_detector_outcome_spared_total",
+			"Sources account_attack did not ban because they succeeded on the account within its window (its owner's)."),
 	}
 }
 
@@ -195,5 +201,7 @@ func (m *outcomeMetrics) observe(s abuse.Stats, took time.Duration) {
 	for reason, n := range s.Warnings {
 		m.warnings.WithLabelValues(reason).Add(float64(n))
 	}
+	m.successes.Add(float64(s.Successes))
+	m.spared.Add(float64(s.Spared))
 	m.duration.Observe(took.Seconds())
 }

@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -42,13 +44,15 @@ detection:
 // (ACCESS_LOG_TOPIC). A client probing 8 missing paths is banned for
 // probing and refused by nginx from then on; the refusals nginx logs (403)
 // are the ban's own and never feed a brute-force ban; a normal client with
-// one missing page is never banned.
+// one missing page is never banned. The broker is devkafka, as `make run`
+// starts it with ACCESS_LOG_TOPIC set for the whole stack: it creates the
+// topic, which nothing else does (kcat -P would wait for it, and the
+// detector warn).
 func TestAccessLogOutcomes(t *testing.T) {
 	bin := nginxBinary(t)
-	e := newEnvWith(t, accessLogRules)
-	if err := e.broker.Cluster().CreateTopic(accessLogTopic, 3, nil); err != nil {
-		t.Fatal(err)
-	}
+	broker := launch(t, "devkafka", map[string]string{"ACCESS_LOG_TOPIC": accessLogTopic, "DEVKAFKA_PARTITIONS": "3"})
+	waitFor(t, 15*time.Second, "devkafka to be ready", func() bool { return strings.Contains(broker.out.String(), "devkafka ready") })
+	e := newEnvOn(t, accessLogRules, broker.addr)
 	const token = "nginx-api-token-0123456789abcdef"
 	lim := e.start("limiter", "TRUSTED_PROXIES", "127.0.0.1", "AUTH_DENY_STATUS", "401", "API_TOKENS", token)
 	det := e.start("detector", "ACCESS_LOG_TOPIC", accessLogTopic)
@@ -63,7 +67,7 @@ func TestAccessLogOutcomes(t *testing.T) {
 
 	dir := t.TempDir()
 	logPath := filepath.Join(dir, "access.json")
-	gatewaytest.Ship(t, accessLogShipper, e.broker.Addr(), accessLogTopic, logPath)
+	gatewaytest.Ship(t, accessLogShipper, broker.addr, accessLogTopic, logPath)
 	n := nginxWithAccessLog(t, bin, lim.addr, strings.TrimPrefix(app.URL, "http://"), token, logPath)
 	client := &http.Client{Timeout: 10 * time.Second}
 	defer client.CloseIdleConnections()
@@ -103,12 +107,31 @@ func TestAccessLogOutcomes(t *testing.T) {
 	waitFor(t, 20*time.Second, "the detector to skip the ban's own refusals", func() bool {
 		return det.metric(t, "rate_limit_detector_skipped_outcomes_total") >= skipped+10
 	})
-	if n := kafkatest.CountMessages(t, e.broker.Brokers(), bansTopic); n != 1 {
+	if n := kafkatest.CountMessages(t, e.brokers(), bansTopic); n != 1 {
 		t.Fatalf("%d messages on the ban topic, want the probing ban alone", n)
 	}
 	if d := check(t, lim, normal, "/api/known"); d.Reason == event.ReasonBanned {
 		t.Fatal("the normal client is banned")
 	}
+}
+
+// A detector started before its access-log topic exists warns, naming the
+// topic, while it waits, and consumes the topic once it is created (a group
+// reader that joined without the topic would never get its partitions).
+func TestDetectorWaitsForItsTopic(t *testing.T) {
+	e := newEnvWith(t, accessLogRules)
+	det := e.start("detector", "ACCESS_LOG_TOPIC", accessLogTopic)
+	warning := regexp.MustCompile(`"level":"warn"[^\n]*"msg":"topic does not exist[^"]*"[^\n]*"topic":"` + regexp.QuoteMeta(accessLogTopic) + `"`)
+	waitFor(t, 15*time.Second, "a warning naming the missing topic", func() bool { return warning.MatchString(det.out.String()) })
+	if err := e.broker.Cluster().CreateTopic(accessLogTopic, 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	line := []byte(`{"remote_addr":"203.0.113.5","request_uri":"/api/p","request_method":"GET","status":404,"msec":"` +
+		strconv.FormatFloat(float64(time.Now().UnixMilli())/1000, 'f', 3, 64) + `"}`)
+	produce(t, e, accessLogTopic, line)
+	waitFor(t, 30*time.Second, "the detector to consume the topic", func() bool {
+		return det.metric(t, "rate_limit_detector_outcomes_total") >= 1
+	})
 }
 
 // nginxWithAccessLog is nginxStart with the access-log recipe included,

@@ -55,13 +55,22 @@ func newEnv(t *testing.T) *env {
 // newEnvWith is newEnv with a rules file of its own.
 func newEnvWith(t *testing.T, rulesFile string) *env {
 	t.Helper()
+	broker := kafkatest.StartBroker(t, decisionsTopic, bansTopic, outcomesTopic)
+	e := newEnvOn(t, rulesFile, broker.Addr())
+	e.broker = broker
+	return e
+}
+
+// newEnvOn is newEnvWith on the broker at brokerAddr, which the test
+// started (e.broker is nil).
+func newEnvOn(t *testing.T, rulesFile, brokerAddr string) *env {
+	t.Helper()
 	rules := filepath.Join(t.TempDir(), "rules.yaml")
 	if err := os.WriteFile(rules, []byte(rulesFile), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	broker := kafkatest.StartBroker(t, decisionsTopic, bansTopic, outcomesTopic)
-	return &env{t: t, broker: broker, vars: map[string]string{
-		"KAFKA_BROKERS":     broker.Addr(),
+	return &env{t: t, vars: map[string]string{
+		"KAFKA_BROKERS":     brokerAddr,
 		"REDIS_URL":         redistest.URL(),
 		"REDIS_KEY_PREFIX":  redistest.Prefix(t, redistest.Client(t)),
 		"RULES_FILE":        rules,
@@ -70,6 +79,9 @@ func newEnvWith(t *testing.T, rulesFile string) *env {
 		"DATABASE_URL":      pgtest.Database(t), // dynamic rules; the archiver's tables too
 	}}
 }
+
+// brokers are the Kafka brokers of the services.
+func (e *env) brokers() []string { return strings.Split(e.vars["KAFKA_BROKERS"], ",") }
 
 func (e *env) start(name string, extra ...string) *proc {
 	e.t.Helper()
@@ -123,7 +135,7 @@ func waitConsuming(t *testing.T, detector *proc, n float64) {
 func bans(t *testing.T, e *env, n int) []event.Ban {
 	t.Helper()
 	var out []event.Ban
-	for _, m := range kafkatest.ReadMessages(t, e.broker.Brokers(), bansTopic, n, 15*time.Second) {
+	for _, m := range kafkatest.ReadMessages(t, e.brokers(), bansTopic, n, 15*time.Second) {
 		b, err := event.DecodeBan(m.Value)
 		if err != nil {
 			t.Fatalf("ban message %s: %v", m.Value, err)

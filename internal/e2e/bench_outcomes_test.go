@@ -4,9 +4,7 @@ package e2e
 
 import (
 	"fmt"
-	"net/http"
 	"slices"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -69,17 +67,4 @@ func TestBenchOutcomeDetector(t *testing.T) {
 	pct := func(p float64) time.Duration { return latencies[int(p*float64(len(latencies)-1))] }
 	fmt.Printf("ban latency over %d credential-stuffing sources (threshold crossed by a report -> both of 2 limiters deny): p50 %v, p99 %v, max %v\n",
 		trials, pct(0.50).Round(time.Millisecond), pct(0.99).Round(time.Millisecond), latencies[len(latencies)-1].Round(time.Millisecond))
-}
-
-// report sends an outcome report to the limiter.
-func report(t *testing.T, limiter *proc, body string) {
-	t.Helper()
-	resp, err := http.Post("http://"+limiter.addr+"/v1/report", "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("report answered %d", resp.StatusCode)
-	}
 }

@@ -2,7 +2,10 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,4 +114,89 @@ func TestCredentialStuffingAndAccountAttack(t *testing.T) {
 func checkLogin(t *testing.T, limiter *proc, ip, user string) decision {
 	t.Helper()
 	return postCheck(t, limiter, `{"ip":"`+ip+`","endpoint":"/api/login","method":"POST","user_id":"`+user+`"}`)
+}
+
+// report sends an outcome report to the limiter.
+func report(t *testing.T, limiter *proc, body string) {
+	t.Helper()
+	resp, err := http.Post("http://"+limiter.addr+"/v1/report", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("report answered %d", resp.StatusCode)
+	}
+}
+
+const accountRulesYAML = `
+rules: []
+detection:
+  account_attack: {distinct_sources: 3, within: 10m, duration: 1h, lock_account: 30m}
+`
+
+// An account attack spares the account's owner and counts networks, on the
+// real binaries. carol mistypes her password, then logs in; three networks
+// then fail on her account: the crossing bans them, not her address, which
+// the warning names among the spared sources. Eleven /64s of one /56
+// failing on dave's account are one network: nobody is banned and the
+// account is not locked.
+func TestAccountAttackSparesTheOwnerAndCountsNetworks(t *testing.T) {
+	t.Parallel() // mostly waits on the detector
+	e := newEnvWith(t, accountRulesYAML)
+	detector := e.start("detector")
+	limiter := e.start("limiter")
+	login := func(ip, user string, status int) {
+		t.Helper()
+		report(t, limiter, fmt.Sprintf(`{"ip":%q,"endpoint":"/api/login","method":"POST","user_id":%q,"status":%d}`, ip, user, status))
+	}
+	consumed := func(n int) {
+		t.Helper()
+		waitFor(t, 30*time.Second, fmt.Sprintf("the detector to consume %d outcomes", n), func() bool {
+			return detector.metric(t, "rate_limit_detector_outcomes_total") >= float64(n)
+		})
+	}
+	const owner = "198.51.100.10"
+	login(owner, "carol", 401)
+	login(owner, "carol", 200)
+	consumed(2) // the reports go to partitions of their own: the owner's first
+	for i := range 11 {
+		login(fmt.Sprintf("2001:db8:1:%x::7", 0x100+i), "dave", 401)
+	}
+	consumed(13)
+	attackers := []string{"192.0.2.1", "192.0.2.2", "203.0.113.9"}
+	for _, ip := range attackers {
+		login(ip, "carol", 401)
+	}
+	got := bans(t, e, len(attackers)+2) // their bans, the warning and the lock
+	var banned []string
+	for _, b := range got {
+		switch {
+		case b.Action == event.ActionBan && b.Scope == event.ScopeIP:
+			banned = append(banned, b.Subject)
+		case b.Action == event.ActionWarn:
+			if b.Subject != "carol" || !slices.Equal(b.Evidence.SparedSources, []string{owner}) {
+				t.Errorf("warning %+v, want carol's with the owner spared", b)
+			}
+		case b.Scope != event.ScopeUser || b.Subject != "carol":
+			t.Errorf("unexpected ban %+v", b)
+		}
+	}
+	slices.Sort(banned)
+	if !slices.Equal(banned, attackers) {
+		t.Errorf("banned %q, want the attackers %q", banned, attackers)
+	}
+	time.Sleep(2 * time.Second) // nothing more comes: no ban of the owner nor of dave's /56
+	if n := kafkatest.CountMessages(t, e.brokers(), bansTopic); n != int64(len(attackers)+2) {
+		t.Fatalf("%d messages on the ban topic, want %d", n, len(attackers)+2)
+	}
+	if detector.metric(t, "rate_limit_detector_outcome_spared_total") != 1 {
+		t.Errorf("spared: %v, want 1", detector.metric(t, "rate_limit_detector_outcome_spared_total"))
+	}
+	waitFor(t, 10*time.Second, "the limiter to enforce the bans", func() bool {
+		return checkLogin(t, limiter, attackers[0], "carol").Reason == event.ReasonBanned
+	})
+	if d := checkLogin(t, limiter, owner, "someone"); d.Reason == event.ReasonBanned {
+		t.Fatalf("the owner's address is banned: %+v", d)
+	}
 }

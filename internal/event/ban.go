@@ -56,9 +56,12 @@ type Evidence struct {
 	SampleEndpoints []string
 	// SampleUsers and SampleSources are the user ids and the sources
 	// (client IPs, IPv6 prefixes) of the outcome scenarios' evidence;
-	// omitted from the message when empty.
+	// SparedSources, of an account attack, the sources that failed on the
+	// account but were not banned, as they succeeded on it (its owner's).
+	// Each is omitted from the message when empty.
 	SampleUsers   []string
 	SampleSources []string
+	SparedSources []string
 }
 
 // Key is the Kafka message key of the ban: "scope:subject".
@@ -88,6 +91,7 @@ type evidenceWire struct {
 	SampleEndpoints []string `json:"sample_endpoints"`
 	SampleUsers     []string `json:"sample_users,omitempty"`
 	SampleSources   []string `json:"sample_sources,omitempty"`
+	SparedSources   []string `json:"spared_sources,omitempty"`
 }
 
 // EncodeBan validates b and returns its JSON message value.
@@ -105,7 +109,7 @@ func EncodeBan(b Ban) ([]byte, error) {
 		ExpiresAt: optionalTime(b.ExpiresAt), Source: b.Source, DryRun: b.DryRun, Note: b.Note,
 		Evidence: evidenceWire{
 			FirstTS: optionalTime(b.Evidence.FirstTS), LastTS: optionalTime(b.Evidence.LastTS), SampleEndpoints: samples,
-			SampleUsers: b.Evidence.SampleUsers, SampleSources: b.Evidence.SampleSources,
+			SampleUsers: b.Evidence.SampleUsers, SampleSources: b.Evidence.SampleSources, SparedSources: b.Evidence.SparedSources,
 		},
 	})
 }
@@ -125,7 +129,7 @@ func DecodeBan(data []byte) (Ban, error) {
 		Count: w.Count, Threshold: w.Threshold, WindowS: w.WindowS, DurationS: w.DurationS,
 		Source: w.Source, DryRun: w.DryRun, Note: w.Note,
 		Evidence: Evidence{SampleEndpoints: w.Evidence.SampleEndpoints,
-			SampleUsers: w.Evidence.SampleUsers, SampleSources: w.Evidence.SampleSources},
+			SampleUsers: w.Evidence.SampleUsers, SampleSources: w.Evidence.SampleSources, SparedSources: w.Evidence.SparedSources},
 	}
 	var err error
 	if b.TS, err = parseTime("ts", w.TS); err != nil {

@@ -83,12 +83,13 @@ func TestSchemaDecisionFieldsMatchEncoder(t *testing.T) {
 }
 
 // The ban schema declares every field EncodeBan writes; all are required
-// but note and the evidence's sample_users and sample_sources, which are
-// omitted when empty.
+// but note and the evidence's sample_users, sample_sources and
+// spared_sources, which are omitted when empty.
 func TestSchemaBanFieldsMatchEncoder(t *testing.T) {
 	b := sampleBan()
 	b.Note = "incident 42"
 	b.Evidence.SampleUsers, b.Evidence.SampleSources = []string{"u-1"}, []string{"203.0.113.7"}
+	b.Evidence.SparedSources = []string{"203.0.113.10"}
 	enc, err := EncodeBan(b)
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +104,7 @@ func TestSchemaBanFieldsMatchEncoder(t *testing.T) {
 	}
 	gotEv := keysOf(t, enc, "evidence")
 	propsEv, requiredEv := schemaFields(t, banSchemaPath, "evidence")
-	optional := func(k string) bool { return k == "sample_users" || k == "sample_sources" }
+	optional := func(k string) bool { return k == "sample_users" || k == "sample_sources" || k == "spared_sources" }
 	if !slices.Equal(propsEv, gotEv) || !slices.Equal(requiredEv, slices.DeleteFunc(slices.Clone(gotEv), optional)) {
 		t.Fatalf("evidence: encoder writes %v, schema properties %v, required %v", gotEv, propsEv, requiredEv)
 	}
@@ -344,6 +345,7 @@ func banCases() map[string]Ban {
 			warn(b)
 			b.Scope, b.Subject, b.Reason = ScopeUser, "u-42", "account_attack"
 			b.Evidence.SampleSources = []string{"203.0.113.7", "2001:db8:1:2::/64"}
+			b.Evidence.SparedSources = []string{"198.51.100.10"}
 		}),
 		"hostile samples": with(func(b *Ban) {
 			b.Evidence.SampleEndpoints = []string{"/a\"b\\c<d>&e\u2028\x00", "/bücher/🎉", "/\xff"}

@@ -130,7 +130,8 @@ func validateBan(b event.Ban) error {
 	for _, samples := range [...]struct {
 		name string
 		list []string
-	}{{"sample_endpoints", b.Evidence.SampleEndpoints}, {"sample_users", b.Evidence.SampleUsers}, {"sample_sources", b.Evidence.SampleSources}} {
+	}{{"sample_endpoints", b.Evidence.SampleEndpoints}, {"sample_users", b.Evidence.SampleUsers}, {"sample_sources", b.Evidence.SampleSources},
+		{"spared_sources", b.Evidence.SparedSources}} {
 		for i, e := range samples.list {
 			if err := checkText(e, 0); err != nil {
 				return fmt.Errorf("field \"evidence.%s[%d]\": %w", samples.name, i, err)

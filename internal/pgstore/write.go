@@ -217,6 +217,7 @@ type evidenceJSON struct {
 	// an account attack), absent from the others as from their message.
 	SampleUsers   []string `json:"sample_users,omitempty"`
 	SampleSources []string `json:"sample_sources,omitempty"`
+	SparedSources []string `json:"spared_sources,omitempty"`
 }
 
 func banArgs(bans []event.Ban) (*banColumns, error) {
@@ -233,7 +234,7 @@ func banArgs(bans []event.Ban) (*banColumns, error) {
 			return nil, &archiver.RowError{Table: archiver.BansTable, Index: i, Err: err}
 		}
 		ev := evidenceJSON{FirstTS: utcOrNil(b.Evidence.FirstTS), LastTS: utcOrNil(b.Evidence.LastTS), SampleEndpoints: b.Evidence.SampleEndpoints,
-			SampleUsers: b.Evidence.SampleUsers, SampleSources: b.Evidence.SampleSources}
+			SampleUsers: b.Evidence.SampleUsers, SampleSources: b.Evidence.SampleSources, SparedSources: b.Evidence.SparedSources}
 		if ev.SampleEndpoints == nil {
 			ev.SampleEndpoints = []string{}
 		}

@@ -316,14 +316,15 @@ func TestWriteBanEvidenceOfOutcomes(t *testing.T) {
 	s := newStore(t)
 	b := ban("b-o", time.Now().UTC())
 	b.Reason, b.Evidence.SampleUsers, b.Evidence.SampleSources = "credential_stuffing", []string{"u-1", "u-2"}, []string{"198.51.100.9"}
+	b.Evidence.SparedSources = []string{"203.0.113.10"}
 	if _, err := s.Write(ctx, archiver.Batch{Bans: []event.Ban{b}}); err != nil {
 		t.Fatal(err)
 	}
-	var users, sources string
-	if err := s.pool.QueryRow(ctx, `SELECT evidence->>'sample_users', evidence->>'sample_sources' FROM bans WHERE ban_id = 'b-o'`).Scan(&users, &sources); err != nil {
+	var users, sources, spared string
+	if err := s.pool.QueryRow(ctx, `SELECT evidence->>'sample_users', evidence->>'sample_sources', evidence->>'spared_sources' FROM bans WHERE ban_id = 'b-o'`).Scan(&users, &sources, &spared); err != nil {
 		t.Fatal(err)
 	}
-	if users != `["u-1", "u-2"]` || sources != `["198.51.100.9"]` {
-		t.Fatalf("evidence sample_users %s, sample_sources %s", users, sources)
+	if users != `["u-1", "u-2"]` || sources != `["198.51.100.9"]` || spared != `["203.0.113.10"]` {
+		t.Fatalf("evidence sample_users %s, sample_sources %s, spared_sources %s", users, sources, spared)
 	}
 }

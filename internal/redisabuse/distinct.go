@@ -18,11 +18,12 @@ import (
 // detector restart and is shared by every detector instance. It is safe
 // for concurrent use.
 //
-// A set's keys are P{det|<scope>|<hash>}:d:<name>:m (members) and
-// …:d:<name>:i (introducers, and the last crossing), under the offender's
-// hash tag (that of Windows and Ledger), so each set lives in a single
-// Redis Cluster slot. They expire after twice the window plus the grace
-// without a sighting.
+// A set's keys are P{det|<scope>|<hash>}:d:<name>:m (members),
+// …:d:<name>:i (introducers, and the last crossing), …:d:<name>:g (groups,
+// for adds with one) and …:d:<name>:t (trusted members), under the
+// offender's hash tag (that of Windows and Ledger), so each set lives in a
+// single Redis Cluster slot. They expire after twice the window plus the
+// grace without a sighting (the trusted members, without a trust).
 type Distinct struct {
 	client redis.UniversalClient
 	prefix string
@@ -107,19 +108,21 @@ func (d *Distinct) group(bases []string) [][]int {
 }
 
 func (d *Distinct) call(adds []abuse.DistinctAdd, bases []string, idx []int) redisstore.EvalCall {
-	keys := make([]string, 0, 2*len(idx))
-	args := make([]any, 0, 9*len(idx))
+	keys := make([]string, 0, 4*len(idx))
+	args := make([]any, 0, 11*len(idx))
+	flag := func(b bool) int64 {
+		if b {
+			return 1
+		}
+		return 0
+	}
 	for _, i := range idx {
 		a := &adds[i]
 		base := bases[i] + ":d:" + a.Set.Name
-		all := int64(0)
-		if a.Spec.AllOnCross {
-			all = 1
-		}
 		ttl := max(2*(a.Spec.Window+a.Spec.Grace), time.Second)
-		keys = append(keys, base+":m", base+":i")
+		keys = append(keys, base+":m", base+":i", base+":g", base+":t")
 		args = append(args, a.TS.UnixMilli(), a.Member, a.EventID, a.Spec.Window.Milliseconds(), a.Spec.Cap,
-			a.Spec.Threshold, int64(a.Spec.Samples), all, ttl.Milliseconds())
+			a.Spec.Threshold, int64(a.Spec.Samples), flag(a.Spec.AllOnCross), ttl.Milliseconds(), a.Group, flag(a.Trust))
 	}
 	return redisstore.EvalCall{Script: d.script, Keys: keys, Args: args}
 }
@@ -153,33 +156,49 @@ func parseDistinct(cmd *redis.Cmd, idx []int, out []abuse.DistinctCount) error {
 		return errReply
 	}
 	for _, i := range idx {
-		if len(vals) < 7 {
+		var n [7]int64
+		if len(vals) < len(n) {
 			return errReply
 		}
-		var n [7]int64
 		for j := range n {
 			if n[j], ok = vals[j].(int64); !ok {
 				return errReply
 			}
 		}
-		if n[6] < 0 || n[6] > int64(len(vals)-7) {
-			return errReply
-		}
 		c := abuse.DistinctCount{Newest: msTime(n[0]), Count: n[1], Introduced: n[2] == 1, Crossed: n[3] == 1,
-			First: msTime(n[4]), Last: msTime(n[5])}
-		if n[6] > 0 {
-			c.Members = make([]string, n[6])
+			First: msTime(n[4]), Last: msTime(n[5]), Trusted: n[6] == 1}
+		vals = vals[len(n):]
+		if c.Members, vals, err = parseNames(vals); err != nil {
+			return err
 		}
-		for j := range c.Members {
-			if c.Members[j], ok = vals[7+j].(string); !ok {
-				return errReply
-			}
+		if c.Spared, vals, err = parseNames(vals); err != nil {
+			return err
 		}
 		out[i] = c
-		vals = vals[7+n[6]:]
 	}
 	if len(vals) != 0 {
 		return errReply
 	}
 	return nil
+}
+
+// parseNames reads a count and as many names off vals: nil when the count
+// is 0.
+func parseNames(vals []any) (names []string, rest []any, err error) {
+	if len(vals) == 0 {
+		return nil, nil, errReply
+	}
+	n, ok := vals[0].(int64)
+	if !ok || n < 0 || n > int64(len(vals)-1) {
+		return nil, nil, errReply
+	}
+	if n > 0 {
+		names = make([]string, n)
+	}
+	for j := range names {
+		if names[j], ok = vals[1+j].(string); !ok {
+			return nil, nil, errReply
+		}
+	}
+	return names, vals[1+n:], nil
 }

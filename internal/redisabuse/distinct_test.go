@@ -24,7 +24,9 @@ var distinctSpecs = map[string]abuse.DistinctSpec{
 // distinctDifferential adds random batches to d and to the memory
 // reference and expects the same counts: several sets, members drawn from
 // a small pool (repeats), members that are events (their own or others),
-// times moving forward, back and jumping, ties, and redelivered adds.
+// the "sources" sets' members in groups (mostly one per member, now and
+// then another), trusts of members, times moving forward, back and
+// jumping, ties, and redelivered adds.
 func distinctDifferential(t *testing.T, d abuse.Distinct, offenders []abuse.Offender, rng *rand.Rand, batches, maxBatch int) {
 	t.Helper()
 	mem := abusetest.NewMemoryDistinct()
@@ -54,11 +56,19 @@ func distinctDifferential(t *testing.T, d abuse.Distinct, offenders []abuse.Offe
 				Spec:   distinctSpecs[name],
 				Member: fmt.Sprintf("m%d", rng.IntN(12)), EventID: id, TS: detectT0.Add(at),
 			}
-			switch rng.IntN(5) {
+			switch rng.IntN(6) {
 			case 0: // the event is its member (brute force counts events)
 				a.Member = id
 			case 1: // a member named as another event
 				a.Member = fmt.Sprintf("e%d", rng.IntN(len(seen)+1))
+			case 2: // a success of the member: trusted
+				a.Trust = true
+			}
+			if name == "sources" {
+				a.Group = fmt.Sprintf("g%d", len(a.Member)%2*4+int(a.Member[len(a.Member)-1])%4)
+				if rng.IntN(10) == 0 {
+					a.Group = fmt.Sprintf("g%d", rng.IntN(8))
+				}
 			}
 			seen = append(seen, a)
 			adds = append(adds, a)
@@ -146,5 +156,60 @@ func TestDistinctCrossing(t *testing.T) {
 			check(3, 3, true, true, []string{"d", "c", "a"})
 		}
 		check(4, 3, true, false, []string{"d"})
+	}
+}
+
+// Grouped sets count groups: eleven members of one group are a count of 1,
+// and a crossing lists every member kept; a trusted member is answered
+// apart (Spared, Trusted) while its trust is within the window, and the
+// trusted members kept are bounded by the cap.
+func TestDistinctGroupsAndTrust(t *testing.T) {
+	client := redistest.Client(t)
+	prefix := redistest.Prefix(t, client)
+	d := NewDistinct(client, prefix)
+	spec := abuse.DistinctSpec{Window: time.Minute, Grace: time.Second, Cap: 4, Threshold: 3, Samples: 1, AllOnCross: true}
+	set := abuse.DistinctSet{Offender: abuse.Offender{Scope: event.ScopeUser, Subject: "victim"}, Name: "account_attack"}
+	n := 0
+	add := func(member, group string, ms int64, trust bool) abuse.DistinctCount {
+		t.Helper()
+		n++
+		a := abuse.DistinctAdd{Set: set, Spec: spec, Member: member, Group: group, Trust: trust, EventID: fmt.Sprint("e", n),
+			TS: detectT0.Add(time.Duration(ms) * time.Millisecond)}
+		return addDistinct(t, d, a)[0]
+	}
+	for i := range 11 {
+		if c := add(fmt.Sprintf("2001:db8:1:%x::/64", 0x100+i), "2001:db8:1::/48", int64(i), false); c.Count != 1 || !c.Introduced {
+			t.Fatalf("/64 %d of one /48: %+v, want a count of 1", i, c)
+		}
+	}
+	if c := add("owner", "", -70_000, true); !reflect.DeepEqual(c, abuse.DistinctCount{}) {
+		t.Fatalf("trust: %+v, want the zero count", c)
+	}
+	add("owner", "", 20, true)
+	add("old", "", 21, true) // trusted, never sighted: never listed
+	for i, g := range []string{"owner", "a", "b"} {
+		c := add(g, g, int64(30+i), false)
+		if i < 2 && c.Count != int64(2+i) {
+			t.Fatalf("network %d: count %d", i+2, c.Count)
+		}
+		if i == 2 {
+			want := abuse.DistinctCount{Count: 4, Introduced: true, Crossed: true, Members: []string{"b", "a", "2001:db8:1:10a::/64"},
+				Spared: []string{"owner"}, Newest: detectT0.Add(32 * time.Millisecond), First: detectT0.Add(10 * time.Millisecond), Last: detectT0.Add(32 * time.Millisecond)}
+			if !reflect.DeepEqual(c, want) {
+				t.Fatalf("crossing:\n got %+v\nwant %+v", c, want)
+			}
+		}
+	}
+	if c := add("owner", "owner", 40, false); !c.Trusted || c.Introduced {
+		t.Errorf("owner again: %+v, want trusted", c)
+	}
+	if c := add("late", "late", 120_000, false); c.Trusted || len(c.Spared) != 0 {
+		t.Errorf("a minute later, the owner's trust has lapsed: %+v", c)
+	}
+	for i := range 10 {
+		add(fmt.Sprint("t", i), "", int64(200_000+i), true)
+	}
+	if got := client.ZCard(context.Background(), offenderTag(prefix, set.Offender)+":d:account_attack:t").Val(); got != spec.Cap {
+		t.Errorf("%d trusted members kept, want the cap %d", got, spec.Cap)
 	}
 }

@@ -87,6 +87,26 @@ func IPSubjectOf(ip string, bits int) string {
 	return p.Addr().String()
 }
 
+// IPNetwork returns the network of the address ip (text) as a prefix in
+// CIDR form: the /ipv4 of an IPv4 address (IPv4-mapped IPv6 included), the
+// /ipv6 of an IPv6 one, masked ("192.0.2.0/24", "2001:db8:1::/48"). It is
+// what detection counts distinct networks by; bans keep IPSubject's
+// grouping. Text that is not an IP address is returned unchanged, as
+// IPSubjectOf does; prefix lengths beyond the address's are cut to it.
+func IPNetwork(ip string, ipv4, ipv6 int) string {
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return ip
+	}
+	a = a.Unmap().WithZone("")
+	bits := ipv6
+	if a.Is4() {
+		bits = ipv4
+	}
+	p, _ := a.Prefix(max(0, min(bits, a.BitLen()))) // cannot fail: bits is within the address's length
+	return prefixString(p)
+}
+
 // ParseIPSubject parses an ip-scope ban subject: an IP address, or an
 // IPv6 prefix in CIDR form as IPSubject writes it (a prefix whose host bits
 // are set is masked). It returns the addresses the subject covers, an

@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -46,6 +47,36 @@ func TestIPSubject(t *testing.T) {
 		if got := IPSubjectOf(s, 64); got != s {
 			t.Errorf("IPSubjectOf(%q) = %q, want it unchanged", s, got)
 		}
+	}
+}
+
+func TestIPNetwork(t *testing.T) {
+	tests := []struct {
+		ip         string
+		ipv4, ipv6 int
+		want       string
+	}{
+		{"203.0.113.7", 32, 48, "203.0.113.7/32"},
+		{"203.0.113.7", 24, 48, "203.0.113.0/24"},
+		{"::ffff:203.0.113.7", 24, 48, "203.0.113.0/24"},
+		{"2001:db8:1:2:3:4:5:6", 32, 48, "2001:db8:1::/48"},
+		{"2001:db8:1:1ff::1", 32, 56, "2001:db8:1:100::/56"},
+		{"fe80::1%eth0", 32, 64, "fe80::/64"},
+		{"2001:db8::1", 32, 129, "2001:db8::1/128"},
+		{"u-42", 32, 48, "u-42"},
+	}
+	for _, tt := range tests {
+		if got := IPNetwork(tt.ip, tt.ipv4, tt.ipv6); got != tt.want {
+			t.Errorf("IPNetwork(%q, %d, %d) = %q, want %q", tt.ip, tt.ipv4, tt.ipv6, got, tt.want)
+		}
+	}
+	// The 11 /64s of one /56 are one /48.
+	seen := map[string]bool{}
+	for i := range 11 {
+		seen[IPNetwork(fmt.Sprintf("2001:db8:1:%x::1", 0x100+i), 32, 48)] = true
+	}
+	if len(seen) != 1 {
+		t.Errorf("networks of 11 /64s of one /56: %v", seen)
 	}
 }
 

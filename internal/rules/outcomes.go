@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -53,14 +54,64 @@ type BruteForcePolicy struct {
 }
 
 // AccountAttackPolicy protects one account (user id): when its failures
-// come from more than DistinctSources distinct sources within Within, each
-// of those sources is banned (and each new one after), and a warning names
-// the account. The account itself is banned only when LockAccount is
-// positive, for that long.
+// come from more than DistinctSources distinct networks within Within,
+// each of those sources is banned (and each new one after), and a warning
+// names the account. The account itself is banned only when LockAccount
+// is positive, for that long.
+//
+// Sources are counted by network (IPv4Prefix, IPv6Prefix), so that the
+// addresses one party holds in numbers (the /64s of an IPv6 site) count
+// once; bans stay per source. A source with a success (SuccessStatus) on
+// the account within Within is its owner's and is not banned.
 type AccountAttackPolicy struct {
 	DistinctSources int64    `yaml:"distinct_sources,omitempty" json:"distinct_sources,omitzero"`
 	LockAccount     Duration `yaml:"lock_account,omitempty" json:"lock_account,omitzero"`
+	// IPv4Prefix and IPv6Prefix are the networks sources are counted in
+	// (0: DefaultAccountIPv4Prefix, DefaultAccountIPv6Prefix). An IPv6
+	// network is never narrower than a source (Detection.IPv6Prefix).
+	IPv4Prefix int `yaml:"ipv4_prefix,omitempty" json:"ipv4_prefix,omitzero"`
+	IPv6Prefix int `yaml:"ipv6_prefix,omitempty" json:"ipv6_prefix,omitzero"`
+	// SuccessStatuses are the statuses that show the account's owner at a
+	// source; absent: every 2xx that is not one of Statuses.
+	SuccessStatuses []int `yaml:"success_statuses,omitempty" json:"success_statuses,omitempty"`
 	OutcomeScenario `yaml:",inline"`
+}
+
+// The networks an account attack counts sources in, by default: an IPv4
+// address is a network of its own, an IPv6 /48 is a site (what a
+// registry's policy gives one end customer at most, so its 65 536 /64s are
+// one party's).
+const (
+	DefaultAccountIPv4Prefix = 32
+	DefaultAccountIPv6Prefix = 48
+	// MinAccountIPv4Prefix is the coarsest IPv4 network accepted: a shorter
+	// prefix would count unrelated networks as one.
+	MinAccountIPv4Prefix = 16
+)
+
+// Networks returns the prefixes sources are counted in, defaults filled
+// in, the IPv6 one no longer than sourceIPv6 (Detection.IPv6Prefix, 0:
+// its default), so that a network holds whole sources.
+func (p *AccountAttackPolicy) Networks(sourceIPv6 int) (ipv4, ipv6 int) {
+	ipv4, ipv6 = cmp.Or(p.IPv4Prefix, DefaultAccountIPv4Prefix), cmp.Or(p.IPv6Prefix, DefaultAccountIPv6Prefix)
+	return ipv4, min(ipv6, cmp.Or(sourceIPv6, DefaultIPv6Prefix))
+}
+
+// SuccessStatus reports whether status shows the account's owner: one of
+// SuccessStatuses, or when there are none a 2xx that is not a failure.
+func (p *AccountAttackPolicy) SuccessStatus(status int) bool {
+	if p.SuccessStatuses != nil {
+		return slices.Contains(p.SuccessStatuses, status)
+	}
+	return status >= 200 && status <= 299 && !slices.Contains(p.failureStatuses(), status)
+}
+
+// failureStatuses are Statuses, or their default when left out.
+func (p *AccountAttackPolicy) failureStatuses() []int {
+	if p.Statuses == nil {
+		return DefaultAuthFailureStatuses
+	}
+	return p.Statuses
 }
 
 // ProbingPolicy bans a source for which more than DistinctEndpoints
@@ -131,13 +182,35 @@ func validateOutcomeScenarios(d Detection, p problems) {
 		validateOutcomeScenario(p.at("brute_force"), "failures", s.Failures, &s.OutcomeScenario)
 	}
 	if s := d.AccountAttack; s != nil {
-		sp := p.at("account_attack")
-		if validateOutcomeScenario(sp, "distinct_sources", s.DistinctSources, &s.OutcomeScenario) && s.LockAccount < 0 {
-			sp.add("lock_account", "must not be negative (0: never lock the account)")
-		}
+		validateAccountAttack(p.at("account_attack"), s)
 	}
 	if s := d.Probing; s != nil {
 		validateOutcomeScenario(p.at("probing"), "distinct_endpoints", s.DistinctEndpoints, &s.OutcomeScenario)
+	}
+}
+
+func validateAccountAttack(p problems, s *AccountAttackPolicy) {
+	if !validateOutcomeScenario(p, "distinct_sources", s.DistinctSources, &s.OutcomeScenario) {
+		return
+	}
+	if s.LockAccount < 0 {
+		p.add("lock_account", "must not be negative (0: never lock the account)")
+	}
+	if b := s.IPv4Prefix; b != 0 && (b < MinAccountIPv4Prefix || b > 32) {
+		p.add("ipv4_prefix", "must be between %d and 32 (a shorter prefix would count unrelated networks as one; 32: per address)", MinAccountIPv4Prefix)
+	}
+	validateIPv6Prefix(p, "ipv6_prefix", s.IPv6Prefix)
+	if s.SuccessStatuses != nil && len(s.SuccessStatuses) == 0 {
+		p.add("success_statuses", "must list at least one HTTP status (leave it out for every 2xx)")
+	}
+	failures := s.failureStatuses()
+	for i, st := range s.SuccessStatuses {
+		switch {
+		case st < 100 || st > 599:
+			p.add(fmt.Sprintf("success_statuses[%d]", i), "%d is not an HTTP status (100 to 599)", st)
+		case slices.Contains(failures, st):
+			p.add(fmt.Sprintf("success_statuses[%d]", i), "%d is also a failure status", st)
+		}
 	}
 }
 

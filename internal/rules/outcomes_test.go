@@ -61,6 +61,11 @@ func TestOutcomeScenarioErrors(t *testing.T) {
 		{"bad status", "brute_force: {failures: 3, within: 1m, duration: 1h, statuses: [401, 600]}", "detection.brute_force.statuses[1]: 600 is not an HTTP status"},
 		{"bad endpoint", "probing: {distinct_endpoints: 3, within: 1m, duration: 1h, endpoints: [\"no-slash\"]}", "detection.probing.endpoints[0]"},
 		{"negative lock", "account_attack: {distinct_sources: 3, within: 1m, duration: 1h, lock_account: -1s}", "detection.account_attack.lock_account: must not be negative"},
+		{"ipv4 network too wide", "account_attack: {ipv4_prefix: 8}", "detection.account_attack.ipv4_prefix: must be between 16 and 32"},
+		{"ipv6 network too wide", "account_attack: {ipv6_prefix: 16}", "detection.account_attack.ipv6_prefix: must be between 32 and 128"},
+		{"success is a failure", "account_attack: {statuses: [401, 200], success_statuses: [200, 302]}", "detection.account_attack.success_statuses[0]: 200 is also a failure status"},
+		{"success is no status", "account_attack: {success_statuses: [99]}", "detection.account_attack.success_statuses[0]: 99 is not an HTTP status"},
+		{"no success", "account_attack: {success_statuses: []}", "detection.account_attack.success_statuses: must list at least one"},
 		{"unknown field", "brute_force: {failure: 3, within: 1m, duration: 1h}", "field failure not found"},
 	}
 	for _, tt := range tests {
@@ -73,6 +78,36 @@ func TestOutcomeScenarioErrors(t *testing.T) {
 	}
 	if _, err := Parse([]byte("rules: []\ndetection: {brute_force: {enabled: false, failures: 0}}\n")); err != nil {
 		t.Errorf("a disabled scenario is checked: %v", err)
+	}
+}
+
+// An account attack counts sources in IPv4 /32s and IPv6 /48s unless told
+// otherwise, never in IPv6 networks narrower than a source; its owner is
+// shown by a 2xx that is no failure, or by success_statuses.
+func TestAccountAttackNetworksAndSuccess(t *testing.T) {
+	d := mustParse(t, "rules: []\n").Detection.WithDefaults()
+	if v4, v6 := d.AccountAttack.Networks(d.IPv6Prefix); v4 != 32 || v6 != 48 {
+		t.Errorf("default networks /%d, /%d; want /32, /48", v4, v6)
+	}
+	d = mustParse(t, "rules: []\ndetection: {ipv6_prefix: 40, account_attack: {distinct_sources: 10, within: 10m, duration: 1h, ipv4_prefix: 24, ipv6_prefix: 56}}\n").Detection.WithDefaults()
+	if v4, v6 := d.AccountAttack.Networks(d.IPv6Prefix); v4 != 24 || v6 != 40 {
+		t.Errorf("networks /%d, /%d; want /24 and the sources' /40", v4, v6)
+	}
+	a := d.AccountAttack
+	for status, want := range map[int]bool{200: true, 204: true, 299: true, 302: false, 401: false, 404: false, 500: false} {
+		if a.SuccessStatus(status) != want {
+			t.Errorf("default: SuccessStatus(%d) = %v", status, !want)
+		}
+	}
+	a = mustParse(t, "rules: []\ndetection: {account_attack: {distinct_sources: 10, within: 10m, duration: 1h, statuses: [200], success_statuses: [302, 303]}}\n").Detection.WithDefaults().AccountAttack
+	for status, want := range map[int]bool{200: false, 204: false, 302: true, 303: true} {
+		if a.SuccessStatus(status) != want {
+			t.Errorf("form login: SuccessStatus(%d) = %v", status, !want)
+		}
+	}
+	a = mustParse(t, "rules: []\ndetection: {account_attack: {distinct_sources: 10, within: 10m, duration: 1h, statuses: [200, 401]}}\n").Detection.WithDefaults().AccountAttack
+	if a.SuccessStatus(200) || !a.SuccessStatus(201) {
+		t.Error("a failure status of 200 is still a success")
 	}
 }
 

@@ -399,7 +399,14 @@ func describeOutcomeScenarios(d Detection) []string {
 		scenario(&p.OutcomeScenario, "brute force", p.Failures, "failures from one source", DefaultAuthFailureStatuses)
 	}
 	if p := d.AccountAttack; p != nil {
-		scenario(&p.OutcomeScenario, "account attack", p.DistinctSources, "sources failing on one account (each source banned)", DefaultAuthFailureStatuses)
+		v4, v6 := p.Networks(d.IPv6Prefix)
+		owner := "2xx"
+		if p.SuccessStatuses != nil {
+			owner = "status " + joinInts(p.SuccessStatuses)
+		}
+		scenario(&p.OutcomeScenario, "account attack", p.DistinctSources,
+			fmt.Sprintf("networks (IPv4 /%d, IPv6 /%d) failing on one account (each source banned but those that got a %s on it)", v4, v6, owner),
+			DefaultAuthFailureStatuses)
 		if p.On() && p.LockAccount > 0 {
 			parts = append(parts, "an attacked account is locked for "+reportDuration(p.LockAccount.Std()))
 		}

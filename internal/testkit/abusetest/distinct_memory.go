@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -14,8 +15,9 @@ import (
 // MemoryDistinct is the in-memory abuse.Distinct: the reference the Redis
 // implementation is tested against, and the state of replay tests. Times
 // are truncated to milliseconds. Per set, on each add:
-//   - Newest becomes the larger of itself and the add's time;
-//   - members seen before Newest-Window are dropped;
+//   - Newest becomes the larger of itself and the add's time (the add's
+//     time when the set has no member yet);
+//   - members, and groups, seen before Newest-Window are dropped;
 //   - a member already kept moves forward to the add's time when later;
 //     Introduced when the event that brought it in is this one;
 //   - a new member within the window is added with this event as its
@@ -23,9 +25,18 @@ import (
 //     member (by time, then member) is dropped, possibly itself; Crossed
 //     when the count went from Threshold or less to more, and the set
 //     remembers this event as its crossing;
+//   - with a Group, a sighting within the window (of a new member, or of a
+//     kept one) moves its group forward to the add's time, or adds it,
+//     then, over Cap, drops the least recently seen group (by time, then
+//     group); the count is the groups';
 //   - a kept member introduced by this event whose crossing it was is
 //     Crossed again (a redelivery);
-//   - the count, bounds and members follow abuse.DistinctCount.
+//   - the count, bounds and members follow abuse.DistinctCount, the
+//     members trusted within Window of Newest in Spared.
+//
+// A Trust add moves its member's trust forward to the add's time (or adds
+// it and, over Cap, drops the least recently trusted, by time then member),
+// and answers the zero count.
 type MemoryDistinct struct {
 	mu   sync.Mutex
 	sets map[abuse.DistinctSet]*memorySet
@@ -34,7 +45,9 @@ type MemoryDistinct struct {
 type memorySet struct {
 	newest  int64
 	members map[string]memoryMember
-	crossed string // event id of the last crossing
+	groups  map[string]int64 // group -> latest sighting
+	trusted map[string]int64 // member -> latest trust
+	crossed string           // event id of the last crossing
 }
 
 type memoryMember struct {
@@ -64,45 +77,54 @@ func (d *MemoryDistinct) Add(ctx context.Context, adds []abuse.DistinctAdd) ([]a
 	for i := range adds {
 		a := &adds[i]
 		s := d.sets[a.Set]
-		ts := a.TS.UnixMilli()
 		if s == nil {
-			s = &memorySet{newest: ts, members: map[string]memoryMember{}}
+			s = &memorySet{members: map[string]memoryMember{}, groups: map[string]int64{}, trusted: map[string]int64{}}
 			d.sets[a.Set] = s
 		}
-		out[i] = s.add(a, ts)
+		if a.Trust {
+			s.trust(a, a.TS.UnixMilli())
+			continue
+		}
+		out[i] = s.add(a, a.TS.UnixMilli())
 	}
 	return out, nil
 }
 
 func (s *memorySet) add(a *abuse.DistinctAdd, ts int64) abuse.DistinctCount {
 	sp := &a.Spec
+	if len(s.members) == 0 {
+		s.newest = ts
+	}
 	s.newest = max(s.newest, ts)
 	from := s.newest - sp.Window.Milliseconds()
-	for m, v := range s.members {
-		if v.ts < from {
-			delete(s.members, m)
-		}
-	}
+	maps.DeleteFunc(s.members, func(_ string, v memoryMember) bool { return v.ts < from })
+	maps.DeleteFunc(s.groups, func(_ string, t int64) bool { return t < from })
 	var c abuse.DistinctCount
 	if v, ok := s.members[a.Member]; ok {
 		v.ts = max(v.ts, ts)
 		s.members[a.Member] = v
+		if a.Group != "" && ts >= from {
+			s.sightGroup(a.Group, ts, sp.Cap)
+		}
 		c.Introduced = v.intro == a.EventID
 		c.Crossed = c.Introduced && s.crossed == a.EventID
 	} else if ts >= from {
-		before := int64(len(s.members))
+		before := s.count(a)
 		s.members[a.Member] = memoryMember{ts: ts, intro: a.EventID}
 		if int64(len(s.members)) > sp.Cap {
 			delete(s.members, s.ordered()[len(s.members)-1])
 		}
+		if a.Group != "" {
+			s.sightGroup(a.Group, ts, sp.Cap)
+		}
 		c.Introduced = true
-		if before <= sp.Threshold && int64(len(s.members)) > sp.Threshold {
+		if before <= sp.Threshold && s.count(a) > sp.Threshold {
 			c.Crossed = true
 			s.crossed = a.EventID
 		}
 	}
 	c.Newest = time.UnixMilli(s.newest).UTC()
-	c.Count = int64(len(s.members))
+	c.Count = s.count(a)
 	if c.Count <= sp.Threshold {
 		c.Crossed = false
 		return c
@@ -114,17 +136,58 @@ func (s *memorySet) add(a *abuse.DistinctAdd, ts int64) abuse.DistinctCount {
 	if c.Crossed && sp.AllOnCross {
 		n = len(ordered)
 	}
-	c.Members = ordered[:n:n]
+	trustedFrom := s.newest - sp.Window.Milliseconds()
+	for _, m := range ordered[:n] {
+		if t, ok := s.trusted[m]; ok && t >= trustedFrom {
+			c.Spared = append(c.Spared, m)
+		} else {
+			c.Members = append(c.Members, m)
+		}
+	}
+	t, ok := s.trusted[a.Member]
+	c.Trusted = ok && t >= trustedFrom
 	return c
+}
+
+// count is the set's count for an add: its groups' when the add has one.
+func (s *memorySet) count(a *abuse.DistinctAdd) int64 {
+	if a.Group != "" {
+		return int64(len(s.groups))
+	}
+	return int64(len(s.members))
+}
+
+func (s *memorySet) sightGroup(g string, ts, capacity int64) {
+	s.groups[g] = max(s.groups[g], ts)
+	if int64(len(s.groups)) > capacity {
+		delete(s.groups, leastRecent(s.groups))
+	}
+}
+
+func (s *memorySet) trust(a *abuse.DistinctAdd, ts int64) {
+	s.trusted[a.Member] = max(s.trusted[a.Member], ts)
+	if int64(len(s.trusted)) > a.Spec.Cap {
+		delete(s.trusted, leastRecent(s.trusted))
+	}
+}
+
+// leastRecent returns the key of m with the lowest time, ties by the lowest
+// key (as Redis's ZPOPMIN).
+func leastRecent(m map[string]int64) string {
+	var least string
+	first := true
+	for k, t := range m {
+		if first || t < m[least] || (t == m[least] && k < least) {
+			least, first = k, false
+		}
+	}
+	return least
 }
 
 // ordered returns the members newest first, ties by member in reverse
 // byte order (as Redis's ZREVRANGE).
 func (s *memorySet) ordered() []string {
-	out := make([]string, 0, len(s.members))
-	for m := range s.members {
-		out = append(out, m)
-	}
+	out := slices.Collect(maps.Keys(s.members))
 	slices.SortFunc(out, func(a, b string) int {
 		if c := cmp.Compare(s.members[b].ts, s.members[a].ts); c != 0 {
 			return c
