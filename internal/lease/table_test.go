@@ -117,8 +117,10 @@ func TestEvictionGivesBack(t *testing.T) {
 	}
 }
 
-// TestRulesChange: a call of other compiled limits (another tier, a rule
-// reloaded) never spends the lease taken under the old ones, nor ends it.
+// TestRulesChange: a call of other limits (another tier, a changed rule)
+// never spends the lease taken under the old ones, nor ends it; a call of
+// the same limits from a recompiled rule set does. Drop gives back only the
+// leases whose terms the rules no longer decide alike.
 func TestRulesChange(t *testing.T) {
 	tab := New(Config{HotUnits: 1})
 	now := time.Unix(1_000_000, 0)
@@ -126,11 +128,23 @@ func TestRulesChange(t *testing.T) {
 	tab.Take(&old, 10, now)
 	tab.Ask(&old, now)
 	tab.Settle(&old, decide.Result{Allowed: true, Granted: 5, LeaseUntil: 60_000, LeaseFor: time.Minute}, now)
-	c := leasedCall("k", []decide.Limit{{Requests: 1000, Per: time.Minute}})
-	if _, ok, _ := tab.Take(&c, 10, now); ok {
-		t.Fatal("the new rule's call was served from the old rule's lease")
+	other := leasedCall("k", []decide.Limit{{Requests: 2000, Per: time.Minute}})
+	if _, ok, _ := tab.Take(&other, 10, now); ok {
+		t.Fatal("a call of other limits was served from the old limits' lease")
+	}
+	recompiled := leasedCall("k", []decide.Limit{{Requests: 1000, Per: time.Minute}})
+	if _, ok, _ := tab.Take(&recompiled, 10, now); !ok {
+		t.Fatal("a call of the same limits, recompiled, was not served from their lease")
+	}
+	kept := func(_ string, limits []decide.Limit) bool { return limits[0].Requests == 1000 }
+	if got := tab.Drop(now, kept); len(got) != 0 {
+		t.Fatalf("gave back leases whose terms stayed: %+v", got)
 	}
 	if _, ok, _ := tab.Take(&old, 10, now); !ok {
-		t.Fatal("the old limits' lease ended when a call of other limits came")
+		t.Fatal("the lease of unchanged terms ended with a rules change")
+	}
+	got := tab.Drop(now, func(string, []decide.Limit) bool { return false })
+	if len(got) != 1 || got[0].Lease.Unspent != 3 || got[0].Lease.Spent != 2 {
+		t.Fatalf("changed terms: gave back %+v, want the 3 units left and the 2 spent settled", got)
 	}
 }
