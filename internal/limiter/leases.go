@@ -53,7 +53,7 @@ func newLeaseMetrics(reg prometheus.Registerer, t *lease.Table) *leaseMetrics {
 		}),
 		returned: f.NewCounter(prometheus.CounterOpts{
 			Name: "rate_limit_lease_units_returned_total",
-			Help: "Units this limiter gave back unspent (idle or evicted keys, rule changes, shutdown).",
+			Help: "Units this limiter gave back unspent (idle or evicted keys, leases of rules a rules change altered, shutdown).",
 		}),
 		failures: f.NewCounter(prometheus.CounterOpts{
 			Name: "rate_limit_lease_failures_total",
@@ -141,17 +141,20 @@ func (s *Service) renew(keys []lease.Key) {
 	s.settleLeases(calls, results, err, now)
 }
 
-// dropLeases gives back every lease, through the renewer: the rules
-// changed, and keys and limits with them. Without a renewer, or when it is
-// behind, the units stay stranded until their window or slot ends.
-func (s *Service) dropLeases() {
-	if calls := s.leases.Sweep(s.cfg.Now(), true); len(calls) > 0 {
+// dropLeases gives back, through the renewer, the leases whose terms the
+// rules changed (keep says which stay) and returns how many. Without a
+// renewer, or when it is behind, the units stay stranded until their
+// window or slot ends.
+func (s *Service) dropLeases(keep func(state string, limits []decide.Limit) bool) int {
+	calls := s.leases.Drop(s.cfg.Now(), keep)
+	if len(calls) > 0 {
 		select {
 		case s.dropped <- calls:
 		default:
 			s.log.Warn("leases of the previous rules stranded: the renewer is behind", zap.Int("keys", len(calls)))
 		}
 	}
+	return len(calls)
 }
 
 // startLeases starts the renewer; stopLeases stops it, once it gave back

@@ -199,14 +199,25 @@ func New(cfg Config, set *rules.Set, decider Decider, pub Publisher, log *zap.Lo
 }
 
 // SetRules atomically replaces the rule set; requests in flight finish with
-// the set they started with. Cached denials are forgotten: a limit raised
-// admits at once. The decision series the new rules can produce start at 0.
+// the set they started with. The leases and cached denials of the calls
+// the new rules decide alike (rules.Set.Carry: same rule, same limits) stay;
+// the others are given back or forgotten, so a limit raised admits at once.
+// The decision series the new rules can produce start at 0.
 func (s *Service) SetRules(set *rules.Set) {
 	rs := &ruleSet{Set: set, tiers: tierLabels(set.Tiers())}
 	s.metrics.initRules(set, rs.tiers)
-	s.rules.Store(rs)
-	s.over.clear()
-	s.dropLeases()
+	prev := s.rules.Swap(rs)
+	if prev == nil {
+		return
+	}
+	carry := set.Carry(prev.Set)
+	kept, dropped := s.over.carry(carry)
+	leases := s.dropLeases(func(state string, limits []decide.Limit) bool {
+		_, ok := carry(state, limits)
+		return ok
+	})
+	s.log.Info("rules replaced", zap.Int("cached_denials_kept", kept), zap.Int("cached_denials_dropped", dropped),
+		zap.Int("leases_given_back", leases))
 }
 
 // Rules returns the rule set in force.
