@@ -148,3 +148,67 @@ func TestRulesChange(t *testing.T) {
 		t.Fatalf("changed terms: gave back %+v, want the 3 units left and the 2 spent settled", got)
 	}
 }
+
+// TestRevalidateAndRevoke: the lease of a rule that debits denied calls
+// answers only while Redis found its key within the limit in the last
+// Revalidate (a renewal is due after half of it); Revoke ends it at once,
+// asks to tell the others once a Revalidate, and a grant asked before it
+// goes back rather than into the lease.
+func TestRevalidateAndRevoke(t *testing.T) {
+	tab := New(Config{HotUnits: 1, Revalidate: time.Second})
+	t0 := time.Unix(1_000_000, 0)
+	c := leasedCall("k", []decide.Limit{{Requests: 1000, Per: time.Hour}})
+	c.DebitDenied, c.Cost = true, 0
+	take := func(at time.Duration) (ok, renew bool) {
+		c := c
+		_, ok, renew = tab.Take(&c, 100, t0.Add(at))
+		return ok, renew
+	}
+	grant := func() {
+		c := c
+		if _, ok, _ := tab.Take(&c, 100, t0); ok || !tab.Ask(&c, t0) {
+			t.Fatal("no lease asked")
+		}
+		tab.Settle(&c, decide.Result{Allowed: true, Granted: 10, LeaseUntil: 4_000_000, LeaseFor: time.Hour}, t0)
+	}
+	grant()
+	if ok, renew := take(400 * time.Millisecond); !ok || renew {
+		t.Fatalf("0.4 s after Redis vouched for the key: served %v, renewal due %v", ok, renew)
+	}
+	if ok, renew := take(600 * time.Millisecond); !ok || !renew {
+		t.Fatalf("0.6 s after: served %v, renewal due %v; want served, and a renewal due", ok, renew)
+	}
+	if ok, _ := take(time.Second); ok {
+		t.Fatal("served a second after Redis last vouched for the key")
+	}
+
+	tab = New(Config{HotUnits: 1, Revalidate: time.Second})
+	grant()
+	out, ok := tab.Renewal(KeyOf(&c), t0) // asked before the revocation, answered after it
+	if !ok {
+		t.Fatal("no renewal")
+	}
+	if !tab.Revoke("k", t0.Add(100*time.Millisecond)) {
+		t.Fatal("the first revocation does not ask to tell the others")
+	}
+	if ok, _ := take(150 * time.Millisecond); ok {
+		t.Fatal("a revoked lease served")
+	}
+	if tab.Revoke("k", t0.Add(500*time.Millisecond)) {
+		t.Fatal("a second revocation within a Revalidate asks to tell the others again")
+	}
+	tab.Settle(&out, decide.Result{Allowed: true, Granted: 7, LeaseUntil: 4_000_000, LeaseFor: time.Hour}, t0)
+	if ok, _ := take(600 * time.Millisecond); ok {
+		t.Fatal("a grant asked before the revocation served")
+	}
+	var back int64
+	for _, g := range tab.Sweep(t0.Add(700*time.Millisecond), false) {
+		back += g.Lease.Unspent
+	}
+	if back != 10+7 {
+		t.Fatalf("gave back %d units, want the 10 held and the 7 granted late", back)
+	}
+	if !tab.Revoke("k", t0.Add(1200*time.Millisecond)) {
+		t.Fatal("a revocation a Revalidate later does not ask to tell the others")
+	}
+}

@@ -110,6 +110,11 @@ type Config struct {
 	Outcomes Publisher
 	// Lease sizes and bounds the leases of leased rules (package lease).
 	Lease lease.Config
+	// LeaseNotices, when set, tells the other limiters of the keys of leased
+	// rules this one finds past their limit, and hears theirs, so that
+	// every limiter ends its leases on such a key at once; without it they
+	// end within Lease.Revalidate.
+	LeaseNotices LeaseNotices
 	// Now and NewEventID default to time.Now and random UUIDs.
 	Now        func() time.Time
 	NewEventID func() string
@@ -130,6 +135,7 @@ type Service struct {
 	leaseMetrics *leaseMetrics
 	renewals     chan lease.Key     // keys whose lease runs low
 	dropped      chan []decide.Call // leases of replaced rules, to give back
+	notices      chan string        // keys found past their limit, to tell the other limiters
 	stopRenewer  context.CancelFunc
 	renewer      sync.WaitGroup
 	log          *zap.Logger
@@ -184,7 +190,8 @@ func New(cfg Config, set *rules.Set, decider Decider, pub Publisher, log *zap.Lo
 	s := &Service{cfg: cfg, decider: decider, pub: pub, local: newLocalLimiter(cfg.LocalMaxKeys),
 		over: newOverLimitCache(cfg.OverLimitCacheSize), metrics: newMetrics(reg), log: log,
 		machine: newModeMachine(cfg.Mode, cfg.Now()),
-		leases:  lease.New(cfg.Lease), renewals: make(chan lease.Key, 1024), dropped: make(chan []decide.Call, 4)}
+		leases:  lease.New(cfg.Lease), renewals: make(chan lease.Key, 1024), dropped: make(chan []decide.Call, 4),
+		notices: make(chan string, 1024)}
 	s.leaseMetrics = newLeaseMetrics(reg, s.leases)
 	redis := ModeRedis
 	s.mode.Store(&redis)
