@@ -52,19 +52,19 @@ func TestLeasedDebitPastTheLimit(t *testing.T) {
 					if i == 1000 {
 						t.Fatal("1000 checks of a hot key, none answered from a lease")
 					}
-					if !tokenCheck(l.svc, 0) {
+					if !tokenCheck(l.svc, "k1", 0) {
 						t.Fatal("a check of cost 0 refused under the budget")
 					}
 				}
 			}
-			if tokenCheck(a, 30_000) {
+			if tokenCheck(a, "k1", 30_000) {
 				t.Fatal("a debit of 30 000 tokens admitted on a budget of 1000")
 			}
-			if tokenCheck(a, 0) {
+			if tokenCheck(a, "k1", 0) {
 				t.Fatal("the limiter that saw the debit pass the budget answered the next check OK")
 			}
 			ok := 0
-			for tokenCheck(b, 0) {
+			for tokenCheck(b, "k1", 0) {
 				if ok++; ok == 3000 { // 15 s at least: far past the second the bound allows
 					t.Fatalf("the other limiter answered %d checks OK after the debit passed the budget", ok)
 				}
@@ -72,7 +72,7 @@ func TestLeasedDebitPastTheLimit(t *testing.T) {
 			}
 			for i := range 40 {
 				svc, cost := map[bool]*limiter.Service{true: a, false: b}[i%2 == 0], int64(i/2%2)
-				if tokenCheck(svc, cost) {
+				if tokenCheck(svc, "k1", cost) {
 					t.Fatalf("check %d (cost %d) answered OK after both limiters answered OVER_LIMIT", i, cost)
 				}
 			}
@@ -99,11 +99,11 @@ func tokenLimiter(t *testing.T, addr, name string, notices bool) (*limiter.Servi
 	return svc, reg
 }
 
-// tokenCheck asks svc about api key k1 at cost and reports whether it
+// tokenCheck asks svc about api key at cost and reports whether it
 // answered OK.
-func tokenCheck(svc *limiter.Service, cost int64) bool {
+func tokenCheck(svc *limiter.Service, key string, cost int64) bool {
 	req := &rules.DescriptorRequest{Domain: "llm", Endpoint: "/", Descriptors: []rules.Descriptor{
-		{Entries: []rules.Entry{{Key: "api_key", Value: "k1"}}, Cost: cost}}}
+		{Entries: []rules.Entry{{Key: "api_key", Value: key}}, Cost: cost}}}
 	var d limiter.Decision
 	svc.CheckDescriptors(context.Background(), req, &d)
 	if len(d.Results) != 1 {
