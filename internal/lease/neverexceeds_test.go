@@ -86,6 +86,7 @@ type flight struct {
 	call               decide.Call
 	sent, exec, answer int64
 	ran, lost, request bool
+	settles            bool // a call of Ask or Renewal: its answer goes to Settle or Failed
 	notice             bool // not a round trip: limiter lim hears that the key was found past its limit
 	result             decide.Result
 	at                 int64 // the event's time: exec until run, then answer
@@ -167,13 +168,12 @@ func (s *simulation) step(i int) {
 			s.spent[i] += c.Cost
 			if renew {
 				if rc, ok := tab.Renewal(lease.KeyOf(&c), now); ok {
-					s.send(i, rc, false)
+					s.send(i, rc, false, true)
 				}
 			}
 			return
 		}
-		tab.Ask(&c, now)
-		s.send(i, c, true)
+		s.send(i, c, true, tab.Ask(&c, now))
 	case r < 88:
 		s.giveBack(i, tab.Sweep(now, false))
 	case r < 93: // the rule changed
@@ -190,14 +190,14 @@ func (s *simulation) step(i int) {
 func (s *simulation) giveBack(i int, calls []decide.Call) {
 	for _, c := range calls {
 		s.given += c.Lease.Unspent
-		s.send(i, c, false)
+		s.send(i, c, false, false)
 	}
 }
 
 // send sends c from limiter i at s.now: Redis runs it now, soon or a while
 // later (a renewal is out when the next steps come), and its answer may be
 // lost.
-func (s *simulation) send(i int, c decide.Call, request bool) {
+func (s *simulation) send(i int, c decide.Call, request, settles bool) {
 	delay := func() int64 {
 		switch r := s.rng.IntN(10); {
 		case r < 4:
@@ -210,7 +210,7 @@ func (s *simulation) send(i int, c decide.Call, request bool) {
 		return 100_000 + s.rng.Int64N(900_000) // a slow Redis
 	}
 	s.settled[i] += c.Lease.Spent
-	f := &flight{lim: i, call: c, sent: s.now, request: request, lost: s.rng.IntN(20) == 0}
+	f := &flight{lim: i, call: c, sent: s.now, request: request, settles: settles, lost: s.rng.IntN(20) == 0}
 	f.exec = f.sent + delay()
 	f.answer = f.exec + delay()
 	f.at = f.exec
@@ -242,12 +242,12 @@ func (s *simulation) settleUntil(t int64) {
 			continue
 		}
 		if f.lost {
-			if f.call.Lease.Ask > 0 {
+			if f.settles {
 				tab.Failed(&f.call, at(f.answer))
 			}
 			continue
 		}
-		if f.call.Lease.Ask > 0 {
+		if f.settles {
 			tab.Settle(&f.call, f.result, at(f.sent))
 		}
 		// Redis found the key past its limit: the limiter ends its leases

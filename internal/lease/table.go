@@ -2,8 +2,9 @@
 // key's budget Redis lent it (decide.Lease), which it admits requests from
 // in memory, and what it must tell Redis next: units to ask for ahead of
 // exhaustion, units spent to settle, units to give back when a key goes
-// idle, is evicted or the limiter stops. It does no I/O: the limiter sends
-// the calls it returns and hands back Redis's answers (Settle, Failed).
+// idle, is evicted, its rule changes, it is found past its limit or the
+// limiter stops. It does no I/O: the limiter sends the calls it returns and
+// hands back Redis's answers (Settle, Failed).
 //
 // A local lease never outlives its server deadline: it ends at the time the
 // asking call was sent plus the time Redis said was left (Result.LeaseFor,
@@ -12,8 +13,9 @@
 //
 // A unit spent from a lease is settled with Redis at most once: a give-back
 // carries only what no call out carries, and what a call whose answer was
-// lost carried is never sent again (it ran or not: the key counts it as
-// unspent until the lease's slot ends, which can only leave units unused).
+// lost carried is never sent again (it may have run; if not, a token
+// bucket counts the units as unspent until the lease's slot ends, which can
+// only leave units unused).
 //
 // The lease of a rule that debits denied calls (decide.Call.DebitDenied) can
 // find its key past its limit by a debit elsewhere; it is answered from
@@ -124,7 +126,7 @@ func mix(h, x uint64) uint64 {
 type shard struct {
 	mu      sync.Mutex
 	entries map[Key]*entry
-	returns []decide.Call // leases of evicted keys, to give back
+	returns []decide.Call // leases of evicted and revoked keys, and late grants, to give back
 }
 
 // entry is one key: its lease, the answer it gives from it, and its heat.
@@ -265,12 +267,18 @@ func (t *Table) size(e *entry) int64 {
 
 // request marks a call asking for e's lease out and returns what it asks:
 // a lease's size more, so a renewal due below half a size lasts a horizon,
-// with at most bound held; and the settlement of what e's lease spent,
-// which the call now carries alone.
+// with at most bound held (nothing more when it holds that: the call only
+// has Redis vouch for the key), at least a unit when it holds none; and the
+// settlement of what e's lease spent, which the call now carries alone. The
+// lease is never zero: Settle or Failed must follow.
 func (t *Table) request(e *entry) decide.Lease {
 	e.busy = true
 	e.sending, e.spent = e.spent, 0
-	return decide.Lease{Ask: max(1, min(t.size(e), e.bound-e.left)), Until: e.until, Spent: e.sending}
+	ask := max(0, min(t.size(e), e.bound-e.left))
+	if e.left == 0 {
+		ask = max(ask, 1)
+	}
+	return decide.Lease{Ask: ask, Until: e.until, Spent: e.sending}
 }
 
 // end empties e's lease. What the call out carries stays its own.
@@ -293,8 +301,8 @@ func (t *Table) Renewal(key Key, now time.Time) (decide.Call, bool) {
 	return c, true
 }
 
-// Settle records Redis's answer r to c, a call that asked for units of its
-// key's lease (c.Lease.Ask > 0), sent at sent.
+// Settle records Redis's answer r to c, a call Ask or Renewal made (its
+// Lease is not zero), sent at sent.
 func (t *Table) Settle(c *decide.Call, r decide.Result, sent time.Time) {
 	sh, e := t.lock(KeyOf(c))
 	defer sh.mu.Unlock()
@@ -323,9 +331,9 @@ func (t *Table) Settle(c *decide.Call, r decide.Result, sent time.Time) {
 	e.reset = sent.Add(r.ResetAfter)
 }
 
-// Failed records that c, a call asking for units of its key's lease, got
-// no answer at now: the key asks again after RetryAfter. The units it
-// carried as spent are not sent again: it may have run.
+// Failed records that c, a call Ask or Renewal made, got no answer at now:
+// the key asks again after RetryAfter. The units it carried as spent are
+// not sent again: it may have run.
 func (t *Table) Failed(c *decide.Call, now time.Time) {
 	sh, e := t.lock(KeyOf(c))
 	defer sh.mu.Unlock()

@@ -181,6 +181,16 @@ func TestRevalidateAndRevoke(t *testing.T) {
 	if ok, _ := take(time.Second); ok {
 		t.Fatal("served a second after Redis last vouched for the key")
 	}
+	// A lease that holds its bound (checks of cost 0 spend nothing) has
+	// Redis vouch for its key without asking for more.
+	full := c
+	full.Keys.State = "full"
+	tab.Take(&full, 10, t0)
+	tab.Ask(&full, t0)
+	tab.Settle(&full, decide.Result{Allowed: true, Granted: 10, LeaseUntil: 4_000_000, LeaseFor: time.Hour}, t0)
+	if r, ok := tab.Renewal(KeyOf(&full), t0.Add(600*time.Millisecond)); !ok || r.Lease.Ask != 0 || r.Lease.Until == 0 {
+		t.Fatalf("the renewal of a full lease: %v %+v; want one asking nothing", ok, r.Lease)
+	}
 
 	tab = New(Config{HotUnits: 1, Revalidate: time.Second})
 	grant()

@@ -92,13 +92,13 @@ func (s *Service) fromLease(a *rules.Applied, now time.Time) (decide.Result, boo
 	return r, ok
 }
 
-// settleLeases hands Redis's answers to the calls of d that asked for a
-// lease to the table, or their failure, and ends the leases of the keys
+// settleLeases hands Redis's answers to the calls that carry a lease
+// request (lease.Table.Ask, Renewal) to the table, or their failure, and ends the leases of the keys
 // they found past their limit.
 func (s *Service) settleLeases(calls []decide.Call, results []decide.Result, err error, sent time.Time) {
 	for i := range calls {
 		c := &calls[i]
-		if c.Lease.Ask == 0 {
+		if c.Lease == (decide.Lease{}) { // no lease asked (lease.Table.Ask)
 			continue
 		}
 		if err != nil {
