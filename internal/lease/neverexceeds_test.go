@@ -19,13 +19,15 @@ import (
 // TestLeaseNeverExceeds, the holders here are Tables, and what happens to
 // them is drawn at random too: round trips that take a while (a renewal
 // is often out when something else happens), fail or lose their answer;
-// rules changes, evictions and idle sweeps during renewals; and every
-// instant in microseconds, so that calls are sent and leases spent at any
-// point within a millisecond of Redis's clock.
+// rules changes, evictions, idle sweeps and revocations (with notices to
+// the other limiters, some lost) during renewals; and every instant in
+// microseconds, so that calls are sent and leases spent at any point
+// within a millisecond of Redis's clock. Each limiter must also settle
+// every unit it spent at most once.
 func TestTableNeverExceeds(t *testing.T) {
 	sequences := 1000
-	if testing.Short() {
-		sequences = 300
+	if testing.Short() || raceDetector {
+		sequences = 200
 	}
 	var admitted, fromLeases, granted, given int64
 	for seq := range sequences {

@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/ratewarden/ratewarden/internal/lease"
 	"github.com/ratewarden/ratewarden/internal/limiter"
 	"github.com/ratewarden/ratewarden/internal/redisstore"
 	"github.com/ratewarden/ratewarden/internal/rules"
@@ -59,7 +58,7 @@ func TestBenchRulesChurn(t *testing.T) {
 	decider := redisstore.NewCoalescer(redisstore.New(rdb), redisstore.CoalesceConfig{Pipelines: 4, Timeout: time.Second})
 	defer decider.Close()
 	reg := prometheus.NewRegistry()
-	svc := limiter.New(limiter.Config{Instance: "churn", OverLimitCacheSize: 100_000, Lease: lease.Config{}},
+	svc := limiter.New(limiter.Config{Instance: "churn", OverLimitCacheSize: 100_000},
 		compile(100), decider, &countingPublisher{}, zap.NewNop(), reg)
 	svc.Start()
 	defer svc.Stop()

@@ -93,12 +93,12 @@ func (s *Service) fromLease(a *rules.Applied, now time.Time) (decide.Result, boo
 }
 
 // settleLeases hands Redis's answers to the calls that carry a lease
-// request (lease.Table.Ask, Renewal) to the table, or their failure, and ends the leases of the keys
-// they found past their limit.
+// request (lease.Table.Ask, Renewal) to the table, or their failure, and
+// ends the leases of the keys Redis found past their limit.
 func (s *Service) settleLeases(calls []decide.Call, results []decide.Result, err error, sent time.Time) {
 	for i := range calls {
 		c := &calls[i]
-		if c.Lease == (decide.Lease{}) { // no lease asked (lease.Table.Ask)
+		if c.Lease == (decide.Lease{}) {
 			continue
 		}
 		if err != nil {
