@@ -134,7 +134,11 @@ local function decide(alg)
     w.ttl = function(ttl)
       if out == 0 and capped_out == 0 then return ttl end -- the algorithm's expiry holds
       ttl = alg.lease_ttl(limits, ttl, capped_out)
-      if out > 0 and deadline - now > ttl then ttl = deadline - now end
+      -- While out counts, until the slot's end and the refill of its room.
+      if out > 0 then
+        local lapse = alg.lease_ttl(limits, deadline - now, out)
+        if lapse > ttl then ttl = lapse end
+      end
       return ttl
     end
     alg.lease_write = w

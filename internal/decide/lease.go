@@ -126,8 +126,8 @@ func (sh *shard) leased(c Call, now int64) Result {
 			}
 			if ls.out > 0 || cappedOut > 0 { // else the algorithm's expiry holds
 				ttl := leaseTTL(c, e.expireAt-now, cappedOut)
-				if ls.out > 0 {
-					ttl = max(ttl, ls.until-now)
+				if ls.out > 0 { // while it counts, until the slot's end and the refill of its room
+					ttl = max(ttl, leaseTTL(c, ls.until-now, ls.out))
 				}
 				e.expireAt = now + ttl
 			}

@@ -65,26 +65,36 @@ func TestLeaseRandom(t *testing.T) {
 }
 
 // decideLeasePersistent is decidePersistent for a leased call, also
-// returning the key's hash and its expiry as the script left them.
+// returning the key's hash as the script left it and, as its expiry, the
+// time from just before the script to the expiry it set: at least the TTL
+// it gave (negative: none), whatever the time the transaction takes.
 func decideLeasePersistent(ctx context.Context, client *redis.Client, store *Store, c decide.Call) (decide.Result, map[string]string, time.Duration, error) {
+	var before *redis.TimeCmd
 	var state *redis.MapStringStringCmd
-	var ttl *redis.DurationCmd
+	var expireAt *redis.DurationCmd
 	r, err := decideReadPersist(ctx, client, store.prepare, c, func(pipe redis.Pipeliner) {
+		before = pipe.Time(ctx)
+	}, func(pipe redis.Pipeliner) {
 		state = pipe.HGetAll(ctx, c.Keys.State)
-		ttl = pipe.PTTL(ctx, c.Keys.State)
+		expireAt = pipe.PExpireTime(ctx, c.Keys.State)
 	})
 	if err != nil {
 		return r, nil, 0, err
 	}
-	return r, state.Val(), ttl.Val(), nil
+	ttl := time.Duration(-1)
+	if ms := expireAt.Val(); ms >= 0 {
+		ttl = time.UnixMilli(ms.Milliseconds()).Sub(before.Val().Truncate(time.Millisecond))
+	}
+	return r, state.Val(), ttl, nil
 }
 
 // checkBucketExpiry requires a token bucket's key to outlive what it
 // holds: until every bucket is full at its real burst (its absence reads as
-// full), and while units lent count (lo), until their slot ends (ld). The
-// expiry is the one the script set at the call's time (the transaction
-// reads it at once); a key without one was made persistent by an earlier
-// step and not written since.
+// full), and while units lent count (lo), until their slot ends (ld) and
+// the room they held has refilled at the rate after it. ttl bounds the
+// expiry the script set at the call's time from above (see
+// decideLeasePersistent); a key without one was made persistent by an
+// earlier step and not written since.
 func checkBucketExpiry(t *testing.T, c decide.Call, state map[string]string, ttl time.Duration) {
 	t.Helper()
 	if ttl < 0 || len(state) == 0 {
@@ -104,10 +114,14 @@ func checkBucketExpiry(t *testing.T, c decide.Call, state map[string]string, ttl
 		}
 	}
 	if lo, ld := num("lo"), num("ld"); lo > 0 && ld > c.NowMs {
-		need = max(need, ld-c.NowMs)
+		// Until ld the buckets fill up to burst - lo; from ld on they
+		// fill the lo units the lapsed leases held at the rate.
+		for _, l := range c.Limits {
+			need = max(need, ld-c.NowMs+(lo*l.Per.Milliseconds()+l.Rate-1)/l.Rate)
+		}
 	}
-	if ttl.Milliseconds()+1 < need { // PTTL reads a moment after the script set it
-		t.Fatalf("now %d: the key expires in %v, before it may (%d ms): %v", c.NowMs, ttl, need, state)
+	if ttl.Milliseconds() < need {
+		t.Fatalf("now %d: the key expires in %v at most, before it may (%d ms): %v, limits %+v, lease %+v", c.NowMs, ttl, need, state, c.Limits, c.Lease)
 	}
 }
 
