@@ -222,3 +222,69 @@ func TestRevalidateAndRevoke(t *testing.T) {
 		t.Fatal("a revocation a Revalidate later does not ask to tell the others")
 	}
 }
+
+// TestGiveBackDuringRenewal: what a renewal out carries as spent is settled
+// by it alone. A give-back while it is out (a rules change, an idle sweep,
+// an eviction) carries only what was spent since, and what a renewal whose
+// answer was lost carried is never sent again.
+func TestGiveBackDuringRenewal(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	for _, release := range []struct {
+		name string
+		give func(tab *Table) []decide.Call
+	}{
+		{"rules change", func(tab *Table) []decide.Call {
+			return tab.Drop(now, func(string, []decide.Limit) bool { return false })
+		}},
+		{"idle sweep", func(tab *Table) []decide.Call { return tab.Sweep(now.Add(2*time.Second), false) }},
+		{"stop", func(tab *Table) []decide.Call { return tab.Sweep(now, true) }},
+	} {
+		t.Run(release.name, func(t *testing.T) {
+			tab := New(Config{HotUnits: 1, Idle: time.Second})
+			c := leasedCall("k", []decide.Limit{{Rate: 1, Burst: 100, Per: time.Second}})
+			c.Algorithm = decide.TokenBucket
+			tab.Take(&c, 50, now)
+			tab.Ask(&c, now)
+			tab.Settle(&c, decide.Result{Allowed: true, Granted: 20, LeaseUntil: 1_000_005_000, LeaseFor: time.Hour}, now)
+			take := func(n int) {
+				for range n {
+					c := c
+					if _, ok, _ := tab.Take(&c, 50, now); !ok {
+						t.Fatal("not served from the lease")
+					}
+				}
+			}
+			take(4)
+			renewal, ok := tab.Renewal(KeyOf(&c), now)
+			if !ok || renewal.Lease.Spent != 4 {
+				t.Fatalf("renewal %v %+v: want the 4 spent", ok, renewal.Lease)
+			}
+			take(2)
+			var spent, unspent int64
+			for _, g := range release.give(tab) {
+				spent, unspent = spent+g.Lease.Spent, unspent+g.Lease.Unspent
+			}
+			if spent != 2 || unspent != 14 {
+				t.Fatalf("gave back %d spent and %d unspent while the renewal carried 4: want the 2 spent since and the 14 left", spent, unspent)
+			}
+		})
+	}
+	t.Run("lost answer", func(t *testing.T) {
+		tab := New(Config{HotUnits: 1})
+		c := leasedCall("k", []decide.Limit{{Rate: 1, Burst: 100, Per: time.Second}})
+		c.Algorithm = decide.TokenBucket
+		tab.Take(&c, 50, now)
+		tab.Ask(&c, now)
+		tab.Settle(&c, decide.Result{Allowed: true, Granted: 20, LeaseUntil: 1_000_005_000, LeaseFor: time.Hour}, now)
+		for range 3 {
+			c := c
+			tab.Take(&c, 50, now)
+		}
+		renewal, _ := tab.Renewal(KeyOf(&c), now)
+		tab.Failed(&renewal, now)
+		again, ok := tab.Renewal(KeyOf(&c), now.Add(time.Second))
+		if !ok || again.Lease.Spent != 0 {
+			t.Fatalf("the renewal after a lost answer: %v %+v; want none of the 3 spent sent again", ok, again.Lease)
+		}
+	})
+}
