@@ -223,8 +223,10 @@ func (s *Service) SetRules(set *rules.Set) {
 		_, ok := carry(state, limits)
 		return ok
 	})
-	s.log.Info("rules replaced", zap.Int("cached_denials_kept", kept), zap.Int("cached_denials_dropped", dropped),
-		zap.Int("leases_given_back", leases))
+	if kept+dropped+leases > 0 {
+		s.log.Info("rules replaced", zap.Int("cached_denials_kept", kept), zap.Int("cached_denials_dropped", dropped),
+			zap.Int("leases_given_back", leases))
+	}
 }
 
 // Rules returns the rule set in force.
