@@ -17,14 +17,18 @@
 -- then    N limits of alg.width integers each (N at least 1)
 --
 -- Returns prelude.lua's reply (held is always 0), then granted, the lease's
--- deadline (ms; 0 when nothing was lent) and the ms left until it.
+-- deadline (ms; 0 when nothing was lent) and the ms the caller may spend it
+-- for from when it sent the call (lease_for).
 --
 -- The caller's lease is given back and settled only while it lasts (now <
 -- until) and, for a token bucket, only if it belongs to the key's current
 -- slot: a give-back never credits a window or slot it was not lent in. A
 -- window lease ends with the earliest window of the limits; a bucket's ends
 -- with its LEASE_SLOT, when lo is forgotten. Buckets refill up to burst - lo
--- (alg.capped), so units lent early never let them refill past their burst.
+-- (alg.capped), so units lent early never let them refill past their burst;
+-- the first call after the slot brings them to its end under that cap
+-- (alg.refill_until), so the room the lapsed leases held fills at the rate
+-- from then on, not at once.
 -- The grant is min(ask, floor(room / 2)), room being the fewest units the
 -- limits have left after the call. The reply's remaining leaves the grant
 -- in (it is the caller's); its reset counts it.
@@ -43,6 +47,15 @@ local function give_back(key, limits, units)
       redis.call('HSET', key, f, istr(c))
     end
   end
+end
+
+-- lease_for returns the ms a lease of deadline granted at now may be spent
+-- for, counted from when the caller sent its call: until the deadline less
+-- the end of now's millisecond, since the call ran anywhere within it (now
+-- is TIME cut to the millisecond). Nothing is lent when that is not
+-- positive.
+local function lease_for(deadline, now)
+  return deadline - now - 1
 end
 
 -- windows_end returns the end of the earliest window of the limits at now.
@@ -64,13 +77,27 @@ local function decide(alg)
   local key = KEYS[1]
   local bucket = alg.capped ~= nil
 
-  local out, deadline = 0, 0
+  local out, deadline, current = 0, 0, 0
   if bucket then
     local v = redis.call('HMGET', key, 'lo', 'ld')
-    local ld = tonumber(v[2])
-    if ld and now < ld then out, deadline = tonumber(v[1]) or 0, ld end
+    local lo, ld = tonumber(v[1]) or 0, tonumber(v[2])
+    if ld and now < ld then
+      out, current = lo, ld
+    elseif ld then
+      -- The slot's leases lapsed at ld: until then the buckets filled
+      -- under the cap they held.
+      if lo > 0 then alg.refill_until(key, ld, alg.capped(limits, lo)) end
+      redis.call('HDEL', key, 'lo', 'ld')
+    end
+    deadline = current
+    if deadline == 0 then
+      local _, off = divmod(now, LEASE_SLOT)
+      deadline = now - off + LEASE_SLOT
+    end
+  else
+    deadline = windows_end(now, limits)
   end
-  local settle = held > 0 and now < held and (not bucket or held == deadline)
+  local settle = held > 0 and now < held and (not bucket or held == current)
   if settle and not bucket and unspent > 0 then give_back(key, limits, unspent) end
 
   local lim = limits
@@ -78,7 +105,7 @@ local function decide(alg)
   -- What the call would leave, read without writing (PROBE), sizes the
   -- grant; then one write debits the call and the grant together.
   local granted = 0
-  if ask > 0 then
+  if ask > 0 and lease_for(deadline, now) > 0 then
     local probe = PROBE
     PROBE = true
     local d = alg.evaluate(key, now, cost, lim)
@@ -101,17 +128,17 @@ local function decide(alg)
       out = out - spent - unspent
       if out < 0 then out = 0 end
     end
-    if deadline == 0 then
-      local _, off = divmod(now, LEASE_SLOT)
-      deadline = now - off + LEASE_SLOT
-    end
     out = out + granted
     local w = {fields = {}}
     if out ~= capped_out then w.fields = {'lo', istr(out), 'ld', istr(deadline)} end
     w.ttl = function(ttl)
       if out == 0 and capped_out == 0 then return ttl end -- the algorithm's expiry holds
       ttl = alg.lease_ttl(limits, ttl, capped_out)
-      if out > 0 and deadline - now > ttl then ttl = deadline - now end
+      -- While out counts, until the slot's end and the refill of its room.
+      if out > 0 then
+        local lapse = alg.lease_ttl(limits, deadline - now, out)
+        if lapse > ttl then ttl = lapse end
+      end
       return ttl
     end
     alg.lease_write = w
@@ -122,19 +149,15 @@ local function decide(alg)
   for i = 1, #limits do
     r.remaining[i] = r.remaining[i] + granted -- the call's own answer: the grant is the caller's
   end
-  if bucket then
-    if wrote and settle and unspent > 0 then alg.add_tokens(key, limits, unspent, out) end
-  else
-    deadline = windows_end(now, limits)
-  end
+  if bucket and wrote and settle and unspent > 0 then alg.add_tokens(key, limits, unspent, out) end
 
   local b = binding(r)
   local remaining = r.remaining[b]
   if remaining < 0 then remaining = 0 end
   local allowed = 0
   if r.admitted then allowed = 1 end
-  local lease_deadline, lease_for = 0, 0
-  if granted > 0 then lease_deadline, lease_for = deadline, deadline - now end
+  local lease_deadline, spend_for = 0, 0
+  if granted > 0 then lease_deadline, spend_for = deadline, lease_for(deadline, now) end
   return {allowed, 0, b - 1, alg.quota(limits[b]), remaining, r.reset[b], r.retry[b],
-    granted, lease_deadline, lease_for}
+    granted, lease_deadline, spend_for}
 end

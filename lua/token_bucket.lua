@@ -30,6 +30,16 @@ local function fill_time(l, t, r)
   return ceildiv((burst * 1000 - t) * per - r, rate * 1000)
 end
 
+-- refill returns a bucket's milli-tokens and remainder elapsed ms (none
+-- when negative: the clock went back) after it held t and rem.
+local function refill(l, t, rem, elapsed)
+  if elapsed < 0 then elapsed = 0 end
+  if elapsed >= fill_time(l, t, rem) then return l[3] * 1000, 0 end
+  local q
+  q, rem = divmod(elapsed * l[1] * 1000 + rem, l[2])
+  return t + q, rem
+end
+
 -- min_tokens is the lowest a bucket goes in debt (see above).
 local function min_tokens(burst, per)
   return burst * 1000 - divmod(MAX_USAGE, per)
@@ -59,15 +69,7 @@ function alg.evaluate(key, now, cost, limits)
     else
       t = burst * 1000
     end
-    local elapsed = now - upd
-    if elapsed < 0 then elapsed = 0 end
-    if elapsed >= fill_time(l, t, rem) then
-      t, rem = burst * 1000, 0
-    else
-      local q
-      q, rem = divmod(elapsed * rate * 1000 + rem, per)
-      t = t + q
-    end
+    t, rem = refill(l, t, rem, now - upd)
     if upd < now then upd = now end
     ts[i], rs[i], us[i] = t, rem, upd
     r.quota[i] = burst
@@ -139,6 +141,23 @@ function alg.add_tokens(key, limits, units, out)
       t = t + units * 1000
       if t > top then t = top end
       redis.call('HSET', key, f, istr(t))
+    end
+  end
+end
+
+-- refill_until refills every stored bucket last updated before at up to at,
+-- under limits (the bursts lowered by the leases that lapsed at at): room
+-- they held fills only from then on, at the rate, not at once.
+function alg.refill_until(key, at, limits)
+  for i = 1, #limits do
+    local l = limits[i]
+    local per = istr(l[2])
+    local v = redis.call('HMGET', key, 't:' .. per, 'r:' .. per, 'u:' .. per)
+    local t, upd = tonumber(v[1]), tonumber(v[3])
+    if t and upd and upd < at then
+      local rem
+      t, rem = refill(l, t, tonumber(v[2]) or 0, at - upd)
+      redis.call('HSET', key, 't:' .. per, istr(t), 'r:' .. per, istr(rem), 'u:' .. per, istr(at))
     end
   end
 end

@@ -162,9 +162,10 @@ func (w *wiring) connect() error {
 // decisionService makes the decision service and what it reads of the
 // fleet: the bans (the whole blacklist at start and every
 // BAN_RESYNC_INTERVAL, changes as they happen in between; enforcement reads
-// only memory) and the heartbeats, which are the health checks: they prove
+// only memory), the heartbeats, which are the health checks: they prove
 // Redis answers, count the live limiters (the divisor of local limits while
-// Redis is away) and carry the rule-set version each limiter runs.
+// Redis is away) and carry the rule-set version each limiter runs, and the
+// notices of leased keys found past their limit.
 func (w *wiring) decisionService() {
 	cfg := w.cfg
 	w.bans = limiter.NewBanSet(w.reg)
@@ -188,6 +189,7 @@ func (w *wiring) decisionService() {
 		OverLimitCacheSize:  cfg.OverLimitCache,
 		LocalMaxKeys:        cfg.LocalMaxKeys,
 		Lease:               lease.Config{Horizon: cfg.LeaseHorizon, MaxKeys: cfg.LeaseMaxKeys, Idle: cfg.LeaseIdle},
+		LeaseNotices:        redisfleet.NewLeaseNotices(w.rdb, cfg.RedisKeyPrefix),
 		Health:              w.heartbeats,
 		HealthInterval:      cfg.RedisHealthInterval,
 		HealthTimeout:       cfg.RedisTimeout,

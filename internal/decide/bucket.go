@@ -9,6 +9,32 @@ func fillTime(l Limit, t, r int64) int64 {
 	return ceilDiv((l.Burst*1000-t)*l.Per.Milliseconds()-r, l.Rate*1000)
 }
 
+// refill returns the milli-tokens and remainder of a bucket of limit l
+// elapsed ms (none when negative: the clock went back) after it held t and
+// r, as refill in lua/token_bucket.lua.
+func refill(l Limit, t, r, elapsed int64) (int64, int64) {
+	elapsed = max(0, elapsed)
+	if elapsed >= fillTime(l, t, r) {
+		return l.Burst * 1000, 0
+	}
+	q, r := divmod(elapsed*l.Rate*1000+r, l.Per.Milliseconds())
+	return t + q, r
+}
+
+// refillUntil refills every stored bucket of c's limits last updated
+// before at up to at, under limits (the bursts lowered by the leases that
+// lapsed at at), as alg.refill_until in lua/token_bucket.lua.
+func (sh *shard) refillUntil(c Call, at int64, limits []Limit) {
+	e := sh.get(c.Keys.State)
+	for _, l := range limits {
+		if i := e.fieldOf(l.Per.Milliseconds()); i >= 0 && e.fields[i].c < at {
+			f := &e.fields[i]
+			f.a, f.b = refill(l, f.a, f.b, at-f.c)
+			f.c = at
+		}
+	}
+}
+
 // minTokens is the lowest a bucket of limit l goes in debt (Call.DebitDenied):
 // from there its refill time, (full - t) * per, is MaxUsage at most.
 func minTokens(l Limit) int64 {
@@ -28,14 +54,7 @@ func (sh *shard) tokenBucket(c Call, now int64, outs []outcome) ([]outcome, bool
 		if i := e.fieldOf(per); i >= 0 {
 			f = e.fields[i]
 		}
-		elapsed := max(0, now-f.c)
-		if elapsed >= fillTime(l, f.a, f.b) {
-			f.a, f.b = l.Burst*1000, 0
-		} else {
-			var q int64
-			q, f.b = divmod(elapsed*l.Rate*1000+f.b, per)
-			f.a += q
-		}
+		f.a, f.b = refill(l, f.a, f.b, now-f.c)
 		f.c = max(f.c, now)
 		state = append(state, f)
 		deny := f.a < c.Cost*1000

@@ -106,9 +106,13 @@ type Result struct {
 	// allowed.
 	RetryAfter time.Duration
 	// Granted is the units a leased call (Call.Leased) was lent beyond its
-	// cost (Remaining is what the key has left before them), to be spent before LeaseUntil (server ms), which is LeaseFor
-	// from the decision. LeaseUntil also names the lease in later calls
-	// (Lease.Until).
+	// cost (Remaining is what the key has left before them), to be spent
+	// before LeaseUntil (server ms). LeaseFor is how long from when the
+	// caller sent the call: LeaseUntil less the end of the millisecond the
+	// server decided in, so a caller counting it from its send time never
+	// spends a unit past LeaseUntil on the server's clock, whatever the
+	// part of that millisecond it decided in. LeaseUntil also names the
+	// lease in later calls (Lease.Until).
 	Granted    int64
 	LeaseUntil int64
 	LeaseFor   time.Duration

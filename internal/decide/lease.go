@@ -10,7 +10,8 @@ package decide
 // pass the limit (see docs/leases.md for the argument per algorithm):
 //
 //   - fixed window and sliding window counter: a lease ends with the
-//     earliest window of the key's limits. A unit spent later in its window
+//     earliest window of the key's limits (on the server's clock, as the
+//     windows turn: see leaseFor). A unit spent later in its window
 //     than it was debited changes nothing for a fixed window; for the
 //     counter, the previous window's weight only falls while the window
 //     runs, so a debit admitted at grant time is admitted at any later
@@ -21,7 +22,9 @@ package decide
 //     up to burst minus them. Leases end with the LeaseSlot in which they
 //     were granted, when the outstanding count is forgotten; the holder
 //     settles the units it spent (Lease.Spent) as it renews, so the cap
-//     stays near the burst.
+//     stays near the burst. The first call after a slot brings the buckets
+//     to its end under the cap, so the room the lapsed leases held fills
+//     at the rate from then on, not at once.
 //
 // A grant is at most half of what the key has left after the call, so the
 // last units go one call at a time and one limiter cannot strand the rest.
@@ -61,6 +64,13 @@ func (sh *shard) leased(c Call, now int64) Result {
 	var ls leaseState
 	if e := sh.get(c.Keys.State); bucket && e != nil && now < e.lease.until {
 		ls = e.lease
+	} else if bucket && e != nil && e.lease.until != 0 {
+		// The slot's leases lapsed: until its end the buckets filled under
+		// the cap they held.
+		if e.lease.out > 0 {
+			sh.refillUntil(c, e.lease.until, capped(c, e.lease.out, 0).Limits)
+		}
+		e.lease = leaseState{}
 	}
 	l := c.Lease
 	settle := l.Until > 0 && now < l.Until && (!bucket || l.Until == ls.until)
@@ -68,8 +78,17 @@ func (sh *shard) leased(c Call, now int64) Result {
 		sh.giveBack(c, l.Unspent)
 	}
 
-	var granted, until int64
-	if l.Ask > 0 { // what the call would leave, read without writing, sizes the grant
+	// The lease's deadline: the earliest window's end, or the bucket's
+	// slot's. Nothing is lent that could not be spent before it (leaseFor).
+	until := windowsEnd(c, now)
+	if bucket {
+		until = ls.until
+		if until == 0 {
+			until = now - mod(now, LeaseSlot) + LeaseSlot
+		}
+	}
+	var granted int64
+	if l.Ask > 0 && leaseFor(until, now) > 0 { // what the call would leave, read without writing, sizes the grant
 		probe := capped(c, ls.out, c.Cost)
 		probe.Probe = true
 		if outs, admitted := sh.evaluate(probe, now); admitted {
@@ -94,11 +113,8 @@ func (sh *shard) leased(c Call, now int64) Result {
 		if settle && wrote {
 			ls.out = max(0, ls.out-l.Spent-l.Unspent)
 		}
-		if ls.until == 0 {
-			ls.until = now - mod(now, LeaseSlot) + LeaseSlot
-		}
+		ls.until = until
 		ls.out += granted
-		until = ls.until
 		if wrote {
 			if settle {
 				sh.addTokens(c, l.Unspent, ls.out)
@@ -110,14 +126,12 @@ func (sh *shard) leased(c Call, now int64) Result {
 			}
 			if ls.out > 0 || cappedOut > 0 { // else the algorithm's expiry holds
 				ttl := leaseTTL(c, e.expireAt-now, cappedOut)
-				if ls.out > 0 {
-					ttl = max(ttl, ls.until-now)
+				if ls.out > 0 { // while it counts, until the slot's end and the refill of its room
+					ttl = max(ttl, leaseTTL(c, ls.until-now, ls.out))
 				}
 				e.expireAt = now + ttl
 			}
 		}
-	} else {
-		until = windowsEnd(c, now)
 	}
 
 	b := binding(outs, admitted)
@@ -132,9 +146,19 @@ func (sh *shard) leased(c Call, now int64) Result {
 		Granted:    granted,
 	}
 	if granted > 0 {
-		r.LeaseUntil, r.LeaseFor = until, ms(until-now)
+		r.LeaseUntil, r.LeaseFor = until, ms(leaseFor(until, now))
 	}
 	return r
+}
+
+// leaseFor is the ms a lease of deadline until, granted at now, may be
+// spent for, counted from when the caller sent its call: until less the end
+// of now's millisecond. The server reads its clock to the millisecond, so
+// the instant of the grant may lie anywhere in the millisecond now; counted
+// from its start, a lease could be spent up to a millisecond into the next
+// window, which admits its full limit.
+func leaseFor(until, now int64) int64 {
+	return until - now - 1
 }
 
 // evaluate runs c's algorithm at now (c has no penalty or escalations).

@@ -75,8 +75,8 @@ func TestLeaseGrant(t *testing.T) {
 		return m.Decide(c, 0)
 	}
 	r := call(5_000_200, 1, decide.Lease{Ask: 80})
-	if !r.Allowed || r.Granted != 49 || r.LeaseUntil != 5_001_000 || r.LeaseFor != 800*time.Millisecond || r.Remaining != 99 {
-		t.Fatalf("first grant: %+v, want 49 of the 99 left, until the window's end", r)
+	if !r.Allowed || r.Granted != 49 || r.LeaseUntil != 5_001_000 || r.LeaseFor != 799*time.Millisecond || r.Remaining != 99 {
+		t.Fatalf("first grant: %+v, want 49 of the 99 left, until the window's end, for 799 ms from the end of the millisecond it ran in", r)
 	}
 	r = call(5_000_300, 0, decide.Lease{Ask: 80, Until: 5_001_000})
 	if r.Granted != 25 || r.Remaining != 50 {

@@ -26,10 +26,12 @@ import (
 const renewBatch = 128
 
 type leaseMetrics struct {
-	decisions prometheus.Counter
-	granted   prometheus.Counter
-	returned  prometheus.Counter
-	failures  prometheus.Counter
+	decisions   prometheus.Counter
+	granted     prometheus.Counter
+	returned    prometheus.Counter
+	failures    prometheus.Counter
+	revocations prometheus.Counter
+	notices     *prometheus.CounterVec // by outcome
 }
 
 func newLeaseMetrics(reg prometheus.Registerer, t *lease.Table) *leaseMetrics {
@@ -42,7 +44,7 @@ func newLeaseMetrics(reg prometheus.Registerer, t *lease.Table) *leaseMetrics {
 		Name: "rate_limit_lease_units",
 		Help: "Units this limiter holds in leases, unspent.",
 	}, func() float64 { _, units := t.Stats(); return float64(units) })
-	return &leaseMetrics{
+	m := &leaseMetrics{
 		decisions: f.NewCounter(prometheus.CounterOpts{
 			Name: "rate_limit_lease_decisions_total",
 			Help: "Rule decisions answered from a lease held in memory, without a Redis round trip.",
@@ -53,13 +55,25 @@ func newLeaseMetrics(reg prometheus.Registerer, t *lease.Table) *leaseMetrics {
 		}),
 		returned: f.NewCounter(prometheus.CounterOpts{
 			Name: "rate_limit_lease_units_returned_total",
-			Help: "Units this limiter gave back unspent (idle or evicted keys, rule changes, shutdown).",
+			Help: "Units this limiter gave back unspent (idle or evicted keys, leases of rules a rules change altered, shutdown).",
 		}),
 		failures: f.NewCounter(prometheus.CounterOpts{
 			Name: "rate_limit_lease_failures_total",
 			Help: "Lease round trips (renewals, give-backs) that failed; a failed give-back strands its units until the lease's window or slot ends.",
 		}),
+		revocations: f.NewCounter(prometheus.CounterOpts{
+			Name: "rate_limit_lease_revocations_total",
+			Help: "Keys of leased rules this limiter found past their limit (a debit passed it) and ended its leases on, at most once a second per key.",
+		}),
+		notices: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "rate_limit_lease_notices_total",
+			Help: "Notices of leased keys found past their limit, by outcome: sent to the other limiters, failed or dropped (the queue was full) on the way, received, refused (malformed).",
+		}, []string{"outcome"}),
 	}
+	for _, o := range noticeOutcomes {
+		m.notices.WithLabelValues(o)
+	}
+	return m
 }
 
 // fromLease answers a's call from its key's lease when it can.
@@ -78,12 +92,13 @@ func (s *Service) fromLease(a *rules.Applied, now time.Time) (decide.Result, boo
 	return r, ok
 }
 
-// settleLeases hands Redis's answers to the calls of d that asked for a
-// lease to the table, or their failure.
+// settleLeases hands Redis's answers to the calls that carry a lease
+// request (lease.Table.Ask, Renewal) to the table, or their failure, and
+// ends the leases of the keys Redis found past their limit.
 func (s *Service) settleLeases(calls []decide.Call, results []decide.Result, err error, sent time.Time) {
 	for i := range calls {
 		c := &calls[i]
-		if c.Lease.Ask == 0 {
+		if c.Lease == (decide.Lease{}) {
 			continue
 		}
 		if err != nil {
@@ -93,10 +108,16 @@ func (s *Service) settleLeases(calls []decide.Call, results []decide.Result, err
 		s.leases.Settle(c, results[i], sent)
 		s.leaseMetrics.granted.Add(float64(results[i].Granted))
 	}
+	for i := range calls {
+		if c := &calls[i]; err == nil && c.Leased && c.DebitDenied && !results[i].Allowed {
+			s.revoke(c.Keys.State)
+		}
+	}
 }
 
-// runLeases renews leases running low as Take reports them, and gives back
-// those of idle and evicted keys every Idle/2 and those SetRules dropped,
+// runLeases renews leases running low as Take reports them, gives back
+// those of idle, evicted and revoked keys every Idle/2 and those SetRules
+// dropped, and tells the other limiters of keys found past their limit,
 // until ctx ends; then it gives back every lease.
 func (s *Service) runLeases(ctx context.Context) {
 	sweep := time.NewTicker(s.cfg.Lease.Idle / 2)
@@ -111,6 +132,8 @@ func (s *Service) runLeases(ctx context.Context) {
 			s.giveBack(s.leases.Sweep(s.cfg.Now(), false))
 		case calls := <-s.dropped:
 			s.giveBack(calls)
+		case key := <-s.notices:
+			s.tell(key)
 		case key := <-s.renewals:
 			keys = append(keys[:0], key)
 			for len(keys) < renewBatch && len(s.renewals) > 0 {
@@ -141,25 +164,31 @@ func (s *Service) renew(keys []lease.Key) {
 	s.settleLeases(calls, results, err, now)
 }
 
-// dropLeases gives back every lease, through the renewer: the rules
-// changed, and keys and limits with them. Without a renewer, or when it is
-// behind, the units stay stranded until their window or slot ends.
-func (s *Service) dropLeases() {
-	if calls := s.leases.Sweep(s.cfg.Now(), true); len(calls) > 0 {
+// dropLeases gives back, through the renewer, the leases whose terms the
+// rules changed (keep says which stay) and returns how many. Without a
+// renewer, or when it is behind, the units stay stranded until their
+// window or slot ends.
+func (s *Service) dropLeases(keep func(state string, limits []decide.Limit) bool) int {
+	calls := s.leases.Drop(s.cfg.Now(), keep)
+	if len(calls) > 0 {
 		select {
 		case s.dropped <- calls:
 		default:
 			s.log.Warn("leases of the previous rules stranded: the renewer is behind", zap.Int("keys", len(calls)))
 		}
 	}
+	return len(calls)
 }
 
-// startLeases starts the renewer; stopLeases stops it, once it gave back
-// every lease.
+// startLeases starts the renewer, and the follower of the other limiters'
+// notices; stopLeases stops them, once the renewer gave back every lease.
 func (s *Service) startLeases() {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stopRenewer = cancel
 	s.renewer.Go(func() { s.runLeases(ctx) })
+	if s.cfg.LeaseNotices != nil {
+		s.renewer.Go(func() { s.followNotices(ctx) })
+	}
 }
 
 func (s *Service) stopLeases() {

@@ -24,8 +24,10 @@ const overLimitShards = 64
 //     Redis renews the penalty or records a hit toward the next escalation.
 //     The hold that follows is;
 //   - an entry serves only calls with the same limits (the compiled slice, so
-//     a tier or schedule with other limits misses) and the cost it was
-//     denied for: a cheaper request may fit sooner, a costlier one later;
+//     a tier or schedule with other limits misses; a rules change carries
+//     the entry onto the new rules' equal limits, see carry) and the cost
+//     it was denied for: a cheaper request may fit sooner, a costlier one
+//     later;
 //   - its expiry counts from the time the request started, before the round
 //     trip, so it lapses early rather than late;
 //   - an admission of the key on this instance drops its entry.
@@ -49,7 +51,7 @@ type overLimitShard struct {
 }
 
 type overLimitEntry struct {
-	limits *decide.Limit // identity of the compiled limits it was denied under
+	limits []decide.Limit // the compiled limits it was denied under, by identity
 	cost   int64
 	stored time.Time
 	until  time.Time
@@ -90,7 +92,7 @@ func (c *overLimitCache) get(call *decide.Call, now time.Time) (decide.Result, b
 		ok = false
 	}
 	sh.mu.Unlock()
-	if !ok || e.limits != &call.Limits[0] || call.Cost != e.cost {
+	if !ok || &e.limits[0] != &call.Limits[0] || call.Cost != e.cost {
 		return decide.Result{}, false
 	}
 	r := e.result
@@ -121,7 +123,7 @@ func (c *overLimitCache) put(call *decide.Call, r decide.Result, start time.Time
 		(!r.Held && (call.Penalty > 0 || len(call.Escalations) > 0)) {
 		return
 	}
-	e := overLimitEntry{limits: &call.Limits[0], cost: call.Cost, stored: start, until: start.Add(r.RetryAfter), result: r}
+	e := overLimitEntry{limits: call.Limits, cost: call.Cost, stored: start, until: start.Add(r.RetryAfter), result: r}
 	sh := c.shard(call.Keys.State)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -131,18 +133,31 @@ func (c *overLimitCache) put(call *decide.Call, r decide.Result, start time.Time
 	sh.entries[call.Keys.State] = e
 }
 
-// clear forgets every entry: the rules changed, and a raised limit must
-// admit at once.
-func (c *overLimitCache) clear() {
+// carry moves the entries whose calls the new rules decide alike onto
+// their limits (carry, see rules.Set.Carry) and forgets the others, so that
+// a raised limit admits at once; it returns how many it kept and dropped.
+// An entry a request of the old rules puts afterwards serves none of the
+// new rules' calls: its limits are the old ones.
+func (c *overLimitCache) carry(carry func(state string, limits []decide.Limit) ([]decide.Limit, bool)) (kept, dropped int) {
 	if c == nil {
-		return
+		return 0, 0
 	}
 	for i := range c.shards {
 		sh := &c.shards[i]
 		sh.mu.Lock()
-		clear(sh.entries)
+		for key, e := range sh.entries {
+			if limits, ok := carry(key, e.limits); ok {
+				e.limits = limits
+				sh.entries[key] = e
+				kept++
+			} else {
+				delete(sh.entries, key)
+				dropped++
+			}
+		}
 		sh.mu.Unlock()
 	}
+	return kept, dropped
 }
 
 // len returns the number of entries held, expired or not.

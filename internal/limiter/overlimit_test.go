@@ -3,6 +3,7 @@ package limiter
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -73,7 +74,7 @@ func TestOverLimitCache(t *testing.T) {
 	}
 }
 
-func TestOverLimitCacheIsBoundedAndCleared(t *testing.T) {
+func TestOverLimitCacheIsBoundedAndCarried(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
 	c := newOverLimitCache(640) // 10 a shard
 	limits := []decide.Limit{{Requests: 1, Per: time.Hour}}
@@ -86,9 +87,24 @@ func TestOverLimitCacheIsBoundedAndCleared(t *testing.T) {
 		t.Fatalf("len = %d after 10 000 live denials, want at most 640 (and the shards filled)", n)
 	}
 	last := decide.Call{Keys: decide.Keys{State: "k9999"}, Algorithm: decide.FixedWindow, Limits: limits, Cost: 1}
-	c.clear()
-	if n := c.len(); n != 0 {
-		t.Fatalf("len = %d after clear", n)
+	if _, ok := c.get(&last, t0.Add(10*time.Second)); !ok {
+		t.Fatal("the last denial is not cached")
+	}
+	// A rules change: the new rules decide k9999 alike under limits of
+	// their own, equal to the old ones; every other key changed.
+	recompiled := slices.Clone(limits)
+	kept, dropped := c.carry(func(state string, l []decide.Limit) ([]decide.Limit, bool) {
+		return recompiled, state == "k9999" && slices.Equal(l, limits)
+	})
+	if n := c.len(); n != 1 || kept != 1 || dropped < 599 {
+		t.Fatalf("len = %d after a change that carries one key over (%d kept, %d dropped)", n, kept, dropped)
+	}
+	if _, ok := c.get(&last, t0.Add(10*time.Second)); ok {
+		t.Fatal("a call of the old rules' limits is answered after the change")
+	}
+	last.Limits = recompiled
+	if _, ok := c.get(&last, t0.Add(10*time.Second)); !ok {
+		t.Fatal("a call of the new rules' equal limits is not answered after the change")
 	}
 	off := newOverLimitCache(0)
 	off.put(&last, denied, t0)

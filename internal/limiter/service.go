@@ -110,6 +110,11 @@ type Config struct {
 	Outcomes Publisher
 	// Lease sizes and bounds the leases of leased rules (package lease).
 	Lease lease.Config
+	// LeaseNotices, when set, tells the other limiters of the keys of leased
+	// rules this one finds past their limit, and hears theirs, so that
+	// every limiter ends its leases on such a key at once; without it they
+	// end within Lease.Revalidate.
+	LeaseNotices LeaseNotices
 	// Now and NewEventID default to time.Now and random UUIDs.
 	Now        func() time.Time
 	NewEventID func() string
@@ -130,6 +135,7 @@ type Service struct {
 	leaseMetrics *leaseMetrics
 	renewals     chan lease.Key     // keys whose lease runs low
 	dropped      chan []decide.Call // leases of replaced rules, to give back
+	notices      chan string        // keys found past their limit, to tell the other limiters
 	stopRenewer  context.CancelFunc
 	renewer      sync.WaitGroup
 	log          *zap.Logger
@@ -184,7 +190,8 @@ func New(cfg Config, set *rules.Set, decider Decider, pub Publisher, log *zap.Lo
 	s := &Service{cfg: cfg, decider: decider, pub: pub, local: newLocalLimiter(cfg.LocalMaxKeys),
 		over: newOverLimitCache(cfg.OverLimitCacheSize), metrics: newMetrics(reg), log: log,
 		machine: newModeMachine(cfg.Mode, cfg.Now()),
-		leases:  lease.New(cfg.Lease), renewals: make(chan lease.Key, 1024), dropped: make(chan []decide.Call, 4)}
+		leases:  lease.New(cfg.Lease), renewals: make(chan lease.Key, 1024), dropped: make(chan []decide.Call, 4),
+		notices: make(chan string, 1024)}
 	s.leaseMetrics = newLeaseMetrics(reg, s.leases)
 	redis := ModeRedis
 	s.mode.Store(&redis)
@@ -199,14 +206,27 @@ func New(cfg Config, set *rules.Set, decider Decider, pub Publisher, log *zap.Lo
 }
 
 // SetRules atomically replaces the rule set; requests in flight finish with
-// the set they started with. Cached denials are forgotten: a limit raised
-// admits at once. The decision series the new rules can produce start at 0.
+// the set they started with. The leases and cached denials of the calls
+// the new rules decide alike (rules.Set.Carry: same rule, same limits) stay;
+// the others are given back or forgotten, so a limit raised admits at once.
+// The decision series the new rules can produce start at 0.
 func (s *Service) SetRules(set *rules.Set) {
 	rs := &ruleSet{Set: set, tiers: tierLabels(set.Tiers())}
 	s.metrics.initRules(set, rs.tiers)
-	s.rules.Store(rs)
-	s.over.clear()
-	s.dropLeases()
+	prev := s.rules.Swap(rs)
+	if prev == nil {
+		return
+	}
+	carry := set.Carry(prev.Set)
+	kept, dropped := s.over.carry(carry)
+	leases := s.dropLeases(func(state string, limits []decide.Limit) bool {
+		_, ok := carry(state, limits)
+		return ok
+	})
+	if kept+dropped+leases > 0 {
+		s.log.Info("rules replaced", zap.Int("cached_denials_kept", kept), zap.Int("cached_denials_dropped", dropped),
+			zap.Int("leases_given_back", leases))
+	}
 }
 
 // Rules returns the rule set in force.

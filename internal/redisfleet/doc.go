@@ -1,7 +1,8 @@
 // Package redisfleet keeps in Redis the state the limiters of a fleet
 // share: the blacklist of bans they enforce (written by the detector and
 // the admin API, announced on pub/sub), their heartbeats with the rules
-// each runs, and the announcements of new dynamic rules.
+// each runs, the announcements of new dynamic rules, and the notices of
+// leased keys found past their limit.
 //
 // A fleet is the set of limiter instances that serve one deployment under
 // one key prefix: what is here is what one of them tells the others, as

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratewarden/ratewarden/internal/decide"
+	"github.com/ratewarden/ratewarden/internal/lease"
 	"github.com/ratewarden/ratewarden/internal/testkit/decidetest"
 	"github.com/ratewarden/ratewarden/lua"
 )
@@ -64,26 +65,36 @@ func TestLeaseRandom(t *testing.T) {
 }
 
 // decideLeasePersistent is decidePersistent for a leased call, also
-// returning the key's hash and its expiry as the script left them.
+// returning the key's hash as the script left it and, as its expiry, the
+// time from just before the script to the expiry it set: at least the TTL
+// it gave (negative: none), whatever the time the transaction takes.
 func decideLeasePersistent(ctx context.Context, client *redis.Client, store *Store, c decide.Call) (decide.Result, map[string]string, time.Duration, error) {
+	var before *redis.TimeCmd
 	var state *redis.MapStringStringCmd
-	var ttl *redis.DurationCmd
+	var expireAt *redis.DurationCmd
 	r, err := decideReadPersist(ctx, client, store.prepare, c, func(pipe redis.Pipeliner) {
+		before = pipe.Time(ctx)
+	}, func(pipe redis.Pipeliner) {
 		state = pipe.HGetAll(ctx, c.Keys.State)
-		ttl = pipe.PTTL(ctx, c.Keys.State)
+		expireAt = pipe.PExpireTime(ctx, c.Keys.State)
 	})
 	if err != nil {
 		return r, nil, 0, err
 	}
-	return r, state.Val(), ttl.Val(), nil
+	ttl := time.Duration(-1)
+	if ms := expireAt.Val(); ms >= 0 {
+		ttl = time.UnixMilli(ms.Milliseconds()).Sub(before.Val().Truncate(time.Millisecond))
+	}
+	return r, state.Val(), ttl, nil
 }
 
 // checkBucketExpiry requires a token bucket's key to outlive what it
 // holds: until every bucket is full at its real burst (its absence reads as
-// full), and while units lent count (lo), until their slot ends (ld). The
-// expiry is the one the script set at the call's time (the transaction
-// reads it at once); a key without one was made persistent by an earlier
-// step and not written since.
+// full), and while units lent count (lo), until their slot ends (ld) and
+// the room they held has refilled at the rate after it. ttl bounds the
+// expiry the script set at the call's time from above (see
+// decideLeasePersistent); a key without one was made persistent by an
+// earlier step and not written since.
 func checkBucketExpiry(t *testing.T, c decide.Call, state map[string]string, ttl time.Duration) {
 	t.Helper()
 	if ttl < 0 || len(state) == 0 {
@@ -103,10 +114,14 @@ func checkBucketExpiry(t *testing.T, c decide.Call, state map[string]string, ttl
 		}
 	}
 	if lo, ld := num("lo"), num("ld"); lo > 0 && ld > c.NowMs {
-		need = max(need, ld-c.NowMs)
+		// Until ld the buckets fill up to burst - lo; from ld on they
+		// fill the lo units the lapsed leases held at the rate.
+		for _, l := range c.Limits {
+			need = max(need, ld-c.NowMs+(lo*l.Per.Milliseconds()+l.Rate-1)/l.Rate)
+		}
 	}
-	if ttl.Milliseconds()+1 < need { // PTTL reads a moment after the script set it
-		t.Fatalf("now %d: the key expires in %v, before it may (%d ms): %v", c.NowMs, ttl, need, state)
+	if ttl.Milliseconds() < need {
+		t.Fatalf("now %d: the key expires in %v at most, before it may (%d ms): %v, limits %+v, lease %+v", c.NowMs, ttl, need, state, c.Limits, c.Lease)
 	}
 }
 
@@ -116,5 +131,115 @@ func TestLeaseSlotAgrees(t *testing.T) {
 	src := lua.Script(string(decide.TokenBucket), lua.Lease, lua.DebitAdmitted)
 	if want := fmt.Sprintf("local LEASE_SLOT = %d ", decide.LeaseSlot); !strings.Contains(src, want) {
 		t.Fatalf("lua/lease.lua does not say %q", want)
+	}
+}
+
+// TestLeaseSpentBeforeItsWindowTurns: on Redis's own clock, which the
+// script reads to the millisecond, a lease spent by a limiter that counts
+// it from the moment it sent the asking call is never spent in the next
+// window, which admits its full limit. The limiter is a lease.Table whose
+// clock is Redis's, read in microseconds in the transaction that runs the
+// asking call: it is sent at the instant the script runs, the latest a
+// real limiter can have sent it. It spends a unit of its lease 2 ms before
+// the turn (the lease serves), then all it can just after the turn, at
+// half the part of the millisecond that the script's clock cut off; then
+// Redis decides the next window's own requests. What that window admits,
+// from the lease and from Redis, must not pass the limit.
+func TestLeaseSpentBeforeItsWindowTurns(t *testing.T) {
+	client, store, prefix := differentialEnv(t)
+	ctx := context.Background()
+	const limit, bound = 400, 100
+	per := time.Second
+	redisNow := func() int64 { // µs
+		tm, err := client.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tm.UnixMicro()
+	}
+	for attempt := 0; ; attempt++ {
+		if attempt == 100 {
+			t.Fatal("100 attempts, and no grant ran late enough in its millisecond, or the next window turned meanwhile")
+		}
+		keys := decidetest.Keys(prefix, "turn"+strconv.Itoa(attempt))
+		limits := []decide.Limit{{Requests: limit, Per: per}}
+		call := func() decide.Call {
+			return decide.Call{Algorithm: decide.FixedWindow, Leased: true, Keys: keys, Cost: 1, Limits: limits}
+		}
+		// Ask near the end of a window, so that the test waits little.
+		now := redisNow()
+		turn := (now/per.Microseconds() + 1) * per.Microseconds()
+		if left := turn - now; left > 30_000 {
+			time.Sleep(time.Duration(left-30_000) * time.Microsecond)
+			now = redisNow()
+		}
+		tab := lease.New(lease.Config{HotUnits: 1})
+		c := call()
+		for range bound { // the key is hot: a lease of bound units is asked
+			tab.Take(&c, bound, time.UnixMicro(now))
+		}
+		if !tab.Ask(&c, time.UnixMicro(now)) {
+			t.Fatal("no lease asked for a hot key")
+		}
+		sc := store.prepare(&c)
+		scKeys, scArgs := sc.keysArgs()
+		var before *redis.TimeCmd
+		var cmd *redis.Cmd
+		if _, err := client.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+			before = pipe.Time(ctx)
+			cmd = sc.script.EvalSha(ctx, pipe, scKeys, scArgs...)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		r, err := parse(cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent := before.Val().UnixMicro()
+		if r.Granted == 0 || sent%1000 < 100 {
+			continue // nothing lent, or too early in its millisecond to spend after the turn: again
+		}
+		tab.Settle(&c, r, time.UnixMicro(sent))
+		turn = r.LeaseUntil * 1000
+		c = call()
+		if _, ok, _ := tab.Take(&c, bound, time.UnixMicro(turn-2000)); !ok {
+			t.Fatalf("the lease (%+v, sent at %d µs) does not serve 2 ms before its window turns", r, sent)
+		}
+		late := 0
+		for {
+			c := call()
+			if _, ok, _ := tab.Take(&c, bound, time.UnixMicro(turn+sent%1000/2)); !ok {
+				break
+			}
+			late++
+		}
+		for redisNow() < turn {
+			time.Sleep(time.Millisecond)
+		}
+		calls := make([]decide.Call, limit+50)
+		for i := range calls {
+			calls[i] = call()
+		}
+		results, err := store.Decide(ctx, calls)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if redisNow() >= turn+per.Microseconds() {
+			continue // the next window turned too: again
+		}
+		admitted := 0
+		for _, r := range results {
+			if r.Allowed {
+				admitted++
+			}
+		}
+		if late+admitted > limit {
+			t.Fatalf("the window after the lease's admitted %d (%d from the lease after the turn, %d by Redis) of %d: lease %+v sent at %d µs",
+				late+admitted, late, admitted, limit, r, sent)
+		}
+		t.Logf("attempt %d: lease of %d units sent %d µs into its millisecond; the next window admitted %d from the lease and %d by Redis, of %d",
+			attempt, r.Granted, sent%1000, late, admitted, limit)
+		return
 	}
 }

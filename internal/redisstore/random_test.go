@@ -152,14 +152,14 @@ func compareSteps(t *testing.T, client *redis.Client, prepare func(*decide.Call)
 // the call's NowMs, often a few ms) ran out on the server's clock in
 // between would lose state the model keeps, as soon as the machine is slow.
 func decidePersistent(ctx context.Context, client *redis.Client, prepare func(*decide.Call) scriptCall, c decide.Call) (decide.Result, error) {
-	return decideReadPersist(ctx, client, prepare, c, nil)
+	return decideReadPersist(ctx, client, prepare, c, nil, nil)
 }
 
-// decideReadPersist is decidePersistent, queuing read's commands between
-// the script and PERSIST, in the same transaction: they see the keys as the
-// script left them, expiry included.
+// decideReadPersist is decidePersistent, queuing before's commands ahead of
+// the script and read's between the script and PERSIST, in the same
+// transaction: read sees the keys as the script left them, expiry included.
 func decideReadPersist(ctx context.Context, client *redis.Client, prepare func(*decide.Call) scriptCall, c decide.Call,
-	read func(redis.Pipeliner)) (decide.Result, error) {
+	before, read func(redis.Pipeliner)) (decide.Result, error) {
 	if err := c.Validate(); err != nil {
 		return decide.Result{}, err
 	}
@@ -167,6 +167,9 @@ func decideReadPersist(ctx context.Context, client *redis.Client, prepare func(*
 	scKeys, scArgs := sc.keysArgs()
 	var cmd *redis.Cmd
 	_, err := client.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+		if before != nil {
+			before(pipe)
+		}
 		cmd = sc.script.EvalSha(ctx, pipe, scKeys, scArgs...)
 		if read != nil {
 			read(pipe)
