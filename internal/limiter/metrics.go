@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/ratewarden/ratewarden/internal/decide"
 	"github.com/ratewarden/ratewarden/internal/event"
@@ -140,9 +141,10 @@ func (m *metrics) initErrorClasses(classes []string) {
 // (enforced and shadow: the dashboard reads shadow denials, which are 0
 // rather than missing while no rule is in shadow mode) and, for a rule
 // that denies when Redis fails, unavailable; without a rule, the results
-// exempt, banned and no_rule for every tier. Series of rules since removed
-// are kept: they hold the counts already made.
+// exempt, banned and no_rule for every tier. The series of rules no longer
+// in set are deleted (dropRemovedRules).
 func (m *metrics) initRules(set *rules.Set, tiers tierLabels) {
+	m.dropRemovedRules(set)
 	all := tiers.all()
 	for _, r := range set.Rules() {
 		admitted := all
@@ -196,3 +198,31 @@ const (
 	tierNone  = "none"
 	tierOther = "other"
 )
+
+// dropRemovedRules deletes the decision series of rules that are not in
+// set: a config source that renames its rules on every change (an xDS
+// management server) would otherwise grow the series, and the limiter's
+// memory, without bound. Prometheus keeps what it scraped of them, and
+// rate() reads a series that ends. Every series is looked at, so one that a
+// request still deciding under the previous rules made again goes too.
+func (m *metrics) dropRemovedRules(set *rules.Set) {
+	ch := make(chan prometheus.Metric, 64)
+	go func() { m.requests.Collect(ch); close(ch) }()
+	gone := map[string]bool{}
+	for metric := range ch {
+		var pb dto.Metric
+		if metric.Write(&pb) != nil {
+			continue
+		}
+		for _, l := range pb.GetLabel() {
+			if id := l.GetValue(); l.GetName() == "rule" && id != "" && !gone[id] {
+				gone[id] = set.Rule(id) == nil
+			}
+		}
+	}
+	for id, removed := range gone {
+		if removed {
+			m.requests.DeletePartialMatch(prometheus.Labels{"rule": id})
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -78,10 +79,23 @@ func TestSeriesStartAtZero(t *testing.T) {
 	t.Run("new rule set", func(t *testing.T) {
 		svc.SetRules(compileRules(t, strings.ReplaceAll(seriesRules, "id: open", "id: reopened")))
 		got := seriesOf(t, reg)["rate_limit_requests_total"]
-		for _, s := range []string{"result=ok,rule=reopened,shadow=false,tier=VIP", "result=ok,rule=open,shadow=false,tier=VIP"} {
-			if !slices.Contains(got, s) {
-				t.Errorf("no series %s after the reload (the new rule's start at 0, the old rule's stay)", s)
-			}
+		if !slices.Contains(got, "result=ok,rule=reopened,shadow=false,tier=VIP") {
+			t.Error("no series of the new rule after the reload: its series start at 0")
+		}
+		if slices.Contains(got, "result=ok,rule=open,shadow=false,tier=VIP") {
+			t.Error("the removed rule's series stayed after the reload")
+		}
+	})
+
+	// A config source that renames its rules on every change (an xDS
+	// management server publishing new ids) must not grow the series.
+	t.Run("churn of rule ids", func(t *testing.T) {
+		before := len(seriesOf(t, reg)["rate_limit_requests_total"])
+		for i := range 50 {
+			svc.SetRules(compileRules(t, strings.ReplaceAll(seriesRules, "id: open", fmt.Sprintf("id: churn-%d", i))))
+		}
+		if got := len(seriesOf(t, reg)["rate_limit_requests_total"]); got != before {
+			t.Errorf("%d series after 50 renames, %d before", got, before)
 		}
 	})
 }
