@@ -2,10 +2,19 @@ package limiter
 
 import (
 	"context"
+	"time"
 
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/rules"
 )
+
+// Report is one outcome report of ReportBatch: the request it is about,
+// normalized as for Check (Cost is the units the request used), and the
+// status its client got.
+type Report struct {
+	Request rules.Request
+	Status  int
+}
 
 // Report records an outcome report: what happened after the response to
 // req (normalized as for Check; Cost is the units the request used), whose
@@ -22,25 +31,56 @@ import (
 // not debited; d.Results is then empty if any of them is deny.
 func (s *Service) Report(ctx context.Context, req *rules.Request, status int, d *Decision) {
 	start := s.cfg.Now()
+	if s.matchReport(s.rules.Load(), req, status, d, start) {
+		s.decide(ctx, d, start)
+	}
+	s.completeReport(req, status, d, start)
+}
+
+// ReportBatch records every report of reports as Report would, one after
+// the other, into b.Decisions (at the same index), except that the Redis
+// calls of all of them go in one submission to the Decider, as CheckBatch's
+// do: one round trip per Redis node for the batch.
+func (s *Service) ReportBatch(ctx context.Context, reports []Report, b *Batch) {
+	start := s.cfg.Now()
 	set := s.rules.Load()
+	b.Decisions = grow(b.Decisions, len(reports))
+	b.calls = b.calls[:0]
+	for i := range reports {
+		d := &b.Decisions[i]
+		if s.matchReport(set, &reports[i].Request, reports[i].Status, d, start) && s.prepare(d, start) {
+			b.calls = append(b.calls, d.calls...)
+		}
+	}
+	s.decideBatch(ctx, b, start)
+	for i := range reports {
+		s.completeReport(&reports[i].Request, reports[i].Status, &b.Decisions[i], start)
+	}
+}
+
+// matchReport resets d and puts in d.Applied the rules the report spends;
+// it reports whether there are any.
+func (s *Service) matchReport(set *ruleSet, req *rules.Request, status int, d *Decision, now time.Time) bool {
 	d.Reset()
 	d.Mode = s.Mode()
-	banned := s.banned(req, start, d)
+	d.banned = s.banned(req, now, d)
+	if !d.banned && !set.Exempt(req) {
+		d.Applied = set.MatchReport(req, status, now, d.Applied)
+	}
+	return len(d.Applied) > 0
+}
+
+// completeReport answers a debited d, gives it its event id and publishes
+// its outcome event.
+func (s *Service) completeReport(req *rules.Request, status int, d *Decision, start time.Time) {
+	// A report is never refused: a rule whose failure policy is deny has
+	// nothing to deny here, it just was not debited.
+	d.Unavailable = false
 	d.Allowed, d.Reason = true, event.ReasonOK
-	if !banned && !set.Exempt(req) {
-		d.Applied = set.MatchReport(req, status, start, d.Applied)
-	}
-	if len(d.Applied) > 0 {
-		s.decide(ctx, d, start)
-		// A report is never refused: a rule whose failure policy is deny
-		// has nothing to deny here, it just was not debited.
-		d.Unavailable = false
-		d.Allowed = true
-	}
 	d.EventID = s.cfg.NewEventID()
 	if s.cfg.Outcomes != nil {
 		o := event.Outcome{EventID: d.EventID, TS: start, Instance: s.cfg.Instance, UserID: req.UserID, IP: req.IP,
-			Endpoint: req.Endpoint, Method: req.Method, Tier: req.Tier, Status: status, Cost: req.Cost, Banned: banned}
+			Endpoint: req.Endpoint, Method: req.Method, Tier: req.Tier, Status: status, Cost: req.Cost, Banned: d.banned}
 		buf := append(make([]byte, 0, len(o.IP)+eventSize), o.IP...)
 		key := buf[:len(o.IP):len(o.IP)]
 		s.cfg.Outcomes.Publish(key, o.AppendJSON(buf[len(o.IP):]))
