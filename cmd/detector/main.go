@@ -86,8 +86,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}, redisabuse.NewWindows(rdb, cfg.RedisKeyPrefix), ledger, publisher)
 	svc := detector.New(engine, log, reg)
 	outcomeEngine, err := abuse.NewOutcomeEngine(abuse.OutcomeConfig{
-		Detection: set.Detection(),
-		Exempt:    func(o *event.Outcome) bool { return exemptOutcome(set, o) },
+		Detection:  set.Detection(),
+		Exempt:     func(o *event.Outcome) bool { return set.ExemptRequest(outcomeRequest(o)) },
+		ExemptUser: func(o *event.Outcome) bool { return set.ExemptUser(outcomeRequest(o)) },
 	}, redisabuse.NewDistinct(rdb, cfg.RedisKeyPrefix), ledger, publisher)
 	if err != nil {
 		_ = publisher.Close()
@@ -162,11 +163,9 @@ func exempt(set *rules.Set, ev *event.Decision) bool {
 	return set.Exempt(&req)
 }
 
-// exemptOutcome reports whether the outcome's client is exempt in the rules
-// file.
-func exemptOutcome(set *rules.Set, o *event.Outcome) bool {
-	req := rules.Request{UserID: o.UserID, IP: o.IP, Endpoint: o.Endpoint, Method: o.Method, Tier: o.Tier}
-	return set.Exempt(&req)
+// outcomeRequest is the outcome's subject as the rules see it.
+func outcomeRequest(o *event.Outcome) *rules.Request {
+	return &rules.Request{UserID: o.UserID, IP: o.IP, Endpoint: o.Endpoint, Method: o.Method, Tier: o.Tier}
 }
 
 // accessLogGroupSuffix is appended to the detector's consumer group to name
@@ -191,7 +190,8 @@ func outcomeDecoder(cfg config.Detector) detector.OutcomeDecoder {
 }
 
 // markBanned sets Banned on the outcomes whose client (its address, for
-// IPv6 its prefix) or user was banned at their time, in one round trip.
+// IPv6 its prefix) was banned at their time, and UserBanned on those whose
+// user was, as a limiter's reports say them, in one round trip.
 func markBanned(ctx context.Context, bl *redisfleet.Blacklist, ipv6Prefix int, outs []*event.Outcome) error {
 	var sightings []redisfleet.Sighting
 	var owner []int // the outcome of each sighting
@@ -208,8 +208,12 @@ func markBanned(ctx context.Context, bl *redisfleet.Blacklist, ipv6Prefix int, o
 		return err
 	}
 	for j, b := range banned {
-		if b {
-			outs[owner[j]].Banned = true
+		switch o := outs[owner[j]]; {
+		case !b:
+		case sightings[j].Scope == event.ScopeIP:
+			o.Banned = true
+		default:
+			o.UserBanned = true
 		}
 	}
 	return nil

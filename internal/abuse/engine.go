@@ -46,8 +46,9 @@ type Stats struct {
 	Future int
 	Ahead  map[string]time.Duration
 	// Failures counts the outcomes (OutcomeEngine only) whose status is a
-	// failure of some scenario and that were tallied.
-	Failures int
+	// failure of some scenario and that were tallied; HeldAccounts those of
+	// them on a banned or exempt account, tallied for their source only.
+	Failures, HeldAccounts int
 	// Warnings and Bans count the outcomes to publish, by reason.
 	Warnings, Bans map[string]int
 }

@@ -23,9 +23,14 @@ type OutcomeConfig struct {
 	// Detection holds the scenarios; NewOutcomeEngine fills what is left
 	// out (rules.Detection.WithDefaults).
 	Detection rules.Detection
-	// Exempt reports clients that are never banned (the service wires it
-	// to rules.Set.Exempt); their outcomes are skipped. Nil: none.
+	// Exempt reports outcomes exempt whoever their user, by address or
+	// endpoint (the service wires it to rules.Set.ExemptRequest): they are
+	// skipped. Nil: none.
 	Exempt func(*event.Outcome) bool
+	// ExemptUser reports exempt accounts, by tier or user id (the service
+	// wires it to rules.Set.ExemptUser): their outcomes count for their
+	// source, never for the account. Nil: none.
+	ExemptUser func(*event.Outcome) bool
 	// Now is the detector's own clock, which bounds event time. Nil:
 	// time.Now.
 	Now func() time.Time
@@ -69,6 +74,8 @@ type OutcomeEngine struct {
 	pub     Publisher
 
 	parts *partitions[topicPartition]
+
+	exemptUser func(*event.Outcome) bool
 }
 
 // outcomeScenario is one enabled scenario, compiled.
@@ -90,7 +97,7 @@ type outcomeScenario struct {
 // an error.
 func NewOutcomeEngine(cfg OutcomeConfig, d Distinct, l Ledger, pub Publisher) (*OutcomeEngine, error) {
 	det := cfg.Detection.WithDefaults()
-	e := &OutcomeEngine{det: det, exempt: cfg.Exempt, now: cfg.Now, skew: det.MaxClockSkew.Std(), grace: det.Grace.Std(),
+	e := &OutcomeEngine{det: det, exempt: cfg.Exempt, exemptUser: cfg.ExemptUser, now: cfg.Now, skew: det.MaxClockSkew.Std(), grace: det.Grace.Std(),
 		d: d, l: l, pub: pub, parts: newPartitions[topicPartition]()}
 	if e.now == nil {
 		e.now = time.Now
@@ -164,8 +171,11 @@ type outcomeAdd struct {
 // settles the bans and warnings they trigger; it returns what it published
 // (each ban id once), in order. An outcome counts when its status is a
 // failure of a scenario (and its endpoint matches the scenario's
-// endpoints); it is skipped when Banned (bans never feed bans), when its
-// client is exempt or when it has no client address (0.0.0.0, ::), and
+// endpoints); it is skipped when Banned (its source was: bans never feed
+// bans), when it is exempt whoever its user (Exempt) or when it has no
+// client address (0.0.0.0, ::); one on a banned (UserBanned) or exempt
+// account counts for its source but not for the account (account_attack,
+// the account's own scenario, skips it); and it is
 // ignored as late when older than the newest outcome seen on its partition
 // by more than the grace. Event time is bounded by the detector's clock as
 // Engine.Process bounds it. On error nothing of the batch is kept by the
@@ -192,6 +202,12 @@ func (e *OutcomeEngine) Process(ctx context.Context, in []OutcomeInput) ([]Outco
 			continue
 		}
 		st.Failures++
+		// A locked or exempt account stops its own scenario only: the
+		// sources that fail on it are still counted.
+		accountHeld := ev.UserID != "" && (ev.UserBanned || (e.exemptUser != nil && e.exemptUser(ev)))
+		if accountHeld {
+			st.HeldAccounts++
+		}
 		source := rules.IPSubjectOf(ev.IP, e.det.IPv6Prefix)
 		for _, sc := range e.scenarios {
 			if !sc.statuses[ev.Status] || !sc.endpoints.Match(ev.Endpoint) {
@@ -205,6 +221,9 @@ func (e *OutcomeEngine) Process(ctx context.Context, in []OutcomeInput) ([]Outco
 			case ReasonBruteForce:
 				member = ev.EventID // a redelivered outcome counts once
 			case ReasonAccountAttack:
+				if accountHeld {
+					continue
+				}
 				set.Offender = Offender{Scope: event.ScopeUser, Subject: ev.UserID}
 				member = source
 			case ReasonProbing:

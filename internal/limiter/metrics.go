@@ -25,6 +25,7 @@ type metrics struct {
 	overLimitHits   prometheus.Counter
 	unknownOutcomes prometheus.Counter
 	reports         *prometheus.CounterVec
+	reportsSpared   *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -67,9 +68,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "rate_limit_reports_total",
 			Help: "Outcome reports (POST /v1/report) by the class of the status reported: 1xx to 5xx.",
 		}, []string{"status"}),
+		reportsSpared: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "rate_limit_reports_spared_total",
+			Help: "Outcome reports that spent less than the rules they match, by why: banned (their client IP; nothing), exempt (their address or endpoint; nothing), user_banned (a locked account) and user_exempt (only the rules not keyed by user_id).",
+		}, []string{"reason"}),
 	}
 	for _, c := range []string{"1xx", "2xx", "3xx", "4xx", "5xx"} {
 		m.reports.WithLabelValues(c)
+	}
+	for _, r := range []string{sparedBanned, sparedExempt, sparedUserBanned, sparedUserExempt} {
+		m.reportsSpared.WithLabelValues(r)
 	}
 	return m
 }

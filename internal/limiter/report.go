@@ -24,9 +24,14 @@ type Report struct {
 // d.Results tell, rule by rule, what is left of each budget (Remaining 0:
 // spent, the rule's checks are refused until the window frees a unit).
 //
-// An exempt subject spends nothing; neither does a banned one, whose
-// failure is most likely the ban's own refusal (its event says banned, and
-// the detector does not count it). When Redis cannot be reached, the rules
+// What the subject is decides what the report may spend. A banned client
+// IP spends nothing: its failure is most likely the ban's own refusal (its
+// event says banned, and the detector does not count it); neither does an
+// exempt address or endpoint. A banned (locked) or exempt account spends
+// only the rules not keyed by user_id: its own budgets stop, while the
+// address that fails on it keeps paying for its failures (its event says
+// user_banned for a locked account, and the detector still counts it
+// against the address). When Redis cannot be reached, the rules
 // whose on_redis_failure is local are debited in memory and the others are
 // not debited; d.Results is then empty if any of them is deny.
 func (s *Service) Report(ctx context.Context, req *rules.Request, status int, d *Decision) {
@@ -58,16 +63,53 @@ func (s *Service) ReportBatch(ctx context.Context, reports []Report, b *Batch) {
 	}
 }
 
-// matchReport resets d and puts in d.Applied the rules the report spends;
-// it reports whether there are any.
+// matchReport resets d and puts in d.Applied the rules the report spends
+// (see Report); it reports whether there are any.
 func (s *Service) matchReport(set *ruleSet, req *rules.Request, status int, d *Decision, now time.Time) bool {
 	d.Reset()
 	d.Mode = s.Mode()
-	d.banned = s.banned(req, now, d)
-	if !d.banned && !set.Exempt(req) {
-		d.Applied = set.MatchReport(req, status, now, d.Applied)
+	if _, d.banned = s.addrBan(req, now); d.banned {
+		s.metrics.reportsSpared.WithLabelValues(sparedBanned).Inc()
+		return false
+	}
+	if set.ExemptRequest(req) {
+		s.metrics.reportsSpared.WithLabelValues(sparedExempt).Inc()
+		return false
+	}
+	_, d.userBanned = s.userBan(req, now)
+	d.Applied = set.MatchReport(req, status, now, d.Applied)
+	switch {
+	case req.UserID == "":
+	case d.userBanned:
+		d.Applied = withoutUserRules(d.Applied)
+		s.metrics.reportsSpared.WithLabelValues(sparedUserBanned).Inc()
+	case set.ExemptUser(req):
+		d.Applied = withoutUserRules(d.Applied)
+		s.metrics.reportsSpared.WithLabelValues(sparedUserExempt).Inc()
 	}
 	return len(d.Applied) > 0
+}
+
+// The reasons of rate_limit_reports_spared_total: why a report spent less
+// than the rules it matches.
+const (
+	sparedBanned     = "banned"      // its client IP: nothing
+	sparedExempt     = "exempt"      // its address or endpoint: nothing
+	sparedUserBanned = "user_banned" // its account (locked): the rules not keyed by user_id
+	sparedUserExempt = "user_exempt" // its account, by tier or id: the same
+)
+
+// withoutUserRules removes from applied, in place, the rules keyed by
+// user_id.
+func withoutUserRules(applied []rules.Applied) []rules.Applied {
+	kept := applied[:0]
+	for _, a := range applied {
+		if !a.Rule.KeyedByUser() {
+			kept = append(kept, a)
+		}
+	}
+	clear(applied[len(kept):]) // drop references to the removed rules' keys
+	return kept
 }
 
 // completeReport answers a debited d, gives it its event id and publishes
@@ -80,7 +122,8 @@ func (s *Service) completeReport(req *rules.Request, status int, d *Decision, st
 	d.EventID = s.cfg.NewEventID()
 	if s.cfg.Outcomes != nil {
 		o := event.Outcome{EventID: d.EventID, TS: start, Instance: s.cfg.Instance, UserID: req.UserID, IP: req.IP,
-			Endpoint: req.Endpoint, Method: req.Method, Tier: req.Tier, Status: status, Cost: req.Cost, Banned: d.banned}
+			Endpoint: req.Endpoint, Method: req.Method, Tier: req.Tier, Status: status, Cost: req.Cost, Banned: d.banned,
+			UserBanned: d.userBanned}
 		buf := append(make([]byte, 0, len(o.IP)+eventSize), o.IP...)
 		key := buf[:len(o.IP):len(o.IP)]
 		s.cfg.Outcomes.Publish(key, o.AppendJSON(buf[len(o.IP):]))

@@ -257,17 +257,32 @@ func (s *Service) complete(set *ruleSet, req *rules.Request, d *Decision, start 
 // it) or the user is on the blacklist; it costs a few map lookups, no round
 // trip.
 func (s *Service) banned(req *rules.Request, now time.Time, d *Decision) bool {
-	if s.cfg.Bans == nil {
-		return false
-	}
-	until, ok := s.cfg.Bans.BannedAddr(req.Addr, req.IP, now)
-	if !ok && req.UserID != "" {
-		until, ok = s.cfg.Bans.Banned(event.ScopeUser, req.UserID, now)
+	until, ok := s.addrBan(req, now)
+	if !ok {
+		until, ok = s.userBan(req, now)
 	}
 	if ok {
 		d.Allowed, d.Reason, d.RetryAfter, d.ResetAfter = false, event.ReasonBanned, until.Sub(now), until.Sub(now)
 	}
 	return ok
+}
+
+// addrBan returns until when the client IP (for IPv6, any banned prefix
+// holding it) is banned, if it is at now.
+func (s *Service) addrBan(req *rules.Request, now time.Time) (time.Time, bool) {
+	if s.cfg.Bans == nil {
+		return time.Time{}, false
+	}
+	return s.cfg.Bans.BannedAddr(req.Addr, req.IP, now)
+}
+
+// userBan returns until when the request's user is banned, if it is at
+// now.
+func (s *Service) userBan(req *rules.Request, now time.Time) (time.Time, bool) {
+	if s.cfg.Bans == nil || req.UserID == "" {
+		return time.Time{}, false
+	}
+	return s.cfg.Bans.Banned(event.ScopeUser, req.UserID, now)
 }
 
 // decide decides the applied rules: in Redis in redis mode, else (or when

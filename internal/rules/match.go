@@ -30,11 +30,13 @@ type Applied struct {
 // Exempt reports whether the request is never limited nor banned: its tier
 // is exempt (case-insensitive), its address is in an exempt prefix, its
 // endpoint matches an exempt pattern, or its user id is exempt.
-func (s *Set) Exempt(r *Request) bool {
+func (s *Set) Exempt(r *Request) bool { return s.ExemptUser(r) || s.ExemptRequest(r) }
+
+// ExemptRequest reports whether the request is exempt whoever its user:
+// its address is in an exempt prefix or its endpoint matches an exempt
+// pattern.
+func (s *Set) ExemptRequest(r *Request) bool {
 	e := &s.exempt
-	if r.Tier != "" && containsFold(e.tiers, r.Tier) {
-		return true
-	}
 	if len(e.prefixes) > 0 {
 		a := r.Addr
 		if !a.IsValid() {
@@ -51,6 +53,17 @@ func (s *Set) Exempt(r *Request) bool {
 		if e.endpoints[i].Match(r.Endpoint) {
 			return true
 		}
+	}
+	return false
+}
+
+// ExemptUser reports whether the request's user is exempt: by its tier
+// (case-insensitive) or its user id. An outcome report on such an account
+// still counts against its client address (see the limiter's Report).
+func (s *Set) ExemptUser(r *Request) bool {
+	e := &s.exempt
+	if r.Tier != "" && containsFold(e.tiers, r.Tier) {
+		return true
 	}
 	if r.UserID != "" {
 		if _, ok := e.users[r.UserID]; ok {
@@ -133,6 +146,20 @@ func (rule *Rule) apply(r *Request, now time.Time, group *ipGroupMemo) (Applied,
 		Escalations: c.escalations.at(now),
 		Leased:      rule.Leased(),
 	}}, true
+}
+
+// KeyedByUser reports whether the rule's key has the user_id dimension: its
+// budget is an account's.
+func (r *Rule) KeyedByUser() bool {
+	if r.c == nil {
+		return false
+	}
+	for _, d := range r.c.dims {
+		if d.kind == dimUserID {
+			return true
+		}
+	}
+	return false
 }
 
 // Keys returns the Redis keys of the rule for req, or false when a key
