@@ -57,7 +57,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return err
 	}
 	defer func() { _ = log.Sync() }()
-	set, err := rules.LoadSet(cfg.RulesFile, rules.Options{KeyPrefix: cfg.RedisKeyPrefix})
+	set, err := rules.LoadSet(cfg.RulesFile, rules.Options{KeyPrefix: cfg.RedisKeyPrefix, CaseSensitiveUserIDs: cfg.CaseSensitiveUserIDs})
 	if err != nil {
 		return err
 	}
@@ -83,12 +83,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	engine := abuse.NewEngine(abuse.Config{
 		Detection: set.Detection(),
 		Exempt:    func(ev *event.Decision) bool { return exempt(set, ev) },
+		UserKey:   set.UserKey,
 	}, redisabuse.NewWindows(rdb, cfg.RedisKeyPrefix), ledger, publisher)
 	svc := detector.New(engine, log, reg)
 	outcomeEngine, err := abuse.NewOutcomeEngine(abuse.OutcomeConfig{
 		Detection:  set.Detection(),
 		Exempt:     func(o *event.Outcome) bool { return set.ExemptRequest(outcomeRequest(o)) },
 		ExemptUser: func(o *event.Outcome) bool { return set.ExemptUser(outcomeRequest(o)) },
+		UserKey:    set.UserKey,
 	}, redisabuse.NewDistinct(rdb, cfg.RedisKeyPrefix), ledger, publisher)
 	if err != nil {
 		_ = publisher.Close()
@@ -100,7 +102,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if cfg.AccessLogTopic != "" {
 		ipv6 := set.Detection().IPv6Prefix
 		outcomes.CheckBans(cfg.AccessLogTopic, func(ctx context.Context, outs []*event.Outcome) error {
-			return markBanned(ctx, blacklist, ipv6, outs)
+			return markBanned(ctx, blacklist, ipv6, set.UserKey, outs)
 		})
 	}
 	// Consumer groups of their own (see detector.OutcomesGroupSuffix): a
@@ -125,7 +127,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 			Start: func(context.Context) error {
 				log.Info("detector consuming", zap.String("addr", opsListener.Address()), zap.String("topic", cfg.DecisionsTopic),
 					zap.String("group", cfg.GroupID), zap.String("redis", redisCfg.Target()), zap.Strings("kafka", cfg.KafkaBrokers),
-					zap.Bool("dry_run", set.Detection().DryRun), zap.Duration("max_clock_skew", engine.MaxClockSkew()))
+					zap.Bool("dry_run", set.Detection().DryRun), zap.Duration("max_clock_skew", engine.MaxClockSkew()),
+					zap.Bool("user_ids_case_sensitive", cfg.CaseSensitiveUserIDs))
 				return nil
 			},
 			Run: func(ctx context.Context) error {
@@ -191,15 +194,16 @@ func outcomeDecoder(cfg config.Detector) detector.OutcomeDecoder {
 
 // markBanned sets Banned on the outcomes whose client (its address, for
 // IPv6 its prefix) was banned at their time, and UserBanned on those whose
-// user was, as a limiter's reports say them, in one round trip.
-func markBanned(ctx context.Context, bl *redisfleet.Blacklist, ipv6Prefix int, outs []*event.Outcome) error {
+// user (its key, userKey) was, as a limiter's reports say them, in one
+// round trip.
+func markBanned(ctx context.Context, bl *redisfleet.Blacklist, ipv6Prefix int, userKey func(string) string, outs []*event.Outcome) error {
 	var sightings []redisfleet.Sighting
 	var owner []int // the outcome of each sighting
 	for i, o := range outs {
 		sightings = append(sightings, redisfleet.Sighting{Scope: event.ScopeIP, Subject: rules.IPSubjectOf(o.IP, ipv6Prefix), At: o.TS})
 		owner = append(owner, i)
 		if o.UserID != "" {
-			sightings = append(sightings, redisfleet.Sighting{Scope: event.ScopeUser, Subject: o.UserID, At: o.TS})
+			sightings = append(sightings, redisfleet.Sighting{Scope: event.ScopeUser, Subject: userKey(o.UserID), At: o.TS})
 			owner = append(owner, i)
 		}
 	}

@@ -31,6 +31,11 @@ type OutcomeConfig struct {
 	// wires it to rules.Set.ExemptUser): their outcomes count for their
 	// source, never for the account. Nil: none.
 	ExemptUser func(*event.Outcome) bool
+	// UserKey returns the key of a user id (the service wires it to
+	// rules.Set.UserKey): every spelling of one account is one account,
+	// for account_attack and the distinct users of credential_stuffing.
+	// Nil: the id as sent.
+	UserKey func(string) string
 	// Now is the detector's own clock, which bounds event time. Nil:
 	// time.Now.
 	Now func() time.Time
@@ -76,6 +81,7 @@ type OutcomeEngine struct {
 	parts *partitions[topicPartition]
 
 	exemptUser func(*event.Outcome) bool
+	userKey    func(string) string
 }
 
 // outcomeScenario is one enabled scenario, compiled.
@@ -102,6 +108,7 @@ func NewOutcomeEngine(cfg OutcomeConfig, d Distinct, l Ledger, pub Publisher) (*
 	if e.now == nil {
 		e.now = time.Now
 	}
+	e.userKey = keyOfUser(cfg.UserKey)
 	add := func(reason string, threshold int64, s *rules.OutcomeScenario, lock time.Duration) error {
 		if !s.On() {
 			return nil
@@ -208,7 +215,7 @@ func (e *OutcomeEngine) Process(ctx context.Context, in []OutcomeInput) ([]Outco
 		if accountHeld {
 			st.HeldAccounts++
 		}
-		source := rules.IPSubjectOf(ev.IP, e.det.IPv6Prefix)
+		source, account := rules.IPSubjectOf(ev.IP, e.det.IPv6Prefix), e.userKey(ev.UserID)
 		for _, sc := range e.scenarios {
 			if !sc.statuses[ev.Status] || !sc.endpoints.Match(ev.Endpoint) {
 				continue
@@ -217,14 +224,14 @@ func (e *OutcomeEngine) Process(ctx context.Context, in []OutcomeInput) ([]Outco
 			var member string
 			switch sc.reason {
 			case ReasonCredentialStuffing:
-				member = ev.UserID
+				member = account
 			case ReasonBruteForce:
 				member = ev.EventID // a redelivered outcome counts once
 			case ReasonAccountAttack:
 				if accountHeld {
 					continue
 				}
-				set.Offender = Offender{Scope: event.ScopeUser, Subject: ev.UserID}
+				set.Offender = Offender{Scope: event.ScopeUser, Subject: account}
 				member = source
 			case ReasonProbing:
 				member = ev.Endpoint
@@ -302,7 +309,7 @@ func (e *OutcomeEngine) claims(r *outcomeAdd, c *DistinctCount, now time.Time) [
 		return []Claim{ban(event.ScopeIP, r.source, sc.duration, event.Evidence{SampleEndpoints: clipSamples(c.Members)})}
 	}
 	// Account attack: the set is the account's sources.
-	account := r.ev.UserID
+	account := e.userKey(r.ev.UserID)
 	onAccount := event.Evidence{SampleUsers: clipSamples([]string{account})}
 	if !c.Crossed {
 		return []Claim{ban(event.ScopeIP, r.source, sc.duration, onAccount)}

@@ -134,6 +134,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 		a.Gate = bearer.NewGate("admin", "ratewarden admin", []string{cfg.AdminToken}, log, reg)
 		a.Clients = cfg.Clients
 		a.BanGrouping = func() int { return cfg.Service.Rules().Detection().IPv6Prefix }
+		a.UserKey = func(id string) string { return cfg.Service.Rules().UserKey(id) }
 		rest = adminapi.Beside(rest, adminapi.New(a))
 	}
 	handler := httpapi.NewFastHandler(cfg.Config, ops.Beside(rest, ops.NewHandler(ops.Config{

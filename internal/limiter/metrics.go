@@ -26,6 +26,7 @@ type metrics struct {
 	unknownOutcomes prometheus.Counter
 	reports         *prometheus.CounterVec
 	reportsSpared   *prometheus.CounterVec
+	unfoldedUserIDs prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -72,6 +73,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "rate_limit_reports_spared_total",
 			Help: "Outcome reports that spent less than the rules they match, by why: banned (their client IP; nothing), exempt (their address or endpoint; nothing), user_banned (a locked account) and user_exempt (only the rules not keyed by user_id).",
 		}, []string{"reason"}),
+		unfoldedUserIDs: f.NewCounter(prometheus.CounterOpts{
+			Name: "rate_limit_unfolded_user_ids_total",
+			Help: "Checks and reports whose user id was another spelling of its key (case, compatibility forms): limited and banned as its key.",
+		}),
 	}
 	for _, c := range []string{"1xx", "2xx", "3xx", "4xx", "5xx"} {
 		m.reports.WithLabelValues(c)

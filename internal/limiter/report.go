@@ -76,7 +76,7 @@ func (s *Service) matchReport(set *ruleSet, req *rules.Request, status int, d *D
 		s.metrics.reportsSpared.WithLabelValues(sparedExempt).Inc()
 		return false
 	}
-	_, d.userBanned = s.userBan(req, now)
+	_, d.userBanned = s.userBan(set, req, now)
 	d.Applied = set.MatchReport(req, status, now, d.Applied)
 	switch {
 	case req.UserID == "":

@@ -232,7 +232,7 @@ func (s *Service) admit(set *ruleSet, req *rules.Request, d *Decision, mode Mode
 	switch {
 	case set.Exempt(req):
 		d.Allowed, d.Reason = true, event.ReasonExempt
-	case s.banned(req, now, d): // d now holds the denial
+	case s.banned(set, req, now, d): // d now holds the denial
 	default:
 		d.Applied = set.Match(req, now, d.Applied)
 		if len(d.Applied) != 0 {
@@ -256,10 +256,10 @@ func (s *Service) complete(set *ruleSet, req *rules.Request, d *Decision, start 
 // banned denies d when the client IP (for IPv6, any banned prefix holding
 // it) or the user is on the blacklist; it costs a few map lookups, no round
 // trip.
-func (s *Service) banned(req *rules.Request, now time.Time, d *Decision) bool {
+func (s *Service) banned(set *ruleSet, req *rules.Request, now time.Time, d *Decision) bool {
 	until, ok := s.addrBan(req, now)
 	if !ok {
-		until, ok = s.userBan(req, now)
+		until, ok = s.userBan(set, req, now)
 	}
 	if ok {
 		d.Allowed, d.Reason, d.RetryAfter, d.ResetAfter = false, event.ReasonBanned, until.Sub(now), until.Sub(now)
@@ -277,12 +277,22 @@ func (s *Service) addrBan(req *rules.Request, now time.Time) (time.Time, bool) {
 }
 
 // userBan returns until when the request's user is banned, if it is at
-// now.
-func (s *Service) userBan(req *rules.Request, now time.Time) (time.Time, bool) {
+// now: by a ban of its key (set.UserKey: any spelling of the account), or
+// of the id exactly as sent, a subject written before user ids were folded
+// (or while they were not).
+func (s *Service) userBan(set *ruleSet, req *rules.Request, now time.Time) (time.Time, bool) {
 	if s.cfg.Bans == nil || req.UserID == "" {
 		return time.Time{}, false
 	}
-	return s.cfg.Bans.Banned(event.ScopeUser, req.UserID, now)
+	key := set.UserKey(req.UserID)
+	until, ok := s.cfg.Bans.Banned(event.ScopeUser, key, now)
+	if key != req.UserID {
+		s.metrics.unfoldedUserIDs.Inc()
+		if !ok {
+			until, ok = s.cfg.Bans.Banned(event.ScopeUser, req.UserID, now)
+		}
+	}
+	return until, ok
 }
 
 // decide decides the applied rules: in Redis in redis mode, else (or when

@@ -152,7 +152,8 @@ func TestExempt(t *testing.T) {
 		{"endpoint prefix only", request("203.0.113.9", "/healthzz"), false, false},
 		{"tier case-insensitive", &Request{IP: "203.0.113.9", Tier: "Super_Admin"}, true, true},
 		{"user", &Request{IP: "203.0.113.9", UserID: "ops-bot"}, true, true},
-		{"user case-sensitive", &Request{IP: "203.0.113.9", UserID: "OPS-BOT"}, false, false},
+		{"user, another spelling", &Request{IP: "203.0.113.9", UserID: "OPS-BOT"}, true, true},
+		{"another user", &Request{IP: "203.0.113.9", UserID: "ops-bot2"}, false, false},
 		{"user from an exempt address", &Request{IP: "10.1.2.3", UserID: "ops-bot"}, true, true},
 	}
 	for _, tt := range tests {
@@ -167,6 +168,13 @@ func TestExempt(t *testing.T) {
 				t.Errorf("ExemptRequest = %v", got)
 			}
 		})
+	}
+	exact, err := Compile(mustParse(t, matchYAML), Options{CaseSensitiveUserIDs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exact.ExemptUser(&Request{UserID: "OPS-BOT"}) || !exact.ExemptUser(&Request{UserID: "ops-bot"}) {
+		t.Error("with case-sensitive user ids, only the exempt spelling is exempt")
 	}
 }
 
