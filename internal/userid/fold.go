@@ -5,19 +5,32 @@ package userid
 
 import (
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"golang.org/x/text/cases"
+	"golang.org/x/text/transform"
 	"golang.org/x/text/unicode/norm"
 )
+
+// MaxKeyBytes bounds a key and the work of finding it. Compatibility
+// decomposition expands some characters up to 11 times (ﷺ, 3 bytes, is 33),
+// so a 512-byte id (the API's bound) could otherwise make a 5.6 KB key at a
+// millisecond of CPU. No 512-byte id of characters that expand at most 4
+// times (every script's letters, Hangul, case folding's ß and ΐ) comes near
+// it.
+const MaxKeyBytes = 2048
+
+// maxRounds bounds the passes of Fold over a string that is not yet
+// stable: two suffice for every string seen (see Fold), the rest is margin.
+const maxRounds = 6
 
 // folder is Unicode case folding, which golang.org/x/text documents as
 // stateless and safe for concurrent use.
 var folder = cases.Fold()
 
-// maxRounds bounds the passes of Fold over a string that is not yet
-// stable: two suffice for every string seen (see Fold), the rest is margin.
-const maxRounds = 6
+// buffers holds the two MaxKeyBytes buffers of one pass.
+var buffers = sync.Pool{New: func() any { return new([2][MaxKeyBytes]byte) }}
 
 // Fold returns the key of a user id: NFKC, full Unicode case folding, and
 // NFKC again, repeated until the result no longer changes. Two ids that
@@ -33,9 +46,17 @@ const maxRounds = 6
 // (bytewise) of the strings in that cycle: the same whichever of them the
 // id started from.
 //
+// An id longer than MaxKeyBytes, or whose compatibility decomposition is
+// (found from the tables, before any pass), is its own key, and so is the
+// last form of an id whose next pass would be longer: folding stops there,
+// and the key is still stable.
+//
 // An ASCII id costs a scan, and no allocation when it has no upper-case
 // letter; it is then its own key.
 func Fold(id string) string {
+	if len(id) > MaxKeyBytes {
+		return id
+	}
 	upper := false
 	for i := 0; i < len(id); i++ {
 		c := id[i]
@@ -52,10 +73,19 @@ func Fold(id string) string {
 
 // foldUnicode is Fold beyond ASCII.
 func foldUnicode(id string) string {
+	if decomposedLen(id) > MaxKeyBytes {
+		return id
+	}
 	var seen [maxRounds + 1]string
 	seen[0] = id
 	for n := 1; n <= maxRounds; n++ {
-		next := norm.NFKC.String(folder.String(norm.NFKC.String(seen[n-1])))
+		if n > 1 && settled(seen[n-1]) {
+			return seen[n-1]
+		}
+		next, ok := pass(seen[n-1])
+		if !ok {
+			return seen[n-1]
+		}
 		for i := range n {
 			if seen[i] == next {
 				return smallest(seen[i:n])
@@ -64,6 +94,55 @@ func foldUnicode(id string) string {
 		seen[n] = next
 	}
 	return seen[maxRounds]
+}
+
+// pass returns NFKC(fold(NFKC(s))), or false when a step would be longer
+// than MaxKeyBytes.
+func pass(s string) (string, bool) {
+	bufs := buffers.Get().(*[2][MaxKeyBytes]byte)
+	defer buffers.Put(bufs)
+	b, ok := apply(norm.NFKC, bufs[0][:], []byte(s))
+	if ok {
+		b, ok = apply(folder, bufs[1][:], b)
+	}
+	if ok {
+		b, ok = apply(norm.NFKC, bufs[0][:], b)
+	}
+	return string(b), ok
+}
+
+// apply transforms all of src into dst, or reports false when it does not
+// fit (or the transformer fails).
+func apply(t transform.Transformer, dst, src []byte) ([]byte, bool) {
+	n, m, err := t.Transform(dst, src, true)
+	return dst[:n], err == nil && m == len(src)
+}
+
+// decomposedLen returns the length of s's compatibility decomposition, or
+// more than MaxKeyBytes as soon as it passes that: a table lookup per
+// character.
+func decomposedLen(s string) int {
+	n := 0
+	for i := 0; i < len(s) && n <= MaxKeyBytes; {
+		p := norm.NFKD.PropertiesString(s[i:])
+		size := max(p.Size(), 1) // an invalid byte is one
+		if d := p.Decomposition(); d != nil {
+			n += len(d)
+		} else {
+			n += size
+		}
+		i += size
+	}
+	return n
+}
+
+// settled reports whether a pass leaves s as it is: NFKC, and case folded.
+func settled(s string) bool {
+	if !norm.NFKC.IsNormalString(s) {
+		return false
+	}
+	n, err := folder.Span([]byte(s), true)
+	return err == nil && n == len(s)
 }
 
 func smallest(ss []string) string {

@@ -1,10 +1,15 @@
 package userid
 
 import (
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/text/cases"
+	"golang.org/x/text/unicode/norm"
 )
 
 func TestFold(t *testing.T) {
@@ -30,17 +35,53 @@ func TestFold(t *testing.T) {
 	}
 }
 
-// Every code point alone folds to a key that folds to itself.
-func TestFoldIsIdempotentOnEveryCodePoint(t *testing.T) {
+// Every character alone (every graphic or format code point: the others
+// have no decomposition or case) folds to a key that folds to itself, the
+// key the unbounded passes give.
+func TestFoldIsIdempotentOnEveryCharacter(t *testing.T) {
 	if testing.Short() {
-		t.Skip("1.1 million code points")
+		t.Skip("150 000 characters")
 	}
-	for r := rune(0); r <= utf8.MaxRune; r++ {
-		if !utf8.ValidRune(r) {
+	for r := rune(0); r <= unicode.MaxRune; r++ {
+		if !unicode.IsGraphic(r) && !unicode.Is(unicode.Cf, r) {
 			continue
 		}
-		if k := Fold(string(r)); Fold(k) != k {
+		k := Fold(string(r))
+		if Fold(k) != k {
 			t.Errorf("%U: Fold = %q, Fold(Fold) = %q", r, k, Fold(k))
+		}
+		if ref, _ := reference(string(r)); k != ref {
+			t.Errorf("%U: Fold = %q, the unbounded passes %q", r, k, ref)
+		}
+	}
+}
+
+// reference is Fold without its bounds and shortcuts: the passes until a
+// string comes back, the smallest of the cycle; and the longest string it
+// went through, its compatibility decomposition included.
+func reference(s string) (string, int) {
+	seen := []string{s}
+	longest := max(len(s), len(norm.NFKD.String(s)))
+	for {
+		a := norm.NFKC.String(s)
+		b := cases.Fold().String(a)
+		next := norm.NFKC.String(b)
+		longest = max(longest, len(a), len(b), len(next))
+		if i := slices.Index(seen, next); i >= 0 {
+			return slices.Min(seen[i:]), longest
+		}
+		seen, s = append(seen, next), next
+	}
+}
+
+// An id whose characters expand past MaxKeyBytes is its own key, found at
+// the cost of MaxKeyBytes of output (see BenchmarkFold/expanding), not of
+// the 5.6 KB its passes would make.
+func TestFoldBoundsItsWork(t *testing.T) {
+	for _, id := range []string{strings.Repeat("\uFDFA", 170), "Dave" + strings.Repeat("\uFDFA", 100), strings.Repeat("Ａ", MaxKeyBytes)} {
+		k := Fold(id)
+		if k != id || Fold(k) != k {
+			t.Errorf("Fold(%.20q...) = %.20q..., want the id itself", id, k)
 		}
 	}
 }
@@ -80,6 +121,10 @@ func FuzzFold(f *testing.F) {
 		if Fold(k) != k {
 			t.Fatalf("Fold(%q) = %q, Fold(Fold) = %q", s, k, Fold(k))
 		}
+		// Well within the bound, Fold is the unbounded passes.
+		if ref, longest := reference(s); longest < MaxKeyBytes-norm.MaxSegmentSize && k != ref {
+			t.Fatalf("Fold(%q) = %q, the unbounded passes %q", s, k, ref)
+		}
 		if !isASCII(s) {
 			return
 		}
@@ -103,7 +148,9 @@ func isASCII(s string) bool {
 
 // BenchmarkFold is the cost of a user id's key on the decision path: an
 // ASCII id already folded (no allocation), one with upper-case letters
-// (one), and one beyond ASCII (the normalization passes).
+// (one), ids beyond ASCII (the normalization passes), and the costliest
+// 512-byte ids found: characters that expand past MaxKeyBytes, and runs of
+// combining marks.
 //
 //	go test -run '^$' -bench Fold -benchmem ./internal/userid/
 func BenchmarkFold(b *testing.B) {
@@ -111,6 +158,9 @@ func BenchmarkFold(b *testing.B) {
 		{"folded-ascii", "u-42@example.com"},
 		{"mixed-case-ascii", "U-42@Example.com"},
 		{"unicode", "Jürgen.Straße"},
+		{"unicode-folded", "jürgen.strasse"},
+		{"expanding", strings.Repeat("\uFDFA", 170)},             // 510 bytes the passes would make 5.6 KB of
+		{"combining", "a" + strings.Repeat("\u0301\u0345", 127)}, // 509 bytes of marks to reorder
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
