@@ -28,7 +28,7 @@ func (s *Service) CheckDescriptors(ctx context.Context, req *rules.DescriptorReq
 	switch {
 	case set.Exempt(&subject): // by address when there is one, by endpoint in any case
 		d.Allowed, d.Reason = true, event.ReasonExempt
-	case req.IP != "" && s.banned(set, &subject, start, d): // d now holds the denial
+	case req.IP != "" && s.banned(&subject, start, d): // d now holds the denial
 	default:
 		d.Applied = set.MatchDescriptors(req, start, d.Applied)
 		if len(d.Applied) == 0 {

@@ -68,6 +68,7 @@ func (s *Service) ReportBatch(ctx context.Context, reports []Report, b *Batch) {
 func (s *Service) matchReport(set *ruleSet, req *rules.Request, status int, d *Decision, now time.Time) bool {
 	d.Reset()
 	d.Mode = s.Mode()
+	s.keyUser(set, req)
 	if _, d.banned = s.addrBan(req, now); d.banned {
 		s.metrics.reportsSpared.WithLabelValues(sparedBanned).Inc()
 		return false
@@ -76,7 +77,7 @@ func (s *Service) matchReport(set *ruleSet, req *rules.Request, status int, d *D
 		s.metrics.reportsSpared.WithLabelValues(sparedExempt).Inc()
 		return false
 	}
-	_, d.userBanned = s.userBan(set, req, now)
+	_, d.userBanned = s.userBan(req, now)
 	d.Applied = set.MatchReport(req, status, now, d.Applied)
 	switch {
 	case req.UserID == "":

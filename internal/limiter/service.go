@@ -229,10 +229,11 @@ func (s *Service) Check(ctx context.Context, req *rules.Request, d *Decision) {
 func (s *Service) admit(set *ruleSet, req *rules.Request, d *Decision, mode Mode, now time.Time) bool {
 	d.Reset()
 	d.Mode = mode
+	s.keyUser(set, req)
 	switch {
 	case set.Exempt(req):
 		d.Allowed, d.Reason = true, event.ReasonExempt
-	case s.banned(set, req, now, d): // d now holds the denial
+	case s.banned(req, now, d): // d now holds the denial
 	default:
 		d.Applied = set.Match(req, now, d.Applied)
 		if len(d.Applied) != 0 {
@@ -253,13 +254,27 @@ func (s *Service) complete(set *ruleSet, req *rules.Request, d *Decision, start 
 	s.metrics.observe(d, set.tiers.label(req.Tier), s.cfg.Now().Sub(start))
 }
 
+// keyUser finds the key of req's user once for the request
+// (rules.Request.UserKey): rules, exemptions and bans know the account by
+// it.
+func (s *Service) keyUser(set *ruleSet, req *rules.Request) {
+	req.UserKey = ""
+	if req.UserID == "" {
+		return
+	}
+	req.UserKey = set.UserKey(req.UserID)
+	if req.UserKey != req.UserID {
+		s.metrics.unfoldedUserIDs.Inc()
+	}
+}
+
 // banned denies d when the client IP (for IPv6, any banned prefix holding
 // it) or the user is on the blacklist; it costs a few map lookups, no round
-// trip.
-func (s *Service) banned(set *ruleSet, req *rules.Request, now time.Time, d *Decision) bool {
+// trip. req.UserKey must be set (keyUser).
+func (s *Service) banned(req *rules.Request, now time.Time, d *Decision) bool {
 	until, ok := s.addrBan(req, now)
 	if !ok {
-		until, ok = s.userBan(set, req, now)
+		until, ok = s.userBan(req, now)
 	}
 	if ok {
 		d.Allowed, d.Reason, d.RetryAfter, d.ResetAfter = false, event.ReasonBanned, until.Sub(now), until.Sub(now)
@@ -277,20 +292,16 @@ func (s *Service) addrBan(req *rules.Request, now time.Time) (time.Time, bool) {
 }
 
 // userBan returns until when the request's user is banned, if it is at
-// now: by a ban of its key (set.UserKey: any spelling of the account), or
-// of the id exactly as sent, a subject written before user ids were folded
-// (or while they were not).
-func (s *Service) userBan(set *ruleSet, req *rules.Request, now time.Time) (time.Time, bool) {
+// now: by a ban of its key (req.UserKey, set by keyUser: any spelling of
+// the account), or of the id exactly as sent, a subject written before
+// user ids were folded (or while they were not).
+func (s *Service) userBan(req *rules.Request, now time.Time) (time.Time, bool) {
 	if s.cfg.Bans == nil || req.UserID == "" {
 		return time.Time{}, false
 	}
-	key := set.UserKey(req.UserID)
-	until, ok := s.cfg.Bans.Banned(event.ScopeUser, key, now)
-	if key != req.UserID {
-		s.metrics.unfoldedUserIDs.Inc()
-		if !ok {
-			until, ok = s.cfg.Bans.Banned(event.ScopeUser, req.UserID, now)
-		}
+	until, ok := s.cfg.Bans.Banned(event.ScopeUser, req.UserKey, now)
+	if !ok && req.UserKey != req.UserID {
+		until, ok = s.cfg.Bans.Banned(event.ScopeUser, req.UserID, now)
 	}
 	return until, ok
 }

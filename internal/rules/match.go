@@ -15,6 +15,11 @@ type Request struct {
 	Addr                               netip.Addr
 	Attributes                         map[string]string
 	Cost                               int64
+
+	// UserKey, when set, is the key of UserID (Set.UserKey of the set
+	// deciding it), found once for the request: folding an id beyond ASCII
+	// costs microseconds. Empty: the set finds it where it needs it.
+	UserKey string
 }
 
 // Applied is one rule that applies to a request, with its call ready to
@@ -66,11 +71,19 @@ func (s *Set) ExemptUser(r *Request) bool {
 		return true
 	}
 	if r.UserID != "" && len(e.users) > 0 {
-		if _, ok := e.users[s.UserKey(r.UserID)]; ok {
+		if _, ok := e.users[s.userKeyOf(r)]; ok {
 			return true
 		}
 	}
 	return false
+}
+
+// userKeyOf returns r's UserKey, or finds it.
+func (s *Set) userKeyOf(r *Request) string {
+	if r.UserKey != "" {
+		return r.UserKey
+	}
+	return s.UserKey(r.UserID)
 }
 
 // Match appends to out, in evaluation order, one Applied for every rule that
@@ -89,7 +102,7 @@ func (s *Set) ExemptUser(r *Request) bool {
 // left? Limits and Escalations are shared: do not modify them. Match
 // allocates once per applied rule (its keys).
 func (s *Set) Match(r *Request, now time.Time, out []Applied) []Applied {
-	var memo keyMemo
+	memo := newKeyMemo(r)
 	for _, rule := range s.requestRules {
 		a, ok := rule.apply(r, now, &memo)
 		if !ok {
@@ -111,7 +124,7 @@ func (s *Set) Match(r *Request, now time.Time, out []Applied) []Applied {
 // returns the extended slice. Rules spent by checks are left alone: a
 // report never spends what checks do.
 func (s *Set) MatchReport(r *Request, status int, now time.Time, out []Applied) []Applied {
-	var memo keyMemo
+	memo := newKeyMemo(r)
 	for _, rule := range s.reportRules {
 		if !rule.Spends(status) {
 			continue
@@ -213,7 +226,7 @@ func (c *compiled) keys(r *Request, memo *keyMemo) (decide.Keys, bool) {
 // keyMemo holds key values computed once while one request's rules are
 // matched: an IPv6 client's prefix for one grouping (rules sharing an
 // ipv6_prefix, most keep the default, format it once), and the user id's
-// key (Set.UserKey, which allocates for an id not already in its form).
+// key (Request.UserKey, else Set.UserKey the first time a rule needs it).
 type keyMemo struct {
 	bits    int
 	ip      string
@@ -221,9 +234,14 @@ type keyMemo struct {
 	hasUser bool
 }
 
+func newKeyMemo(r *Request) keyMemo { return keyMemo{user: r.UserKey, hasUser: r.UserKey != ""} }
+
 // userValue returns the user_id dimension's value of r: its key.
 func (c *compiled) userValue(r *Request, memo *keyMemo) string {
 	if memo == nil {
+		if r.UserKey != "" {
+			return r.UserKey
+		}
 		return c.userKey(r.UserID)
 	}
 	if !memo.hasUser {
