@@ -71,10 +71,11 @@ func NewOutcomes(engine *abuse.OutcomeEngine, decode OutcomeDecoder, log *zap.Lo
 // CheckBans makes the service look up, before detection, whether the
 // failure outcomes read from topic had their client address or their user
 // banned at their time: mark sets Outcome.Banned or Outcome.UserBanned on
-// those that had, in one round trip for the batch. It is for sources that cannot say so themselves: a gateway's
-// access log records the ban's own refusals (403) as failures, which would
-// otherwise feed a new ban as soon as the first lapsed. An error of mark
-// fails the batch, which is delivered again.
+// those that had, in one round trip for the batch. It is for sources that
+// cannot say so themselves: a gateway's access log records the ban's own
+// refusals (403) as failures, which would otherwise feed a new ban as soon
+// as the first lapsed. An error of mark fails the batch, which is
+// delivered again.
 func (s *OutcomeService) CheckBans(topic string, mark func(ctx context.Context, outs []*event.Outcome) error) {
 	s.banTopic, s.markBans = topic, mark
 }
