@@ -57,7 +57,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return err
 	}
 	defer func() { _ = log.Sync() }()
-	set, err := rules.LoadSet(cfg.RulesFile, rules.Options{KeyPrefix: cfg.RedisKeyPrefix})
+	set, err := rules.LoadSet(cfg.RulesFile, rules.Options{KeyPrefix: cfg.RedisKeyPrefix, CaseSensitiveUserIDs: cfg.CaseSensitiveUserIDs})
 	if err != nil {
 		return err
 	}
@@ -83,11 +83,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	engine := abuse.NewEngine(abuse.Config{
 		Detection: set.Detection(),
 		Exempt:    func(ev *event.Decision) bool { return exempt(set, ev) },
+		UserKey:   set.UserKey,
 	}, redisabuse.NewWindows(rdb, cfg.RedisKeyPrefix), ledger, publisher)
 	svc := detector.New(engine, log, reg)
 	outcomeEngine, err := abuse.NewOutcomeEngine(abuse.OutcomeConfig{
-		Detection: set.Detection(),
-		Exempt:    func(o *event.Outcome) bool { return exemptOutcome(set, o) },
+		Detection:  set.Detection(),
+		Exempt:     func(o *event.Outcome) bool { return set.ExemptRequest(outcomeRequest(o)) },
+		ExemptUser: func(o *event.Outcome) bool { return set.ExemptUser(outcomeRequest(o)) },
+		UserKey:    set.UserKey,
 	}, redisabuse.NewDistinct(rdb, cfg.RedisKeyPrefix), ledger, publisher)
 	if err != nil {
 		_ = publisher.Close()
@@ -99,7 +102,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if cfg.AccessLogTopic != "" {
 		ipv6 := set.Detection().IPv6Prefix
 		outcomes.CheckBans(cfg.AccessLogTopic, func(ctx context.Context, outs []*event.Outcome) error {
-			return markBanned(ctx, blacklist, ipv6, outs)
+			return markBanned(ctx, blacklist, ipv6, set.UserKey, outs)
 		})
 	}
 	// Consumer groups of their own (see detector.OutcomesGroupSuffix): a
@@ -124,7 +127,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 			Start: func(context.Context) error {
 				log.Info("detector consuming", zap.String("addr", opsListener.Address()), zap.String("topic", cfg.DecisionsTopic),
 					zap.String("group", cfg.GroupID), zap.String("redis", redisCfg.Target()), zap.Strings("kafka", cfg.KafkaBrokers),
-					zap.Bool("dry_run", set.Detection().DryRun), zap.Duration("max_clock_skew", engine.MaxClockSkew()))
+					zap.Bool("dry_run", set.Detection().DryRun), zap.Duration("max_clock_skew", engine.MaxClockSkew()),
+					zap.Bool("user_ids_case_sensitive", cfg.CaseSensitiveUserIDs))
 				return nil
 			},
 			Run: func(ctx context.Context) error {
@@ -177,11 +181,9 @@ func exempt(set *rules.Set, ev *event.Decision) bool {
 	return set.Exempt(&req)
 }
 
-// exemptOutcome reports whether the outcome's client is exempt in the rules
-// file.
-func exemptOutcome(set *rules.Set, o *event.Outcome) bool {
-	req := rules.Request{UserID: o.UserID, IP: o.IP, Endpoint: o.Endpoint, Method: o.Method, Tier: o.Tier}
-	return set.Exempt(&req)
+// outcomeRequest is the outcome's subject as the rules see it.
+func outcomeRequest(o *event.Outcome) *rules.Request {
+	return &rules.Request{UserID: o.UserID, IP: o.IP, Endpoint: o.Endpoint, Method: o.Method, Tier: o.Tier}
 }
 
 // accessLogGroupSuffix is appended to the detector's consumer group to name
@@ -206,15 +208,17 @@ func outcomeDecoder(cfg config.Detector) detector.OutcomeDecoder {
 }
 
 // markBanned sets Banned on the outcomes whose client (its address, for
-// IPv6 its prefix) or user was banned at their time, in one round trip.
-func markBanned(ctx context.Context, bl *redisfleet.Blacklist, ipv6Prefix int, outs []*event.Outcome) error {
+// IPv6 its prefix) was banned at their time, and UserBanned on those whose
+// user (its key, userKey) was, as a limiter's reports say them, in one
+// round trip.
+func markBanned(ctx context.Context, bl *redisfleet.Blacklist, ipv6Prefix int, userKey func(string) string, outs []*event.Outcome) error {
 	var sightings []redisfleet.Sighting
 	var owner []int // the outcome of each sighting
 	for i, o := range outs {
 		sightings = append(sightings, redisfleet.Sighting{Scope: event.ScopeIP, Subject: rules.IPSubjectOf(o.IP, ipv6Prefix), At: o.TS})
 		owner = append(owner, i)
 		if o.UserID != "" {
-			sightings = append(sightings, redisfleet.Sighting{Scope: event.ScopeUser, Subject: o.UserID, At: o.TS})
+			sightings = append(sightings, redisfleet.Sighting{Scope: event.ScopeUser, Subject: userKey(o.UserID), At: o.TS})
 			owner = append(owner, i)
 		}
 	}
@@ -223,8 +227,12 @@ func markBanned(ctx context.Context, bl *redisfleet.Blacklist, ipv6Prefix int, o
 		return err
 	}
 	for j, b := range banned {
-		if b {
-			outs[owner[j]].Banned = true
+		switch o := outs[owner[j]]; {
+		case !b:
+		case sightings[j].Scope == event.ScopeIP:
+			o.Banned = true
+		default:
+			o.UserBanned = true
 		}
 	}
 	return nil

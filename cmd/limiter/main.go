@@ -205,7 +205,7 @@ func (w *wiring) ruleManager() {
 		File:       cfg.RulesFile,
 		RLSDir:     cfg.RLSConfigDir,
 		RLSFromXDS: cfg.ConfigType == config.ConfigXDS,
-		Options:    rules.Options{KeyPrefix: cfg.RedisKeyPrefix},
+		Options:    rules.Options{KeyPrefix: cfg.RedisKeyPrefix, CaseSensitiveUserIDs: cfg.CaseSensitiveUserIDs},
 		Apply:      w.svc.SetRules,
 		Connect:    ruleStore(cfg),
 		Changes:    redisfleet.NewRuleChanges(w.rdb, cfg.RedisKeyPrefix),
@@ -275,6 +275,7 @@ func (w *wiring) adminConfig(clients clientaddr.Resolver) adminapi.Config {
 		BanPublisher: w.banPublisher,
 		Bans:         w.bans,
 		BanGrouping:  func() int { return w.svc.Rules().Detection().IPv6Prefix },
+		UserKey:      func(id string) string { return w.svc.Rules().UserKey(id) },
 		Instances:    liveInstances(w.heartbeats),
 		Instance:     w.cfg.Instance,
 		Log:          w.log,
@@ -413,5 +414,6 @@ func (w *wiring) announce() {
 		zap.Bool("tls", cfg.TLS != nil), zap.Bool("client_certificates", cfg.TLSFiles.ClientCAFile != ""),
 		zap.Bool("api_tokens", len(cfg.APITokens) > 0), zap.Int("rules", len(view.Rules)),
 		zap.String("rules_version", view.Version), zap.String("redis", w.redisCfg.Target()),
-		zap.Strings("kafka", cfg.KafkaBrokers), zap.String("instance", cfg.Instance))
+		zap.Strings("kafka", cfg.KafkaBrokers), zap.String("instance", cfg.Instance),
+		zap.Bool("user_ids_case_sensitive", cfg.CaseSensitiveUserIDs))
 }

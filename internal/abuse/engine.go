@@ -22,6 +22,11 @@ type Config struct {
 	// Exempt reports offenders that are never banned (the service wires it
 	// to rules.Set.Exempt); their events are skipped. Nil: none.
 	Exempt func(*event.Decision) bool
+	// UserKey returns the key of a user id, the subject of the user as an
+	// offender (the service wires it to rules.Set.UserKey, as the limiters'
+	// ban lookups): every spelling of one account is one offender. Nil: the
+	// id as sent.
+	UserKey func(string) string
 	// Now is the detector's own clock, which bounds event time (see
 	// Process). Nil: time.Now.
 	Now func() time.Time
@@ -46,11 +51,12 @@ type Stats struct {
 	Future int
 	Ahead  map[string]time.Duration
 	// Failures counts the outcomes (OutcomeEngine only) whose status is a
-	// failure of some scenario and that were tallied; Successes those that
-	// show an account's owner (account_attack's success statuses), recorded;
-	// Spared the sources an account attack did not ban because they
-	// succeeded on the account.
-	Failures, Successes, Spared int
+	// failure of some scenario and that were tallied; HeldAccounts those of
+	// them on a banned or exempt account, tallied for their source only;
+	// Successes those that show an account's owner (account_attack's
+	// success statuses), recorded; Spared the sources an account attack did
+	// not ban because they succeeded on the account.
+	Failures, HeldAccounts, Successes, Spared int
 	// Warnings and Bans count the outcomes to publish, by reason.
 	Warnings, Bans map[string]int
 }
@@ -78,6 +84,7 @@ type Engine struct {
 	l        Ledger
 	pub      Publisher
 	parts    *partitions[int]
+	userKey  func(string) string
 }
 
 // NewEngine returns an engine keeping its windows in w and its bans in l,
@@ -89,6 +96,7 @@ func NewEngine(cfg Config, w Windows, l Ledger, pub Publisher) *Engine {
 	if e.now == nil {
 		e.now = time.Now
 	}
+	e.userKey = keyOfUser(cfg.UserKey)
 	var windows []time.Duration
 	var maxV int64
 	if det.Warn != nil {
@@ -132,6 +140,14 @@ func NewEngine(cfg Config, w Windows, l Ledger, pub Publisher) *Engine {
 		e.spec.ScanThreshold = s.DistinctEndpoints
 	}
 	return e
+}
+
+// keyOfUser returns userKey, or the identity for nil.
+func keyOfUser(userKey func(string) string) func(string) string {
+	if userKey == nil {
+		return func(id string) string { return id }
+	}
+	return userKey
 }
 
 // Spec returns the windows the engine asks Windows to tally.
@@ -195,7 +211,7 @@ func (e *Engine) Process(ctx context.Context, in []Input) ([]Outcome, Stats, err
 		}
 		if ev.UserID != "" {
 			sightings = append(sightings, Sighting{
-				Offender: Offender{Scope: event.ScopeUser, Subject: ev.UserID},
+				Offender: Offender{Scope: event.ScopeUser, Subject: e.userKey(ev.UserID)},
 				EventID:  ev.EventID, TS: at, Endpoint: ev.Endpoint, Violation: violation,
 			})
 			events = append(events, ev)

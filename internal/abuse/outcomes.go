@@ -23,9 +23,19 @@ type OutcomeConfig struct {
 	// Detection holds the scenarios; NewOutcomeEngine fills what is left
 	// out (rules.Detection.WithDefaults).
 	Detection rules.Detection
-	// Exempt reports clients that are never banned (the service wires it
-	// to rules.Set.Exempt); their outcomes are skipped. Nil: none.
+	// Exempt reports outcomes exempt whoever their user, by address or
+	// endpoint (the service wires it to rules.Set.ExemptRequest): they are
+	// skipped. Nil: none.
 	Exempt func(*event.Outcome) bool
+	// ExemptUser reports exempt accounts, by tier or user id (the service
+	// wires it to rules.Set.ExemptUser): their outcomes count for their
+	// source, never for the account. Nil: none.
+	ExemptUser func(*event.Outcome) bool
+	// UserKey returns the key of a user id (the service wires it to
+	// rules.Set.UserKey): every spelling of one account is one account,
+	// for account_attack and the distinct users of credential_stuffing.
+	// Nil: the id as sent.
+	UserKey func(string) string
 	// Now is the detector's own clock, which bounds event time. Nil:
 	// time.Now.
 	Now func() time.Time
@@ -72,6 +82,9 @@ type OutcomeEngine struct {
 	pub     Publisher
 
 	parts *partitions[topicPartition]
+
+	exemptUser func(*event.Outcome) bool
+	userKey    func(string) string
 }
 
 // outcomeScenario is one enabled scenario, compiled.
@@ -97,11 +110,12 @@ type outcomeScenario struct {
 // an error.
 func NewOutcomeEngine(cfg OutcomeConfig, d Distinct, l Ledger, pub Publisher) (*OutcomeEngine, error) {
 	det := cfg.Detection.WithDefaults()
-	e := &OutcomeEngine{det: det, exempt: cfg.Exempt, now: cfg.Now, skew: det.MaxClockSkew.Std(), grace: det.Grace.Std(),
+	e := &OutcomeEngine{det: det, exempt: cfg.Exempt, exemptUser: cfg.ExemptUser, now: cfg.Now, skew: det.MaxClockSkew.Std(), grace: det.Grace.Std(),
 		d: d, l: l, pub: pub, parts: newPartitions[topicPartition]()}
 	if e.now == nil {
 		e.now = time.Now
 	}
+	e.userKey = keyOfUser(cfg.UserKey)
 	add := func(reason string, threshold int64, s *rules.OutcomeScenario, lock time.Duration) error {
 		if !s.On() {
 			return nil
@@ -180,8 +194,11 @@ type outcomeAdd struct {
 // settles the bans and warnings they trigger; it returns what it published
 // (each ban id once), in order. An outcome counts when its status is a
 // failure of a scenario (and its endpoint matches the scenario's
-// endpoints); it is skipped when Banned (bans never feed bans), when its
-// client is exempt or when it has no client address (0.0.0.0, ::), and
+// endpoints); it is skipped when Banned (its source was: bans never feed
+// bans), when it is exempt whoever its user (Exempt) or when it has no
+// client address (0.0.0.0, ::); one on a banned (UserBanned) or exempt
+// account counts for its source but not for the account (account_attack,
+// the account's own scenario, skips it); and it is
 // ignored as late when older than the newest outcome seen on its partition
 // by more than the grace. An outcome with a success status of the account
 // attack (on its endpoints, with a user id) is recorded as its source's
@@ -200,7 +217,7 @@ func (e *OutcomeEngine) Process(ctx context.Context, in []OutcomeInput) ([]Outco
 	for i := range in {
 		ev := &in[i].Outcome
 		at, late := clock.at(topicPartition{in[i].Topic, in[i].Partition}, ev.TS, ev.Instance)
-		if !late && e.owners.succeeded(ev) && owners.record(&adds, &refs, e.owners, ev, at, e.det.IPv6Prefix) {
+		if !late && e.owners.succeeded(ev) && owners.record(&adds, &refs, e.owners, ev, e.userKey(ev.UserID), at, e.det.IPv6Prefix) {
 			st.Successes++
 		}
 		if ev.Status < 0 || ev.Status > event.MaxStatus || !e.failure[ev.Status] {
@@ -215,7 +232,13 @@ func (e *OutcomeEngine) Process(ctx context.Context, in []OutcomeInput) ([]Outco
 			continue
 		}
 		st.Failures++
-		source := rules.IPSubjectOf(ev.IP, e.det.IPv6Prefix)
+		// A locked or exempt account stops its own scenario only: the
+		// sources that fail on it are still counted.
+		accountHeld := ev.UserID != "" && (ev.UserBanned || (e.exemptUser != nil && e.exemptUser(ev)))
+		if accountHeld {
+			st.HeldAccounts++
+		}
+		source, account := rules.IPSubjectOf(ev.IP, e.det.IPv6Prefix), e.userKey(ev.UserID)
 		for _, sc := range e.scenarios {
 			if !sc.statuses[ev.Status] || !sc.endpoints.Match(ev.Endpoint) {
 				continue
@@ -224,11 +247,14 @@ func (e *OutcomeEngine) Process(ctx context.Context, in []OutcomeInput) ([]Outco
 			var member, group string
 			switch sc.reason {
 			case ReasonCredentialStuffing:
-				member = ev.UserID
+				member = account
 			case ReasonBruteForce:
 				member = ev.EventID // a redelivered outcome counts once
 			case ReasonAccountAttack:
-				set.Offender = Offender{Scope: event.ScopeUser, Subject: ev.UserID}
+				if accountHeld {
+					continue
+				}
+				set.Offender = Offender{Scope: event.ScopeUser, Subject: account}
 				member, group = source, rules.IPNetwork(ev.IP, sc.ipv4, sc.ipv6)
 			case ReasonProbing:
 				member = ev.Endpoint
@@ -310,7 +336,7 @@ func (e *OutcomeEngine) claims(r *outcomeAdd, c *DistinctCount, now time.Time) (
 		return []Claim{ban(event.ScopeIP, r.source, sc.duration, event.Evidence{SampleEndpoints: clipSamples(c.Members)})}, 0
 	}
 	// Account attack: the set is the account's sources, counted by network.
-	account := r.ev.UserID
+	account := e.userKey(r.ev.UserID)
 	onAccount := event.Evidence{SampleUsers: clipSamples([]string{account})}
 	if !c.Crossed {
 		if c.Trusted {
@@ -349,11 +375,11 @@ type ownerSuccesses map[ownerSuccess]int // the index of its add
 
 type ownerSuccess struct{ account, source string }
 
-// record appends the add that trusts ev's source on its account (sc's set)
-// to adds, with its ref, or moves the one of the batch forward to ev's
-// time. It reports whether it appended one.
-func (o *ownerSuccesses) record(adds *[]DistinctAdd, refs *[]outcomeAdd, sc *outcomeScenario, ev *event.Outcome, at time.Time, ipv6 int) bool {
-	k := ownerSuccess{ev.UserID, rules.IPSubjectOf(ev.IP, ipv6)}
+// record appends the add that trusts ev's source on account, the key of
+// its user id (sc's set), to adds, with its ref, or moves the one of the
+// batch forward to ev's time. It reports whether it appended one.
+func (o *ownerSuccesses) record(adds *[]DistinctAdd, refs *[]outcomeAdd, sc *outcomeScenario, ev *event.Outcome, account string, at time.Time, ipv6 int) bool {
+	k := ownerSuccess{account, rules.IPSubjectOf(ev.IP, ipv6)}
 	if i, ok := (*o)[k]; ok {
 		if at.After((*adds)[i].TS) {
 			(*adds)[i].TS = at

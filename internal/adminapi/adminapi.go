@@ -42,6 +42,10 @@ type Config struct {
 	// BanGrouping is the IPv6 grouping of ban subjects, the rules file's
 	// detection.ipv6_prefix, read at each call; nil: the default, 64.
 	BanGrouping func() int
+	// UserKey is the key of a user id, the subject of a user ban: the
+	// rule set's (rules.Set.UserKey), which the limiters' lookups and the
+	// detector use too; nil: the id as sent.
+	UserKey func(string) string
 	// Rules, when set, serves the dynamic rules; Instances lists the live
 	// limiters with their rule-set versions; Instance names this one in the
 	// audit trail.

@@ -73,6 +73,9 @@ func (h *handler) addBan(w http.ResponseWriter, r *http.Request) {
 		h.inputError(w, err)
 		return
 	}
+	if req.Scope == event.ScopeUser {
+		subject = h.userKey(subject) // every spelling of the account
+	}
 	who, err := actor(r)
 	if err != nil {
 		h.inputError(w, err)
@@ -145,13 +148,20 @@ func (h *handler) keptBan(w http.ResponseWriter, r *http.Request, who string, cu
 // IPv6 address lifts the ban of its group, or else a ban of the address
 // itself (issued with ipv6_prefix 128, or before grouping existed); an
 // IPv6 prefix of any length lifts the ban of that prefix, so every ban the
-// list shows can be lifted after detection.ipv6_prefix changed.
+// list shows can be lifted after detection.ipv6_prefix changed. A user id
+// lifts the ban of its key (any spelling of the account), or else a ban of
+// that exact spelling (issued with case-sensitive user ids).
 func (h *handler) removeBan(w http.ResponseWriter, r *http.Request) {
 	scope := r.PathValue("scope")
 	subjects, err := unbanSubjects(scope, r.PathValue("subject"), h.ipv6Prefix())
 	if err != nil {
 		h.inputError(w, err)
 		return
+	}
+	if scope == event.ScopeUser {
+		if key := h.userKey(subjects[0]); key != subjects[0] {
+			subjects = []string{key, subjects[0]}
+		}
 	}
 	who, err := actor(r)
 	if err != nil {
@@ -195,6 +205,14 @@ func (h *handler) ipv6Prefix() int {
 		return rules.DefaultIPv6Prefix
 	}
 	return h.cfg.BanGrouping()
+}
+
+// userKey is the key of a user id, the subject of its ban (Config.UserKey).
+func (h *handler) userKey(id string) string {
+	if h.cfg.UserKey == nil {
+		return id
+	}
+	return h.cfg.UserKey(id)
 }
 
 // banSubject validates the scope and subject of a new ban. IP subjects are

@@ -27,6 +27,10 @@ type Common struct {
 	LogLevel            string
 	LogFormat           string
 	ShutdownTimeout     time.Duration
+
+	// CaseSensitiveUserIDs keys user ids exactly as sent
+	// (rules.Options.CaseSensitiveUserIDs).
+	CaseSensitiveUserIDs bool
 }
 
 // redisTopology checks that at most one of cluster and Sentinel is chosen,

@@ -72,3 +72,24 @@ func TestInstanceIDBound(t *testing.T) {
 		t.Fatalf("257 bytes: error %v, want one naming INSTANCE_ID", err)
 	}
 }
+
+// The limiter and the detector both read USER_IDS_CASE_SENSITIVE: off by
+// default (user ids folded), and a bad value names the variable.
+func TestCaseSensitiveUserIDs(t *testing.T) {
+	l, err := LoadLimiter(mapEnv(nil))
+	if err != nil || l.CaseSensitiveUserIDs {
+		t.Fatalf("limiter default: %v %v", l.CaseSensitiveUserIDs, err)
+	}
+	l, err = LoadLimiter(mapEnv(map[string]string{"USER_IDS_CASE_SENSITIVE": "true"}))
+	if err != nil || !l.CaseSensitiveUserIDs {
+		t.Fatalf("limiter: %v %v", l.CaseSensitiveUserIDs, err)
+	}
+	d, err := LoadDetector(mapEnv(map[string]string{"USER_IDS_CASE_SENSITIVE": "true"}))
+	if err != nil || !d.CaseSensitiveUserIDs {
+		t.Fatalf("detector: %v %v", d.CaseSensitiveUserIDs, err)
+	}
+	if _, err := LoadDetector(mapEnv(map[string]string{"USER_IDS_CASE_SENSITIVE": "sometimes"})); err == nil ||
+		!strings.Contains(err.Error(), "USER_IDS_CASE_SENSITIVE") {
+		t.Fatalf("bad value: %v", err)
+	}
+}

@@ -81,6 +81,12 @@ var serviceVars = []Var{
 	{Name: "RULES_FILE", Default: "deploy/rules.example.yaml", Readers: redisUsers,
 		Meaning: "the rules file (the detector reads its `detection:` and `exempt:` sections)",
 		load:    bind(inCommon(func(c *Common) *string { return &c.RulesFile }), text)},
+	{Name: "USER_IDS_CASE_SENSITIVE", Default: "false", Readers: redisUsers,
+		Meaning: "`true`: user ids are compared exactly as sent, for systems whose ids are case-sensitive; by default every " +
+			"spelling of one id (case, Unicode compatibility forms: `Dave`, `dave`, `ｄａｖｅ`) is one account in rules keyed by " +
+			"`user_id`, user bans, exemptions and detection. The limiters' and the detector's must be the same " +
+			"(see [User ids](rules.md#user-ids-one-account-however-spelled))",
+		load: bind(inCommon(func(c *Common) *bool { return &c.CaseSensitiveUserIDs }), boolean)},
 	{Name: "DATABASE_URL", Default: DefaultDatabaseURL, Readers: []Process{LimiterProcess, ArchiverProcess},
 		Meaning: "Postgres: the limiter's dynamic rules, the archiver's tables for analysts; created with its schema if missing",
 		load: bind(either(inLimiter(func(c *Limiter) *string { return &c.DatabaseURL }),

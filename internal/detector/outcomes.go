@@ -69,12 +69,13 @@ func NewOutcomes(engine *abuse.OutcomeEngine, decode OutcomeDecoder, log *zap.Lo
 }
 
 // CheckBans makes the service look up, before detection, whether the
-// failure outcomes read from topic had their subject banned at their time:
-// mark sets Outcome.Banned on those that had, in one round trip for the
-// batch. It is for sources that cannot say so themselves: a gateway's
-// access log records the ban's own refusals (403) as failures, which would
-// otherwise feed a new ban as soon as the first lapsed. An error of mark
-// fails the batch, which is delivered again.
+// failure outcomes read from topic had their client address or their user
+// banned at their time: mark sets Outcome.Banned or Outcome.UserBanned on
+// those that had, in one round trip for the batch. It is for sources that
+// cannot say so themselves: a gateway's access log records the ban's own
+// refusals (403) as failures, which would otherwise feed a new ban as soon
+// as the first lapsed. An error of mark fails the batch, which is
+// delivered again.
 func (s *OutcomeService) CheckBans(topic string, mark func(ctx context.Context, outs []*event.Outcome) error) {
 	s.banTopic, s.markBans = topic, mark
 }
@@ -120,15 +121,15 @@ func (s *OutcomeService) handle(ctx context.Context, msgs []event.Message) error
 	return nil
 }
 
-// checkBans marks the failures of the ban-checked topic whose subject was
-// banned (see CheckBans).
+// checkBans marks the failures of the ban-checked topic whose address or
+// user was banned (see CheckBans).
 func (s *OutcomeService) checkBans(ctx context.Context, in []abuse.OutcomeInput) error {
 	if s.markBans == nil {
 		return nil
 	}
 	var check []*event.Outcome
 	for i := range in {
-		if o := &in[i].Outcome; in[i].Topic == s.banTopic && o.Status >= 400 && !o.Banned {
+		if o := &in[i].Outcome; in[i].Topic == s.banTopic && o.Status >= 400 && !o.Banned && !o.UserBanned {
 			check = append(check, o)
 		}
 	}
@@ -155,6 +156,7 @@ type outcomeMetrics struct {
 	lag                                                                  *prometheus.GaugeVec
 	// Account attack's owner recognition.
 	successes, spared prometheus.Counter
+	heldAccounts      prometheus.Counter
 }
 
 func newOutcomeMetrics(reg prometheus.Registerer) *outcomeMetrics {
@@ -186,6 +188,8 @@ func newOutcomeMetrics(reg prometheus.Registerer) *outcomeMetrics {
 			"Outcomes with a success status of account_attack, recorded to recognize an account's owner (one per user, source and batch)."),
 		spared: counter("rate_limit_detector_outcome_spared_total",
 			"Sources account_attack did not ban because they succeeded on the account within its window (its owner's)."),
+		heldAccounts: counter("rate_limit_detector_held_account_outcomes_total",
+			"Failure outcomes on a banned (locked) or exempt account, tallied for their source but not for the account."),
 	}
 }
 
@@ -194,6 +198,7 @@ func (m *outcomeMetrics) observe(s abuse.Stats, took time.Duration) {
 	m.failuresSeen.Add(float64(s.Failures))
 	m.late.Add(float64(s.Late))
 	m.skipped.Add(float64(s.Skipped))
+	m.heldAccounts.Add(float64(s.HeldAccounts))
 	m.future.Add(float64(s.Future))
 	for reason, n := range s.Bans {
 		m.bans.WithLabelValues(reason).Add(float64(n))

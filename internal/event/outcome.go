@@ -26,10 +26,14 @@ type Outcome struct {
 	Status int `json:"status"`
 	// Cost is the units the request used (1 when the report gave none).
 	Cost int64 `json:"cost"`
-	// Banned is true when the client IP or the user was banned when the
+	// Banned is true when the client IP (the source) was banned when the
 	// report arrived: the failure is most likely the ban's own refusal,
 	// and bans never feed new bans (the detector skips such outcomes).
 	Banned bool `json:"banned"`
+	// UserBanned is true when the user was banned (a locked account) when
+	// the report arrived: the account's own budgets and scenario stop, and
+	// the failure still counts against its source.
+	UserBanned bool `json:"user_banned"`
 }
 
 // The HTTP statuses an outcome may carry.
@@ -63,6 +67,8 @@ func (o *Outcome) AppendJSON(dst []byte) []byte {
 	dst = strconv.AppendInt(dst, o.Cost, 10)
 	dst = append(dst, `,"banned":`...)
 	dst = strconv.AppendBool(dst, o.Banned)
+	dst = append(dst, `,"user_banned":`...)
+	dst = strconv.AppendBool(dst, o.UserBanned)
 	return append(dst, '}')
 }
 

@@ -14,7 +14,17 @@ func sampleOutcome() Outcome {
 	return Outcome{
 		EventID: "0b7e6f0c-5d1e-4a51-9e1c-2f5f6a3b9c02", TS: time.Date(2026, 11, 21, 10, 30, 0, 123456000, time.UTC),
 		Instance: "limiter-1", UserID: "alice", IP: "203.0.113.7", Endpoint: "/api/login", Method: "POST",
-		Tier: "BASIC", Status: 401, Cost: 1, Banned: true,
+		Tier: "BASIC", Status: 401, Cost: 1, Banned: true, UserBanned: true,
+	}
+}
+
+// An outcome of a limiter that predates user_banned decodes with it false.
+func TestDecodeOutcomeWithoutUserBanned(t *testing.T) {
+	o := sampleOutcome()
+	enc := strings.Replace(string(o.AppendJSON(nil)), `,"user_banned":true`, "", 1)
+	got, err := DecodeOutcome([]byte(enc))
+	if err != nil || got.UserBanned || !got.Banned {
+		t.Fatalf("decoded %+v (%v) from %s, want banned and not user_banned", got, err, enc)
 	}
 }
 

@@ -101,11 +101,12 @@ func (h *handler) fastCheck(ctx *fasthttp.RequestCtx) {
 	fastJSON(ctx, http.StatusOK, appendDecision(buf[:0], d))
 }
 
-// batch is what one POST /v1/check/batch reuses from the last.
+// batch is what one POST /v1/check/batch or /v1/report/batch reuses from
+// the last.
 type batch struct {
-	reqs   []rules.Request
-	checks limiter.Batch
-	answer []byte
+	reqs    []rules.Request
+	decided limiter.Batch
+	answer  []byte
 }
 
 // fastBatch answers POST /v1/check/batch: the decisions of every check in
@@ -122,8 +123,8 @@ func (h *handler) fastBatch(ctx *fasthttp.RequestCtx) {
 		h.fastInputError(ctx, err)
 		return
 	}
-	h.svc.CheckBatch(ctx, b.reqs, &b.checks)
-	b.answer = appendBatch(b.answer[:0], b.checks.Decisions)
+	h.svc.CheckBatch(ctx, b.reqs, &b.decided)
+	b.answer = appendBatch(b.answer[:0], b.decided.Decisions)
 	fastJSON(ctx, http.StatusOK, b.answer)
 }
 

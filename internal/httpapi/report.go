@@ -11,7 +11,6 @@ import (
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/jsonwire"
 	"github.com/ratewarden/ratewarden/internal/limiter"
-	"github.com/ratewarden/ratewarden/internal/rules"
 )
 
 // The outcome report API: one report, several.
@@ -19,13 +18,6 @@ const (
 	reportPath      = "/v1/report"
 	reportBatchPath = "/v1/report/batch"
 )
-
-// report is one decoded outcome report: its subject and cost as a request,
-// and the status its client got.
-type report struct {
-	req    rules.Request
-	status int
-}
 
 // reportBody is the JSON body of POST /v1/report: a check's fields and the
 // status; cost, when given, may be 0 (nothing used).
@@ -59,10 +51,10 @@ func parseReport(p *jsonwire.Parser, body *reportBody) error {
 }
 
 // decodeReport validates data, the body of POST /v1/report.
-func decodeReport(data []byte) (report, error) {
+func decodeReport(data []byte) (limiter.Report, error) {
 	p := jsonwire.New(data)
 	if p.AtEnd() {
-		return report{}, jsonwire.BadRequest("invalid JSON: empty body")
+		return limiter.Report{}, jsonwire.BadRequest("invalid JSON: empty body")
 	}
 	var body reportBody
 	err := parseReport(&p, &body)
@@ -72,9 +64,9 @@ func decodeReport(data []byte) (report, error) {
 	var in *jsonwire.InputError
 	switch {
 	case errors.As(err, &in):
-		return report{}, in
+		return limiter.Report{}, in
 	case err != nil:
-		return report{}, jsonwire.BadRequest("invalid JSON: %v", err)
+		return limiter.Report{}, jsonwire.BadRequest("invalid JSON: %v", err)
 	}
 	return validateReport(&body)
 }
@@ -82,12 +74,12 @@ func decodeReport(data []byte) (report, error) {
 // decodeReportBatch validates data, the body of POST /v1/report/batch,
 // {"reports": [report, ...]}: 1 to maxBatch reports, each as decodeReport
 // wants it; an invalid one refuses the batch, naming its index.
-func decodeReportBatch(data []byte) ([]report, error) {
+func decodeReportBatch(data []byte) ([]limiter.Report, error) {
 	p := jsonwire.New(data)
 	if p.AtEnd() {
 		return nil, jsonwire.BadRequest("invalid JSON: empty body")
 	}
-	var out []report
+	var out []limiter.Report
 	seen := false
 	err := p.Object(func(field string) error {
 		switch {
@@ -131,12 +123,12 @@ func decodeReportBatch(data []byte) ([]report, error) {
 // validateReport validates and normalizes one report's body: the subject as
 // a check's, the status an HTTP status, the cost 0 to maxCost (1 when not
 // given).
-func validateReport(body *reportBody) (report, error) {
+func validateReport(body *reportBody) (limiter.Report, error) {
 	if body.Status < event.MinStatus || body.Status > event.MaxStatus {
-		return report{}, jsonwire.BadRequest("status: must be an HTTP status, %d to %d", event.MinStatus, event.MaxStatus)
+		return limiter.Report{}, jsonwire.BadRequest("status: must be an HTTP status, %d to %d", event.MinStatus, event.MaxStatus)
 	}
 	if body.Cost < 0 || body.Cost > maxCost {
-		return report{}, jsonwire.BadRequest("cost: must be between 0 and %d", maxCost)
+		return limiter.Report{}, jsonwire.BadRequest("cost: must be between 0 and %d", maxCost)
 	}
 	cost := body.Cost
 	if !body.hasCost {
@@ -145,10 +137,10 @@ func validateReport(body *reportBody) (report, error) {
 	body.Cost = 1 // validateCheck's bounds; the report's own cost is set below
 	req, err := validateCheck(&body.checkBody)
 	if err != nil {
-		return report{}, err
+		return limiter.Report{}, err
 	}
 	req.Cost = cost
-	return report{req: req, status: int(body.Status)}, nil
+	return limiter.Report{Request: req, Status: int(body.Status)}, nil
 }
 
 // fastReport answers POST /v1/report: 200 with what the report debited, 400
@@ -161,31 +153,31 @@ func (h *handler) fastReport(ctx *fasthttp.RequestCtx) {
 	}
 	d := h.decisions.Get().(*limiter.Decision)
 	defer h.decisions.Put(d)
-	h.svc.Report(ctx, &r.req, r.status, d)
+	h.svc.Report(ctx, &r.Request, r.Status, d)
 	var buf [256]byte
 	b := appendReport(append(buf[:0], '{'), d)
 	fastJSON(ctx, http.StatusOK, append(b, "}\n"...))
 }
 
 // fastReportBatch answers POST /v1/report/batch: each report's answer, in
-// order.
+// order, debited together (limiter.Service.ReportBatch).
 func (h *handler) fastReportBatch(ctx *fasthttp.RequestCtx) {
 	reports, err := decodeReportBatch(ctx.PostBody())
 	if err != nil {
 		h.fastInputError(ctx, err)
 		return
 	}
-	d := h.decisions.Get().(*limiter.Decision)
-	defer h.decisions.Put(d)
-	b := append(make([]byte, 0, 128*len(reports)), `{"reports":[`...)
-	for i := range reports {
+	b := h.batches.Get().(*batch)
+	defer h.batches.Put(b)
+	h.svc.ReportBatch(ctx, reports, &b.decided)
+	b.answer = append(b.answer[:0], `{"reports":[`...)
+	for i := range b.decided.Decisions {
 		if i > 0 {
-			b = append(b, ',')
+			b.answer = append(b.answer, ',')
 		}
-		h.svc.Report(ctx, &reports[i].req, reports[i].status, d)
-		b = append(appendReport(append(b, '{'), d), '}')
+		b.answer = append(appendReport(append(b.answer, '{'), &b.decided.Decisions[i]), '}')
 	}
-	fastJSON(ctx, http.StatusOK, append(b, "]}\n"...))
+	fastJSON(ctx, http.StatusOK, append(b.answer, "]}\n"...))
 }
 
 // appendReport appends the fields of a report's answer (docs/api.md "POST

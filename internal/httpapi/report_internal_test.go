@@ -7,6 +7,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/jsonwire"
+	"github.com/ratewarden/ratewarden/internal/limiter"
 )
 
 // Whatever POST /v1/report and its batch accept is a report within the
@@ -19,14 +20,14 @@ func FuzzDecodeReport(f *testing.F) {
 	f.Add([]byte(`{"reports":[{"ip":"1.2.3.4","endpoint":"/","status":404,"cost":null}]}`))
 	f.Add([]byte(`{"status":"401"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		check := func(r report) {
-			o := event.Outcome{EventID: "e", TS: time.Now(), Instance: "i", UserID: r.req.UserID, IP: r.req.IP, Endpoint: r.req.Endpoint,
-				Method: r.req.Method, Tier: r.req.Tier, Status: r.status, Cost: r.req.Cost}
+		check := func(r limiter.Report) {
+			o := event.Outcome{EventID: "e", TS: time.Now(), Instance: "i", UserID: r.Request.UserID, IP: r.Request.IP, Endpoint: r.Request.Endpoint,
+				Method: r.Request.Method, Tier: r.Request.Tier, Status: r.Status, Cost: r.Request.Cost}
 			if err := o.Validate(); err != nil {
 				t.Fatalf("accepted %q into an invalid outcome: %v", data, err)
 			}
-			if r.req.Cost > maxCost {
-				t.Fatalf("cost %d", r.req.Cost)
+			if r.Request.Cost > maxCost {
+				t.Fatalf("cost %d", r.Request.Cost)
 			}
 			if _, err := event.DecodeOutcome(o.AppendJSON(nil)); err != nil {
 				t.Fatalf("its event does not decode: %v", err)

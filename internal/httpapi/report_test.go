@@ -1,15 +1,19 @@
 package httpapi_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/ratewarden/ratewarden/internal/decide"
 	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/limiter"
 	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 )
 
@@ -228,5 +232,72 @@ func TestReportNeedsAToken(t *testing.T) {
 	}
 	if r := s.do(http.MethodGet, "/v1/report", "", map[string]string{"Authorization": "Bearer report-token-0123456789"}); r.Status != http.StatusMethodNotAllowed {
 		t.Fatalf("GET: %d, want 405", r.Status)
+	}
+}
+
+// countingDecider counts the submissions that reach the decider: one per
+// round trip the limiter asks for.
+type countingDecider struct {
+	limiter.Decider
+	submissions, calls atomic.Int64
+}
+
+func (c *countingDecider) Decide(ctx context.Context, calls []decide.Call) ([]decide.Result, error) {
+	c.submissions.Add(1)
+	c.calls.Add(int64(len(calls)))
+	return c.Decider.Decide(ctx, calls)
+}
+
+// A batch of reports is debited as a batch of checks is decided: all its
+// calls in one submission to the decider (one round trip per Redis node),
+// and its answers are those of the same reports sent one by one, in
+// order (15 users reported over and over: the sixth failure of each is
+// past the limit of 5).
+func TestReportBatchIsOneRoundTrip(t *testing.T) {
+	var batched, single *countingDecider
+	a := newStack(t, stackOptions{rules: reportRules, wrapDecider: func(d limiter.Decider) limiter.Decider {
+		batched = &countingDecider{Decider: d}
+		return batched
+	}})
+	rdb, _, broker := a.shared()
+	b := newStack(t, stackOptions{rules: reportRules, rdb: rdb, broker: broker, wrapDecider: func(d limiter.Decider) limiter.Decider {
+		single = &countingDecider{Decider: d}
+		return single
+	}})
+	const n = 100
+	reports := make([]string, n)
+	for i := range reports {
+		status := 401
+		if i%7 == 3 {
+			status = 200 // debits nothing
+		}
+		reports[i] = fmt.Sprintf(`{"ip":"203.0.113.%d","endpoint":"/api/login","method":"POST","user_id":"u-%d","status":%d}`, i%50, i%15, status)
+	}
+	resp, raw := a.send(http.MethodPost, "/v1/report/batch", `{"reports":[`+strings.Join(reports, ",")+`]}`, nil)
+	var got reportAnswer
+	if err := json.Unmarshal(raw, &got); resp.StatusCode != http.StatusOK || err != nil || len(got.Reports) != n {
+		t.Fatalf("batch answered %d %q (%v)", resp.StatusCode, raw, err)
+	}
+	if s, c := batched.submissions.Load(), batched.calls.Load(); s != 1 || c != n-n/7 {
+		t.Errorf("a batch of %d reports made %d submissions of %d calls to the decider, want 1 of %d", n, s, c, n-n/7)
+	}
+	for i, body := range reports {
+		_, want := b.report(body)
+		var one reportAnswer
+		if err := json.Unmarshal(got.Reports[i], &one); err != nil {
+			t.Fatal(err)
+		}
+		if len(one.Rules) != len(want.Rules) {
+			t.Fatalf("report %d: batched %+v, single %+v", i, one.Rules, want.Rules)
+		}
+		for j, r := range one.Rules {
+			w := want.Rules[j]
+			if r.RuleID != w.RuleID || r.Limit != w.Limit || r.Remaining != w.Remaining || r.Spent != w.Spent || one.Mode != want.Mode || one.EventID == "" {
+				t.Errorf("report %d rule %d: batched %+v, single %+v", i, j, r, w)
+			}
+		}
+	}
+	if s := single.submissions.Load(); s != n-n/7 {
+		t.Errorf("%d single reports that debit made %d submissions", n-n/7, s)
 	}
 }

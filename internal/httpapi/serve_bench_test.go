@@ -85,6 +85,62 @@ func BenchmarkServeBatch(b *testing.B) {
 	}
 }
 
+// BenchmarkServeReportBatch compares a batch of 100 outcome reports (POST
+// /v1/report/batch, a sliding-window rule spent by reports) with a batch of
+// 100 checks (POST /v1/check/batch, the same rule spent by checks), one
+// batch at a time over one connection: ns/op is the time to answer one
+// batch, roundtrips/op the coalescer's round trips it took.
+//
+//	go test -run '^$' -bench '^BenchmarkServeReportBatch$' -benchtime 2000x -count 3 ./internal/httpapi/
+func BenchmarkServeReportBatch(b *testing.B) {
+	const n = 100
+	rule := func(spentBy rules.SpentBy) rules.Rule {
+		return rules.Rule{ID: "per-ip", Algorithm: decide.SlidingWindow, Key: []string{"ip"}, SpentBy: spentBy,
+			Match: rules.Match{Endpoints: []string{"/api/**"}}, Limits: []rules.Limit{{Requests: 1_000_000, Per: rules.Duration(time.Second)}}}
+	}
+	for _, tc := range []struct {
+		name, path, field string
+		rule              rules.Rule
+		item              func(i int) string
+	}{
+		{"checks", "/v1/check/batch", "checks", rule(rules.SpentByCheck), benchCheck},
+		{"reports", "/v1/report/batch", "reports", rule(rules.SpentByReport), func(i int) string {
+			return strings.TrimSuffix(benchCheck(i), "}") + `,"status":401}`
+		}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			h, trips := benchHandlerFor(b, tc.rule)
+			addr := strings.TrimPrefix(serve(b, &ops.Listener{Fast: h}), "http://")
+			rc, err := dialRaw(addr)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = rc.conn.Close() })
+			for i := range 16 {
+				items := make([]string, n)
+				for j := range items {
+					items[j] = tc.item(i*n + j)
+				}
+				rc.reqs = append(rc.reqs, buildPost(tc.path, `{"`+tc.field+`":[`+strings.Join(items, ",")+`]}`))
+			}
+			for range 50 { // warm-up
+				if err := rc.roundTrip(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			trips.reset()
+			b.ResetTimer()
+			for range b.N {
+				if err := rc.roundTrip(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(trips.trips.Load())/float64(b.N), "roundtrips/op")
+		})
+	}
+}
+
 // benchCheck is the i-th check of the Serve benchmarks: one client IP each.
 func benchCheck(i int) string {
 	return `{"ip":"10.1.` + strconv.Itoa(i/256%256) + `.` + strconv.Itoa(i%256) + `","endpoint":"/api/books/17","method":"GET"}`
@@ -95,20 +151,27 @@ func benchCheck(i int) string {
 // coalescer (whose round trips and Redis CPU it counts), events to
 // benchPublisher.
 func benchHandler(b *testing.B, algorithm decide.Algorithm) (fasthttp.RequestHandler, *roundTrips) {
-	rdb := plainRedis(b)
-	trips := &roundTrips{redisPID: redisPID(b, rdb)}
-	set, err := rules.Compile(&rules.File{Rules: []rules.Rule{{
+	return benchHandlerFor(b, rules.Rule{
 		ID: "per-ip", Algorithm: algorithm, Key: []string{"ip"}, Match: rules.Match{Endpoints: []string{"/api/**"}},
 		Limits: []rules.Limit{{Requests: 1_000_000, Per: rules.Duration(time.Second)}},
-	}}}, rules.Options{KeyPrefix: redistest.Prefix(b, rdb)})
+	})
+}
+
+// benchHandlerFor is benchHandler with rule as the one rule, outcome
+// events to benchPublisher too.
+func benchHandlerFor(b *testing.B, rule rules.Rule) (fasthttp.RequestHandler, *roundTrips) {
+	rdb := plainRedis(b)
+	trips := &roundTrips{redisPID: redisPID(b, rdb)}
+	set, err := rules.Compile(&rules.File{Rules: []rules.Rule{rule}}, rules.Options{KeyPrefix: redistest.Prefix(b, rdb)})
 	if err != nil {
 		b.Fatal(err)
 	}
 	counter := redisstore.NewCoalescer(redisstore.New(rdb), redisstore.CoalesceConfig{Wait: redisstore.DefaultWait, OnFlush: trips.flushed})
 	b.Cleanup(counter.Close)
 	reg := prometheus.NewRegistry()
-	svc := limiter.New(limiter.Config{Instance: "bench", ClassifyError: redisstore.ClassifyError, Unreached: redisstore.Unreached, BreakerOpen: redisstore.BreakerOpen, OverLimitCacheSize: 100_000},
-		set, counter, benchPublisher(b, reg), zap.NewNop(), reg)
+	pub := benchPublisher(b, reg)
+	svc := limiter.New(limiter.Config{Instance: "bench", ClassifyError: redisstore.ClassifyError, Unreached: redisstore.Unreached, BreakerOpen: redisstore.BreakerOpen, OverLimitCacheSize: 100_000, Outcomes: pub},
+		set, counter, pub, zap.NewNop(), reg)
 	cfg := httpapi.Config{Service: svc, Log: zap.NewNop()}
 	return httpapi.NewFastHandler(cfg, ops.Beside(httpapi.NewHandler(cfg), ops.NewHandler(ops.Config{}))), trips
 }

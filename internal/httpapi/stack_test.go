@@ -61,7 +61,10 @@ type stackOptions struct {
 	queueSize int
 	// overLimitCache sizes the limiter's over-limit cache; 0: off.
 	overLimitCache int
-	configure      func(*stackConfig)
+	// wrapDecider, when set, wraps the decider the limiter decides with
+	// (the coalescer over the real Redis).
+	wrapDecider func(limiter.Decider) limiter.Decider
+	configure   func(*stackConfig)
 }
 
 // stackConfig is what a test may set of the limiter a stack builds: the
@@ -112,8 +115,12 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	// As in production: decisions share pipelines through the coalescer.
 	counter := redisstore.NewCoalescer(redisstore.New(o.rdb), redisstore.CoalesceConfig{Timeout: 5 * time.Second})
 	t.Cleanup(counter.Close)
+	var decider limiter.Decider = counter
+	if o.wrapDecider != nil {
+		decider = o.wrapDecider(decider)
+	}
 	svc := limiter.New(limiter.Config{Instance: "test", ClassifyError: redisstore.ClassifyError, Unreached: redisstore.Unreached, BreakerOpen: redisstore.BreakerOpen, OverLimitCacheSize: o.overLimitCache, Outcomes: outcomes},
-		set, counter, producer, log, reg)
+		set, decider, producer, log, reg)
 	cfg := stackConfig{Config: httpapi.Config{Service: svc, Log: log}}
 	if o.configure != nil {
 		o.configure(&cfg)
@@ -127,6 +134,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 		a.Gate = bearer.NewGate("admin", "ratewarden admin", []string{cfg.AdminToken}, log, reg)
 		a.Clients = cfg.Clients
 		a.BanGrouping = func() int { return cfg.Service.Rules().Detection().IPv6Prefix }
+		a.UserKey = func(id string) string { return cfg.Service.Rules().UserKey(id) }
 		rest = adminapi.Beside(rest, adminapi.New(a))
 	}
 	handler := httpapi.NewFastHandler(cfg.Config, ops.Beside(rest, ops.NewHandler(ops.Config{

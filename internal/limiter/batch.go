@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"time"
 
 	"github.com/ratewarden/ratewarden/internal/decide"
 	"github.com/ratewarden/ratewarden/internal/rules"
@@ -37,30 +38,40 @@ func (s *Service) CheckBatch(ctx context.Context, reqs []rules.Request, b *Batch
 			b.calls = append(b.calls, d.calls...)
 		}
 	}
-	if len(b.calls) != 0 {
-		// Not cancelled with the request, as in decide.
-		b.detached = detachedContext{parent: ctx}
-		b.results = append(b.results[:0], make([]decide.Result, len(b.calls))...)
-		results, err := s.decideCalls(&b.detached, b.calls, b.results)
-		b.detached = detachedContext{}
-		err = s.roundTrip(err)
-		off := 0
-		for i := range reqs {
-			d := &b.Decisions[i]
-			if n := len(d.calls); n != 0 {
-				var mine []decide.Result
-				if err == nil {
-					mine = results[off : off+n]
-				}
-				s.settle(d, mine, err, start)
-				off += n
-			}
-		}
-		clear(b.calls) // drop references to the requests' keys
-	}
+	s.decideBatch(ctx, b, start)
 	for i := range reqs {
 		s.complete(set, &reqs[i], &b.Decisions[i], start)
 	}
+}
+
+// decideBatch decides the calls that prepare left in b's decisions,
+// gathered in b.calls in the decisions' order, in one submission to the
+// Decider, and settles each decision that had some. If that round trip
+// fails, every decision that needed it falls back by its rules' failure
+// policies.
+func (s *Service) decideBatch(ctx context.Context, b *Batch, now time.Time) {
+	if len(b.calls) == 0 {
+		return
+	}
+	// Not cancelled with the request, as in decide.
+	b.detached = detachedContext{parent: ctx}
+	b.results = append(b.results[:0], make([]decide.Result, len(b.calls))...)
+	results, err := s.decideCalls(&b.detached, b.calls, b.results)
+	b.detached = detachedContext{}
+	err = s.roundTrip(err)
+	off := 0
+	for i := range b.Decisions {
+		d := &b.Decisions[i]
+		if n := len(d.calls); n != 0 {
+			var mine []decide.Result
+			if err == nil {
+				mine = results[off : off+n]
+			}
+			s.settle(d, mine, err, now)
+			off += n
+		}
+	}
+	clear(b.calls) // drop references to the requests' keys
 }
 
 // grow returns ds with length n, keeping the decisions (and their slices'

@@ -56,6 +56,8 @@ type Decision struct {
 	calls       []decide.Call   // what prepare left for Redis
 	callResults []decide.Result // the results of calls, for Deciders that write into it
 	cached      uint64          // bit i: Applied[i] answered without Redis
+	banned      bool            // a report's client IP was banned (Report), for its event
+	userBanned  bool            // a report's user was banned (Report), for its event
 	detached    detachedContext // the Decider's context while it decides calls
 
 	// The descriptors of a rate limit API decision's event, while it is

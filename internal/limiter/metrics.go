@@ -26,6 +26,8 @@ type metrics struct {
 	overLimitHits   prometheus.Counter
 	unknownOutcomes prometheus.Counter
 	reports         *prometheus.CounterVec
+	reportsSpared   *prometheus.CounterVec
+	unfoldedUserIDs prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -68,9 +70,20 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "rate_limit_reports_total",
 			Help: "Outcome reports (POST /v1/report) by the class of the status reported: 1xx to 5xx.",
 		}, []string{"status"}),
+		reportsSpared: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "rate_limit_reports_spared_total",
+			Help: "Outcome reports that spent less than the rules they match, by why: banned (their client IP; nothing), exempt (their address or endpoint; nothing), user_banned (a locked account) and user_exempt (only the rules not keyed by user_id).",
+		}, []string{"reason"}),
+		unfoldedUserIDs: f.NewCounter(prometheus.CounterOpts{
+			Name: "rate_limit_unfolded_user_ids_total",
+			Help: "Checks and reports whose user id was another spelling of its key (case, compatibility forms): limited and banned as its key.",
+		}),
 	}
 	for _, c := range []string{"1xx", "2xx", "3xx", "4xx", "5xx"} {
 		m.reports.WithLabelValues(c)
+	}
+	for _, r := range []string{sparedBanned, sparedExempt, sparedUserBanned, sparedUserExempt} {
+		m.reportsSpared.WithLabelValues(r)
 	}
 	return m
 }

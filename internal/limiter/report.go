@@ -2,10 +2,19 @@ package limiter
 
 import (
 	"context"
+	"time"
 
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/rules"
 )
+
+// Report is one outcome report of ReportBatch: the request it is about,
+// normalized as for Check (Cost is the units the request used), and the
+// status its client got.
+type Report struct {
+	Request rules.Request
+	Status  int
+}
 
 // Report records an outcome report: what happened after the response to
 // req (normalized as for Check; Cost is the units the request used), whose
@@ -15,32 +24,107 @@ import (
 // d.Results tell, rule by rule, what is left of each budget (Remaining 0:
 // spent, the rule's checks are refused until the window frees a unit).
 //
-// An exempt subject spends nothing; neither does a banned one, whose
-// failure is most likely the ban's own refusal (its event says banned, and
-// the detector does not count it). When Redis cannot be reached, the rules
+// What the subject is decides what the report may spend. A banned client
+// IP spends nothing: its failure is most likely the ban's own refusal (its
+// event says banned, and the detector does not count it); neither does an
+// exempt address or endpoint. A banned (locked) or exempt account spends
+// only the rules not keyed by user_id: its own budgets stop, while the
+// address that fails on it keeps paying for its failures (its event says
+// user_banned for a locked account, and the detector still counts it
+// against the address). When Redis cannot be reached, the rules
 // whose on_redis_failure is local are debited in memory and the others are
 // not debited; d.Results is then empty if any of them is deny.
 func (s *Service) Report(ctx context.Context, req *rules.Request, status int, d *Decision) {
 	start := s.cfg.Now()
+	if s.matchReport(s.rules.Load(), req, status, d, start) {
+		s.decide(ctx, d, start)
+	}
+	s.completeReport(req, status, d, start)
+}
+
+// ReportBatch records every report of reports as Report would, one after
+// the other, into b.Decisions (at the same index), except that the Redis
+// calls of all of them go in one submission to the Decider, as CheckBatch's
+// do: one round trip per Redis node for the batch.
+func (s *Service) ReportBatch(ctx context.Context, reports []Report, b *Batch) {
+	start := s.cfg.Now()
 	set := s.rules.Load()
+	b.Decisions = grow(b.Decisions, len(reports))
+	b.calls = b.calls[:0]
+	for i := range reports {
+		d := &b.Decisions[i]
+		if s.matchReport(set, &reports[i].Request, reports[i].Status, d, start) && s.prepare(d, start) {
+			b.calls = append(b.calls, d.calls...)
+		}
+	}
+	s.decideBatch(ctx, b, start)
+	for i := range reports {
+		s.completeReport(&reports[i].Request, reports[i].Status, &b.Decisions[i], start)
+	}
+}
+
+// matchReport resets d and puts in d.Applied the rules the report spends
+// (see Report); it reports whether there are any.
+func (s *Service) matchReport(set *ruleSet, req *rules.Request, status int, d *Decision, now time.Time) bool {
 	d.Reset()
 	d.Mode = s.Mode()
-	banned := s.banned(req, start, d)
+	s.keyUser(set, req)
+	if _, d.banned = s.addrBan(req, now); d.banned {
+		s.metrics.reportsSpared.WithLabelValues(sparedBanned).Inc()
+		return false
+	}
+	if set.ExemptRequest(req) {
+		s.metrics.reportsSpared.WithLabelValues(sparedExempt).Inc()
+		return false
+	}
+	_, d.userBanned = s.userBan(req, now)
+	d.Applied = set.MatchReport(req, status, now, d.Applied)
+	switch {
+	case req.UserID == "":
+	case d.userBanned:
+		d.Applied = withoutUserRules(d.Applied)
+		s.metrics.reportsSpared.WithLabelValues(sparedUserBanned).Inc()
+	case set.ExemptUser(req):
+		d.Applied = withoutUserRules(d.Applied)
+		s.metrics.reportsSpared.WithLabelValues(sparedUserExempt).Inc()
+	}
+	return len(d.Applied) > 0
+}
+
+// The reasons of rate_limit_reports_spared_total: why a report spent less
+// than the rules it matches.
+const (
+	sparedBanned     = "banned"      // its client IP: nothing
+	sparedExempt     = "exempt"      // its address or endpoint: nothing
+	sparedUserBanned = "user_banned" // its account (locked): the rules not keyed by user_id
+	sparedUserExempt = "user_exempt" // its account, by tier or id: the same
+)
+
+// withoutUserRules removes from applied, in place, the rules keyed by
+// user_id.
+func withoutUserRules(applied []rules.Applied) []rules.Applied {
+	kept := applied[:0]
+	for _, a := range applied {
+		if !a.Rule.KeyedByUser() {
+			kept = append(kept, a)
+		}
+	}
+	clear(applied[len(kept):]) // drop references to the removed rules' keys
+	return kept
+}
+
+// completeReport answers a debited d, gives it its event id and publishes
+// its outcome event.
+func (s *Service) completeReport(req *rules.Request, status int, d *Decision, start time.Time) {
+	// A report is never refused: a rule whose failure policy is deny has
+	// nothing to deny here, it just was not debited.
+	d.Unavailable = false
 	d.Allowed, d.Reason = true, event.ReasonOK
-	if !banned && !set.Exempt(req) {
-		d.Applied = set.MatchReport(req, status, start, d.Applied)
-	}
-	if len(d.Applied) > 0 {
-		s.decide(ctx, d, start)
-		// A report is never refused: a rule whose failure policy is deny
-		// has nothing to deny here, it just was not debited.
-		d.Unavailable = false
-		d.Allowed = true
-	}
 	d.EventID = s.cfg.NewEventID()
 	if s.cfg.Outcomes != nil {
 		o := event.Outcome{EventID: d.EventID, TS: start, Instance: s.cfg.Instance, UserID: req.UserID, IP: req.IP,
-			Endpoint: req.Endpoint, Method: req.Method, Tier: req.Tier, Status: status, Cost: req.Cost, Banned: banned}
+			Endpoint: req.Endpoint, Method: req.Method, Tier: req.Tier, Status: status, Cost: req.Cost, Banned: d.banned,
+			UserBanned: d.userBanned}
 		buf := append(make([]byte, 0, len(o.IP)+eventSize), o.IP...)
 		key := buf[:len(o.IP):len(o.IP)]
 		s.cfg.Outcomes.Publish(key, o.AppendJSON(buf[len(o.IP):]))

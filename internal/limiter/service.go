@@ -249,6 +249,7 @@ func (s *Service) Check(ctx context.Context, req *rules.Request, d *Decision) {
 func (s *Service) admit(set *ruleSet, req *rules.Request, d *Decision, mode Mode, now time.Time) bool {
 	d.Reset()
 	d.Mode = mode
+	s.keyUser(set, req)
 	switch {
 	case set.Exempt(req):
 		d.Allowed, d.Reason = true, event.ReasonExempt
@@ -273,21 +274,56 @@ func (s *Service) complete(set *ruleSet, req *rules.Request, d *Decision, start 
 	s.metrics.observe(d, set.tiers.label(req.Tier), s.cfg.Now().Sub(start))
 }
 
+// keyUser finds the key of req's user once for the request
+// (rules.Request.UserKey): rules, exemptions and bans know the account by
+// it.
+func (s *Service) keyUser(set *ruleSet, req *rules.Request) {
+	req.UserKey = ""
+	if req.UserID == "" {
+		return
+	}
+	req.UserKey = set.UserKey(req.UserID)
+	if req.UserKey != req.UserID {
+		s.metrics.unfoldedUserIDs.Inc()
+	}
+}
+
 // banned denies d when the client IP (for IPv6, any banned prefix holding
 // it) or the user is on the blacklist; it costs a few map lookups, no round
-// trip.
+// trip. req.UserKey must be set (keyUser).
 func (s *Service) banned(req *rules.Request, now time.Time, d *Decision) bool {
-	if s.cfg.Bans == nil {
-		return false
-	}
-	until, ok := s.cfg.Bans.BannedAddr(req.Addr, req.IP, now)
-	if !ok && req.UserID != "" {
-		until, ok = s.cfg.Bans.Banned(event.ScopeUser, req.UserID, now)
+	until, ok := s.addrBan(req, now)
+	if !ok {
+		until, ok = s.userBan(req, now)
 	}
 	if ok {
 		d.Allowed, d.Reason, d.RetryAfter, d.ResetAfter = false, event.ReasonBanned, until.Sub(now), until.Sub(now)
 	}
 	return ok
+}
+
+// addrBan returns until when the client IP (for IPv6, any banned prefix
+// holding it) is banned, if it is at now.
+func (s *Service) addrBan(req *rules.Request, now time.Time) (time.Time, bool) {
+	if s.cfg.Bans == nil {
+		return time.Time{}, false
+	}
+	return s.cfg.Bans.BannedAddr(req.Addr, req.IP, now)
+}
+
+// userBan returns until when the request's user is banned, if it is at
+// now: by a ban of its key (req.UserKey, set by keyUser: any spelling of
+// the account), or of the id exactly as sent, a subject written before
+// user ids were folded (or while they were not).
+func (s *Service) userBan(req *rules.Request, now time.Time) (time.Time, bool) {
+	if s.cfg.Bans == nil || req.UserID == "" {
+		return time.Time{}, false
+	}
+	until, ok := s.cfg.Bans.Banned(event.ScopeUser, req.UserKey, now)
+	if !ok && req.UserKey != req.UserID {
+		until, ok = s.cfg.Bans.Banned(event.ScopeUser, req.UserID, now)
+	}
+	return until, ok
 }
 
 // decide decides the applied rules: in Redis in redis mode, else (or when

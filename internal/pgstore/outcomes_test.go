@@ -40,16 +40,16 @@ func TestWriteOutcomesIdempotent(t *testing.T) {
 
 	// Every column arrives as written.
 	o := outcome(n+1, now)
-	o.UserID, o.IP, o.Method, o.Tier, o.Status, o.Cost, o.Banned = "", "2001:db8::1", "", "", 599, 1<<53-1, true
+	o.UserID, o.IP, o.Method, o.Tier, o.Status, o.Cost, o.Banned, o.UserBanned = "", "2001:db8::1", "", "", 599, 1<<53-1, true, true
 	if _, err := s.Write(ctx, archiver.Batch{Outcomes: []event.Outcome{o}}); err != nil {
 		t.Fatal(err)
 	}
 	var got event.Outcome
 	var userID *string
 	err := s.pool.QueryRow(ctx, `SELECT event_id::text, occurred_at, user_id, host(ip_address), endpoint, http_method,
-		user_tier, status, cost, banned, instance FROM outcomes WHERE event_id = $1`, o.EventID).Scan(
+		user_tier, status, cost, banned, instance, user_banned FROM outcomes WHERE event_id = $1`, o.EventID).Scan(
 		&got.EventID, &got.TS, &userID, &got.IP, &got.Endpoint, &got.Method, &got.Tier, &got.Status, &got.Cost,
-		&got.Banned, &got.Instance)
+		&got.Banned, &got.Instance, &got.UserBanned)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -134,7 +134,7 @@ func TestMigrate(t *testing.T) {
 			"bans": {"ban_id", "ts", "action", "scope", "subject", "reason", "count", "threshold", "window_s",
 				"duration_s", "expires_at", "source", "dry_run", "note", "evidence", "archived_at"},
 			"outcomes": {"event_id", "occurred_at", "user_id", "ip_address", "endpoint", "http_method", "user_tier",
-				"status", "cost", "banned", "instance", "archived_at"},
+				"status", "cost", "banned", "instance", "archived_at", "user_banned"},
 			"dead_letters":                   {"id", "topic", "partition", "offset", "raw", "error", "received_at"},
 			"top_offenders_1h":               {"ip_address", "violations", "distinct_endpoints", "first_seen", "last_seen"},
 			"violations_per_endpoint_hourly": {"hour", "endpoint", "rule_id", "violations"},

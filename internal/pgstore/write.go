@@ -269,13 +269,13 @@ func (c *banColumns) slice(i, j int) []any {
 }
 
 const insertOutcomes = `INSERT INTO outcomes (event_id, occurred_at, user_id, ip_address, endpoint,
-	http_method, user_tier, status, cost, banned, instance)
+	http_method, user_tier, status, cost, banned, instance, user_banned)
 SELECT event_id, occurred_at, NULLIF(user_id, ''), ip_address, endpoint,
-	http_method, user_tier, status, cost, banned, instance
+	http_method, user_tier, status, cost, banned, instance, user_banned
 FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::inet[], $5::text[],
-	$6::text[], $7::text[], $8::smallint[], $9::bigint[], $10::boolean[], $11::text[])
+	$6::text[], $7::text[], $8::smallint[], $9::bigint[], $10::boolean[], $11::text[], $12::boolean[])
 	AS t(event_id, occurred_at, user_id, ip_address, endpoint,
-	http_method, user_tier, status, cost, banned, instance)
+	http_method, user_tier, status, cost, banned, instance, user_banned)
 ON CONFLICT DO NOTHING`
 
 type outcomeColumns struct {
@@ -285,7 +285,7 @@ type outcomeColumns struct {
 	userID, endpoint, method, tier, inst []string
 	status                               []int16
 	cost                                 []int64
-	banned                               []bool
+	banned, userBanned                   []bool
 }
 
 func outcomeArgs(outs []event.Outcome) (*outcomeColumns, error) {
@@ -294,6 +294,7 @@ func outcomeArgs(outs []event.Outcome) (*outcomeColumns, error) {
 		eventID: make([]pgtype.UUID, n), occurredAt: make([]time.Time, n), ip: make([]netip.Addr, n),
 		userID: make([]string, n), endpoint: make([]string, n), method: make([]string, n), tier: make([]string, n),
 		inst: make([]string, n), status: make([]int16, n), cost: make([]int64, n), banned: make([]bool, n),
+		userBanned: make([]bool, n),
 	}
 	for i, o := range outs {
 		if err := validateOutcome(o); err != nil {
@@ -304,7 +305,7 @@ func outcomeArgs(outs []event.Outcome) (*outcomeColumns, error) {
 		c.eventID[i] = pgtype.UUID{Bytes: id, Valid: true}
 		c.occurredAt[i], c.ip[i] = o.TS, ip
 		c.userID[i], c.endpoint[i], c.method[i], c.tier[i], c.inst[i] = o.UserID, o.Endpoint, o.Method, o.Tier, o.Instance
-		c.status[i], c.cost[i], c.banned[i] = int16(o.Status), o.Cost, o.Banned
+		c.status[i], c.cost[i], c.banned[i], c.userBanned[i] = int16(o.Status), o.Cost, o.Banned, o.UserBanned
 	}
 	return c, nil
 }
@@ -313,7 +314,7 @@ func (c *outcomeColumns) len() int { return len(c.eventID) }
 
 func (c *outcomeColumns) slice(i, j int) []any {
 	return []any{c.eventID[i:j], c.occurredAt[i:j], c.userID[i:j], c.ip[i:j], c.endpoint[i:j],
-		c.method[i:j], c.tier[i:j], c.status[i:j], c.cost[i:j], c.banned[i:j], c.inst[i:j]}
+		c.method[i:j], c.tier[i:j], c.status[i:j], c.cost[i:j], c.banned[i:j], c.inst[i:j], c.userBanned[i:j]}
 }
 
 const insertDeadLetters = `INSERT INTO dead_letters (topic, "partition", "offset", raw, error)

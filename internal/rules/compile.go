@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/decide"
 	"github.com/ratewarden/ratewarden/internal/ipprefix"
+	"github.com/ratewarden/ratewarden/internal/userid"
 )
 
 // Options configure Compile.
@@ -17,6 +18,10 @@ type Options struct {
 	// KeyPrefix starts every Redis key; default "rw:". It must not contain
 	// '{' or '}' (the rule's hash tag must be the key's first).
 	KeyPrefix string
+	// CaseSensitiveUserIDs keys user ids exactly as sent; by default they
+	// are folded (userid.Fold), so that every spelling of one account is
+	// one key (see Set.UserKey).
+	CaseSensitiveUserIDs bool
 }
 
 // defaultKeyPrefix is the key prefix when Options.KeyPrefix is empty.
@@ -30,6 +35,7 @@ type Set struct {
 	descriptors  map[string]*descNode // descriptor rules by domain
 	byID         map[string]*Rule
 	exempt       compiledExempt
+	exactUsers   bool // Options.CaseSensitiveUserIDs
 	detection    Detection
 	tiers        []string
 	attrs        []string
@@ -57,6 +63,7 @@ type compiled struct {
 	schedule    []window
 	escalations escalationTimeline
 	blocks      bool // a descriptor rule of 0 requests (see Rule.Blocks)
+	userKey     func(string) string
 }
 
 // limitSet is a list of limits with per-tier overrides, converted once.
@@ -112,10 +119,11 @@ func Compile(f *File, opts Options) (*Set, error) {
 		return nil, err
 	}
 	s := &Set{
-		byID:      make(map[string]*Rule, len(f.Rules)),
-		detection: f.Detection.WithDefaults(),
-		exempt:    compileExempt(f.Exempt),
+		byID:       make(map[string]*Rule, len(f.Rules)),
+		detection:  f.Detection.WithDefaults(),
+		exactUsers: opts.CaseSensitiveUserIDs,
 	}
+	s.exempt = compileExempt(f.Exempt, s.UserKey)
 	tiers := map[string]bool{}
 	attrs := map[string]bool{}
 	for _, t := range f.Exempt.Tiers {
@@ -129,6 +137,7 @@ func Compile(f *File, opts Options) (*Set, error) {
 			r.Lease = &l
 		}
 		r.c = compileRule(&r, opts.KeyPrefix)
+		r.c.userKey = s.UserKey
 		if r.OnRedisFailure == "" {
 			r.OnRedisFailure = FailLocal
 		}
@@ -221,7 +230,7 @@ func (r *Rule) tierNames() []string {
 	return out
 }
 
-func compileExempt(e Exempt) compiledExempt {
+func compileExempt(e Exempt, userKey func(string) string) compiledExempt {
 	ce := compiledExempt{users: make(map[string]struct{}, len(e.Users))}
 	for _, t := range e.Tiers {
 		ce.tiers = append(ce.tiers, strings.ToUpper(t))
@@ -234,7 +243,7 @@ func compileExempt(e Exempt) compiledExempt {
 		ce.endpoints = append(ce.endpoints, mustCompilePattern(s))
 	}
 	for _, u := range e.Users {
-		ce.users[u] = struct{}{}
+		ce.users[userKey(u)] = struct{}{}
 	}
 	return ce
 }
@@ -254,6 +263,17 @@ func (s *Set) Tiers() []string { return s.tiers }
 // AttrNames returns the attribute names used by attr:<name> key
 // dimensions, sorted.
 func (s *Set) AttrNames() []string { return s.attrs }
+
+// UserKey returns the key of a user id, the form in which user-keyed rules,
+// exemptions, bans and detection know an account: its fold (userid.Fold)
+// unless the set was compiled with Options.CaseSensitiveUserIDs, the id as
+// sent then.
+func (s *Set) UserKey(id string) string {
+	if s.exactUsers {
+		return id
+	}
+	return userid.Fold(id)
+}
 
 // Detection returns the detection settings, defaults filled in.
 func (s *Set) Detection() Detection { return s.detection }

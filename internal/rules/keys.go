@@ -111,8 +111,9 @@ func validAttrName(s string) bool {
 }
 
 // value returns the request's value for d. Method and tier are upper-cased
-// since they match case-insensitively. For ip it is the address as sent;
-// keys use compiled.ipValue instead, which groups IPv6 clients by prefix.
+// since they match case-insensitively. For ip and user_id it is the value
+// as sent; keys use compiled.ipValue instead, which groups IPv6 clients by
+// prefix, and Set.UserKey.
 func (d dimension) value(r *Request) string {
 	switch d.kind {
 	case dimIP:

@@ -177,6 +177,20 @@ func TestMatchAllocatesOnceMoreForAnIPv6Client(t *testing.T) {
 	}
 }
 
+// A user id already folded (ASCII, no upper case) costs no allocation
+// beyond the keys: one per applied rule.
+func TestMatchAllocatesNothingToFoldAFoldedUserID(t *testing.T) {
+	s := mustCompile(t, keysYAML)
+	r := request("198.51.100.1", "/x")
+	r.UserID, r.Attributes = "u-42@example.com", map[string]string{"x": "c", "app_key": "k"}
+	out := make([]Applied, 0, 8)
+	now := time.Now()
+	n := len(s.Match(r, now, out))
+	if allocs := testing.AllocsPerRun(100, func() { out = s.Match(r, now, out[:0]) }); allocs != float64(n) {
+		t.Errorf("Match allocates %v times for %d rules, want %d", allocs, n, n)
+	}
+}
+
 func TestKeyPrefixValidation(t *testing.T) {
 	f := mustParse(t, keysYAML)
 	for _, p := range []string{"a{b", "a}b", "a b", "x\n", strings.Repeat("p", 65)} {
@@ -195,8 +209,13 @@ var hostileValues = []string{
 	strings.Repeat("y", 89), strings.Repeat("y", 90), strings.Repeat("y", 91),
 }
 
+// Distinct values give distinct keys (user ids compared exactly: folding
+// merges spellings on purpose, see TestUserKeysFold).
 func TestKeysHostileValues(t *testing.T) {
-	s := mustCompile(t, keysYAML)
+	s, err := Compile(mustParse(t, keysYAML), Options{CaseSensitiveUserIDs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
 	seen := map[string]string{}
 	for _, v := range hostileValues {
 		t.Run(truncate(fmt.Sprintf("%q", v), 40), func(t *testing.T) {
@@ -210,6 +229,35 @@ func TestKeysHostileValues(t *testing.T) {
 			}
 			seen[k.State] = v
 		})
+	}
+}
+
+// Every spelling of one user id is one key by default: the budget of a
+// rule keyed by user_id is the account's, however it is spelled; with
+// CaseSensitiveUserIDs each spelling is a key of its own.
+func TestUserKeysFold(t *testing.T) {
+	spellings := []string{"dave", "Dave", "dAve", "DAVE", "ｄａｖｅ"}
+	for _, tc := range []struct {
+		opts Options
+		keys int
+	}{{Options{}, 1}, {Options{CaseSensitiveUserIDs: true}, len(spellings)}} {
+		s, err := Compile(mustParse(t, keysYAML), tc.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys := map[string]bool{}
+		for _, u := range spellings {
+			r := request("198.51.100.1", "/x")
+			r.UserID = u
+			r.Attributes = map[string]string{"x": "c"}
+			keys[keysFor(t, s, "pair", r).State] = true
+		}
+		if len(keys) != tc.keys {
+			t.Errorf("%+v: %d keys for %q, want %d: %v", tc.opts, len(keys), spellings, tc.keys, keys)
+		}
+		if got, want := s.UserKey("DAVE"), map[bool]string{false: "dave", true: "DAVE"}[tc.opts.CaseSensitiveUserIDs]; got != want {
+			t.Errorf("%+v: UserKey(DAVE) = %q, want %q", tc.opts, got, want)
+		}
 	}
 }
 

@@ -15,6 +15,11 @@ type Request struct {
 	Addr                               netip.Addr
 	Attributes                         map[string]string
 	Cost                               int64
+
+	// UserKey, when set, is the key of UserID (Set.UserKey of the set
+	// deciding it), found once for the request: folding an id beyond ASCII
+	// costs microseconds. Empty: the set finds it where it needs it.
+	UserKey string
 }
 
 // Applied is one rule that applies to a request, with its call ready to
@@ -30,11 +35,13 @@ type Applied struct {
 // Exempt reports whether the request is never limited nor banned: its tier
 // is exempt (case-insensitive), its address is in an exempt prefix, its
 // endpoint matches an exempt pattern, or its user id is exempt.
-func (s *Set) Exempt(r *Request) bool {
+func (s *Set) Exempt(r *Request) bool { return s.ExemptUser(r) || s.ExemptRequest(r) }
+
+// ExemptRequest reports whether the request is exempt whoever its user:
+// its address is in an exempt prefix or its endpoint matches an exempt
+// pattern.
+func (s *Set) ExemptRequest(r *Request) bool {
 	e := &s.exempt
-	if r.Tier != "" && containsFold(e.tiers, r.Tier) {
-		return true
-	}
 	if len(e.prefixes) > 0 {
 		a := r.Addr
 		if !a.IsValid() {
@@ -52,12 +59,31 @@ func (s *Set) Exempt(r *Request) bool {
 			return true
 		}
 	}
-	if r.UserID != "" {
-		if _, ok := e.users[r.UserID]; ok {
+	return false
+}
+
+// ExemptUser reports whether the request's user is exempt: by its tier
+// (case-insensitive) or its user id. An outcome report on such an account
+// still counts against its client address (see the limiter's Report).
+func (s *Set) ExemptUser(r *Request) bool {
+	e := &s.exempt
+	if r.Tier != "" && containsFold(e.tiers, r.Tier) {
+		return true
+	}
+	if r.UserID != "" && len(e.users) > 0 {
+		if _, ok := e.users[s.userKeyOf(r)]; ok {
 			return true
 		}
 	}
 	return false
+}
+
+// userKeyOf returns r's UserKey, or finds it.
+func (s *Set) userKeyOf(r *Request) string {
+	if r.UserKey != "" {
+		return r.UserKey
+	}
+	return s.UserKey(r.UserID)
 }
 
 // Match appends to out, in evaluation order, one Applied for every rule that
@@ -76,9 +102,9 @@ func (s *Set) Exempt(r *Request) bool {
 // left? Limits and Escalations are shared: do not modify them. Match
 // allocates once per applied rule (its keys).
 func (s *Set) Match(r *Request, now time.Time, out []Applied) []Applied {
-	var group ipGroupMemo
+	memo := newKeyMemo(r)
 	for _, rule := range s.requestRules {
-		a, ok := rule.apply(r, now, &group)
+		a, ok := rule.apply(r, now, &memo)
 		if !ok {
 			continue
 		}
@@ -98,12 +124,12 @@ func (s *Set) Match(r *Request, now time.Time, out []Applied) []Applied {
 // returns the extended slice. Rules spent by checks are left alone: a
 // report never spends what checks do.
 func (s *Set) MatchReport(r *Request, status int, now time.Time, out []Applied) []Applied {
-	var group ipGroupMemo
+	memo := newKeyMemo(r)
 	for _, rule := range s.reportRules {
 		if !rule.Spends(status) {
 			continue
 		}
-		a, ok := rule.apply(r, now, &group)
+		a, ok := rule.apply(r, now, &memo)
 		if !ok {
 			continue
 		}
@@ -115,12 +141,12 @@ func (s *Set) MatchReport(r *Request, status int, now time.Time, out []Applied) 
 
 // apply returns the rule's Applied for r at now, its call without cost and
 // debit rule, or false when the rule does not apply to r.
-func (rule *Rule) apply(r *Request, now time.Time, group *ipGroupMemo) (Applied, bool) {
+func (rule *Rule) apply(r *Request, now time.Time, memo *keyMemo) (Applied, bool) {
 	c := rule.c
 	if !c.matches(r) {
 		return Applied{}, false
 	}
-	keys, ok := c.keys(r, group)
+	keys, ok := c.keys(r, memo)
 	if !ok {
 		return Applied{}, false
 	}
@@ -133,6 +159,20 @@ func (rule *Rule) apply(r *Request, now time.Time, group *ipGroupMemo) (Applied,
 		Escalations: c.escalations.at(now),
 		Leased:      rule.Leased(),
 	}}, true
+}
+
+// KeyedByUser reports whether the rule's key has the user_id dimension: its
+// budget is an account's.
+func (r *Rule) KeyedByUser() bool {
+	if r.c == nil {
+		return false
+	}
+	for _, d := range r.c.dims {
+		if d.kind == dimUserID {
+			return true
+		}
+	}
+	return false
 }
 
 // Keys returns the Redis keys of the rule for req, or false when a key
@@ -162,15 +202,18 @@ func (c *compiled) matches(r *Request) bool {
 	return false
 }
 
-// keys builds the rule's keys for r; group (nil: none) remembers the ip
-// dimension's value across the rules of one request.
-func (c *compiled) keys(r *Request, group *ipGroupMemo) (decide.Keys, bool) {
+// keys builds the rule's keys for r; memo (nil: none) remembers the values
+// computed for the rules of one request.
+func (c *compiled) keys(r *Request, memo *keyMemo) (decide.Keys, bool) {
 	var buf [maxKeyDims]string
 	vals := buf[:len(c.dims)]
 	for i, d := range c.dims {
-		if d.kind == dimIP {
-			vals[i] = c.ipValue(r, group)
-		} else {
+		switch d.kind {
+		case dimIP:
+			vals[i] = c.ipValue(r, memo)
+		case dimUserID:
+			vals[i] = c.userValue(r, memo)
+		default:
 			vals[i] = d.value(r)
 		}
 		if vals[i] == "" {
@@ -180,18 +223,37 @@ func (c *compiled) keys(r *Request, group *ipGroupMemo) (decide.Keys, bool) {
 	return buildKeys(c.head, c.suffix, c.names, vals), true
 }
 
-// ipGroupMemo is the ip dimension's value of an IPv6 client for one
-// grouping, kept while one request is matched: rules sharing an
-// ipv6_prefix (most keep the default) format the prefix once.
-type ipGroupMemo struct {
-	bits  int
-	value string
+// keyMemo holds key values computed once while one request's rules are
+// matched: an IPv6 client's prefix for one grouping (rules sharing an
+// ipv6_prefix, most keep the default, format it once), and the user id's
+// key (Request.UserKey, else Set.UserKey the first time a rule needs it).
+type keyMemo struct {
+	bits    int
+	ip      string
+	user    string
+	hasUser bool
+}
+
+func newKeyMemo(r *Request) keyMemo { return keyMemo{user: r.UserKey, hasUser: r.UserKey != ""} }
+
+// userValue returns the user_id dimension's value of r: its key.
+func (c *compiled) userValue(r *Request, memo *keyMemo) string {
+	if memo == nil {
+		if r.UserKey != "" {
+			return r.UserKey
+		}
+		return c.userKey(r.UserID)
+	}
+	if !memo.hasUser {
+		memo.user, memo.hasUser = c.userKey(r.UserID), true
+	}
+	return memo.user
 }
 
 // ipValue returns the ip dimension's value of r: the address for IPv4 (no
 // allocation) and for a rule without IPv6 grouping, else the client's IPv6
 // prefix in CIDR form (IPSubject).
-func (c *compiled) ipValue(r *Request, group *ipGroupMemo) string {
+func (c *compiled) ipValue(r *Request, memo *keyMemo) string {
 	if r.IP == "" || c.ipv6Bits == 128 {
 		return r.IP
 	}
@@ -205,12 +267,12 @@ func (c *compiled) ipValue(r *Request, group *ipGroupMemo) string {
 	if !a.Is6() || a.Is4In6() { // IPv4-mapped addresses are IPv4 clients (httpapi unmaps them)
 		return r.IP
 	}
-	if group != nil && group.bits == c.ipv6Bits {
-		return group.value
+	if memo != nil && memo.bits == c.ipv6Bits {
+		return memo.ip
 	}
 	v := IPSubject(a, c.ipv6Bits)
-	if group != nil {
-		*group = ipGroupMemo{bits: c.ipv6Bits, value: v}
+	if memo != nil {
+		memo.bits, memo.ip = c.ipv6Bits, v
 	}
 	return v
 }

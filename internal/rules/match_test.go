@@ -129,35 +129,52 @@ func TestTierOverrides(t *testing.T) {
 	}
 }
 
+// Exempt is ExemptRequest (address, endpoint) or ExemptUser (tier, user
+// id): an exempt account does not make its client exempt.
 func TestExempt(t *testing.T) {
 	s := mustCompile(t, matchYAML)
 	tests := []struct {
-		name string
-		r    *Request
-		want bool
+		name         string
+		r            *Request
+		want, byUser bool
 	}{
-		{"plain", request("203.0.113.9", "/api/login"), false},
-		{"ip in cidr", request("10.1.2.3", "/api/login"), true},
-		{"single ipv4", request("192.0.2.7", "/x"), true},
-		{"neighbour of single ipv4", request("192.0.2.8", "/x"), false},
-		{"single ipv6", request("2001:db8::1", "/x"), true},
-		{"ipv4-mapped ipv6", request("::ffff:10.9.9.9", "/x"), true},
-		{"ip from string only", &Request{IP: "10.0.0.1", Endpoint: "/x"}, true},
-		{"zoned ipv6", &Request{Addr: netip.MustParseAddr("2001:db8::1%eth0"), Endpoint: "/x"}, true},
-		{"no ip", &Request{Endpoint: "/x"}, false},
-		{"endpoint", request("203.0.113.9", "/healthz"), true},
-		{"endpoint pattern", request("203.0.113.9", "/static/css/a.css"), true},
-		{"endpoint prefix only", request("203.0.113.9", "/healthzz"), false},
-		{"tier case-insensitive", &Request{IP: "203.0.113.9", Tier: "Super_Admin"}, true},
-		{"user", &Request{IP: "203.0.113.9", UserID: "ops-bot"}, true},
-		{"user case-sensitive", &Request{IP: "203.0.113.9", UserID: "OPS-BOT"}, false},
+		{"plain", request("203.0.113.9", "/api/login"), false, false},
+		{"ip in cidr", request("10.1.2.3", "/api/login"), true, false},
+		{"single ipv4", request("192.0.2.7", "/x"), true, false},
+		{"neighbour of single ipv4", request("192.0.2.8", "/x"), false, false},
+		{"single ipv6", request("2001:db8::1", "/x"), true, false},
+		{"ipv4-mapped ipv6", request("::ffff:10.9.9.9", "/x"), true, false},
+		{"ip from string only", &Request{IP: "10.0.0.1", Endpoint: "/x"}, true, false},
+		{"zoned ipv6", &Request{Addr: netip.MustParseAddr("2001:db8::1%eth0"), Endpoint: "/x"}, true, false},
+		{"no ip", &Request{Endpoint: "/x"}, false, false},
+		{"endpoint", request("203.0.113.9", "/healthz"), true, false},
+		{"endpoint pattern", request("203.0.113.9", "/static/css/a.css"), true, false},
+		{"endpoint prefix only", request("203.0.113.9", "/healthzz"), false, false},
+		{"tier case-insensitive", &Request{IP: "203.0.113.9", Tier: "Super_Admin"}, true, true},
+		{"user", &Request{IP: "203.0.113.9", UserID: "ops-bot"}, true, true},
+		{"user, another spelling", &Request{IP: "203.0.113.9", UserID: "OPS-BOT"}, true, true},
+		{"another user", &Request{IP: "203.0.113.9", UserID: "ops-bot2"}, false, false},
+		{"user from an exempt address", &Request{IP: "10.1.2.3", UserID: "ops-bot"}, true, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := s.Exempt(tt.r); got != tt.want {
 				t.Errorf("Exempt = %v, want %v", got, tt.want)
 			}
+			if got := s.ExemptUser(tt.r); got != tt.byUser {
+				t.Errorf("ExemptUser = %v, want %v", got, tt.byUser)
+			}
+			if got := s.ExemptRequest(tt.r); got != (tt.want && (!tt.byUser || tt.r.IP == "10.1.2.3")) {
+				t.Errorf("ExemptRequest = %v", got)
+			}
 		})
+	}
+	exact, err := Compile(mustParse(t, matchYAML), Options{CaseSensitiveUserIDs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exact.ExemptUser(&Request{UserID: "OPS-BOT"}) || !exact.ExemptUser(&Request{UserID: "ops-bot"}) {
+		t.Error("with case-sensitive user ids, only the exempt spelling is exempt")
 	}
 }
 
