@@ -88,6 +88,7 @@ type scripter interface {
 // onceScripter sends the EVAL of a script as a command sent once.
 type onceScripter struct{ scripter }
 
+// Eval sends the EVAL of script as go-redis's own Eval does, once.
 func (s onceScripter) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
 	a := make([]any, 0, 3+len(keys)+len(args))
 	a = append(a, "eval", script, len(keys))
