@@ -97,9 +97,9 @@ func countedKey(state string, per, index int64) string {
 // refund takes back the cost of the denied counted calls at the positions
 // denied in one more round trip. The expiry is set again in case the
 // counter expired in between (a round trip longer than countedGrace), so a
-// refund never leaves a key without one. A refund that fails leaves the
-// count high until the window ends: calls are denied, never admitted, for
-// it.
+// refund never leaves a key without one. A refund that fails, or whose
+// reply is lost, leaves the count high until the window ends: calls are
+// denied, never admitted, for it.
 func refund(ctx context.Context, client redis.UniversalClient, calls []scriptCall, denied []int) {
 	pipe := client.Pipeline()
 	for _, i := range denied {
@@ -108,8 +108,9 @@ func refund(ctx context.Context, client redis.UniversalClient, calls []scriptCal
 	_, _ = pipe.Exec(ctx)
 }
 
-// queueRefund adds the refund of c, a queued counted call, to pipe.
+// queueRefund adds the refund of c, a queued counted call, to pipe, sent
+// once: twice, it would take the cost back twice.
 func (c *scriptCall) queueRefund(ctx context.Context, pipe redis.Pipeliner) {
-	pipe.DecrBy(ctx, c.key, c.counted.Cost)
+	_ = pipe.Process(ctx, sentOnce{redis.NewIntCmd(ctx, "decrby", c.key, c.counted.Cost)})
 	pipe.PExpire(ctx, c.key, time.Duration(c.ttl)*time.Millisecond)
 }

@@ -275,3 +275,51 @@ func TestExpirySpread(t *testing.T) {
 		})
 	}
 }
+
+// TestCountedRefundOnceWhenTheReplyIsLost: the refund of a denied counted
+// call runs at most once, even when its connection is cut after Redis ran
+// it: sent again, it would take the cost back twice, and the window would
+// admit that much more than its limit.
+func TestCountedRefundOnceWhenTheReplyIsLost(t *testing.T) {
+	proxy := redistest.StartSlowProxy(t, redisAddr())
+	co := NewCoalescer(New(connect(t, proxy.Addr())), CoalesceConfig{Timeout: 2 * time.Second})
+	defer co.Close()
+	prefix := testPrefix(t, newClient(t, redisAddr()))
+	const limit, denied = 100, 40
+	now := time.Now().Truncate(time.Hour).Add(time.Minute).UnixMilli() // within one window
+	call := func(cost int64) decide.Call {
+		return decide.Call{Algorithm: decide.FixedWindow, Keys: decidetest.Keys(prefix, "refund"), NowMs: now, Cost: cost,
+			Limits: []decide.Limit{{Requests: limit, Per: time.Hour}}}
+	}
+	decideOne := func(c decide.Call) (decide.Result, error) {
+		r, err := co.Decide(context.Background(), []decide.Call{c})
+		if err != nil {
+			return decide.Result{}, err
+		}
+		return r[0], nil
+	}
+	if r, err := decideOne(call(limit - 10)); err != nil || !r.Allowed {
+		t.Fatalf("%d of %d: %+v, %v", limit-10, limit, r, err)
+	}
+	proxy.LoseReply(1) // the INCRBY's reply comes back, the refund's is lost
+	if r, err := decideOne(call(denied)); err != nil || r.Allowed {
+		t.Fatalf("%d more: %+v, %v", denied, r, err)
+	}
+	if proxy.Lost() == 0 {
+		t.Fatal("no reply was lost")
+	}
+	admitted := int64(limit - 10)
+	for admitted <= limit+denied {
+		r, err := decideOne(call(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.Allowed {
+			break
+		}
+		admitted++
+	}
+	if admitted > limit {
+		t.Errorf("%d admitted of a limit of %d: the refund of %d ran twice", admitted, limit, denied)
+	}
+}

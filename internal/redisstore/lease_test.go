@@ -14,6 +14,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/decide"
 	"github.com/ratewarden/ratewarden/internal/lease"
 	"github.com/ratewarden/ratewarden/internal/testkit/decidetest"
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 	"github.com/ratewarden/ratewarden/lua"
 )
 
@@ -241,5 +242,84 @@ func TestLeaseSpentBeforeItsWindowTurns(t *testing.T) {
 		t.Logf("attempt %d: lease of %d units sent %d µs into its millisecond; the next window admitted %d from the lease and %d by Redis, of %d",
 			attempt, r.Granted, sent%1000, late, admitted, limit)
 		return
+	}
+}
+
+// TestLeaseSettledOnceWhenTheReplyIsLost: a call that gives back or
+// settles a lease's units runs at most once, even when its connection is
+// cut after Redis ran it (a failover, a proxy, a client killed): go-redis
+// would send it again on a new connection, and the units would count
+// twice. A lease of 40 is given back with its reply lost, alone (one
+// command) and beside another key's (a pipeline), by digest or, after
+// SCRIPT FLUSH, by EVAL; the key then admits its limit and no more.
+func TestLeaseSettledOnceWhenTheReplyIsLost(t *testing.T) {
+	proxy := redistest.StartSlowProxy(t, redisAddr())
+	client := connect(t, proxy.Addr())
+	direct := newClient(t, redisAddr())
+	prefix := testPrefix(t, direct)
+	co := NewCoalescer(New(client), CoalesceConfig{Timeout: 2 * time.Second})
+	defer co.Close()
+	ctx := context.Background()
+	const limit, lent, others = 100, 40, 50
+	for _, alg := range []decide.Algorithm{decide.FixedWindow, decide.SlidingWindowCounter, decide.TokenBucket} {
+		for _, tc := range []struct {
+			together int
+			flush    bool
+		}{{1, false}, {2, false}, {1, true}, {2, true}} {
+			together := tc.together
+			t.Run(fmt.Sprintf("%s/%d/flush=%v", alg, together, tc.flush), func(t *testing.T) {
+				now := time.Now().Truncate(time.Hour).Add(time.Minute).UnixMilli() // within one window and slot
+				limits := []decide.Limit{{Requests: limit, Per: time.Hour}}
+				if alg == decide.TokenBucket {
+					limits = []decide.Limit{{Rate: 1, Per: time.Hour, Burst: limit}}
+				}
+				call := func(key string, cost int64, l decide.Lease) decide.Call {
+					return decide.Call{Algorithm: alg, Leased: true, Keys: decidetest.Keys(prefix, fmt.Sprintf("lost-%s-%d-%v-%s", alg, together, tc.flush, key)),
+						NowMs: now, Cost: cost, Limits: limits, Lease: l}
+				}
+				decideOne := func(c decide.Call) decide.Result {
+					r, err := co.Decide(ctx, []decide.Call{c})
+					if err != nil {
+						t.Fatal(err)
+					}
+					return r[0]
+				}
+				var giveBacks []decide.Call
+				for i := range together {
+					key := strconv.Itoa(i)
+					g := decideOne(call(key, 1, decide.Lease{Ask: lent}))
+					if g.Granted != lent {
+						t.Fatalf("granted %+v, want %d units", g, lent)
+					}
+					if r := decideOne(call(key, others, decide.Lease{})); !r.Allowed {
+						t.Fatalf("the others' %d units denied: %+v", others, r)
+					}
+					giveBacks = append(giveBacks, call(key, 0, decide.Lease{Until: g.LeaseUntil, Unspent: lent}))
+				}
+				if tc.flush {
+					if err := direct.ScriptFlush(ctx).Err(); err != nil {
+						t.Fatal(err)
+					}
+					proxy.LoseReply(1) // NOSCRIPT comes back; the EVAL's reply is lost
+				} else {
+					proxy.LoseReply(0)
+				}
+				_, err := co.Decide(ctx, giveBacks)
+				if proxy.Lost() == 0 {
+					t.Fatal("no reply was lost")
+				}
+				t.Logf("the give-back whose reply was lost: %v", err)
+				admitted := int64(1 + others)
+				for admitted <= limit+lent {
+					if !decideOne(call("0", 1, decide.Lease{})).Allowed {
+						break
+					}
+					admitted++
+				}
+				if admitted > limit {
+					t.Errorf("%d admitted of a limit of %d: the %d units given back counted twice", admitted, limit, lent)
+				}
+			})
+		}
 	}
 }

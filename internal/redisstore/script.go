@@ -21,6 +21,7 @@ type scriptCall struct {
 	keys   []string
 	args   []any
 	lean   *decide.Call
+	once   bool // gives units back: sent at most once (see sentOnce)
 
 	counted *decide.Call
 	key     string        // the counter of the call's window
@@ -49,9 +50,57 @@ func (c *scriptCall) keysArgs() ([]string, []any) {
 }
 
 // eval runs c with EVAL, which caches its script on the server.
-func (c *scriptCall) eval(ctx context.Context, client redis.Scripter) *redis.Cmd {
+func (c *scriptCall) eval(ctx context.Context, client scripter) *redis.Cmd {
 	keys, args := c.keysArgs()
+	if c.once {
+		client = onceScripter{client}
+	}
 	return c.script.Eval(ctx, client, keys, args...)
+}
+
+// command returns cmd, c's command, as it is to be sent.
+func (c *scriptCall) command(cmd redis.Cmder) redis.Cmder {
+	if c.once {
+		return sentOnce{cmd}
+	}
+	return cmd
+}
+
+// sentOnce is a command go-redis never sends again by itself. It resends a
+// command, or a whole pipeline, whose reply it could not read (the
+// connection cut after the server ran it: a failover, a proxy, a client
+// killed), which only debits a key twice, except for a call that gives
+// units back (a lease's settlement or give-back, a refund): twice, it
+// would credit them twice, and the key would admit them again. Such a call
+// fails instead, and its units stay debited, unused, until their window or
+// slot ends.
+type sentOnce struct{ redis.Cmder }
+
+// NoRetry tells go-redis not to resend the command, nor the pipeline it is in.
+func (sentOnce) NoRetry() bool { return true }
+
+// scripter runs EVAL: a client or a pipeline.
+type scripter interface {
+	redis.Scripter
+	Process(ctx context.Context, cmd redis.Cmder) error
+}
+
+// onceScripter sends the EVAL of a script as a command sent once.
+type onceScripter struct{ scripter }
+
+// Eval sends the EVAL of script as go-redis's own Eval does, once.
+func (s onceScripter) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
+	a := make([]any, 0, 3+len(keys)+len(args))
+	a = append(a, "eval", script, len(keys))
+	for _, k := range keys {
+		a = append(a, k)
+	}
+	cmd := redis.NewCmd(ctx, append(a, args...)...)
+	if len(keys) > 0 {
+		cmd.SetFirstKeyPos(3) // the cluster client routes by the first key
+	}
+	_ = s.Process(ctx, sentOnce{cmd})
+	return cmd
 }
 
 // runScripts runs calls in one round trip, by digest (EVALSHA), pipelined
@@ -99,7 +148,7 @@ func runCommands[C redis.Cmder](ctx context.Context, client redis.UniversalClien
 	if len(calls) == 1 && calls[0].counted == nil {
 		if c := &calls[0]; c.script != nil {
 			cmds[0] = evalSha(ctx, arena, c, newCmd)
-			_ = client.Process(ctx, cmds[0])
+			_ = client.Process(ctx, c.command(cmds[0]))
 			if isNoScript(cmds[0].Err()) {
 				cmds[0] = fromEval(c.eval(ctx, client))
 			}
@@ -128,7 +177,7 @@ func runCommands[C redis.Cmder](ctx context.Context, client redis.UniversalClien
 			*queued = c.commands(ctx, arena, *queued)
 		case c.script != nil:
 			cmds[i] = evalSha(ctx, arena, c, newCmd)
-			*queued = append(*queued, cmds[i])
+			*queued = append(*queued, c.command(cmds[i]))
 		}
 	}
 	if len(*queued) == 0 {

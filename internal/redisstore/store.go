@@ -183,6 +183,7 @@ func (s *Store) prepareAs(c *decide.Call, v lua.Variant) scriptCall {
 		sc.keys, sc.args = keys(c), args(c)
 	case lua.Lease:
 		sc.keys, sc.args = []string{c.Keys.State}, leaseArgs(c)
+		sc.once = c.Lease.Spent > 0 || c.Lease.Unspent > 0
 	default:
 		sc.lean = c
 	}

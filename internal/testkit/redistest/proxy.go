@@ -14,7 +14,8 @@ import (
 // Every-th read from the server, counted across all connections, is
 // forwarded only after Delay. A client whose deadline is shorter gives up on
 // a round trip whose commands ran. The zero Every forwards everything at
-// once.
+// once. It can also lose a reply (LoseReply): the connection is cut after
+// the server ran the commands, as a failover or a middlebox cuts it.
 type SlowProxy struct {
 	ln      net.Listener
 	target  string
@@ -22,6 +23,8 @@ type SlowProxy struct {
 	delay   atomic.Int64 // ns
 	reads   atomic.Int64
 	delayed atomic.Int64
+	lose    atomic.Int64 // replies to forward before the one lost; -1: none
+	lost    atomic.Int64
 	wg      sync.WaitGroup
 
 	mu    sync.Mutex
@@ -37,6 +40,7 @@ func StartSlowProxy(tb testing.TB, target string) *SlowProxy {
 		tb.Fatal(err)
 	}
 	p := &SlowProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p.lose.Store(-1)
 	p.wg.Go(p.accept)
 	tb.Cleanup(p.close)
 	return p
@@ -53,6 +57,14 @@ func (p *SlowProxy) SetDelay(every int, d time.Duration) {
 
 // Delayed is the number of replies held back so far.
 func (p *SlowProxy) Delayed() int64 { return p.delayed.Load() }
+
+// LoseReply forwards the next skip reads from the server, on any
+// connection, then drops the one after and cuts its connection: its
+// commands ran, and their client never reads their replies.
+func (p *SlowProxy) LoseReply(skip int) { p.lose.Store(int64(skip)) }
+
+// Lost is the number of replies lost so far.
+func (p *SlowProxy) Lost() int64 { return p.lost.Load() }
 
 func (p *SlowProxy) accept() {
 	for {
@@ -99,6 +111,9 @@ func (p *SlowProxy) pipe(dst, src net.Conn, replies bool) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
+			if replies && p.loses() {
+				return
+			}
 			if every := p.every.Load(); replies && every > 0 && p.reads.Add(1)%every == 0 {
 				p.delayed.Add(1)
 				time.Sleep(time.Duration(p.delay.Load()))
@@ -109,6 +124,22 @@ func (p *SlowProxy) pipe(dst, src net.Conn, replies bool) {
 		}
 		if err != nil { // EOF or a closed connection
 			return
+		}
+	}
+}
+
+// loses reports whether the read from the server now is the one to lose.
+func (p *SlowProxy) loses() bool {
+	for {
+		n := p.lose.Load()
+		if n < 0 {
+			return false
+		}
+		if p.lose.CompareAndSwap(n, n-1) {
+			if n == 0 {
+				p.lost.Add(1)
+			}
+			return n == 0
 		}
 	}
 }
