@@ -204,9 +204,8 @@ type outcomeAdd struct {
 // ignored as late when older than the newest outcome seen on its partition
 // by more than the grace. An outcome with a success status of the account
 // attack (answering one of its success methods, on its endpoints, with a
-// user id) is recorded as its source's
-// trust on the account, so that the owner is not banned with the account's
-// attackers. Event time is bounded by the detector's clock as
+// user id) is recorded as its source's trust on the account, so that the
+// owner is not banned with the account's attackers. Event time is bounded by the detector's clock as
 // Engine.Process bounds it. On error nothing of the batch is kept by the
 // engine (Distinct and Ledger are idempotent, so the batch can be processed
 // again, and publishes the same bans).

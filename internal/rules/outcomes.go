@@ -77,17 +77,17 @@ type AccountAttackPolicy struct {
 	// source; absent: every 2xx that is not one of Statuses.
 	SuccessStatuses []int `yaml:"success_statuses,omitempty" json:"success_statuses,omitempty"`
 	// SuccessMethods are the request methods whose successes show the
-	// owner; absent: every method but the safe ones (SafeMethods).
+	// owner; absent: every method but the safe ones (safeMethods).
 	SuccessMethods  []string `yaml:"success_methods,omitempty" json:"success_methods,omitempty"`
 	OutcomeScenario `yaml:",inline"`
 }
 
-// SafeMethods are the methods RFC 9110 defines as safe: they change
+// safeMethods are the methods RFC 9110 defines as safe: they change
 // nothing on the server, so no login is one, and a 2xx answering one (a
 // GET of the login form, its user field filled from the query) shows
 // nothing of who holds the password. By default their successes do not
 // show an account's owner.
-var SafeMethods = []string{"GET", "HEAD", "OPTIONS", "TRACE"}
+var safeMethods = []string{"GET", "HEAD", "OPTIONS", "TRACE"}
 
 // The networks an account attack counts sources in, by default: an IPv4
 // address is a network of its own, an IPv6 /48 is a site (what a
@@ -121,14 +121,14 @@ func (p *AccountAttackPolicy) SuccessStatus(status int) bool {
 // SuccessMethod reports whether a success answering method (case
 // insensitive; empty is GET, as the limiter takes it) shows the account's
 // owner: one of SuccessMethods, or when there are none a method that is
-// not safe (SafeMethods).
+// not safe (safeMethods).
 func (p *AccountAttackPolicy) SuccessMethod(method string) bool {
 	method = cmp.Or(method, "GET")
 	is := func(m string) bool { return strings.EqualFold(m, method) }
 	if p.SuccessMethods != nil {
 		return slices.ContainsFunc(p.SuccessMethods, is)
 	}
-	return !slices.ContainsFunc(SafeMethods, is)
+	return !slices.ContainsFunc(safeMethods, is)
 }
 
 // failureStatuses are Statuses, or their default when left out.
