@@ -98,10 +98,11 @@ type outcomeScenario struct {
 	endpoints rules.EndpointSet
 	dryRun    bool
 	spec      DistinctSpec
-	// Account attack: the statuses that show the account's owner, and the
-	// prefixes of the networks its sources are counted in.
-	success    [event.MaxStatus + 1]bool
-	ipv4, ipv6 int
+	// Account attack: the statuses and methods that show the account's
+	// owner, and the prefixes of the networks its sources are counted in.
+	success       [event.MaxStatus + 1]bool
+	successMethod func(string) bool
+	ipv4, ipv6    int
 }
 
 // NewOutcomeEngine returns an engine keeping its sets in d and its bans in
@@ -153,6 +154,7 @@ func NewOutcomeEngine(cfg OutcomeConfig, d Distinct, l Ledger, pub Publisher) (*
 			for st := range sc.success {
 				sc.success[st] = det.AccountAttack.SuccessStatus(st)
 			}
+			sc.successMethod = det.AccountAttack.SuccessMethod
 		}
 	}
 	return e, nil
@@ -201,9 +203,9 @@ type outcomeAdd struct {
 // the account's own scenario, skips it); and it is
 // ignored as late when older than the newest outcome seen on its partition
 // by more than the grace. An outcome with a success status of the account
-// attack (on its endpoints, with a user id) is recorded as its source's
-// trust on the account, so that the owner is not banned with the account's
-// attackers. Event time is bounded by the detector's clock as
+// attack (answering one of its success methods, on its endpoints, with a
+// user id) is recorded as its source's trust on the account, so that the
+// owner is not banned with the account's attackers. Event time is bounded by the detector's clock as
 // Engine.Process bounds it. On error nothing of the batch is kept by the
 // engine (Distinct and Ledger are idempotent, so the batch can be processed
 // again, and publishes the same bans).
@@ -362,10 +364,11 @@ func (e *OutcomeEngine) claims(r *outcomeAdd, c *DistinctCount, now time.Time) (
 
 // succeeded reports whether ev shows the owner of its account at its
 // source: a success status of the account attack scenario (sc, nil when
-// it is off) on its endpoints, with a user id and a client address.
+// it is off) answering one of its success methods on its endpoints, with a
+// user id and a client address.
 func (sc *outcomeScenario) succeeded(ev *event.Outcome) bool {
 	return sc != nil && ev.Status >= 0 && ev.Status <= event.MaxStatus && sc.success[ev.Status] && ev.UserID != "" &&
-		ev.IP != "0.0.0.0" && ev.IP != "::" && sc.endpoints.Match(ev.Endpoint)
+		ev.IP != "0.0.0.0" && ev.IP != "::" && sc.successMethod(ev.Method) && sc.endpoints.Match(ev.Endpoint)
 }
 
 // ownerSuccesses are the successes of a batch recorded so far, so that a

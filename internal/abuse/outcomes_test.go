@@ -28,6 +28,12 @@ func failure(id string, ms int64, ip, user, endpoint string, status int) event.O
 		UserID: user, IP: ip, Endpoint: endpoint, Method: "POST", Status: status, Cost: 1}
 }
 
+// method returns o answering m.
+func method(o event.Outcome, m string) event.Outcome {
+	o.Method = m
+	return o
+}
+
 func outcomeInputs(partition int, outs ...event.Outcome) []abuse.OutcomeInput {
 	in := make([]abuse.OutcomeInput, len(outs))
 	for i, o := range outs {
@@ -298,9 +304,10 @@ func TestAccountAttackIPv4Networks(t *testing.T) {
 	}
 }
 
-// The owner is recognized only by a success status of the scenario, on its
-// endpoints, for that user; a session's successes in one batch cost one
-// add.
+// The owner is recognized only by a success status of the scenario,
+// answering a method that is not safe (GET of the login form is none), on
+// its endpoints, for that user; a session's successes in one batch cost
+// one add.
 func TestAccountAttackOwnerRecognition(t *testing.T) {
 	det := smallDetection(abuse.ReasonAccountAttack)
 	det.AccountAttack.Endpoints = []string{"/api/login"}
@@ -313,13 +320,15 @@ func TestAccountAttackOwnerRecognition(t *testing.T) {
 		failure("s4", 3, "203.0.113.4", "victim", "/api/login", 302), // the owner, by a redirect
 		failure("s5", 4, "203.0.113.4", "victim", "/api/login", 200), // again: the same add
 		failure("s6", 5, "203.0.113.4", "victim", "/api/login", 200),
-		failure("s7", 6, "203.0.113.5", "someone", "/api/login", 200), // another account's owner
+		failure("s7", 6, "203.0.113.5", "someone", "/api/login", 200),               // another account's owner
+		method(failure("s8", 7, "203.0.113.6", "victim", "/api/login", 200), "GET"), // the login form
+		method(failure("s9", 8, "203.0.113.6", "victim", "/api/login", 200), ""),    // a GET too
 	}
-	for i, ip := range []string{"203.0.113.1", "203.0.113.2", "203.0.113.3", "203.0.113.4"} {
+	for i, ip := range []string{"203.0.113.1", "203.0.113.2", "203.0.113.3", "203.0.113.4", "203.0.113.6"} {
 		outs = append(outs, failure(fmt.Sprint("f", i), int64(10+i), ip, "victim", "/api/login", 401))
 	}
 	got, st := r.process(t, 0, outs...)
-	want := []string{"ban ip:203.0.113.3", "ban ip:203.0.113.2", "ban ip:203.0.113.1", "warn user:victim"}
+	want := []string{"ban ip:203.0.113.3", "ban ip:203.0.113.2", "ban ip:203.0.113.1", "warn user:victim", "ban ip:203.0.113.6"}
 	if !slices.Equal(keys(got), want) || st.Successes != 2 || st.Spared != 1 {
 		t.Fatalf("%q (stats %+v), want %q, 2 successes recorded and 203.0.113.4 spared", keys(got), st, want)
 	}

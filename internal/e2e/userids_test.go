@@ -120,3 +120,55 @@ func TestUserIDSpellingsAreOneAccount(t *testing.T) {
 		t.Errorf("%d ban messages, want 14", n)
 	}
 }
+
+// invisibleSpellings are spellings of id an application that trims its
+// input, or matches ids as Unicode's NFKC_Casefold does, takes for id: white
+// space at either end, and characters that render as nothing (zero-width
+// space and joiners, a soft hyphen, a byte order mark, a variation
+// selector).
+func invisibleSpellings(id string) []string {
+	mid := len(id) / 2
+	return []string{" " + id, id + " ", "\u00a0" + id, id + "\u3000", id + "\u200b", id[:mid] + "\u00ad" + id[mid:],
+		"\ufeff" + id, id[:mid] + "\u200d" + id[mid:], id + "\ufe0f", id[:mid] + "\u2060" + id[mid:], "\u200e" + id}
+}
+
+// Spellings that differ by white space at their ends or by characters that
+// render as nothing are one account too: 11 addresses failing on 11 such
+// spellings of ivan are an account attack on ivan, and 5 failures under 5
+// of them spend judy's failure budget of 5.
+func TestUserIDInvisibleSpellingsAreOneAccount(t *testing.T) {
+	t.Parallel() // mostly waits on the detector
+	e := newEnvWith(t, userIDRules)
+	limiter := e.start("limiter")
+	e.start("detector")
+
+	ivans := invisibleSpellings("ivan")
+	for i, u := range ivans {
+		postReport(t, limiter, fmt.Sprintf(`{"ip":"198.51.100.%d","endpoint":"/api/login","method":"POST","user_id":%q,"status":401}`, i+1, u))
+	}
+	for i, u := range invisibleSpellings("judy")[:5] {
+		if d := checkLogin(t, limiter, "203.0.113.9", "judy"); !d.Allowed {
+			t.Fatalf("judy's login %d refused: %+v", i+1, d)
+		}
+		postReport(t, limiter, fmt.Sprintf(`{"ip":"203.0.113.9","endpoint":"/api/login","method":"POST","user_id":%q,"status":401}`, u))
+	}
+	if d := checkLogin(t, limiter, "203.0.113.9", "judy"); d.Allowed || d.Reason != event.ReasonRateLimited {
+		t.Errorf("judy's login after 5 failures under 5 spellings: %+v, want refused", d)
+	}
+
+	var sources []string
+	warned := false
+	for _, b := range bans(t, e, len(ivans)+1) {
+		switch {
+		case b.Reason == abuse.ReasonAccountAttack && b.Action == event.ActionBan && b.Scope == event.ScopeIP:
+			sources = append(sources, b.Subject)
+		case b.Reason == abuse.ReasonAccountAttack && b.Action == event.ActionWarn && b.Subject == "ivan":
+			warned = true
+		default:
+			t.Errorf("unexpected ban %+v", b)
+		}
+	}
+	if len(sources) != len(ivans) || !warned {
+		t.Errorf("%d sources banned for the attack on ivan (want %d), warned %v", len(sources), len(ivans), warned)
+	}
+}

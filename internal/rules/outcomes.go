@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -61,8 +62,9 @@ type BruteForcePolicy struct {
 //
 // Sources are counted by network (IPv4Prefix, IPv6Prefix), so that the
 // addresses one party holds in numbers (the /64s of an IPv6 site) count
-// once; bans stay per source. A source with a success (SuccessStatus) on
-// the account within Within is its owner's and is not banned.
+// once; bans stay per source. A source with a success (SuccessStatus, by
+// a SuccessMethod) on the account within Within is its owner's and is not
+// banned.
 type AccountAttackPolicy struct {
 	DistinctSources int64    `yaml:"distinct_sources,omitempty" json:"distinct_sources,omitzero"`
 	LockAccount     Duration `yaml:"lock_account,omitempty" json:"lock_account,omitzero"`
@@ -74,8 +76,18 @@ type AccountAttackPolicy struct {
 	// SuccessStatuses are the statuses that show the account's owner at a
 	// source; absent: every 2xx that is not one of Statuses.
 	SuccessStatuses []int `yaml:"success_statuses,omitempty" json:"success_statuses,omitempty"`
+	// SuccessMethods are the request methods whose successes show the
+	// owner; absent: every method but the safe ones (safeMethods).
+	SuccessMethods  []string `yaml:"success_methods,omitempty" json:"success_methods,omitempty"`
 	OutcomeScenario `yaml:",inline"`
 }
+
+// safeMethods are the methods RFC 9110 defines as safe: they change
+// nothing on the server, so no login is one, and a 2xx answering one (a
+// GET of the login form, its user field filled from the query) shows
+// nothing of who holds the password. By default their successes do not
+// show an account's owner.
+var safeMethods = []string{"GET", "HEAD", "OPTIONS", "TRACE"}
 
 // The networks an account attack counts sources in, by default: an IPv4
 // address is a network of its own, an IPv6 /48 is a site (what a
@@ -104,6 +116,19 @@ func (p *AccountAttackPolicy) SuccessStatus(status int) bool {
 		return slices.Contains(p.SuccessStatuses, status)
 	}
 	return status >= 200 && status <= 299 && !slices.Contains(p.failureStatuses(), status)
+}
+
+// SuccessMethod reports whether a success answering method (case
+// insensitive; empty is GET, as the limiter takes it) shows the account's
+// owner: one of SuccessMethods, or when there are none a method that is
+// not safe (safeMethods).
+func (p *AccountAttackPolicy) SuccessMethod(method string) bool {
+	method = cmp.Or(method, "GET")
+	is := func(m string) bool { return strings.EqualFold(m, method) }
+	if p.SuccessMethods != nil {
+		return slices.ContainsFunc(p.SuccessMethods, is)
+	}
+	return !slices.ContainsFunc(safeMethods, is)
 }
 
 // failureStatuses are Statuses, or their default when left out.
@@ -202,6 +227,14 @@ func validateAccountAttack(p problems, s *AccountAttackPolicy) {
 	validateIPv6Prefix(p, "ipv6_prefix", s.IPv6Prefix)
 	if s.SuccessStatuses != nil && len(s.SuccessStatuses) == 0 {
 		p.add("success_statuses", "must list at least one HTTP status (leave it out for every 2xx)")
+	}
+	if s.SuccessMethods != nil && len(s.SuccessMethods) == 0 {
+		p.add("success_methods", "must list at least one HTTP method (leave it out for every method but GET, HEAD, OPTIONS and TRACE)")
+	}
+	for i, m := range s.SuccessMethods {
+		if !validMethod(m) {
+			p.add(fmt.Sprintf("success_methods[%d]", i), "%q is not an HTTP method token", truncate(m, 40))
+		}
 	}
 	failures := s.failureStatuses()
 	for i, st := range s.SuccessStatuses {

@@ -66,6 +66,8 @@ func TestOutcomeScenarioErrors(t *testing.T) {
 		{"success is a failure", "account_attack: {statuses: [401, 200], success_statuses: [200, 302]}", "detection.account_attack.success_statuses[0]: 200 is also a failure status"},
 		{"success is no status", "account_attack: {success_statuses: [99]}", "detection.account_attack.success_statuses[0]: 99 is not an HTTP status"},
 		{"no success", "account_attack: {success_statuses: []}", "detection.account_attack.success_statuses: must list at least one"},
+		{"no success method", "account_attack: {success_methods: []}", "detection.account_attack.success_methods: must list at least one"},
+		{"success method", "account_attack: {success_methods: [POST, \"GE T\"]}", "detection.account_attack.success_methods[1]: \"GE T\" is not an HTTP method token"},
 		{"unknown field", "brute_force: {failure: 3, within: 1m, duration: 1h}", "field failure not found"},
 	}
 	for _, tt := range tests {
@@ -108,6 +110,24 @@ func TestAccountAttackNetworksAndSuccess(t *testing.T) {
 	a = mustParse(t, "rules: []\ndetection: {account_attack: {distinct_sources: 10, within: 10m, duration: 1h, statuses: [200, 401]}}\n").Detection.WithDefaults().AccountAttack
 	if a.SuccessStatus(200) || !a.SuccessStatus(201) {
 		t.Error("a failure status of 200 is still a success")
+	}
+}
+
+// The owner is shown by a success answering a method that is not safe (a
+// login), or one of success_methods: a GET of the login form is none.
+func TestAccountAttackSuccessMethods(t *testing.T) {
+	a := mustParse(t, "rules: []\n").Detection.WithDefaults().AccountAttack
+	for method, want := range map[string]bool{"POST": true, "post": true, "PUT": true, "PATCH": true, "DELETE": true,
+		"GET": false, "get": false, "": false, "HEAD": false, "OPTIONS": false, "TRACE": false} {
+		if a.SuccessMethod(method) != want {
+			t.Errorf("default: SuccessMethod(%q) = %v", method, !want)
+		}
+	}
+	a = mustParse(t, "rules: []\ndetection: {account_attack: {distinct_sources: 10, within: 10m, duration: 1h, success_methods: [get, POST]}}\n").Detection.WithDefaults().AccountAttack
+	for method, want := range map[string]bool{"GET": true, "": true, "POST": true, "PUT": false, "HEAD": false} {
+		if a.SuccessMethod(method) != want {
+			t.Errorf("basic auth: SuccessMethod(%q) = %v", method, !want)
+		}
 	}
 }
 

@@ -1,11 +1,13 @@
 // Package userid is the key of a user id: the one form in which every
-// spelling of an account (dave, Dave, DAVE, ｄａｖｅ) is limited, banned and
-// counted. It is pure: it imports only golang.org/x/text.
+// spelling of an account (dave, Dave, DAVE, ｄａｖｅ, " dave", "da\u200bve")
+// is limited, banned and counted. It is pure: it imports only
+// golang.org/x/text.
 package userid
 
 import (
 	"strings"
 	"sync"
+	"unicode"
 	"unicode/utf8"
 
 	"golang.org/x/text/cases"
@@ -32,11 +34,16 @@ var folder = cases.Fold()
 // buffers holds the two MaxKeyBytes buffers of one pass.
 var buffers = sync.Pool{New: func() any { return new([2][MaxKeyBytes]byte) }}
 
-// Fold returns the key of a user id: NFKC, full Unicode case folding, and
-// NFKC again, repeated until the result no longer changes. Two ids that
-// differ only by case or by compatibility forms (full-width letters,
-// ligatures, the Kelvin sign) have the same key, and Fold(Fold(id)) ==
-// Fold(id).
+// Fold returns the key of a user id: without its default-ignorable
+// characters and the white space at its ends (strip), NFKC, full Unicode
+// case folding, and NFKC again, repeated until the result no longer
+// changes. Two ids that differ only by case, by compatibility forms
+// (full-width letters, ligatures, the Kelvin sign), by characters that
+// render as nothing (zero-width spaces and joiners, soft hyphens, bidi
+// marks, variation selectors) or by white space at their ends have the
+// same key, and Fold(Fold(id)) == Fold(id). Short of trimming, that is
+// Unicode's NFKC_Casefold, the mapping of its caseless identifier
+// matching; applications commonly trim what a login form sends.
 //
 // One pass is not enough. Case folding can leave a string that NFKC
 // changes (ϒ folds to itself and NFKC makes it Υ, which folds to υ), hence
@@ -52,7 +59,7 @@ var buffers = sync.Pool{New: func() any { return new([2][MaxKeyBytes]byte) }}
 // and the key is still stable.
 //
 // An ASCII id costs a scan, and no allocation when it has no upper-case
-// letter; it is then its own key.
+// letter; it is then its own key, or the part of it within white space.
 func Fold(id string) string {
 	if len(id) > MaxKeyBytes {
 		return id
@@ -65,10 +72,58 @@ func Fold(id string) string {
 		}
 		upper = upper || ('A' <= c && c <= 'Z')
 	}
+	if n := len(id); n > 0 && (asciiSpace[id[0]] || asciiSpace[id[n-1]]) {
+		id = strip(id) // ASCII has no default-ignorable character
+	}
 	if !upper {
 		return id
 	}
 	return strings.ToLower(id) // what the passes make of ASCII
+}
+
+// asciiSpace holds the ASCII white space (unicode.IsSpace).
+var asciiSpace = [utf8.RuneSelf]bool{'\t': true, '\n': true, '\v': true, '\f': true, '\r': true, ' ': true}
+
+// strip returns s without its default-ignorable characters (Unicode's
+// Default_Ignorable_Code_Point: they render as nothing) and without the
+// white space at its ends, or s itself when that would leave nothing (such
+// an id names no account, and an empty key would be no user). Bytes that
+// are not UTF-8 are kept as they are.
+func strip(s string) string {
+	t := strings.TrimFunc(s, unicode.IsSpace)
+	if i := strings.IndexFunc(t, ignorable); i >= 0 {
+		b := make([]byte, i, len(t))
+		copy(b, t)
+		for j := i; j < len(t); {
+			r, n := utf8.DecodeRuneInString(t[j:])
+			if !ignorable(r) { // an invalid byte decodes as RuneError, which is not ignorable
+				b = append(b, t[j:j+n]...)
+			}
+			j += n
+		}
+		t = strings.TrimFunc(string(b), unicode.IsSpace) // "\u200b dave"
+	}
+	if t == "" {
+		return s
+	}
+	return t
+}
+
+// ignorable reports whether r is a Default_Ignorable_Code_Point, derived
+// from the tables as Unicode derives it: Other_Default_Ignorable_Code_Point,
+// format characters (Cf) and variation selectors, but white space, the
+// interlinear annotation and Egyptian hieroglyph format characters, and the
+// prepended concatenation marks, which are visible.
+func ignorable(r rune) bool {
+	switch {
+	case r < 0xAD: // the first is the soft hyphen
+		return false
+	case unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r), unicode.Is(unicode.Variation_Selector, r):
+		return true
+	case !unicode.Is(unicode.Cf, r), unicode.IsSpace(r), unicode.Is(unicode.Prepended_Concatenation_Mark, r):
+		return false
+	}
+	return (r < 0xFFF9 || r > 0xFFFB) && (r < 0x13430 || r > 0x13440)
 }
 
 // foldUnicode is Fold beyond ASCII.
@@ -77,7 +132,7 @@ func foldUnicode(id string) string {
 		return id
 	}
 	var seen [maxRounds + 1]string
-	seen[0] = id
+	seen[0] = strip(id)
 	for n := 1; n <= maxRounds; n++ {
 		if n > 1 && settled(seen[n-1]) {
 			return seen[n-1]
@@ -96,8 +151,10 @@ func foldUnicode(id string) string {
 	return seen[maxRounds]
 }
 
-// pass returns NFKC(fold(NFKC(s))), or false when a step would be longer
-// than MaxKeyBytes.
+// pass returns strip(NFKC(fold(NFKC(s)))), or false when a step would be
+// longer than MaxKeyBytes. Strip again because NFKC inserts U+034F, which
+// is ignorable, into a run of more than 30 combining marks, and may map a
+// character to white space and a mark (´ is " \u0301").
 func pass(s string) (string, bool) {
 	bufs := buffers.Get().(*[2][MaxKeyBytes]byte)
 	defer buffers.Put(bufs)
@@ -108,7 +165,7 @@ func pass(s string) (string, bool) {
 	if ok {
 		b, ok = apply(norm.NFKC, bufs[0][:], b)
 	}
-	return string(b), ok
+	return strip(string(b)), ok
 }
 
 // apply transforms all of src into dst, or reports false when it does not
@@ -136,9 +193,10 @@ func decomposedLen(s string) int {
 	return n
 }
 
-// settled reports whether a pass leaves s as it is: NFKC, and case folded.
+// settled reports whether a pass leaves s as it is: NFKC, case folded,
+// and stripped.
 func settled(s string) bool {
-	if !norm.NFKC.IsNormalString(s) {
+	if !norm.NFKC.IsNormalString(s) || strip(s) != s {
 		return false
 	}
 	n, err := folder.Span([]byte(s), true)

@@ -26,11 +26,38 @@ func TestFold(t *testing.T) {
 		{"ᎠᏍᎦᏯ", []string{"ᎠᏍᎦᏯ", "ꭰꮝꭶꮿ"}}, // Cherokee: one pass swaps its case
 		{"u-42@example.com", []string{"U-42@Example.COM"}},
 		{"", []string{""}},
+		// What renders as nothing, and white space at the ends: what a
+		// trimming login form or NFKC_Casefold takes for the same id.
+		{"ivan", []string{" ivan", "ivan ", " Ivan\t", "\u00a0ivan", "IVAN\u3000", "ivan\u200b", "iv\u00adan", "\ufeffivan",
+			"iv\u200dan", "ivan\ufe0f", "iv\u2060an", "\u200eivan", "\u200b ivan", "\u115fivan", "ｉｖａｎ\u3000"}},
+		{"da ve", []string{"da ve", " DA VE "}}, // inner space is kept
+		{"   ", []string{"   "}},                // nothing but space: no account, but not no user
+		{"\u200b", []string{"\u200b"}},
+		{"\u0301dave", []string{"\u00b4Dave"}}, // ´ is a space and a mark: the space goes
 	} {
 		for _, s := range tc.spelling {
 			if got := Fold(s); got != tc.key {
 				t.Errorf("Fold(%q) = %q, want %q", s, got, tc.key)
 			}
+		}
+	}
+}
+
+// The default-ignorable characters are those of Unicode's
+// DerivedCoreProperties.txt: a sample of each range it lists, and of the
+// format characters it leaves out.
+func TestIgnorable(t *testing.T) {
+	for _, r := range []rune{0xAD, 0x34F, 0x61C, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180B, 0x180E, 0x180F, 0x200B, 0x200F,
+		0x202A, 0x202E, 0x2060, 0x2065, 0x206F, 0x3164, 0xFE00, 0xFE0F, 0xFEFF, 0xFFA0, 0xFFF0, 0xFFF8, 0x1BCA0, 0x1BCA3,
+		0x1D173, 0x1D17A, 0xE0000, 0xE0001, 0xE007F, 0xE0100, 0xE0FFF} {
+		if !ignorable(r) {
+			t.Errorf("%U is default-ignorable", r)
+		}
+	}
+	for _, r := range []rune{'a', ' ', 0xA0, 0x301, 0x600, 0x605, 0x6DD, 0x70F, 0x8E2, 0x110BD, 0x110CD, 0xFFF9, 0xFFFB,
+		0x13430, 0x1343F, 0x2028, 0x3000, 0xFFFD} {
+		if ignorable(r) {
+			t.Errorf("%U is not default-ignorable", r)
 		}
 	}
 }
@@ -60,12 +87,13 @@ func TestFoldIsIdempotentOnEveryCharacter(t *testing.T) {
 // string comes back, the smallest of the cycle; and the longest string it
 // went through, its compatibility decomposition included.
 func reference(s string) (string, int) {
-	seen := []string{s}
 	longest := max(len(s), len(norm.NFKD.String(s)))
+	s = strip(s)
+	seen := []string{s}
 	for {
 		a := norm.NFKC.String(s)
 		b := cases.Fold().String(a)
-		next := norm.NFKC.String(b)
+		next := strip(norm.NFKC.String(b))
 		longest = max(longest, len(a), len(b), len(next))
 		if i := slices.Index(seen, next); i >= 0 {
 			return slices.Min(seen[i:]), longest
@@ -113,7 +141,8 @@ func TestFoldAllocations(t *testing.T) {
 }
 
 func FuzzFold(f *testing.F) {
-	for _, s := range []string{"Dave", "ｄａｖｅ", "Straße", "\u212Aelvin", "ϒ", "ꭰꮝ", "ͺ", "ﬃ", "İ", "\xff", "a\u0345\u0301"} {
+	for _, s := range []string{"Dave", "ｄａｖｅ", "Straße", "\u212Aelvin", "ϒ", "ꭰꮝ", "ͺ", "ﬃ", "İ", "\xff", "a\u0345\u0301",
+		" Dave\u200b", "\u00b4", "a\u200b\u0301", "\u200b\xff ", "a" + strings.Repeat("\u0301\u0316", 20)} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -161,6 +190,8 @@ func BenchmarkFold(b *testing.B) {
 		{"unicode-folded", "jürgen.strasse"},
 		{"expanding", strings.Repeat("\uFDFA", 170)},             // 510 bytes the passes would make 5.6 KB of
 		{"combining", "a" + strings.Repeat("\u0301\u0345", 127)}, // 509 bytes of marks to reorder
+		{"decomposing", strings.Repeat("\u0390", 256)},           // 512 bytes, each ΐ folded to 3 characters and composed back
+		{"trimmed", "\u00a0Jürgen.Straße\u200b"},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
