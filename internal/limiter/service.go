@@ -250,10 +250,16 @@ func (s *Service) admit(set *ruleSet, req *rules.Request, d *Decision, mode Mode
 	d.Reset()
 	d.Mode = mode
 	s.keyUser(set, req)
+	// An exempt address or endpoint skips everything. An exemption by user
+	// or tier skips the rules but never lifts a ban: the user id and tier
+	// are the client's claim on a login route (the id it typed), and a
+	// banned address naming an exempt account must stay banned.
 	switch {
-	case set.Exempt(req):
+	case set.ExemptRequest(req):
 		d.Allowed, d.Reason = true, event.ReasonExempt
 	case s.banned(req, now, d): // d now holds the denial
+	case set.ExemptUser(req):
+		d.Allowed, d.Reason = true, event.ReasonExempt
 	default:
 		d.Applied = set.Match(req, now, d.Applied)
 		if len(d.Applied) != 0 {
