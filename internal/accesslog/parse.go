@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/ipprefix"
 	"github.com/ratewarden/ratewarden/internal/rules"
 )
 
@@ -105,7 +106,7 @@ func (m *Mapping) Parse(line []byte, src Source) (event.Outcome, error) {
 	if err != nil {
 		return event.Outcome{}, &Error{"ip", fmt.Sprintf("field %q: %q is not an IP address", m.IP, clip(ip))}
 	}
-	o.IP = addr.Unmap().WithZone("").String()
+	o.IP = ipprefix.Client(addr).String()
 	o.Endpoint = event.EscapeEndpoint(rules.NormalizeEndpoint(path))
 	if o.Status, err = strconv.Atoi(status); err != nil || o.Status < event.MinStatus || o.Status > event.MaxStatus {
 		return event.Outcome{}, &Error{"status", fmt.Sprintf("field %q: %q is not an HTTP status, %d to %d",

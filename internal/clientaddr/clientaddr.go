@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+
+	"github.com/ratewarden/ratewarden/internal/ipprefix"
 )
 
 // Resolver finds clients behind Trusted, the proxies whose X-Forwarded-For
@@ -86,5 +88,5 @@ func Parse(s string) netip.Addr {
 	if err != nil {
 		return netip.Addr{}
 	}
-	return a.Unmap().WithZone("")
+	return ipprefix.Client(a)
 }

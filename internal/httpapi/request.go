@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/ipprefix"
 	"github.com/ratewarden/ratewarden/internal/jsonwire"
 	"github.com/ratewarden/ratewarden/internal/rules"
 )
@@ -119,7 +120,7 @@ func newRequest(userID, ip, endpoint, method, tier string, cost int64, attrs map
 	if err != nil {
 		return rules.Request{}, jsonwire.BadRequest("ip: not an IP address")
 	}
-	addr = addr.Unmap().WithZone("")
+	addr = ipprefix.Client(addr)
 	switch {
 	case endpoint == "":
 		return rules.Request{}, jsonwire.BadRequest("endpoint: required")

@@ -62,6 +62,14 @@ func TestAddressEntriesGroupedAsIP(t *testing.T) {
 	if got := admitted("default", plain, plain, plain, mapped, mapped, mapped); got != 5 {
 		t.Errorf("one IPv4 address, plain and IPv4-mapped: %d admitted, want 5", got)
 	}
+	// Two IPv4 clients behind an IPv4/IPv6 translator (64:ff9b::/96): two
+	// budgets, not one /64's; and one of them counts as its IPv4 address.
+	if got := admitted("default", rotate("64:ff9b::c000:2%02x", 10)...); got != 10 {
+		t.Errorf("ten IPv4 clients through a translator: %d admitted, want 10", got)
+	}
+	if got := admitted("default", "192.0.2.200", "64:ff9b::c000:2c8", "192.0.2.200", "64:ff9b::c000:2c8", "192.0.2.200", "64:ff9b::c000:2c8"); got != 5 {
+		t.Errorf("one IPv4 address, plain and translated: %d admitted, want 5", got)
+	}
 	if got := admitted("per56", rotate("2001:db8:1:%x::1", 10)...); got != 5 {
 		t.Errorf("ipv6_prefix 56, ten /64s of one /56: %d admitted, want 5", got)
 	}

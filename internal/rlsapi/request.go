@@ -9,6 +9,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/ipprefix"
 	"github.com/ratewarden/ratewarden/internal/limiter"
 	"github.com/ratewarden/ratewarden/internal/rules"
 )
@@ -203,7 +204,7 @@ func clientAddr(v string) (string, netip.Addr) {
 	if err != nil || a.Zone() != "" {
 		return "", netip.Addr{}
 	}
-	a = a.Unmap()
+	a = ipprefix.Client(a)
 	var buf [64]byte // more than the longest form
 	if string(a.AppendTo(buf[:0])) == v {
 		return v, a // the value is in canonical form, as Envoy sends addresses: no new string

@@ -3,6 +3,8 @@ package rules
 import (
 	"net/netip"
 	"strings"
+
+	"github.com/ratewarden/ratewarden/internal/ipprefix"
 )
 
 // IPv6 grouping. An IPv4 address is one client, but a client holding an
@@ -29,7 +31,7 @@ func IPPrefix(a netip.Addr, bits int) netip.Prefix {
 	if !a.IsValid() {
 		return netip.Prefix{}
 	}
-	a = a.Unmap().WithZone("")
+	a = ipprefix.Client(a)
 	if a.Is4() {
 		return netip.PrefixFrom(a, 32)
 	}
@@ -98,7 +100,7 @@ func IPNetwork(ip string, ipv4, ipv6 int) string {
 	if err != nil {
 		return ip
 	}
-	a = a.Unmap().WithZone("")
+	a = ipprefix.Client(a)
 	bits := ipv6
 	if a.Is4() {
 		bits = ipv4
@@ -119,7 +121,7 @@ func ParseIPSubject(s string) (netip.Prefix, bool) {
 		if err != nil || a.Zone() != "" {
 			return netip.Prefix{}, false
 		}
-		a = a.Unmap()
+		a = ipprefix.Client(a)
 		return netip.PrefixFrom(a, a.BitLen()), true
 	}
 	p, err := netip.ParsePrefix(s)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/decide"
+	"github.com/ratewarden/ratewarden/internal/ipprefix"
 )
 
 // Request is what rules match and key on. The caller normalizes it: IP is
@@ -47,7 +48,7 @@ func (s *Set) ExemptRequest(r *Request) bool {
 		if !a.IsValid() {
 			a, _ = netip.ParseAddr(r.IP)
 		}
-		a = a.Unmap().WithZone("")
+		a = ipprefix.Client(a)
 		for _, p := range e.prefixes {
 			if p.Contains(a) {
 				return true
