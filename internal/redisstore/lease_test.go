@@ -253,9 +253,10 @@ func TestLeaseSpentBeforeItsWindowTurns(t *testing.T) {
 // command) and beside another key's (a pipeline), by digest or, after
 // SCRIPT FLUSH, by EVAL; the key then admits its limit and no more.
 func TestLeaseSettledOnceWhenTheReplyIsLost(t *testing.T) {
-	proxy := redistest.StartSlowProxy(t, redisAddr())
+	addr := redistest.StartServer(t) // its own: SCRIPT FLUSH must not reach other tests' scripts
+	proxy := redistest.StartSlowProxy(t, addr)
 	client := connect(t, proxy.Addr())
-	direct := newClient(t, redisAddr())
+	direct := newClient(t, addr)
 	prefix := testPrefix(t, direct)
 	co := NewCoalescer(New(client), CoalesceConfig{Timeout: 2 * time.Second})
 	defer co.Close()
