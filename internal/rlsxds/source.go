@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -225,10 +226,9 @@ func (s *Source) handle(client sotw.ADSClient, resources []*anypb.Any) error {
 		changed, err = s.cfg.Apply(c)
 	}
 	if err != nil {
-		msg := err.Error()
-		if len(msg) > maxNack {
-			msg = msg[:maxNack]
-		}
+		// A NACK is a proto3 string: gRPC does not send one of invalid UTF-8,
+		// and the subscription would end without the server learning why.
+		msg := prefix(strings.ToValidUTF8(err.Error(), "\uFFFD"), maxNack)
 		s.refused, s.refusal = hash, msg
 		s.responses.WithLabelValues(resultRefused).Inc()
 		s.cfg.Log.Error("xDS RLS config refused; the running rules stay", zap.String("server", s.cfg.ServerURL),
