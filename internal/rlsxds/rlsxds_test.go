@@ -1,6 +1,7 @@
 package rlsxds
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -132,6 +133,7 @@ func TestHandleAnswersARepeatedResponseWithoutLoadingIt(t *testing.T) {
 	core, logs := observer.New(zap.DebugLevel)
 	applies := 0
 	s := New(Config{Log: zap.New(core), Apply: func(*rlsconfig.Config) (bool, error) { applies++; return true, nil }})
+	s.pace = 0 // refused again at once: TestRepeatedRefusalIsPaced
 	good := []*anypb.Any{anyOf(t, &rlsconfv3.RateLimitConfig{Name: "gw", Domain: "gw", Descriptors: []*rlsconfv3.RateLimitDescriptor{
 		{Key: "api_key", RateLimit: &rlsconfv3.RateLimitPolicy{Unit: rlsconfv3.RateLimitUnit_HOUR, RequestsPerUnit: 2}}}}),
 		anyOf(t, &rlsconfv3.RateLimitConfig{Name: "other", Domain: "other"})}
@@ -139,13 +141,13 @@ func TestHandleAnswersARepeatedResponseWithoutLoadingIt(t *testing.T) {
 		{Key: "api_key", RateLimit: &rlsconfv3.RateLimitPolicy{RequestsPerUnit: 2}}}})}
 	a := &answers{}
 	for range 50 {
-		if err := s.handle(a, good); err != nil {
+		if err := s.handle(context.Background(), a, good); err != nil {
 			t.Fatal(err)
 		}
 		good[0], good[1] = good[1], good[0] // as go-control-plane's server orders them: its own way each time
 	}
 	for range 50 {
-		if err := s.handle(a, bad); err != nil {
+		if err := s.handle(context.Background(), a, bad); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -193,7 +195,7 @@ func TestNackIsValidUTF8(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s := New(Config{Log: zap.NewNop(), Apply: func(*rlsconfig.Config) (bool, error) { return true, nil }})
 			a := &answers{}
-			if err := s.handle(a, []*anypb.Any{anyOf(t, c)}); err != nil {
+			if err := s.handle(context.Background(), a, []*anypb.Any{anyOf(t, c)}); err != nil {
 				t.Fatal(err)
 			}
 			if len(a.nacks) != 1 || !strings.Contains(a.nacks[0], "missing unit") {
@@ -207,5 +209,32 @@ func TestNackIsValidUTF8(t *testing.T) {
 				t.Errorf("the NACK is %d bytes, over %d", len(msg), maxNack)
 			}
 		})
+	}
+}
+
+// go-control-plane's server answers a NACK with the response it refused, at
+// once, again and again: the limiter refuses it again at most once per
+// refusedPace, rather than as fast as the two can exchange them (8 700
+// NACKs a second, a third of a core, for as long as the config is
+// published). Counted over the time the loop ran, so a slow machine sends
+// fewer, never more.
+func TestRepeatedRefusalIsPaced(t *testing.T) {
+	s := New(Config{Log: zap.NewNop(), Apply: func(*rlsconfig.Config) (bool, error) { return true, nil }})
+	bad := []*anypb.Any{anyOf(t, &rlsconfv3.RateLimitConfig{Name: "gw", Domain: "gw", Descriptors: []*rlsconfv3.RateLimitDescriptor{
+		{Key: "api_key", RateLimit: &rlsconfv3.RateLimitPolicy{RequestsPerUnit: 2}}}})}
+	a := &answers{}
+	start := time.Now()
+	for time.Since(start) < 500*time.Millisecond {
+		if err := s.handle(context.Background(), a, bad); err != nil {
+			t.Fatal(err)
+		}
+	}
+	elapsed := time.Since(start)
+	t.Logf("%d NACKs in %v", len(a.nacks), elapsed.Round(time.Millisecond))
+	if most := int(elapsed/refusedPace) + 1; len(a.nacks) > most {
+		t.Errorf("%d NACKs in %v, want at most %d (one per %v)", len(a.nacks), elapsed.Round(time.Millisecond), most, refusedPace)
+	}
+	if n := testutil.ToFloat64(s.responses.WithLabelValues(resultRefused)); n != float64(len(a.nacks)) {
+		t.Errorf("rate_limit_xds_responses_total{result=refused} = %v, %d NACKs", n, len(a.nacks))
 	}
 }
