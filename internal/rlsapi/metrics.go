@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/limiter"
@@ -152,6 +153,54 @@ func (m *metrics) descriptorLabel(a *rules.Applied, entries []rules.Entry) strin
 		seen[label] = true
 	}
 	return label
+}
+
+// dropRemovedRules deletes the descriptor series of rules that are not in
+// set, their detailed values with them, and forgets those values: a config
+// source that renames its rules at every change (an xDS management server)
+// would otherwise grow the series by every value of every rule it ever
+// named. Every series is looked at, so one that a call still deciding
+// under the previous rules made again goes at the next change.
+func (m *metrics) dropRemovedRules(set *rules.Set) {
+	ruleOf := map[string]string{} // detailed label → its rule id
+	m.mu.Lock()
+	for id, labels := range m.values {
+		for l := range labels {
+			ruleOf[l] = id
+		}
+		ruleOf[id+otherValues] = id
+		if set.Rule(id) == nil {
+			delete(m.values, id)
+		}
+	}
+	m.mu.Unlock()
+	ch := make(chan prometheus.Metric, 64)
+	go func() { m.descriptors.Collect(ch); close(ch) }()
+	var gone []prometheus.Labels
+	for metric := range ch {
+		var pb dto.Metric
+		if metric.Write(&pb) != nil {
+			continue
+		}
+		labels := prometheus.Labels{}
+		for _, l := range pb.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		d := labels["descriptor"]
+		if d == "" || d[0] == '_' { // _none, _banned, _exempt: no rule id starts with '_'
+			continue
+		}
+		id, detailed := ruleOf[d]
+		if !detailed {
+			id = d
+		}
+		if set.Rule(id) == nil {
+			gone = append(gone, labels)
+		}
+	}
+	for _, labels := range gone { // not while collecting: Collect holds the vector's lock
+		m.descriptors.Delete(labels)
+	}
 }
 
 // truncate cuts s to at most max bytes without splitting a character.
