@@ -7,11 +7,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/limiter"
 	"github.com/ratewarden/ratewarden/internal/rules"
+	"github.com/ratewarden/ratewarden/internal/telemetry"
 )
 
 // Label values of the metrics. Every label is bounded:
@@ -174,33 +174,17 @@ func (m *metrics) dropRemovedRules(set *rules.Set) {
 		}
 	}
 	m.mu.Unlock()
-	ch := make(chan prometheus.Metric, 64)
-	go func() { m.descriptors.Collect(ch); close(ch) }()
-	var gone []prometheus.Labels
-	for metric := range ch {
-		var pb dto.Metric
-		if metric.Write(&pb) != nil {
-			continue
-		}
-		labels := prometheus.Labels{}
-		for _, l := range pb.GetLabel() {
-			labels[l.GetName()] = l.GetValue()
-		}
+	telemetry.DeleteSeries(m.descriptors, func(labels prometheus.Labels) bool {
 		d := labels["descriptor"]
 		if d == "" || d[0] == '_' { // _none, _banned, _exempt: no rule id starts with '_'
-			continue
+			return false
 		}
 		id, detailed := ruleOf[d]
 		if !detailed {
 			id = d
 		}
-		if set.Rule(id) == nil {
-			gone = append(gone, labels)
-		}
-	}
-	for _, labels := range gone { // not while collecting: Collect holds the vector's lock
-		m.descriptors.Delete(labels)
-	}
+		return set.Rule(id) == nil
+	})
 }
 
 // truncate cuts s to at most max bytes without splitting a character.
