@@ -206,7 +206,7 @@ func (w *wiring) ruleManager() {
 		RLSDir:     cfg.RLSConfigDir,
 		RLSFromXDS: cfg.ConfigType == config.ConfigXDS,
 		Options:    rules.Options{KeyPrefix: cfg.RedisKeyPrefix, CaseSensitiveUserIDs: cfg.CaseSensitiveUserIDs},
-		Apply:      w.svc.SetRules,
+		Apply:      w.applyRules,
 		Connect:    ruleStore(cfg),
 		Changes:    redisfleet.NewRuleChanges(w.rdb, cfg.RedisKeyPrefix),
 		Report: func(version string, appliedAt time.Time) {
@@ -219,6 +219,14 @@ func (w *wiring) ruleManager() {
 		Log:        w.log.Named("rules"),
 		Registerer: w.reg,
 	})
+}
+
+// applyRules puts set in force: in the decision service, then in Envoy's
+// rate limit API, whose metrics drop the rules set no longer has. The
+// rules are first applied once the APIs exist (the manager starts later).
+func (w *wiring) applyRules(set *rules.Set) {
+	w.svc.SetRules(set)
+	w.rls.RulesReplaced(set)
 }
 
 // apis makes the decision APIs (HTTP, Envoy's over gRPC and POST /json),

@@ -3,7 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -346,4 +348,69 @@ func TestXDSRepublishedConfigIsNotReapplied(t *testing.T) {
 	if n := lim.metric(t, "rate_limit_lease_units_returned_total"); n != returned {
 		t.Errorf("%v leased units given back during the re-publications, want none", n-returned)
 	}
+}
+
+// A management server that renames its rules at each version (here a
+// wildcard written with one more '*' each time: the same requests match,
+// under a new rule id) cannot grow the descriptor metric: the series of
+// the rules no longer in force go, those of detailed_metric values with
+// them, however many values each had.
+func TestXDSRenamedRulesLeaveNoSeries(t *testing.T) {
+	const node, versions, users = "ratewarden-test", 20, 100
+	xds := startXDSServer(t)
+	e := newEnv(t)
+	vars := map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_URL": xds.addr, "CONFIG_GRPC_XDS_NODE_ID": node,
+		"FORCE_START_WITHOUT_INITIAL_CONFIG": "true"}
+	for k, v := range e.vars {
+		vars[k] = v
+	}
+	lim := start(t, "limiter", vars)
+	client := rlsClient(t, lim)
+	for v := 1; v <= versions; v++ {
+		xds.set(node, fmt.Sprintf("v%d", v), &rlsconfv3.RateLimitConfig{Name: "gw", Domain: "gw", Descriptors: []*rlsconfv3.RateLimitDescriptor{{
+			Key: "user", Value: "u" + strings.Repeat("*", v), DetailedMetric: true,
+			RateLimit: &rlsconfv3.RateLimitPolicy{Unit: rlsconfv3.RateLimitUnit_HOUR, RequestsPerUnit: 1000}}}})
+		waitFor(t, 10*time.Second, fmt.Sprintf("v%d acknowledged", v), func() bool { return slices.Contains(xds.acked(), fmt.Sprintf("v%d", v)) })
+		for u := range users {
+			if _, err := client.ShouldRateLimit(context.Background(), rlsRequest("gw", fmt.Sprintf("user=u%d", u))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	series := lim.series(t, "rate_limit_rls_descriptors_total")
+	t.Logf("%d versions of %d values each: %d series of rate_limit_rls_descriptors_total", versions, users, len(series))
+	if len(series) > users {
+		t.Errorf("%d series, want at most %d (the values of the rule in force)", len(series), users)
+	}
+	for _, s := range series {
+		if !strings.Contains(s, `descriptor="rls.gw.user_u`+strings.Repeat("_", versions)+`.`) {
+			t.Errorf("series %s of a rule no longer in force", s)
+			break
+		}
+	}
+}
+
+// series returns the lines of metric family name that /metrics shows.
+func (p *proc) series(t *testing.T, name string) []string {
+	t.Helper()
+	addr := p.addr
+	if p.opsAddr != "" {
+		addr = p.opsAddr
+	}
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, name+"{") {
+			out = append(out, line)
+		}
+	}
+	return out
 }

@@ -7,11 +7,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/ratewarden/ratewarden/internal/decide"
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/rules"
+	"github.com/ratewarden/ratewarden/internal/telemetry"
 )
 
 type metrics struct {
@@ -219,23 +219,8 @@ const (
 // rate() reads a series that ends. Every series is looked at, so one that a
 // request still deciding under the previous rules made again goes too.
 func (m *metrics) dropRemovedRules(set *rules.Set) {
-	ch := make(chan prometheus.Metric, 64)
-	go func() { m.requests.Collect(ch); close(ch) }()
-	gone := map[string]bool{}
-	for metric := range ch {
-		var pb dto.Metric
-		if metric.Write(&pb) != nil {
-			continue
-		}
-		for _, l := range pb.GetLabel() {
-			if id := l.GetValue(); l.GetName() == "rule" && id != "" && !gone[id] {
-				gone[id] = set.Rule(id) == nil
-			}
-		}
-	}
-	for id, removed := range gone {
-		if removed {
-			m.requests.DeletePartialMatch(prometheus.Labels{"rule": id})
-		}
-	}
+	telemetry.DeleteSeries(m.requests, func(labels prometheus.Labels) bool {
+		id := labels["rule"]
+		return id != "" && set.Rule(id) == nil
+	})
 }

@@ -1,8 +1,11 @@
 package rlsapi
 
 import (
+	"fmt"
+	"maps"
 	"math"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -268,6 +271,60 @@ func TestDescriptorLabelIsBounded(t *testing.T) {
 	}
 	if got := truncate("ab"+strings.Repeat("é", 40), 64); got != "ab"+strings.Repeat("é", 31) {
 		t.Errorf("truncate cut a character: %q", got)
+	}
+}
+
+// A rule set that no longer has a rule takes its descriptor series away,
+// plain, detailed and _other, and its values: back in a later set, the
+// rule gets MetricValues new ones. The series of the rules kept and those
+// of no rule stay.
+func TestDescriptorSeriesOfRemovedRules(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := newMetrics(reg, 2)
+	setOf := func(ids ...string) *rules.Set {
+		f := &rules.File{}
+		for i, id := range ids {
+			f.Rules = append(f.Rules, rules.Rule{ID: id, Priority: 100, Algorithm: "fixed_window", OnRedisFailure: rules.FailLocal,
+				Limits:     []rules.Limit{{Requests: 1, Per: rules.Duration(time.Hour)}},
+				Descriptor: &rules.DescriptorMatch{Domain: "d", Entries: []rules.DescriptorEntry{{Key: fmt.Sprint("k", i), DetailedMetric: id != "plain"}}}})
+		}
+		set, err := rules.Compile(f, rules.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return set
+	}
+	count := func(set *rules.Set, id string, values ...string) {
+		r := set.Rule(id)
+		for _, v := range values {
+			label := m.descriptorLabel(&rules.Applied{Rule: r}, []rules.Entry{{Key: r.Descriptor.Entries[0].Key, Value: v}})
+			m.descriptors.WithLabelValues("d", label, outcomeOK).Inc()
+		}
+	}
+	first := setOf("kept", "gone", "plain")
+	count(first, "kept", "a", "b", "c")
+	count(first, "gone", "a", "b", "c")
+	count(first, "plain", "a")
+	m.descriptors.WithLabelValues("d", descriptorNone, outcomeOK).Inc()
+	m.dropRemovedRules(setOf("kept"))
+	got := map[string]bool{}
+	families, _ := reg.Gather()
+	for _, f := range families {
+		for _, s := range f.GetMetric() {
+			for _, l := range s.GetLabel() {
+				if l.GetName() == "descriptor" {
+					got[l.GetValue()] = true
+				}
+			}
+		}
+	}
+	want := map[string]bool{"kept.k0_a": true, "kept.k0_b": true, "kept._other": true, "_none": true}
+	if !maps.Equal(got, want) {
+		t.Errorf("descriptor series %v, want %v", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
+	}
+	again := setOf("kept", "gone")
+	if label := m.descriptorLabel(&rules.Applied{Rule: again.Rule("gone")}, []rules.Entry{{Key: "k1", Value: "z"}}); label != "gone.k1_z" {
+		t.Errorf("a rule back after its removal: label %q, want a value of its own", label)
 	}
 }
 

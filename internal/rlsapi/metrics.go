@@ -11,6 +11,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/limiter"
 	"github.com/ratewarden/ratewarden/internal/rules"
+	"github.com/ratewarden/ratewarden/internal/telemetry"
 )
 
 // Label values of the metrics. Every label is bounded:
@@ -152,6 +153,38 @@ func (m *metrics) descriptorLabel(a *rules.Applied, entries []rules.Entry) strin
 		seen[label] = true
 	}
 	return label
+}
+
+// dropRemovedRules deletes the descriptor series of rules that are not in
+// set, their detailed values with them, and forgets those values: a config
+// source that renames its rules at every change (an xDS management server)
+// would otherwise grow the series by every value of every rule it ever
+// named. Every series is looked at, so one that a call still deciding
+// under the previous rules made again goes at the next change.
+func (m *metrics) dropRemovedRules(set *rules.Set) {
+	ruleOf := map[string]string{} // detailed label → its rule id
+	m.mu.Lock()
+	for id, labels := range m.values {
+		for l := range labels {
+			ruleOf[l] = id
+		}
+		ruleOf[id+otherValues] = id
+		if set.Rule(id) == nil {
+			delete(m.values, id)
+		}
+	}
+	m.mu.Unlock()
+	telemetry.DeleteSeries(m.descriptors, func(labels prometheus.Labels) bool {
+		d := labels["descriptor"]
+		if d == "" || d[0] == '_' { // _none, _banned, _exempt: no rule id starts with '_'
+			return false
+		}
+		id, detailed := ruleOf[d]
+		if !detailed {
+			id = d
+		}
+		return set.Rule(id) == nil
+	})
 }
 
 // truncate cuts s to at most max bytes without splitting a character.

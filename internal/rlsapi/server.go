@@ -164,6 +164,12 @@ func New(cfg Config, checker Checker, log *zap.Logger, reg prometheus.Registerer
 	return s
 }
 
+// RulesReplaced tells the API that set replaced the rule set: the metric
+// series of descriptors decided by rules no longer in force are deleted
+// (see metrics.dropRemovedRules). Call it after the checker has set in
+// force.
+func (s *Server) RulesReplaced(set *rules.Set) { s.metrics.dropRemovedRules(set) }
+
 // Health returns the health service (grpc.health.v1) that GRPCServer
 // registers, for the caller to report SERVING or NOT_SERVING under the
 // service names "" and ServiceName (SetServing sets both).

@@ -8,6 +8,7 @@ import (
 	"math"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
@@ -183,9 +184,14 @@ func shownPath(entries []rules.DescriptorEntry) string {
 	return truncate(rules.DescriptorPath(entries), maxShownPath)
 }
 
+// truncate cuts s to at most n bytes, never inside a character (an error
+// of invalid UTF-8 cannot be sent back to an xDS server), and marks the cut.
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n] + "..."
 }

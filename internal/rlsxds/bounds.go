@@ -77,7 +77,7 @@ func (s *scan) descriptor(b []byte, depth int) error {
 	if *s.budget--; *s.budget < 0 {
 		return fmt.Errorf("more than %d descriptors in the response (the bound of a configuration)", rlsconfig.MaxDescriptors)
 	}
-	nested := 0
+	nested, replaces := 0, 0
 	return eachField(b, func(num protowire.Number, v []byte) error {
 		switch num {
 		case fieldDescriptorKey:
@@ -85,7 +85,7 @@ func (s *scan) descriptor(b []byte, depth int) error {
 		case fieldDescriptorValue:
 			return s.text(v, depth, "value", rules.MaxDescriptorValue)
 		case fieldDescriptorRateLimit:
-			return s.policy(v, depth)
+			return s.policy(v, depth, &replaces)
 		case fieldDescriptorDescriptors:
 			if depth == rules.MaxEntries {
 				return s.errorf(depth, "descriptors", "nested deeper than %d levels", rules.MaxEntries)
@@ -99,19 +99,20 @@ func (s *scan) descriptor(b []byte, depth int) error {
 }
 
 // policy checks the encoded RateLimitPolicy b of the descriptor at depth.
-func (s *scan) policy(b []byte, depth int) error {
-	replaces := 0
+// replaces counts the descriptor's replaces: a rate_limit written several
+// times is decoded as one, its replaces of every occurrence appended.
+func (s *scan) policy(b []byte, depth int, replaces *int) error {
 	return eachField(b, func(num protowire.Number, v []byte) error {
 		switch num {
 		case fieldPolicyName:
 			return s.text(v, depth, "rate_limit.name", rules.MaxDescriptorName)
 		case fieldPolicyReplaces:
-			if replaces++; replaces > rules.MaxReplaces {
+			if *replaces++; *replaces > rules.MaxReplaces {
 				return s.errorf(depth, "rate_limit.replaces", "at most %d names", rules.MaxReplaces)
 			}
 			return eachField(v, func(num protowire.Number, v []byte) error {
 				if num == fieldReplaceName {
-					return s.text(v, depth, fmt.Sprintf("rate_limit.replaces[%d].name", replaces-1), rules.MaxDescriptorName)
+					return s.text(v, depth, fmt.Sprintf("rate_limit.replaces[%d].name", *replaces-1), rules.MaxDescriptorName)
 				}
 				return nil
 			})

@@ -8,6 +8,7 @@ import (
 
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	rlsconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/ratewarden/ratewarden/internal/rlsconfig"
@@ -33,6 +34,26 @@ func leaves(n int, policy *rlsconfv3.RateLimitPolicy) []*rlsconfv3.RateLimitDesc
 
 func config(name string, ds ...*rlsconfv3.RateLimitDescriptor) *rlsconfv3.RateLimitConfig {
 	return &rlsconfv3.RateLimitConfig{Name: name, Domain: name, Descriptors: ds}
+}
+
+// repeatedRateLimit is a RateLimitConfig of name whose one descriptor
+// writes its rate_limit again and again, each time with 16 replaces of no
+// name, up to size bytes: decoding merges the occurrences into one
+// rate_limit and appends their replaces (2 bytes each on the wire).
+func repeatedRateLimit(name string, size int) *rlsconfv3.RateLimitConfig {
+	var policy []byte
+	for range 16 {
+		policy = protowire.AppendTag(policy, fieldPolicyReplaces, protowire.BytesType)
+		policy = protowire.AppendBytes(policy, nil)
+	}
+	desc := protowire.AppendString(protowire.AppendTag(nil, fieldDescriptorKey, protowire.BytesType), "k")
+	for len(desc)+len(policy) < size-16 {
+		desc = protowire.AppendTag(desc, fieldDescriptorRateLimit, protowire.BytesType)
+		desc = protowire.AppendBytes(desc, policy)
+	}
+	c := config(name)
+	c.ProtoReflect().SetUnknown(protowire.AppendBytes(protowire.AppendTag(nil, fieldConfigDescriptors, protowire.BytesType), desc))
+	return c
 }
 
 // allocated is the bytes f allocates.
@@ -71,6 +92,8 @@ func TestLoadBoundsHostileResponses(t *testing.T) {
 		"too many replaces": {[]*rlsconfv3.RateLimitConfig{config("r", &rlsconfv3.RateLimitDescriptor{Key: "k",
 			RateLimit: &rlsconfv3.RateLimitPolicy{Replaces: make([]*rlsconfv3.RateLimitReplace, 100000)}})},
 			"xds:r: descriptors[0].rate_limit.replaces: at most 16 names"},
+		"replaces spread over a rate_limit written 120 000 times": {[]*rlsconfv3.RateLimitConfig{repeatedRateLimit("rr", 4<<20)},
+			"xds:rr: descriptors[0].rate_limit.replaces: at most 16 names"},
 		"a long key": {[]*rlsconfv3.RateLimitConfig{config("l", &rlsconfv3.RateLimitDescriptor{Key: strings.Repeat("k", 1<<20)})},
 			"xds:l: descriptors[0].key: at most 256 bytes"},
 		"too many resources": {many(rlsconfig.MaxFiles+1, func(i int) *rlsconfv3.RateLimitConfig { return config(fmt.Sprint(i)) }),

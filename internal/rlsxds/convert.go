@@ -20,6 +20,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"unicode/utf8"
 
 	rlsconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -100,9 +101,20 @@ func load(resources []*anypb.Any, hash string) (*rlsconfig.Config, error) {
 // cut is s, cut to maxShownName bytes.
 func cut(s string) string {
 	if len(s) > maxShownName {
-		return s[:maxShownName] + "..."
+		return prefix(s, maxShownName) + "..."
 	}
 	return s
+}
+
+// prefix is s cut to at most n bytes, never inside a character.
+func prefix(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // descriptorsOf are ds in rlsconfig's terms (envoyproxy/ratelimit's own

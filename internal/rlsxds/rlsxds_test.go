@@ -1,16 +1,20 @@
 package rlsxds
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/client/sotw/v3"
 	rlsconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -129,6 +133,7 @@ func TestHandleAnswersARepeatedResponseWithoutLoadingIt(t *testing.T) {
 	core, logs := observer.New(zap.DebugLevel)
 	applies := 0
 	s := New(Config{Log: zap.New(core), Apply: func(*rlsconfig.Config) (bool, error) { applies++; return true, nil }})
+	s.pace = 0 // refused again at once: TestRepeatedRefusalIsPaced
 	good := []*anypb.Any{anyOf(t, &rlsconfv3.RateLimitConfig{Name: "gw", Domain: "gw", Descriptors: []*rlsconfv3.RateLimitDescriptor{
 		{Key: "api_key", RateLimit: &rlsconfv3.RateLimitPolicy{Unit: rlsconfv3.RateLimitUnit_HOUR, RequestsPerUnit: 2}}}}),
 		anyOf(t, &rlsconfv3.RateLimitConfig{Name: "other", Domain: "other"})}
@@ -136,13 +141,13 @@ func TestHandleAnswersARepeatedResponseWithoutLoadingIt(t *testing.T) {
 		{Key: "api_key", RateLimit: &rlsconfv3.RateLimitPolicy{RequestsPerUnit: 2}}}})}
 	a := &answers{}
 	for range 50 {
-		if err := s.handle(a, good); err != nil {
+		if err := s.handle(context.Background(), a, good); err != nil {
 			t.Fatal(err)
 		}
 		good[0], good[1] = good[1], good[0] // as go-control-plane's server orders them: its own way each time
 	}
 	for range 50 {
-		if err := s.handle(a, bad); err != nil {
+		if err := s.handle(context.Background(), a, bad); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -156,5 +161,80 @@ func TestHandleAnswersARepeatedResponseWithoutLoadingIt(t *testing.T) {
 	}
 	if n := logs.FilterMessage("xDS RLS config refused; the running rules stay").Len(); n != 1 || !strings.Contains(a.nacks[49], "missing unit") {
 		t.Errorf("the refusal logged %d times, NACK %q; want once, the reason", n, a.nacks[49])
+	}
+}
+
+// The reason of a refusal reaches the server, whatever the config's text:
+// a NACK is a proto3 string, which gRPC refuses to send unless it is valid
+// UTF-8 (the subscription then ends, and the server never learns why), so
+// neither the descriptor path an error shows (cut to 512 bytes) nor the
+// message (cut to 4 KiB) may be cut inside a character.
+func TestNackIsValidUTF8(t *testing.T) {
+	// A path of 4 levels of 201 bytes, the innermost without a unit: the
+	// path's cut falls inside an é.
+	key := "x" + strings.Repeat("é", 100)
+	d := &rlsconfv3.RateLimitDescriptor{Key: key, RateLimit: &rlsconfv3.RateLimitPolicy{RequestsPerUnit: 1}}
+	for range 3 {
+		d = &rlsconfv3.RateLimitDescriptor{Key: key, Descriptors: []*rlsconfv3.RateLimitDescriptor{d}}
+	}
+	// Errors past 4 KiB, mostly é: with keys of one length or the other,
+	// the cut falls inside an é.
+	many := func(key string) *rlsconfv3.RateLimitConfig {
+		c := &rlsconfv3.RateLimitConfig{Name: "m", Domain: "m"}
+		for i := range 10 {
+			c.Descriptors = append(c.Descriptors, &rlsconfv3.RateLimitDescriptor{Key: fmt.Sprintf("%s%d", key, i),
+				Value: strings.Repeat("é", 450), RateLimit: &rlsconfv3.RateLimitPolicy{RequestsPerUnit: 1}})
+		}
+		return c
+	}
+	for name, c := range map[string]*rlsconfv3.RateLimitConfig{
+		"a long path":           {Name: "p", Domain: "p", Descriptors: []*rlsconfv3.RateLimitDescriptor{d}},
+		"many errors":           many("k"),
+		"many errors, one more": many("kk"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := New(Config{Log: zap.NewNop(), Apply: func(*rlsconfig.Config) (bool, error) { return true, nil }})
+			a := &answers{}
+			if err := s.handle(context.Background(), a, []*anypb.Any{anyOf(t, c)}); err != nil {
+				t.Fatal(err)
+			}
+			if len(a.nacks) != 1 || !strings.Contains(a.nacks[0], "missing unit") {
+				t.Fatalf("NACKs %q, want one with the reason", a.nacks)
+			}
+			msg := a.nacks[0]
+			if _, err := proto.Marshal(&discoverygrpc.DiscoveryRequest{ErrorDetail: &status.Status{Message: msg}}); err != nil {
+				t.Errorf("the NACK (%d bytes) cannot be sent: %v", len(msg), err)
+			}
+			if len(msg) > maxNack {
+				t.Errorf("the NACK is %d bytes, over %d", len(msg), maxNack)
+			}
+		})
+	}
+}
+
+// go-control-plane's server answers a NACK with the response it refused, at
+// once, again and again: the limiter refuses it again at most once per
+// refusedPace, rather than as fast as the two can exchange them (8 700
+// NACKs a second, a third of a core, for as long as the config is
+// published). Counted over the time the loop ran, so a slow machine sends
+// fewer, never more.
+func TestRepeatedRefusalIsPaced(t *testing.T) {
+	s := New(Config{Log: zap.NewNop(), Apply: func(*rlsconfig.Config) (bool, error) { return true, nil }})
+	bad := []*anypb.Any{anyOf(t, &rlsconfv3.RateLimitConfig{Name: "gw", Domain: "gw", Descriptors: []*rlsconfv3.RateLimitDescriptor{
+		{Key: "api_key", RateLimit: &rlsconfv3.RateLimitPolicy{RequestsPerUnit: 2}}}})}
+	a := &answers{}
+	start := time.Now()
+	for time.Since(start) < 500*time.Millisecond {
+		if err := s.handle(context.Background(), a, bad); err != nil {
+			t.Fatal(err)
+		}
+	}
+	elapsed := time.Since(start)
+	t.Logf("%d NACKs in %v", len(a.nacks), elapsed.Round(time.Millisecond))
+	if most := int(elapsed/refusedPace) + 1; len(a.nacks) > most {
+		t.Errorf("%d NACKs in %v, want at most %d (one per %v)", len(a.nacks), elapsed.Round(time.Millisecond), most, refusedPace)
+	}
+	if n := testutil.ToFloat64(s.responses.WithLabelValues(resultRefused)); n != float64(len(a.nacks)) {
+		t.Errorf("rate_limit_xds_responses_total{result=refused} = %v, %d NACKs", n, len(a.nacks))
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -70,6 +71,14 @@ func (b Backoff) wait(attempt int, random func() float64) time.Duration {
 // maxNack bounds the error text a refusal sends back.
 const maxNack = 4096
 
+// refusedPace is the least time between two NACKs of the same response:
+// go-control-plane's server answers a NACK with the response refused, at
+// once, and the two would otherwise exchange it as fast as they can (8 700
+// times a second, a third of a core) for as long as it is published. A
+// new config waits at most this long for the NACK that lets the server
+// send it.
+const refusedPace = 100 * time.Millisecond
+
 // Source follows the management server (see the package comment).
 type Source struct {
 	cfg       Config
@@ -82,6 +91,10 @@ type Source struct {
 	// back at once after a NACK, as go-control-plane's server does) are
 	// answered without loading them. Used by Run's goroutine only.
 	applied, refused, refusal string
+	// nacked is when the last NACK was sent, pace the least time before
+	// the same response is refused again (refusedPace). Run's goroutine.
+	nacked time.Time
+	pace   time.Duration
 
 	connected prometheus.Gauge
 	responses *prometheus.CounterVec
@@ -94,6 +107,7 @@ func New(cfg Config) *Source {
 	s := &Source{
 		cfg:   cfg,
 		first: make(chan struct{}),
+		pace:  refusedPace,
 		connected: f.NewGauge(prometheus.GaugeOpts{
 			Name: "rate_limit_xds_connected",
 			Help: "1 while the subscription to the xDS management server (CONFIG_GRPC_XDS_SERVER_URL) is open.",
@@ -129,7 +143,7 @@ func (s *Source) Run(ctx context.Context) error {
 	client := sotw.NewADSClient(streamCtx, s.node(), TypeURL)
 	attempt := 0
 	for {
-		received, err := s.session(client)
+		received, err := s.session(ctx, client)
 		s.connected.Set(0)
 		if ctx.Err() != nil {
 			return nil
@@ -165,7 +179,7 @@ func (s *Source) node() *corev3.Node {
 
 // session subscribes once and handles responses until the stream fails;
 // it reports whether any response arrived.
-func (s *Source) session(client sotw.ADSClient) (bool, error) {
+func (s *Source) session(ctx context.Context, client sotw.ADSClient) (bool, error) {
 	creds := insecure.NewCredentials()
 	if s.cfg.TLS != nil {
 		creds = credentials.NewTLS(s.cfg.TLS)
@@ -191,7 +205,7 @@ func (s *Source) session(client sotw.ADSClient) (bool, error) {
 		}
 		received = true
 		s.connected.Set(1)
-		if err := s.handle(client, resp.Resources); err != nil {
+		if err := s.handle(ctx, client, resp.Resources); err != nil {
 			return received, err
 		}
 		s.firstOnce.Do(func() { close(s.first) })
@@ -206,9 +220,10 @@ const (
 )
 
 // handle applies one response and answers it: ACK when applied or when it
-// makes the rules in force, NACK with the reason when refused. It returns
-// the error of sending the answer.
-func (s *Source) handle(client sotw.ADSClient, resources []*anypb.Any) error {
+// makes the rules in force, NACK with the reason when refused (the same
+// response again, once s.pace has passed since the last NACK, or ctx
+// ended). It returns the error of sending the answer.
+func (s *Source) handle(ctx context.Context, client sotw.ADSClient, resources []*anypb.Any) error {
 	hash := hashOf(resources)
 	switch hash {
 	case s.applied:
@@ -217,7 +232,15 @@ func (s *Source) handle(client sotw.ADSClient, resources []*anypb.Any) error {
 		return client.Ack()
 	case s.refused:
 		s.responses.WithLabelValues(resultRefused).Inc()
-		return client.Nack(s.refusal)
+		if wait := time.Until(s.nacked.Add(s.pace)); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+		}
+		return s.nack(client, s.refusal)
 	}
 	c, err := load(resources, hash)
 	changed := false
@@ -225,15 +248,14 @@ func (s *Source) handle(client sotw.ADSClient, resources []*anypb.Any) error {
 		changed, err = s.cfg.Apply(c)
 	}
 	if err != nil {
-		msg := err.Error()
-		if len(msg) > maxNack {
-			msg = msg[:maxNack]
-		}
+		// A NACK is a proto3 string: gRPC does not send one of invalid UTF-8,
+		// and the subscription would end without the server learning why.
+		msg := prefix(strings.ToValidUTF8(err.Error(), "\uFFFD"), maxNack)
 		s.refused, s.refusal = hash, msg
 		s.responses.WithLabelValues(resultRefused).Inc()
 		s.cfg.Log.Error("xDS RLS config refused; the running rules stay", zap.String("server", s.cfg.ServerURL),
 			zap.Int("resources", len(resources)), zap.String("error", msg))
-		return client.Nack(msg)
+		return s.nack(client, msg)
 	}
 	s.applied, s.refused = hash, ""
 	if !changed {
@@ -246,4 +268,10 @@ func (s *Source) handle(client sotw.ADSClient, resources []*anypb.Any) error {
 	s.cfg.Log.Info("xDS RLS config applied", zap.String("server", s.cfg.ServerURL), zap.Int("resources", len(resources)),
 		zap.Int("domains", len(c.Domains)), zap.Int("rules", len(c.Rules)), zap.String("hash", hash[:12]))
 	return client.Ack()
+}
+
+// nack refuses the response with msg, and notes when.
+func (s *Source) nack(client sotw.ADSClient, msg string) error {
+	s.nacked = time.Now()
+	return client.Nack(msg)
 }

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,5 +53,45 @@ func BenchmarkMatchDescriptorsMiss(b *testing.B) {
 		if out = s.MatchDescriptors(req, now, out[:0]); len(out) != 0 {
 			b.Fatal("matched")
 		}
+	}
+}
+
+// The shapes the index does not narrow: 20 000 wildcards that share their
+// first and last parts (one group, tried one by one), and 22 500 whose
+// first and last parts all fit the value (a group each, every one tried).
+// A request of 64 descriptors of a 1 KiB value none of them matches.
+func BenchmarkMatchDescriptorsMissUnindexed(b *testing.B) {
+	shapes := map[string]func(i int) string{
+		"shared first and last": func(i int) string { return fmt.Sprintf("/api/*x%d*/end", i) },
+		"every part fits": func(i int) string {
+			return strings.Repeat("a", 1+i/150) + "*z*" + strings.Repeat("b", 1+i%150)
+		},
+	}
+	values := map[string]string{
+		"shared first and last": "/api/" + strings.Repeat("v", 1010) + "/end",
+		"every part fits":       strings.Repeat("a", 512) + strings.Repeat("b", 512),
+	}
+	for name, shape := range shapes {
+		b.Run(name, func(b *testing.B) {
+			f := wildcardSiblings(22500)
+			for i := range f.Rules {
+				f.Rules[i].Descriptor.Entries[0].Value = shape(i)
+			}
+			s, err := Compile(f, Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			req := &DescriptorRequest{Domain: "edge"}
+			for range 64 {
+				req.Descriptors = append(req.Descriptors, Descriptor{Entries: []Entry{{Key: "path", Value: values[name]}}, Cost: 1})
+			}
+			now := time.Now()
+			out := make([]Applied, 0, 64)
+			for b.Loop() {
+				if out = s.MatchDescriptors(req, now, out[:0]); len(out) != 0 {
+					b.Fatal("matched")
+				}
+			}
+		})
 	}
 }

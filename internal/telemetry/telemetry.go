@@ -1,5 +1,6 @@
 // Package telemetry builds the logger and the Prometheus registry every
-// service hands to its constructors (no package-level state).
+// service hands to its constructors (no package-level state), and deletes
+// series of a labelled family by their labels.
 package telemetry
 
 import (
