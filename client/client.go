@@ -80,6 +80,13 @@ func New(cfg Config) (*Client, error) {
 		NoDefaultUserAgentHeader: true,
 		MaxResponseBodySize:      1 << 20,
 		RetryIfErr:               retryOnClosedConn,
+		// A call that finds every connection busy waits for one, within
+		// its Timeout. Failing it at once would hand it to the failure
+		// policy and count it against the breaker: any client able to
+		// hold MaxConns requests of the application in flight (one
+		// HTTP/2 connection carries 250) would pick FailOpen for itself
+		// and for everyone.
+		MaxConnWaitTimeout: cfg.Timeout,
 	}}
 	if cfg.Token != "" {
 		c.auth = "Bearer " + cfg.Token

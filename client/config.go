@@ -23,7 +23,10 @@ type Config struct {
 	// then pick by going away on purpose (see ReasonCallerGone). Default
 	// 250ms.
 	Timeout time.Duration
-	// MaxConns bounds the keep-alive connections to the limiter. Default 64.
+	// MaxConns bounds the connections to the limiter, one call on each
+	// at a time. A call that finds them all busy waits for one, within
+	// its Timeout, rather than fail: the failure policy would then decide
+	// for any client that holds MaxConns requests in flight. Default 64.
 	MaxConns int
 	// OnFailure decides a check the limiter could not decide (it did not
 	// answer, the breaker is open, it answered an error, or it refused the

@@ -178,6 +178,39 @@ func TestCheckOverTheBodyBound(t *testing.T) {
 	}
 }
 
+// Checks beyond MaxConns wait for a connection, within Timeout: none is
+// handed to the failure policy for want of one, nor counted against the
+// breaker.
+func TestChecksBeyondMaxConnsWait(t *testing.T) {
+	release := make(chan struct{})
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request, body string) {
+		<-release
+		answer(200, "application/json", bannedJSON)(w, r, body)
+	})
+	c := newClient(t, Config{URL: f.URL, MaxConns: 1, BreakerFailures: 1, Timeout: time.Minute}) // FailOpen
+	const n = 6
+	ds := make([]Decision, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { ds[i], _ = c.Check(context.Background(), &Request{IP: "203.0.113.7", Endpoint: "/a"}) })
+	}
+	// Every check is in the client (one on the connection, the others
+	// waiting for it), or, refused a connection, done already.
+	for c.hc.PendingRequests() < n && c.Stats().Fallbacks == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	wg.Wait()
+	for i, d := range ds {
+		if d.Allowed || d.Reason != ReasonBanned {
+			t.Errorf("check %d: %+v, want the limiter's refusal", i, d)
+		}
+	}
+	if s := c.Stats(); s.Fallbacks != 0 || s.BreakerOpen != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
 // CheckBatch sends as many calls as its checks need to keep each within
 // 100 checks and 64 KiB; every check is decided.
 func TestCheckBatchSplits(t *testing.T) {

@@ -355,3 +355,86 @@ func TestClientHostileInputIsDecided(t *testing.T) {
 		}
 	}
 }
+
+// One HTTP/2 connection carries many requests at once (up to 250 streams
+// with net/http's server): a banned client sends 40 at a time, more than
+// the client has connections to the limiter (MaxConns 4 here, 64 by
+// default), beside an innocent client. A check that finds every
+// connection busy waits for one within the client's Timeout: it is
+// decided, so under FailOpen no request of the banned client is served,
+// under FailClosed none of the innocent one is refused, and the breaker
+// never opens.
+func TestClientMoreRequestsThanConnectionsAreDecided(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, hourRulesYAML)
+	lim := e.start("limiter")
+	for _, tc := range []struct {
+		name             string
+		policy           client.FailurePolicy
+		banned, innocent string
+	}{
+		{"FailOpen", client.FailOpen, "198.51.100.50", "198.51.100.51"},
+		{"FailClosed", client.FailClosed, "198.51.100.52", "198.51.100.53"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// A Timeout no round trip on this busy machine outlasts: a
+			// check waits for a connection, never fails for want of one.
+			c := newClient(t, client.Config{URL: "http://" + lim.addr, OnFailure: tc.policy, MaxConns: 4, Timeout: 10 * time.Second})
+			spendAndBan(t, lim, c, tc.banned)
+			var bannedServed, innocentServed atomic.Int64
+			app := httptest.NewUnstartedServer(client.Middleware(c, client.MiddlewareConfig{TrustedProxies: loopback})(
+				http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+					if r.Header.Get("X-Forwarded-For") == tc.banned {
+						bannedServed.Add(1)
+					} else {
+						innocentServed.Add(1)
+					}
+				})))
+			app.EnableHTTP2 = true
+			app.StartTLS()
+			defer app.Close()
+			hc := app.Client()
+			get := func(ip string) int {
+				req, _ := http.NewRequest(http.MethodGet, app.URL+"/elsewhere", nil)
+				req.Header.Set("X-Forwarded-For", ip)
+				resp, err := hc.Do(req)
+				if err != nil {
+					t.Error(err)
+					return 0
+				}
+				resp.Body.Close()
+				if resp.ProtoMajor != 2 {
+					t.Errorf("answered over %s, want HTTP/2", resp.Proto)
+				}
+				return resp.StatusCode
+			}
+			const callers, each = 40, 10
+			var mu sync.Mutex
+			statuses := map[string]map[int]int{tc.banned: {}, tc.innocent: {}}
+			var wg sync.WaitGroup
+			for i := range callers {
+				ip := tc.banned
+				if i%4 == 0 {
+					ip = tc.innocent
+				}
+				wg.Go(func() {
+					for range each {
+						code := get(ip)
+						mu.Lock()
+						statuses[ip][code]++
+						mu.Unlock()
+					}
+				})
+			}
+			wg.Wait()
+			s := c.Stats()
+			t.Logf("banned: %d served, answers %v; innocent: %d served, answers %v; stats %+v",
+				bannedServed.Load(), statuses[tc.banned], innocentServed.Load(), statuses[tc.innocent], s)
+			const innocentN = callers / 4 * each
+			if bannedServed.Load() != 0 || innocentServed.Load() != innocentN || s.Fallbacks != 0 || s.BreakerOpen != 0 {
+				t.Fatalf("%d requests of the banned client served, %d of %d of the innocent one, stats %+v: want none, all, no fallback, the breaker never open",
+					bannedServed.Load(), innocentServed.Load(), innocentN, s)
+			}
+		})
+	}
+}
