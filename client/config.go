@@ -55,7 +55,10 @@ type Config struct {
 	BreakerFailures int
 	BreakerOpen     time.Duration
 	// ReportQueue bounds the outcomes ReportAsync holds before they are
-	// sent; beyond it they are dropped and counted. Default 10 000.
+	// sent; beyond it they are dropped and counted. Each holds its fields
+	// as they are sent, within the API's bounds (about 9 KiB for the
+	// longest path, 43 KiB with every field at its bound), whatever the
+	// request had. Default 10 000.
 	ReportQueue int
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 )
@@ -48,7 +49,7 @@ func (c *Client) ReportAsync(o *Outcome) bool {
 	closed := r.closed
 	if !closed {
 		select {
-		case r.queue <- *o:
+		case r.queue <- boundOutcome(*o):
 			r.mu.RUnlock()
 			return true
 		default:
@@ -87,6 +88,40 @@ func validOutcome(o *Outcome) error {
 		}
 	}
 	return nil
+}
+
+// boundOutcome returns o with every field over the API's bound in the
+// form it is sent in (appendSubject), cut and marked, and an invalid
+// method left out, in memory of its own: a queued outcome holds no more
+// than it sends, whatever the request it reports (a path of 1 MB, which
+// net/http's default MaxHeaderBytes lets in, is kept as its 8 KiB). Each
+// field's form is its own fixed point, so appendSubject sends it
+// unchanged. o itself, with no allocation, when every field is within
+// its bound.
+func boundOutcome(o Outcome) Outcome {
+	if len(o.Endpoint) > maxEndpoint {
+		o.Endpoint = strings.Clone(wireEndpoint(o.Endpoint)) // not a slice of the whole
+	}
+	if len(o.UserID) > maxUserID {
+		o.UserID = textField(o.UserID, maxUserID)
+	}
+	if len(o.Tier) > maxTier {
+		o.Tier = textField(o.Tier, maxTier)
+	}
+	if !validMethod(o.Method) {
+		o.Method = ""
+	}
+	for name, value := range o.Attributes {
+		if len(name) > maxAttrName || len(value) > maxAttrValue {
+			attrs := make(map[string]string, len(o.Attributes))
+			for name, value := range o.Attributes {
+				attrs[textField(name, maxAttrName)] = textField(value, maxAttrValue)
+			}
+			o.Attributes = attrs
+			break
+		}
+	}
+	return o
 }
 
 // pending is the batch the reporter fills: its outcomes and the body of

@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -324,6 +326,62 @@ func TestReportAsyncRefusesInvalidOutcomes(t *testing.T) {
 	}
 	if invalid != 7 || full != int(s.ReportsDropped) || failed == 0 {
 		t.Fatalf("OnError saw %d invalid, %d dropped, %d failed batches; stats %+v", invalid, full, failed, s)
+	}
+}
+
+// A queued outcome holds its fields as they are sent, within the API's
+// bounds, not as the request had them: outcomes of paths of 512 KiB (and
+// a long user id, tier, method and attribute) waiting for a limiter that
+// does not answer hold what their 8 KiB forms take.
+func TestReportQueueHoldsBoundedOutcomes(t *testing.T) {
+	release := make(chan struct{})
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request, body string) {
+		<-release
+		answer(503, "application/json", `{"error":"down"}`)(w, r, body)
+	})
+	const n = 100
+	c := newClient(t, Config{URL: f.URL, ReportQueue: n})
+	defer close(release)
+	heap := func() int64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return int64(m.HeapAlloc)
+	}
+	before := heap()
+	long := func(i int) string { return strings.Repeat(string(rune('a'+i%26)), 512<<10) + strconv.Itoa(i) }
+	for i := range n {
+		o := Outcome{IP: "203.0.113.7", Endpoint: "/api/" + long(i), Status: 200}
+		if i%10 == 0 { // every other field too, now and then
+			o.UserID, o.Tier, o.Method, o.Attributes = long(i), long(i), long(i), map[string]string{long(i): long(i)}
+		}
+		if !c.ReportAsync(&o) {
+			t.Fatalf("outcome %d not queued: %+v", i, c.Stats())
+		}
+	}
+	held := heap() - before
+	t.Logf("%d outcomes of 512 KiB paths queued hold %d KiB", n, held>>10)
+	if held > n*32<<10 {
+		t.Fatalf("%d queued outcomes hold %d KiB, want at most 32 KiB each", n, held>>10)
+	}
+}
+
+// What boundOutcome keeps of an outcome is sent as the outcome itself
+// would be: the limiter sees the same report.
+func TestBoundOutcomeSendsTheSame(t *testing.T) {
+	long := strings.Repeat("ab\x00\xff%/..;?#é", 1000)
+	for _, o := range []Outcome{
+		{IP: "203.0.113.7", Endpoint: "/api/x", Status: 200},
+		{IP: "203.0.113.7", Endpoint: "/" + long, UserID: long, Tier: long, Method: long, Status: 200,
+			Attributes: map[string]string{long: long, "k": long, long[:100]: "v"}},
+		{IP: "203.0.113.7", Endpoint: "/a/../" + strings.Repeat("b/", 5000) + "?" + long, Method: "G3T", Status: 200},
+		{IP: "203.0.113.7", Endpoint: strings.Repeat("%25", 3000), Status: 200},
+	} {
+		want := string(appendOutcome(nil, &o))
+		b := boundOutcome(o)
+		if got := string(appendOutcome(nil, &b)); got != want {
+			t.Errorf("bounded, %q\nis sent as %q", want[:min(len(want), 200)], got[:min(len(got), 200)])
+		}
 	}
 }
 
