@@ -393,6 +393,46 @@ func TestBoundOutcomeSendsTheSame(t *testing.T) {
 	}
 }
 
+// Outcomes come faster than one batch at a time carries them (a batch
+// holds 7 outcomes of 8 KiB paths): the reporter sends up to reportSenders
+// batches at once, as checks go out on several connections, so that a
+// client's long paths leave the outcomes that feed detection neither
+// waiting nor dropped.
+func TestReportBatchesGoOutTogether(t *testing.T) {
+	var inFlight, most atomic.Int64
+	release := make(chan struct{})
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request, body string) {
+		n := inFlight.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		<-release
+		inFlight.Add(-1)
+		reports := strings.Repeat(`{"event_id":"e","mode":"redis","rules":[]},`, strings.Count(body, `"status":`))
+		answer(200, "application/json", `{"reports":[`+strings.TrimSuffix(reports, ",")+`]}`)(w, r, body)
+	})
+	c := newClient(t, Config{URL: f.URL, Timeout: time.Minute}) // no batch abandoned, and another sent, for its wait
+	const n = 10 * reportSenders * 7
+	long := "/static/" + strings.Repeat("a", maxEndpoint)
+	for i := range n {
+		if !c.ReportAsync(&Outcome{IP: "203.0.113.7", Endpoint: long + strconv.Itoa(i), Status: 200}) {
+			t.Fatalf("outcome %d not queued", i)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for most.Load() < reportSenders && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := c.Stats(); most.Load() != reportSenders || s.ReportsSent != n {
+		t.Fatalf("%d batches at most at once, want %d; stats %+v", most.Load(), reportSenders, s)
+	}
+}
+
 // The reporter keeps every batch within the API's 64 KiB, so that no
 // batch is refused for its size, and refuses an outcome over it alone.
 func TestReportAsyncBatchesWithinTheBodyBound(t *testing.T) {
