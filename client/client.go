@@ -18,8 +18,11 @@ import (
 // Client calls a limiter's decision API. It is safe for concurrent use;
 // make one per limiter address and keep it.
 type Client struct {
-	cfg     Config
-	hc      *fasthttp.HostClient
+	cfg Config
+	hc  *fasthttp.HostClient
+	// conns holds a token for each call on its way, at most MaxConns
+	// (acquire).
+	conns   chan struct{}
 	auth    string // "Bearer <token>", or empty
 	uris    [4]string
 	breaker *gobreaker.CircuitBreaker[struct{}]
@@ -80,14 +83,11 @@ func New(cfg Config) (*Client, error) {
 		NoDefaultUserAgentHeader: true,
 		MaxResponseBodySize:      1 << 20,
 		RetryIfErr:               retryOnClosedConn,
-		// A call that finds every connection busy waits for one, within
-		// its Timeout. Failing it at once would hand it to the failure
-		// policy and count it against the breaker: any client able to
-		// hold MaxConns requests of the application in flight (one
-		// HTTP/2 connection carries 250) would pick FailOpen for itself
-		// and for everyone.
+		// Calls wait for a connection in acquire, so one is nearly always
+		// free here; but fasthttp answers ErrNoFreeConns at once, without
+		// this wait, while it closes an idle one.
 		MaxConnWaitTimeout: cfg.Timeout,
-	}}
+	}, conns: make(chan struct{}, cfg.MaxConns)}
 	if cfg.Token != "" {
 		c.auth = "Bearer " + cfg.Token
 	}
@@ -135,7 +135,7 @@ func (c *Client) Check(ctx context.Context, req *Request) (Decision, error) {
 	defer c.bufs.Put(b)
 	b.body = appendCheck(b.body[:0], req)
 	var d Decision
-	err := c.call("check", pathCheck, b.body, func(resp *fasthttp.Response) error {
+	err := c.call(ctx, "check", pathCheck, b.body, func(resp *fasthttp.Response) error {
 		if err := parseDecision(resp.Body(), &d); err != nil {
 			return err
 		}
@@ -206,7 +206,7 @@ func (c *Client) CheckBatch(ctx context.Context, reqs []Request) ([]Decision, er
 	for start := 0; start < len(reqs); {
 		var end int
 		b.body, end = appendChecks(b.body[:0], reqs, start)
-		err := c.call("check batch", pathCheckBatch, b.body, func(resp *fasthttp.Response) error {
+		err := c.call(ctx, "check batch", pathCheckBatch, b.body, func(resp *fasthttp.Response) error {
 			return parseBatch(resp.Body(), ds[start:end], errs[start:end])
 		})
 		if err != nil {
@@ -279,7 +279,7 @@ func (c *Client) Report(ctx context.Context, o *Outcome) (ReportResult, error) {
 	defer c.bufs.Put(b)
 	b.body = appendOutcome(b.body[:0], o)
 	var r ReportResult
-	err := c.call("report", pathReport, b.body, func(resp *fasthttp.Response) error {
+	err := c.call(context.Background(), "report", pathReport, b.body, func(resp *fasthttp.Response) error {
 		return parseReportBody(resp.Body(), &r)
 	})
 	if err != nil {
@@ -306,7 +306,7 @@ func (c *Client) ReportBatch(ctx context.Context, os []Outcome) ([]ReportResult,
 // outcomes.
 func (c *Client) reportBatch(body []byte, n int) ([]ReportResult, error) {
 	rs := make([]ReportResult, 0, n)
-	err := c.call("report batch", pathReportBatch, body, func(resp *fasthttp.Response) error {
+	err := c.call(context.Background(), "report batch", pathReportBatch, body, func(resp *fasthttp.Response) error {
 		return parseReports(resp.Body(), n, &rs)
 	})
 	return rs, err
@@ -323,6 +323,10 @@ func (c *Client) Ping(ctx context.Context) error {
 	if c.closed.Load() {
 		return &Error{Op: "ping", Err: ErrClosed}
 	}
+	if err := c.acquire(ctx); err != nil {
+		return &Error{Op: "ping", Err: err}
+	}
+	defer c.release()
 	deadline := time.Now().Add(c.cfg.Timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
@@ -344,9 +348,9 @@ func (c *Client) Ping(ctx context.Context) error {
 }
 
 // call posts body to the API's path and hands a 200 answer in JSON to
-// read, through the breaker, bounded by Config.Timeout. Its error is an
-// *Error.
-func (c *Client) call(op string, path int, body []byte, read func(*fasthttp.Response) error) error {
+// read, through the breaker, bounded by Config.Timeout; the wait for a
+// connection ends too when ctx does (acquire). Its error is an *Error.
+func (c *Client) call(ctx context.Context, op string, path int, body []byte, read func(*fasthttp.Response) error) error {
 	if c.closed.Load() {
 		return &Error{Op: op, Err: ErrClosed}
 	}
@@ -355,6 +359,12 @@ func (c *Client) call(op string, path int, body []byte, read func(*fasthttp.Resp
 		// cost to either side.
 		return &Error{Op: op, Err: fmt.Errorf("%w: a body of %d bytes, over the API's %d", ErrInvalid, len(body), maxBody)}
 	}
+	// The wait for a connection is outside the breaker, which counts what
+	// the limiter does.
+	if err := c.acquire(ctx); err != nil {
+		return &Error{Op: op, Err: err}
+	}
+	defer c.release()
 	_, err := c.breaker.Execute(func() (struct{}, error) {
 		return struct{}{}, c.roundTrip(op, path, body, time.Now().Add(c.cfg.Timeout), read)
 	})
@@ -364,6 +374,45 @@ func (c *Client) call(op string, path int, body []byte, read func(*fasthttp.Resp
 	}
 	return err
 }
+
+// errBusy is the cause of a call that found every connection to the
+// limiter busy (Config.MaxConns) for its Timeout, or until its caller went
+// away: the limiter was not asked, and the breaker does not hear of it.
+var errBusy = errors.New("every connection to the limiter busy")
+
+// acquire takes one of the MaxConns connections for a call, waiting for one
+// for Timeout at most, and no longer than ctx lasts. The round trip that
+// follows is bounded by Timeout only, but the wait is not: a server goes
+// on serving a request after its client has gone, so the checks of
+// callers that left at once (a flood of requests, each reset as it is
+// sent) would otherwise queue for the limiter, each for a whole Timeout,
+// ahead of the checks of callers still there. Such a check, its caller
+// gone, is decided when a connection is free, and refused
+// (ReasonCallerGone) when none is. Its error wraps errBusy, and
+// context.DeadlineExceeded when Timeout passed.
+func (c *Client) acquire(ctx context.Context) error {
+	select {
+	case c.conns <- struct{}{}:
+		return nil
+	default:
+	}
+	if ctx.Err() != nil {
+		return errBusy
+	}
+	timer := time.NewTimer(c.cfg.Timeout)
+	defer timer.Stop()
+	select {
+	case c.conns <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return errBusy
+	case <-timer.C:
+		return fmt.Errorf("%w: %w", context.DeadlineExceeded, errBusy)
+	}
+}
+
+// release gives back the connection acquire took.
+func (c *Client) release() { <-c.conns }
 
 // roundTrip posts body to the API's path and hands a 200 answer in JSON to
 // read. Its error is an *Error.

@@ -17,16 +17,22 @@ type Config struct {
 	// TLS configures https: the roots that verify the limiter (nil: the
 	// system's) and, for mTLS, the client certificate.
 	TLS *tls.Config
-	// Timeout bounds every call. The caller's context does not: its
-	// deadline or cancellation never cuts a call short, since a check cut
-	// short would be decided by the failure policy, which a client could
-	// then pick by going away on purpose (see ReasonCallerGone). Default
-	// 250ms.
+	// Timeout bounds a call's round trip, and, before it, its wait for a
+	// connection (MaxConns): a call takes 2 × Timeout at most. The
+	// caller's context does not bound the round trip: its deadline or
+	// cancellation never cuts it short, since a check cut short would be
+	// decided by the failure policy, which a client could then pick by
+	// going away on purpose (see ReasonCallerGone). Default 250ms.
 	Timeout time.Duration
-	// MaxConns bounds the connections to the limiter, one call on each
-	// at a time. A call that finds them all busy waits for one, within
-	// its Timeout, rather than fail: the failure policy would then decide
-	// for any client that holds MaxConns requests in flight. Default 64.
+	// MaxConns bounds the calls on their way to the limiter, one on each
+	// connection. A call that finds them all busy waits for one, for
+	// Timeout at most and while its caller is there: failed at once, it
+	// would be decided by the failure policy for any client that holds
+	// MaxConns requests in flight; waiting after its caller left, checks
+	// of callers that leave at once would queue ahead of everyone's. A
+	// check refused a connection so is ReasonCallerGone when its caller
+	// has gone, else the failure policy's; the breaker does not count it,
+	// the limiter having not been asked. Default 64.
 	MaxConns int
 	// OnFailure decides a check the limiter could not decide (it did not
 	// answer, the breaker is open, it answered an error, or it refused the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -198,9 +199,9 @@ func TestChecksBeyondMaxConnsWait(t *testing.T) {
 	for i := range n {
 		wg.Go(func() { ds[i], _ = c.Check(context.Background(), &Request{IP: "203.0.113.7", Endpoint: "/a"}) })
 	}
-	// Every check is in the client (one on the connection, the others
-	// waiting for it), or, refused a connection, done already.
-	for c.hc.PendingRequests() < n && c.Stats().Fallbacks == 0 {
+	// Every check is on the connection or waiting for it, or, refused
+	// one, done already.
+	for waitingForAConnection() < n-1 && c.Stats().Fallbacks == 0 {
 		time.Sleep(time.Millisecond)
 	}
 	close(release)
@@ -213,6 +214,64 @@ func TestChecksBeyondMaxConnsWait(t *testing.T) {
 	if s := c.Stats(); s.Fallbacks != 0 || s.BreakerOpen != 0 {
 		t.Fatalf("stats %+v", s)
 	}
+}
+
+// A check whose caller has gone does not wait for a connection: with
+// every connection busy, it is refused at once (ReasonCallerGone), as is a
+// check whose caller goes while it waits; neither is a failure of the
+// limiter for the breaker.
+func TestCallerGoneDoesNotWaitForAConnection(t *testing.T) {
+	release := make(chan struct{})
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request, body string) {
+		if strings.Contains(body, "/held") {
+			<-release
+		}
+		answer(200, "application/json", bannedJSON)(w, r, body)
+	})
+	c := newClient(t, Config{URL: f.URL, MaxConns: 1, BreakerFailures: 1, Timeout: time.Minute})
+	held := make(chan Decision)
+	go func() {
+		d, _ := c.Check(context.Background(), &Request{IP: "203.0.113.7", Endpoint: "/held"})
+		held <- d
+	}()
+	for len(f.sent("/v1/check")) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	if d, err := c.Check(cancelled(), &Request{IP: "203.0.113.7", Endpoint: "/a"}); d.Reason != ReasonCallerGone || !errors.Is(err, ErrCallerGone) {
+		t.Fatalf("caller gone: %+v, %v", d, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	gone := make(chan error)
+	go func() {
+		d, err := c.Check(ctx, &Request{IP: "203.0.113.7", Endpoint: "/a"})
+		if d.Reason != ReasonCallerGone {
+			err = fmt.Errorf("%+v, %v", d, err)
+		}
+		gone <- err
+	}()
+	for waitingForAConnection() < 1 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-gone; !errors.Is(err, ErrCallerGone) {
+		t.Fatalf("caller gone while waiting: %v", err)
+	}
+	close(release)
+	if d := <-held; d.Reason != ReasonBanned {
+		t.Fatalf("the held check: %+v", d)
+	}
+	if d, err := c.Check(context.Background(), &Request{IP: "203.0.113.7", Endpoint: "/a"}); d.Reason != ReasonBanned {
+		t.Fatalf("the next check: %+v, %v (the breaker opened?)", d, err)
+	}
+	if s := c.Stats(); s.CallerGone != 2 || s.Fallbacks != 0 || s.BreakerOpen != 0 || len(f.sent("/v1/check")) != 2 {
+		t.Fatalf("stats %+v, %d checks sent", s, len(f.sent("/v1/check")))
+	}
+}
+
+// waitingForAConnection counts the goroutines waiting in acquire.
+func waitingForAConnection() int {
+	buf := make([]byte, 1<<20)
+	return strings.Count(string(buf[:runtime.Stack(buf, true)]), ").acquire(")
 }
 
 // CheckBatch sends as many calls as its checks need to keep each within
