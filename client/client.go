@@ -18,11 +18,8 @@ import (
 // Client calls a limiter's decision API. It is safe for concurrent use;
 // make one per limiter address and keep it.
 type Client struct {
-	cfg Config
-	hc  *fasthttp.HostClient
-	// conns holds a token for each call on its way, at most MaxConns
-	// (acquire).
-	conns   chan struct{}
+	cfg     Config
+	hc      *fasthttp.HostClient
 	auth    string // "Bearer <token>", or empty
 	uris    [4]string
 	breaker *gobreaker.CircuitBreaker[struct{}]
@@ -30,6 +27,9 @@ type Client struct {
 	stats   counters
 	reports *reporter
 	closed  atomic.Bool
+	// conns holds a token for each call on its way to the limiter, at most
+	// MaxConns (acquire).
+	conns chan struct{}
 }
 
 // The API's paths, indexes into Client.uris.
@@ -348,8 +348,9 @@ func (c *Client) Ping(ctx context.Context) error {
 }
 
 // call posts body to the API's path and hands a 200 answer in JSON to
-// read, through the breaker, bounded by Config.Timeout; the wait for a
-// connection ends too when ctx does (acquire). Its error is an *Error.
+// read, through the breaker. Its wait for a connection (acquire) and its
+// round trip are each bounded by Config.Timeout, the wait also by ctx. Its
+// error is an *Error.
 func (c *Client) call(ctx context.Context, op string, path int, body []byte, read func(*fasthttp.Response) error) error {
 	if c.closed.Load() {
 		return &Error{Op: op, Err: ErrClosed}
@@ -382,14 +383,14 @@ var errBusy = errors.New("every connection to the limiter busy")
 
 // acquire takes one of the MaxConns connections for a call, waiting for one
 // for Timeout at most, and no longer than ctx lasts. The round trip that
-// follows is bounded by Timeout only, but the wait is not: a server goes
-// on serving a request after its client has gone, so the checks of
-// callers that left at once (a flood of requests, each reset as it is
-// sent) would otherwise queue for the limiter, each for a whole Timeout,
-// ahead of the checks of callers still there. Such a check, its caller
-// gone, is decided when a connection is free, and refused
-// (ReasonCallerGone) when none is. Its error wraps errBusy, and
-// context.DeadlineExceeded when Timeout passed.
+// follows ignores ctx; the wait must not: a server goes on serving a
+// request after its client has gone, so the checks of callers that left
+// at once (a flood of requests, each abandoned as it is sent) would
+// otherwise queue for the limiter, each for a whole Timeout, ahead of the
+// checks of callers still there. A check whose caller has gone is decided
+// when a connection is free, and refused (ReasonCallerGone) when none is.
+// The error wraps errBusy, and context.DeadlineExceeded when Timeout
+// passed.
 func (c *Client) acquire(ctx context.Context) error {
 	select {
 	case c.conns <- struct{}{}:

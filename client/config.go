@@ -26,13 +26,10 @@ type Config struct {
 	Timeout time.Duration
 	// MaxConns bounds the calls on their way to the limiter, one on each
 	// connection. A call that finds them all busy waits for one, for
-	// Timeout at most and while its caller is there: failed at once, it
-	// would be decided by the failure policy for any client that holds
-	// MaxConns requests in flight; waiting after its caller left, checks
-	// of callers that leave at once would queue ahead of everyone's. A
-	// check refused a connection so is ReasonCallerGone when its caller
-	// has gone, else the failure policy's; the breaker does not count it,
-	// the limiter having not been asked. Default 64.
+	// Timeout at most, and only while its caller is there: a check that
+	// gets none is refused (ReasonCallerGone) when its caller has gone,
+	// else decided by the failure policy, and the breaker does not count
+	// it (the limiter was not asked). Default 64.
 	MaxConns int
 	// OnFailure decides a check the limiter could not decide (it did not
 	// answer, the breaker is open, it answered an error, or it refused the
