@@ -114,9 +114,10 @@ func New(cfg Config) (*Client, error) {
 	return c, nil
 }
 
-// Check asks the limiter for a decision on req. The call is bounded by
-// Config.Timeout, not by ctx: a caller whose context ends meanwhile still
-// gets the limiter's decision. When the limiter does not decide, Check
+// Check asks the limiter for a decision on req. The round trip is bounded
+// by Config.Timeout, not by ctx: a caller whose context ends meanwhile
+// still gets the limiter's decision. Only the wait for a free connection
+// (Config.MaxConns) ends with ctx. When the limiter does not decide, Check
 // returns, with the *Error saying why:
 //   - a refusal (ReasonInvalid) when the limiter refused req as invalid,
 //     or the client would not send it (errors.Is(err, ErrInvalid));
@@ -127,8 +128,9 @@ func New(cfg Config) (*Client, error) {
 //     (errors.Is(err, ErrCallerGone)): the failure policy would admit a
 //     request whose client went away on purpose;
 //   - else the failure policy's decision (Decision.Fallback set): no
-//     answer within the timeout, the breaker open, an error answer, the
-//     client's token refused (errors.Is(err, ErrUnauthorized)).
+//     answer within the timeout, no connection free within it, the
+//     breaker open, an error answer, the client's token refused
+//     (errors.Is(err, ErrUnauthorized)).
 func (c *Client) Check(ctx context.Context, req *Request) (Decision, error) {
 	c.stats.checks.Add(1)
 	b := c.bufs.Get().(*callBuf)
