@@ -27,6 +27,9 @@ type Client struct {
 	stats   counters
 	reports *reporter
 	closed  atomic.Bool
+	// conns holds a token for each call on its way to the limiter, at most
+	// MaxConns (acquire).
+	conns chan struct{}
 }
 
 // The API's paths, indexes into Client.uris.
@@ -80,7 +83,11 @@ func New(cfg Config) (*Client, error) {
 		NoDefaultUserAgentHeader: true,
 		MaxResponseBodySize:      1 << 20,
 		RetryIfErr:               retryOnClosedConn,
-	}}
+		// Calls wait for a connection in acquire, so one is nearly always
+		// free here; but fasthttp answers ErrNoFreeConns at once, without
+		// this wait, while it closes an idle one.
+		MaxConnWaitTimeout: cfg.Timeout,
+	}, conns: make(chan struct{}, cfg.MaxConns)}
 	if cfg.Token != "" {
 		c.auth = "Bearer " + cfg.Token
 	}
@@ -107,9 +114,10 @@ func New(cfg Config) (*Client, error) {
 	return c, nil
 }
 
-// Check asks the limiter for a decision on req. The call is bounded by
-// Config.Timeout, not by ctx: a caller whose context ends meanwhile still
-// gets the limiter's decision. When the limiter does not decide, Check
+// Check asks the limiter for a decision on req. The round trip is bounded
+// by Config.Timeout, not by ctx: a caller whose context ends meanwhile
+// still gets the limiter's decision. Only the wait for a free connection
+// (Config.MaxConns) ends with ctx. When the limiter does not decide, Check
 // returns, with the *Error saying why:
 //   - a refusal (ReasonInvalid) when the limiter refused req as invalid,
 //     or the client would not send it (errors.Is(err, ErrInvalid));
@@ -120,15 +128,16 @@ func New(cfg Config) (*Client, error) {
 //     (errors.Is(err, ErrCallerGone)): the failure policy would admit a
 //     request whose client went away on purpose;
 //   - else the failure policy's decision (Decision.Fallback set): no
-//     answer within the timeout, the breaker open, an error answer, the
-//     client's token refused (errors.Is(err, ErrUnauthorized)).
+//     answer within the timeout, no connection free within it, the
+//     breaker open, an error answer, the client's token refused
+//     (errors.Is(err, ErrUnauthorized)).
 func (c *Client) Check(ctx context.Context, req *Request) (Decision, error) {
 	c.stats.checks.Add(1)
 	b := c.bufs.Get().(*callBuf)
 	defer c.bufs.Put(b)
 	b.body = appendCheck(b.body[:0], req)
 	var d Decision
-	err := c.call("check", pathCheck, b.body, func(resp *fasthttp.Response) error {
+	err := c.call(ctx, "check", pathCheck, b.body, func(resp *fasthttp.Response) error {
 		if err := parseDecision(resp.Body(), &d); err != nil {
 			return err
 		}
@@ -199,7 +208,7 @@ func (c *Client) CheckBatch(ctx context.Context, reqs []Request) ([]Decision, er
 	for start := 0; start < len(reqs); {
 		var end int
 		b.body, end = appendChecks(b.body[:0], reqs, start)
-		err := c.call("check batch", pathCheckBatch, b.body, func(resp *fasthttp.Response) error {
+		err := c.call(ctx, "check batch", pathCheckBatch, b.body, func(resp *fasthttp.Response) error {
 			return parseBatch(resp.Body(), ds[start:end], errs[start:end])
 		})
 		if err != nil {
@@ -272,7 +281,7 @@ func (c *Client) Report(ctx context.Context, o *Outcome) (ReportResult, error) {
 	defer c.bufs.Put(b)
 	b.body = appendOutcome(b.body[:0], o)
 	var r ReportResult
-	err := c.call("report", pathReport, b.body, func(resp *fasthttp.Response) error {
+	err := c.call(context.Background(), "report", pathReport, b.body, func(resp *fasthttp.Response) error {
 		return parseReportBody(resp.Body(), &r)
 	})
 	if err != nil {
@@ -299,7 +308,7 @@ func (c *Client) ReportBatch(ctx context.Context, os []Outcome) ([]ReportResult,
 // outcomes.
 func (c *Client) reportBatch(body []byte, n int) ([]ReportResult, error) {
 	rs := make([]ReportResult, 0, n)
-	err := c.call("report batch", pathReportBatch, body, func(resp *fasthttp.Response) error {
+	err := c.call(context.Background(), "report batch", pathReportBatch, body, func(resp *fasthttp.Response) error {
 		return parseReports(resp.Body(), n, &rs)
 	})
 	return rs, err
@@ -316,6 +325,10 @@ func (c *Client) Ping(ctx context.Context) error {
 	if c.closed.Load() {
 		return &Error{Op: "ping", Err: ErrClosed}
 	}
+	if err := c.acquire(ctx); err != nil {
+		return &Error{Op: "ping", Err: err}
+	}
+	defer c.release()
 	deadline := time.Now().Add(c.cfg.Timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
@@ -337,9 +350,10 @@ func (c *Client) Ping(ctx context.Context) error {
 }
 
 // call posts body to the API's path and hands a 200 answer in JSON to
-// read, through the breaker, bounded by Config.Timeout. Its error is an
-// *Error.
-func (c *Client) call(op string, path int, body []byte, read func(*fasthttp.Response) error) error {
+// read, through the breaker. Its wait for a connection (acquire) and its
+// round trip are each bounded by Config.Timeout, the wait also by ctx. Its
+// error is an *Error.
+func (c *Client) call(ctx context.Context, op string, path int, body []byte, read func(*fasthttp.Response) error) error {
 	if c.closed.Load() {
 		return &Error{Op: op, Err: ErrClosed}
 	}
@@ -348,6 +362,12 @@ func (c *Client) call(op string, path int, body []byte, read func(*fasthttp.Resp
 		// cost to either side.
 		return &Error{Op: op, Err: fmt.Errorf("%w: a body of %d bytes, over the API's %d", ErrInvalid, len(body), maxBody)}
 	}
+	// The wait for a connection is outside the breaker, which counts what
+	// the limiter does.
+	if err := c.acquire(ctx); err != nil {
+		return &Error{Op: op, Err: err}
+	}
+	defer c.release()
 	_, err := c.breaker.Execute(func() (struct{}, error) {
 		return struct{}{}, c.roundTrip(op, path, body, time.Now().Add(c.cfg.Timeout), read)
 	})
@@ -357,6 +377,45 @@ func (c *Client) call(op string, path int, body []byte, read func(*fasthttp.Resp
 	}
 	return err
 }
+
+// errBusy is the cause of a call that found every connection to the
+// limiter busy (Config.MaxConns) for its Timeout, or until its caller went
+// away: the limiter was not asked, and the breaker does not hear of it.
+var errBusy = errors.New("every connection to the limiter busy")
+
+// acquire takes one of the MaxConns connections for a call, waiting for one
+// for Timeout at most, and no longer than ctx lasts. The round trip that
+// follows ignores ctx; the wait must not: a server goes on serving a
+// request after its client has gone, so the checks of callers that left
+// at once (a flood of requests, each abandoned as it is sent) would
+// otherwise queue for the limiter, each for a whole Timeout, ahead of the
+// checks of callers still there. A check whose caller has gone is decided
+// when a connection is free, and refused (ReasonCallerGone) when none is.
+// The error wraps errBusy, and context.DeadlineExceeded when Timeout
+// passed.
+func (c *Client) acquire(ctx context.Context) error {
+	select {
+	case c.conns <- struct{}{}:
+		return nil
+	default:
+	}
+	if ctx.Err() != nil {
+		return errBusy
+	}
+	timer := time.NewTimer(c.cfg.Timeout)
+	defer timer.Stop()
+	select {
+	case c.conns <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return errBusy
+	case <-timer.C:
+		return fmt.Errorf("%w: %w", context.DeadlineExceeded, errBusy)
+	}
+}
+
+// release gives back the connection acquire took.
+func (c *Client) release() { <-c.conns }
 
 // roundTrip posts body to the API's path and hands a 200 answer in JSON to
 // read. Its error is an *Error.

@@ -17,13 +17,19 @@ type Config struct {
 	// TLS configures https: the roots that verify the limiter (nil: the
 	// system's) and, for mTLS, the client certificate.
 	TLS *tls.Config
-	// Timeout bounds every call. The caller's context does not: its
-	// deadline or cancellation never cuts a call short, since a check cut
-	// short would be decided by the failure policy, which a client could
-	// then pick by going away on purpose (see ReasonCallerGone). Default
-	// 250ms.
+	// Timeout bounds a call's round trip, and, before it, its wait for a
+	// connection (MaxConns): a call takes 2 × Timeout at most. The
+	// caller's context does not bound the round trip: its deadline or
+	// cancellation never cuts it short, since a check cut short would be
+	// decided by the failure policy, which a client could then pick by
+	// going away on purpose (see ReasonCallerGone). Default 250ms.
 	Timeout time.Duration
-	// MaxConns bounds the keep-alive connections to the limiter. Default 64.
+	// MaxConns bounds the calls on their way to the limiter, one on each
+	// connection. A call that finds them all busy waits for one, for
+	// Timeout at most, and only while its caller is there: a check that
+	// gets none is refused (ReasonCallerGone) when its caller has gone,
+	// else decided by the failure policy, and the breaker does not count
+	// it (the limiter was not asked). Default 64.
 	MaxConns int
 	// OnFailure decides a check the limiter could not decide (it did not
 	// answer, the breaker is open, it answered an error, or it refused the
@@ -52,7 +58,10 @@ type Config struct {
 	BreakerFailures int
 	BreakerOpen     time.Duration
 	// ReportQueue bounds the outcomes ReportAsync holds before they are
-	// sent; beyond it they are dropped and counted. Default 10 000.
+	// sent; beyond it they are dropped and counted. Each holds its fields
+	// as they are sent, within the API's bounds (about 9 KiB for the
+	// longest path, 43 KiB with every field at its bound), whatever the
+	// request had. Default 10 000.
 	ReportQueue int
 }
 

@@ -9,9 +9,10 @@
 //	if err != nil { ... }
 //	http.ListenAndServe(":8000", client.Middleware(c, client.MiddlewareConfig{})(mux))
 //
-// A Client keeps keep-alive connections to the limiter, bounds every call
-// by Config.Timeout (never by the caller's context, whose client could
-// otherwise pick the failure policy by going away), and when the limiter
+// A Client keeps keep-alive connections to the limiter, bounds every round
+// trip by Config.Timeout (never by the caller's context, whose client could
+// otherwise pick the failure policy by going away; the wait for a free
+// connection ends when the caller goes), and when the limiter
 // cannot decide answers with the caller's failure policy (FailOpen,
 // FailClosed or a Fallback), behind a circuit breaker that makes a dead
 // limiter cost microseconds rather than a timeout per request. Three

@@ -118,6 +118,14 @@ func FuzzWireEndpoint(f *testing.F) {
 		if got, want := escapeText(raw), event.EscapeEndpoint(raw); got != want {
 			t.Fatalf("escapeText(%q) = %q, the limiter's %q", raw, got, want)
 		}
+		// A queued outcome keeps a long endpoint in its sent form
+		// (boundOutcome), which must be sent unchanged.
+		if sent := wireEndpoint(raw); wireEndpoint(sent) != sent {
+			t.Fatalf("wireEndpoint(%q) = %q, sent again as %q", raw, sent, wireEndpoint(sent))
+		}
+		if sent := textField(raw, maxAttrName); textField(sent, maxAttrName) != sent {
+			t.Fatalf("textField(%q) = %q, sent again as %q", raw, sent, textField(sent, maxAttrName))
+		}
 	})
 }
 

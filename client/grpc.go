@@ -33,7 +33,8 @@ type GRPCConfig struct {
 	// caller shares its per-address budgets.
 	TrustedProxies []netip.Prefix
 	// User and Tier return the call's user id and tier (from a verified
-	// token in its metadata, say); nil: none.
+	// token in its metadata, say); nil: none. The limiter folds user ids,
+	// as for Middleware's User.
 	User, Tier func(ctx context.Context, fullMethod string) string
 	// Attributes returns the call's attributes, for rules keyed on
 	// attr:<name>; nil: none.

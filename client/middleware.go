@@ -23,7 +23,9 @@ type MiddlewareConfig struct {
 	// is counted as.
 	TrustedProxies []netip.Prefix
 	// User and Tier return the request's user id and tier (from its
-	// session, a verified token); nil: none.
+	// session, a verified token); nil: none. The limiter folds user ids
+	// (Dave is dave): where two accounts differ only so, return an id
+	// unique as it compares them (the account's number, say).
 	User, Tier func(*http.Request) string
 	// Attributes returns the request's attributes, for rules keyed on
 	// attr:<name>; nil: none.

@@ -5,15 +5,22 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 )
 
 // The outcomes of ReportAsync go out in batches (POST /v1/report/batch) of
-// at most maxBatch outcomes and maxBody bytes, one batch at most every
-// reportLinger once the first outcome of a batch is queued, from one
-// goroutine.
-const reportLinger = 5 * time.Millisecond
+// at most maxBatch outcomes and maxBody bytes, a batch at most every
+// reportLinger once its first outcome is queued, filled by one goroutine
+// and sent by reportSenders, so that up to reportSenders batches are on
+// their way at once. One at a time would let the reports fall behind the
+// checks, which go out on up to MaxConns connections, as soon as the
+// outcomes are large: a batch holds only 7 outcomes of 8 KiB paths.
+const (
+	reportLinger  = 5 * time.Millisecond
+	reportSenders = 4
+)
 
 // reporter sends queued outcomes in the background.
 type reporter struct {
@@ -21,12 +28,31 @@ type reporter struct {
 	queue  chan Outcome
 	mu     sync.RWMutex // guards closed against ReportAsync
 	closed bool
-	done   chan struct{}
+	// full takes the batches to send, free gives them back once sent:
+	// reportSenders batches in all.
+	full, free chan *pending
+	done       chan struct{}
 }
 
 func newReporter(c *Client, size int) *reporter {
-	r := &reporter{c: c, queue: make(chan Outcome, size), done: make(chan struct{})}
-	go r.run()
+	r := &reporter{c: c, queue: make(chan Outcome, size), done: make(chan struct{}),
+		full: make(chan *pending), free: make(chan *pending, reportSenders)}
+	var senders sync.WaitGroup
+	for range reportSenders {
+		r.free <- &pending{outcomes: make([]Outcome, 0, maxBatch)}
+		senders.Go(func() {
+			for p := range r.full {
+				r.send(p)
+				r.free <- p
+			}
+		})
+	}
+	go func() {
+		r.fill()
+		close(r.full)
+		senders.Wait()
+		close(r.done)
+	}()
 	return r
 }
 
@@ -48,7 +74,7 @@ func (c *Client) ReportAsync(o *Outcome) bool {
 	closed := r.closed
 	if !closed {
 		select {
-		case r.queue <- *o:
+		case r.queue <- boundOutcome(*o):
 			r.mu.RUnlock()
 			return true
 		default:
@@ -89,6 +115,40 @@ func validOutcome(o *Outcome) error {
 	return nil
 }
 
+// boundOutcome returns o with every field over the API's bound in the
+// form it is sent in (appendSubject), cut and marked, and an invalid
+// method left out, in memory of its own: a queued outcome holds no more
+// than it sends, whatever the request it reports (a path of 1 MB, which
+// net/http's default MaxHeaderBytes lets in, is kept as its 8 KiB). Each
+// field's form is its own fixed point, so appendSubject sends it
+// unchanged. o itself, with no allocation, when every field is within
+// its bound.
+func boundOutcome(o Outcome) Outcome {
+	if len(o.Endpoint) > maxEndpoint {
+		o.Endpoint = strings.Clone(wireEndpoint(o.Endpoint)) // not a slice of the whole
+	}
+	if len(o.UserID) > maxUserID {
+		o.UserID = textField(o.UserID, maxUserID)
+	}
+	if len(o.Tier) > maxTier {
+		o.Tier = textField(o.Tier, maxTier)
+	}
+	if !validMethod(o.Method) {
+		o.Method = ""
+	}
+	for name, value := range o.Attributes {
+		if len(name) > maxAttrName || len(value) > maxAttrValue {
+			attrs := make(map[string]string, len(o.Attributes))
+			for name, value := range o.Attributes {
+				attrs[textField(name, maxAttrName)] = textField(value, maxAttrValue)
+			}
+			o.Attributes = attrs
+			break
+		}
+	}
+	return o
+}
+
 // pending is the batch the reporter fills: its outcomes and the body of
 // POST /v1/report/batch that holds them, but for its closing "]}".
 type pending struct {
@@ -96,9 +156,10 @@ type pending struct {
 	body     []byte
 }
 
-func (r *reporter) run() {
-	defer close(r.done)
-	p := &pending{outcomes: make([]Outcome, 0, maxBatch)}
+// fill puts the queued outcomes in batches and hands each to a sender,
+// until the queue is closed.
+func (r *reporter) fill() {
+	p := <-r.free
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	for {
@@ -106,7 +167,7 @@ func (r *reporter) run() {
 		if !ok {
 			return
 		}
-		r.add(p, &o)
+		p = r.add(p, &o)
 		timer.Reset(reportLinger)
 	fill:
 		for len(p.outcomes) < maxBatch {
@@ -115,19 +176,31 @@ func (r *reporter) run() {
 				if !ok {
 					break fill
 				}
-				r.add(p, &o)
+				p = r.add(p, &o)
 			case <-timer.C:
 				break fill
 			}
 		}
 		timer.Stop()
-		r.send(p)
+		p = r.hand(p)
 	}
 }
 
-// add puts o in the batch, after sending the batch first when o would take
-// its body over maxBody. An outcome over maxBody alone is refused.
-func (r *reporter) add(p *pending, o *Outcome) {
+// hand gives the batch p to a sender, when it holds outcomes, and returns
+// the batch to fill next: a free one, once a sender has sent its own when
+// every batch is on its way.
+func (r *reporter) hand(p *pending) *pending {
+	if len(p.outcomes) == 0 {
+		return p
+	}
+	r.full <- p
+	return <-r.free
+}
+
+// add puts o in the batch p, after handing p to a sender first when o
+// would take its body over maxBody, and returns the batch it is in. An
+// outcome over maxBody alone is refused.
+func (r *reporter) add(p *pending, o *Outcome) *pending {
 	if len(p.outcomes) == 0 {
 		p.body = append(p.body[:0], `{"reports":[`...)
 	}
@@ -138,16 +211,15 @@ func (r *reporter) add(p *pending, o *Outcome) {
 	p.body = appendOutcome(p.body, o)
 	if len(p.body)+len("]}") <= maxBody {
 		p.outcomes = append(p.outcomes, *o)
-		return
+		return p
 	}
 	p.body = p.body[:n]
 	if len(p.outcomes) > 0 {
-		r.send(p)
-		r.add(p, o)
-		return
+		return r.add(r.hand(p), o)
 	}
 	r.c.stats.reportsInvalid.Add(1)
 	r.c.failed("report", &Error{Op: "report", Err: fmt.Errorf("%w: an outcome of over %d bytes", ErrInvalid, maxBody)})
+	return p
 }
 
 // send reports the batch, bounded by the client's timeout, and empties it.

@@ -2,10 +2,15 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -178,6 +183,97 @@ func TestCheckOverTheBodyBound(t *testing.T) {
 	}
 }
 
+// Checks beyond MaxConns wait for a connection, within Timeout: none is
+// handed to the failure policy for want of one, nor counted against the
+// breaker.
+func TestChecksBeyondMaxConnsWait(t *testing.T) {
+	release := make(chan struct{})
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request, body string) {
+		<-release
+		answer(200, "application/json", bannedJSON)(w, r, body)
+	})
+	c := newClient(t, Config{URL: f.URL, MaxConns: 1, BreakerFailures: 1, Timeout: time.Minute}) // FailOpen
+	const n = 6
+	ds := make([]Decision, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { ds[i], _ = c.Check(context.Background(), &Request{IP: "203.0.113.7", Endpoint: "/a"}) })
+	}
+	// Every check is on the connection or waiting for it, or, refused
+	// one, done already.
+	for waitingForAConnection() < n-1 && c.Stats().Fallbacks == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	wg.Wait()
+	for i, d := range ds {
+		if d.Allowed || d.Reason != ReasonBanned {
+			t.Errorf("check %d: %+v, want the limiter's refusal", i, d)
+		}
+	}
+	if s := c.Stats(); s.Fallbacks != 0 || s.BreakerOpen != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+// A check whose caller has gone does not wait for a connection: with
+// every connection busy, it is refused at once (ReasonCallerGone), as is a
+// check whose caller goes while it waits; neither is a failure of the
+// limiter for the breaker.
+func TestCallerGoneDoesNotWaitForAConnection(t *testing.T) {
+	release := make(chan struct{})
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request, body string) {
+		if strings.Contains(body, "/held") {
+			<-release
+		}
+		answer(200, "application/json", bannedJSON)(w, r, body)
+	})
+	c := newClient(t, Config{URL: f.URL, MaxConns: 1, BreakerFailures: 1, Timeout: time.Minute})
+	held := make(chan Decision)
+	go func() {
+		d, _ := c.Check(context.Background(), &Request{IP: "203.0.113.7", Endpoint: "/held"})
+		held <- d
+	}()
+	for len(f.sent("/v1/check")) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	if d, err := c.Check(cancelled(), &Request{IP: "203.0.113.7", Endpoint: "/a"}); d.Reason != ReasonCallerGone || !errors.Is(err, ErrCallerGone) {
+		t.Fatalf("caller gone: %+v, %v", d, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	gone := make(chan error)
+	go func() {
+		d, err := c.Check(ctx, &Request{IP: "203.0.113.7", Endpoint: "/a"})
+		if d.Reason != ReasonCallerGone {
+			err = fmt.Errorf("%+v, %v", d, err)
+		}
+		gone <- err
+	}()
+	for waitingForAConnection() < 1 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-gone; !errors.Is(err, ErrCallerGone) {
+		t.Fatalf("caller gone while waiting: %v", err)
+	}
+	close(release)
+	if d := <-held; d.Reason != ReasonBanned {
+		t.Fatalf("the held check: %+v", d)
+	}
+	if d, err := c.Check(context.Background(), &Request{IP: "203.0.113.7", Endpoint: "/a"}); d.Reason != ReasonBanned {
+		t.Fatalf("the next check: %+v, %v (the breaker opened?)", d, err)
+	}
+	if s := c.Stats(); s.CallerGone != 2 || s.Fallbacks != 0 || s.BreakerOpen != 0 || len(f.sent("/v1/check")) != 2 {
+		t.Fatalf("stats %+v, %d checks sent", s, len(f.sent("/v1/check")))
+	}
+}
+
+// waitingForAConnection counts the goroutines waiting in acquire.
+func waitingForAConnection() int {
+	buf := make([]byte, 1<<20)
+	return strings.Count(string(buf[:runtime.Stack(buf, true)]), ").acquire(")
+}
+
 // CheckBatch sends as many calls as its checks need to keep each within
 // 100 checks and 64 KiB; every check is decided.
 func TestCheckBatchSplits(t *testing.T) {
@@ -291,6 +387,108 @@ func TestReportAsyncRefusesInvalidOutcomes(t *testing.T) {
 	}
 	if invalid != 7 || full != int(s.ReportsDropped) || failed == 0 {
 		t.Fatalf("OnError saw %d invalid, %d dropped, %d failed batches; stats %+v", invalid, full, failed, s)
+	}
+}
+
+// A queued outcome holds its fields as they are sent, within the API's
+// bounds, not as the request had them: outcomes of paths of 512 KiB (and
+// a long user id, tier, method and attribute) waiting for a limiter that
+// does not answer hold what their 8 KiB forms take.
+func TestReportQueueHoldsBoundedOutcomes(t *testing.T) {
+	release := make(chan struct{})
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request, body string) {
+		<-release
+		answer(503, "application/json", `{"error":"down"}`)(w, r, body)
+	})
+	const n = 100
+	c := newClient(t, Config{URL: f.URL, ReportQueue: n})
+	defer close(release)
+	heap := func() int64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return int64(m.HeapAlloc)
+	}
+	before := heap()
+	long := func(i int) string { return strings.Repeat(string(rune('a'+i%26)), 512<<10) + strconv.Itoa(i) }
+	for i := range n {
+		o := Outcome{IP: "203.0.113.7", Endpoint: "/api/" + long(i), Status: 200}
+		if i%10 == 0 { // every other field too, now and then
+			o.UserID, o.Tier, o.Method, o.Attributes = long(i), long(i), long(i), map[string]string{long(i): long(i)}
+		}
+		if !c.ReportAsync(&o) {
+			t.Fatalf("outcome %d not queued: %+v", i, c.Stats())
+		}
+	}
+	held := heap() - before
+	t.Logf("%d outcomes of 512 KiB paths queued hold %d KiB", n, held>>10)
+	if held > n*32<<10 {
+		t.Fatalf("%d queued outcomes hold %d KiB, want at most 32 KiB each", n, held>>10)
+	}
+}
+
+// What boundOutcome keeps of an outcome is sent as the outcome itself
+// would be: the limiter sees the same report.
+func TestBoundOutcomeSendsTheSame(t *testing.T) {
+	long := strings.Repeat("ab\x00\xff%/..;?#é", 1000)
+	for _, o := range []Outcome{
+		{IP: "203.0.113.7", Endpoint: "/api/x", Status: 200},
+		{IP: "203.0.113.7", Endpoint: "/" + long, UserID: long, Tier: long, Method: long, Status: 200,
+			Attributes: map[string]string{long: long, "k": long, long[:100]: "v"}},
+		{IP: "203.0.113.7", Endpoint: "/a/../" + strings.Repeat("b/", 5000) + "?" + long, Method: "G3T", Status: 200},
+		{IP: "203.0.113.7", Endpoint: strings.Repeat("%25", 3000), Status: 200},
+	} {
+		b := boundOutcome(o)
+		var want, got map[string]any // attributes go out in the map's order
+		if err := json.Unmarshal(appendOutcome(nil, &o), &want); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(appendOutcome(nil, &b), &got); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("bounded, %.200v\nis sent as %.200v", want, got)
+		}
+	}
+}
+
+// Outcomes come faster than one batch at a time carries them (a batch
+// holds 7 outcomes of 8 KiB paths): the reporter sends up to reportSenders
+// batches at once, as checks go out on several connections, so that a
+// client's long paths leave the outcomes that feed detection neither
+// waiting nor dropped.
+func TestReportBatchesGoOutTogether(t *testing.T) {
+	var inFlight, most atomic.Int64
+	release := make(chan struct{})
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request, body string) {
+		n := inFlight.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		<-release
+		inFlight.Add(-1)
+		reports := strings.Repeat(`{"event_id":"e","mode":"redis","rules":[]},`, strings.Count(body, `"status":`))
+		answer(200, "application/json", `{"reports":[`+strings.TrimSuffix(reports, ",")+`]}`)(w, r, body)
+	})
+	c := newClient(t, Config{URL: f.URL, Timeout: time.Minute}) // no batch abandoned, and another sent, for its wait
+	const n = 10 * reportSenders * 7
+	long := "/static/" + strings.Repeat("a", maxEndpoint)
+	for i := range n {
+		if !c.ReportAsync(&Outcome{IP: "203.0.113.7", Endpoint: long + strconv.Itoa(i), Status: 200}) {
+			t.Fatalf("outcome %d not queued", i)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for most.Load() < reportSenders && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := c.Stats(); most.Load() != reportSenders || s.ReportsSent != n {
+		t.Fatalf("%d batches at most at once, want %d; stats %+v", most.Load(), reportSenders, s)
 	}
 }
 

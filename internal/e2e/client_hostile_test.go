@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/ratewarden/ratewarden/client"
 	"github.com/ratewarden/ratewarden/internal/event"
@@ -353,5 +354,168 @@ func TestClientHostileInputIsDecided(t *testing.T) {
 		if o.IP != ip || o.Status != http.StatusOK {
 			t.Fatalf("outcome %+v", o)
 		}
+	}
+}
+
+// One HTTP/2 connection carries many requests at once (up to 250 streams
+// with net/http's server): a banned client sends 40 at a time, more than
+// the client has connections to the limiter (MaxConns 4 here, 64 by
+// default), beside an innocent client. A check that finds every
+// connection busy waits for one within the client's Timeout: it is
+// decided, so under FailOpen no request of the banned client is served,
+// under FailClosed none of the innocent one is refused, and the breaker
+// never opens.
+func TestClientMoreRequestsThanConnectionsAreDecided(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, hourRulesYAML)
+	lim := e.start("limiter")
+	for _, tc := range []struct {
+		name             string
+		policy           client.FailurePolicy
+		banned, innocent string
+	}{
+		{"FailOpen", client.FailOpen, "198.51.100.50", "198.51.100.51"},
+		{"FailClosed", client.FailClosed, "198.51.100.52", "198.51.100.53"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// A Timeout no round trip on this busy machine outlasts: a
+			// check waits for a connection, never fails for want of one.
+			c := newClient(t, client.Config{URL: "http://" + lim.addr, OnFailure: tc.policy, MaxConns: 4, Timeout: 10 * time.Second})
+			spendAndBan(t, lim, c, tc.banned)
+			var bannedServed, innocentServed atomic.Int64
+			app := httptest.NewUnstartedServer(client.Middleware(c, client.MiddlewareConfig{TrustedProxies: loopback})(
+				http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+					if r.Header.Get("X-Forwarded-For") == tc.banned {
+						bannedServed.Add(1)
+					} else {
+						innocentServed.Add(1)
+					}
+				})))
+			app.EnableHTTP2 = true
+			app.StartTLS()
+			defer app.Close()
+			hc := app.Client()
+			get := func(ip string) int {
+				req, _ := http.NewRequest(http.MethodGet, app.URL+"/elsewhere", nil)
+				req.Header.Set("X-Forwarded-For", ip)
+				resp, err := hc.Do(req)
+				if err != nil {
+					t.Error(err)
+					return 0
+				}
+				resp.Body.Close()
+				if resp.ProtoMajor != 2 {
+					t.Errorf("answered over %s, want HTTP/2", resp.Proto)
+				}
+				return resp.StatusCode
+			}
+			const callers, each = 40, 10
+			var mu sync.Mutex
+			statuses := map[string]map[int]int{tc.banned: {}, tc.innocent: {}}
+			var wg sync.WaitGroup
+			for i := range callers {
+				ip := tc.banned
+				if i%4 == 0 {
+					ip = tc.innocent
+				}
+				wg.Go(func() {
+					for range each {
+						code := get(ip)
+						mu.Lock()
+						statuses[ip][code]++
+						mu.Unlock()
+					}
+				})
+			}
+			wg.Wait()
+			s := c.Stats()
+			t.Logf("banned: %d served, answers %v; innocent: %d served, answers %v; stats %+v",
+				bannedServed.Load(), statuses[tc.banned], innocentServed.Load(), statuses[tc.innocent], s)
+			const innocentN = callers / 4 * each
+			if bannedServed.Load() != 0 || innocentServed.Load() != innocentN || s.Fallbacks != 0 || s.BreakerOpen != 0 {
+				t.Fatalf("%d requests of the banned client served, %d of %d of the innocent one, stats %+v: want none, all, no fallback, the breaker never open",
+					bannedServed.Load(), innocentServed.Load(), innocentN, s)
+			}
+		})
+	}
+}
+
+// A client of a gRPC service floods it, on one connection, with calls
+// whose deadline (1 ms) passes while their check waits for one of the
+// client's connections to the limiter (MaxConns 2 here), leaving each at
+// once; the server goes on with the interceptor after the caller has
+// gone. Such a check stops waiting when its caller goes: were it to wait
+// for the client's Timeout, the flood would hold a queue longer than
+// Timeout, the checks of every caller would time out, and the breaker
+// would open. Beside the flood, no call of a banned client reaches the
+// handler, none of an innocent one is refused, and the breaker never
+// opens.
+func TestClientAbandonedChecksDoNotQueue(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, hourRulesYAML)
+	lim := e.start("limiter")
+	for _, tc := range []struct {
+		name                      string
+		policy                    client.FailurePolicy
+		banned, hurried, innocent string
+	}{
+		{"FailOpen", client.FailOpen, "198.51.100.60", "198.51.100.61", "198.51.100.62"},
+		{"FailClosed", client.FailClosed, "198.51.100.63", "198.51.100.64", "198.51.100.65"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newClient(t, client.Config{URL: "http://" + lim.addr, OnFailure: tc.policy, MaxConns: 2, Timeout: time.Second})
+			spendAndBan(t, lim, c, tc.banned)
+			var mu sync.Mutex
+			reached := map[string]int{}
+			count := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+				ip := metadata.ValueFromIncomingContext(ctx, "x-forwarded-for")
+				mu.Lock()
+				reached[ip[0]]++
+				mu.Unlock()
+				return handler(ctx, req)
+			}
+			hc := healthpb.NewHealthClient(serveGRPCHealth(t, grpc.ChainUnaryInterceptor(
+				client.UnaryServerInterceptor(c, client.GRPCConfig{TrustedProxies: loopback}), count)))
+			call := func(ip string, deadline time.Duration) error {
+				ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "x-forwarded-for", ip), deadline)
+				defer cancel()
+				_, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
+				return err
+			}
+			stop := make(chan struct{})
+			var flood atomic.Int64
+			var wg sync.WaitGroup
+			for range 16 {
+				wg.Go(func() {
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						_ = call(tc.hurried, time.Millisecond)
+						flood.Add(1)
+					}
+				})
+			}
+			waitFor(t, 10*time.Second, "the flood to start", func() bool { return flood.Load() >= 1000 })
+			const n = 100
+			bannedErrs, innocentErrs := map[string]int{}, map[string]int{}
+			for range n {
+				bannedErrs[status.Code(call(tc.banned, time.Minute)).String()]++
+				innocentErrs[status.Code(call(tc.innocent, time.Minute)).String()]++
+			}
+			close(stop)
+			wg.Wait()
+			s := c.Stats()
+			mu.Lock()
+			defer mu.Unlock()
+			t.Logf("%d calls of 1 ms; banned: %d reached the handler, codes %v; innocent: %d reached, codes %v; stats %+v",
+				flood.Load(), reached[tc.banned], bannedErrs, reached[tc.innocent], innocentErrs, s)
+			if reached[tc.banned] != 0 || reached[tc.innocent] != n || s.BreakerOpen != 0 || s.Fallbacks != 0 {
+				t.Fatalf("%d calls of the banned client reached the handler, %d of %d of the innocent one, stats %+v: want none, all, no fallback, the breaker never open",
+					reached[tc.banned], reached[tc.innocent], n, s)
+			}
+		})
 	}
 }
