@@ -171,7 +171,7 @@ func consume(ctx context.Context, cfg kafkabus.ConsumerConfig, log *zap.Logger, 
 }
 
 // exempt reports whether the event's client is exempt in the rules file:
-// exempt clients are never banned.
+// its decisions never count towards a ban.
 func exempt(set *rules.Set, ev *event.Decision) bool {
 	req := rules.Request{UserID: ev.UserID, IP: ev.IP, Endpoint: ev.Endpoint, Method: ev.Method, Tier: ev.Tier}
 	return set.Exempt(&req)
