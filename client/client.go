@@ -274,8 +274,9 @@ func appendChecks(b []byte, reqs []Request, start int) ([]byte, int) {
 }
 
 // Report sends what happened after a response and returns what the
-// report spent. A report is never refused for being over a limit. As for
-// checks, the call is bounded by Config.Timeout, not by ctx.
+// report spent. A report is never refused for being over a limit. The
+// call, its wait for a connection included, is bounded by Config.Timeout,
+// not by ctx.
 func (c *Client) Report(ctx context.Context, o *Outcome) (ReportResult, error) {
 	b := c.bufs.Get().(*callBuf)
 	defer c.bufs.Put(b)
@@ -292,7 +293,7 @@ func (c *Client) Report(ctx context.Context, o *Outcome) (ReportResult, error) {
 
 // ReportBatch sends several outcomes (1 to 100) in one call. The limiter
 // refuses the whole batch for one invalid outcome (ReportAsync checks
-// them first).
+// them first). As Report, it is bounded by Config.Timeout, not by ctx.
 func (c *Client) ReportBatch(ctx context.Context, os []Outcome) ([]ReportResult, error) {
 	b := c.bufs.Get().(*callBuf)
 	defer c.bufs.Put(b)

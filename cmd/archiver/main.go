@@ -101,7 +101,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 			exists := make(chan struct{})
 			ready[topic] = exists
 			consumers.Go(func() error {
-				if kafkabus.AwaitTopic(ctx, cfg.KafkaBrokers, topic, topicPoll, log) {
+				if kafkabus.AwaitTopic(ctx, cfg.KafkaBrokers, topic, kafkabus.TopicPoll, log) {
 					close(exists)
 				}
 				return nil
@@ -129,10 +129,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}})
 	return g.Run(ctx)
 }
-
-// topicPoll is how often a consumer looks again for a topic missing at
-// start.
-const topicPoll = 10 * time.Second
 
 // openStore opens the database, creating it if it is missing and the role
 // may, and migrates the schema.

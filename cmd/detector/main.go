@@ -159,23 +159,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	return g.Run(ctx)
 }
 
-// topicPoll is how often a consumer looks again for a topic missing at
-// start.
-const topicPoll = 10 * time.Second
-
 // consume consumes cfg.Topic once it exists, warning while it does not (a
 // group reader that joins before its topic exists never gets its
 // partitions): the access-log topic, for one, may be created after the
 // detector starts.
 func consume(ctx context.Context, cfg kafkabus.ConsumerConfig, log *zap.Logger, handle func(context.Context, []event.Message) error) error {
-	if !kafkabus.AwaitTopic(ctx, cfg.Brokers, cfg.Topic, topicPoll, log) {
+	if !kafkabus.AwaitTopic(ctx, cfg.Brokers, cfg.Topic, kafkabus.TopicPoll, log) {
 		return nil
 	}
 	return kafkabus.Consume(ctx, cfg, log, handle)
 }
 
 // exempt reports whether the event's client is exempt in the rules file:
-// exempt clients are never banned.
+// its decisions never count towards a ban.
 func exempt(set *rules.Set, ev *event.Decision) bool {
 	req := rules.Request{UserID: ev.UserID, IP: ev.IP, Endpoint: ev.Endpoint, Method: ev.Method, Tier: ev.Tier}
 	return set.Exempt(&req)

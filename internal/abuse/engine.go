@@ -19,8 +19,9 @@ type Config struct {
 	// Detection holds the thresholds; NewEngine fills what is left out
 	// (rules.Detection.WithDefaults).
 	Detection rules.Detection
-	// Exempt reports offenders that are never banned (the service wires it
-	// to rules.Set.Exempt); their events are skipped. Nil: none.
+	// Exempt reports the events of exempt clients (the service wires it
+	// to rules.Set.Exempt): they are skipped, so no decision of such a
+	// client counts towards a ban. Nil: none.
 	Exempt func(*event.Decision) bool
 	// UserKey returns the key of a user id, the subject of the user as an
 	// offender (the service wires it to rules.Set.UserKey, as the limiters'

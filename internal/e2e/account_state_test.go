@@ -1,10 +1,8 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -35,29 +33,6 @@ detection:
   brute_force: {failures: 20, within: 5m, duration: 1h}
   account_attack: {distinct_sources: 10, within: 10m, duration: 1h}
 `
-
-// reportAnswer is a decoded POST /v1/report answer.
-type reportAnswer struct {
-	Rules []struct {
-		RuleID    string `json:"rule_id"`
-		Remaining int64  `json:"remaining"`
-	} `json:"rules"`
-}
-
-// postReport sends an outcome report to the limiter and returns its answer.
-func postReport(t *testing.T, limiter *proc, body string) reportAnswer {
-	t.Helper()
-	resp, err := http.Post("http://"+limiter.addr+"/v1/report", "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var a reportAnswer
-	if err := json.NewDecoder(resp.Body).Decode(&a); err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("report answered %d (%v)", resp.StatusCode, err)
-	}
-	return a
-}
 
 // A locked account does not hide its attackers: once carol is locked (a
 // user ban), an address that sends 30 failed logins on her still spends its

@@ -50,7 +50,7 @@ func TestBenchOutcomeDetector(t *testing.T) {
 	for trial := range trials {
 		ip := fmt.Sprintf("203.0.%d.%d", trial/250, trial%250+1)
 		for u := range 3 { // distinct_users 2: the third crosses
-			report(t, a, fmt.Sprintf(`{"ip":%q,"endpoint":"/api/login","method":"POST","user_id":"t%d-u%d","status":401}`, ip, trial, u))
+			postReport(t, a, fmt.Sprintf(`{"ip":%q,"endpoint":"/api/login","method":"POST","user_id":"t%d-u%d","status":401}`, ip, trial, u))
 		}
 		crossed := time.Now()
 		for _, lim := range []*proc{a, b} {

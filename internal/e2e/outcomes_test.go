@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -116,17 +117,27 @@ func checkLogin(t *testing.T, limiter *proc, ip, user string) decision {
 	return postCheck(t, limiter, `{"ip":"`+ip+`","endpoint":"/api/login","method":"POST","user_id":"`+user+`"}`)
 }
 
-// report sends an outcome report to the limiter.
-func report(t *testing.T, limiter *proc, body string) {
+// reportAnswer is a decoded POST /v1/report answer.
+type reportAnswer struct {
+	Rules []struct {
+		RuleID    string `json:"rule_id"`
+		Remaining int64  `json:"remaining"`
+	} `json:"rules"`
+}
+
+// postReport sends an outcome report to the limiter and returns its answer.
+func postReport(t *testing.T, limiter *proc, body string) reportAnswer {
 	t.Helper()
 	resp, err := http.Post("http://"+limiter.addr+"/v1/report", "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("report answered %d", resp.StatusCode)
+	defer resp.Body.Close()
+	var a reportAnswer
+	if err := json.NewDecoder(resp.Body).Decode(&a); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("report answered %d (%v)", resp.StatusCode, err)
 	}
+	return a
 }
 
 const accountRulesYAML = `
@@ -148,7 +159,7 @@ func TestAccountAttackSparesTheOwnerAndCountsNetworks(t *testing.T) {
 	limiter := e.start("limiter")
 	login := func(ip, user string, status int) {
 		t.Helper()
-		report(t, limiter, fmt.Sprintf(`{"ip":%q,"endpoint":"/api/login","method":"POST","user_id":%q,"status":%d}`, ip, user, status))
+		postReport(t, limiter, fmt.Sprintf(`{"ip":%q,"endpoint":"/api/login","method":"POST","user_id":%q,"status":%d}`, ip, user, status))
 	}
 	consumed := func(n int) {
 		t.Helper()

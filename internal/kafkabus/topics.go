@@ -47,6 +47,10 @@ func TopicExists(ctx context.Context, brokers []string, topic string) (bool, err
 	return false, nil
 }
 
+// TopicPoll is how often a consumer looks again for a topic missing at
+// start (AwaitTopic's poll).
+const TopicPoll = 10 * time.Second
+
 // topicRemind is how often AwaitTopic warns again while a topic is missing,
 // so that a recent slice of the log still says why nothing is consumed.
 const topicRemind = time.Minute

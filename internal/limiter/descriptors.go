@@ -26,7 +26,7 @@ func (s *Service) CheckDescriptors(ctx context.Context, req *rules.DescriptorReq
 	set := s.rules.Load()
 	subject := rules.Request{IP: req.IP, Addr: req.Addr, Endpoint: req.Endpoint}
 	switch {
-	case set.Exempt(&subject): // by address when there is one, by endpoint in any case
+	case set.ExemptRequest(&subject): // by address when there is one, by endpoint in any case
 		d.Allowed, d.Reason = true, event.ReasonExempt
 	case req.IP != "" && s.banned(&subject, start, d): // d now holds the denial
 	default:

@@ -319,8 +319,8 @@ func (s *Service) addrBan(req *rules.Request, now time.Time) (time.Time, bool) {
 
 // userBan returns until when the request's user is banned, if it is at
 // now: by a ban of its key (req.UserKey, set by keyUser: any spelling of
-// the account), or of the id exactly as sent, a subject written before
-// user ids were folded (or while they were not).
+// the account), or of the id exactly as sent, a subject written while user
+// ids were not folded.
 func (s *Service) userBan(req *rules.Request, now time.Time) (time.Time, bool) {
 	if s.cfg.Bans == nil || req.UserID == "" {
 		return time.Time{}, false

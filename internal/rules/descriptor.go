@@ -55,7 +55,7 @@ const (
 	MaxDescriptorValue = 1024
 	MaxEntries         = maxKeyDims
 	MaxDescriptorName  = 128 // a rate limit's name, and each name it replaces
-	MaxReplaces        = 16
+	MaxReplaces        = 16  // names a rate limit replaces
 )
 
 // Entry is one key/value pair of a request descriptor.

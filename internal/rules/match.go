@@ -33,9 +33,8 @@ type Applied struct {
 	Descriptor int
 }
 
-// Exempt reports whether the request is never limited nor banned: its tier
-// is exempt (case-insensitive), its address is in an exempt prefix, its
-// endpoint matches an exempt pattern, or its user id is exempt.
+// Exempt reports whether the request is exempt, by its user (ExemptUser)
+// or whoever its user (ExemptRequest).
 func (s *Set) Exempt(r *Request) bool { return s.ExemptUser(r) || s.ExemptRequest(r) }
 
 // ExemptRequest reports whether the request is exempt whoever its user:

@@ -299,7 +299,7 @@ func describeEscalation(e Escalation) string {
 	return s
 }
 
-// describeExempt lists what is never limited nor banned.
+// describeExempt lists what is exempt (see Exempt).
 func describeExempt(e Exempt) string {
 	var parts []string
 	for _, l := range []struct {

@@ -197,7 +197,10 @@ type Escalation struct {
 	To       Timestamp `yaml:"to,omitempty" json:"to,omitzero"`
 }
 
-// Exempt lists what is never limited and never banned.
+// Exempt lists what is never limited. Detection never bans an exempt
+// client, and an exempt address or endpoint skips bans too; a tier or user
+// exemption never lifts the ban of the request's address (see
+// Set.ExemptRequest, Set.ExemptUser).
 type Exempt struct {
 	Tiers     []string `yaml:"tiers,omitempty" json:"tiers,omitempty"`
 	IPs       []string `yaml:"ips,omitempty" json:"ips,omitempty"` // IPs or CIDRs

@@ -5,6 +5,7 @@
 package userid
 
 import (
+	"slices"
 	"strings"
 	"sync"
 	"unicode"
@@ -143,7 +144,7 @@ func foldUnicode(id string) string {
 		}
 		for i := range n {
 			if seen[i] == next {
-				return smallest(seen[i:n])
+				return slices.Min(seen[i:n])
 			}
 		}
 		seen[n] = next
@@ -201,12 +202,4 @@ func settled(s string) bool {
 	}
 	n, err := folder.Span([]byte(s), true)
 	return err == nil && n == len(s)
-}
-
-func smallest(ss []string) string {
-	m := ss[0]
-	for _, s := range ss[1:] {
-		m = min(m, s)
-	}
-	return m
 }
