@@ -116,4 +116,8 @@ type Result struct {
 	Granted    int64
 	LeaseUntil int64
 	LeaseFor   time.Duration
+	// At is the server's time (ms) the call was decided at (a counted call:
+	// the NowMs it was stamped with), which a give-back needs to find the
+	// window or log member the call counted in (see GiveBack).
+	At int64
 }
