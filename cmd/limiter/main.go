@@ -123,7 +123,13 @@ func (w *wiring) connect() error {
 	redisstore.RouteLogs(w.log.Named("redis"))
 	w.redisCfg = redisstore.ClientConfig{URL: cfg.RedisURL, ClusterAddrs: cfg.RedisClusterAddrs,
 		SentinelAddrs: cfg.RedisSentinelAddrs, SentinelMaster: cfg.RedisSentinelMaster, Timeout: cfg.RedisTimeout,
-		PoolSize: cfg.RedisPipelines + 4} // one connection per pipeline, plus probes, heartbeats and ban sync
+		// A decision round trip's context bounds its wait: its callers'
+		// REDIS_TIMEOUT, its reply's REDIS_LATE_REPLY_WAIT more.
+		ReadTimeout: cfg.RedisTimeout + cfg.LateReplyWait,
+		// One connection per pipeline, and per worker reading a late
+		// reply (redisstore.LateWorkers), plus probes, heartbeats and
+		// ban sync.
+		PoolSize: cfg.RedisPipelines*(1+redisstore.LateWorkers) + 4}
 	var err error
 	if w.rdb, err = redisstore.Connect(w.redisCfg); err != nil {
 		return err
@@ -152,6 +158,7 @@ func (w *wiring) connect() error {
 		Window:    cfg.PipelineWindow,
 		Wait:      cfg.PipelineWait,
 		Timeout:   cfg.RedisTimeout,
+		LateWait:  cfg.LateReplyWait,
 		// The only breaker: each node's (see limiter.Config.BreakerOpen).
 		NodeFailures: cfg.RedisBreakerFailures,
 		Registerer:   w.reg,

@@ -20,6 +20,7 @@ type Limiter struct {
 	PipelineLimit  int
 	PipelineWindow time.Duration
 	PipelineWait   time.Duration
+	LateReplyWait  time.Duration // REDIS_LATE_REPLY_WAIT
 	OverLimitCache int // entries; 0: off
 	LocalMaxKeys   int // keys of local-mode state
 	// Leases of leased rules (package lease): the traffic a lease covers,

@@ -21,14 +21,19 @@ type ClientConfig struct {
 	// Sentinel; the client follows failovers.
 	SentinelAddrs  []string
 	SentinelMaster string
-	// Timeout bounds each socket read and write.
-	Timeout time.Duration
+	// Timeout bounds each socket read and write, ReadTimeout (when longer)
+	// each read: a command whose context has a deadline waits until the
+	// earlier of the two.
+	Timeout     time.Duration
+	ReadTimeout time.Duration
 	// PoolSize is the connections per node (0: go-redis's default).
 	// Pipelines use them too: go-redis's separate pipeline pool is turned
 	// off, since it never dials ahead, so a warm-up could not open its
 	// connections and the first pipelines would dial in their deadline.
 	PoolSize int
 }
+
+func (cfg ClientConfig) readTimeout() time.Duration { return max(cfg.Timeout, cfg.ReadTimeout) }
 
 // noPipelinePool makes pipelines share the pool of single commands.
 const noPipelinePool = -1
@@ -40,7 +45,7 @@ func Connect(cfg ClientConfig) (redis.UniversalClient, error) {
 		c := redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs:                      cfg.ClusterAddrs,
 			DialTimeout:                time.Second,
-			ReadTimeout:                cfg.Timeout,
+			ReadTimeout:                cfg.readTimeout(),
 			WriteTimeout:               cfg.Timeout,
 			ContextTimeoutEnabled:      true,
 			PoolSize:                   cfg.PoolSize,
@@ -58,7 +63,7 @@ func Connect(cfg ClientConfig) (redis.UniversalClient, error) {
 		return nil, fmt.Errorf("REDIS_URL: expected redis://[user:password@]host:port/db: %w", err)
 	}
 	opts.DialTimeout = time.Second
-	opts.ReadTimeout = cfg.Timeout
+	opts.ReadTimeout = cfg.readTimeout()
 	opts.WriteTimeout = cfg.Timeout
 	opts.ContextTimeoutEnabled = true
 	opts.PoolSize = max(opts.PoolSize, cfg.PoolSize)
@@ -109,7 +114,7 @@ func connectSentinel(cfg ClientConfig) (redis.UniversalClient, error) {
 		MasterName:            cfg.SentinelMaster,
 		SentinelAddrs:         cfg.SentinelAddrs,
 		DialTimeout:           time.Second,
-		ReadTimeout:           cfg.Timeout,
+		ReadTimeout:           cfg.readTimeout(),
 		WriteTimeout:          cfg.Timeout,
 		ContextTimeoutEnabled: true,
 		PoolSize:              cfg.PoolSize,
