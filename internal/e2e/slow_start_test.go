@@ -274,4 +274,3 @@ func TestCPUStarvedLimitersStayWithinTheLimit(t *testing.T) {
 		}
 	}
 }
-
