@@ -3,6 +3,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -91,8 +92,12 @@ type wiring struct {
 	log *zap.Logger
 	reg *prometheus.Registry
 
-	redisCfg     redisstore.ClientConfig
-	rdb          redis.UniversalClient
+	redisCfg redisstore.ClientConfig
+	rdb      redis.UniversalClient
+	// control is a client of the same Redis for the round trips on no
+	// request's path (health checks, the warm-up, ban sync), with
+	// REDIS_CHECK_TIMEOUT: a Redis that answers late is slow, not down.
+	control      redis.UniversalClient
 	store        *redisstore.Store
 	decider      *redisstore.Coalescer
 	banPublisher *kafkabus.BanPublisher
@@ -127,11 +132,15 @@ func (w *wiring) connect() error {
 		// REDIS_TIMEOUT, its reply's REDIS_LATE_REPLY_WAIT more.
 		ReadTimeout: cfg.RedisTimeout + cfg.LateReplyWait,
 		// One connection per pipeline, and per worker reading a late
-		// reply (redisstore.LateWorkers), plus probes, heartbeats and
-		// ban sync.
+		// reply (redisstore.LateWorkers), plus a few for the other callers.
 		PoolSize: cfg.RedisPipelines*(1+redisstore.LateWorkers) + 4}
 	var err error
 	if w.rdb, err = redisstore.Connect(w.redisCfg); err != nil {
+		return err
+	}
+	controlCfg := w.redisCfg
+	controlCfg.Timeout, controlCfg.PoolSize = cfg.RedisCheckTimeout, 4
+	if w.control, err = redisstore.Connect(controlCfg); err != nil {
 		return err
 	}
 	if w.banPublisher, err = kafkabus.NewBanPublisher(cfg.KafkaBrokers, cfg.BansTopic); err != nil {
@@ -161,6 +170,7 @@ func (w *wiring) connect() error {
 		LateWait:  cfg.LateReplyWait,
 		// The only breaker: each node's (see limiter.Config.BreakerOpen).
 		NodeFailures: cfg.RedisBreakerFailures,
+		ProbeTimeout: cfg.RedisCheckTimeout,
 		Registerer:   w.reg,
 	})
 	return nil
@@ -176,9 +186,9 @@ func (w *wiring) connect() error {
 func (w *wiring) decisionService() {
 	cfg := w.cfg
 	w.bans = limiter.NewBanSet(w.reg)
-	w.blacklist = redisfleet.NewBlacklist(w.rdb, cfg.RedisKeyPrefix)
+	w.blacklist = redisfleet.NewBlacklist(w.control, cfg.RedisKeyPrefix)
 	w.banFollower = limiter.NewBanFollower(w.bans, w.blacklist, cfg.BanResync, w.log)
-	w.heartbeats = redisfleet.NewHeartbeats(w.rdb, cfg.RedisKeyPrefix, cfg.Instance, cfg.RedisHealthInterval)
+	w.heartbeats = redisfleet.NewHeartbeats(w.control, cfg.RedisKeyPrefix, cfg.Instance, cfg.RedisHealthInterval)
 	w.svc = limiter.New(limiter.Config{
 		Instance:      cfg.Instance,
 		ClassifyError: redisstore.ClassifyError,
@@ -199,8 +209,9 @@ func (w *wiring) decisionService() {
 		LeaseNotices:        redisfleet.NewLeaseNotices(w.rdb, cfg.RedisKeyPrefix),
 		Health:              w.heartbeats,
 		HealthInterval:      cfg.RedisHealthInterval,
-		HealthTimeout:       cfg.RedisTimeout,
+		HealthTimeout:       cfg.RedisCheckTimeout,
 	}, nil, w.decider, w.producer, w.log, w.reg) // no rules until the manager's first load
+	w.liveInstances()
 }
 
 // ruleManager makes the manager of the rules in force: the file merged with
@@ -217,7 +228,7 @@ func (w *wiring) ruleManager() {
 		Connect:    ruleStore(cfg),
 		Changes:    redisfleet.NewRuleChanges(w.rdb, cfg.RedisKeyPrefix),
 		Report: func(version string, appliedAt time.Time) {
-			ctx, cancel := context.WithTimeout(context.Background(), cfg.RedisTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), cfg.RedisCheckTimeout)
 			defer cancel()
 			_ = w.heartbeats.ReportRules(ctx, redisfleet.RulesReport{Version: version, AppliedAt: appliedAt}) // else the next beat reports it
 		},
@@ -306,7 +317,7 @@ func (w *wiring) adminConfig(clients clientaddr.Resolver) adminapi.Config {
 // force stay (only changes wait), so it must stay in the load balancer.
 func (w *wiring) probes() []ops.Probe {
 	probes := []ops.Probe{
-		{Name: "redis", Check: func(ctx context.Context) error { return w.rdb.Ping(ctx).Err() }},
+		{Name: "redis", Check: func(ctx context.Context) error { return w.control.Ping(ctx).Err() }},
 		{Name: "kafka", Check: func(ctx context.Context) error { return kafkabus.Ping(ctx, w.cfg.KafkaBrokers) }},
 	}
 	if w.cfg.DynamicRules { // the rule store's last answer, no I/O
@@ -343,7 +354,7 @@ func (w *wiring) listeners() {
 func (w *wiring) group() *lifecycle.Group {
 	g := lifecycle.New(w.log, w.cfg.ShutdownTimeout)
 	g.Add(
-		lifecycle.Part{Name: "redis", Stop: func(context.Context) error { return w.rdb.Close() }},
+		lifecycle.Part{Name: "redis", Stop: func(context.Context) error { return errors.Join(w.rdb.Close(), w.control.Close()) }},
 		lifecycle.Part{Name: "ban publisher", Stop: func(context.Context) error { return w.banPublisher.Close() }},
 		lifecycle.Part{Name: "event producer", Stop: w.producer.Close}, // flushes the queued events
 		lifecycle.Part{Name: "outcome producer", Stop: w.outcomes.Close},
@@ -380,8 +391,9 @@ func (w *wiring) warmUpPart() lifecycle.Part {
 	return lifecycle.Part{Name: "warm-up", Start: func(ctx context.Context) error {
 		complete := warmup.Run(ctx, warmup.Config{
 			Steps: []warmup.Step{
-				{Name: "redis", Run: func(ctx context.Context) error { return w.store.WarmUp(ctx, w.redisCfg.PoolSize) }},
+				{Name: "redis", Run: func(ctx context.Context) error { return w.store.WarmUpThrough(ctx, w.control, w.redisCfg.PoolSize) }},
 				{Name: "bans", Run: w.banFollower.Load},
+				{Name: "live instances", Run: w.readLastCount},
 			},
 			Timeout:    w.cfg.RedisWarmup,
 			Classify:   redisstore.ClassifyError,
@@ -406,7 +418,7 @@ func (w *wiring) healthPart() lifecycle.Part {
 		Start: func(context.Context) error { w.svc.Start(); return nil },
 		Stop: func(ctx context.Context) error {
 			w.svc.Stop()
-			leaveCtx, cancel := context.WithTimeout(ctx, w.cfg.RedisTimeout)
+			leaveCtx, cancel := context.WithTimeout(ctx, w.cfg.RedisCheckTimeout)
 			defer cancel()
 			_ = w.heartbeats.Leave(leaveCtx)
 			return nil

@@ -16,7 +16,9 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/adminapi"
 	"github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/instancefile"
 	"github.com/ratewarden/ratewarden/internal/lifecycle"
+	"github.com/ratewarden/ratewarden/internal/limiter"
 	"github.com/ratewarden/ratewarden/internal/ops"
 	"github.com/ratewarden/ratewarden/internal/pgrules"
 	"github.com/ratewarden/ratewarden/internal/pgstore"
@@ -177,3 +179,42 @@ func (p *grpcPart) part() lifecycle.Part {
 
 // address is the bound address (the port chosen for ":0").
 func (p *grpcPart) address() string { return p.ln.Addr().String() }
+
+// liveInstances tells the decision service what is known of the fleet's
+// size before its heartbeats have counted it: LOCAL_EXPECTED_INSTANCES and
+// the count a previous run kept in LOCAL_STATE_DIR; the count it keeps from
+// now on goes there and into Redis with the heartbeats.
+func (w *wiring) liveInstances() {
+	dir := w.cfg.LocalStateDir
+	if dir != "" {
+		n, err := instancefile.Read(dir)
+		if err != nil {
+			w.log.Warn("live instance count on disk unreadable, ignored", zap.String("dir", dir), zap.Error(err))
+		}
+		w.svc.KnownInstances(limiter.SourceDisk, n)
+	}
+	w.svc.SetInstances(int64(w.cfg.LocalExpectedInstances), func(n int64) {
+		w.heartbeats.KeepCount(n)
+		if dir == "" {
+			return
+		}
+		if err := instancefile.Write(dir, n); err != nil {
+			w.log.Warn("live instance count not kept on disk", zap.String("dir", dir), zap.Error(err))
+		}
+	})
+}
+
+// readLastCount reads the fleet's last live count from Redis (a warm-up
+// step): until this run's heartbeats have counted the fleet, local limits
+// are divided by at least it.
+func (w *wiring) readLastCount(ctx context.Context) error {
+	n, err := w.heartbeats.LastCount(ctx)
+	if err != nil {
+		return err
+	}
+	w.svc.KnownInstances(limiter.SourceRedis, n)
+	if n > 0 {
+		w.heartbeats.KeepCount(n) // until a count of this run replaces it
+	}
+	return nil
+}

@@ -23,6 +23,11 @@ type Limiter struct {
 	LateReplyWait  time.Duration // REDIS_LATE_REPLY_WAIT
 	OverLimitCache int // entries; 0: off
 	LocalMaxKeys   int // keys of local-mode state
+	// LocalExpectedInstances is the fewest live limiters local mode
+	// divides a limit among; LocalStateDir, when set, keeps the last
+	// count of live limiters across restarts.
+	LocalExpectedInstances int
+	LocalStateDir          string
 	// Leases of leased rules (package lease): the traffic a lease covers,
 	// the keys tracked, and when an idle key's lease goes back.
 	LeaseHorizon   time.Duration
@@ -51,7 +56,10 @@ type Limiter struct {
 
 	// Redis failure handling: health checks (heartbeats), the breaker and
 	// the mode machine's durations.
-	RedisHealthInterval  time.Duration
+	RedisHealthInterval time.Duration
+	// RedisCheckTimeout bounds the round trips on no request's path:
+	// health checks, warm-up steps, the breaker's probe.
+	RedisCheckTimeout    time.Duration
 	RedisFailedChecks    int
 	RedisBreakerFailures int
 	RedisRecoverAfter    time.Duration

@@ -22,7 +22,8 @@ func TestLoadLimiterDefaults(t *testing.T) {
 		t.Fatalf("unexpected defaults: %+v", c)
 	}
 	if c.RedisWarmup != 5*time.Second || c.RedisHealthInterval != 5*time.Second || c.RedisFailedChecks != 3 || c.RedisBreakerFailures != 5 ||
-		c.RedisRecoverAfter != time.Minute || c.PermissiveAfter != 5*time.Minute || c.PermissiveDenyRules {
+		c.RedisRecoverAfter != time.Minute || c.PermissiveAfter != 5*time.Minute || c.PermissiveDenyRules ||
+		c.RedisCheckTimeout != time.Second || c.LocalExpectedInstances != 1 || c.LocalStateDir != "" {
 		t.Fatalf("unexpected redis failure defaults: %+v", c)
 	}
 	if !c.DynamicRules || c.DatabaseURL != DefaultDatabaseURL || c.RulesPoll != time.Second {
@@ -69,12 +70,16 @@ func TestLoadLimiterRedisFailureValues(t *testing.T) {
 		"REDIS_RECOVER_AFTER":           "1s",
 		"PERMISSIVE_AFTER":              "0",
 		"LIMITER_PERMISSIVE_DENY_RULES": "true",
+		"REDIS_CHECK_TIMEOUT":           "2s",
+		"LOCAL_EXPECTED_INSTANCES":      "3",
+		"LOCAL_STATE_DIR":               "/var/lib/ratewarden",
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.RedisWarmup != 30*time.Second || c.RedisHealthInterval != 200*time.Millisecond || c.RedisFailedChecks != 2 || c.RedisBreakerFailures != 10 ||
-		c.RedisRecoverAfter != time.Second || c.PermissiveAfter != 0 || !c.PermissiveDenyRules {
+		c.RedisRecoverAfter != time.Second || c.PermissiveAfter != 0 || !c.PermissiveDenyRules ||
+		c.RedisCheckTimeout != 2*time.Second || c.LocalExpectedInstances != 3 || c.LocalStateDir != "/var/lib/ratewarden" {
 		t.Fatalf("unexpected config: %+v", c)
 	}
 }
@@ -114,6 +119,8 @@ func TestLoadLimiterErrorsNameTheVariable(t *testing.T) {
 		{"bad warm-up timeout", "REDIS_WARMUP_TIMEOUT", "soon"},
 		{"zero health interval", "REDIS_HEALTH_INTERVAL", "0"},
 		{"zero failed checks", "REDIS_FAILED_CHECKS", "0"},
+		{"zero expected instances", "LOCAL_EXPECTED_INSTANCES", "0"},
+		{"zero check timeout", "REDIS_CHECK_TIMEOUT", "0s"},
 		{"bad breaker", "REDIS_BREAKER_FAILURES", "many"},
 		{"negative recover", "REDIS_RECOVER_AFTER", "-1s"},
 		{"negative permissive", "PERMISSIVE_AFTER", "-5m"},

@@ -58,7 +58,7 @@ var serviceVars = []Var{
 		Meaning: "prefix of every key the limiter writes (the detector's must be the same: it writes the bans the limiters read)",
 		load:    bind(inCommon(func(c *Common) *string { return &c.RedisKeyPrefix }), text)},
 	{Name: "REDIS_TIMEOUT", Default: "50ms", Readers: limiterOnly,
-		Meaning: "deadline of one decision round trip and of one health check; past it the rules' `on_redis_failure` applies, " +
+		Meaning: "deadline of one decision round trip (health checks and the warm-up have `REDIS_CHECK_TIMEOUT`); past it the rules' `on_redis_failure` applies, " +
 			"except that a `local` rule refuses a request whose round trip timed out (see [Failure modes](operations.md#failure-modes))",
 		load: bind(inCommon(func(c *Common) *time.Duration { return &c.RedisTimeout }), positiveDuration)},
 	{Name: "REDIS_TIMEOUT", Default: "50ms", Readers: detectorOnly,

@@ -52,6 +52,11 @@ var limiterVars = []Var{
 		Meaning: "longest the limiter waits at start for its warm-up (Redis connected, scripts on every primary, bans loaded) " +
 			"before opening its port; past it, it starts without, in `local` mode (see [the warm-up](operations.md#start-the-warm-up))",
 		load: bind(inLimiter(func(c *Limiter) *time.Duration { return &c.RedisWarmup }), positiveDuration)},
+	{Name: "REDIS_CHECK_TIMEOUT", Default: "1s", Readers: limiterOnly,
+		Meaning: "deadline of the round trips that are on no request's path: a health check (heartbeat), each warm-up step's, " +
+			"the ping that tells a slow node from a dead one before its breaker opens. Longer than `REDIS_TIMEOUT`, so a Redis " +
+			"that answers late is taken as slow, not down: it keeps deciding in `redis` mode (see [Failure modes](operations.md#failure-modes))",
+		load: bind(inLimiter(func(c *Limiter) *time.Duration { return &c.RedisCheckTimeout }), positiveDuration)},
 	{Name: "REDIS_BREAKER_FAILURES", Default: "5", Readers: limiterOnly,
 		Meaning: "failed round trips in a row to one Redis node that open its breaker (the only one): its calls then fail at once, " +
 			"and when every node a decision needs is behind an open breaker the limiter goes to `local` mode. A node whose round trips " +
@@ -99,6 +104,17 @@ var limiterVars = []Var{
 	{Name: "LOCAL_MAX_KEYS", Default: "100000", Readers: limiterOnly,
 		Meaning: "keys of local-mode state (in-memory limiting while Redis is away) a limiter may hold, 1 000 to 100 000 000; see [Local mode](operations.md#local-mode-deciding-without-redis)",
 		load:    bind(inLimiter(func(c *Limiter) *int { return &c.LocalMaxKeys }), intBetween(1_000, 100_000_000))},
+	{Name: "LOCAL_EXPECTED_INSTANCES", Default: "1", Readers: limiterOnly,
+		Meaning: "the fewest limiter instances a limiter assumes in `local` mode, 1 to 10 000: each admits a rule's limit divided by " +
+			"the live instances it counts, never by fewer than this. Set it to the size of the fleet so that limiters that start " +
+			"while Redis is unreachable, and so never saw the others' heartbeats, admit at most the limit in all " +
+			"(see [Local mode](operations.md#local-mode-deciding-without-redis))",
+		load: bind(inLimiter(func(c *Limiter) *int { return &c.LocalExpectedInstances }), intBetween(1, 10_000))},
+	{Name: "LOCAL_STATE_DIR", Readers: limiterOnly,
+		Meaning: "a directory of the limiter's own where it keeps the last count of live instances (file `live-instances`), " +
+			"written when the count changes and read at start: a limiter that restarts while Redis is unreachable divides " +
+			"its local limits by it. Empty: no file",
+		load: bind(inLimiter(func(c *Limiter) *string { return &c.LocalStateDir }), text)},
 	{Name: "LEASE_HORIZON", Default: "50ms", Readers: limiterOnly,
 		Meaning: "the traffic a lease of a leased rule covers: a hot key's lease holds what this limiter admitted for it in the last horizon, at most the rule's `max_units`, and is renewed below half of it; at least 1ms. See [Leases](leases.md)",
 		load:    bind(inLimiter(func(c *Limiter) *time.Duration { return &c.LeaseHorizon }), durationAtLeast(time.Millisecond, "50ms"))},

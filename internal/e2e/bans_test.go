@@ -95,6 +95,24 @@ func (e *env) start(name string, extra ...string) *proc {
 	return start(e.t, name, vars)
 }
 
+// startNiced is start under nice -n 19: the process gets the CPU only
+// when processes of normal priority leave it some.
+func (e *env) startNiced(name string, extra ...string) *proc {
+	e.t.Helper()
+	vars := map[string]string{}
+	for k, v := range e.vars {
+		vars[k] = v
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		vars[extra[i]] = extra[i+1]
+	}
+	p := launchUnder(e.t, name, vars, "nice", "-n", "19")
+	if err := p.await("/readyz", 15*time.Second); err != nil {
+		e.t.Fatal(err)
+	}
+	return p
+}
+
 type decision struct {
 	Status  int
 	Allowed bool   `json:"allowed"`

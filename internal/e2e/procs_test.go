@@ -88,6 +88,13 @@ func start(t *testing.T, name string, env map[string]string) *proc {
 // The other services get a free port chosen here.
 func launch(t *testing.T, name string, env map[string]string) *proc {
 	t.Helper()
+	return launchUnder(t, name, env)
+}
+
+// launchUnder is launch with the process started by wrapper (a command
+// and its arguments, such as nice -n 19), which execs cmd/<name>.
+func launchUnder(t *testing.T, name string, env map[string]string, wrapper ...string) *proc {
+	t.Helper()
 	p := &proc{name: name, out: &proctest.Output{}, done: make(chan struct{})}
 	listen := "127.0.0.1:0"
 	if name != "limiter" {
@@ -95,6 +102,9 @@ func launch(t *testing.T, name string, env map[string]string) *proc {
 		listen = p.addr
 	}
 	p.cmd = exec.Command(binary(t, name))
+	if len(wrapper) > 0 {
+		p.cmd = exec.Command(wrapper[0], append(wrapper[1:], binary(t, name))...)
+	}
 	p.cmd.Env = append(os.Environ(), "LISTEN_ADDR="+listen, "LOG_LEVEL=info")
 	if name == "limiter" {
 		p.cmd.Env = append(p.cmd.Env, "GRPC_LISTEN_ADDR=127.0.0.1:0") // env may override it

@@ -23,8 +23,6 @@ rules:
   - {id: tb,  match: {endpoints: ["/tb"]},  key: [ip], algorithm: token_bucket,           limits: [{rate: 1, per: 1h, burst: 100}]}
 `
 
-var slowAlgorithms = []string{"fw", "sw", "swc", "tb"}
-
 // A slow Redis is not a dead one: three limiters whose Redis holds back
 // every fifth reply past REDIS_TIMEOUT (the scripts have run and counted;
 // the limiter answers its client without them) admit at most the limit,

@@ -57,8 +57,7 @@ func (s *Service) checkHealth(ctx context.Context) {
 		return
 	}
 	if err == nil {
-		s.live.Store(int64(max(1, live)))
-		s.metrics.live.Set(float64(max(1, live)))
+		s.beatCounted(int64(live), s.cfg.Now())
 	} else {
 		s.metrics.healthFailures.WithLabelValues(s.cfg.ClassifyError(err)).Inc()
 		s.log.Debug("redis health check failed", zap.Error(err))
@@ -87,5 +86,12 @@ func (s *Service) apply(t transition) {
 	s.mode.Store(&t.To)
 	s.metrics.setMode(t.To)
 	s.log.Warn("limiter mode changed", zap.String("old", string(t.From)), zap.String("new", string(t.To)),
-		zap.String("reason", t.Reason), zap.Int64("live_instances", s.live.Load()))
+		zap.String("reason", t.Reason), zap.Int64("live_instances", s.live.Load()), zap.String("live_instances_source", s.liveSource()))
+}
+
+// liveSource is where the live count comes from; s.fleet.mu must not be held.
+func (s *Service) liveSource() string {
+	s.fleet.mu.Lock()
+	defer s.fleet.mu.Unlock()
+	return s.fleet.source
 }

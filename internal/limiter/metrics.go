@@ -21,6 +21,7 @@ type metrics struct {
 
 	mode           *prometheus.GaugeVec
 	live           prometheus.Gauge
+	liveSource     *prometheus.GaugeVec
 	healthFailures *prometheus.CounterVec
 
 	overLimitHits   prometheus.Counter
@@ -54,6 +55,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "rate_limit_live_instances",
 			Help: "Live limiter instances last seen in the Redis heartbeats: the divisor of local limits.",
 		}),
+		liveSource: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "rate_limit_live_instances_source",
+			Help: "Where rate_limit_live_instances comes from: 1 for the current source (heartbeats, redis, disk, expected, none), 0 for the others.",
+		}, []string{"source"}),
 		healthFailures: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "rate_limit_redis_health_check_failures_total",
 			Help: "Redis health checks (heartbeats) that failed, by error class.",
@@ -85,6 +90,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, r := range []string{sparedBanned, sparedExempt, sparedUserBanned, sparedUserExempt} {
 		m.reportsSpared.WithLabelValues(r)
 	}
+	m.setLiveSource(SourceNone)
 	return m
 }
 

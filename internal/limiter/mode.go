@@ -13,8 +13,9 @@ type ModeConfig struct {
 	// PermissiveAfter is the time in local mode after which the mode becomes
 	// permissive; 0 never does.
 	PermissiveAfter time.Duration
-	// RecoverAfter is how long health checks must succeed without
-	// interruption before the mode returns to redis (default 60s).
+	// RecoverAfter is how long health checks must succeed, interrupted by
+	// no two failed checks in a row, before the mode returns to redis
+	// (default 60s).
 	RecoverAfter time.Duration
 }
 
@@ -27,7 +28,8 @@ type transition struct {
 // modeMachine is the decision mode as a function of health checks, breaker
 // trips and time: redis → local after FailedChecks failed checks in a row or
 // when the breaker opens → permissive after PermissiveAfter in local → redis
-// after RecoverAfter of uninterrupted healthy checks. It does no I/O and
+// after RecoverAfter of healthy checks, interrupted by no breaker trip and
+// by no two failed checks in a row. It does no I/O and
 // reads no clock; it is not safe for concurrent use.
 type modeMachine struct {
 	cfg      ModeConfig
@@ -35,6 +37,7 @@ type modeMachine struct {
 	since    time.Time // when mode was entered
 	failures int       // consecutive failed checks, in redis mode
 	healthy  time.Time // start of the current run of healthy checks; zero: none
+	misses   int       // consecutive failed checks, out of redis mode
 }
 
 // newModeMachine returns a machine in redis mode at now.
@@ -63,9 +66,14 @@ func (m *modeMachine) checkResult(ok bool, now time.Time) (transition, bool) {
 		return m.enter(ModeLocal, fmt.Sprintf("%d failed health checks", m.failures), now), true
 	}
 	if !ok {
-		m.healthy = time.Time{}
+		// One failed check between healthy ones is a late answer, not
+		// an outage: two in a row restart the healthy run.
+		if m.misses++; m.misses >= 2 {
+			m.healthy = time.Time{}
+		}
 		return m.tick(now)
 	}
+	m.misses = 0
 	if m.healthy.IsZero() {
 		m.healthy = now
 	}
@@ -100,6 +108,6 @@ func (m *modeMachine) tick(now time.Time) (transition, bool) {
 
 func (m *modeMachine) enter(mode Mode, reason string, now time.Time) transition {
 	t := transition{From: m.mode, To: mode, Reason: reason}
-	m.mode, m.since, m.failures, m.healthy = mode, now, 0, time.Time{}
+	m.mode, m.since, m.failures, m.healthy, m.misses = mode, now, 0, time.Time{}, 0
 	return t
 }

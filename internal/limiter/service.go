@@ -162,6 +162,7 @@ type Service struct {
 
 	mode    atomic.Pointer[Mode] // the machine's mode, read on every decision
 	live    atomic.Int64         // live limiter instances, last known
+	fleet   fleet                // where live comes from (instances.go)
 	mu      sync.Mutex           // guards machine
 	machine *modeMachine
 

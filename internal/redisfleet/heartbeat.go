@@ -3,6 +3,7 @@ package redisfleet
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -36,7 +37,13 @@ type Heartbeats struct {
 	instance string
 	interval time.Duration
 	rules    atomic.Pointer[string] // the last RulesReport, encoded
+	lastKey  string
+	keep     atomic.Int64 // the count to keep in lastKey with the next beat; 0: none
 }
+
+// keptFor is how long the fleet's last count of live instances stays in
+// Redis after the last beat that wrote it.
+const keptFor = 24 * time.Hour
 
 // RulesReport is the rule set an instance runs.
 type RulesReport struct {
@@ -54,7 +61,7 @@ type Instance struct {
 // NewHeartbeats returns the heartbeats of instance, beating every interval.
 func NewHeartbeats(client redis.UniversalClient, prefix, instance string, interval time.Duration) *Heartbeats {
 	return &Heartbeats{client: client, key: prefix + "{instances}", rulesKey: prefix + "{instances}:rules",
-		instance: instance, interval: interval}
+		instance: instance, interval: interval, lastKey: prefix + "{instances}:last"}
 }
 
 // Beat records this instance as alive at now, drops the instances not seen
@@ -70,6 +77,9 @@ func (h *Heartbeats) Beat(ctx context.Context, now time.Time) (int, error) {
 		count = p.ZCount(ctx, h.key, stale, "+inf")
 		// The set disappears when every limiter is gone.
 		p.PExpire(ctx, h.key, 2*staleAfter*h.interval)
+		if n := h.keep.Load(); n > 0 {
+			p.Set(ctx, h.lastKey, n, keptFor)
+		}
 		if report := h.rules.Load(); report != nil {
 			p.HSet(ctx, h.rulesKey, h.instance, *report)
 			p.PExpire(ctx, h.rulesKey, 2*staleAfter*h.interval)
@@ -80,6 +90,29 @@ func (h *Heartbeats) Beat(ctx context.Context, now time.Time) (int, error) {
 		return 0, fmt.Errorf("redis heartbeat: %w", err)
 	}
 	return max(1, int(count.Val())), nil
+}
+
+// KeepCount makes every later beat keep n in Redis as the fleet's last
+// count of live instances, which LastCount reads (<prefix>{instances}:last,
+// kept for a day after the last beat).
+func (h *Heartbeats) KeepCount(n int64) { h.keep.Store(n) }
+
+// LastCount returns the fleet's last count of live instances kept in
+// Redis, or 0 when there is none; a value that is not a count from 1 to
+// 10 000 reads as none.
+func (h *Heartbeats) LastCount(ctx context.Context) (int64, error) {
+	raw, err := h.client.Get(ctx, h.lastKey).Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("redis last live count: %w", err)
+	}
+	n, perr := strconv.ParseInt(raw, 10, 64)
+	if perr != nil || n < 1 || n > 10_000 {
+		return 0, nil
+	}
+	return n, nil
 }
 
 // Leave removes this instance from the live set, so the others stop counting

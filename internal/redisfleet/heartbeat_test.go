@@ -147,3 +147,35 @@ func equalInstances(a, b []Instance) bool {
 	}
 	return true
 }
+
+// The count a limiter keeps rides on its next beat and outlives the live
+// set; a value that is not a count reads as none.
+func TestHeartbeatsKeepTheLastCount(t *testing.T) {
+	client := redistest.Client(t)
+	prefix := redistest.Prefix(t, client)
+	ctx := context.Background()
+	a := NewHeartbeats(client, prefix, "a", time.Second)
+	if n, err := a.LastCount(ctx); n != 0 || err != nil {
+		t.Fatalf("nothing kept: LastCount = %d, %v; want 0, nil", n, err)
+	}
+	a.KeepCount(3)
+	if _, err := a.Beat(ctx, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b := NewHeartbeats(client, prefix, "b", time.Second)
+	if n, err := b.LastCount(ctx); n != 3 || err != nil {
+		t.Fatalf("after a's beat and leave: LastCount = %d, %v; want 3", n, err)
+	}
+	if ttl := client.PTTL(ctx, prefix+"{instances}:last").Val(); ttl <= 0 {
+		t.Fatalf("the last count has no expiry: %v", ttl)
+	}
+	for _, bad := range []string{"0", "-2", "lots", "10001"} {
+		client.Set(ctx, prefix+"{instances}:last", bad, time.Minute)
+		if n, err := b.LastCount(ctx); n != 0 || err != nil {
+			t.Fatalf("kept %q: LastCount = %d, %v; want 0, nil", bad, n, err)
+		}
+	}
+}

@@ -33,6 +33,69 @@ func (s *Store) WarmUp(ctx context.Context, conns int) error {
 	}
 }
 
+// WarmUpThrough is WarmUp for a Redis that may answer later than the
+// decisions' timeout: slow, not down. control is a client of the same
+// Redis whose timeout is longer (REDIS_CHECK_TIMEOUT); every round trip the
+// warm-up needs goes through it: the scripts (cached by the server, for
+// every client), the clock samples, and on a cluster the slot map. The
+// decisions' pool is then filled as WarmUp does, but a connection whose
+// ping came back past the decisions' timeout is no failure: Redis
+// answered, and the pool dials it again when a decision needs it.
+func (s *Store) WarmUpThrough(ctx context.Context, control redis.UniversalClient, conns int) error {
+	switch c := s.client.(type) {
+	case *redis.ClusterClient:
+		ctl, ok := control.(*redis.ClusterClient)
+		if !ok {
+			return s.warmCluster(ctx, c, conns)
+		}
+		err := ctl.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+			if err := s.loadNode(ctx, node, node.Options().Addr); err != nil {
+				return fmt.Errorf("primary %s: %w", node.Options().Addr, err)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		_ = ctl.ForEachSlave(ctx, func(ctx context.Context, node *redis.Client) error { return s.loadScripts(ctx, node) })
+		// The decisions' client loads its own slot map and command table.
+		if err := c.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error { return dialLate(ctx, node, conns) }); err != nil {
+			return err
+		}
+		return s.loadCommandTable(ctx, c)
+	case *redis.Client:
+		ctl, ok := control.(*redis.Client)
+		if !ok {
+			return s.warmNode(ctx, c, "", conns)
+		}
+		if err := s.loadNode(ctx, ctl, ""); err != nil {
+			return err
+		}
+		return dialLate(ctx, c, conns)
+	default:
+		return s.Load(ctx)
+	}
+}
+
+// loadNode caches every script on one server and samples its clock.
+func (s *Store) loadNode(ctx context.Context, node *redis.Client, addr string) error {
+	if err := s.loadScripts(ctx, node); err != nil {
+		return err
+	}
+	if err := s.clocks.of(addr).sampleNode(ctx, node); err != nil {
+		return fmt.Errorf("redis clock: %w", err)
+	}
+	return nil
+}
+
+// dialLate is dial, where a ping that timed out is no failure.
+func dialLate(ctx context.Context, node *redis.Client, n int) error {
+	if err := dial(ctx, node, n); err != nil && ClassifyError(err) != "timeout" {
+		return err
+	}
+	return nil
+}
+
 func (s *Store) warmCluster(ctx context.Context, c *redis.ClusterClient, conns int) error {
 	// ForEachMaster loads the slot map first.
 	err := c.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
