@@ -173,7 +173,9 @@ type giveBackCase struct {
 func TestGiveBackAsIfNeverMade(t *testing.T) {
 	_, store, prefix := differentialEnv(t)
 	ctx := context.Background()
-	window := func(requests int64, per time.Duration) decide.Limit { return decide.Limit{Requests: requests, Per: per} }
+	window := func(requests int64, per time.Duration) decide.Limit {
+		return decide.Limit{Requests: requests, Per: per}
+	}
 	bucket := func(rate int64, per time.Duration, burst int64) decide.Limit {
 		return decide.Limit{Rate: rate, Per: per, Burst: burst}
 	}
