@@ -394,3 +394,43 @@ func TestGiveBackSentOnce(t *testing.T) {
 		t.Errorf("%d admitted of a limit of %d: want exactly the limit (the give-back ran once)", admitted, limit)
 	}
 }
+
+// TestGiveBackNothing: a denial, a probe and a call of cost 0 given
+// nothing have nothing to give back: nothing is sent, the key and the
+// model are untouched; an invalid call fails alone.
+func TestGiveBackNothing(t *testing.T) {
+	client, store, prefix := differentialEnv(t)
+	ctx := context.Background()
+	rule := decide.Call{Algorithm: decide.FixedWindow, Keys: decidetest.Keys(prefix, "nothing"), Penalty: time.Second,
+		Limits: []decide.Limit{{Requests: 2, Per: time.Hour}}, NowMs: 3_600_000_000, Cost: 2}
+	model := decide.NewMemory()
+	r, err := store.Decide(ctx, []decide.Call{rule})
+	if err != nil || !r[0].Allowed {
+		t.Fatalf("%+v, %v", r, err)
+	}
+	model.Decide(rule, 0)
+	denied, probe, free := rule, rule, rule
+	probe.Probe, probe.Penalty = true, 0
+	free.Cost = 0
+	invalid := rule
+	invalid.Limits = nil
+	allowed := decide.Result{Allowed: true, At: rule.NowMs}
+	gs := []decide.GiveBack{
+		{Call: denied, Result: decide.Result{At: rule.NowMs}},
+		{Call: probe, Result: allowed},
+		{Call: free, Result: allowed},
+		{Call: invalid, Result: allowed},
+	}
+	units, errs := store.giveBack(ctx, gs, rule.NowMs)
+	if errs == nil || errs[3] == nil || errs[0] != nil || errs[1] != nil || errs[2] != nil {
+		t.Fatalf("errors %v: want the invalid call's alone", errs)
+	}
+	for i, g := range gs[:3] {
+		if units[i] != 0 || model.GiveBack(g, rule.NowMs) != 0 {
+			t.Errorf("give-back %d: %d units given back, want none", i, units[i])
+		}
+	}
+	if c := client.HGet(ctx, rule.Keys.State, "c:3600000").Val(); c != "2" {
+		t.Errorf("count %q after give-backs of nothing, want 2", c)
+	}
+}
