@@ -129,8 +129,9 @@ func (w *wiring) connect() error {
 	w.redisCfg = redisstore.ClientConfig{URL: cfg.RedisURL, ClusterAddrs: cfg.RedisClusterAddrs,
 		SentinelAddrs: cfg.RedisSentinelAddrs, SentinelMaster: cfg.RedisSentinelMaster, Timeout: cfg.RedisTimeout,
 		// A decision round trip's context bounds its wait: its callers'
-		// REDIS_TIMEOUT, its reply's REDIS_LATE_REPLY_WAIT more.
-		ReadTimeout: cfg.RedisTimeout + cfg.LateReplyWait,
+		// REDIS_TIMEOUT, its reply's REDIS_LATE_REPLY_WAIT more. Never
+		// resent: a decision that ran is counted once.
+		SocketTimeout: cfg.RedisTimeout + cfg.LateReplyWait, NoRetries: true,
 		// One connection per pipeline, and per worker reading a late
 		// reply (redisstore.LateWorkers), plus a few for the other callers.
 		PoolSize: cfg.RedisPipelines*(1+redisstore.LateWorkers) + 4}

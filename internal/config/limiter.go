@@ -21,8 +21,8 @@ type Limiter struct {
 	PipelineWindow time.Duration
 	PipelineWait   time.Duration
 	LateReplyWait  time.Duration // REDIS_LATE_REPLY_WAIT
-	OverLimitCache int // entries; 0: off
-	LocalMaxKeys   int // keys of local-mode state
+	OverLimitCache int           // entries; 0: off
+	LocalMaxKeys   int           // keys of local-mode state
 	// LocalExpectedInstances is the fewest live limiters local mode
 	// divides a limit among; LocalStateDir, when set, keeps the last
 	// count of live limiters across restarts.

@@ -131,17 +131,6 @@ func exactThroughSlowRedis(t *testing.T, limiters []*proc, sweeper *proc, net st
 		}
 		return true
 	})
-	if c := redistest.Client(t); true {
-		for _, k := range redistest.Keys(t, c, "") {
-			if strings.Contains(k, "fw") {
-				v, _ := c.Get(t.Context(), k).Result()
-				t.Logf("DEBUG %s = %s", k, v)
-			}
-		}
-	}
-	for _, l := range limiters {
-		t.Logf("DEBUG limiter: give-backs %v dropped %v unknown %v", l.metric(t, "rate_limit_redis_give_backs_total"), l.metric(t, "rate_limit_redis_give_backs_dropped_total"), l.metric(t, "rate_limit_redis_unknown_outcomes_total"))
-	}
 	var given, dropped float64
 	for _, l := range limiters {
 		given += l.metric(t, "rate_limit_redis_give_backs_total")

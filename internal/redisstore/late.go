@@ -76,12 +76,14 @@ func (l *lateCalls) await(idx []int) {
 	l.gb.pending.Add(float64(n))
 }
 
-// answered records the answers of the calls answered in time.
+// answered records the answers of the calls answered in time: neither
+// awaiting their late reply nor holding it already (it may come before the
+// caller wakes).
 func (l *lateCalls) answered(results []decide.Result) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for i := range l.state {
-		if l.state[i]&awaiting == 0 {
+		if l.state[i]&(awaiting|replied) == 0 {
 			l.results[i] = results[i]
 			l.state[i] |= replied
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/ratewarden/ratewarden/internal/decide"
@@ -22,7 +23,7 @@ func lateCoalescer(t *testing.T, delay, lateWait time.Duration) (*Coalescer, *re
 	t.Helper()
 	proxy := redistest.StartSlowProxy(t, redisAddr())
 	client, err := Connect(ClientConfig{URL: "redis://" + proxy.Addr() + "/0", Timeout: 50 * time.Millisecond,
-		ReadTimeout: 50*time.Millisecond + lateWait})
+		SocketTimeout: 50*time.Millisecond + lateWait, NoRetries: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +97,7 @@ func TestLateRepliesAreGivenBack(t *testing.T) {
 		"fixed window": {Algorithm: decide.FixedWindow,
 			Limits: []decide.Limit{{Requests: 10, Per: time.Hour}, {Requests: 20, Per: 24 * time.Hour}}},
 		"counted fixed window": {Algorithm: decide.FixedWindow, Limits: []decide.Limit{{Requests: 10, Per: time.Hour}}},
-		"sliding window": {Algorithm: decide.SlidingWindow, Limits: []decide.Limit{{Requests: 10, Per: time.Hour}}},
+		"sliding window":       {Algorithm: decide.SlidingWindow, Limits: []decide.Limit{{Requests: 10, Per: time.Hour}}},
 		"sliding window counter": {Algorithm: decide.SlidingWindowCounter,
 			Limits: []decide.Limit{{Requests: 10, Per: time.Hour}}},
 		"token bucket": {Algorithm: decide.TokenBucket, Limits: []decide.Limit{{Rate: 1, Per: time.Hour, Burst: 10}}},
@@ -199,5 +200,31 @@ func TestLateRepliesUnderLoadAreExact(t *testing.T) {
 		if admitted.Load()+rest != 100 {
 			t.Errorf("%s: %d + %d admitted, want the limit of 100 exactly", name, admitted.Load(), rest)
 		}
+	}
+}
+
+// A late reply may come before its caller wakes up to the LateError: it is
+// the call's answer all the same, and the give-back follows the caller's
+// refusal. (The answers of the calls answered in time, which the caller
+// then records, must not overwrite it.)
+func TestLateReplyBeforeTheCallerWakes(t *testing.T) {
+	gb := &giveBacks{ch: make(chan decide.GiveBack, 4), pending: prometheus.NewGauge(prometheus.GaugeOpts{Name: "p"}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "d"}, []string{"reason"})}
+	call := decide.Call{Algorithm: decide.TokenBucket, Cost: 1, Limits: []decide.Limit{{Rate: 1, Per: time.Hour, Burst: 10}}}
+	late := newLateCalls(gb, []decide.Call{call})
+	late.await(nil)
+	late.deliver(nil, []decide.Result{{Allowed: true, At: 1}}, nil)
+	late.answered([]decide.Result{{}}) // the caller wakes: nothing was answered in time
+	late.settle(0, 1, false)
+	select {
+	case g := <-gb.ch:
+		if g.Units() != 1 || g.Result.At != 1 {
+			t.Fatalf("give-back %+v, want the late answer's", g)
+		}
+	default:
+		t.Fatal("no give-back for a call Redis admitted and the caller refused")
+	}
+	if n := testutil.ToFloat64(gb.pending); n != 1 {
+		t.Errorf("pending %v, want 1 (the give-back queued)", n)
 	}
 }
