@@ -38,9 +38,11 @@ func (e *LateError) Unwrap() error { return context.DeadlineExceeded }
 // submission (every call, late or answered in time, since the submission
 // failed as a whole): admitted, it served their request, so Redis's count
 // stands (only units lent to a leased call go back: the caller never got
-// the lease); else it refused it, and what Redis admitted goes back. Calls
-// never settled keep what Redis counted (a debit, whose count is its
-// purpose). Settle may be called once per call, before or after the reply.
+// the lease); else it refused it, and what Redis admitted goes back,
+// unless the call's rule counts denied calls too (decide.Call.DebitDenied:
+// its count is the call's whatever the answer). Calls never settled keep
+// what Redis counted (a debit, whose count is its purpose). Settle may be
+// called once per call, before or after the reply.
 func (e *LateError) Settle(from, to int, admitted bool) { e.late.settle(from, to, admitted) }
 
 // Calls' states in lateCalls.
@@ -134,8 +136,11 @@ func (l *lateCalls) giveBack(i int) {
 	}
 	l.state[i] |= settledBack
 	c := l.calls[i]
-	if s&kept != 0 {
-		c.Cost = 0 // the request was served: only the lease goes back
+	if s&kept != 0 || c.DebitDenied {
+		// The request was served, or its rule counts every call whatever
+		// the answer (debit: always; an Envoy stream-done debit must
+		// stand): only the lease goes back.
+		c.Cost = 0
 	}
 	if g, ok := decide.GiveBackOf(c, l.results[i]); ok {
 		l.gb.queue(g)

@@ -227,4 +227,17 @@ func TestLateReplyBeforeTheCallerWakes(t *testing.T) {
 	if n := testutil.ToFloat64(gb.pending); n != 1 {
 		t.Errorf("pending %v, want 1 (the give-back queued)", n)
 	}
+
+	// A rule that counts denied calls too (debit: always, as an Envoy
+	// stream-done debit) keeps the count of a refused call.
+	call.DebitDenied = true
+	late = newLateCalls(gb, []decide.Call{call})
+	late.await(nil)
+	late.settle(0, 1, false)
+	late.deliver(nil, []decide.Result{{Allowed: true, At: 1}}, nil)
+	select {
+	case g := <-gb.ch:
+		t.Fatalf("give-back %+v of a call whose rule counts every call", g)
+	default:
+	}
 }
