@@ -16,9 +16,10 @@
 -- ARGV[6] unspent: units of it given back
 -- then    N limits of alg.width integers each (N at least 1)
 --
--- Returns prelude.lua's reply (held is always 0), then granted, the lease's
--- deadline (ms; 0 when nothing was lent) and the ms the caller may spend it
--- for from when it sent the call (lease_for).
+-- Returns prelude.lua's reply but its now_ms (held is always 0), then
+-- granted, the lease's deadline (ms; 0 when nothing was lent), the ms the
+-- caller may spend it for from when it sent the call (lease_for), and
+-- now_ms.
 --
 -- The caller's lease is given back and settled only while it lasts (now <
 -- until) and, for a token bucket, only if it belongs to the key's current
@@ -159,5 +160,5 @@ local function decide(alg)
   local lease_deadline, spend_for = 0, 0
   if granted > 0 then lease_deadline, spend_for = deadline, lease_for(deadline, now) end
   return {allowed, 0, b - 1, alg.quota(limits[b]), remaining, r.reset[b], r.retry[b],
-    granted, lease_deadline, spend_for}
+    granted, lease_deadline, spend_for, now}
 end

@@ -6,7 +6,8 @@
 // Variant; the one-limit scripts share arith.lua). See the header comment of each file for KEYS, ARGV and the
 // reply. Every variant of an algorithm keeps the same state in the same
 // keys and fields, so a key may be decided by one variant and then by
-// another. The detector's scripts stand alone (no prelude): DetectWindows
+// another. GiveBack undoes a call of any of them (give_back.lua after
+// arith.lua). The detector's scripts stand alone (no prelude): DetectWindows
 // DetectDistinct and DetectClaim.
 package lua
 
@@ -108,6 +109,14 @@ func join(first string, names ...string) string {
 		src = append(src, b...)
 	}
 	return string(src)
+}
+
+// GiveBack returns give_back.lua after arith.lua: gives back what a
+// rate-limit script or a counted call counted for a call whose caller was
+// refused without its answer, per algorithm and layout (see its header
+// comment).
+func GiveBack() string {
+	return join("local DEBIT_DENIED, PROBE = false, false", "arith.lua", "give_back.lua")
 }
 
 // DetectWindows returns detect_windows.lua: records one sighting of an

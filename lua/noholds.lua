@@ -24,5 +24,5 @@ local function decide(alg)
   if remaining < 0 then remaining = 0 end
   local allowed = 0
   if r.admitted then allowed = 1 end
-  return {allowed, 0, b - 1, r.quota[b], remaining, r.reset[b], r.retry[b]}
+  return {allowed, 0, b - 1, r.quota[b], remaining, r.reset[b], r.retry[b], now}
 end

@@ -13,7 +13,9 @@
 -- then    N, followed by N limits of alg.width integers each
 --
 -- Returns {allowed 1/0, held 1/0, limit_index (0-based, -1 when held),
---          limit (quota), remaining, reset_after_ms, retry_after_ms}.
+--          limit (quota), remaining, reset_after_ms, retry_after_ms,
+--          now_ms (the time decided at: a give-back finds by it the window
+--          or log member the call counted in, see give_back.lua)}.
 
 -- record_hit adds a hit at now to the escalation log, keeps the newest
 -- max_triggers hits and returns the hold candidate the escalations ask for.
@@ -61,11 +63,11 @@ local function decide(alg)
     if hold and now < hold then
       local quota = 0
       if n > 0 then quota = alg.quota(limits[1]) end
-      return {0, 1, -1, quota, 0, hold - now, hold - now}
+      return {0, 1, -1, quota, 0, hold - now, hold - now, now}
     end
   end
   if n == 0 then
-    return {1, 0, -1, 0, 0, 0, 0}
+    return {1, 0, -1, 0, 0, 0, 0, now}
   end
 
   -- r: admitted, and per limit quota, remaining, reset, deny, retry
@@ -91,6 +93,6 @@ local function decide(alg)
   if extra > retry then retry = extra end
   local allowed = 0
   if r.admitted then allowed = 1 end
-  return {allowed, 0, b - 1, r.quota[b], remaining, r.reset[b], retry}
+  return {allowed, 0, b - 1, r.quota[b], remaining, r.reset[b], retry, now}
 end
 

@@ -16,7 +16,7 @@
 --         fields)
 --
 -- Returns prelude.lua's reply: {allowed 1/0, held 0, limit_index 0,
--- limit (requests), remaining, reset_after_ms, retry_after_ms}.
+-- limit (requests), remaining, reset_after_ms, retry_after_ms, now_ms}.
 --
 -- Integers are written with string.format('%d'), exact below 2^53.
 
@@ -88,6 +88,6 @@ if not admitted then
       retry = start + per + wait - now
     end
   end
-  return {0, 0, 0, requests, left, reset, retry}
+  return {0, 0, 0, requests, left, reset, retry, now}
 end
-return {1, 0, 0, requests, left, reset, 0}
+return {1, 0, 0, requests, left, reset, 0, now}

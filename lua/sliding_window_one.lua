@@ -14,7 +14,7 @@
 -- ARGV[4] per_ms
 --
 -- Returns prelude.lua's reply: {allowed 1/0, held 0, limit_index 0,
--- limit (requests), remaining, reset_after_ms, retry_after_ms}.
+-- limit (requests), remaining, reset_after_ms, retry_after_ms, now_ms}.
 --
 -- Integers are written with string.format('%d'), exact below 2^53.
 
@@ -105,7 +105,7 @@ local reset = 0
 if newest and newest >= from then reset = newest + per + 1 - now end
 local left = requests - count - added
 if left < 0 then left = 0 end
-if admitted then return {1, 0, 0, requests, left, reset, 0} end
+if admitted then return {1, 0, 0, requests, left, reset, 0, now} end
 
 local retry = per
 if cost <= requests then
@@ -127,4 +127,4 @@ if cost <= requests then
   end
   retry = score + per + 1 - now
 end
-return {0, 0, 0, requests, left, reset, retry}
+return {0, 0, 0, requests, left, reset, retry, now}

@@ -14,7 +14,7 @@
 --         strconv writes an int64 (it names the fields)
 --
 -- Returns prelude.lua's reply: {allowed 1/0, held 0, limit_index 0,
--- limit (burst), remaining, reset_after_ms, retry_after_ms}.
+-- limit (burst), remaining, reset_after_ms, retry_after_ms, now_ms}.
 --
 -- Integers are written with string.format('%d'), exact below 2^53.
 
@@ -69,5 +69,5 @@ if debits(admitted, cost) then
 end
 local left = divmod(t, 1000)
 if left < 0 then left = 0 end
-if admitted then return {1, 0, 0, burst, left, fill_time(t, rem), 0} end
-return {0, 0, 0, burst, left, fill_time(t, rem), retry_after(t)}
+if admitted then return {1, 0, 0, burst, left, fill_time(t, rem), 0, now} end
+return {0, 0, 0, burst, left, fill_time(t, rem), retry_after(t), now}

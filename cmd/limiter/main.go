@@ -128,7 +128,13 @@ func (w *wiring) connect() error {
 	redisstore.RouteLogs(w.log.Named("redis"))
 	w.redisCfg = redisstore.ClientConfig{URL: cfg.RedisURL, ClusterAddrs: cfg.RedisClusterAddrs,
 		SentinelAddrs: cfg.RedisSentinelAddrs, SentinelMaster: cfg.RedisSentinelMaster, Timeout: cfg.RedisTimeout,
-		PoolSize: cfg.RedisPipelines + 4} // one connection per pipeline, plus a few for the other callers
+		// A decision round trip's context bounds its wait: its callers'
+		// REDIS_TIMEOUT, its reply's REDIS_LATE_REPLY_WAIT more. Never
+		// resent: a decision that ran is counted once.
+		SocketTimeout: cfg.RedisTimeout + cfg.LateReplyWait, NoRetries: true,
+		// One connection per pipeline, and per worker reading a late
+		// reply (redisstore.LateWorkers), plus a few for the other callers.
+		PoolSize: cfg.RedisPipelines*(1+redisstore.LateWorkers) + 4}
 	var err error
 	if w.rdb, err = redisstore.Connect(w.redisCfg); err != nil {
 		return err
@@ -162,6 +168,7 @@ func (w *wiring) connect() error {
 		Window:    cfg.PipelineWindow,
 		Wait:      cfg.PipelineWait,
 		Timeout:   cfg.RedisTimeout,
+		LateWait:  cfg.LateReplyWait,
 		// The only breaker: each node's (see limiter.Config.BreakerOpen).
 		NodeFailures: cfg.RedisBreakerFailures,
 		ProbeTimeout: cfg.RedisCheckTimeout,

@@ -20,8 +20,9 @@ type Limiter struct {
 	PipelineLimit  int
 	PipelineWindow time.Duration
 	PipelineWait   time.Duration
-	OverLimitCache int // entries; 0: off
-	LocalMaxKeys   int // keys of local-mode state
+	LateReplyWait  time.Duration // REDIS_LATE_REPLY_WAIT
+	OverLimitCache int           // entries; 0: off
+	LocalMaxKeys   int           // keys of local-mode state
 	// LocalExpectedInstances is the fewest live limiters local mode
 	// divides a limit among; LocalStateDir, when set, keeps the last
 	// count of live limiters across restarts.

@@ -81,6 +81,11 @@ var limiterVars = []Var{
 		Meaning: "Redis round trips in flight at once, per Redis node (per primary on a cluster); " +
 			"concurrent decisions share them (pipelining)",
 		load: bind(inLimiter(func(c *Limiter) *int { return &c.RedisPipelines }), intBetween(1, 1024))},
+	{Name: "REDIS_LATE_REPLY_WAIT", Default: "1s", Readers: limiterOnly,
+		Meaning: "how long a decision round trip's connection keeps reading the reply after `REDIS_TIMEOUT` answered its requests: " +
+			"what Redis admitted for the requests refused meanwhile is then given back (`0`: the reply is dropped at `REDIS_TIMEOUT` " +
+			"and what Redis counted stays until its window ends; see [Failure modes](operations.md#failure-modes))",
+		load: bind(inLimiter(func(c *Limiter) *time.Duration { return &c.LateReplyWait }), durationOrZero)},
 	{Name: "REDIS_PIPELINE_LIMIT", Default: "64", Readers: limiterOnly,
 		Meaning: "most decisions sent in one round trip",
 		load:    bind(inLimiter(func(c *Limiter) *int { return &c.PipelineLimit }), intBetween(1, 10000))},

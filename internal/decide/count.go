@@ -24,8 +24,16 @@ func CountedWindow(nowMs, per int64) (index, left int64) {
 // is to be taken back unless the call debits denied calls (DebitDenied). It
 // answers as the model's fixed window does for such a count. A probe adds
 // nothing (INCRBY 0): count is the window's, and the probe is admitted when
-// its cost would fit.
+// its cost would fit. At is the call's NowMs, which placed it in its
+// window.
 func CountedResult(c *Call, count int64) Result {
+	r := countedResult(c, count)
+	r.At = c.NowMs
+	return r
+}
+
+// countedResult is CountedResult but At.
+func countedResult(c *Call, count int64) Result {
 	l := c.Limits[0]
 	_, left := CountedWindow(c.NowMs, l.Per.Milliseconds())
 	reset := time.Duration(left) * time.Millisecond

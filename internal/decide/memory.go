@@ -76,7 +76,8 @@ func NewBoundedMemory(maxKeys int) *Memory {
 func (m *Memory) Evictions() int64 { return m.evictions.Load() }
 
 // Decide decides c at nowMs, or at c.NowMs when that is non-zero (as the
-// scripts do), and records the outcome. c must be valid (see Call.Validate).
+// scripts do), and records the outcome; the result's At is that time. c
+// must be valid (see Call.Validate).
 func (m *Memory) Decide(c Call, nowMs int64) Result {
 	if c.NowMs != 0 {
 		nowMs = c.NowMs
@@ -92,10 +93,14 @@ func (m *Memory) Decide(c Call, nowMs int64) Result {
 			m.evictions.Add(int64(evict.Sampled(sh.keys, nowMs, func(e *entry) int64 { return e.expireAt })))
 		}
 	}
+	var r Result
 	if c.Leased {
-		return sh.leased(c, nowMs)
+		r = sh.leased(c, nowMs)
+	} else {
+		r = sh.decide(c, nowMs)
 	}
-	return sh.decide(c, nowMs)
+	r.At = nowMs
+	return r
 }
 
 // Sweep drops every key whose Redis TTL would have run out by nowMs.

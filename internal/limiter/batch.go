@@ -68,6 +68,7 @@ func (s *Service) decideBatch(ctx context.Context, b *Batch, now time.Time) {
 				mine = results[off : off+n]
 			}
 			s.settle(d, mine, err, now)
+			settleLate(err, d, off)
 			off += n
 		}
 	}

@@ -58,6 +58,7 @@ type Decision struct {
 	cached      uint64          // bit i: Applied[i] answered without Redis
 	banned      bool            // a report's client IP was banned (Report), for its event
 	userBanned  bool            // a report's user was banned (Report), for its event
+	report      bool            // an outcome report's debits: they stand, even answered late
 	detached    detachedContext // the Decider's context while it decides calls
 
 	// The descriptors of a rate limit API decision's event, while it is

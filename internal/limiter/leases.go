@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -162,6 +163,10 @@ func (s *Service) renew(keys []lease.Key) {
 		s.log.Debug("lease renewal failed", zap.Int("keys", len(calls)), zap.Error(err))
 	}
 	s.settleLeases(calls, results, err, now)
+	var late lateAnswers
+	if errors.As(err, &late) {
+		late.Settle(0, len(calls), false) // the leases it may have granted were never taken
+	}
 }
 
 // dropLeases gives back, through the renewer, the leases whose terms the

@@ -219,6 +219,9 @@ func TestOverLimitCacheChangesNoDecision(t *testing.T) {
 			if req.Cost > 1 && !rb.Allowed && rb.Remaining <= ra.Remaining {
 				rb.Remaining = ra.Remaining
 			}
+			if !rb.Allowed { // At serves give-backs of admissions only; a cached denial keeps its first
+				rb.At = ra.At
+			}
 			if ra != rb {
 				t.Fatalf("step %d rule %s: without cache %+v, with cache %+v", step, a.Applied[i].Rule.ID, a.Results[i], b.Results[i])
 			}

@@ -67,6 +67,7 @@ func (s *Service) ReportBatch(ctx context.Context, reports []Report, b *Batch) {
 // (see Report); it reports whether there are any.
 func (s *Service) matchReport(set *ruleSet, req *rules.Request, status int, d *Decision, now time.Time) bool {
 	d.Reset()
+	d.report = true
 	d.Mode = s.Mode()
 	s.keyUser(set, req)
 	if _, d.banned = s.addrBan(req, now); d.banned {

@@ -47,6 +47,26 @@ func isPartial(err error) bool {
 	return errors.As(err, &p) && p.PartialFailure()
 }
 
+// lateAnswers is implemented by Decider errors of submissions answered at
+// the Decider's deadline while their round trip was still out
+// (redisstore.LateError): when the reply comes, what Redis admitted for
+// the calls from..to-1 is given back unless the request they decided was
+// admitted. Calls never settled keep what Redis counted.
+type lateAnswers interface {
+	Settle(from, to int, admitted bool)
+}
+
+// settleLate tells a late submission (err) what became of d, whose calls
+// are its calls from off on: a check refused, its units go back; a report's
+// debits stand.
+func settleLate(err error, d *Decision, off int) {
+	var late lateAnswers
+	if d.report || !errors.As(err, &late) {
+		return
+	}
+	late.Settle(off, off+len(d.calls), d.Allowed && !d.Unavailable)
+}
+
 // Publisher hands an encoded event to the event bus. It must never block;
 // it returns false when the event was dropped.
 type Publisher interface {
@@ -347,6 +367,7 @@ func (s *Service) decide(ctx context.Context, d *Decision, now time.Time) {
 	results, err := s.decideCalls(&d.detached, d.calls, d.callResults)
 	d.detached = detachedContext{}
 	s.settle(d, results, s.roundTrip(err), now)
+	settleLate(err, d, 0)
 }
 
 // prepare answers what of d needs no round trip: everything when not in

@@ -21,13 +21,31 @@ type ClientConfig struct {
 	// Sentinel; the client follows failovers.
 	SentinelAddrs  []string
 	SentinelMaster string
-	// Timeout bounds each socket read and write.
-	Timeout time.Duration
+	// Timeout bounds each socket read and write, SocketTimeout instead
+	// when longer: a command whose context has a deadline waits until the
+	// earlier of the two.
+	Timeout       time.Duration
+	SocketTimeout time.Duration
+	// NoRetries: go-redis never sends a command again by itself. It
+	// resends a pipeline whose write or read failed (a timeout included),
+	// which may have run: a decision would then be counted twice, the first
+	// time for nobody.
+	NoRetries bool
 	// PoolSize is the connections per node (0: go-redis's default).
 	// Pipelines use them too: go-redis's separate pipeline pool is turned
 	// off, since it never dials ahead, so a warm-up could not open its
 	// connections and the first pipelines would dial in their deadline.
 	PoolSize int
+}
+
+func (cfg ClientConfig) socketTimeout() time.Duration { return max(cfg.Timeout, cfg.SocketTimeout) }
+
+// maxRetries is go-redis's MaxRetries for cfg: -1 is none, 0 its default.
+func (cfg ClientConfig) maxRetries() int {
+	if cfg.NoRetries {
+		return -1
+	}
+	return 0
 }
 
 // noPipelinePool makes pipelines share the pool of single commands.
@@ -40,8 +58,9 @@ func Connect(cfg ClientConfig) (redis.UniversalClient, error) {
 		c := redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs:                      cfg.ClusterAddrs,
 			DialTimeout:                time.Second,
-			ReadTimeout:                cfg.Timeout,
-			WriteTimeout:               cfg.Timeout,
+			ReadTimeout:                cfg.socketTimeout(),
+			WriteTimeout:               cfg.socketTimeout(),
+			MaxRetries:                 cfg.maxRetries(),
 			ContextTimeoutEnabled:      true,
 			PoolSize:                   cfg.PoolSize,
 			PipelinePoolSize:           noPipelinePool,
@@ -58,8 +77,11 @@ func Connect(cfg ClientConfig) (redis.UniversalClient, error) {
 		return nil, fmt.Errorf("REDIS_URL: expected redis://[user:password@]host:port/db: %w", err)
 	}
 	opts.DialTimeout = time.Second
-	opts.ReadTimeout = cfg.Timeout
-	opts.WriteTimeout = cfg.Timeout
+	opts.ReadTimeout = cfg.socketTimeout()
+	opts.WriteTimeout = cfg.socketTimeout()
+	if cfg.NoRetries {
+		opts.MaxRetries = cfg.maxRetries()
+	}
 	opts.ContextTimeoutEnabled = true
 	opts.PoolSize = max(opts.PoolSize, cfg.PoolSize)
 	opts.PipelinePoolSize = noPipelinePool
@@ -109,8 +131,9 @@ func connectSentinel(cfg ClientConfig) (redis.UniversalClient, error) {
 		MasterName:            cfg.SentinelMaster,
 		SentinelAddrs:         cfg.SentinelAddrs,
 		DialTimeout:           time.Second,
-		ReadTimeout:           cfg.Timeout,
-		WriteTimeout:          cfg.Timeout,
+		ReadTimeout:           cfg.socketTimeout(),
+		WriteTimeout:          cfg.socketTimeout(),
+		MaxRetries:            cfg.maxRetries(),
 		ContextTimeoutEnabled: true,
 		PoolSize:              cfg.PoolSize,
 		PipelinePoolSize:      noPipelinePool,

@@ -18,6 +18,7 @@ func TestCluster(t *testing.T) {
 		run  func(*testing.T, *redistest.SharedCluster)
 	}{
 		{"decide", testClusterDecide},
+		{"give-back", testClusterGiveBack},
 		{"noscript", testClusterNoScript},
 		{"warm-up", testClusterWarmUp},
 		{"failover", testClusterFailover},

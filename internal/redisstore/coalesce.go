@@ -44,9 +44,16 @@ type CoalesceConfig struct {
 	// light load a call goes alone and at once, under heavy load calls pile
 	// up while the connections are busy and share the next round trip.
 	Window time.Duration
-	// Timeout bounds one pipeline round trip (default 1s); each caller's own
-	// context still bounds its wait.
+	// Timeout bounds how long a round trip's callers wait for its reply
+	// (default 1s); each caller's own context still bounds its wait.
 	Timeout time.Duration
+	// LateWait is how long a round trip's connection keeps reading its
+	// reply once Timeout has passed and its callers have been answered
+	// with a *LateError; what Redis admitted for the requests they then
+	// refused is given back when it comes. Meanwhile another worker takes
+	// the late one's place, up to LateWorkers per pipeline. Zero: a round
+	// trip ends at Timeout, its reply is lost, and nothing is given back.
+	LateWait time.Duration
 	// NodeFailures is the number of consecutive failed round trips after
 	// which a node's calls fail at once, without a round trip, for
 	// NodeRetry (defaults 3 and 1s); then one round trip probes the node.
@@ -82,7 +89,8 @@ type Coalescer struct {
 	close   sync.Once
 	items   sync.Pool
 
-	probes *prometheus.CounterVec // by probeSlow, probeDown; nil without a Registerer
+	probes    *prometheus.CounterVec // by probeSlow, probeDown; nil without a Registerer
+	giveBacks *giveBacks             // nil without LateWait
 
 	single *lane // the lane of a single server
 	mu     sync.RWMutex
@@ -95,9 +103,25 @@ type pending struct {
 	calls   []decide.Call
 	results []decide.Result // written by the lanes at their calls' positions
 	left    atomic.Int32    // parts not yet decided
-	mu      sync.Mutex      // guards err
+	mu      sync.Mutex      // guards err and late
 	err     error
+	late    *lateCalls // set when a part was answered late: p is no longer reused
 	done    chan struct{}
+}
+
+// abandon answers the part pt of p at its callers' deadline, its round
+// trip still out: the caller gets a *LateError, and the lane delivers the
+// part's reply to p.late when it comes.
+func (p *pending) abandon(pt part, gb *giveBacks) {
+	p.mu.Lock()
+	if p.late == nil {
+		p.late = newLateCalls(gb, p.calls)
+	}
+	p.err = errLate // over any other: an outcome may be unknown
+	late := p.late
+	p.mu.Unlock()
+	late.await(pt.idx)
+	p.finish()
 }
 
 // fail records err as the caller's error unless one is recorded already.
@@ -172,6 +196,9 @@ func NewCoalescer(store *Store, cfg CoalesceConfig) *Coalescer {
 		c.probes.WithLabelValues(probeSlow)
 		c.probes.WithLabelValues(probeDown)
 	}
+	if cfg.LateWait > 0 {
+		c.giveBacks = newGiveBacks(store, cfg.Timeout+cfg.LateWait, cfg.Registerer)
+	}
 	c.items.New = func() any { return &pending{done: make(chan struct{}, 1)} }
 	c.cluster, _ = store.client.(*redis.ClusterClient)
 	if c.cluster == nil {
@@ -240,6 +267,10 @@ func (c *Coalescer) decide(ctx context.Context, calls []decide.Call, results []d
 	case <-p.done:
 		// The lanes write into p, not into results: a caller that gave up
 		// (below) must not have its slice written to later.
+		if p.late != nil { // p now waits for late replies: not reused
+			p.late.answered(p.results)
+			return false, &LateError{late: p.late}
+		}
 		copy(results, p.results)
 		err := p.err
 		p.calls = nil
@@ -344,7 +375,10 @@ func (c *Coalescer) Close() {
 		c.mu.Unlock()
 		close(c.quit)
 	})
-	c.workers.Wait() // the probes too: each lane's prober is free
+	c.workers.Wait() // the probes and late workers too: each lane's prober is free
+	if c.giveBacks != nil {
+		c.giveBacks.stop()
+	}
 	drain := func(l *lane) {
 		if l.prober != nil {
 			_ = l.prober.Close()

@@ -28,6 +28,8 @@ type lane struct {
 	node   *redis.Client // a client of the node, whose options probes copy; nil: no probe (fails)
 	prober *redis.Client // probes' own client, made at the first; owned by the probe under way
 
+	readingLate atomic.Int64 // workers reading a late reply whose place another took
+
 	failures  atomic.Int64 // consecutive failed round trips
 	timeouts  atomic.Int64 // of which with an unknown outcome (not Unreached)
 	probing   atomic.Bool  // a probe of the node is under way
@@ -47,16 +49,23 @@ func (c *Coalescer) startLane(addr string, node *redis.Client) *lane {
 	return l
 }
 
+// LateWorkers bounds, per pipeline, the workers of a lane that read late
+// replies while others took their places: with a node that stopped
+// answering, the calls held for give-backs and the connections open.
+const LateWorkers = 2
+
 func (l *lane) work() {
 	var (
-		batch   []part
-		calls   []decide.Call
-		results []decide.Result
-		trip    = newTripContext()
-		pipe    = l.c.store.client.Pipeline() // reused: Exec empties it
-		holding bool                          // l.gather
-		wait    = l.c.cfg.Wait
-		passOn  = time.AfterFunc(time.Hour, func() { l.gather <- struct{}{} })
+		batch    []part
+		calls    []decide.Call
+		results  []decide.Result
+		trip     = newTripContext()
+		pipe     = l.c.store.client.Pipeline() // reused: Exec empties it
+		holding  bool                          // l.gather
+		wait     = l.c.cfg.Wait
+		passOn   = time.AfterFunc(time.Hour, func() { l.gather <- struct{}{} })
+		replaced bool // by another worker, while this one reads a late reply
+		late     = func() { replaced = l.answerLate(batch) }
 	)
 	passOn.Stop()
 	defer passOn.Stop()
@@ -94,9 +103,21 @@ func (l *lane) work() {
 			}
 		}
 		results = append(results[:0], make([]decide.Result, len(calls))...)
-		errs := l.roundTrip(trip, pipe, calls, results)
+		errs, wasLate := l.roundTrip(trip, pipe, calls, results, late)
 		if holding && !passOn.Stop() {
 			holding = false // passed on while the round trip was out
+		}
+		if wasLate {
+			l.deliverLate(batch, results, errs)
+			clear(calls)
+			if replaced {
+				if holding {
+					l.gather <- struct{}{}
+				}
+				l.readingLate.Add(-1)
+				return
+			}
+			continue
 		}
 		off := 0
 		for _, pt := range batch {
@@ -121,11 +142,49 @@ func (l *lane) work() {
 	}
 }
 
+// answerLate answers the callers of batch, a round trip still out at their
+// deadline, with a *LateError, and starts a worker to take the place of the
+// one reading the late reply, unless LateWorkers per pipeline already do;
+// it reports whether it did. It runs on the trip's timer, before the worker
+// ends the round trip.
+func (l *lane) answerLate(batch []part) (replaced bool) {
+	for _, pt := range batch {
+		pt.p.abandon(pt, l.c.giveBacks)
+	}
+	select {
+	case <-l.c.quit:
+		return false
+	default:
+	}
+	if l.readingLate.Add(1) > int64(LateWorkers*l.c.cfg.Pipelines) {
+		l.readingLate.Add(-1)
+		return false
+	}
+	l.c.workers.Go(l.work)
+	return true
+}
+
+// deliverLate hands the late reply of batch (results and errs by position
+// in the round trip) to the callers' late calls.
+func (l *lane) deliverLate(batch []part, results []decide.Result, errs []error) {
+	off := 0
+	for _, pt := range batch {
+		n := pt.size()
+		var e []error
+		if errs != nil {
+			e = errs[off : off+n]
+		}
+		pt.p.late.deliver(pt.idx, results[off:off+n], e)
+		off += n
+	}
+}
+
 // roundTrip decides calls in one pipeline to the node, unless its breaker
 // is open, and feeds the breaker. Errors of a failing node of a cluster are
 // *nodeError. trip is the worker's context of its round trips, pipe its
-// pipeline.
-func (l *lane) roundTrip(trip *tripContext, pipe redis.Pipeliner, calls []decide.Call, results []decide.Result) []error {
+// pipeline. With a LateWait, late is called if the reply has not come by
+// Timeout, and wasLate says it was: the callers have their answer.
+func (l *lane) roundTrip(trip *tripContext, pipe redis.Pipeliner, calls []decide.Call, results []decide.Result, late func()) (_ []error, wasLate bool) {
 	cfg := &l.c.cfg
 	if l.isOpen() {
 		if l.c.cluster != nil {
@@ -137,13 +196,19 @@ func (l *lane) roundTrip(trip *tripContext, pipe redis.Pipeliner, calls []decide
 		for i := range calls {
 			errs[i] = l.fromNode(callError(calls[i], errNodeDown))
 		}
-		return errs
+		return errs, false
 	}
 	if cfg.OnFlush != nil {
 		cfg.OnFlush(len(calls))
 	}
-	errs := l.c.store.run(trip.start(cfg.Timeout), l.clock, pipe, calls, results)
-	trip.end()
+	var ctx context.Context
+	if cfg.LateWait > 0 {
+		ctx = trip.startLate(cfg.Timeout, cfg.Timeout+cfg.LateWait, late)
+	} else {
+		ctx = trip.start(cfg.Timeout)
+	}
+	errs := l.c.store.run(ctx, l.clock, pipe, calls, results)
+	wasLate = trip.end()
 	var failed, unknown bool
 	for i, err := range errs {
 		if err != nil && nodeFailure(err) {
@@ -153,7 +218,7 @@ func (l *lane) roundTrip(trip *tripContext, pipe redis.Pipeliner, calls []decide
 		}
 	}
 	l.record(failed, unknown)
-	return errs
+	return errs, wasLate
 }
 
 // fromNode wraps err of a cluster node; a single server's errors stay as

@@ -17,7 +17,7 @@ import (
 	"github.com/ratewarden/ratewarden/lua"
 )
 
-// errReply means a script answered something other than its seven integers.
+// errReply means a script answered something other than its integers.
 var errReply = errors.New("unexpected script reply")
 
 // scriptCalls recycles the scriptCall slices of Store.run.
@@ -415,28 +415,29 @@ func appendLimits(a []any, c *decide.Call) []any {
 	return a
 }
 
-// parse reads the seven integers of a script reply, or the ten of a lease
-// script's: the command of runScripts, or a generic one (tests run scripts
-// of their own).
+// parse reads the eight integers of a script reply, or the eleven of a
+// lease script's: the command of runScripts, or a generic one (tests run
+// scripts of their own). The last is the time the call was decided at.
 func parse(cmd redis.Cmder) (decide.Result, error) {
-	var n [10]int64
+	var n [leaseReply]int64
+	var width int
 	switch cmd := cmd.(type) {
 	case *redis.IntSliceCmd:
 		vals, err := cmd.Result()
 		if err != nil {
 			return decide.Result{}, err
 		}
-		if len(vals) != 7 && len(vals) != 10 {
+		if len(vals) != decideReply && len(vals) != leaseReply {
 			return decide.Result{}, errReply
 		}
-		copy(n[:], vals)
+		width = copy(n[:], vals)
 	case *redis.Cmd:
 		v, err := cmd.Result()
 		if err != nil {
 			return decide.Result{}, err
 		}
 		vals, ok := v.([]any)
-		if !ok || (len(vals) != 7 && len(vals) != 10) {
+		if !ok || (len(vals) != decideReply && len(vals) != leaseReply) {
 			return decide.Result{}, errReply
 		}
 		for i, x := range vals {
@@ -444,10 +445,11 @@ func parse(cmd redis.Cmder) (decide.Result, error) {
 				return decide.Result{}, errReply
 			}
 		}
+		width = len(vals)
 	default:
 		return decide.Result{}, errReply
 	}
-	return decide.Result{
+	r := decide.Result{
 		Allowed:    n[0] == 1,
 		Held:       n[1] == 1,
 		LimitIndex: int(n[2]),
@@ -455,11 +457,20 @@ func parse(cmd redis.Cmder) (decide.Result, error) {
 		Remaining:  n[4],
 		ResetAfter: time.Duration(n[5]) * time.Millisecond,
 		RetryAfter: time.Duration(n[6]) * time.Millisecond,
-		Granted:    n[7],
-		LeaseUntil: n[8],
-		LeaseFor:   time.Duration(n[9]) * time.Millisecond,
-	}, nil
+		At:         n[width-1],
+	}
+	if width == leaseReply {
+		r.Granted, r.LeaseUntil, r.LeaseFor = n[7], n[8], time.Duration(n[9])*time.Millisecond
+	}
+	return r, nil
 }
+
+// The widths of the rate-limit scripts' replies: a decision, and a leased
+// one (with granted, lease deadline and lease_for before the time).
+const (
+	decideReply = 8
+	leaseReply  = 11
+)
 
 // maxKeyInError bounds the part of a key quoted in an error: keys embed
 // user-supplied values.

@@ -416,3 +416,45 @@ func BenchmarkDecide(b *testing.B) {
 		})
 	}
 }
+
+// TestDecidedAt: a call decided on the server's clock reports the time it
+// was decided at (decide.Result.At), whatever script decides it, so that a
+// give-back finds the window or log member it counted in; a counted call
+// reports the time it was stamped with, the server's as the store
+// estimates it.
+func TestDecidedAt(t *testing.T) {
+	client := newClient(t, redisAddr())
+	store := New(client)
+	ctx := context.Background()
+	prefix := testPrefix(t, client)
+	window := []decide.Limit{{Requests: 5, Per: time.Hour}}
+	bucket := []decide.Limit{{Rate: 1, Per: time.Second, Burst: 5}}
+	calls := map[string]decide.Call{
+		"counted":       {Algorithm: decide.FixedWindow, Limits: window},
+		"fixed penalty": {Algorithm: decide.FixedWindow, Limits: window, Penalty: time.Second},
+		"sliding one":   {Algorithm: decide.SlidingWindow, Limits: window},
+		"sliding two":   {Algorithm: decide.SlidingWindow, Limits: append(slices.Clip(window), decide.Limit{Requests: 9, Per: time.Minute})},
+		"counter one":   {Algorithm: decide.SlidingWindowCounter, Limits: window},
+		"bucket one":    {Algorithm: decide.TokenBucket, Limits: bucket},
+		"bucket leased": {Algorithm: decide.TokenBucket, Limits: bucket, Leased: true, Lease: decide.Lease{Ask: 2}},
+		"fixed leased":  {Algorithm: decide.FixedWindow, Limits: window, Leased: true, Lease: decide.Lease{Ask: 2}},
+	}
+	for name, c := range calls {
+		t.Run(name, func(t *testing.T) {
+			c.Keys, c.Cost = decidetest.Keys(prefix, name), 1
+			before := serverMs(t, client)
+			r, err := store.Decide(ctx, []decide.Call{c})
+			if err != nil {
+				t.Fatal(err)
+			}
+			after := serverMs(t, client)
+			slack := int64(0)
+			if c.Counted() {
+				slack = 1000 // the store's estimate of the server's clock
+			}
+			if !r[0].Allowed || r[0].At < before-slack || r[0].At > after+slack {
+				t.Errorf("result %+v: want admitted at a time in [%d, %d]", r[0], before-slack, after+slack)
+			}
+		})
+	}
+}

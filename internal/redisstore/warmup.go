@@ -150,8 +150,10 @@ func dial(ctx context.Context, node *redis.Client, n int) error {
 // loadScripts caches every script on one server, or on every node of a
 // cluster client (go-redis sends SCRIPT LOAD to each).
 func (s *Store) loadScripts(ctx context.Context, c redis.Scripter) error {
-	if err := clockScript.Load(ctx, c).Err(); err != nil {
-		return fmt.Errorf("redis script load: %w", err)
+	for _, sc := range []*redis.Script{clockScript, giveBackScript} {
+		if err := sc.Load(ctx, c).Err(); err != nil {
+			return fmt.Errorf("redis script load: %w", err)
+		}
 	}
 	for _, a := range s.scripts {
 		for _, sc := range a.all() {

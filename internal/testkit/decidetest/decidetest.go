@@ -46,7 +46,8 @@ func (s Scenario) Call(keys decide.Keys, i int) decide.Call {
 	return c
 }
 
-// Scenarios returns the scenarios of every algorithm.
+// Scenarios returns the scenarios of every algorithm. Every step is
+// decided at its NowMs, which its result reports (decide.Result.At).
 func Scenarios() []Scenario {
 	var all []Scenario
 	all = append(all, fixedWindow()...)
@@ -54,6 +55,11 @@ func Scenarios() []Scenario {
 	all = append(all, slidingWindowCounter()...)
 	all = append(all, tokenBucket()...)
 	all = append(all, spentByReports()...)
+	for _, s := range all {
+		for i := range s.Steps {
+			s.Steps[i].Want.At = s.Steps[i].NowMs
+		}
+	}
 	return all
 }
 
