@@ -47,7 +47,7 @@ func TestBenchDecisionPath(t *testing.T) {
 			prefix := redistest.Prefix(t, rdb)
 			set := benchRules(t, alg, prefix)
 			var calls, trips atomic.Int64
-			coalescer := redisstore.NewCoalescer(redisstore.New(rdb), redisstore.CoalesceConfig{Pipelines: pipelines, Limit: limit, Wait: redisstore.DefaultWait,
+			coalescer := redisstore.NewCoalescer(redisstore.New(rdb), redisstore.CoalesceConfig{Pipelines: pipelines, Limit: limit, Wait: redisstore.DefaultWait, Timeout: 50 * time.Millisecond, LateWait: time.Second,
 				OnFlush: func(n int) { calls.Add(int64(n)); trips.Add(1) }})
 			defer coalescer.Close()
 			pub, closePub := publisher(t)
