@@ -232,37 +232,28 @@ func (g *giveBacks) run() {
 	for {
 		select {
 		case gb := <-g.ch:
-			batch = append(batch[:0], gb)
+			g.send(g.fill(append(batch[:0], gb)))
 		case <-g.quit:
 			// Stopping: what is queued gets one round trip.
-			for {
-				batch = batch[:0]
-				for len(batch) < giveBackBatch {
-					select {
-					case gb := <-g.ch:
-						batch = append(batch, gb)
-						continue
-					default:
-					}
-					break
-				}
-				if len(batch) == 0 {
-					return
-				}
-				g.send(batch)
+			for b := g.fill(batch[:0]); len(b) > 0; b = g.fill(batch[:0]) {
+				g.send(b)
 			}
+			return
 		}
-		for len(batch) < giveBackBatch {
-			select {
-			case gb := <-g.ch:
-				batch = append(batch, gb)
-				continue
-			default:
-			}
-			break
-		}
-		g.send(batch)
 	}
+}
+
+// fill adds to batch the give-backs waiting, up to giveBackBatch.
+func (g *giveBacks) fill(batch []decide.GiveBack) []decide.GiveBack {
+	for len(batch) < giveBackBatch {
+		select {
+		case gb := <-g.ch:
+			batch = append(batch, gb)
+		default:
+			return batch
+		}
+	}
+	return batch
 }
 
 func (g *giveBacks) send(batch []decide.GiveBack) {
