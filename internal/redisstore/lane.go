@@ -201,12 +201,7 @@ func (l *lane) roundTrip(trip *tripContext, pipe redis.Pipeliner, calls []decide
 	if cfg.OnFlush != nil {
 		cfg.OnFlush(len(calls))
 	}
-	var ctx context.Context
-	if cfg.LateWait > 0 {
-		ctx = trip.startLate(cfg.Timeout, cfg.Timeout+cfg.LateWait, late)
-	} else {
-		ctx = trip.start(cfg.Timeout)
-	}
+	ctx := trip.startLate(cfg.Timeout, cfg.Timeout+cfg.LateWait, late) // no LateWait: no late call
 	errs := l.c.store.run(ctx, l.clock, pipe, calls, results)
 	wasLate = trip.end()
 	var failed, unknown bool

@@ -91,3 +91,36 @@ func TestCoalescerTimeoutOnAHungServer(t *testing.T) {
 		}
 	}
 }
+
+// A round trip with a callers' deadline calls late once it passes, and goes
+// on to its own deadline; one that ends before calls nothing.
+func TestTripContextLate(t *testing.T) {
+	c := newTripContext()
+	lateCalls := make(chan struct{}, 2)
+	late := func() { lateCalls <- struct{}{} }
+	ctx := c.startLate(20*time.Millisecond, 200*time.Millisecond, late)
+	select {
+	case <-lateCalls:
+	case <-time.After(5 * time.Second):
+		t.Fatal("late not called at the callers' deadline")
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("the round trip ended with its callers' deadline: %v", ctx.Err())
+	}
+	<-ctx.Done()
+	if !c.end() {
+		t.Fatal("end does not report the late call")
+	}
+	if len(lateCalls) != 0 {
+		t.Fatal("late called twice")
+	}
+
+	c.startLate(20*time.Millisecond, 200*time.Millisecond, late)
+	if c.end() {
+		t.Fatal("a round trip ended in time reports a late call")
+	}
+	time.Sleep(60 * time.Millisecond)
+	if len(lateCalls) != 0 {
+		t.Fatal("late called after the round trip ended in time")
+	}
+}
