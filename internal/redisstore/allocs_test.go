@@ -25,7 +25,8 @@ func TestCoalescerAllocations(t *testing.T) {
 		t.Skip("allocations are counted without the race detector (make allocs)")
 	}
 	client := newClient(t, redisAddr())
-	co := NewCoalescer(New(client), CoalesceConfig{})
+	// As the limiter runs it: late replies read on and given back.
+	co := NewCoalescer(New(client), CoalesceConfig{Timeout: time.Second, LateWait: time.Second})
 	defer co.Close()
 	prefix := testPrefix(t, client)
 	for _, tc := range []struct {
