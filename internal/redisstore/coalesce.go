@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,6 +23,16 @@ const DefaultWait = 200 * time.Microsecond
 
 // errClosed is returned by a Coalescer after Close.
 var errClosed = errors.New("redis coalescer closed")
+
+// errUnsent is the error of calls refused without being sent, so that they
+// cost nothing, because their lane's queue may not move within their
+// deadline: a worker of the lane reads a late reply that no other could
+// take the place of (LateWorkers per pipeline already do). It is a timeout,
+// not Unreached: the node is slow rather than known down, and a local rule
+// must not admit on a local budget while it counts the other limiters'
+// calls.
+var errUnsent = fmt.Errorf("redis calls not sent: their node's connections are reading late replies: %w",
+	context.DeadlineExceeded)
 
 // CoalesceConfig tunes a Coalescer.
 type CoalesceConfig struct {
@@ -251,6 +262,11 @@ func (c *Coalescer) decide(ctx context.Context, calls []decide.Call, results []d
 		pt := part{p: p}
 		if parts != nil {
 			pt.idx = parts[i]
+		}
+		if l.stuck.Load() > 0 {
+			p.fail(errUnsent)
+			p.finish()
+			continue
 		}
 		select {
 		case l.queue <- pt:

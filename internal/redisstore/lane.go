@@ -29,6 +29,10 @@ type lane struct {
 	prober *redis.Client // probes' own client, made at the first; owned by the probe under way
 
 	readingLate atomic.Int64 // workers reading a late reply whose place another took
+	// stuck counts the workers reading a late reply whose place none could
+	// take: while there is one, the queue may not move within a caller's
+	// deadline, and calls are refused unsent (errUnsent) instead.
+	stuck atomic.Int64
 
 	failures  atomic.Int64 // consecutive failed round trips
 	timeouts  atomic.Int64 // of which with an unknown outcome (not Unreached)
@@ -117,6 +121,7 @@ func (l *lane) work() {
 				l.readingLate.Add(-1)
 				return
 			}
+			l.stuck.Add(-1)
 			continue
 		}
 		off := 0
@@ -145,23 +150,33 @@ func (l *lane) work() {
 // answerLate answers the callers of batch, a round trip still out at their
 // deadline, with a *LateError, and starts a worker to take the place of the
 // one reading the late reply, unless LateWorkers per pipeline already do;
-// it reports whether it did. It runs on the trip's timer, before the worker
-// ends the round trip.
+// it reports whether it did. If not, the lane is stuck until this worker's
+// reply comes (or LateWait passes): the calls queued meanwhile are refused
+// unsent rather than held for it. It runs on the trip's timer, before the
+// worker ends the round trip.
 func (l *lane) answerLate(batch []part) (replaced bool) {
 	for _, pt := range batch {
 		pt.p.abandon(pt, l.c.giveBacks)
 	}
 	select {
 	case <-l.c.quit:
-		return false
 	default:
-	}
-	if l.readingLate.Add(1) > int64(LateWorkers*l.c.cfg.Pipelines) {
+		if l.readingLate.Add(1) <= int64(LateWorkers*l.c.cfg.Pipelines) {
+			l.c.workers.Go(l.work)
+			return true
+		}
 		l.readingLate.Add(-1)
-		return false
 	}
-	l.c.workers.Go(l.work)
-	return true
+	l.stuck.Add(1)
+	for {
+		select {
+		case pt := <-l.queue:
+			pt.p.fail(errUnsent)
+			pt.p.finish()
+		default:
+			return false
+		}
+	}
 }
 
 // deliverLate hands the late reply of batch (results and errs by position

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -239,5 +241,80 @@ func TestLateReplyBeforeTheCallerWakes(t *testing.T) {
 	case g := <-gb.ch:
 		t.Fatalf("give-back %+v of a call whose rule counts every call", g)
 	default:
+	}
+}
+// silentServer accepts connections and reads what they send, answering
+// nothing: a Redis that stopped (SIGSTOP, a black-holed route). Its
+// connections are cut by cut (at the latest when the test ends), which ends
+// the round trips reading them.
+func silentServer(t *testing.T) (addr string, cut func()) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, conn)
+			mu.Unlock()
+			go func() { _, _ = io.Copy(io.Discard, conn) }()
+		}
+	}()
+	cut = func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	}
+	t.Cleanup(cut)
+	return ln.Addr().String(), cut
+}
+
+// A caller waits for its answer at most its deadline (REDIS_TIMEOUT) in a
+// lane's queue, even when every worker of the lane is reading a late reply
+// and no more may take their places: with a Redis that answers nothing
+// within the late wait (here an hour), callers after the first 1+LateWorkers
+// round trips (one pipeline) must still be answered, refused with a timeout
+// of an unknown outcome, not held behind the late readers.
+func TestCallersDoNotQueueBehindLateWorkers(t *testing.T) {
+	addr, cut := silentServer(t)
+	const lateWait = time.Hour
+	client, err := Connect(ClientConfig{URL: "redis://" + addr + "/0", Timeout: 50 * time.Millisecond,
+		SocketTimeout: 50*time.Millisecond + lateWait, NoRetries: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	co := NewCoalescer(New(client), CoalesceConfig{Pipelines: 1, Timeout: 50 * time.Millisecond, LateWait: lateWait})
+	t.Cleanup(co.Close)
+	t.Cleanup(cut) // before Close: its late workers are reading
+	const callers = 3 * (1 + LateWorkers)
+	answered := make(chan error, callers)
+	for i := range callers {
+		// One after another: each round trip goes late before the next call.
+		call := decide.Call{Keys: decidetest.Keys("silent", fmt.Sprint(i)), Algorithm: decide.FixedWindow, Cost: 1,
+			Limits: []decide.Limit{{Requests: 10, Per: time.Hour}}}
+		go func() {
+			_, err := co.Decide(context.Background(), []decide.Call{call})
+			answered <- err
+		}()
+		select {
+		case err := <-answered:
+			if ClassifyError(err) != classTimeout || Unreached(err) {
+				t.Fatalf("caller %d: %v, want a timeout of unknown outcome", i, err)
+			}
+		case <-time.After(30 * time.Second): // the late wait is an hour: not a question of speed
+			t.Fatalf("caller %d of %d not answered: held in the queue behind %d workers reading late replies",
+				i+1, callers, 1+LateWorkers)
+		}
 	}
 }
