@@ -36,6 +36,12 @@ const overLimitShards = 64
 // algorithm's usage only grows until time replenishes it), so the verdict
 // stays right; the remaining count and retry time it reports are then those
 // of the first denial, possibly optimistic, never a wrong allow or deny.
+// A give-back (of any instance: see redisstore.LateError) does lower a
+// count: what Redis counted for requests refused because its reply came
+// late. So a limit denial is served for overLimitRecheck at most, then
+// Redis is asked again: a denial that those units would have turned into
+// an admission stands for a second, not until the window ends. (A hold is
+// never given back.)
 //
 // Memory is bounded: each of 64 shards holds at most size/64 entries; a full
 // shard drops an entry of a small random sample (see evict.Sampled).
@@ -51,12 +57,17 @@ type overLimitShard struct {
 }
 
 type overLimitEntry struct {
-	limits []decide.Limit // the compiled limits it was denied under, by identity
-	cost   int64
-	stored time.Time
-	until  time.Time
-	result decide.Result
+	limits  []decide.Limit // the compiled limits it was denied under, by identity
+	cost    int64
+	stored  time.Time
+	until   time.Time // the retry time Redis gave
+	recheck time.Time // when Redis is asked again: until, or overLimitRecheck after stored
+	result  decide.Result
 }
+
+// overLimitRecheck is the longest an entry is served: a hot key past its
+// limit costs one round trip a second per limiter.
+const overLimitRecheck = time.Second
 
 // newOverLimitCache returns a cache of about size entries, or nil (no cache)
 // when size is zero or less.
@@ -87,7 +98,7 @@ func (c *overLimitCache) get(call *decide.Call, now time.Time) (decide.Result, b
 	sh := c.shard(call.Keys.State)
 	sh.mu.Lock()
 	e, ok := sh.entries[call.Keys.State]
-	if ok && !now.Before(e.until) {
+	if ok && !now.Before(e.recheck) {
 		delete(sh.entries, call.Keys.State)
 		ok = false
 	}
@@ -124,11 +135,15 @@ func (c *overLimitCache) put(call *decide.Call, r decide.Result, start time.Time
 		return
 	}
 	e := overLimitEntry{limits: call.Limits, cost: call.Cost, stored: start, until: start.Add(r.RetryAfter), result: r}
+	e.recheck = e.until
+	if !r.Held { // a hold is never given back
+		e.recheck = start.Add(min(r.RetryAfter, overLimitRecheck))
+	}
 	sh := c.shard(call.Keys.State)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if _, ok := sh.entries[call.Keys.State]; !ok && len(sh.entries) >= c.perShard {
-		evict.Sampled(sh.entries, start.UnixNano(), func(e overLimitEntry) int64 { return e.until.UnixNano() })
+		evict.Sampled(sh.entries, start.UnixNano(), func(e overLimitEntry) int64 { return e.recheck.UnixNano() })
 	}
 	sh.entries[call.Keys.State] = e
 }
