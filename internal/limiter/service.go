@@ -60,8 +60,11 @@ type lateAnswers interface {
 // are its calls from off on: a check refused, its units go back; a report's
 // debits stand.
 func settleLate(err error, d *Decision, off int) {
+	if err == nil || d.report { // before the interface, which escapes: a decision allocates nothing here
+		return
+	}
 	var late lateAnswers
-	if d.report || !errors.As(err, &late) {
+	if !errors.As(err, &late) {
 		return
 	}
 	late.Settle(off, off+len(d.calls), d.Allowed && !d.Unavailable)
