@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -40,7 +41,7 @@ func TestSlowRedisAdmitsExactlyTheLimit(t *testing.T) {
 	}
 	sweeper := e.start("limiter", "RULES_FILE", rules)
 	proxy.SetDelay(5, 120*time.Millisecond) // REDIS_TIMEOUT is 50ms
-	exactThroughSlowRedis(t, limiters, sweeper, "198.51.100.", func() { proxy.SetDelay(0, 0) })
+	exactThroughSlowRedis(t, limiters, sweeper, "198.51.100.", slowAlgorithms, func() { proxy.SetDelay(0, 0) }, nil)
 	if proxy.Delayed() == 0 {
 		t.Fatal("no reply was held back: the test did not exercise a slow Redis")
 	}
@@ -68,15 +69,55 @@ func TestSlowClusterAdmitsExactlyTheLimit(t *testing.T) {
 			}
 		}
 	})
-	exactThroughSlowRedis(t, s.limiters[:3], s.limiters[3], "203.0.113.", func() { close(stop); stopped.Wait() })
+	exactThroughSlowRedis(t, s.limiters[:3], s.limiters[3], "203.0.113.", slowAlgorithms, func() { close(stop); stopped.Wait() }, nil)
 }
 
-// exactThroughSlowRedis sends, for each algorithm, 600 requests of one
-// address from 200 concurrent clients through limiters whose Redis is
-// slow, calls fast when they are answered, waits for every late reply and
-// give-back, then sweeps the rest through sweeper: admitted through the
-// slow limiters and the sweep must be 100, the limit, exactly.
-func exactThroughSlowRedis(t *testing.T, limiters []*proc, sweeper *proc, net string, fast func()) {
+// slowLeasedRules are leased rules (docs/leases.md), 100 an hour per
+// address, each lending up to 10 units at a time.
+const slowLeasedRules = `
+rules:
+  - {id: lfw,  match: {endpoints: ["/lfw"]},  key: [ip], algorithm: fixed_window,           limits: [{requests: 100, per: 1h}], lease: {max_units: 10}}
+  - {id: lswc, match: {endpoints: ["/lswc"]}, key: [ip], algorithm: sliding_window_counter, limits: [{requests: 100, per: 1h}], lease: {max_units: 10}}
+  - {id: ltb,  match: {endpoints: ["/ltb"]},  key: [ip], algorithm: token_bucket,           limits: [{rate: 1, per: 1h, burst: 100}], lease: {max_units: 10}}
+`
+
+// The same with leased rules: a renewal whose reply comes late lends units
+// nobody holds, and they go back too. The slow limiters stop before the
+// sweep, giving back the leases they hold (as every limiter does at its
+// stop), so what is left is the sweep's.
+func TestSlowRedisLeasedRulesAdmitExactlyTheLimit(t *testing.T) {
+	avoidHourEnd(t)
+	e := newEnv(t)
+	proxy := redistest.StartSlowProxy(t, redistest.Addr(t))
+	rules := writeRules(t, slowLeasedRules)
+	var limiters []*proc
+	for range 3 {
+		limiters = append(limiters, e.start("limiter", "RULES_FILE", rules, "REDIS_URL", "redis://"+proxy.Addr()+"/0"))
+	}
+	sweeper := e.start("limiter", "RULES_FILE", rules)
+	proxy.SetDelay(5, 120*time.Millisecond) // REDIS_TIMEOUT is 50ms
+	exactThroughSlowRedis(t, limiters, sweeper, "198.51.100.", []string{"lfw", "lswc", "ltb"},
+		func() { proxy.SetDelay(0, 0) },
+		func() {
+			granted := 0.0
+			for _, l := range limiters {
+				granted += l.metric(t, "rate_limit_lease_units_granted_total")
+				l.stop(syscall.SIGTERM)
+			}
+			t.Logf("%v units lent to the slow limiters", granted)
+			if granted == 0 {
+				t.Fatal("no unit was lent: the test did not exercise leases")
+			}
+		})
+}
+
+// exactThroughSlowRedis sends, for each rule (its endpoint), 600 requests
+// of one address from 200 concurrent clients through limiters whose Redis
+// is slow, calls fast when they are answered, waits for every late reply
+// and give-back, calls settled (unless nil), then sweeps the rest through
+// sweeper: admitted through the slow limiters and the sweep must be 100,
+// the limit, exactly.
+func exactThroughSlowRedis(t *testing.T, limiters []*proc, sweeper *proc, net string, endpoints []string, fast, settled func()) {
 	t.Helper()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}, Timeout: 10 * time.Second}
 	check := func(lim *proc, ip, alg string) (allowed bool, err error) {
@@ -93,7 +134,7 @@ func exactThroughSlowRedis(t *testing.T, limiters []*proc, sweeper *proc, net st
 		return d.Allowed, nil
 	}
 	slow := map[string]int64{}
-	for i, alg := range slowAlgorithms {
+	for i, alg := range endpoints {
 		ip := fmt.Sprintf("%s%d", net, 200+i)
 		var admitted, failed atomic.Int64
 		var wg sync.WaitGroup
@@ -125,7 +166,10 @@ func exactThroughSlowRedis(t *testing.T, limiters []*proc, sweeper *proc, net st
 	}
 	fast()
 	given, dropped := awaitGiveBacks(t, limiters)
-	for i, alg := range slowAlgorithms {
+	if settled != nil {
+		settled()
+	}
+	for i, alg := range endpoints {
 		ip := fmt.Sprintf("%s%d", net, 200+i)
 		var swept int64
 		for range 150 {
