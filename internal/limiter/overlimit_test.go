@@ -42,7 +42,7 @@ func TestOverLimitCache(t *testing.T) {
 		{name: "lapses at its retry time", stored: call, result: denied, asked: call, after: 500 * time.Millisecond},
 		{name: "a long limit denial is served for a second", stored: call, asked: call, after: 900 * time.Millisecond,
 			result: decide.Result{Limit: 5, ResetAfter: time.Hour, RetryAfter: time.Hour}, hit: true,
-			want:   decide.Result{Limit: 5, ResetAfter: time.Hour - 900*time.Millisecond, RetryAfter: time.Hour - 900*time.Millisecond}},
+			want: decide.Result{Limit: 5, ResetAfter: time.Hour - 900*time.Millisecond, RetryAfter: time.Hour - 900*time.Millisecond}},
 		{name: "then Redis is asked again (a give-back may have lowered the count)", stored: call, asked: call, after: time.Second,
 			result: decide.Result{Limit: 5, ResetAfter: time.Hour, RetryAfter: time.Hour}},
 		{name: "other limits miss", stored: call, result: denied, asked: with(func(c *decide.Call) { c.Limits = otherLimits })},

@@ -243,6 +243,7 @@ func TestLateReplyBeforeTheCallerWakes(t *testing.T) {
 	default:
 	}
 }
+
 // silentServer accepts connections and reads what they send, answering
 // nothing: a Redis that stopped (SIGSTOP, a black-holed route). Its
 // connections are cut by cut (at the latest when the test ends), which ends
