@@ -13,9 +13,9 @@ import (
 // channel for the next one).
 //
 // It is context.WithTimeout(context.Background(), timeout) for the round
-// trip between start and end: Deadline reports the deadline, Done is closed
+// trip between startLate and end: Deadline reports the deadline, Done is closed
 // and Err is context.DeadlineExceeded once it passes, Value is nil. Only
-// the worker calls start and end; go-redis uses it on the worker's
+// the worker calls startLate and end; go-redis uses it on the worker's
 // goroutine, only while the round trip runs.
 //
 // A round trip may also have an earlier deadline of its callers' (see
@@ -26,7 +26,7 @@ type tripContext struct {
 
 	mu       sync.Mutex
 	deadline time.Time
-	running  bool          // between start and end
+	running  bool          // between startLate and end
 	done     chan struct{} // closed when the deadline of a round trip passed
 	err      error         // context.DeadlineExceeded once done is closed
 
@@ -42,11 +42,6 @@ func newTripContext() *tripContext {
 	c.timer = time.AfterFunc(time.Hour, c.expire)
 	c.timer.Stop()
 	return c
-}
-
-// start begins a round trip that must end within timeout.
-func (c *tripContext) start(timeout time.Duration) context.Context {
-	return c.startLate(timeout, timeout, nil)
 }
 
 // startLate begins a round trip that must end within timeout, whose
