@@ -10,12 +10,20 @@ import (
 	"reflect"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/ratewarden/ratewarden/internal/yamlkeys"
 )
 
 const defaultPriority = 100
 
-// Parse decodes and validates a rules file. Unknown fields are rejected; a
-// YAML error names its line and the rule written there; validation reports every problem (errors.Join
+// fileSchema explains the decoder's errors (yamlkeys): a Rule decodes
+// through its plain copy, so its keys are checked too.
+var fileSchema = yamlkeys.Schema{Type: reflect.TypeFor[File](), Through: []reflect.Type{reflect.TypeFor[Rule]()}}
+
+// Parse decodes and validates a rules file. Unknown keys are rejected
+// (with the key they likely misspell); a YAML error names its line and the
+// rule written there, and a value of the wrong form its key and the form
+// wanted; validation reports every problem (errors.Join
 // of *FieldError). Left-out detection sections get DefaultDetection's. An
 // empty document is refused (write "rules: []" for no rules), so a
 // truncated file never silently drops every limit.
@@ -27,7 +35,7 @@ func Parse(data []byte) (*File, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, errors.New("rules file is empty (write \"rules: []\" for no rules)")
 		}
-		return nil, nameRulesInDecodeError(data, err)
+		return nil, nameRulesInDecodeError(data, fileSchema.Explain(data, err))
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {

@@ -14,7 +14,7 @@ import (
 var yamlLineRE = regexp.MustCompile(`^(\s*)((?:yaml: )?line (\d+):)`)
 
 // nameRulesInDecodeError prefixes each "line N: ..." of a YAML decoding
-// error (unknown field, bad duration) with the rule written at line N, as
+// error (unknown key, bad duration) with the rule written at line N, as
 // validation errors name their rule: `rule "login": line 11: ...`.
 func nameRulesInDecodeError(data []byte, err error) error {
 	spans := ruleSpans(data)
