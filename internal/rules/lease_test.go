@@ -67,7 +67,7 @@ func TestParseLeaseErrors(t *testing.T) {
 		{"max_units not a number", "    lease: {max_units: lots}\n", `rule "hot": line 6: lease.max_units: want an integer`},
 		{"max_units not whole", "    lease: {max_units: 1.5}\n", `rule "hot": line 6: lease.max_units: want an integer`},
 		{"every problem", "    lease: 5\n  - {id: b, key: [ip], algorithm: fixed_window, limits: [{requests: 1, per: 1s}], lease: {x: 1}}\n",
-			"  rule \"hot\": line 6: lease must be true, false or a mapping such as {max_units: 500}\n  rule \"b\": line 7: lease: unknown key \"x\" (valid keys: max_units)"},
+			"rule \"hot\": line 6: lease must be true, false or a mapping such as {max_units: 500}\nrule \"b\": line 7: lease: unknown key \"x\" (valid keys: max_units)"},
 	}
 	for _, tt := range yamlTests {
 		t.Run(tt.name+" YAML", func(t *testing.T) {

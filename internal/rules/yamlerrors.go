@@ -15,17 +15,20 @@ var yamlLineRE = regexp.MustCompile(`^(\s*)((?:yaml: )?line (\d+):)`)
 
 // nameRulesInDecodeError prefixes each "line N: ..." of a YAML decoding
 // error (unknown key, bad duration) with the rule written at line N, as
-// validation errors name their rule: `rule "login": line 11: ...`.
+// validation errors name their rule: `rule "login": line 11: ...`. The
+// messages of a type error are joined one per line, as validation's are,
+// without the decoder's heading.
 func nameRulesInDecodeError(data []byte, err error) error {
 	spans := ruleSpans(data)
-	if len(spans) == 0 {
-		return err
-	}
 	var te *yaml.TypeError
 	if errors.As(err, &te) {
+		errs := make([]error, len(te.Errors))
 		for i, e := range te.Errors {
-			te.Errors[i] = nameRuleAtLine(e, spans)
+			errs[i] = errors.New(nameRuleAtLine(e, spans))
 		}
+		return errors.Join(errs...)
+	}
+	if len(spans) == 0 {
 		return err
 	}
 	if named := nameRuleAtLine(err.Error(), spans); named != err.Error() {

@@ -46,10 +46,7 @@ func TestParseExplainsMistakes(t *testing.T) {
 			if err == nil {
 				t.Fatal("no error")
 			}
-			got := strings.Split(strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n"), "\n")
-			for i := range got {
-				got[i] = strings.TrimSpace(got[i])
-			}
+			got := strings.Split(err.Error(), "\n")
 			if strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
 				t.Errorf("got\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(tt.want, "\n  "))
 			}
@@ -64,7 +61,7 @@ func TestLoadFileNamesFileAndLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := LoadFile(path)
-	want := path + `: yaml: unmarshal errors:` + "\n" + `  rule "login": line 3: unknown key "algoritm" (did you mean "algorithm"?)`
+	want := path + `: rule "login": line 3: unknown key "algoritm" (did you mean "algorithm"?)`
 	if err == nil || err.Error() != want {
 		t.Errorf("LoadFile = %v\nwant %s", err, want)
 	}
