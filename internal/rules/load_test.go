@@ -276,6 +276,8 @@ func TestParseRuleJSON(t *testing.T) {
 	})
 	errTests := []struct{ name, json, want string }{
 		{"unknown field", `{"id": "a", "foo": 1}`, `unknown field "foo"`},
+		{"misspelt field", `{"id": "a", "algoritm": "fixed_window"}`, `rule: json: unknown field "algoritm" (did you mean "algorithm"?)`},
+		{"misspelt field of a limit", `{"id": "a", "limits": [{"requests": 1, "pr": "1s"}]}`, `rule: json: unknown field "pr" (did you mean "per"?)`},
 		{"duration as number", `{"id": "a", "limits": [{"requests": 1, "per": 60}]}`, "limits.per: cannot use 60: want a duration string"},
 		{"bad duration string", `{"id": "a", "penalty": "5 minutes"}`, `penalty: cannot use string "5 minutes"`},
 		{"wrong type", `{"id": "a", "priority": "high"}`, "priority: cannot use string: want an integer"},

@@ -6,6 +6,7 @@ import (
 	"math"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -66,6 +67,37 @@ type Schema struct {
 	Through []reflect.Type
 }
 
+// Unknown returns the keys of the document data that the mappings they
+// are written in do not have, in the order of the document, with their
+// lines and their mappings' keys; nil when data does not parse. A
+// document of JSON is one of YAML: its unknown keys are found alike, as
+// long as the json names of s.Type's fields are their yaml names.
+func (s Schema) Unknown(data []byte) []Unknown {
+	var doc yaml.Node
+	if yaml.Unmarshal(data, &doc) != nil {
+		return nil
+	}
+	w := s.walk(&doc)
+	out := make([]Unknown, 0, len(w.unknown))
+	for _, u := range w.unknown {
+		out = append(out, u)
+	}
+	slices.SortFunc(out, func(a, b Unknown) int {
+		if a.Line != b.Line {
+			return a.Line - b.Line
+		}
+		return strings.Compare(a.Key, b.Key)
+	})
+	return out
+}
+
+// walk goes over doc as it decodes into s.Type.
+func (s Schema) walk(doc *yaml.Node) *walker {
+	w := &walker{through: s.Through, seen: map[visitKey]bool{}, unknown: map[lineKey]Unknown{}}
+	w.walk(doc, s.Type, "")
+	return w
+}
+
 // The decoder's messages that name Go types.
 var (
 	notFoundRE = regexp.MustCompile(`^line (\d+): field (.*) not found in type \S+$`)
@@ -89,8 +121,7 @@ func (s Schema) Explain(data []byte, err error) error {
 	if yaml.Unmarshal(data, &doc) != nil {
 		return err
 	}
-	w := &walker{through: s.Through, seen: map[visitKey]bool{}, unknown: map[lineKey]Unknown{}}
-	w.walk(&doc, s.Type, "")
+	w := s.walk(&doc)
 	msgs := make([]string, len(te.Errors))
 	for i, msg := range te.Errors {
 		msgs[i] = w.explain(msg)

@@ -153,6 +153,29 @@ func TestExplainLeavesOtherErrors(t *testing.T) {
 	}
 }
 
+func TestSchemaUnknown(t *testing.T) {
+	got := testSchema.Unknown([]byte("windw: 1m\nitems:\n  - {id: a, shadw: true, algoritm: x}\n"))
+	var msgs []string
+	for _, u := range got {
+		msgs = append(msgs, u.String())
+	}
+	want := []string{
+		`line 1: unknown key "windw" (did you mean "window"?)`,
+		`line 3: unknown key "algoritm" (did you mean "algorithm"?)`,
+		`line 3: unknown key "shadw" (did you mean "shadow"?)`,
+	}
+	if strings.Join(msgs, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got\n  %s\nwant\n  %s", strings.Join(msgs, "\n  "), strings.Join(want, "\n  "))
+	}
+	// JSON is YAML.
+	if got := testSchema.Unknown([]byte(`{"items": [{"id": "a", "requets": 1}]}`)); len(got) != 1 || Suggest(got[0].Key, got[0].Valid) != "requests" {
+		t.Errorf("JSON: %+v", got)
+	}
+	if got := testSchema.Unknown([]byte("a: [")); got != nil {
+		t.Errorf("not YAML: %+v", got)
+	}
+}
+
 func TestKeys(t *testing.T) {
 	got := strings.Join(Keys(reflect.TypeFor[*testExtra]()), ",")
 	if got != "from,to,tz" {
