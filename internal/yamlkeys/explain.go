@@ -98,11 +98,12 @@ func (s Schema) walk(doc *yaml.Node) *walker {
 	return w
 }
 
-// The decoder's messages that name Go types.
+// The decoder's messages that name Go types. A key or value shown may
+// hold line breaks.
 var (
-	notFoundRE = regexp.MustCompile(`^line (\d+): field (.*) not found in type \S+$`)
-	setTwiceRE = regexp.MustCompile(`^line (\d+): field (.*) already set in type \S+$`)
-	cannotRE   = regexp.MustCompile("^line (\\d+): cannot unmarshal (\\S+)(?: `(.*)`)? into (.+)$")
+	notFoundRE = regexp.MustCompile(`(?s)^line (\d+): field (.*) not found in type \S+$`)
+	setTwiceRE = regexp.MustCompile(`(?s)^line (\d+): field (.*) already set in type \S+$`)
+	cannotRE   = regexp.MustCompile("(?s)^line (\\d+): cannot unmarshal (\\S+)(?: `(.*)`)? into (.+)$")
 )
 
 // Explain returns err, an error of a strict decoder (KnownFields) of data
