@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -51,7 +52,13 @@ func nameRuleAtLine(msg string, spans []ruleSpan) string {
 	}
 	for _, s := range spans {
 		if s.first <= n && n <= s.last {
-			return msg[:m[3]] + s.name + ": " + msg[m[3]:]
+			// A rule that is no mapping is named by its index, which the
+			// message may already say: "rules[0]: line 2: rules[0]: want a mapping".
+			rest := msg[m[3]:]
+			if head := msg[m[4]:m[5]] + " "; strings.HasPrefix(rest, head+s.name+": ") {
+				rest = head + rest[len(head)+len(s.name)+2:]
+			}
+			return msg[:m[3]] + s.name + ": " + rest
 		}
 	}
 	return msg

@@ -36,7 +36,7 @@ func TestParseExplainsMistakes(t *testing.T) {
 		{"boolean", rule + "    shadow: maybe\n", []string{`rule "login": line 6: shadow: want true or false, got "maybe"`}},
 		{"list", "rules:\n  - id: login\n    key: ip\n", []string{`rule "login": line 3: key: want a list, got "ip"`}},
 		{"mapping for a list", "rules:\n  - id: login\n    limits: {requests: 5, per: 1s}\n", []string{`rule "login": line 3: limits: want a list, got a mapping`}},
-		{"a rule not a mapping", "rules:\n  - login\n", []string{`rules[0]: line 2: rules[0]: want a mapping, got "login"`}},
+		{"a rule not a mapping", "rules:\n  - login\n", []string{`rules[0]: line 2: want a mapping, got "login"`}},
 		{"tier overrides", rule + "    tiers: {VIP: {requests: 1, per: 1s}}\n", []string{`rule "login": line 6: VIP: want a list, got a mapping`}},
 		{"not a mapping", "- a\n", []string{`line 1: want a mapping, got a list`}},
 	}
