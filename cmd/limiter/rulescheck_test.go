@@ -207,7 +207,7 @@ func TestRulesCommandInvalidFiles(t *testing.T) {
 			"\n  rule \"search\": line 11: unknown key \"penalti\" (did you mean \"penalty\"?)\n",
 		}},
 		{name: "bad duration", content: "rules:\n  - id: a\n    key: [ip]\n    algorithm: fixed_window\n    limits: [{requests: 1, per: 1x}]\n",
-			wantStderr: []string{`  rule "a": line 5: invalid duration "1x"`}},
+			wantStderr: []string{`  rule "a": line 5: per: invalid duration "1x"`}},
 		{name: "rule without id", content: "rules:\n  - key: [ip]\n    algorithm: fixed_window\n    limits: [{requests: 1, per: 1s}]\n",
 			wantStderr: []string{"  rules[0].id: required\n"}},
 		{name: "empty file", content: "", wantStderr: []string{`rules file is empty (write "rules: []" for no rules)`}},

@@ -9,6 +9,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/ratewarden/ratewarden/internal/rules"
 	"github.com/ratewarden/ratewarden/internal/yamlkeys"
 )
 
@@ -73,7 +74,8 @@ var yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): `)
 // an unknown key of the rules-file types under rate_limit with the key it
 // likely misspells, a value of the wrong form with its key and the form
 // wanted. The keys of this package's own mappings are checked by others.
-var fileSchema = yamlkeys.Schema{Type: reflect.TypeFor[fileYAML]()}
+var fileSchema = yamlkeys.Schema{Type: reflect.TypeFor[fileYAML](),
+	Labelled: []reflect.Type{reflect.TypeFor[rules.Duration](), reflect.TypeFor[rules.Timestamp]()}}
 
 // decodeErrors turns a YAML decoding error into Errors naming the
 // descriptor written at each message's line (the innermost one).

@@ -161,7 +161,7 @@ func TestLoadErrors(t *testing.T) {
 		{"lease with an unknown key", head + "  - key: a\n    rate_limit:\n      unit: second\n      requests_per_unit: 10\n      lease: {max: 5}\n",
 			[]string{`config.yaml: domain messaging: descriptor a: line 7: lease: unknown key "max" (did you mean "max_units"?)`}},
 		{"a bad duration", head + "  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, penalty: 1x}\n",
-			[]string{`config.yaml: domain messaging: descriptor a: line 4: invalid duration "1x" (want Go syntax such as 500ms, 10s, 5m, 1h)`}},
+			[]string{`config.yaml: domain messaging: descriptor a: line 4: penalty: invalid duration "1x" (want Go syntax such as 500ms, 10s, 5m, 1h)`}},
 		{"every problem of a file", head + `
   - key: a
     rate_limit: {unit: fortnight, requests_per_unit: 1}

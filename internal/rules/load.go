@@ -19,8 +19,10 @@ import (
 const defaultPriority = 100
 
 // fileSchema explains the decoder's errors (yamlkeys): a Rule decodes
-// through its plain copy, so its keys are checked too.
-var fileSchema = yamlkeys.Schema{Type: reflect.TypeFor[File](), Through: []reflect.Type{reflect.TypeFor[Rule]()}}
+// through its plain copy, so its keys are checked too; the errors of a
+// duration or a time get the key they are written under.
+var fileSchema = yamlkeys.Schema{Type: reflect.TypeFor[File](), Through: []reflect.Type{reflect.TypeFor[Rule]()},
+	Labelled: []reflect.Type{reflect.TypeFor[Duration](), reflect.TypeFor[Timestamp]()}}
 
 // Parse decodes and validates a rules file. Unknown keys are rejected
 // (with the key they likely misspell); a YAML error names its line and the

@@ -204,14 +204,14 @@ func TestParseErrors(t *testing.T) {
 		{"unknown top-level field", "rulez: []\n", `line 1: unknown key "rulez" (did you mean "rules"?)`},
 		{"unknown limit field", "rules:\n  - {id: a, key: [ip], algorithm: fixed_window, limits: [{requests: 1, per: 1s, window: 2}]}\n", `rule "a": line 2: unknown key "window" (valid keys: burst, per, rate, requests)`},
 		{"unknown detection field", "rules: []\ndetection: {warn: {violations: 1, within: 1s, level: 3}}\n", `line 2: unknown key "level" (valid keys: violations, within)`},
-		{"duration without unit", "rules:\n  - {id: a, key: [ip], algorithm: fixed_window, limits: [{requests: 1, per: 60}]}\n", `rule "a": line 2: invalid duration "60"`},
+		{"duration without unit", "rules:\n  - {id: a, key: [ip], algorithm: fixed_window, limits: [{requests: 1, per: 60}]}\n", `rule "a": line 2: per: invalid duration "60"`},
 		{"duration as list", "rules:\n  - {id: a, key: [ip], algorithm: fixed_window, penalty: [1s], limits: [{requests: 1, per: 1s}]}\n", "duration must be a string"},
 		{"duplicate yaml key", "rules:\n  - id: a\n    id: b\n", "already defined"},
 		{"two documents", "rules: []\n---\nrules: []\n", "one YAML document"},
 		{"empty file", "", "rules file is empty"},
 		{"comments only", "# nothing\n", "rules file is empty"},
 		{"not a mapping", "- a\n", "line 1: want a mapping, got a list"},
-		{"bad time", "rules:\n  - id: a\n    escalate: [{triggers: 1, within: 1s, penalty: 1s, from: tomorrow}]\n", `rule "a": line 3: invalid time "tomorrow"`},
+		{"bad time", "rules:\n  - id: a\n    escalate: [{triggers: 1, within: 1s, penalty: 1s, from: tomorrow}]\n", `rule "a": line 3: from: invalid time "tomorrow"`},
 		{"invalid rule refused", "rules:\n  - {id: a, key: [ip], algorithm: fixed_window, limits: [{requests: 0, per: 1s}]}\n", `rule "a": limits[0].requests: must be between 1 and 2^53`},
 	}
 	for _, tt := range tests {

@@ -38,6 +38,14 @@ func TestParseExplainsMistakes(t *testing.T) {
 		{"mapping for a list", "rules:\n  - id: login\n    limits: {requests: 5, per: 1s}\n", []string{`rule "login": line 3: limits: want a list, got a mapping`}},
 		{"a rule not a mapping", "rules:\n  - login\n", []string{`rules[0]: line 2: want a mapping, got "login"`}},
 		{"tier overrides", rule + "    tiers: {VIP: {requests: 1, per: 1s}}\n", []string{`rule "login": line 6: VIP: want a list, got a mapping`}},
+		{"every bad duration, by its key", "rules:\n  - id: login\n    penalty: 5 minutes\n    limits: [{requests: 5, per: 1x}, {requests: 9, per: 1x}]\n",
+			[]string{
+				`rule "login": line 3: penalty: invalid duration "5 minutes" (want Go syntax such as 500ms, 10s, 5m, 1h)`,
+				`rule "login": line 4: per: invalid duration "1x" (want Go syntax such as 500ms, 10s, 5m, 1h)`,
+				`rule "login": line 4: per: invalid duration "1x" (want Go syntax such as 500ms, 10s, 5m, 1h)`,
+			}},
+		{"a time", rule + "    escalate: [{triggers: 1, within: 1s, penalty: 1s, from: tomorrow}]\n",
+			[]string{`rule "login": line 6: from: invalid time "tomorrow" (want RFC 3339 such as 2026-11-27T00:00:00Z)`}},
 		{"not a mapping", "- a\n", []string{`line 1: want a mapping, got a list`}},
 	}
 	for _, tt := range tests {

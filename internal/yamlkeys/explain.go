@@ -65,6 +65,10 @@ type Schema struct {
 	// that their keys are checked. The content of any other type with an
 	// UnmarshalYAML or UnmarshalText method is left to it.
 	Through []reflect.Type
+	// Labelled are types with an UnmarshalYAML method whose errors start
+	// with "line N: " and quote the value written (%q) but not its key
+	// (`line 5: invalid duration "1x" ...`): Explain adds the key.
+	Labelled []reflect.Type
 }
 
 // Unknown returns the keys of the document data that the mappings they
@@ -123,6 +127,7 @@ func (s Schema) Explain(data []byte, err error) error {
 		return err
 	}
 	w := s.walk(&doc)
+	w.labelled = s.Labelled
 	msgs := make([]string, len(te.Errors))
 	for i, msg := range te.Errors {
 		msgs[i] = w.explain(msg)
@@ -144,7 +149,7 @@ func (w *walker) explain(msg string) string {
 	}
 	m := cannotRE.FindStringSubmatch(msg)
 	if m == nil {
-		return msg
+		return w.label(msg)
 	}
 	line, _ := strconv.Atoi(m[1])
 	v := w.find(line, m[2], m[3], m[4])
@@ -198,6 +203,39 @@ func describeName(name string) string {
 		}
 	}
 	return ""
+}
+
+// lineRE is the line a message starts with.
+var lineRE = regexp.MustCompile(`^line (\d+): `)
+
+// label adds to msg, an error of a Labelled type, the key of the value it
+// is about: the one node of such a type written at its line whose value
+// it quotes. Other messages are returned as they are.
+func (w *walker) label(msg string) string {
+	m := lineRE.FindStringSubmatchIndex(msg)
+	if m == nil || len(w.labelled) == 0 {
+		return msg
+	}
+	line, _ := strconv.Atoi(msg[m[2]:m[3]])
+	found := ""
+	for _, v := range w.visits {
+		t := v.t
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if v.n.Line != line || v.n.Kind != yaml.ScalarNode || v.label == "" || !slices.Contains(w.labelled, t) ||
+			!strings.Contains(msg[m[1]:], strconv.Quote(v.n.Value)) {
+			continue
+		}
+		if found != "" && found != v.label {
+			return msg // two such values: which one is not told
+		}
+		found = v.label
+	}
+	if found == "" {
+		return msg
+	}
+	return msg[:m[1]] + found + ": " + msg[m[1]:]
 }
 
 // find returns the visited node a "cannot unmarshal" message is about:

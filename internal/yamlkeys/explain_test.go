@@ -3,6 +3,7 @@ package yamlkeys
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -31,6 +32,18 @@ type testItem struct {
 	Own       testOwn   `yaml:"own"`
 	Keys      []string  `yaml:"key"`
 	Nested    *testItem `yaml:"nested"`
+	Wait      testWait  `yaml:"wait"`
+	Pause     *testWait `yaml:"pause"`
+}
+
+// testWait reports its own errors, without its key, as rules.Duration does.
+type testWait struct{}
+
+func (w *testWait) UnmarshalYAML(n *yaml.Node) error {
+	if n.Value == "ok" {
+		return nil
+	}
+	return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: invalid wait %q", n.Line, n.Value)}}
 }
 
 // UnmarshalYAML decodes through a plain copy, as the rules file's Rule does.
@@ -59,7 +72,8 @@ type testOpen struct {
 	Other map[string]yaml.Node `yaml:",inline"`
 }
 
-var testSchema = Schema{Type: reflect.TypeFor[testDoc](), Through: []reflect.Type{reflect.TypeFor[testItem]()}}
+var testSchema = Schema{Type: reflect.TypeFor[testDoc](), Through: []reflect.Type{reflect.TypeFor[testItem]()},
+	Labelled: []reflect.Type{reflect.TypeFor[testWait]()}}
 
 // decodeStrict decodes data as the loaders do and explains the error.
 func decodeStrict(t *testing.T, data string) []string {
@@ -113,6 +127,10 @@ func TestExplain(t *testing.T) {
 		{"two values alike on one line", "items: [{requests: x}, {requests: x}]\n",
 			[]string{`line 1: requests: want an integer, got "x"`, `line 1: requests: want an integer, got "x"`}},
 		{"the document not a mapping", "- a\n", []string{`line 1: want a mapping, got a list`}},
+		{"an own unmarshaler's error gets its key", "items: [{wait: x, pause: y}]\n",
+			[]string{`line 1: wait: invalid wait "x"`, `line 1: pause: invalid wait "y"`}},
+		{"which key is not told", "items: [{wait: x, pause: x}]\n",
+			[]string{`line 1: invalid wait "x"`, `line 1: invalid wait "x"`}},
 		{"an own unmarshaler's content is its own", "items: [{own: {anything: 1}}]\n", nil},
 		{"an inline map takes every key", "open: {name: a, whatever: 1}\n", nil},
 		{"a merged mapping", "base: &b {requets: 1}\nitems:\n  - <<: *b\n    id: a\n",

@@ -114,10 +114,11 @@ type visit struct {
 
 // walker goes over a document as the decoder would decode it into a type.
 type walker struct {
-	through []reflect.Type
-	seen    map[visitKey]bool
-	visits  []*visit
-	unknown map[lineKey]Unknown
+	through  []reflect.Type
+	labelled []reflect.Type
+	seen     map[visitKey]bool
+	visits   []*visit
+	unknown  map[lineKey]Unknown
 }
 
 type visitKey struct {
