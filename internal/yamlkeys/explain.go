@@ -97,7 +97,7 @@ func (s Schema) Unknown(data []byte) []Unknown {
 
 // walk goes over doc as it decodes into s.Type.
 func (s Schema) walk(doc *yaml.Node) *walker {
-	w := &walker{through: s.Through, seen: map[visitKey]bool{}, unknown: map[lineKey]Unknown{}}
+	w := &walker{through: s.Through, labelled: s.Labelled, seen: map[visitKey]bool{}, unknown: map[lineKey]Unknown{}}
 	w.walk(doc, s.Type, "")
 	return w
 }
@@ -113,7 +113,8 @@ var (
 // Explain returns err, an error of a strict decoder (KnownFields) of data
 // into s.Type, with its messages in the writer's terms: an unknown key
 // with the key it likely misspells (or the valid ones), a value of the
-// wrong form with the key it is written under and the form wanted. A
+// wrong form with the key it is written under and the form wanted, an
+// error of a Labelled type with its key. A
 // *yaml.TypeError stays one, its messages in their order, each still
 // starting with "line N: "; a message Explain does not know stays as it
 // is, and any other error is returned as it is.
@@ -127,7 +128,6 @@ func (s Schema) Explain(data []byte, err error) error {
 		return err
 	}
 	w := s.walk(&doc)
-	w.labelled = s.Labelled
 	msgs := make([]string, len(te.Errors))
 	for i, msg := range te.Errors {
 		msgs[i] = w.explain(msg)
