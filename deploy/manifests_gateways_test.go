@@ -847,7 +847,7 @@ func TestManifestEnvoyRLSCheckersCatchMistakes(t *testing.T) {
 				rl["requests_per_units"] = rl["requests_per_unit"]
 				delete(rl, "requests_per_unit")
 			})
-		}, "unknown field rate_limit.requests_per_units"},
+		}, `rate_limit: unknown key "requests_per_units" (did you mean "requests_per_unit"?)`},
 		{"rules: burst without token bucket", func(t *testing.T) []string {
 			return recipeWith(t, func(_ map[string]any, files []manifestRLSFile) {
 				manifestMap(manifestAt(manifestList(files[0].doc["descriptors"])[0], "rate_limit"))["algorithm"] = "sliding_window"

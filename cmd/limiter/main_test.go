@@ -136,6 +136,11 @@ func TestRunRefusesBadConfiguration(t *testing.T) {
 		{"bad duration", map[string]string{"REDIS_TIMEOUT": "soon"}, "REDIS_TIMEOUT"},
 		{"missing rules file", map[string]string{"RULES_FILE": "/nonexistent/rules.yaml"}, "RULES_FILE"},
 		{"bad redis url", map[string]string{"RULES_FILE": "../../deploy/rules.example.yaml", "REDIS_URL": "http://x"}, "REDIS_URL"},
+		// A misspelt key names the file, the line and the key meant.
+		{"misspelt key in the rules file", map[string]string{"RULES_FILE": rulesMisspeltPath},
+			"RULES_FILE " + rulesMisspeltPath + `: rule "login": line 5: unknown key "algoritm" (did you mean "algorithm"?)`},
+		{"misspelt key in an RLS config file", map[string]string{"RULES_FILE": "../../deploy/rules.example.yaml", "RLS_CONFIG_DIR": rlsMisspeltDir},
+			"RLS_CONFIG_DIR " + rlsMisspeltDir + `: config.yaml: domain messaging: descriptor to_number: line 5: unknown key "shadow_mod" (did you mean "shadow_mode"?)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

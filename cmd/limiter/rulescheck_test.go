@@ -14,6 +14,8 @@ const (
 	rulesFullPath         = "testdata/rules/full.yaml"
 	rulesInvalidPath      = "testdata/rules/invalid.yaml"
 	rulesUnknownFieldPath = "testdata/rules/unknown-field.yaml"
+	rulesMisspeltPath     = "testdata/rules/misspelt-key.yaml"
+	rlsMisspeltDir        = "testdata/rls/misspelt"
 	rlsValidDir           = "testdata/rls/valid"
 	rlsInvalidDir         = "testdata/rls/invalid"
 )
@@ -202,10 +204,10 @@ func TestRulesCommandInvalidFiles(t *testing.T) {
 		{name: "unknown field", path: rulesUnknownFieldPath, wantStderr: []string{
 			rulesUnknownFieldPath + ": FAILED\n",
 			// The decoder only gives the line: the check names the rule.
-			`rule "search": line 11: field penalti not found`,
+			"\n  rule \"search\": line 11: unknown key \"penalti\" (did you mean \"penalty\"?)\n",
 		}},
 		{name: "bad duration", content: "rules:\n  - id: a\n    key: [ip]\n    algorithm: fixed_window\n    limits: [{requests: 1, per: 1x}]\n",
-			wantStderr: []string{`  rule "a": line 5: invalid duration "1x"`}},
+			wantStderr: []string{`  rule "a": line 5: per: invalid duration "1x"`}},
 		{name: "rule without id", content: "rules:\n  - key: [ip]\n    algorithm: fixed_window\n    limits: [{requests: 1, per: 1s}]\n",
 			wantStderr: []string{"  rules[0].id: required\n"}},
 		{name: "empty file", content: "", wantStderr: []string{`rules file is empty (write "rules: []" for no rules)`}},
@@ -228,6 +230,33 @@ func TestRulesCommandInvalidFiles(t *testing.T) {
 				t.Errorf("unexpected stdout:\n%s", stdout)
 			}
 			rulesCheckContains(t, "stderr", stderr, append([]string{path + ": FAILED\n"}, tt.wantStderr...))
+		})
+	}
+}
+
+// A misspelt key is reported exactly: the file, then the rule, the line,
+// the key and the key meant, in the writer's terms. The same holds for a
+// directory of envoyproxy/ratelimit configuration files.
+func TestRulesCommandMisspeltKey(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"rules file", []string{"check", rulesMisspeltPath}, rulesMisspeltPath + ": FAILED\n" +
+			`  rule "login": line 5: unknown key "algoritm" (did you mean "algorithm"?)` + "\n"},
+		{"RLS directory", []string{"check", "--rls-dir", rlsMisspeltDir}, rlsMisspeltDir + ": FAILED\n" +
+			`  config.yaml: domain messaging: descriptor to_number: line 5: unknown key "shadow_mod" (did you mean "shadow_mode"?)` + "\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := runRulesCommand(t, tt.args...)
+			if code != 1 || stdout != "" {
+				t.Errorf("exit status %d, stdout:\n%s", code, stdout)
+			}
+			if stderr != tt.want {
+				t.Errorf("stderr:\n%s\nwant:\n%s", stderr, tt.want)
+			}
 		})
 	}
 }

@@ -213,21 +213,27 @@ func TestAdminRuleRefusals(t *testing.T) {
 		name, method, path, body string
 		status                   int
 		field                    string
+		errorHas                 string // the error names it; empty: not checked
 	}{
-		{"zero limit", http.MethodPut, "/v1/admin/rules/login", loginRule("fixed_window", 0), 400, "limits[0].requests"},
-		{"unknown algorithm", http.MethodPut, "/v1/admin/rules/login", loginRule("leaky_bucket", 5), 400, "algorithm"},
-		{"id differs from path", http.MethodPut, "/v1/admin/rules/other", loginRule("fixed_window", 5), 400, "id"},
-		{"not JSON", http.MethodPut, "/v1/admin/rules/login", `{"id": `, 400, ""},
-		{"delete of a file rule", http.MethodDelete, "/v1/admin/rules/login", "", 404, ""},
-		{"delete of no rule", http.MethodDelete, "/v1/admin/rules/nope", "", 404, ""},
-		{"shadow of no rule", http.MethodPut, "/v1/admin/rules/nope/shadow", `{"shadow": true}`, 404, ""},
-		{"shadow without value", http.MethodPut, "/v1/admin/rules/login/shadow", `{}`, 400, ""},
+		{"zero limit", http.MethodPut, "/v1/admin/rules/login", loginRule("fixed_window", 0), 400, "limits[0].requests", ""},
+		{"unknown algorithm", http.MethodPut, "/v1/admin/rules/login", loginRule("leaky_bucket", 5), 400, "algorithm", ""},
+		{"id differs from path", http.MethodPut, "/v1/admin/rules/other", loginRule("fixed_window", 5), 400, "id", ""},
+		{"misspelt field", http.MethodPut, "/v1/admin/rules/login", `{"id": "login", "algoritm": "fixed_window"}`, 400, "",
+			`unknown field "algoritm" (did you mean "algorithm"?)`},
+		{"not JSON", http.MethodPut, "/v1/admin/rules/login", `{"id": `, 400, "", ""},
+		{"delete of a file rule", http.MethodDelete, "/v1/admin/rules/login", "", 404, "", ""},
+		{"delete of no rule", http.MethodDelete, "/v1/admin/rules/nope", "", 404, "", ""},
+		{"shadow of no rule", http.MethodPut, "/v1/admin/rules/nope/shadow", `{"shadow": true}`, 404, "", ""},
+		{"shadow without value", http.MethodPut, "/v1/admin/rules/login/shadow", `{}`, 400, "", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			status, body := s.admin(tc.method, tc.path, tc.body)
 			if status != tc.status || body["error"] == nil {
 				t.Fatalf("%d %v; want %d with an error", status, body, tc.status)
+			}
+			if msg, _ := body["error"].(string); !strings.Contains(msg, tc.errorHas) {
+				t.Errorf("error %q; want it to name %s", msg, tc.errorHas)
 			}
 			if tc.field != "" {
 				fields, _ := body["fields"].([]any)

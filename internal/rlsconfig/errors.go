@@ -2,12 +2,15 @@ package rlsconfig
 
 import (
 	"errors"
-	"fmt"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/ratewarden/ratewarden/internal/rules"
+	"github.com/ratewarden/ratewarden/internal/yamlkeys"
 )
 
 // Error is one problem of a configuration file, named as its reader looks
@@ -67,24 +70,18 @@ func Errors(err error) []*Error {
 // yamlLine finds the line a YAML decoding message starts with.
 var yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): `)
 
-// yamlUnknownField is the decoder's message for an unknown key.
-var yamlUnknownField = regexp.MustCompile(`field (.*) not found in type \S+$`)
-
-// yamlTypeNames are the decoder's names of this package's types, as the
-// file's reader knows them.
-var yamlTypeNames = strings.NewReplacer(
-	"[]rlsconfig.descriptorYAML", "a list of descriptors",
-	"[]rlsconfig.replaceYAML", "a list of {name: ...}",
-	"rlsconfig.fileYAML", "a mapping of domain and descriptors",
-	"rlsconfig.descriptorYAML", "a descriptor (a mapping)",
-	"rlsconfig.rateLimitYAML", "a rate_limit (a mapping)",
-	"rlsconfig.replaceYAML", "a replaced rate limit ({name: ...})",
-)
+// fileSchema explains the decoder's errors in the file's terms (yamlkeys):
+// an unknown key of the rules-file types under rate_limit with the key it
+// likely misspells, a value of the wrong form with its key and the form
+// wanted. The keys of this package's own mappings are checked by others.
+var fileSchema = yamlkeys.Schema{Type: reflect.TypeFor[fileYAML](),
+	Labelled: []reflect.Type{reflect.TypeFor[rules.Duration](), reflect.TypeFor[rules.Timestamp]()}}
 
 // decodeErrors turns a YAML decoding error into Errors naming the
 // descriptor written at each message's line (the innermost one).
 func decodeErrors(file string, data []byte, err error) []error {
 	doc := outline(data)
+	err = fileSchema.Explain(data, err)
 	msgs := []string{err.Error()}
 	var te *yaml.TypeError
 	if errors.As(err, &te) {
@@ -97,10 +94,6 @@ func decodeErrors(file string, data []byte, err error) []error {
 			line, _ := strconv.Atoi(m[1])
 			e.Path = doc.pathAt(line)
 		}
-		if m := yamlUnknownField.FindStringSubmatchIndex(e.Reason); m != nil {
-			e.Reason = e.Reason[:m[0]] + fmt.Sprintf("unknown field %s", e.Reason[m[2]:m[3]])
-		}
-		e.Reason = yamlTypeNames.Replace(e.Reason)
 		out = append(out, e)
 	}
 	return out

@@ -3,12 +3,14 @@ package rlsconfig
 import (
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/ratewarden/ratewarden/internal/rules"
+	"github.com/ratewarden/ratewarden/internal/yamlkeys"
 )
 
 // erlKeys is envoyproxy/ratelimit's one list of valid keys. It checks every
@@ -52,18 +54,31 @@ func (w Warning) String() string {
 	return b.String()
 }
 
+// The keys of each mapping of a file, the candidates of an unknown key's
+// suggestion.
+var (
+	fileKeys       = yamlkeys.Keys(reflect.TypeFor[fileYAML]())
+	descriptorKeys = yamlkeys.Keys(reflect.TypeFor[descriptorYAML]())
+	rateLimitKeys  = yamlkeys.Keys(reflect.TypeFor[rateLimitYAML]())
+	replaceKeys    = yamlkeys.Keys(reflect.TypeFor[replaceYAML]())
+)
+
 // others checks the keys other of the mapping of the descriptor at entries
-// (field prefixes the keys' names, "rate_limit." say): a key of erlKeys is
-// ignored with a warning saying where its reader looks for it (where), a
-// key inside its value must still be one of erlKeys, and any other key is
-// an unknown field, as the strict decoder reports it. It reports whether
-// every key was known.
-func (w *walker) others(entries []rules.DescriptorEntry, field string, other otherKeys, where map[string]string) bool {
+// (field prefixes the keys' names, "rate_limit." say), whose own keys are
+// valid: a key of erlKeys is ignored with a warning saying where its reader
+// looks for it (where), a key inside its value must still be one of
+// erlKeys, and any other key is unknown, reported with the valid key it
+// likely misspells. It reports whether every key was known.
+func (w *walker) others(entries []rules.DescriptorEntry, field string, other otherKeys, where map[string]string, valid []string) bool {
 	known := true
 	for _, key := range slices.Sorted(maps.Keys(other)) {
 		n := other[key]
 		if !slices.Contains(erlKeys, key) {
-			w.errorf(entries, "", "line %d: unknown field %s", n.Line, field+key)
+			u := yamlkeys.Unknown{Line: n.Line, In: strings.TrimSuffix(field, "."), Key: key, Valid: valid}
+			if field == "" && slices.Contains(rateLimitKeys, key) { // the extension, out of place
+				u.Hint = "read under rate_limit"
+			}
+			w.errorf(entries, "", "%s", u)
 			known = false
 			continue
 		}
@@ -83,7 +98,7 @@ func (w *walker) checkNested(entries []rules.DescriptorEntry, n *yaml.Node) {
 	if n.Kind == yaml.MappingNode {
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			if k := n.Content[i]; !slices.Contains(erlKeys, k.Value) {
-				w.errorf(entries, "", "line %d: unknown field %s", k.Line, k.Value)
+				w.errorf(entries, "", "%s", yamlkeys.Unknown{Line: k.Line, Key: k.Value, Valid: erlKeys})
 			}
 		}
 	}

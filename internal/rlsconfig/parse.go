@@ -150,7 +150,7 @@ func (l *loader) convert(name, domain string, ds []descriptorYAML, other otherKe
 		return nil
 	}
 	w := &walker{l: l, file: name, domain: domain}
-	w.others(nil, "", other, notInFile)
+	w.others(nil, "", other, notInFile, fileKeys)
 	pf := &parsedFile{name: domain, rules: w.level(nil, ds)}
 	pf.warnings, pf.faulty = w.warnings, w.faults > 0
 	return pf
@@ -247,7 +247,7 @@ func (w *walker) level(parent []rules.DescriptorEntry, ds []descriptorYAML) []*n
 		}
 		first[[2]string{d.Key, d.Value}] = i
 		ok[i] = true
-		w.others(at, "", d.Other, notInDescriptor)
+		w.others(at, "", d.Other, notInDescriptor, descriptorKeys)
 		if q := &d.QuotaMode; q.Kind != 0 {
 			var b bool
 			if err := q.Decode(&b); err != nil {
@@ -385,10 +385,10 @@ func (w *walker) rateLimit(entries []rules.DescriptorEntry, d *descriptorYAML) *
 	rl := d.RateLimit
 	faults := w.faults
 	fail := func(field, format string, args ...any) { w.errorf(entries, field, format, args...) }
-	known := w.others(entries, "rate_limit.", rl.Other, notInRateLimit)
+	known := w.others(entries, "rate_limit.", rl.Other, notInRateLimit, rateLimitKeys)
 	var replaces []string
 	for i, r := range rl.Replaces {
-		known = w.others(entries, fmt.Sprintf("rate_limit.replaces[%d].", i), r.Other, notInReplaces) && known
+		known = w.others(entries, fmt.Sprintf("rate_limit.replaces[%d].", i), r.Other, notInReplaces, replaceKeys) && known
 		switch {
 		case r.Name == "":
 			fail(fmt.Sprintf("rate_limit.replaces[%d].name", i), "required (the name of the rate limit replaced)")
@@ -397,7 +397,7 @@ func (w *walker) rateLimit(entries []rules.DescriptorEntry, d *descriptorYAML) *
 		}
 		replaces = append(replaces, r.Name)
 	}
-	if !known { // the rest would only add noise to the unknown field
+	if !known { // the rest would only add noise to the unknown key
 		return nil
 	}
 	r := rules.Rule{

@@ -30,17 +30,24 @@ func parseDuration(s string) (Duration, error) {
 	return Duration(v), nil
 }
 
-// UnmarshalYAML accepts a scalar in Go duration syntax.
+// UnmarshalYAML accepts a scalar in Go duration syntax. Its errors are
+// type errors, so that the decoder goes on and reports every problem.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("line %d: duration must be a string such as 10s", n.Line)
+		return lineError(n, "duration must be a string such as 10s")
 	}
 	v, err := parseDuration(n.Value)
 	if err != nil {
-		return fmt.Errorf("line %d: %w", n.Line, err)
+		return lineError(n, err.Error())
 	}
 	*d = v
 	return nil
+}
+
+// lineError is a decoding error of node n: a type error, which the decoder
+// collects with the others.
+func lineError(n *yaml.Node, msg string) error {
+	return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %s", n.Line, msg)}}
 }
 
 // MarshalYAML writes d in Go syntax.

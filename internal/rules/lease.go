@@ -12,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/ratewarden/ratewarden/internal/decide"
+	"github.com/ratewarden/ratewarden/internal/yamlkeys"
 )
 
 // Lease makes a rule's budget leased: a limiter takes part of a hot key's
@@ -91,6 +92,9 @@ type leaseMapping struct {
 	MaxUnits *int64 `yaml:"max_units" json:"max_units"`
 }
 
+// leaseKeys are the keys of a lease written as a mapping.
+var leaseKeys = yamlkeys.Keys(reflect.TypeFor[leaseMapping]())
+
 const (
 	leaseForms       = "true, false or a mapping such as {max_units: 500}"
 	leaseMaxUnitsSet = "must be at least 1 (leave max_units out for the default)"
@@ -116,7 +120,7 @@ func (l *Lease) UnmarshalYAML(n *yaml.Node) error {
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
 			if k.Value != "max_units" {
-				return fail(k.Line, "lease: unknown field %s (want max_units)", truncate(k.Value, 40))
+				return &yaml.TypeError{Errors: []string{yamlkeys.Unknown{Line: k.Line, In: "lease", Key: k.Value, Valid: leaseKeys}.String()}}
 			}
 			if v.ShortTag() != "!!int" || v.Decode(&lease.MaxUnits) != nil {
 				return fail(v.Line, "lease.max_units: want an integer")

@@ -62,12 +62,12 @@ func TestParseLeaseErrors(t *testing.T) {
 		{"yes is not a bool", "    lease: yes\n", "line 6: lease must be true, false"},
 		{"string", "    lease: \"true\"\n", "line 6: lease must be true, false"},
 		{"list", "    lease: [1]\n", "line 6: lease must be true, false"},
-		{"unknown field", "    lease: {max_unit: 5}\n", `rule "hot": line 6: lease: unknown field max_unit (want max_units)`},
+		{"unknown field", "    lease: {max_unit: 5}\n", `rule "hot": line 6: lease: unknown key "max_unit" (did you mean "max_units"?)`},
 		{"max_units zero", "    lease: {max_units: 0}\n", `rule "hot": line 6: lease.max_units: must be at least 1 (leave max_units out for the default)`},
 		{"max_units not a number", "    lease: {max_units: lots}\n", `rule "hot": line 6: lease.max_units: want an integer`},
 		{"max_units not whole", "    lease: {max_units: 1.5}\n", `rule "hot": line 6: lease.max_units: want an integer`},
 		{"every problem", "    lease: 5\n  - {id: b, key: [ip], algorithm: fixed_window, limits: [{requests: 1, per: 1s}], lease: {x: 1}}\n",
-			"  rule \"hot\": line 6: lease must be true, false or a mapping such as {max_units: 500}\n  rule \"b\": line 7: lease: unknown field x"},
+			"rule \"hot\": line 6: lease must be true, false or a mapping such as {max_units: 500}\nrule \"b\": line 7: lease: unknown key \"x\" (valid keys: max_units)"},
 	}
 	for _, tt := range yamlTests {
 		t.Run(tt.name+" YAML", func(t *testing.T) {

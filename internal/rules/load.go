@@ -8,14 +8,26 @@ import (
 	"io"
 	"os"
 	"reflect"
+	"strconv"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/ratewarden/ratewarden/internal/yamlkeys"
 )
 
 const defaultPriority = 100
 
-// Parse decodes and validates a rules file. Unknown fields are rejected; a
-// YAML error names its line and the rule written there; validation reports every problem (errors.Join
+// fileSchema explains the decoder's errors (yamlkeys): a Rule decodes
+// through its plain copy, so its keys are checked too; the errors of a
+// duration or a time get the key they are written under.
+var fileSchema = yamlkeys.Schema{Type: reflect.TypeFor[File](), Through: []reflect.Type{reflect.TypeFor[Rule]()},
+	Labelled: []reflect.Type{reflect.TypeFor[Duration](), reflect.TypeFor[Timestamp]()}}
+
+// Parse decodes and validates a rules file. Unknown keys are rejected
+// (with the key they likely misspell); a YAML error names its line and the
+// rule written there, and a value of the wrong form its key and the form
+// wanted; validation reports every problem (errors.Join
 // of *FieldError). Left-out detection sections get DefaultDetection's. An
 // empty document is refused (write "rules: []" for no rules), so a
 // truncated file never silently drops every limit.
@@ -27,7 +39,7 @@ func Parse(data []byte) (*File, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, errors.New("rules file is empty (write \"rules: []\" for no rules)")
 		}
-		return nil, nameRulesInDecodeError(data, err)
+		return nil, nameRulesInDecodeError(data, fileSchema.Explain(data, err))
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
@@ -99,7 +111,7 @@ func ParseRuleJSON(data []byte) (Rule, error) {
 	dec.DisallowUnknownFields()
 	r := Rule{Priority: defaultPriority, OnRedisFailure: FailLocal}
 	if err := dec.Decode(&r); err != nil {
-		return Rule{}, jsonError(err)
+		return Rule{}, jsonError(data, err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return Rule{}, errors.New("rule: unexpected data after the JSON object")
@@ -111,10 +123,14 @@ func ParseRuleJSON(data []byte) (Rule, error) {
 	return r, nil
 }
 
-// jsonError turns a JSON type error into a FieldError naming the field.
-func jsonError(err error) error {
+// jsonError turns a JSON type error into a FieldError naming the field,
+// and gives an unknown field of data the field it likely misspells.
+func jsonError(data []byte, err error) error {
 	var te *json.UnmarshalTypeError
 	if !errors.As(err, &te) || te.Field == "" {
+		if hint := jsonFieldHint(data, err); hint != "" {
+			return fmt.Errorf("rule: %w (%s)", err, hint)
+		}
 		return fmt.Errorf("rule: %w", err)
 	}
 	want := te.Type.String()
@@ -131,6 +147,33 @@ func jsonError(err error) error {
 		want = `true, false or an object such as {"max_units": 500}`
 	}
 	return &FieldError{Field: te.Field, Reason: fmt.Sprintf("cannot use %s: want %s", te.Value, want)}
+}
+
+// ruleSchema finds the unknown keys of one rule (yamlkeys); a rule's json
+// names are its yaml names.
+var ruleSchema = yamlkeys.Schema{Type: reflect.TypeFor[Rule](), Through: []reflect.Type{reflect.TypeFor[Rule]()}}
+
+// jsonFieldHint returns "did you mean ..." for the unknown field of a
+// decoding error of data, or "". The JSON decoder names the field, not
+// where it is: the first of that name found unknown is taken.
+func jsonFieldHint(data []byte, err error) string {
+	rest, ok := strings.CutPrefix(err.Error(), "json: unknown field ")
+	if !ok {
+		return ""
+	}
+	name, uerr := strconv.Unquote(rest)
+	if uerr != nil {
+		return ""
+	}
+	for _, u := range ruleSchema.Unknown(data) {
+		if u.Key == name {
+			if s := yamlkeys.Suggest(u.Key, u.Valid); s != "" {
+				return fmt.Sprintf("did you mean %q?", s)
+			}
+			return ""
+		}
+	}
+	return ""
 }
 
 // LoadSet loads, validates and compiles the rules file at path; errors name

@@ -200,18 +200,18 @@ func TestParseErrors(t *testing.T) {
 	tests := []struct{ name, yaml, want string }{
 		{"syntax error has the line", "rules:\n  - id: a\n    key: [ip\n", "yaml: line 2"},
 		{"bad indentation", "rules:\n- id: a\n  key: [ip]\n bad: 1\n", "yaml: line 3"},
-		{"unknown rule field", "rules:\n  - id: a\n    keys: [ip]\n", `rule "a": line 3: field keys not found`},
-		{"unknown top-level field", "rulez: []\n", "field rulez not found"},
-		{"unknown limit field", "rules:\n  - {id: a, key: [ip], algorithm: fixed_window, limits: [{requests: 1, per: 1s, window: 2}]}\n", "field window not found"},
-		{"unknown detection field", "rules: []\ndetection: {warn: {violations: 1, within: 1s, level: 3}}\n", "field level not found"},
-		{"duration without unit", "rules:\n  - {id: a, key: [ip], algorithm: fixed_window, limits: [{requests: 1, per: 60}]}\n", `rule "a": line 2: invalid duration "60"`},
+		{"unknown rule field", "rules:\n  - id: a\n    keys: [ip]\n", `rule "a": line 3: unknown key "keys" (did you mean "key"?)`},
+		{"unknown top-level field", "rulez: []\n", `line 1: unknown key "rulez" (did you mean "rules"?)`},
+		{"unknown limit field", "rules:\n  - {id: a, key: [ip], algorithm: fixed_window, limits: [{requests: 1, per: 1s, window: 2}]}\n", `rule "a": line 2: unknown key "window" (valid keys: burst, per, rate, requests)`},
+		{"unknown detection field", "rules: []\ndetection: {warn: {violations: 1, within: 1s, level: 3}}\n", `line 2: unknown key "level" (valid keys: violations, within)`},
+		{"duration without unit", "rules:\n  - {id: a, key: [ip], algorithm: fixed_window, limits: [{requests: 1, per: 60}]}\n", `rule "a": line 2: per: invalid duration "60"`},
 		{"duration as list", "rules:\n  - {id: a, key: [ip], algorithm: fixed_window, penalty: [1s], limits: [{requests: 1, per: 1s}]}\n", "duration must be a string"},
 		{"duplicate yaml key", "rules:\n  - id: a\n    id: b\n", "already defined"},
 		{"two documents", "rules: []\n---\nrules: []\n", "one YAML document"},
 		{"empty file", "", "rules file is empty"},
 		{"comments only", "# nothing\n", "rules file is empty"},
-		{"not a mapping", "- a\n", "cannot unmarshal"},
-		{"bad time", "rules:\n  - id: a\n    escalate: [{triggers: 1, within: 1s, penalty: 1s, from: tomorrow}]\n", `rule "a": line 3: invalid time "tomorrow"`},
+		{"not a mapping", "- a\n", "line 1: want a mapping, got a list"},
+		{"bad time", "rules:\n  - id: a\n    escalate: [{triggers: 1, within: 1s, penalty: 1s, from: tomorrow}]\n", `rule "a": line 3: from: invalid time "tomorrow"`},
 		{"invalid rule refused", "rules:\n  - {id: a, key: [ip], algorithm: fixed_window, limits: [{requests: 0, per: 1s}]}\n", `rule "a": limits[0].requests: must be between 1 and 2^53`},
 	}
 	for _, tt := range tests {
@@ -276,6 +276,8 @@ func TestParseRuleJSON(t *testing.T) {
 	})
 	errTests := []struct{ name, json, want string }{
 		{"unknown field", `{"id": "a", "foo": 1}`, `unknown field "foo"`},
+		{"misspelt field", `{"id": "a", "algoritm": "fixed_window"}`, `rule: json: unknown field "algoritm" (did you mean "algorithm"?)`},
+		{"misspelt field of a limit", `{"id": "a", "limits": [{"requests": 1, "pr": "1s"}]}`, `rule: json: unknown field "pr" (did you mean "per"?)`},
 		{"duration as number", `{"id": "a", "limits": [{"requests": 1, "per": 60}]}`, "limits.per: cannot use 60: want a duration string"},
 		{"bad duration string", `{"id": "a", "penalty": "5 minutes"}`, `penalty: cannot use string "5 minutes"`},
 		{"wrong type", `{"id": "a", "priority": "high"}`, "priority: cannot use string: want an integer"},

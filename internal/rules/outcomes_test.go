@@ -68,7 +68,7 @@ func TestOutcomeScenarioErrors(t *testing.T) {
 		{"no success", "account_attack: {success_statuses: []}", "detection.account_attack.success_statuses: must list at least one"},
 		{"no success method", "account_attack: {success_methods: []}", "detection.account_attack.success_methods: must list at least one"},
 		{"success method", "account_attack: {success_methods: [POST, \"GE T\"]}", "detection.account_attack.success_methods[1]: \"GE T\" is not an HTTP method token"},
-		{"unknown field", "brute_force: {failure: 3, within: 1m, duration: 1h}", "field failure not found"},
+		{"unknown field", "brute_force: {failure: 3, within: 1m, duration: 1h}", `line 2: unknown key "failure" (did you mean "failures"?)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -22,14 +22,15 @@ func parseTimestamp(s string) (Timestamp, error) {
 	return Timestamp{t}, nil
 }
 
-// UnmarshalYAML accepts an RFC 3339 scalar.
+// UnmarshalYAML accepts an RFC 3339 scalar. Its errors are type errors,
+// so that the decoder goes on and reports every problem.
 func (t *Timestamp) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("line %d: time must be an RFC 3339 string", n.Line)
+		return lineError(n, "time must be an RFC 3339 string")
 	}
 	v, err := parseTimestamp(n.Value)
 	if err != nil {
-		return fmt.Errorf("line %d: %w", n.Line, err)
+		return lineError(n, err.Error())
 	}
 	*t = v
 	return nil

@@ -267,7 +267,7 @@ func TestFileValidateErrors(t *testing.T) {
 		{"max_clock_skew negative", "rules: []\ndetection: {max_clock_skew: -1s}\n", "detection.max_clock_skew: must be between 1ms and 1h"},
 		{"max_clock_skew sub-millisecond", "rules: []\ndetection: {max_clock_skew: 10us}\n", "detection.max_clock_skew: must be between 1ms and 1h"},
 		{"max_clock_skew over an hour", "rules: []\ndetection: {max_clock_skew: 61m}\n", "detection.max_clock_skew: must be between 1ms and 1h"},
-		{"escalation unknown field", "rules: []\ndetection: {escalation: {base: 2}}\n", "field base not found"},
+		{"escalation unknown field", "rules: []\ndetection: {escalation: {base: 2}}\n", `line 2: unknown key "base" (valid keys: cap, factor, period)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -14,18 +15,21 @@ import (
 var yamlLineRE = regexp.MustCompile(`^(\s*)((?:yaml: )?line (\d+):)`)
 
 // nameRulesInDecodeError prefixes each "line N: ..." of a YAML decoding
-// error (unknown field, bad duration) with the rule written at line N, as
-// validation errors name their rule: `rule "login": line 11: ...`.
+// error (unknown key, bad duration) with the rule written at line N, as
+// validation errors name their rule: `rule "login": line 11: ...`. The
+// messages of a type error are joined one per line, as validation's are,
+// without the decoder's heading.
 func nameRulesInDecodeError(data []byte, err error) error {
 	spans := ruleSpans(data)
-	if len(spans) == 0 {
-		return err
-	}
 	var te *yaml.TypeError
 	if errors.As(err, &te) {
+		errs := make([]error, len(te.Errors))
 		for i, e := range te.Errors {
-			te.Errors[i] = nameRuleAtLine(e, spans)
+			errs[i] = errors.New(nameRuleAtLine(e, spans))
 		}
+		return errors.Join(errs...)
+	}
+	if len(spans) == 0 {
 		return err
 	}
 	if named := nameRuleAtLine(err.Error(), spans); named != err.Error() {
@@ -48,7 +52,13 @@ func nameRuleAtLine(msg string, spans []ruleSpan) string {
 	}
 	for _, s := range spans {
 		if s.first <= n && n <= s.last {
-			return msg[:m[3]] + s.name + ": " + msg[m[3]:]
+			// A rule that is no mapping is named by its index, which the
+			// message may already say: "rules[0]: line 2: rules[0]: want a mapping".
+			rest := msg[m[3]:]
+			if head := msg[m[4]:m[5]] + " "; strings.HasPrefix(rest, head+s.name+": ") {
+				rest = head + rest[len(head)+len(s.name)+2:]
+			}
+			return msg[:m[3]] + s.name + ": " + rest
 		}
 	}
 	return msg
