@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"reflect"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -98,14 +99,32 @@ func ParseRuleJSON(data []byte) (Rule, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	r := Rule{Priority: defaultPriority, OnRedisFailure: FailLocal}
+	var unknown []error
 	if err := dec.Decode(&r); err != nil {
-		return Rule{}, jsonError(err)
+		if !strings.HasPrefix(err.Error(), "json: unknown field ") {
+			return Rule{}, jsonError(err)
+		}
+		// encoding/json stops reporting at the first unknown key; every
+		// field at fault is named, the rule's other problems too.
+		for _, fe := range unknownFields(data, reflect.TypeFor[Rule](), r.ID) {
+			unknown = append(unknown, fe)
+		}
+		if len(unknown) == 0 { // a key matched differently: say what encoding/json said
+			unknown = append(unknown, &FieldError{RuleID: r.ID, Field: strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`),
+				Reason: "unknown field"})
+		}
+		// The decoder kept only its first error: decode again, known fields
+		// only, to find a type error after the unknown key.
+		r = Rule{Priority: defaultPriority, OnRedisFailure: FailLocal}
+		if err := json.NewDecoder(bytes.NewReader(data)).Decode(&r); err != nil {
+			return Rule{}, errors.Join(append(unknown, jsonError(err))...)
+		}
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return Rule{}, errors.New("rule: unexpected data after the JSON object")
 	}
 	r.dropOffLease()
-	if err := r.Validate(); err != nil {
+	if err := errors.Join(append(unknown, r.Validate())...); err != nil {
 		return Rule{}, err
 	}
 	return r, nil
