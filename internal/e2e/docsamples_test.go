@@ -25,7 +25,7 @@ const docAPIToken = "docs-api-token-0123456789"
 var requiredSamples = map[string][]string{
 	"README.md":     {"first-check", "first-report", "first-json"},
 	"docs/api.md":   {"check", "check-batch", "report", "auth", "ban-add", "ban-list", "ban-delete", "rule-put", "rules-list", "rule-put-unknown-key"},
-	"docs/envoy.md": {"json", "json-nested"},
+	"docs/envoy.md": {"json", "json-over-limit"},
 	"docs/rules.md": {"rules-check"},
 }
 
