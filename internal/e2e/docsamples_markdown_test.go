@@ -31,7 +31,11 @@ type docSample struct {
 	mask       []string // extra keys compared by kind only
 }
 
-var sampleMarker = regexp.MustCompile(`^<!--\s*sample:\s*(\S+)((?:\s+\w+=\S+)*)\s*-->\s*$`)
+var (
+	sampleMarker = regexp.MustCompile(`^<!--\s*sample:\s*(\S+)((?:\s+\w+=\S+)*)\s*-->\s*$`)
+	shellVar     = regexp.MustCompile(`^\$(\w+)|^\$\{(\w+)\}`)
+	curlFlags    = regexp.MustCompile(`^-[siS]+$`)
+)
 
 // readSamples returns the samples of the Markdown page at root/rel, in page
 // order; a marker not followed by its blocks is an error.
@@ -111,7 +115,7 @@ func shellWords(cmd string, vars map[string]string) ([]string, error) {
 		inWord = false
 	}
 	expand := func(rest string) (int, error) {
-		m := regexp.MustCompile(`^\$(\w+)|^\$\{(\w+)\}`).FindStringSubmatch(rest)
+		m := shellVar.FindStringSubmatch(rest)
 		if m == nil {
 			return 0, fmt.Errorf("unsupported shell expansion at %q", rest)
 		}
@@ -226,7 +230,7 @@ func parseCurl(words []string) (curlRequest, error) {
 			r.method, err = arg()
 		case a == "-d" || a == "--data" || a == "--data-raw":
 			r.body, err = arg()
-		case regexp.MustCompile(`^-[siS]+$`).MatchString(a):
+		case curlFlags.MatchString(a):
 			r.include = r.include || strings.Contains(a, "i")
 		case strings.HasPrefix(a, "-"):
 			return r, fmt.Errorf("curl option %s is not read by the sample runner", a)
