@@ -217,6 +217,7 @@ func TestAdminRuleRefusals(t *testing.T) {
 		{"zero limit", http.MethodPut, "/v1/admin/rules/login", loginRule("fixed_window", 0), 400, "limits[0].requests"},
 		{"unknown algorithm", http.MethodPut, "/v1/admin/rules/login", loginRule("leaky_bucket", 5), 400, "algorithm"},
 		{"id differs from path", http.MethodPut, "/v1/admin/rules/other", loginRule("fixed_window", 5), 400, "id"},
+		{"unknown key", http.MethodPut, "/v1/admin/rules/login", strings.Replace(loginRule("fixed_window", 5), "{", `{"colour": "red", `, 1), 400, "colour"},
 		{"not JSON", http.MethodPut, "/v1/admin/rules/login", `{"id": `, 400, ""},
 		{"delete of a file rule", http.MethodDelete, "/v1/admin/rules/login", "", 404, ""},
 		{"delete of no rule", http.MethodDelete, "/v1/admin/rules/nope", "", 404, ""},
