@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"reflect"
-	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -110,27 +109,41 @@ func ParseRuleJSON(data []byte) (Rule, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	r := Rule{Priority: defaultPriority, OnRedisFailure: FailLocal}
+	var unknown []error
 	if err := dec.Decode(&r); err != nil {
-		return Rule{}, jsonError(data, err)
+		if !strings.HasPrefix(err.Error(), "json: unknown field ") {
+			return Rule{}, jsonError(err)
+		}
+		// encoding/json stops reporting at the first unknown key; every
+		// field at fault is named, the rule's other problems too.
+		for _, fe := range unknownFields(data, reflect.TypeFor[Rule](), r.ID) {
+			unknown = append(unknown, fe)
+		}
+		if len(unknown) == 0 { // a key matched differently: say what encoding/json said
+			unknown = append(unknown, &FieldError{RuleID: r.ID, Field: strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`),
+				Reason: "unknown field"})
+		}
+		// The decoder kept only its first error: decode again, known fields
+		// only, to find a type error after the unknown key.
+		r = Rule{Priority: defaultPriority, OnRedisFailure: FailLocal}
+		if err := json.NewDecoder(bytes.NewReader(data)).Decode(&r); err != nil {
+			return Rule{}, errors.Join(append(unknown, jsonError(err))...)
+		}
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return Rule{}, errors.New("rule: unexpected data after the JSON object")
 	}
 	r.dropOffLease()
-	if err := r.Validate(); err != nil {
+	if err := errors.Join(append(unknown, r.Validate())...); err != nil {
 		return Rule{}, err
 	}
 	return r, nil
 }
 
-// jsonError turns a JSON type error into a FieldError naming the field,
-// and gives an unknown field of data the field it likely misspells.
-func jsonError(data []byte, err error) error {
+// jsonError turns a JSON type error into a FieldError naming the field.
+func jsonError(err error) error {
 	var te *json.UnmarshalTypeError
 	if !errors.As(err, &te) || te.Field == "" {
-		if hint := jsonFieldHint(data, err); hint != "" {
-			return fmt.Errorf("rule: %w (%s)", err, hint)
-		}
 		return fmt.Errorf("rule: %w", err)
 	}
 	want := te.Type.String()
@@ -147,33 +160,6 @@ func jsonError(data []byte, err error) error {
 		want = `true, false or an object such as {"max_units": 500}`
 	}
 	return &FieldError{Field: te.Field, Reason: fmt.Sprintf("cannot use %s: want %s", te.Value, want)}
-}
-
-// ruleSchema finds the unknown keys of one rule (yamlkeys); a rule's json
-// names are its yaml names.
-var ruleSchema = yamlkeys.Schema{Type: reflect.TypeFor[Rule](), Through: []reflect.Type{reflect.TypeFor[Rule]()}}
-
-// jsonFieldHint returns "did you mean ..." for the unknown field of a
-// decoding error of data, or "". The JSON decoder names the field, not
-// where it is: the first of that name found unknown is taken.
-func jsonFieldHint(data []byte, err error) string {
-	rest, ok := strings.CutPrefix(err.Error(), "json: unknown field ")
-	if !ok {
-		return ""
-	}
-	name, uerr := strconv.Unquote(rest)
-	if uerr != nil {
-		return ""
-	}
-	for _, u := range ruleSchema.Unknown(data) {
-		if u.Key == name {
-			if s := yamlkeys.Suggest(u.Key, u.Valid); s != "" {
-				return fmt.Sprintf("did you mean %q?", s)
-			}
-			return ""
-		}
-	}
-	return ""
 }
 
 // LoadSet loads, validates and compiles the rules file at path; errors name

@@ -275,9 +275,10 @@ func TestParseRuleJSON(t *testing.T) {
 		}
 	})
 	errTests := []struct{ name, json, want string }{
-		{"unknown field", `{"id": "a", "foo": 1}`, `unknown field "foo"`},
-		{"misspelt field", `{"id": "a", "algoritm": "fixed_window"}`, `rule: json: unknown field "algoritm" (did you mean "algorithm"?)`},
-		{"misspelt field of a limit", `{"id": "a", "limits": [{"requests": 1, "pr": "1s"}]}`, `rule: json: unknown field "pr" (did you mean "per"?)`},
+		{"unknown field", `{"id": "a", "foo": 1}`, `rule "a": foo: unknown field`},
+		{"unknown field and a type error after it", `{"id": "a", "foo": 1, "priority": "high"}`, "priority: cannot use string: want an integer"},
+		{"misspelt field", `{"id": "a", "algoritm": "fixed_window"}`, `rule "a": algoritm: unknown field (did you mean "algorithm"?)`},
+		{"misspelt field of a limit", `{"id": "a", "limits": [{"requests": 1, "pr": "1s"}]}`, `limits[0].pr: unknown field (did you mean "per"?)`},
 		{"duration as number", `{"id": "a", "limits": [{"requests": 1, "per": 60}]}`, "limits.per: cannot use 60: want a duration string"},
 		{"bad duration string", `{"id": "a", "penalty": "5 minutes"}`, `penalty: cannot use string "5 minutes"`},
 		{"wrong type", `{"id": "a", "priority": "high"}`, "priority: cannot use string: want an integer"},
@@ -419,5 +420,33 @@ func TestYAMLRoundTrip(t *testing.T) {
 	}
 	if !back.Rules[0].Schedule[0].To.Equal(f.Rules[0].Schedule[0].To.Time) || back.Rules[0].Penalty != f.Rules[0].Penalty {
 		t.Errorf("values lost: %+v", back.Rules[0])
+	}
+}
+
+// The admin API promises every field at fault: each unknown field is a
+// FieldError naming its path, beside the rule's other problems.
+func TestParseRuleJSONUnknownFields(t *testing.T) {
+	_, err := ParseRuleJSON([]byte(`{"id": "a", "colour": "red", "key": ["ip"], "algorithm": "fixed_window",
+		"match": {"endpoints": ["/a"], "verbs": ["GET"]},
+		"limits": [{"requests": 0, "per": "1s"}, {"requests": 1, "per": "1m", "every": 2}],
+		"tiers": {"VIP": [{"requests": 2, "per": "1s", "x": 1}]},
+		"schedule": [{"daily": {"from": "22:00", "to": "06:00", "zone": "UTC"}, "limits": [{"requests": 1, "per": "1s"}]}]}`))
+	var got []string
+	for _, fe := range FieldErrors(err) {
+		got = append(got, fe.Field+": "+fe.Reason)
+	}
+	want := []string{
+		"colour: unknown field",
+		"match.verbs: unknown field",
+		"limits[1].every: unknown field",
+		"tiers.VIP[0].x: unknown field",
+		"schedule[0].daily.zone: unknown field",
+		"limits[0].requests: must be between 1 and 2^53",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("field errors of %v:\n got %q\nwant %q", err, got, want)
+	}
+	if fe := FieldErrors(err); fe[0].RuleID != "a" {
+		t.Errorf("RuleID = %q; want the rule's id", fe[0].RuleID)
 	}
 }

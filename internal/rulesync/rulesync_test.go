@@ -203,7 +203,7 @@ func TestInvalidRuleChangesNothing(t *testing.T) {
 	cases := map[string]struct{ id, body, field string }{
 		"zero requests":   {"login", `{"id": "login", "key": ["ip"], "algorithm": "fixed_window", "limits": [{"requests": 0, "per": "1m"}]}`, "limits[0].requests"},
 		"bad duration":    {"login", `{"id": "login", "key": ["ip"], "algorithm": "fixed_window", "limits": [{"requests": 5, "per": 60}]}`, "limits.per"},
-		"unknown field":   {"login", `{"id": "login", "limit": 5}`, ""},
+		"unknown field":   {"login", `{"id": "login", "limit": 5}`, "limit"},
 		"id mismatch":     {"other", loginAt50, "id"},
 		"bad algorithm":   {"login", `{"id": "login", "key": ["ip"], "algorithm": "leaky", "limits": [{"requests": 5, "per": "1m"}]}`, "algorithm"},
 		"not json at all": {"login", `limits: 5`, ""},
