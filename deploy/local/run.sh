@@ -73,6 +73,7 @@ export API_TOKENS ADMIN_TOKEN
 # Children run in sessions of their own (setsid), so Ctrl-C reaches only this
 # script, which stops them one by one.
 pids=()
+names=() # of pids, for the message when one exits
 stop() {
 	trap - INT TERM EXIT
 	# Reverse start order: the limiter flushes its events before the broker goes.
@@ -131,7 +132,7 @@ if answers "$broker"; then
 else
 	echo "run: no broker at $broker, starting devkafka"
 	LISTEN_ADDR=$broker setsid bin/devkafka &
-	pids+=($!)
+	pids+=($!) names+=(devkafka)
 	wait_for "$broker" devkafka $!
 fi
 
@@ -149,7 +150,7 @@ if ! answers "$redis_addr"; then
 	mkdir -p "$state/redis"
 	setsid redis-server --bind "${redis_addr%:*}" --port "${redis_addr##*:}" --dir "$state/redis" --save "" --appendonly no \
 		--logfile "$PWD/$state/redis/redis.log" &
-	pids+=($!)
+	pids+=($!) names+=(redis-server)
 	wait_for "$redis_addr" redis-server $! "$state/redis/redis.log"
 fi
 
@@ -169,28 +170,33 @@ if ! answers "$pg_addr"; then
 	fi
 	setsid "${as_pg[@]}" "$pg_bin/postgres" -D "$PWD/$state/postgres/data" -p "${pg_addr##*:}" -c listen_addresses="${pg_addr%:*}" \
 		-k "$PWD/$state/postgres" >>"$state/postgres/postgres.log" 2>&1 &
-	pids+=($!)
+	pids+=($!) names+=(postgres)
 	wait_for "$pg_addr" postgres $! "$state/postgres/postgres.log"
 fi
 
 # The archiver creates the database and its schema at start.
 LISTEN_ADDR=$ARCHIVER_ADDR setsid bin/archiver &
-pids+=($!)
+pids+=($!) names+=(archiver)
 wait_for "$ARCHIVER_ADDR" archiver $!
 
 LISTEN_ADDR=$DETECTOR_ADDR setsid bin/detector &
-pids+=($!)
+pids+=($!) names+=(detector)
 wait_for "$DETECTOR_ADDR" detector $!
 
 # Envoy's rate limit API on GRPC_LISTEN_ADDR, with the descriptor rules of
 # the Envoy recipe (envoyproxy/ratelimit's format).
 LISTEN_ADDR=$LIMITER_ADDR RLS_CONFIG_DIR=${RLS_CONFIG_DIR:-deploy/gateways/envoy/rls} setsid bin/limiter &
-pids+=($!)
+pids+=($!) names+=(limiter)
 wait_for "$LIMITER_ADDR" limiter $!
 
+# url ADDR: the URL of ADDR from this machine (an empty host is all of them).
+url() {
+	local host=${1%:*}
+	echo "http://${host:-127.0.0.1}:${1##*:}"
+}
+api=$(url "$LIMITER_ADDR")
 # The lines below work as printed, from any directory. The ban is of an
 # address the others do not use, so they keep answering as shown.
-api="http://$LIMITER_ADDR"
 cat <<MSG
 
 ratewarden is running.
@@ -204,8 +210,13 @@ Try:
   curl -s -H "Authorization: Bearer $admin_hint" -X POST $api/v1/admin/bans -d '{"scope":"ip","subject":"198.51.100.9","duration":"10m","reason":"trying the admin API"}'
   curl -s -H "Authorization: Bearer $admin_hint" $api/v1/admin/bans
   curl -s $api/readyz
-  curl -s http://$DETECTOR_ADDR/metrics | grep rate_limit_detector_bans_total
+  curl -s $(url "$DETECTOR_ADDR")/metrics | grep rate_limit_detector_bans_total
 Press Ctrl-C to stop.
 
 MSG
-wait -n "${pids[@]}"
+status=0
+wait -n "${pids[@]}" || status=$?
+for i in "${!pids[@]}"; do
+	kill -0 "${pids[i]}" 2>/dev/null || echo "run: ${names[i]} exited (status $status); stopping the rest" >&2
+done
+exit "$status"
