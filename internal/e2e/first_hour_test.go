@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -22,7 +23,8 @@ import (
 
 // TestFirstHour is a newcomer's first hour with the repository: make run in
 // a fresh clone, every curl line it prints, Ctrl-C; make run again, which
-// keeps the tokens; a run whose limiter cannot start. The clone is of the
+// keeps the tokens; a run whose limiter cannot start; a run whose address
+// is taken. The clone is of the
 // checkout's committed HEAD: what it tests is what is committed, not the
 // uncommitted changes of the checkout. The run's addresses are free ports,
 // its Redis keys and its database its own; no timing is asserted, but the
@@ -89,6 +91,32 @@ func TestFirstHour(t *testing.T) {
 		if strings.Contains(out, "ratewarden is running") {
 			t.Errorf("make run printed its banner though the limiter did not start:\n%s", out)
 		}
+		assertStopped(t, dir, nil, byAddr(addrs))
+	})
+
+	t.Run("an address in use stops the run before it starts anything", func(t *testing.T) {
+		// Another make run, say: this one must not start beside it, nor
+		// take its limiter for its own.
+		taken, err := net.Listen("tcp", addrs["LIMITER_ADDR"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer taken.Close()
+		r := startMakeRun(t, dir, env)
+		select {
+		case <-r.done:
+		case <-time.After(5 * time.Minute):
+			t.Fatalf("make run still runs 5 minutes after it found its address taken:\n%s", r.out)
+		}
+		out := r.out.String()
+		want := "run: something already listens on " + addrs["LIMITER_ADDR"] + " (LIMITER_ADDR)"
+		if r.cmd.ProcessState.Success() || !strings.Contains(out, want) {
+			t.Errorf("make run with its address taken: %v, want a failure saying %q:\n%s", r.cmd.ProcessState, want, out)
+		}
+		if strings.Contains(out, "starting devkafka") {
+			t.Errorf("make run started devkafka though its address was taken:\n%s", out)
+		}
+		taken.Close()
 		assertStopped(t, dir, nil, byAddr(addrs))
 	})
 }
