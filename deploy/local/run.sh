@@ -3,8 +3,10 @@
 # broker already answers at KAFKA_BROKERS), the archiver, the detector and the
 # limiter. When Redis or Postgres does not answer at its URL, a private
 # instance is started under .local/run/ (git-ignored) if its server is
-# installed; if not, the script stops and says what to install. Ctrl-C stops
-# everything it started. Binaries come from `make build` (bin/).
+# installed; if not, the script stops and says what to install. Everything
+# listens on 127.0.0.1 unless you say otherwise; the tokens are made once,
+# in .local/run/, and kept. Ctrl-C stops everything it started. Binaries
+# come from `make build` (bin/).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
