@@ -7,30 +7,35 @@ FUZZTIME ?= 5000x
 
 all: build
 
-## help: this list of targets
+## Targets (make TARGET):
+## help        this list
 help:
 	@sed -n 's/^## //p' $(MAKEFILE_LIST)
 
+## build       the binaries in bin/ (limiter, detector, archiver, devkafka, loadgen, loginsim)
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-## run: the local stack in the foreground (devkafka when no broker answers, archiver, detector, limiter); Ctrl-C stops it
+## run         the local stack in the foreground (devkafka when no broker answers, archiver, detector, limiter;
+##             Redis, Postgres if need be); prints the tokens' files and curl lines to try; Ctrl-C stops it
 run: build
 	deploy/local/run.sh
 
-## demo: the stack under synthetic traffic (normal users, a brute forcer, a scanner): live summary, bans as they
-##       arrive on the ban topic, the analysts' views; stops by itself
+## demo        the stack under synthetic traffic (normal users, a brute forcer, a scanner): live summary, bans
+##             as they arrive on the ban topic, the analysts' views; stops by itself; needs kcat and psql
+##             (Debian: apt-get install kcat postgresql-client)
 demo: build
 	deploy/local/demo.sh
 
-## test: vet, staticcheck, every test (integration tests use the local Redis and an embedded broker), each fuzz
-##       target briefly
+## test        vet, lint, fuzz-short, unit and allocs: every test (integration tests use the local Redis and
+##             Postgres and an embedded broker); what .ci/run calls
 test: vet lint fuzz-short unit allocs
 
+## vet         go vet ./...
 vet:
 	$(GO) vet ./...
 
-## lint: staticcheck, its default checks (the version is go.mod's tool line); any finding fails
+## lint        staticcheck, its default checks (the version is go.mod's tool line); any finding fails
 lint:
 	$(GO) tool staticcheck ./...
 
@@ -46,6 +51,7 @@ lint:
 # The few end-to-end tests that mostly wait (on consumer groups, restarts,
 # lapsing bans) and assert no timing are parallel, all four at once
 # (-parallel 4), after the others.
+## unit        every test with the race detector, then the end-to-end tests (internal/e2e) without it
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/internal/e2e$$')
 unit:
 	$(GO) test -race -vet=off -count=1 -run '^$$' $(UNIT_PKGS) >/dev/null
@@ -54,20 +60,38 @@ unit:
 
 # The tests that pin allocations per decision, without the race detector,
 # under which sync.Pool drops objects at random (they skip themselves there).
+## allocs      the tests that pin allocations per decision, without the race detector
 allocs:
 	$(GO) test -vet=off -count=1 -run 'Allocations$$' ./internal/httpapi/ ./internal/redisstore/ ./internal/rlsapi/
 
+## fuzz-short  each fuzz target briefly (FUZZTIME runs, default 5000x)
 fuzz-short:
 	deploy/local/fuzz.sh $(FUZZTIME)
 
-## fuzz: each fuzz target for longer (FUZZTIME=1m make fuzz)
+## fuzz        each fuzz target for longer (default 1m: FUZZTIME=10m make fuzz)
 fuzz:
 	deploy/local/fuzz.sh $(if $(filter 5000x,$(FUZZTIME)),1m,$(FUZZTIME))
 
-## bench: the benchmark suite (per algorithm: redis-benchmark ceiling, HTTP, gRPC and in-process throughput, CPU per
-##        decision, latency at half load, memory; detector, archiver, rule propagation); writes docs/benchmark.md
+## bench       the benchmark suite (per algorithm: redis-benchmark ceiling, HTTP, gRPC and in-process
+##             throughput, CPU per decision, latency at half load, memory; detector, archiver, rule
+##             propagation); writes docs/benchmark.md
 bench: build
 	deploy/local/bench.sh
 
+## clean       remove bin/ (.local/run/, with make run's tokens and private databases, stays)
 clean:
 	rm -rf $(BIN)
+
+## 
+## Variables people set (VAR=value make TARGET; defaults in brackets):
+##   REDIS_URL      Redis of run, demo [redis://127.0.0.1:6379/0]
+##   DATABASE_URL   Postgres of run, demo [postgres://postgres@127.0.0.1:5432/ratewarden?sslmode=disable]
+##   KAFKA_BROKERS  broker of run, demo; devkafka starts there when none answers [127.0.0.1:9092]
+##   API_TOKENS     the limiter's API tokens [the one in .local/run/api-token, made on the first run]
+##   ADMIN_TOKEN    the limiter's admin token [the one in .local/run/admin-token, made on the first run]
+##   LIMITER_ADDR   the limiter's HTTP address in run, demo [127.0.0.1:8080]; also DETECTOR_ADDR [:8081],
+##                  ARCHIVER_ADDR [:8082], GRPC_LISTEN_ADDR [:8083], all on 127.0.0.1
+##   DURATION, RATE demo's traffic [30s, 300 requests/s]
+##   FUZZTIME       fuzz-short's and fuzz's time per target [5000x, 1m]
+##   GO             the go command [go]
+## Every other setting of the services: docs/configuration.md

@@ -3,8 +3,10 @@
 # broker already answers at KAFKA_BROKERS), the archiver, the detector and the
 # limiter. When Redis or Postgres does not answer at its URL, a private
 # instance is started under .local/run/ (git-ignored) if its server is
-# installed; if not, the script stops and says what to install. Ctrl-C stops
-# everything it started. Binaries come from `make build` (bin/).
+# installed; if not, the script stops and says what to install. Everything
+# listens on 127.0.0.1 unless you say otherwise; the tokens are made once,
+# in .local/run/, and kept. Ctrl-C stops everything it started. Binaries
+# come from `make build` (bin/).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -12,25 +14,68 @@ export KAFKA_BROKERS=${KAFKA_BROKERS:-127.0.0.1:9092}
 export REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6379/0}
 export DATABASE_URL=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/ratewarden?sslmode=disable}
 export LOG_FORMAT=${LOG_FORMAT:-console}
+# Every listener on the loopback interface: a local run is not a deployment,
+# and the limiter's gRPC default (:8083) would listen on every interface.
 LIMITER_ADDR=${LIMITER_ADDR:-127.0.0.1:8080}
+DETECTOR_ADDR=${DETECTOR_ADDR:-127.0.0.1:8081}
+ARCHIVER_ADDR=${ARCHIVER_ADDR:-127.0.0.1:8082}
+export GRPC_LISTEN_ADDR=${GRPC_LISTEN_ADDR:-127.0.0.1:8083}
 state=.local/run
+mkdir -p "$state"
 
-# The limiter decides only for callers with one of API_TOKENS. Unless you
-# set it, this run makes one up and keeps it in $state/api-token (readable by
-# you alone) for curl and make demo.
-token_hint="\$(cat $state/api-token)"
+# token_file NAME: the token kept in $state/NAME, made on the first run
+# (random, readable by you alone) and reused after, so a gateway or a shell
+# given it keeps working across runs. A file edited into something the
+# limiter refuses stops the run here, naming the file.
+token_file() {
+	local file=$state/$1 tmp
+	if [ ! -e "$file" ]; then
+		tmp=$(umask 077 && mktemp "$file.XXXXXX")
+		head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp"
+		echo >>"$tmp"
+		# ln fails when another run made the file meanwhile: theirs is kept.
+		ln "$tmp" "$file" 2>/dev/null || true
+		rm -f "$tmp"
+	fi
+	chmod 600 "$file"
+	local token
+	token=$(<"$file")
+	if [ "${#token}" -lt 16 ] || [ -n "$(printf '%s' "$token" | LC_ALL=C tr -d '\041-\053\055-\176')" ] ||
+		[[ ${token,,} == *change-me* || ${token,,} == *changeme* || ${token,,} == *replace-me* || ${token,,} == *replaceme* ]]; then
+		echo "run: $PWD/$file is not a token the limiter accepts (16 or more printable ASCII characters, no comma, no placeholder): delete it and the next run makes a new one" >&2
+		exit 1
+	fi
+	printf '%s' "$token"
+}
+
+# The limiter decides only for callers with one of API_TOKENS and opens its
+# admin API to ADMIN_TOKEN. Unless you set them, the tokens of
+# $state/api-token and $state/admin-token are used; the curl lines printed
+# below read those files, from any directory.
+api_token_file=$PWD/$state/api-token
+admin_token_file=$PWD/$state/admin-token
 if [ -z "${API_TOKENS:-}" ]; then
-	mkdir -p "$state"
-	API_TOKENS=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
-	(umask 077 && printf '%s\n' "$API_TOKENS" >"$state/api-token")
+	API_TOKENS=$(token_file api-token)
+	api_hint="\$(cat $(printf '%q' "$api_token_file"))"
+	api_from="API token:   $api_token_file"
 else
-	token_hint="<one of your API_TOKENS>"
+	api_hint="<one of your API_TOKENS>"
+	api_from="API token:   one of your API_TOKENS"
 fi
-export API_TOKENS
+if [ -z "${ADMIN_TOKEN:-}" ]; then
+	ADMIN_TOKEN=$(token_file admin-token)
+	admin_hint="\$(cat $(printf '%q' "$admin_token_file"))"
+	admin_from="admin token: $admin_token_file"
+else
+	admin_hint="<your ADMIN_TOKEN>"
+	admin_from="admin token: your ADMIN_TOKEN"
+fi
+export API_TOKENS ADMIN_TOKEN
 
 # Children run in sessions of their own (setsid), so Ctrl-C reaches only this
 # script, which stops them one by one.
 pids=()
+names=() # of pids, for the message when one exits
 stop() {
 	trap - INT TERM EXIT
 	# Reverse start order: the limiter flushes its events before the broker goes.
@@ -42,17 +87,46 @@ stop() {
 trap stop EXIT
 trap "stop; exit 0" INT TERM
 
-# answers HOST:PORT: true when something accepts TCP connections there.
-answers() { (exec 3<>"/dev/tcp/${1%:*}/${1##*:}") 2>/dev/null; }
+# answers HOST:PORT: true when something accepts TCP connections there (an
+# empty host is this machine).
+answers() {
+	local host=${1%:*}
+	(exec 3<>"/dev/tcp/${host:-127.0.0.1}/${1##*:}") 2>/dev/null
+}
 
+# wait_for ADDR NAME PID [LOG]: waits until NAME, started as PID, listens on
+# ADDR. When PID exits first, it stops the run at once, showing the end of
+# LOG (or saying that NAME's output is above).
 wait_for() {
-	for _ in $(seq 100); do
-		answers "$1" && return 0
+	local addr=$1 name=$2 pid=$3 log=${4:-} status=0
+	for _ in $(seq 600); do
+		answers "$addr" && return 0
+		if ! kill -0 "$pid" 2>/dev/null; then
+			wait "$pid" || status=$?
+			if [ -n "$log" ]; then
+				echo "run: $name exited (status $status) before listening on $addr; the end of $PWD/$log:" >&2
+				tail -n 20 "$log" >&2
+			else
+				echo "run: $name exited (status $status) before listening on $addr; its output is above" >&2
+			fi
+			exit 1
+		fi
 		sleep 0.1
 	done
-	echo "run: $2 did not start listening on $1" >&2
+	echo "run: $name did not start listening on $addr within 60 s" >&2
 	exit 1
 }
+
+# Something already listening where a service of this run would is most
+# likely another make run: the service would fail to start, or worse, this
+# run would talk to the other one.
+for pair in "LIMITER_ADDR=$LIMITER_ADDR" "GRPC_LISTEN_ADDR=$GRPC_LISTEN_ADDR" "DETECTOR_ADDR=$DETECTOR_ADDR" "ARCHIVER_ADDR=$ARCHIVER_ADDR"; do
+	addr=${pair#*=}
+	if [ "$addr" != off ] && answers "$addr"; then
+		echo "run: something already listens on $addr (${pair%%=*}): stop it (another make run?) or set ${pair%%=*}" >&2
+		exit 1
+	fi
+done
 
 broker=${KAFKA_BROKERS%%,*}
 if answers "$broker"; then
@@ -60,8 +134,8 @@ if answers "$broker"; then
 else
 	echo "run: no broker at $broker, starting devkafka"
 	LISTEN_ADDR=$broker setsid bin/devkafka &
-	pids+=($!)
-	wait_for "$broker" devkafka
+	pids+=($!) names+=(devkafka)
+	wait_for "$broker" devkafka $!
 fi
 
 # missing NAME ADDR PACKAGES: stops the script, saying that nothing answers at
@@ -78,8 +152,8 @@ if ! answers "$redis_addr"; then
 	mkdir -p "$state/redis"
 	setsid redis-server --bind "${redis_addr%:*}" --port "${redis_addr##*:}" --dir "$state/redis" --save "" --appendonly no \
 		--logfile "$PWD/$state/redis/redis.log" &
-	pids+=($!)
-	wait_for "$redis_addr" redis-server
+	pids+=($!) names+=(redis-server)
+	wait_for "$redis_addr" redis-server $! "$state/redis/redis.log"
 fi
 
 pg_addr=$(sed -E 's#^postgres(ql)?://([^@/]*@)?([^/?]+).*#\3#' <<<"$DATABASE_URL")
@@ -98,35 +172,53 @@ if ! answers "$pg_addr"; then
 	fi
 	setsid "${as_pg[@]}" "$pg_bin/postgres" -D "$PWD/$state/postgres/data" -p "${pg_addr##*:}" -c listen_addresses="${pg_addr%:*}" \
 		-k "$PWD/$state/postgres" >>"$state/postgres/postgres.log" 2>&1 &
-	pids+=($!)
-	wait_for "$pg_addr" postgres
+	pids+=($!) names+=(postgres)
+	wait_for "$pg_addr" postgres $! "$state/postgres/postgres.log"
 fi
 
-ARCHIVER_ADDR=${ARCHIVER_ADDR:-127.0.0.1:8082}
 # The archiver creates the database and its schema at start.
 LISTEN_ADDR=$ARCHIVER_ADDR setsid bin/archiver &
-pids+=($!)
-wait_for "$ARCHIVER_ADDR" archiver
+pids+=($!) names+=(archiver)
+wait_for "$ARCHIVER_ADDR" archiver $!
 
-DETECTOR_ADDR=${DETECTOR_ADDR:-127.0.0.1:8081}
 LISTEN_ADDR=$DETECTOR_ADDR setsid bin/detector &
-pids+=($!)
-wait_for "$DETECTOR_ADDR" detector
+pids+=($!) names+=(detector)
+wait_for "$DETECTOR_ADDR" detector $!
 
-# Envoy's rate limit API on GRPC_LISTEN_ADDR (default :8083), with the
-# descriptor rules of the Envoy recipe (envoyproxy/ratelimit's format).
+# Envoy's rate limit API on GRPC_LISTEN_ADDR, with the descriptor rules of
+# the Envoy recipe (envoyproxy/ratelimit's format).
 LISTEN_ADDR=$LIMITER_ADDR RLS_CONFIG_DIR=${RLS_CONFIG_DIR:-deploy/gateways/envoy/rls} setsid bin/limiter &
-pids+=($!)
-wait_for "$LIMITER_ADDR" limiter
+pids+=($!) names+=(limiter)
+wait_for "$LIMITER_ADDR" limiter $!
 
+# url ADDR: the URL of ADDR from this machine (an empty host is all of them).
+url() {
+	local host=${1%:*}
+	echo "http://${host:-127.0.0.1}:${1##*:}"
+}
+api=$(url "$LIMITER_ADDR")
+# The lines below work as printed, from any directory. The ban is of an
+# address the others do not use, so they keep answering as shown.
 cat <<MSG
 
-ratewarden is running. Try:
-  curl -s -H "Authorization: Bearer $token_hint" -X POST http://$LIMITER_ADDR/v1/check -d '{"ip":"203.0.113.7","endpoint":"/api/login","method":"POST"}'
-  curl -s -H "Authorization: Bearer $token_hint" -X POST http://$LIMITER_ADDR/json -d '{"domain":"edge","descriptors":[{"entries":[{"key":"remote_address","value":"203.0.113.7"}]}]}'
-  curl -s http://$LIMITER_ADDR/readyz
-  curl -s http://$DETECTOR_ADDR/metrics | grep rate_limit_detector_bans_total
+ratewarden is running.
+  $api_from
+  $admin_from
+  gRPC (Envoy's rate limit API): $GRPC_LISTEN_ADDR
+Try:
+  curl -s -H "Authorization: Bearer $api_hint" -X POST $api/v1/check -d '{"ip":"203.0.113.7","endpoint":"/api/login","method":"POST"}'
+  curl -s -H "Authorization: Bearer $api_hint" -X POST $api/v1/report -d '{"ip":"203.0.113.7","endpoint":"/api/login","method":"POST","user_id":"alice","status":401}'
+  curl -s -H "Authorization: Bearer $api_hint" -X POST $api/json -d '{"domain":"edge","descriptors":[{"entries":[{"key":"remote_address","value":"203.0.113.7"}]}]}'
+  curl -s -H "Authorization: Bearer $admin_hint" -X POST $api/v1/admin/bans -d '{"scope":"ip","subject":"198.51.100.9","duration":"10m","reason":"trying the admin API"}'
+  curl -s -H "Authorization: Bearer $admin_hint" $api/v1/admin/bans
+  curl -s $api/readyz
+  curl -s $(url "$DETECTOR_ADDR")/metrics | grep rate_limit_detector_bans_total
 Press Ctrl-C to stop.
 
 MSG
-wait -n "${pids[@]}"
+status=0
+wait -n "${pids[@]}" || status=$?
+for i in "${!pids[@]}"; do
+	kill -0 "${pids[i]}" 2>/dev/null || echo "run: ${names[i]} exited (status $status); stopping the rest" >&2
+done
+exit "$status"

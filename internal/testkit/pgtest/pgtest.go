@@ -34,31 +34,49 @@ func ServerURL() string {
 // WITH (FORCE) so a leaked connection cannot keep it alive.
 func Database(tb testing.TB) string {
 	tb.Helper()
+	dbURL, admin, name := fresh(tb)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		tb.Fatalf("postgres at %s does not answer (is PostgreSQL running? set DATABASE_URL): %v", redacted(admin), err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		tb.Fatalf("create test database %s: %v", name, err)
+	}
+	return dbURL
+}
+
+// Uncreated returns the URL of a database of a fresh name that does not
+// exist yet, for a test of a process that creates it (the archiver does).
+// Whatever creates it, the database is dropped when the test ends, as
+// Database's is.
+func Uncreated(tb testing.TB) string {
+	tb.Helper()
+	dbURL, _, _ := fresh(tb)
+	return dbURL
+}
+
+// fresh names a database, arranges for it to be dropped when the test ends,
+// and returns its URL, the URL of the server's postgres database and the
+// name.
+func fresh(tb testing.TB) (dbURL, adminURL, name string) {
+	tb.Helper()
 	server, err := url.Parse(ServerURL())
 	if err != nil || (server.Scheme != "postgres" && server.Scheme != "postgresql") {
 		tb.Fatalf("DATABASE_URL %q: pgtest needs a postgres:// URL", redacted(ServerURL()))
 	}
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
-	name := "rwtest_" + hex.EncodeToString(b)
+	name = "rwtest_" + hex.EncodeToString(b)
 
 	admin := *server
 	admin.Path = "/postgres"
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, admin.String())
-	if err != nil {
-		tb.Fatalf("postgres at %s does not answer (is PostgreSQL running? set DATABASE_URL): %v", server.Host, err)
-	}
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
-		tb.Fatalf("create test database %s: %v", name, err)
-	}
 	tb.Cleanup(func() { drop(tb, admin.String(), name) })
-
 	db := *server
 	db.Path = "/" + name
-	return db.String()
+	return db.String(), admin.String(), name
 }
 
 func drop(tb testing.TB, adminURL, name string) {
