@@ -57,7 +57,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
-	log, err := telemetry.NewLogger(stderr, cfg.LogLevel, cfg.LogFormat)
+	log, err := telemetry.NewLogger(stderr, "detector", cfg.LogLevel, cfg.LogFormat)
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/buildinfo"
 	rwconfig "github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/telemetry"
 )
 
 // usage heads devkafka's -help; the variables, and the flags that mirror
@@ -58,7 +59,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		fmt.Fprintf(stderr, "devkafka: %v\n", err)
 		return 2
 	}
-	log, err := newLogger(cfg.logLevel, cfg.logFormat, stderr)
+	log, err := telemetry.NewLogger(stderr, "devkafka", cfg.logLevel.String(), cfg.logFormat)
 	if err != nil {
 		fmt.Fprintf(stderr, "devkafka: %v\n", err)
 		return 2

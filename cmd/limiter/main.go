@@ -72,7 +72,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
-	log, err := telemetry.NewLogger(stderr, cfg.LogLevel, cfg.LogFormat)
+	log, err := telemetry.NewLogger(stderr, "limiter", cfg.LogLevel, cfg.LogFormat)
 	if err != nil {
 		return err
 	}
