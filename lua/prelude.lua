@@ -91,8 +91,12 @@ local function decide(alg)
   if remaining < 0 then remaining = 0 end
   local retry = r.retry[b]
   if extra > retry then retry = extra end
+  -- the denial that starts a hold reports it as the held calls after it
+  -- do: a client told the window's reset would come back too early
+  local reset = r.reset[b]
+  if extra > reset then reset = extra end
   local allowed = 0
   if r.admitted then allowed = 1 end
-  return {allowed, 0, b - 1, r.quota[b], remaining, r.reset[b], retry, now}
+  return {allowed, 0, b - 1, r.quota[b], remaining, reset, retry, now}
 end
 

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/ratewarden/ratewarden/internal/archiver"
+	"github.com/ratewarden/ratewarden/internal/buildinfo"
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/kafkabus"
 	"github.com/ratewarden/ratewarden/internal/lifecycle"
@@ -23,14 +24,17 @@ import (
 )
 
 // usage heads the archiver's -help; the variables follow it.
-const usage = `Usage: archiver [help]
+const usage = `Usage: archiver [help | version]
 
 Stores violations, ban history and outcome reports in Postgres. The
-environment variables below configure it; help (also -h, -help) prints
-this text.
+environment variables below configure it; version (also -version)
+prints the build, and help (also -h, -help) this text.
 `
 
 func main() {
+	if buildinfo.Handle(os.Args[1:], os.Stdout, "archiver") {
+		return
+	}
 	if config.Help(os.Args[1:], os.Stdout, config.ArchiverProcess, usage) {
 		return
 	}
@@ -48,7 +52,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
-	log, err := telemetry.NewLogger(stderr, cfg.LogLevel, cfg.LogFormat)
+	log, err := telemetry.NewLogger(stderr, "archiver", cfg.LogLevel, cfg.LogFormat)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/abuse"
 	"github.com/ratewarden/ratewarden/internal/accesslog"
+	"github.com/ratewarden/ratewarden/internal/buildinfo"
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/detector"
 	"github.com/ratewarden/ratewarden/internal/event"
@@ -28,14 +29,18 @@ import (
 )
 
 // usage heads the detector's -help; the variables follow it.
-const usage = `Usage: detector [help]
+const usage = `Usage: detector [help | version]
 
 Consumes the decisions and the outcomes (and a gateway's access log) and
-bans abusive clients. The environment variables below configure it; help
-(also -h, -help) prints this text.
+bans abusive clients. The environment variables below configure it;
+version (also -version) prints the build, and help (also -h, -help) this
+text.
 `
 
 func main() {
+	if buildinfo.Handle(os.Args[1:], os.Stdout, "detector") {
+		return
+	}
 	if config.Help(os.Args[1:], os.Stdout, config.DetectorProcess, usage) {
 		return
 	}
@@ -52,7 +57,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
-	log, err := telemetry.NewLogger(stderr, cfg.LogLevel, cfg.LogFormat)
+	log, err := telemetry.NewLogger(stderr, "detector", cfg.LogLevel, cfg.LogFormat)
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 
-	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
 	rwconfig "github.com/ratewarden/ratewarden/internal/config"
@@ -52,20 +51,4 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 		logLevel:  level,
 		logFormat: c.LogFormat,
 	}, nil
-}
-
-func newLogger(level zapcore.Level, format string, w io.Writer) (*zap.Logger, error) {
-	encCfg := zap.NewProductionEncoderConfig()
-	encCfg.EncodeTime = zapcore.ISO8601TimeEncoder
-	var enc zapcore.Encoder
-	switch format {
-	case "json":
-		enc = zapcore.NewJSONEncoder(encCfg)
-	case "console":
-		enc = zapcore.NewConsoleEncoder(encCfg)
-	default:
-		return nil, fmt.Errorf("unknown log format %q", format)
-	}
-	core := zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), level)
-	return zap.New(core).With(zap.String("service", "devkafka")), nil
 }

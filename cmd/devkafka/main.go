@@ -18,21 +18,26 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/ratewarden/ratewarden/internal/buildinfo"
 	rwconfig "github.com/ratewarden/ratewarden/internal/config"
+	"github.com/ratewarden/ratewarden/internal/telemetry"
 )
 
 // usage heads devkafka's -help; the variables, and the flags that mirror
 // them, follow it.
-const usage = `Usage: devkafka [flags]
+const usage = `Usage: devkafka [flags | version]
 
 A Kafka-protocol broker for local runs and tests, not for production: it
 creates the decisions, bans and outcomes topics (and ACCESS_LOG_TOPIC when
 set) and stops cleanly on SIGINT or SIGTERM. The environment variables below
-configure it, or their flags, which win over them; help (also -h, -help)
-prints this text.
+configure it, or their flags, which win over them; version (also
+-version) prints the build, and help (also -h, -help) this text.
 `
 
 func main() {
+	if buildinfo.Handle(os.Args[1:], os.Stdout, "devkafka") {
+		return
+	}
 	if rwconfig.Help(os.Args[1:], os.Stdout, rwconfig.DevKafkaProcess, usage) {
 		return
 	}
@@ -54,7 +59,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		fmt.Fprintf(stderr, "devkafka: %v\n", err)
 		return 2
 	}
-	log, err := newLogger(cfg.logLevel, cfg.logFormat, stderr)
+	log, err := telemetry.NewLogger(stderr, "devkafka", cfg.logLevel.String(), cfg.logFormat)
 	if err != nil {
 		fmt.Fprintf(stderr, "devkafka: %v\n", err)
 		return 2

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/adminapi"
 	"github.com/ratewarden/ratewarden/internal/bearer"
+	"github.com/ratewarden/ratewarden/internal/buildinfo"
 	"github.com/ratewarden/ratewarden/internal/clientaddr"
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/gcfloor"
@@ -36,14 +37,18 @@ import (
 )
 
 // usage heads the limiter's -help; the variables follow it.
-const usage = `Usage: limiter [help | rules check [FILE...]]
+const usage = `Usage: limiter [help | version | rules check [FILE...]]
 
 The decision service. The environment variables below configure it;
-"limiter rules check" checks rules files (see limiter rules -h), and help
-(also -h, -help) prints this text.
+"limiter rules check" checks rules files (see limiter rules -h), version
+(also -version) prints the build, and help (also -h, -help) prints this
+text.
 `
 
 func main() {
+	if buildinfo.Handle(os.Args[1:], os.Stdout, "limiter") {
+		return
+	}
 	if len(os.Args) > 1 && os.Args[1] == "rules" {
 		os.Exit(rulesCommand(os.Args[2:], os.Stdout, os.Stderr))
 	}
@@ -67,7 +72,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
-	log, err := telemetry.NewLogger(stderr, cfg.LogLevel, cfg.LogFormat)
+	log, err := telemetry.NewLogger(stderr, "limiter", cfg.LogLevel, cfg.LogFormat)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -39,12 +40,13 @@ func TestRunServesAndStopsCleanly(t *testing.T) {
 		"RULES_FILE":       "../../deploy/rules.example.yaml",
 		"DATABASE_URL":     pgtest.Database(t),
 		"INSTANCE_ID":      "run-test",
-		"LOG_LEVEL":        "warn",
+		"LOG_LEVEL":        "info",
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, nil, func(k string) string { return env[k] }, io.Discard) }()
+	var logs proctest.Output
+	go func() { done <- run(ctx, nil, func(k string) string { return env[k] }, &logs) }()
 
 	base := "http://" + addr
 	deadline := time.Now().Add(10 * time.Second)
@@ -109,6 +111,18 @@ func TestRunServesAndStopsCleanly(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("run did not stop within 15s")
+	}
+	// Every line names the service, the shutdown's included: beside the
+	// detector's and the archiver's, a line must say whose it is.
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	for _, line := range lines {
+		var fields map[string]any
+		if err := json.Unmarshal([]byte(line), &fields); err != nil || fields["service"] != "limiter" {
+			t.Errorf("log line without service limiter: %s", line)
+		}
+	}
+	if last := lines[len(lines)-1]; !strings.Contains(last, `"msg":"stopped"`) {
+		t.Errorf("last log line %s, want the shutdown's stopped", last)
 	}
 	msgs := kafkatest.ReadMessages(t, broker.Brokers(), "ratelimit.decisions", 3, 10*time.Second)
 	byIP := map[string][]bool{} // the verdicts of each client address

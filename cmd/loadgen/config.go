@@ -51,7 +51,7 @@ const (
 // errFlagParse marks the errors the flag package has already printed.
 var errFlagParse = errors.New("invalid command line")
 
-const usageHead = `Usage: loadgen [flags]
+const usageHead = `Usage: loadgen [flags | version]
 
 Sends POST /v1/check requests to a ratewarden limiter over keep-alive
 HTTP/1.1 connections and reports throughput, verdicts, errors and latency.

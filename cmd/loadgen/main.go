@@ -31,9 +31,14 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/ratewarden/ratewarden/internal/buildinfo"
 )
 
 func main() {
+	if buildinfo.Handle(os.Args[1:], os.Stdout, "loadgen") {
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

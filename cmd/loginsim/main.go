@@ -20,10 +20,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ratewarden/ratewarden/internal/buildinfo"
 	"github.com/ratewarden/ratewarden/internal/loginsim"
 )
 
 func main() {
+	if buildinfo.Handle(os.Args[1:], os.Stdout, "loginsim") {
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

@@ -83,7 +83,7 @@ func (h *handler) addBan(w http.ResponseWriter, r *http.Request) {
 	}
 	d, err := time.ParseDuration(req.Duration)
 	if err != nil || d < time.Second || d > maxBanDuration {
-		h.inputError(w, jsonwire.BadRequest("duration: a Go duration between 1s and %v, such as 30m or 24h", maxBanDuration))
+		h.inputError(w, jsonwire.BadRequest("duration: a Go duration between 1s and %v, such as 30m or 24h", rules.Duration(maxBanDuration)))
 		return
 	}
 	if len(req.Reason) > maxNote {

@@ -28,7 +28,7 @@ func Markdown() []byte {
 	b.WriteString("# Configuration\n\n" +
 		"Each process reads its configuration from environment variables once, at start, and checks every value " +
 		"before anything starts: a bad value stops the process with one line naming the variable and what it expected. " +
-		"An unset or empty variable takes its default. Every command prints its own list with `-help` (or `-h`, or `help`).\n")
+		"An unset or empty variable takes its default. Every command prints its own list with `-help` (or `-h`, or `help`), and its build (version, VCS revision, Go version) with `version` (or `-version`).\n")
 	for _, p := range Processes {
 		fmt.Fprintf(&b, "\n## %s\n\n%s\n\n| variable | default | meaning |\n|---|---|---|\n", p, intros[p])
 		for _, v := range Vars(p) {

@@ -100,7 +100,9 @@ type Result struct {
 	Limit int64
 	// Remaining units of the binding limit after this decision.
 	Remaining int64
-	// ResetAfter is the time until the binding limit is fully replenished.
+	// ResetAfter is the time until the binding limit is fully replenished;
+	// for a denial that starts or extends a penalty or escalation hold, at
+	// least the hold's time, as the held calls after it report.
 	ResetAfter time.Duration
 	// RetryAfter is the time until this request could be admitted; 0 when
 	// allowed.

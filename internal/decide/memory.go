@@ -231,7 +231,7 @@ func (sh *shard) decide(c Call, now int64) Result {
 		LimitIndex: b,
 		Limit:      o.quota,
 		Remaining:  max(o.remaining, 0),
-		ResetAfter: ms(o.reset),
+		ResetAfter: ms(max(o.reset, extra)),
 		RetryAfter: ms(max(o.retry, extra)),
 	}
 }

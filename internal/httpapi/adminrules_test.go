@@ -199,6 +199,14 @@ func TestAdminRulesList(t *testing.T) {
 	if sources["login"] != "file" || sources["extra"] != "dynamic" || len(sources) != 2 {
 		t.Fatalf("sources %v", sources)
 	}
+	// Durations read as the rules file writes them: 1h, not 1h0m0s.
+	for _, x := range list {
+		r := x.(map[string]any)
+		per := r["rule"].(map[string]any)["limits"].([]any)[0].(map[string]any)["per"]
+		if want := map[any]string{"login": "1h", "extra": "1s"}[r["id"]]; per != want {
+			t.Errorf("%s: per %v, want %q", r["id"], per, want)
+		}
+	}
 	instances, _ := body["instances"].([]any)
 	if len(instances) != 1 || instances[0].(map[string]any)["instance"] != "l1" {
 		t.Fatalf("instances %v", body["instances"])

@@ -74,7 +74,9 @@ func Consume(ctx context.Context, cfg ConsumerConfig, log *zap.Logger, handle fu
 	if cfg.SessionTimeout <= 0 {
 		cfg.SessionTimeout = 10 * time.Second
 	}
-	debugLog, errorLog := kafkaLoggers(log, newThrottledLog(log, 10*time.Second))
+	throttled := newThrottledLog(log, 10*time.Second)
+	rebalance := newRebalanceLog(log, throttled)
+	debugLog, errorLog := kafkaLoggers(log, throttled, rebalance)
 	r := kafka.NewReader(kafka.ReaderConfig{
 		Brokers:           cfg.Brokers,
 		GroupID:           cfg.GroupID,
@@ -105,7 +107,11 @@ func Consume(ctx context.Context, cfg ConsumerConfig, log *zap.Logger, handle fu
 			// at once) and the like: the reader rejoins by itself.
 			wait := min(50*time.Millisecond<<min(rejoins, 6), 2*time.Second)
 			rejoins++
-			log.Warn("fetch failed, retrying", zap.String("topic", cfg.Topic), zap.Duration("in", wait), zap.Error(err))
+			if rebalancing(err) {
+				rebalance.note("fetch met a rebalance, rejoining", zap.String("topic", cfg.Topic), zap.Duration("in", wait), zap.Error(err))
+			} else {
+				log.Warn("fetch failed, retrying", zap.String("topic", cfg.Topic), zap.Duration("in", wait), zap.Error(err))
+			}
 			select {
 			case <-ctx.Done():
 				return nil
@@ -147,12 +153,8 @@ func Consume(ctx context.Context, cfg ConsumerConfig, log *zap.Logger, handle fu
 // renew (kafka-go returns them once it gave up a join, then tries again),
 // or one the broker calls retriable (kafka.Error's Temporary).
 func temporary(err error) bool {
-	var ke kafka.Error
-	if errors.As(err, &ke) {
-		switch ke {
-		case kafka.RebalanceInProgress, kafka.IllegalGeneration, kafka.UnknownMemberId:
-			return true
-		}
+	if rebalancing(err) {
+		return true
 	}
 	var t interface{ Temporary() bool }
 	return errors.As(err, &t) && t.Temporary()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -88,16 +89,84 @@ func (t *throttledLog) warn(class, msg string, fields ...zap.Field) {
 	t.log.Warn(msg, append(fields, zap.String("class", class), zap.Int("suppressed", suppressed))...)
 }
 
+// rebalanceWarnAfter is how long a consumer group may keep rebalancing
+// before it is warned about: kafka-go's rebalance timeout, the longest a
+// normal join waits for the members to rejoin (a restarted member's old
+// self holds its place until its session times out).
+const rebalanceWarnAfter = 30 * time.Second
+
+// rebalanceLog logs a reader's consumer group rebalances. Readers of one
+// group that join together (the archiver's, one per topic, at every start)
+// are told to rejoin once or twice before the group settles: the first
+// notice of a streak goes to info, the rest to debug. A streak that lasts
+// rebalanceWarnAfter (no rebalanceWarnAfter without a notice) is no
+// normal join any more: warned, through the throttle.
+type rebalanceLog struct {
+	log  *zap.Logger
+	warn *throttledLog
+	now  func() time.Time
+
+	mu          sync.Mutex
+	first, last time.Time // the streak's first notice and its latest
+}
+
+func newRebalanceLog(log *zap.Logger, warn *throttledLog) *rebalanceLog {
+	return &rebalanceLog{log: log, warn: warn, now: time.Now}
+}
+
+// note logs msg, a rebalance notice, as the streak it belongs to calls for.
+func (r *rebalanceLog) note(msg string, fields ...zap.Field) {
+	now := r.now()
+	r.mu.Lock()
+	starts := r.last.IsZero() || now.Sub(r.last) >= rebalanceWarnAfter
+	if starts {
+		r.first = now
+	}
+	r.last = now
+	lasted := now.Sub(r.first)
+	r.mu.Unlock()
+	switch {
+	case lasted >= rebalanceWarnAfter:
+		r.warn.warn("rebalance", msg+"; the group keeps rebalancing", append(fields, zap.Duration("for", lasted))...)
+	case starts:
+		r.log.Info(msg, fields...)
+	default:
+		r.log.Debug(msg, fields...)
+	}
+}
+
+// rebalancing reports whether err is a consumer group's call to rejoin: a
+// rebalance under way, or a membership the reader must renew.
+func rebalancing(err error) bool {
+	var ke kafka.Error
+	if errors.As(err, &ke) {
+		switch ke {
+		case kafka.RebalanceInProgress, kafka.IllegalGeneration, kafka.UnknownMemberId:
+			return true
+		}
+	}
+	return false
+}
+
+// rebalanceTitles are the kafka-go error titles of rebalancing, as its
+// logs write them ("Failed to sync group g: [27] Rebalance In Progress").
+var rebalanceTitles = []string{kafka.RebalanceInProgress.Title(), kafka.IllegalGeneration.Title(), kafka.UnknownMemberId.Title()}
+
 // kafkaLoggers routes kafka-go's writer and reader logs to zap: its chatter
 // at debug (left out entirely when debug is off, which spares kafka-go the
 // formatting), its errors at warn through the throttle. The reader reports
 // "[7] Request Timed Out" for every empty long-poll fetch: that goes to
-// debug.
-func kafkaLoggers(log *zap.Logger, warn *throttledLog) (debug, errs kafka.Logger) {
+// debug; and a group rebalancing, which every join of several readers
+// meets, to rebalance (nil: a writer, which joins no group).
+func kafkaLoggers(log *zap.Logger, warn *throttledLog, rebalance *rebalanceLog) (debug, errs kafka.Logger) {
 	errs = kafka.LoggerFunc(func(msg string, args ...any) {
 		detail := fmt.Sprintf(msg, args...)
 		if strings.Contains(detail, "Request Timed Out") {
 			log.Debug("kafka client", zap.String("detail", detail))
+			return
+		}
+		if rebalance != nil && slices.ContainsFunc(rebalanceTitles, func(t string) bool { return strings.Contains(detail, t) }) {
+			rebalance.note("consumer group rebalancing, rejoining", zap.String("detail", detail))
 			return
 		}
 		warn.warn("kafka-go", "kafka client error", zap.String("detail", detail))

@@ -89,7 +89,7 @@ func NewProducer(cfg ProducerConfig, log *zap.Logger, reg prometheus.Registerer)
 		ClientID:    cfg.ClientID,
 		DialTimeout: min(cfg.WriteTimeout, 5*time.Second),
 	}
-	debugLog, errorLog := kafkaLoggers(log, p.warn)
+	debugLog, errorLog := kafkaLoggers(log, p.warn, nil)
 	p.writer = &kafka.Writer{
 		Addr:         kafka.TCP(cfg.Brokers...),
 		Topic:        cfg.Topic,

@@ -17,8 +17,51 @@ type Duration time.Duration
 // Std returns d as a time.Duration.
 func (d Duration) Std() time.Duration { return time.Duration(d) }
 
-// String returns d in Go syntax, e.g. "1m0s".
-func (d Duration) String() string { return time.Duration(d).String() }
+// String returns d in Go syntax as the rules file writes it, without
+// zero units: "1m" rather than time.Duration's "1m0s", "1h30m", "30s",
+// "500ms", "1m30.5s". parseDuration(d.String()) is d for every d.
+func (d Duration) String() string { return formatDuration(time.Duration(d)) }
+
+// formatDuration writes d as Duration.String does.
+func formatDuration(d time.Duration) string {
+	if d == 0 {
+		return "0s"
+	}
+	var b []byte
+	u := uint64(d) // the magnitude, which -d would overflow at the minimum
+	if d < 0 {
+		b = append(b, '-')
+		u = -u
+	}
+	h, m := u/uint64(time.Hour), u/uint64(time.Minute)%60
+	sec, frac := u/uint64(time.Second)%60, u%uint64(time.Second)
+	if h > 0 {
+		b = append(strconv.AppendUint(b, h, 10), 'h')
+	}
+	if m > 0 {
+		b = append(strconv.AppendUint(b, m, 10), 'm')
+	}
+	switch {
+	case frac == 0:
+		if sec > 0 {
+			b = append(strconv.AppendUint(b, sec, 10), 's')
+		}
+	case sec > 0: // seconds with a fraction: 1.5s
+		b = strconv.AppendUint(b, sec, 10)
+		f := strconv.AppendUint(nil, frac+uint64(time.Second), 10)[1:] // nine digits
+		for f[len(f)-1] == '0' {
+			f = f[:len(f)-1]
+		}
+		b = append(append(append(b, '.'), f...), 's')
+	case frac%uint64(time.Millisecond) == 0:
+		b = append(strconv.AppendUint(b, frac/uint64(time.Millisecond), 10), "ms"...)
+	case frac%uint64(time.Microsecond) == 0:
+		b = append(strconv.AppendUint(b, frac/uint64(time.Microsecond), 10), "us"...)
+	default:
+		b = append(strconv.AppendUint(b, frac, 10), "ns"...)
+	}
+	return string(b)
+}
 
 // parseDuration parses s in Go syntax. Unlike time.ParseDuration it names
 // the expected form in its error.

@@ -299,17 +299,26 @@ func TestParseRuleJSON(t *testing.T) {
 	}
 }
 
+// Durations are written back as the rules file writes them (GET
+// /v1/admin/rules shows a 1m window as "1m", not "1m0s"), in JSON and YAML.
 func TestDurationYAMLAndJSON(t *testing.T) {
-	for _, s := range []string{"500ms", "10s", "5m0s", "1h0m0s", "1h30m0s", "0s"} {
+	for _, s := range []string{"500ms", "10s", "5m", "1h", "1h30m", "30s", "1m30s", "1h0m30s", "0s", "1.5s", "24h"} {
 		t.Run(s, func(t *testing.T) {
 			d, err := parseDuration(s)
 			if err != nil {
 				t.Fatal(err)
 			}
+			want := strings.Replace(s, "h0m", "h", 1) // 1h0m30s is written 1h30s
 			b, _ := json.Marshal(d)
 			var back Duration
-			if err := json.Unmarshal(b, &back); err != nil || back != d || string(b) != `"`+s+`"` {
-				t.Errorf("JSON %s -> %v (%v)", b, back, err)
+			if err := json.Unmarshal(b, &back); err != nil || back != d || string(b) != `"`+want+`"` {
+				t.Errorf("JSON %s -> %v (%v); want %q", b, back, err, want)
+			}
+			y, err := yaml.Marshal(struct {
+				Per Duration `yaml:"per"`
+			}{d})
+			if err != nil || string(y) != "per: "+want+"\n" {
+				t.Errorf("YAML %q (%v); want per: %s", y, err, want)
 			}
 		})
 	}

@@ -343,20 +343,10 @@ func describeDetection(d Detection) string {
 	return strings.Join(parts, "; ")
 }
 
-// reportDuration renders d as time.Duration.String does without the zero
-// trailing units ("5m" rather than "5m0s", "1h" rather than "1h0m0s"), the
-// way durations are usually written in the rules file. It is used for every
-// duration of the report so they all read alike.
-func reportDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
-}
+// reportDuration renders d as the rules file writes it ("5m" rather than
+// "5m0s", see formatDuration), for every duration of the report so they
+// all read alike.
+func reportDuration(d time.Duration) string { return formatDuration(d) }
 
 // reportTime renders a schedule or escalation bound in RFC 3339, in the
 // offset it was written with.

@@ -169,15 +169,19 @@ type Manager struct {
 	cfg     Config
 	metrics *metrics
 
-	mu         sync.Mutex // serializes loads, changes and applies
-	digest     string     // digestOf the rules in force
-	file       *rules.File
-	fileHash   string
-	refused    string            // hash of the last file content refused, reported once
-	rls        *rlsconfig.Config // nil without RLSDir
-	rlsRefused string            // hash of the last RLSDir content refused, reported once
-	dynamic    []dynamicRule
-	dynVersion int64
+	mu       sync.Mutex // serializes loads, changes and applies
+	digest   string     // digestOf the rules in force
+	file     *rules.File
+	fileHash string
+	refused  string // hash of the last file content refused, reported once
+	// fileFailing and rlsFailing: the last load of the source was refused,
+	// so the next that is not says so (its content may be the one in
+	// force again, which is not applied again).
+	fileFailing, rlsFailing bool
+	rls                     *rlsconfig.Config // nil without RLSDir
+	rlsRefused              string            // hash of the last RLSDir content refused, reported once
+	dynamic                 []dynamicRule
+	dynVersion              int64
 	// refusedVersion is a version of the dynamic rules that was refused:
 	// polls skip it until the version moves, or until a change of the
 	// files clears it to try it again.
@@ -336,9 +340,13 @@ func (m *Manager) ReloadFile(force bool) error {
 		return m.refuseFile("read:"+err.Error(), err)
 	}
 	hash := hashOf(data)
-	if hash == m.fileHash && force {
+	if hash == m.fileHash && (force || m.fileFailing) {
+		// The content in force: after a refusal (the bad edit undone) it
+		// is accepted again, and the gauge must say so.
 		m.metrics.reload(SourceFile, resultUnchanged)
-		m.cfg.Log.Info("rules file unchanged", zap.String("file", m.cfg.File))
+		if !m.fileAcceptedLocked() {
+			m.cfg.Log.Info("rules file unchanged", zap.String("file", m.cfg.File))
+		}
 		return nil
 	}
 	if hash == m.fileHash || hash == m.refused {
@@ -358,6 +366,7 @@ func (m *Manager) ReloadFile(force bool) error {
 	}
 	m.refused = ""
 	m.metrics.reload(SourceFile, resultOf(changed))
+	m.fileAcceptedLocked()
 	if !changed {
 		m.cfg.Log.Info("rules file changed, its rules did not; nothing applied", zap.String("file", m.cfg.File),
 			zap.String("version", m.view.Load().Version))
@@ -372,11 +381,34 @@ func (m *Manager) ReloadFile(force bool) error {
 // read error), named by key, was already logged.
 func (m *Manager) refuseFile(key string, err error) error {
 	m.metrics.reload(SourceFile, resultFailure)
+	m.fileFailing = true
 	if key != m.refused {
 		m.refused = key
 		m.cfg.Log.Error("rules file refused; the running rules stay", zap.String("file", m.cfg.File), zap.Error(err))
 	}
 	return fmt.Errorf("RULES_FILE %s: %w", m.cfg.File, err)
+}
+
+// fileAcceptedLocked, once a load of the rules file is not refused, logs
+// that the file is accepted again when the load before it was refused, and
+// reports whether it did.
+func (m *Manager) fileAcceptedLocked() bool {
+	if !m.fileFailing {
+		return false
+	}
+	m.fileFailing = false
+	m.cfg.Log.Info("rules file accepted again", zap.String("file", m.cfg.File), zap.String("version", m.view.Load().Version))
+	return true
+}
+
+// rlsAcceptedLocked is fileAcceptedLocked for the RLS config.
+func (m *Manager) rlsAcceptedLocked() bool {
+	if !m.rlsFailing {
+		return false
+	}
+	m.rlsFailing = false
+	m.cfg.Log.Info("RLS config accepted again", zap.String("dir", m.cfg.RLSDir), zap.String("version", m.view.Load().Version))
+	return true
 }
 
 // ReloadRLS reads the RLS directory and applies it if its content (names
@@ -399,9 +431,11 @@ func (m *Manager) ReloadRLS(force bool) error {
 		return m.refuseRLS("read:"+err.Error(), err)
 	}
 	hash := rlsconfig.Hash(files)
-	if m.rls != nil && hash == m.rls.Hash && force {
+	if m.rls != nil && hash == m.rls.Hash && (force || m.rlsFailing) {
 		m.metrics.reload(SourceRLS, resultUnchanged)
-		m.cfg.Log.Info("RLS config unchanged", zap.String("dir", m.cfg.RLSDir))
+		if !m.rlsAcceptedLocked() {
+			m.cfg.Log.Info("RLS config unchanged", zap.String("dir", m.cfg.RLSDir))
+		}
 		return nil
 	}
 	if (m.rls != nil && hash == m.rls.Hash) || hash == m.rlsRefused {
@@ -442,6 +476,7 @@ func (m *Manager) putRLSLocked(c *rlsconfig.Config) (bool, error) {
 		return false, err
 	}
 	m.metrics.reload(SourceRLS, resultOf(changed))
+	m.rlsAcceptedLocked()
 	if changed {
 		m.logRLSWarnings(c)
 		m.retryDynamicLocked(prior)
@@ -462,6 +497,7 @@ func (m *Manager) SetRLS(c *rlsconfig.Config) (bool, error) {
 	changed, err := m.putRLSLocked(c)
 	if err != nil {
 		m.metrics.reload(SourceRLS, resultFailure)
+		m.rlsFailing = true
 	}
 	return changed, err
 }
@@ -502,6 +538,7 @@ func (m *Manager) logRLSWarnings(c *rlsconfig.Config) {
 
 func (m *Manager) refuseRLS(key string, err error) error {
 	m.metrics.reload(SourceRLS, resultFailure)
+	m.rlsFailing = true
 	if key != m.rlsRefused {
 		m.rlsRefused = key
 		m.cfg.Log.Error("RLS config refused; the running rules stay", zap.String("dir", m.cfg.RLSDir), zap.Error(err))

@@ -15,10 +15,15 @@ import (
 	"go.uber.org/zap/zapcore"
 )
 
-// NewLogger returns a zap logger writing to w at level ("debug", "info",
-// "warn", "error") in format ("json" or "console"). JSON logs are sampled so a
-// burst of identical messages cannot slow the process down.
-func NewLogger(w io.Writer, level, format string) (*zap.Logger, error) {
+// NewLogger returns the logger of service (limiter, detector, archiver,
+// devkafka) writing to w at level ("debug", "info", "warn", "error") in
+// format ("json" or "console"). Every line names the service, so that the
+// logs of several services read apart (make run interleaves them on one
+// terminal): a "service" field in JSON, the logger's name in console,
+// where it has a column of its own before the message ("limiter",
+// "limiter.rules" for a part's logger). JSON logs are sampled so a burst of
+// identical messages cannot slow the process down.
+func NewLogger(w io.Writer, service, level, format string) (*zap.Logger, error) {
 	lvl, err := zapcore.ParseLevel(level)
 	if err != nil {
 		return nil, fmt.Errorf("log level %q: %w", level, err)
@@ -38,7 +43,10 @@ func NewLogger(w io.Writer, level, format string) (*zap.Logger, error) {
 	}
 	core := zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), lvl)
 	core = zapcore.NewSamplerWithOptions(core, 1e9, 100, 100) // per second: first 100, then every 100th
-	return zap.New(core), nil
+	if format == "console" {
+		return zap.New(core).Named(service), nil
+	}
+	return zap.New(core).With(zap.String("service", service)), nil
 }
 
 // NewRegistry returns a registry with the Go runtime and process collectors.

@@ -165,7 +165,7 @@ func slidingWindowCounter() []Scenario {
 				// the limit's own retry (32000) outlasts the penalty
 				{30_100, 1, deny(0, 1, 0, 1900, 1900)},
 				{30_500, 1, held(1, 600)},
-				{31_100, 1, deny(0, 1, 0, 900, 10_000)},
+				{31_100, 1, deny(0, 1, 0, 10_000, 10_000)},
 				{35_000, 1, held(1, 6100)},
 				{41_100, 1, ok(0, 1, 0, 1900)},
 			},

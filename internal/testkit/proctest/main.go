@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -67,6 +69,21 @@ func CheckHelp(t *testing.T, name string, vars []string) {
 			if !strings.Contains(out, "\n  "+v) {
 				t.Errorf("%s %s does not list %s", name, arg, v)
 			}
+		}
+	}
+}
+
+// CheckVersion runs the command name with version, -version and --version,
+// and fails the test unless each prints one line naming the command, a
+// revision and the Go version this binary was built with, and exits 0.
+func CheckVersion(t *testing.T, name string) {
+	t.Helper()
+	for _, arg := range []string{"version", "-version", "--version"} {
+		out := RunMain(t, name, arg)
+		fields := strings.Fields(out)
+		if strings.Count(out, "\n") != 1 || len(fields) < 6 || fields[0] != name || fields[2] != "revision" ||
+			!slices.Contains(fields, runtime.Version()) {
+			t.Errorf("%s %s = %q; want one line: %s VERSION revision REV [modified] %s GOOS/GOARCH", name, arg, out, name, runtime.Version())
 		}
 	}
 }
