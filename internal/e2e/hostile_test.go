@@ -172,7 +172,7 @@ func TestHostileInput(t *testing.T) {
 	// Its output is read once it has stopped: the process writes it until then.
 	lim.stop(syscall.SIGTERM)
 	out := lim.out.String()
-	for _, want := range []string{`"msg":"admin request refused: rate limited"`, `"msg":"request refused: missing or invalid bearer token","api":"admin","source":"127.0.0.1:`} {
+	for _, want := range []string{`"msg":"admin request refused: rate limited"`, `"msg":"request refused: missing or invalid bearer token","service":"limiter","api":"admin","source":"127.0.0.1:`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("no log line with %s: refusals must be logged with their source", want)
 		}
@@ -421,7 +421,7 @@ func TestAdminAuditNamesActorAndClient(t *testing.T) {
 	}
 	lim.stop(syscall.SIGTERM)
 	out := lim.out.String()
-	for _, want := range []string{`"msg":"admin ban","actor":"oncall-bob","client":"203.0.113.50"`, `"msg":"admin unban","actor":"oncall-bob","client":"203.0.113.50"`} {
+	for _, want := range []string{`"msg":"admin ban","service":"limiter","actor":"oncall-bob","client":"203.0.113.50"`, `"msg":"admin unban","service":"limiter","actor":"oncall-bob","client":"203.0.113.50"`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("no log line with %s", want)
 		}

@@ -129,7 +129,7 @@ func launchUnder(t *testing.T, name string, env map[string]string, wrapper ...st
 // listeningRE finds the addresses in the limiter's "limiter listening"
 // line: the decision listener's, the ops listener's (empty without
 // OPS_LISTEN_ADDR) and the gRPC listener's (empty when off).
-var listeningRE = regexp.MustCompile(`"msg":"limiter listening","addr":"([^"]+)","ops_addr":"([^"]*)","grpc_addr":"([^"]*)"`)
+var listeningRE = regexp.MustCompile(`"msg":"limiter listening","service":"limiter","addr":"([^"]+)","ops_addr":"([^"]*)","grpc_addr":"([^"]*)"`)
 
 // await polls path every 10 ms until it answers 200, once the process has
 // an address: on the ops listener when the limiter has one (its decision
