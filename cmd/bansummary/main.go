@@ -1,7 +1,7 @@
 // Command bansummary prints the messages of the ban topic by scenario
 // (action, scope and reason: a ban of an ip for credential_stuffing), each
-// with its count and its first message as an example, in the order the
-// scenarios first appeared. It reads JSON values, one after another, from
+// with its count and its earliest message as an example, in the order of
+// those. It reads JSON values, one after another, from
 // the files named or from its input: what kcat prints with -f '%s\n'.
 // make demo prints the bans of its run with it.
 package main

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/ratewarden/ratewarden/internal/event"
@@ -15,16 +16,17 @@ import (
 // account_attack).
 type scenario struct{ action, scope, reason string }
 
-// group is the messages of one scenario: how many, and the first as its
-// example.
+// group is the messages of one scenario: how many, and the earliest (by
+// its ts) as its example.
 type group struct {
 	scenario
 	count   int
 	example event.Ban
 }
 
-// summary is the messages of the ban topic by scenario, in the order each
-// scenario first appeared.
+// summary is the messages of the ban topic by scenario, in the order of
+// their earliest messages: a topic's partitions are read in no order of
+// time, and the story is.
 type summary struct {
 	groups     []*group
 	messages   int
@@ -43,6 +45,7 @@ func summarize(r io.Reader) (*summary, error) {
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
 			if errors.Is(err, io.EOF) {
+				slices.SortStableFunc(s.groups, func(a, b *group) int { return a.example.TS.Compare(b.example.TS) })
 				return s, nil
 			}
 			return s, fmt.Errorf("message %d: %w", s.messages+s.unreadable+1, err)
@@ -59,6 +62,9 @@ func summarize(r io.Reader) (*summary, error) {
 			g = &group{scenario: k, example: b}
 			index[k] = g
 			s.groups = append(s.groups, g)
+		}
+		if b.TS.Before(g.example.TS) {
+			g.example = b
 		}
 		g.count++
 	}

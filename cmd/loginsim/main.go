@@ -97,13 +97,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // actor, how many of their addresses were refused as banned and whether
 // their attempts after that were refused.
 func afterBan(ctx context.Context, target loginsim.Target, attackers []loginsim.Attempt, retry loginsim.Retry, stdout io.Writer) error {
-	fmt.Fprintf(stdout, "loginsim: %d attacking addresses try again, every %v until refused as banned (for %v at most), then %d times more\n",
+	fmt.Fprintf(stdout, "loginsim: %d attacking addresses try again, every %v until refused as banned (%v at most), then %d times more\n",
 		len(attackers), retry.Every, retry.Wait, retry.Again)
 	counts, err := loginsim.TryAgain(ctx, target, attackers, retry)
 	for _, actor := range slices.Sorted(maps.Keys(counts)) {
 		n := counts[actor]
-		fmt.Fprintf(stdout, "%s: %d of %d addresses refused as banned (%d attempts let through or limited before that); after it, %d of %d attempts refused\n",
-			actor, n.Banned, n.Addresses, n.Before, n.Refused, n.Attempts)
+		fmt.Fprintf(stdout, "%s: %d of %d addresses refused as banned, then %d of %d attempts after the ban refused (before it: %d attempts answered otherwise)\n",
+			actor, n.Banned, n.Addresses, n.Refused, n.Attempts, n.Before)
 	}
 	return err
 }

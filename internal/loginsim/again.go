@@ -2,6 +2,7 @@ package loginsim
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -53,11 +54,22 @@ func Attackers(attempts []Attempt) []Attempt {
 	return out
 }
 
+// Again is the n-th attempt (from 0) an attacker makes after its last one,
+// a: a stuffing bot tries an account it has not tried yet, as it goes
+// down its list; any other the same account again.
+func Again(a Attempt, n int) Attempt {
+	if a.Actor == ActorStuffing {
+		a.UserID = fmt.Sprintf("%s-again-%d", a.UserID, n)
+	}
+	return a
+}
+
 // TryAgain makes each of the addresses of attackers try again, as bots do
 // after their run: one attempt every r.Every until the limiter refuses the
 // address as banned, then r.Again attempts more, whose answers it counts:
 // they show whether the ban stopped the address. An attempt the limiter
-// lets through is reported like any other (Play). It returns the counts by
+// lets through is reported like any other (Play). See Again for the
+// accounts they try. It returns the counts by
 // actor, and stops at the first request the limiter does not answer as its
 // API says.
 func TryAgain(ctx context.Context, t Target, attackers []Attempt, r Retry) (map[string]*AfterBan, error) {
@@ -68,7 +80,7 @@ func TryAgain(ctx context.Context, t Target, attackers []Attempt, r Retry) (map[
 	defer c.Close(context.Background())
 	type address struct {
 		a      Attempt
-		tried  bool // made an attempt
+		tries  int
 		banned bool // refused as banned once
 		after  int  // attempts since
 	}
@@ -86,7 +98,7 @@ func TryAgain(ctx context.Context, t Target, attackers []Attempt, r Retry) (map[
 		round := time.Now()
 		var due []*address
 		for _, ad := range addrs {
-			if (ad.banned && ad.after < r.Again) || (!ad.banned && (!ad.tried || round.Before(deadline))) {
+			if (ad.banned && ad.after < r.Again) || (!ad.banned && (ad.tries == 0 || round.Before(deadline))) {
 				due = append(due, ad)
 			}
 		}
@@ -95,14 +107,14 @@ func TryAgain(ctx context.Context, t Target, attackers []Attempt, r Retry) (map[
 		}
 		batch := make([]Attempt, len(due))
 		for i, ad := range due {
-			batch[i] = ad.a
+			batch[i] = Again(ad.a, ad.tries)
 		}
 		verdicts, err := playAll(ctx, c, batch, r.Workers)
 		for i, ad := range due {
 			if i >= len(verdicts) || verdicts[i] == "" {
 				continue // not made: the round stopped on an error
 			}
-			ad.tried = true
+			ad.tries++
 			n := counts[ad.a.Actor]
 			banned := verdicts[i] == client.ReasonBanned
 			switch {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -20,15 +21,17 @@ type banningLimiter struct {
 
 	mu      sync.Mutex
 	checks  map[string]int
-	reports map[string]int // ip -> reports with status 401
+	users   map[string][]string // ip -> the user of each check
+	reports map[string]int      // ip -> reports with status 401
 }
 
 func newBanningLimiter(t *testing.T, bannedFrom map[string]int, lapses map[string]map[int]bool) *banningLimiter {
 	t.Helper()
-	l := &banningLimiter{bannedFrom: bannedFrom, lapses: lapses, checks: map[string]int{}, reports: map[string]int{}}
+	l := &banningLimiter{bannedFrom: bannedFrom, lapses: lapses, checks: map[string]int{}, users: map[string][]string{}, reports: map[string]int{}}
 	l.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			IP     string `json:"ip"`
+			UserID string `json:"user_id"`
 			Status int    `json:"status"`
 		}
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
@@ -41,6 +44,7 @@ func newBanningLimiter(t *testing.T, bannedFrom map[string]int, lapses map[strin
 		switch r.URL.Path {
 		case "/v1/check":
 			l.checks[req.IP]++
+			l.users[req.IP] = append(l.users[req.IP], req.UserID)
 			n := l.checks[req.IP]
 			if from, ok := l.bannedFrom[req.IP]; ok && n >= from && !l.lapses[req.IP][n] {
 				w.Write([]byte(`{"allowed":false,"reason":"banned","retry_after_ms":1000}`))
@@ -96,6 +100,18 @@ func TestTryAgainCountsTheAnswersAfterTheBan(t *testing.T) {
 	defer l.mu.Unlock()
 	if len(l.reports) != len(wantReports) || l.reports[bannedLate] != 2 || l.reports[lapsing] != 2 {
 		t.Errorf("reports %v, want %v", l.reports, wantReports)
+	}
+	// A stuffing bot tries an account it has not tried at each attempt; an
+	// attack source, its victim.
+	tried := map[string]bool{"user-5": true}
+	for _, u := range l.users[bannedLate] {
+		if tried[u] {
+			t.Errorf("bot %s tried %s twice: %q", bannedLate, u, l.users[bannedLate])
+		}
+		tried[u] = true
+	}
+	if want := []string{"victim", "victim", "victim", "victim"}; !slices.Equal(l.users[lapsing], want) {
+		t.Errorf("attack source tried %q, want %q", l.users[lapsing], want)
 	}
 }
 
