@@ -133,6 +133,7 @@ bin/loginsim -url "http://$LIMITER_ADDR" -token "${API_TOKENS%%,*}" -after-ban 2
 
 echo
 echo "=== 5. What analysts see in Postgres ($demo_db), most first"
+echo
 settle "$bans"
 # The archiver flushes at least every second: wait for the ban rows.
 want=$(wc -l <"$bans")
@@ -140,9 +141,9 @@ for _ in $(seq 20); do
 	[ "$(psql "$DATABASE_URL" -X -q -A -t -c 'SELECT count(*) FROM bans' 2>/dev/null || echo 0)" -ge "$want" ] && break
 	sleep 0.5
 done
-# view TITLE QUERY: prints TITLE and the rows of QUERY.
+# view TITLE QUERY: prints TITLE and the rows of QUERY (psql ends them with
+# an empty line).
 view() {
-	echo
 	echo "== $1"
 	psql "$DATABASE_URL" -X -q -P pager=off -P footer=off -c "$2" || true
 }
@@ -166,5 +167,4 @@ view "active_bans: newest first" \
 	        to_char(expires_at, 'HH24:MI:SS') AS expires_at
 	 FROM active_bans ORDER BY banned_at DESC, subject LIMIT 5"
 
-echo
 echo "demo: the rows stay in $demo_db until the next make demo drops it: psql '$DATABASE_URL'"
