@@ -4,7 +4,10 @@
 // answered. The traffic is a credential-stuffing botnet, a distributed
 // attack on one account and normal users who now and then mistype their
 // password (see package loginsim). It prints what became of each actor's
-// attempts. Flags only, no environment.
+// attempts. With -after-ban, it plays instead what the attackers do after
+// the scenario: each of their addresses tries again until the limiter
+// refuses it as banned, then a few times more, and it prints whether those
+// were refused. Flags only, no environment.
 package main
 
 import (
@@ -61,17 +64,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.NormalLogins, "normal-logins", cfg.NormalLogins, "logins per normal user")
 	fs.IntVar(&cfg.TypoEvery, "typo-every", cfg.TypoEvery, "one normal login in this many starts with a wrong password (0: never)")
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the order of the attempts")
+	retry := loginsim.Retry{Every: 500 * time.Millisecond, Wait: 30 * time.Second}
+	fs.IntVar(&retry.Again, "after-ban", 0, "instead of the scenario, each of its attackers' addresses tries again until refused as banned, then this many `times` more (0: play the scenario)")
+	fs.DurationVar(&retry.Every, "retry-every", retry.Every, "with -after-ban, the pause between an address's attempts")
+	fs.DurationVar(&retry.Wait, "ban-wait", retry.Wait, "with -after-ban, how long an address tries before it is refused as banned")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
 		return errUsage
 	}
-	if fs.NArg() > 0 || *workers < 1 || *rate < 0 || cfg.Bots < 0 || cfg.AttackSources < 0 || cfg.NormalUsers < 0 {
+	if fs.NArg() > 0 || *workers < 1 || *rate < 0 || cfg.Bots < 0 || cfg.AttackSources < 0 || cfg.NormalUsers < 0 ||
+		retry.Again < 0 || retry.Every < 0 || retry.Wait < 0 {
 		fmt.Fprintln(stderr, "loginsim: unexpected argument or negative count (see -h)")
 		return errUsage
 	}
 	attempts := loginsim.Scenario(cfg)
+	if retry.Again > 0 {
+		retry.Workers = *workers
+		return afterBan(ctx, target, loginsim.Attackers(attempts), retry, stdout)
+	}
 	fmt.Fprintf(stdout, "loginsim: %d login attempts at %s (%d bots x %d, %d sources on %q x %d, %d normal users)\n",
 		len(attempts), target.URL, cfg.Bots, cfg.BotAttempts, cfg.AttackSources, cfg.Victim, cfg.AttackAttempts, cfg.NormalUsers)
 	start := time.Now()
@@ -82,5 +94,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "%-16s %9d %12d %13d %7d\n", actor, t.Attempts, t.LetThrough, t.RateLimited, t.Banned)
 	}
 	fmt.Fprintf(stdout, "in %v\n", time.Since(start).Round(time.Millisecond))
+	return err
+}
+
+// afterBan plays the attackers' attempts after the scenario and prints, by
+// actor, how many of their addresses were refused as banned and whether
+// their attempts after that were refused.
+func afterBan(ctx context.Context, target loginsim.Target, attackers []loginsim.Attempt, retry loginsim.Retry, stdout io.Writer) error {
+	fmt.Fprintf(stdout, "loginsim: %d attacking addresses try again, every %v until refused as banned (%v at most), then %d times more\n",
+		len(attackers), retry.Every, retry.Wait, retry.Again)
+	counts, err := loginsim.TryAgain(ctx, target, attackers, retry)
+	for _, actor := range slices.Sorted(maps.Keys(counts)) {
+		n := counts[actor]
+		fmt.Fprintf(stdout, "%s: %d of %d addresses refused as banned, then %d of %d attempts after the ban refused (before it: %d attempts answered otherwise)\n",
+			actor, n.Banned, n.Addresses, n.Refused, n.Attempts, n.Before)
+	}
 	return err
 }
