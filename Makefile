@@ -12,7 +12,7 @@ all: build
 help:
 	@sed -n 's/^## //p' $(MAKEFILE_LIST)
 
-## build       the binaries in bin/ (limiter, detector, archiver, devkafka, loadgen, loginsim)
+## build       the binaries in bin/ (limiter, detector, archiver, devkafka; loadgen, loginsim, bansummary for the demo)
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
@@ -21,9 +21,9 @@ build:
 run: build
 	deploy/local/run.sh
 
-## demo        the stack under synthetic traffic (normal users, a brute forcer, a scanner): live summary, bans
-##             as they arrive on the ban topic, the analysts' views; stops by itself; needs kcat and psql
-##             (Debian: apt-get install kcat postgresql-client)
+## demo        the stack under synthetic traffic (normal users, a brute forcer, a scanner, login attackers): who
+##             got banned and why, the attackers refused after their ban, the analysts' views, in a database of
+##             its own (ratewarden_demo); stops by itself; needs kcat and psql (apt-get install kcat postgresql-client)
 demo: build
 	deploy/local/demo.sh
 
