@@ -22,6 +22,12 @@ const maxListed = 10
 // maxShown bounds the part of a key or a value that a message shows.
 const maxShown = 40
 
+// maxExplained bounds the messages Explain returns: a file of thousands of
+// wrong values would make an error of megabytes, printed and logged, and
+// each message explained costs a look over the document. The rest are
+// counted in one message.
+const maxExplained = 50
+
 // Unknown is a key written in a mapping that does not have it.
 type Unknown struct {
 	Line int    // where the key is written; 0: not said
@@ -117,7 +123,10 @@ var (
 // error of a Labelled type with its key. A
 // *yaml.TypeError stays one, its messages in their order, each still
 // starting with "line N: "; a message Explain does not know stays as it
-// is, and any other error is returned as it is.
+// is, and any other error is returned as it is. Past maxExplained
+// messages, the rest are counted in one ("line N: and 7 more errors"). A
+// key or value of the document that a message shows is shortened, and
+// quoted when it holds a character that is not printable.
 func (s Schema) Explain(data []byte, err error) error {
 	var te *yaml.TypeError
 	if !errors.As(err, &te) {
@@ -128,9 +137,13 @@ func (s Schema) Explain(data []byte, err error) error {
 		return err
 	}
 	w := s.walk(&doc)
-	msgs := make([]string, len(te.Errors))
-	for i, msg := range te.Errors {
+	n := min(len(te.Errors), maxExplained)
+	msgs := make([]string, n, n+1)
+	for i, msg := range te.Errors[:n] {
 		msgs[i] = w.explain(msg)
+	}
+	if rest := te.Errors[n:]; len(rest) > 0 {
+		msgs = append(msgs, lineRE.FindString(rest[0])+fmt.Sprintf("and %d more errors", len(rest)))
 	}
 	return &yaml.TypeError{Errors: msgs}
 }
@@ -181,7 +194,7 @@ func shown(tag, value string) string {
 	case tag == "!!str":
 		return strconv.Quote(value)
 	case strings.HasPrefix(tag, "!!"):
-		return value
+		return display(value)
 	}
 	return fmt.Sprintf("a value tagged %q", shorten(tag))
 }
@@ -294,7 +307,19 @@ func written(n *yaml.Node) string {
 	if n.ShortTag() == "!!str" {
 		return strconv.Quote(shorten(n.Value))
 	}
-	return shorten(n.Value)
+	return display(n.Value)
+}
+
+// display is s as a message shows it: shortened, and quoted when it holds
+// a character that is not printable, so that the bytes of a file (a
+// terminal's escape sequence, a line break) reach no terminal or log as
+// they are.
+func display(s string) string {
+	s = shorten(s)
+	if !utf8.ValidString(s) || strings.ContainsFunc(s, func(r rune) bool { return !strconv.IsPrint(r) }) {
+		return strconv.Quote(s)
+	}
+	return s
 }
 
 // describe is the form of a value of t, in the writer's terms, or "".
