@@ -194,7 +194,7 @@ func shown(tag, value string) string {
 	case tag == "!!str":
 		return strconv.Quote(value)
 	case strings.HasPrefix(tag, "!!"):
-		return display(value)
+		return Shown(value)
 	}
 	return fmt.Sprintf("a value tagged %q", shorten(tag))
 }
@@ -307,14 +307,14 @@ func written(n *yaml.Node) string {
 	if n.ShortTag() == "!!str" {
 		return strconv.Quote(shorten(n.Value))
 	}
-	return display(n.Value)
+	return Shown(n.Value)
 }
 
-// display is s as a message shows it: shortened, and quoted when it holds
-// a character that is not printable, so that the bytes of a file (a
-// terminal's escape sequence, a line break) reach no terminal or log as
-// they are.
-func display(s string) string {
+// Shown is s, a key or value written by a user, as a message shows it:
+// shortened to 40 bytes, and quoted when it holds a character that is not
+// printable, so that the bytes of a file (a terminal's escape sequence, a
+// line break) reach no terminal or log as they are.
+func Shown(s string) string {
 	s = shorten(s)
 	if !utf8.ValidString(s) || strings.ContainsFunc(s, func(r rune) bool { return !strconv.IsPrint(r) }) {
 		return strconv.Quote(s)
