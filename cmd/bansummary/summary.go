@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/ratewarden/ratewarden/internal/event"
 )
@@ -86,14 +88,14 @@ func (s *summary) write(w io.Writer) {
 	}
 }
 
-func (g *group) name() string { return g.action + " " + g.scope + " " + g.reason }
+func (g *group) name() string { return shown(g.action) + " " + shown(g.scope) + " " + shown(g.reason) }
 
 // describe says what one ban message is about, in a line: its subject,
 // for how long, the count against the threshold in its window and the
 // samples of its evidence.
 func describe(b *event.Ban) string {
 	var sb strings.Builder
-	sb.WriteString(b.Subject)
+	sb.WriteString(shown(b.Subject))
 	switch {
 	case b.Action == event.ActionBan && b.DurationS > 0:
 		fmt.Fprintf(&sb, " for %s", seconds(b.DurationS))
@@ -123,17 +125,48 @@ func describe(b *event.Ban) string {
 		}
 	}
 	if b.Note != "" {
-		fmt.Fprintf(&sb, "; note %q", b.Note)
+		fmt.Fprintf(&sb, "; note %q", cut(b.Note))
 	}
 	return sb.String()
 }
 
 // samples lists the first n of ss, and how many more there are.
 func samples(ss []string, n int) string {
-	if len(ss) <= n {
-		return strings.Join(ss, ", ")
+	shownSS := make([]string, 0, min(len(ss), n))
+	for _, s := range ss[:min(len(ss), n)] {
+		shownSS = append(shownSS, shown(s))
 	}
-	return fmt.Sprintf("%s (+%d)", strings.Join(ss[:n], ", "), len(ss)-n)
+	if len(ss) <= n {
+		return strings.Join(shownSS, ", ")
+	}
+	return fmt.Sprintf("%s (+%d)", strings.Join(shownSS, ", "), len(ss)-n)
+}
+
+// maxShown bounds the bytes of one string of a message that are printed.
+const maxShown = 64
+
+// shown is s, a string of a ban message, as printed: cut to maxShown bytes,
+// and quoted (escaped) when it holds a character that is not printable.
+// Whoever may write to the ban topic writes these strings, and the summary
+// goes to a terminal: an escape sequence must not reach it as it is.
+func shown(s string) string {
+	s = cut(s)
+	if !utf8.ValidString(s) || strings.ContainsFunc(s, func(r rune) bool { return !strconv.IsPrint(r) }) {
+		return strconv.Quote(s)
+	}
+	return s
+}
+
+// cut cuts s to maxShown bytes, never inside a character, and marks the cut.
+func cut(s string) string {
+	if len(s) <= maxShown {
+		return s
+	}
+	n := maxShown
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
 }
 
 // seconds prints a whole number of seconds as a short duration: 1h, 10m,
