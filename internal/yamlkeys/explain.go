@@ -123,13 +123,18 @@ var (
 // error of a Labelled type with its key. A
 // *yaml.TypeError stays one, its messages in their order, each still
 // starting with "line N: "; a message Explain does not know stays as it
-// is, and any other error is returned as it is. Past maxExplained
+// is, and any other error is returned as it is, unless its message holds
+// a character that is not printable (a value the decoder shows as
+// written): then as its message with those escaped. Past maxExplained
 // messages, the rest are counted in one ("line N: and 7 more errors"). A
 // key or value of the document that a message shows is shortened, and
 // quoted when it holds a character that is not printable.
 func (s Schema) Explain(data []byte, err error) error {
 	var te *yaml.TypeError
 	if !errors.As(err, &te) {
+		if msg := err.Error(); !printable(msg) {
+			return errors.New(escape(msg))
+		}
 		return err
 	}
 	var doc yaml.Node
@@ -316,10 +321,35 @@ func written(n *yaml.Node) string {
 // line break) reach no terminal or log as they are.
 func Shown(s string) string {
 	s = shorten(s)
-	if !utf8.ValidString(s) || strings.ContainsFunc(s, func(r rune) bool { return !strconv.IsPrint(r) }) {
+	if !printable(s) {
 		return strconv.Quote(s)
 	}
 	return s
+}
+
+// printable reports whether s is UTF-8 of printable characters (and
+// spaces) only.
+func printable(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsFunc(s, func(r rune) bool { return !strconv.IsPrint(r) })
+}
+
+// escape is s with each character that is not printable, and each byte
+// that is no UTF-8, written as Go escapes it in a quoted string.
+func escape(s string) string {
+	var b strings.Builder
+	for len(s) > 0 {
+		r, n := utf8.DecodeRuneInString(s)
+		if r == utf8.RuneError && n == 1 {
+			fmt.Fprintf(&b, `\x%02x`, s[0])
+		} else if strconv.IsPrint(r) {
+			b.WriteString(s[:n])
+		} else {
+			q := strconv.Quote(s[:n])
+			b.WriteString(q[1 : len(q)-1])
+		}
+		s = s[n:]
+	}
+	return b.String()
 }
 
 // describe is the form of a value of t, in the writer's terms, or "".

@@ -287,3 +287,20 @@ func TestExplainBoundsItsMessages(t *testing.T) {
 		t.Errorf("last message %q, want %q", got[maxExplained], want)
 	}
 }
+
+// An error of the decoder other than a *yaml.TypeError shows the value it
+// is about as written ("cannot decode !!str `...` as a !!int" for a value
+// tagged against its form): its characters that are not printable are
+// escaped.
+func TestExplainEscapesOtherErrors(t *testing.T) {
+	got := decodeStrict(t, "window: !!int \"\\e]0;t\\a\"\n")
+	if want := []string{"yaml: cannot decode !!str `\\x1b]0;t\\a` as a !!int"}; strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+}
+
+func TestEscape(t *testing.T) {
+	if got, want := escape("a\x1b\xffé\u202e b"), `a\x1b\xffé\u202e b`; got != want {
+		t.Errorf("escape = %q, want %q", got, want)
+	}
+}
