@@ -75,12 +75,23 @@ func summarize(r io.Reader) (*summary, error) {
 // write prints the summary: a line per scenario with its count and an
 // example (subject, duration, what was counted, the evidence's samples).
 func (s *summary) write(w io.Writer) {
+	shown, rest := s.groups, []*group(nil)
+	if len(shown) > maxScenarios {
+		shown, rest = shown[:maxScenarios], shown[maxScenarios:]
+	}
 	width := 0
-	for _, g := range s.groups {
+	for _, g := range shown {
 		width = max(width, len(g.name()))
 	}
-	for _, g := range s.groups {
+	for _, g := range shown {
 		fmt.Fprintf(w, "%5d  %-*s  e.g. %s\n", g.count, width, g.name(), describe(&g.example))
+	}
+	if len(rest) > 0 {
+		n := 0
+		for _, g := range rest {
+			n += g.count
+		}
+		fmt.Fprintf(w, "%5d  in %d more scenarios\n", n, len(rest))
 	}
 	fmt.Fprintf(w, "%5d  in all\n", s.messages)
 	if s.unreadable > 0 {
@@ -141,6 +152,10 @@ func samples(ss []string, n int) string {
 	}
 	return fmt.Sprintf("%s (+%d)", strings.Join(shownSS, ", "), len(ss)-n)
 }
+
+// maxScenarios bounds the scenarios printed one by one: whoever may write
+// to the ban topic chooses a message's reason, and so the scenarios.
+const maxScenarios = 20
 
 // maxShown bounds the bytes of one string of a message that are printed.
 const maxShown = 64

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -119,5 +120,36 @@ func TestSummaryEscapesWhatItPrints(t *testing.T) {
 	}
 	if len(got) > 1000 {
 		t.Errorf("printed %d bytes for one message: %.300q", len(got), got)
+	}
+}
+
+// Messages of many reasons (anyone who may write to the ban topic chooses
+// one) print maxScenarios lines, the rest counted in one: the summary
+// stays a screen, whatever the topic holds.
+func TestSummaryBoundsItsScenarios(t *testing.T) {
+	ts := time.Date(2026, 11, 29, 3, 8, 0, 0, time.UTC)
+	var in bytes.Buffer
+	for i := range 1000 {
+		v, err := event.EncodeBan(event.Ban{BanID: strconv.Itoa(i), TS: ts.Add(time.Duration(i) * time.Second), Action: event.ActionBan,
+			Scope: event.ScopeIP, Subject: "192.0.2.1", Reason: "r" + strconv.Itoa(i), Source: "detector"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		in.Write(v)
+		in.WriteByte('\n')
+	}
+	var out, errOut bytes.Buffer
+	if err := run(nil, &in, &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != maxScenarios+2 {
+		t.Fatalf("%d lines, want %d:\n%s", len(lines), maxScenarios+2, out.String())
+	}
+	if want := fmt.Sprintf("  %d  in %d more scenarios", 1000-maxScenarios, 1000-maxScenarios); lines[maxScenarios] != want {
+		t.Errorf("line %q, want %q", lines[maxScenarios], want)
+	}
+	if want := " 1000  in all"; lines[maxScenarios+1] != want {
+		t.Errorf("line %q, want %q", lines[maxScenarios+1], want)
 	}
 }
