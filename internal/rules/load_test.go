@@ -288,6 +288,8 @@ func TestParseRuleJSON(t *testing.T) {
 		{"invalid rule", `{"id": "a", "key": ["ip"], "algorithm": "fixed_window", "limits": [{"requests": 1, "per": "0s"}]}`, `rule "a": limits[0].per: must be at least 1ms`},
 		{"ipv6 prefix out of range", `{"id": "a", "key": ["ip"], "algorithm": "fixed_window", "limits": [{"requests": 1, "per": "1s"}], "ipv6_prefix": 129}`, `rule "a": ipv6_prefix: must be between 32 and 128`},
 		{"ipv6 prefix as string", `{"id": "a", "ipv6_prefix": "64"}`, "ipv6_prefix: cannot use string: want an integer"},
+		{"number for a limit", `{"id": "a", "tiers": {"VIP": [0]}}`, "tiers: cannot use number: want an object"},
+		{"object for a list", `{"id": "a", "key": {"ip": 1}}`, "key: cannot use object: want a list"},
 		{"missing id", `{"key": ["ip"], "algorithm": "fixed_window", "limits": [{"requests": 1, "per": "1s"}]}`, "id: required"},
 	}
 	for _, tt := range errTests {
