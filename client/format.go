@@ -39,3 +39,27 @@ func (d Decision) Format(f fmt.State, verb rune) {
 
 // String returns d as %v prints it.
 func (d Decision) String() string { return fmt.Sprint(d) }
+
+// plainConfig is Config without its methods, so that Config's Format can
+// print one.
+type plainConfig Config
+
+// Format prints c as fmt prints a struct, with every verb and flag, but
+// with "[redacted]" for a Token that is set: a Config written to a log
+// line must not show the limiter's credential.
+func (c Config) Format(f fmt.State, verb rune) {
+	if c.Token != "" {
+		c.Token = "[redacted]"
+	}
+	s := fmt.Sprintf(fmt.FormatString(f, verb), plainConfig(c))
+	if verb == 'v' && f.Flag('#') {
+		s = strings.Replace(s, "client.plainConfig{", "client.Config{", 1)
+	}
+	_, _ = f.Write([]byte(s))
+}
+
+// Format prints c as its Config, the token redacted: the Client's own
+// fields hold the token too, and fmt would print them.
+func (c *Client) Format(f fmt.State, verb rune) {
+	c.cfg.Format(f, verb)
+}

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"strings"
@@ -53,5 +54,34 @@ func TestDecisionFieldsMatch(t *testing.T) {
 		if v := view.Field(i); v.Name != f.Name || v.Type != f.Type {
 			t.Errorf("field %d: decisionFields has %s %s, Decision %s %s", i, v.Name, v.Type, f.Name, f.Type)
 		}
+	}
+}
+
+// A Config or a Client printed, in a log line of the application, say,
+// never shows the token: every verb prints "[redacted]" in its place.
+func TestConfigAndClientHideTheToken(t *testing.T) {
+	const secret = "s3cr3t-token-value"
+	cfg := Config{URL: "http://127.0.0.1:1", Token: secret, Timeout: time.Second}
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close(context.Background()) }()
+	for _, format := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x"} {
+		for _, v := range []any{cfg, &cfg, c} {
+			got := fmt.Sprintf(format, v)
+			if strings.Contains(got, secret) || strings.Contains(got, fmt.Sprintf("%x", secret)) {
+				t.Errorf("%s of a %T shows the token: %s", format, v, got)
+			}
+			if format != "%x" && format != "%q" && !strings.Contains(got, "127.0.0.1") {
+				t.Errorf("%s of a %T: %s, want its URL", format, v, got)
+			}
+		}
+	}
+	if got, want := fmt.Sprintf("%+v", cfg), "Token:[redacted]"; !strings.Contains(got, want) {
+		t.Errorf("%%+v = %s, want %s in it", got, want)
+	}
+	if got := fmt.Sprintf("%+v", Config{URL: "u"}); !strings.Contains(got, "Token: ") {
+		t.Errorf("%%+v of a Config without token = %s, want Token empty", got)
 	}
 }

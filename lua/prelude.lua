@@ -2,7 +2,9 @@
 -- form every call can use (see common.lua for how scripts are assembled).
 --
 -- KEYS[1] state: counters, log or bucket of the algorithm
--- KEYS[2] hold:  string, integer ms until which the key is denied (penalty)
+-- KEYS[2] hold:  string, integer ms until which the key is denied (penalty),
+--                then ":" and the ms from which a call is admitted again
+--                when the limits deny past the hold's end
 -- KEYS[3] hits:  sorted set of recent limit denials (escalation)
 --                (all three share one Redis Cluster hash tag)
 --
@@ -59,11 +61,23 @@ local function decide(alg)
   local hold = nil
   if penalty > 0 or ne > 0 then
     local h = redis.call('GET', KEYS[2])
-    if h then hold = tonumber(h) end
+    local until_retry = nil
+    if h then
+      local a, z = string.match(h, '^(%d+):(%d+)$')
+      if a then
+        hold, until_retry = tonumber(a), tonumber(z)
+      else
+        hold = tonumber(h)
+      end
+    end
     if hold and now < hold then
       local quota = 0
       if n > 0 then quota = alg.quota(limits[1]) end
-      return {0, 1, -1, quota, 0, hold - now, hold - now, now}
+      -- a held call is told when a call is admitted again, as the denial
+      -- that started the hold was: past the hold's end if the limits say so
+      local wait = hold - now
+      if until_retry and until_retry - now > wait then wait = until_retry - now end
+      return {0, 1, -1, quota, 0, wait, wait, now}
     end
   end
   if n == 0 then
@@ -73,6 +87,7 @@ local function decide(alg)
   -- r: admitted, and per limit quota, remaining, reset, deny, retry
   local r = alg.evaluate(KEYS[1], now, cost, limits)
 
+  local b = binding(r)
   local extra = 0
   if not r.admitted then
     local cand = 0
@@ -80,13 +95,14 @@ local function decide(alg)
     if ne > 0 then cand = record_hit(KEYS[3], now, esc, cand) end
     if cand > now then
       if not hold or hold < cand then
-        redis.call('SET', KEYS[2], istr(cand), 'PX', istr(cand - now))
+        local v = istr(cand)
+        if now + r.retry[b] > cand then v = v .. ':' .. istr(now + r.retry[b]) end
+        redis.call('SET', KEYS[2], v, 'PX', istr(cand - now))
       end
       extra = cand - now
     end
   end
 
-  local b = binding(r)
   local remaining = r.remaining[b]
   if remaining < 0 then remaining = 0 end
   local retry = r.retry[b]

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/ratewarden/ratewarden/internal/event"
 )
@@ -73,12 +75,23 @@ func summarize(r io.Reader) (*summary, error) {
 // write prints the summary: a line per scenario with its count and an
 // example (subject, duration, what was counted, the evidence's samples).
 func (s *summary) write(w io.Writer) {
+	shown, rest := s.groups, []*group(nil)
+	if len(shown) > maxScenarios {
+		shown, rest = shown[:maxScenarios], shown[maxScenarios:]
+	}
 	width := 0
-	for _, g := range s.groups {
+	for _, g := range shown {
 		width = max(width, len(g.name()))
 	}
-	for _, g := range s.groups {
+	for _, g := range shown {
 		fmt.Fprintf(w, "%5d  %-*s  e.g. %s\n", g.count, width, g.name(), describe(&g.example))
+	}
+	if len(rest) > 0 {
+		n := 0
+		for _, g := range rest {
+			n += g.count
+		}
+		fmt.Fprintf(w, "%5d  in %d more scenarios\n", n, len(rest))
 	}
 	fmt.Fprintf(w, "%5d  in all\n", s.messages)
 	if s.unreadable > 0 {
@@ -86,14 +99,14 @@ func (s *summary) write(w io.Writer) {
 	}
 }
 
-func (g *group) name() string { return g.action + " " + g.scope + " " + g.reason }
+func (g *group) name() string { return shown(g.action) + " " + shown(g.scope) + " " + shown(g.reason) }
 
 // describe says what one ban message is about, in a line: its subject,
 // for how long, the count against the threshold in its window and the
 // samples of its evidence.
 func describe(b *event.Ban) string {
 	var sb strings.Builder
-	sb.WriteString(b.Subject)
+	sb.WriteString(shown(b.Subject))
 	switch {
 	case b.Action == event.ActionBan && b.DurationS > 0:
 		fmt.Fprintf(&sb, " for %s", seconds(b.DurationS))
@@ -123,17 +136,52 @@ func describe(b *event.Ban) string {
 		}
 	}
 	if b.Note != "" {
-		fmt.Fprintf(&sb, "; note %q", b.Note)
+		fmt.Fprintf(&sb, "; note %q", cut(b.Note))
 	}
 	return sb.String()
 }
 
 // samples lists the first n of ss, and how many more there are.
 func samples(ss []string, n int) string {
-	if len(ss) <= n {
-		return strings.Join(ss, ", ")
+	shownSS := make([]string, 0, min(len(ss), n))
+	for _, s := range ss[:min(len(ss), n)] {
+		shownSS = append(shownSS, shown(s))
 	}
-	return fmt.Sprintf("%s (+%d)", strings.Join(ss[:n], ", "), len(ss)-n)
+	if len(ss) <= n {
+		return strings.Join(shownSS, ", ")
+	}
+	return fmt.Sprintf("%s (+%d)", strings.Join(shownSS, ", "), len(ss)-n)
+}
+
+// maxScenarios bounds the scenarios printed one by one: whoever may write
+// to the ban topic chooses a message's reason, and so the scenarios.
+const maxScenarios = 20
+
+// maxShown bounds the bytes of one string of a message that are printed.
+const maxShown = 64
+
+// shown is s, a string of a ban message, as printed: cut to maxShown bytes,
+// and quoted (escaped) when it holds a character that is not printable.
+// Whoever may write to the ban topic writes these strings, and the summary
+// goes to a terminal: an escape sequence must not reach it as it is.
+func shown(s string) string {
+	s = cut(s)
+	if !utf8.ValidString(s) || strings.ContainsFunc(s, func(r rune) bool { return !strconv.IsPrint(r) }) {
+		return strconv.Quote(s)
+	}
+	return s
+}
+
+// cut cuts s to maxShown bytes, never inside a character, and marks the cut.
+func cut(s string) string {
+	if len(s) <= maxShown {
+		return s
+	}
+	n := maxShown
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
 }
 
 // seconds prints a whole number of seconds as a short duration: 1h, 10m,

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -87,5 +89,67 @@ func TestSummaryOfNothing(t *testing.T) {
 	}
 	if out.String() != "    0  in all\n" {
 		t.Fatalf("summary of no message: %q", out.String())
+	}
+}
+
+// Anyone who may write to the ban topic writes what the summary prints on
+// a terminal: a subject, reason or sample holding a terminal's escape
+// sequences is printed quoted, escaped, and a long one is cut.
+func TestSummaryEscapesWhatItPrints(t *testing.T) {
+	ts := time.Date(2026, 11, 29, 3, 8, 0, 0, time.UTC)
+	esc := "\x1b]0;owned\a\x1b[2J"
+	b := event.Ban{BanID: "1", TS: ts, Action: event.ActionBan, Scope: event.ScopeUser, Subject: "u" + esc,
+		Reason: "scan" + esc + strings.Repeat("r", 5000), Source: "detector", Note: strings.Repeat("n", 5000),
+		Evidence: event.Evidence{SampleEndpoints: []string{"/a" + esc, "/b\u202e"}, SampleUsers: []string{strings.Repeat("x", 5000)}}}
+	v, err := event.EncodeBan(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if err := run(nil, bytes.NewReader(v), &out, &errOut); err != nil {
+		t.Fatalf("%v: %s", err, errOut.String())
+	}
+	got := out.String()
+	for _, r := range got {
+		if r != '\n' && !strconv.IsPrint(r) {
+			t.Fatalf("printed %q, which holds %U", got, r)
+		}
+	}
+	if !strings.Contains(got, `"u\x1b]0;owned\a\x1b[2J"`) || !strings.Contains(got, `"/b\u202e"`) {
+		t.Errorf("subject or sample not shown escaped: %q", got)
+	}
+	if len(got) > 1000 {
+		t.Errorf("printed %d bytes for one message: %.300q", len(got), got)
+	}
+}
+
+// Messages of many reasons (anyone who may write to the ban topic chooses
+// one) print maxScenarios lines, the rest counted in one: the summary
+// stays a screen, whatever the topic holds.
+func TestSummaryBoundsItsScenarios(t *testing.T) {
+	ts := time.Date(2026, 11, 29, 3, 8, 0, 0, time.UTC)
+	var in bytes.Buffer
+	for i := range 1000 {
+		v, err := event.EncodeBan(event.Ban{BanID: strconv.Itoa(i), TS: ts.Add(time.Duration(i) * time.Second), Action: event.ActionBan,
+			Scope: event.ScopeIP, Subject: "192.0.2.1", Reason: "r" + strconv.Itoa(i), Source: "detector"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		in.Write(v)
+		in.WriteByte('\n')
+	}
+	var out, errOut bytes.Buffer
+	if err := run(nil, &in, &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != maxScenarios+2 {
+		t.Fatalf("%d lines, want %d:\n%s", len(lines), maxScenarios+2, out.String())
+	}
+	if want := fmt.Sprintf("  %d  in %d more scenarios", 1000-maxScenarios, 1000-maxScenarios); lines[maxScenarios] != want {
+		t.Errorf("line %q, want %q", lines[maxScenarios], want)
+	}
+	if want := " 1000  in all"; lines[maxScenarios+1] != want {
+		t.Errorf("line %q, want %q", lines[maxScenarios+1], want)
 	}
 }

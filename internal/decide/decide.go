@@ -90,7 +90,9 @@ type Call struct {
 type Result struct {
 	Allowed bool
 	// Held is true when the key was denied by a penalty or escalation hold
-	// rather than by a limit.
+	// rather than by a limit. A held call's ResetAfter and RetryAfter are
+	// the time until a call is admitted again as the denial that started
+	// the hold said: the hold's end, or the limits' retry when later.
 	Held bool
 	// LimitIndex is the index in Call.Limits of the binding limit: the one
 	// that denied (the longest retry among those that denied), or when

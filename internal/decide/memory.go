@@ -34,12 +34,15 @@ const callKeys = 3
 
 // entry is one Redis key. Which fields are used depends on the key's role.
 type entry struct {
-	expireAt int64   // ms; the key is gone once now >= expireAt
-	hold     int64   // hold key: denied until (ms)
-	fields   []field // window counter or bucket hash, one per distinct per
-	spans    []span  // sliding window log, ascending scores
-	log      []run   // escalation hits, ascending scores
-	lease    leaseState
+	expireAt int64 // ms; the key is gone once now >= expireAt
+	hold     int64 // hold key: denied until (ms)
+	// holdRetry: the hold key's time a call is admitted again (ms), when
+	// later than hold (the limits deny past the hold's end).
+	holdRetry int64
+	fields    []field // window counter or bucket hash, one per distinct per
+	spans     []span  // sliding window log, ascending scores
+	log       []run   // escalation hits, ascending scores
+	lease     leaseState
 }
 
 // field holds the hash fields of one per_ms: s and c for the fixed window
@@ -181,7 +184,7 @@ func (sh *shard) decide(c Call, now int64) Result {
 			if len(c.Limits) > 0 {
 				q = quota(c.Algorithm, c.Limits[0])
 			}
-			wait := ms(hold.hold - now)
+			wait := ms(max(hold.hold, hold.holdRetry) - now)
 			return Result{Held: true, LimitIndex: -1, Limit: q, ResetAfter: wait, RetryAfter: wait}
 		}
 	}
@@ -206,6 +209,8 @@ func (sh *shard) decide(c Call, now int64) Result {
 		outs, admitted = sh.tokenBucket(c, now, outs)
 	}
 
+	b := binding(outs, admitted)
+	o := outs[b]
 	var extra int64
 	if !admitted {
 		var cand int64
@@ -218,14 +223,12 @@ func (sh *shard) decide(c Call, now int64) Result {
 		if cand > now {
 			if hold == nil || hold.hold < cand {
 				h := sh.create(c.Keys.Hold)
-				h.hold, h.expireAt = cand, cand
+				h.hold, h.holdRetry, h.expireAt = cand, now+o.retry, cand
 			}
 			extra = cand - now
 		}
 	}
 
-	b := binding(outs, admitted)
-	o := outs[b]
 	return Result{
 		Allowed:    admitted,
 		LimitIndex: b,

@@ -140,7 +140,10 @@ func outline(data []byte) docOutline {
 			if prefix != "" {
 				p = prefix + "." + p
 			}
-			o.spans = append(o.spans, span{first: item.Line, last: lastLine(item), path: p})
+			// Cut at each level: a path built whole would be rebuilt at
+			// every level of a deep nesting, quadratic in the file.
+			p = truncate(p, maxShownPath)
+			o.spans = append(o.spans, span{first: item.Line, last: lastLine(item), path: showPath(p)})
 			walk(mapValue(item, "descriptors"), p)
 		}
 	}

@@ -503,3 +503,24 @@ descriptors:
 		})
 	}
 }
+
+// An error shows a descriptor's path quoted when it holds a character that
+// is not printable, and at most 512 bytes of it: the keys and values of a
+// file reach terminals (rules check) and logs, and a file of descriptors
+// nested deep under long keys made the path of a decoding error as long
+// as the file, built again at every level.
+func TestLoadErrorsShowPathsSafely(t *testing.T) {
+	_, err := rlsconfig.Load([]rlsconfig.File{{Name: "f.yaml", Data: []byte(
+		"domain: d\ndescriptors:\n  - key: \"k\\e[31m\"\n    value: \"v\\e]0;x\\a\"\n    rate_limit: {unit: second, requests_per_unit: 1}\n")}})
+	if err == nil || strings.ContainsAny(err.Error(), "\x1b\a") || !strings.Contains(err.Error(), `descriptor "k\x1b[31m_v\x1b]0;x\a"`) {
+		t.Errorf("error %q: want the path quoted", err)
+	}
+
+	long := strings.Repeat("K", 1000)
+	doc := "domain: d\ndescriptors: " + strings.Repeat("[{key: "+long+", descriptors: ", 100) +
+		"[{key: a, rate_limit: {unit: second, requests_per_unit: x}}]" + strings.Repeat("}]", 100) + "\n"
+	_, err = rlsconfig.Load([]rlsconfig.File{{Name: "f.yaml", Data: []byte(doc)}})
+	if err == nil || !strings.Contains(err.Error(), "requests_per_unit") || len(err.Error()) > 1024 {
+		t.Errorf("error of %d bytes: %.200q", len(fmt.Sprint(err)), err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -181,7 +182,19 @@ const maxShownPath = 512
 
 // shownPath is the path of entries as errors and warnings show it.
 func shownPath(entries []rules.DescriptorEntry) string {
-	return truncate(rules.DescriptorPath(entries), maxShownPath)
+	return showPath(rules.DescriptorPath(entries))
+}
+
+// showPath is a descriptor path as errors and warnings show it: at most
+// maxShownPath bytes, quoted when it holds a character that is not
+// printable. Those of a key or value are refused, and the error saying so
+// reaches terminals (rules check) and logs: escaped, not as they are.
+func showPath(p string) string {
+	p = truncate(p, maxShownPath)
+	if !utf8.ValidString(p) || strings.ContainsFunc(p, func(r rune) bool { return !strconv.IsPrint(r) }) {
+		return strconv.Quote(p)
+	}
+	return p
 }
 
 // truncate cuts s to at most n bytes, never inside a character (an error

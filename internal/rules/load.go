@@ -158,6 +158,25 @@ func jsonError(err error) error {
 		want = "a string"
 	case reflect.TypeFor[Lease]():
 		want = `true, false or an object such as {"max_units": 500}`
+	default:
+		// The form, never the Go type ("rules.Limit", "[]string"), which
+		// means nothing to whoever wrote the rule.
+		switch te.Type.Kind() {
+		case reflect.Struct, reflect.Map:
+			want = "an object"
+		case reflect.Slice, reflect.Array:
+			want = "a list"
+		case reflect.Bool:
+			want = "true or false"
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+			want = "an integer"
+		case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			want = "an integer of at least 0"
+		case reflect.Float32, reflect.Float64:
+			want = "a number"
+		case reflect.String:
+			want = "a string"
+		}
 	}
 	return &FieldError{Field: te.Field, Reason: fmt.Sprintf("cannot use %s: want %s", te.Value, want)}
 }

@@ -3,6 +3,7 @@ package rules
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -287,6 +288,8 @@ func TestParseRuleJSON(t *testing.T) {
 		{"invalid rule", `{"id": "a", "key": ["ip"], "algorithm": "fixed_window", "limits": [{"requests": 1, "per": "0s"}]}`, `rule "a": limits[0].per: must be at least 1ms`},
 		{"ipv6 prefix out of range", `{"id": "a", "key": ["ip"], "algorithm": "fixed_window", "limits": [{"requests": 1, "per": "1s"}], "ipv6_prefix": 129}`, `rule "a": ipv6_prefix: must be between 32 and 128`},
 		{"ipv6 prefix as string", `{"id": "a", "ipv6_prefix": "64"}`, "ipv6_prefix: cannot use string: want an integer"},
+		{"number for a limit", `{"id": "a", "tiers": {"VIP": [0]}}`, "tiers: cannot use number: want an object"},
+		{"object for a list", `{"id": "a", "key": {"ip": 1}}`, "key: cannot use object: want a list"},
 		{"missing id", `{"key": ["ip"], "algorithm": "fixed_window", "limits": [{"requests": 1, "per": "1s"}]}`, "id: required"},
 	}
 	for _, tt := range errTests {
@@ -457,5 +460,39 @@ func TestParseRuleJSONUnknownFields(t *testing.T) {
 	}
 	if fe := FieldErrors(err); fe[0].RuleID != "a" {
 		t.Errorf("RuleID = %q; want the rule's id", fe[0].RuleID)
+	}
+}
+
+// The unknown fields of a rule are listed up to maxUnknownFields, the rest
+// counted, and each path shows a key shortened (quoted when it is not
+// printable): an admin request of 64 KiB once answered 128 MB, a 32 KB
+// tier name repeated in the path of each of 4000 unknown fields.
+func TestParseRuleJSONUnknownFieldsBounded(t *testing.T) {
+	long := strings.Repeat("K", 32000)
+	items := strings.TrimSuffix(strings.Repeat(`{"z":0},`, 4000), ",")
+	_, err := ParseRuleJSON([]byte(`{"id": "a", "key": ["ip"], "algorithm": "fixed_window", "match": {"endpoints": ["/a"]},
+		"limits": [{"requests": 1, "per": "1s"}], "tiers": {"` + long + `": [` + items + `]}}`))
+	var unknown []*FieldError
+	for _, fe := range FieldErrors(err) {
+		if strings.HasPrefix(fe.Reason, "unknown field") {
+			unknown = append(unknown, fe)
+		}
+	}
+	if len(unknown) != maxUnknownFields+1 {
+		t.Fatalf("%d unknown fields listed, want %d", len(unknown), maxUnknownFields+1)
+	}
+	if want := "tiers." + long[:40] + "...[0].z"; unknown[0].Field != want {
+		t.Errorf("first path %.100q, want %q", unknown[0].Field, want)
+	}
+	if last, want := unknown[maxUnknownFields], fmt.Sprintf("unknown field, and %d more", 4000-maxUnknownFields-1); last.Reason != want {
+		t.Errorf("last reason %q, want %q", last.Reason, want)
+	}
+	if n := len(err.Error()); n > 16<<10 {
+		t.Errorf("error of %d bytes", n)
+	}
+
+	_, err = ParseRuleJSON([]byte(`{"id": "a", "key": ["ip"], "\u001b]0;t\u0007": 1}`))
+	if fe := FieldErrors(err); len(fe) == 0 || fe[0].Field != `"\x1b]0;t\a"` {
+		t.Errorf("field errors %q, want the unknown key quoted first", err)
 	}
 }

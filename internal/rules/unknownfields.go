@@ -19,11 +19,20 @@ import (
 // itself (durations, times, lease) are not looked into: their decoders judge
 // them. A value of the wrong JSON kind is skipped, its type error is the
 // decoder's to report.
+//
+// Past maxUnknownFields, the rest are counted in the last one's reason,
+// and a path shows each key shortened (yamlkeys.Shown): a body of 64 KiB
+// can hold thousands of unknown keys under one long map key.
 func unknownFields(data []byte, t reflect.Type, ruleID string) []*FieldError {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var out []*FieldError
+	more := 0
 	_ = walkUnknown(dec, t, "", func(path, key string, in reflect.Type) {
+		if len(out) > maxUnknownFields {
+			more++
+			return
+		}
 		reason := "unknown field"
 		// A rule's json names are its yaml names.
 		if s := yamlkeys.Suggest(key, yamlkeys.Keys(in)); s != "" {
@@ -31,8 +40,14 @@ func unknownFields(data []byte, t reflect.Type, ruleID string) []*FieldError {
 		}
 		out = append(out, &FieldError{RuleID: ruleID, Field: path, Reason: reason})
 	})
+	if more > 0 {
+		out[maxUnknownFields].Reason = fmt.Sprintf("unknown field, and %d more", more)
+	}
 	return out
 }
+
+// maxUnknownFields bounds the unknown fields listed one by one.
+const maxUnknownFields = 50
 
 var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 
@@ -66,9 +81,9 @@ func walkUnknown(dec *json.Decoder, t reflect.Type, path string, unknown func(pa
 				return err
 			}
 			key, _ := tok.(string)
-			at := key
+			at := yamlkeys.Shown(key)
 			if path != "" {
-				at = path + "." + key
+				at = path + "." + at
 			}
 			elem := t
 			if t.Kind() == reflect.Map {

@@ -22,6 +22,12 @@ const maxListed = 10
 // maxShown bounds the part of a key or a value that a message shows.
 const maxShown = 40
 
+// maxExplained bounds the messages Explain returns: a file of thousands of
+// wrong values would make an error of megabytes, printed and logged, and
+// each message explained costs a look over the document. The rest are
+// counted in one message.
+const maxExplained = 50
+
 // Unknown is a key written in a mapping that does not have it.
 type Unknown struct {
 	Line int    // where the key is written; 0: not said
@@ -117,10 +123,18 @@ var (
 // error of a Labelled type with its key. A
 // *yaml.TypeError stays one, its messages in their order, each still
 // starting with "line N: "; a message Explain does not know stays as it
-// is, and any other error is returned as it is.
+// is, and any other error is returned as it is, unless its message holds
+// a character that is not printable (a value the decoder shows as
+// written): then as its message with those escaped. Past maxExplained
+// messages, the rest are counted in one ("line N: and 7 more errors"). A
+// key or value of the document that a message shows is shortened, and
+// quoted when it holds a character that is not printable.
 func (s Schema) Explain(data []byte, err error) error {
 	var te *yaml.TypeError
 	if !errors.As(err, &te) {
+		if msg := err.Error(); !printable(msg) {
+			return errors.New(escape(msg))
+		}
 		return err
 	}
 	var doc yaml.Node
@@ -128,9 +142,13 @@ func (s Schema) Explain(data []byte, err error) error {
 		return err
 	}
 	w := s.walk(&doc)
-	msgs := make([]string, len(te.Errors))
-	for i, msg := range te.Errors {
+	n := min(len(te.Errors), maxExplained)
+	msgs := make([]string, n, n+1)
+	for i, msg := range te.Errors[:n] {
 		msgs[i] = w.explain(msg)
+	}
+	if rest := te.Errors[n:]; len(rest) > 0 {
+		msgs = append(msgs, lineRE.FindString(rest[0])+fmt.Sprintf("and %d more errors", len(rest)))
 	}
 	return &yaml.TypeError{Errors: msgs}
 }
@@ -181,7 +199,7 @@ func shown(tag, value string) string {
 	case tag == "!!str":
 		return strconv.Quote(value)
 	case strings.HasPrefix(tag, "!!"):
-		return value
+		return Shown(value)
 	}
 	return fmt.Sprintf("a value tagged %q", shorten(tag))
 }
@@ -294,7 +312,44 @@ func written(n *yaml.Node) string {
 	if n.ShortTag() == "!!str" {
 		return strconv.Quote(shorten(n.Value))
 	}
-	return shorten(n.Value)
+	return Shown(n.Value)
+}
+
+// Shown is s, a key or value written by a user, as a message shows it:
+// shortened to 40 bytes, and quoted when it holds a character that is not
+// printable, so that the bytes of a file (a terminal's escape sequence, a
+// line break) reach no terminal or log as they are.
+func Shown(s string) string {
+	s = shorten(s)
+	if !printable(s) {
+		return strconv.Quote(s)
+	}
+	return s
+}
+
+// printable reports whether s is UTF-8 of printable characters (and
+// spaces) only.
+func printable(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsFunc(s, func(r rune) bool { return !strconv.IsPrint(r) })
+}
+
+// escape is s with each character that is not printable, and each byte
+// that is no UTF-8, written as Go escapes it in a quoted string.
+func escape(s string) string {
+	var b strings.Builder
+	for len(s) > 0 {
+		r, n := utf8.DecodeRuneInString(s)
+		if r == utf8.RuneError && n == 1 {
+			fmt.Fprintf(&b, `\x%02x`, s[0])
+		} else if strconv.IsPrint(r) {
+			b.WriteString(s[:n])
+		} else {
+			q := strconv.Quote(s[:n])
+			b.WriteString(q[1 : len(q)-1])
+		}
+		s = s[n:]
+	}
+	return b.String()
 }
 
 // describe is the form of a value of t, in the writer's terms, or "".

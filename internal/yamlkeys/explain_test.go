@@ -229,7 +229,7 @@ func FuzzExplain(f *testing.F) {
 		}
 		got := testSchema.Explain(data, err)
 		var out *yaml.TypeError
-		if !errors.As(got, &out) || len(out.Errors) != len(te.Errors) {
+		if !errors.As(got, &out) || len(out.Errors) != min(len(te.Errors), maxExplained+1) {
 			t.Fatalf("Explain(%v) = %v", err, got)
 		}
 		for _, msg := range out.Errors {
@@ -241,4 +241,66 @@ func FuzzExplain(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A key or value echoed by a message is shown shortened, and quoted when
+// it holds a character that is not printable: a message is printed on
+// terminals and logged, and a file's bytes must not move the cursor, set
+// a title or run on for megabytes.
+func TestExplainEchoesSafely(t *testing.T) {
+	long := strings.Repeat("K", 5000)
+	tests := []struct {
+		name, doc string
+		want      []string
+	}{
+		{"a map key with escapes", "tiers:\n  \"\\e[31mVIP\\e]0;t\\a\": [x]\n",
+			[]string{`line 2: "\x1b[31mVIP\x1b]0;t\a"[0]: want an integer, got "x"`}},
+		{"a long map key", "tiers:\n  ? " + long + "\n  : [x]\n",
+			[]string{`line 3: ` + long[:maxShown] + `...[0]: want an integer, got "x"`}},
+		{"a value of an odd tag", "items: [{requests: !x \"\\e[2J\"}]\n",
+			[]string{`line 1: requests: want an integer, got "\x1b[2J"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := decodeStrict(t, tt.doc)
+			if strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
+				t.Errorf("got  %q\nwant %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// A document of many errors is explained up to maxExplained messages, the
+// rest counted in one: the message of a file of thousands of wrong values
+// stays short, and its explanation takes no time quadratic in them.
+func TestExplainBoundsItsMessages(t *testing.T) {
+	n := maxExplained + 500
+	doc := "tiers:\n  VIP: [" + strings.Repeat("x, ", n-1) + "x]\n"
+	got := decodeStrict(t, doc)
+	if len(got) != maxExplained+1 {
+		t.Fatalf("%d messages, want %d", len(got), maxExplained+1)
+	}
+	if want := `line 2: VIP[0]: want an integer, got "x"`; got[0] != want {
+		t.Errorf("first message %q, want %q", got[0], want)
+	}
+	if want := fmt.Sprintf("line 2: and %d more errors", n-maxExplained); got[maxExplained] != want {
+		t.Errorf("last message %q, want %q", got[maxExplained], want)
+	}
+}
+
+// An error of the decoder other than a *yaml.TypeError shows the value it
+// is about as written ("cannot decode !!str `...` as a !!int" for a value
+// tagged against its form): its characters that are not printable are
+// escaped.
+func TestExplainEscapesOtherErrors(t *testing.T) {
+	got := decodeStrict(t, "window: !!int \"\\e]0;t\\a\"\n")
+	if want := []string{"yaml: cannot decode !!str `\\x1b]0;t\\a` as a !!int"}; strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+}
+
+func TestEscape(t *testing.T) {
+	if got, want := escape("a\x1b\xffé\u202e b"), `a\x1b\xffé\u202e b`; got != want {
+		t.Errorf("escape = %q, want %q", got, want)
+	}
 }

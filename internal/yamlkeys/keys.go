@@ -173,7 +173,7 @@ func (w *walker) walk(n *yaml.Node, t reflect.Type, label string) {
 				if k := n.Content[i]; isMerge(k) {
 					w.merged(n.Content[i+1], t)
 				} else {
-					w.walk(n.Content[i+1], t.Elem(), k.Value)
+					w.walk(n.Content[i+1], t.Elem(), Shown(k.Value))
 				}
 			}
 		}

@@ -162,9 +162,10 @@ func slidingWindowCounter() []Scenario {
 			},
 			Steps: []Step{
 				{30_000, 1, ok(0, 1, 0, 2000)},
-				// the limit's own retry (32000) outlasts the penalty
+				// the limit's own retry (32000) outlasts the penalty, and
+				// the held calls report it too
 				{30_100, 1, deny(0, 1, 0, 1900, 1900)},
-				{30_500, 1, held(1, 600)},
+				{30_500, 1, held(1, 1500)},
 				{31_100, 1, deny(0, 1, 0, 10_000, 10_000)},
 				{35_000, 1, held(1, 6100)},
 				{41_100, 1, ok(0, 1, 0, 1900)},

@@ -92,6 +92,22 @@ func fixedWindow() []Scenario {
 			},
 		},
 		{
+			// the calls held report when a call is admitted again, as the
+			// denial that started the hold did: here the window's end,
+			// after the hold's
+			Name: "fixed_window/penalty shorter than the window",
+			Rule: withHolds(call(window(1, 10*time.Second)), time.Second),
+			Steps: []Step{
+				{30_000, 1, ok(0, 1, 0, 10_000)},
+				{30_100, 1, deny(0, 1, 0, 9900, 9900)},
+				{30_500, 1, held(1, 9500)},
+				// the hold is over, the window is not: denied and held again
+				{31_100, 1, deny(0, 1, 0, 8900, 8900)},
+				{32_000, 1, held(1, 8000)},
+				{40_000, 1, ok(0, 1, 0, 10_000)},
+			},
+		},
+		{
 			Name: "fixed_window/escalations",
 			Rule: withHolds(call(window(1, time.Second)), 0,
 				decide.Escalation{Triggers: 2, Within: 10 * time.Second, Penalty: 3 * time.Second},
