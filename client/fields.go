@@ -178,7 +178,7 @@ func validMethod(m string) bool {
 }
 
 // normalizeEndpoint returns the form the limiter's rules and keys see of
-// a request path (rules.NormalizeEndpoint; a test holds the two equal):
+// a request path (endpoint.Normalize; a test holds the two equal):
 // the query and fragment cut, valid percent-escapes decoded once, path
 // parameters (a ';' to the end of its segment) removed, the path cleaned
 // as by path.Clean with a leading '/'. An already clean path is returned

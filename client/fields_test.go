@@ -5,8 +5,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/ratewarden/ratewarden/internal/endpoint"
 	"github.com/ratewarden/ratewarden/internal/event"
-	"github.com/ratewarden/ratewarden/internal/rules"
 )
 
 // The client's copies of the limiter's bounds, escape and normalization
@@ -26,7 +26,7 @@ func TestFieldsAreTheLimiters(t *testing.T) {
 		}
 	}
 	for _, s := range endpointSamples {
-		if got, want := normalizeEndpoint(s), rules.NormalizeEndpoint(s); got != want {
+		if got, want := normalizeEndpoint(s), endpoint.Normalize(s); got != want {
 			t.Errorf("normalizeEndpoint(%q) = %q, the limiter's %q", s, got, want)
 		}
 		if got, want := escapeText(s), event.EscapeEndpoint(s); got != want {
@@ -50,7 +50,7 @@ func limiterView(sent string) (string, bool) {
 	if sent == "" || len(sent) > event.MaxEndpoint || !utf8.ValidString(sent) {
 		return "", false
 	}
-	view := rules.NormalizeEndpoint(sent)
+	view := endpoint.Normalize(sent)
 	return view, !event.HasControl(view)
 }
 
@@ -70,7 +70,7 @@ func checkWireEndpoint(t *testing.T, raw string) {
 	if !ok {
 		t.Fatalf("wireEndpoint(%q) = %q (%d bytes): the limiter refuses it", raw, sent, len(sent))
 	}
-	envoy := event.EscapeEndpoint(rules.NormalizeEndpoint(raw))
+	envoy := event.EscapeEndpoint(endpoint.Normalize(raw))
 	if view == envoy {
 		return
 	}
@@ -112,7 +112,7 @@ func FuzzWireEndpoint(f *testing.F) {
 	f.Add("/api/" + strings.Repeat("%2e%2e/%00", 1000))
 	f.Fuzz(func(t *testing.T, raw string) {
 		checkWireEndpoint(t, raw)
-		if got, want := normalizeEndpoint(raw), rules.NormalizeEndpoint(raw); got != want {
+		if got, want := normalizeEndpoint(raw), endpoint.Normalize(raw); got != want {
 			t.Fatalf("normalizeEndpoint(%q) = %q, the limiter's %q", raw, got, want)
 		}
 		if got, want := escapeText(raw), event.EscapeEndpoint(raw); got != want {

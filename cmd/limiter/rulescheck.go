@@ -138,13 +138,13 @@ func (t checkTarget) check() (func(*strings.Builder), error) {
 		if err != nil {
 			return nil, err
 		}
-		return func(b *strings.Builder) { rlsconfig.WriteReport(b, t.path, c, set) }, nil
+		return func(b *strings.Builder) { writeRLSReport(b, t.path, c, set) }, nil
 	}
 	f, set, err := loadRulesForCheck(t.path)
 	if err != nil {
 		return nil, err
 	}
-	return func(b *strings.Builder) { rules.WriteReport(b, t.path, f, set) }, nil
+	return func(b *strings.Builder) { writeRulesReport(b, t.path, f, set) }, nil
 }
 
 // loadRulesForCheck loads and compiles path exactly as the limiter does at

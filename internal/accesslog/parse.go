@@ -10,9 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ratewarden/ratewarden/internal/endpoint"
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/ipprefix"
-	"github.com/ratewarden/ratewarden/internal/rules"
 )
 
 // MaxLine bounds an access-log line: Parse refuses a longer one before
@@ -58,7 +58,7 @@ func ErrorFields() []string {
 //   - instance is src.Topic, the access log's topic;
 //   - ip is the address in its canonical form (IPv4-mapped IPv6 addresses
 //     unmapped, a zone dropped, as the limiter does);
-//   - endpoint is rules.NormalizeEndpoint of the path (its query string
+//   - endpoint is endpoint.Normalize of the path (its query string
 //     dropped), then event.EscapeEndpoint: a probe for "/x%00" is counted,
 //     under "/x%00", rather than refused;
 //   - method upper-cased, GET when absent; user and tier as they are;
@@ -107,7 +107,7 @@ func (m *Mapping) Parse(line []byte, src Source) (event.Outcome, error) {
 		return event.Outcome{}, &Error{"ip", fmt.Sprintf("field %q: %q is not an IP address", m.IP, clip(ip))}
 	}
 	o.IP = ipprefix.Client(addr).String()
-	o.Endpoint = event.EscapeEndpoint(rules.NormalizeEndpoint(path))
+	o.Endpoint = event.EscapeEndpoint(endpoint.Normalize(path))
 	if o.Status, err = strconv.Atoi(status); err != nil || o.Status < event.MinStatus || o.Status > event.MaxStatus {
 		return event.Outcome{}, &Error{"status", fmt.Sprintf("field %q: %q is not an HTTP status, %d to %d",
 			m.Status, clip(status), event.MinStatus, event.MaxStatus)}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/ratewarden/ratewarden/internal/endpoint"
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/ipprefix"
 	"github.com/ratewarden/ratewarden/internal/jsonwire"
@@ -112,7 +113,7 @@ func canonicalIP(ip string, addr netip.Addr) string {
 
 // newRequest validates and normalizes the subject of a decision, from either
 // the JSON API or forward-auth headers.
-func newRequest(userID, ip, endpoint, method, tier string, cost int64, attrs map[string]string) (rules.Request, error) {
+func newRequest(userID, ip, path, method, tier string, cost int64, attrs map[string]string) (rules.Request, error) {
 	if ip == "" {
 		return rules.Request{}, jsonwire.BadRequest("ip: required")
 	}
@@ -122,11 +123,11 @@ func newRequest(userID, ip, endpoint, method, tier string, cost int64, attrs map
 	}
 	addr = ipprefix.Client(addr)
 	switch {
-	case endpoint == "":
+	case path == "":
 		return rules.Request{}, jsonwire.BadRequest("endpoint: required")
-	case len(endpoint) > maxEndpoint:
+	case len(path) > maxEndpoint:
 		return rules.Request{}, jsonwire.BadRequest("endpoint: longer than %d bytes", maxEndpoint)
-	case !utf8.ValidString(endpoint):
+	case !utf8.ValidString(path):
 		return rules.Request{}, jsonwire.BadRequest("endpoint: not valid UTF-8")
 	case len(userID) > maxUserID || !utf8.ValidString(userID):
 		return rules.Request{}, jsonwire.BadRequest("user_id: must be valid UTF-8 of at most %d bytes", maxUserID)
@@ -137,7 +138,7 @@ func newRequest(userID, ip, endpoint, method, tier string, cost int64, attrs map
 	case event.HasControl(tier):
 		return rules.Request{}, jsonwire.BadRequest("tier: control characters are not allowed")
 	}
-	normalized := rules.NormalizeEndpoint(endpoint)
+	normalized := endpoint.Normalize(path)
 	if event.HasControl(normalized) { // percent-decoded: "%00" is a NUL here
 		return rules.Request{}, jsonwire.BadRequest("endpoint: control characters are not allowed")
 	}

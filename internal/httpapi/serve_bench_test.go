@@ -94,7 +94,7 @@ func BenchmarkServeBatch(b *testing.B) {
 //	go test -run '^$' -bench '^BenchmarkServeReportBatch$' -benchtime 2000x -count 3 ./internal/httpapi/
 func BenchmarkServeReportBatch(b *testing.B) {
 	const n = 100
-	rule := func(spentBy rules.SpentBy) rules.Rule {
+	rule := func(spentBy rules.SpendingCall) rules.Rule {
 		return rules.Rule{ID: "per-ip", Algorithm: decide.SlidingWindow, Key: []string{"ip"}, SpentBy: spentBy,
 			Match: rules.Match{Endpoints: []string{"/api/**"}}, Limits: []rules.Limit{{Requests: 1_000_000, Per: rules.Duration(time.Second)}}}
 	}

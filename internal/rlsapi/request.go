@@ -8,6 +8,7 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
+	"github.com/ratewarden/ratewarden/internal/endpoint"
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/ipprefix"
 	"github.com/ratewarden/ratewarden/internal/limiter"
@@ -140,7 +141,7 @@ func (s *Server) convert(in *rlsv3.RateLimitRequest, c *call) *invalidError {
 	req := &c.req
 	req.Domain = domain
 	req.AddressKey = s.cfg.AddressKey
-	var addr, endpoint, method string
+	var addr, path, method string
 	var hasAddr, hasEndpoint, hasMethod bool
 	for _, d := range descs {
 		start := len(c.entries)
@@ -151,7 +152,7 @@ func (s *Server) convert(in *rlsv3.RateLimitRequest, c *call) *invalidError {
 			case !hasAddr && k == s.cfg.AddressKey:
 				addr, hasAddr = v, true
 			case !hasEndpoint && k == s.cfg.EndpointKey:
-				endpoint, hasEndpoint = v, true
+				path, hasEndpoint = v, true
 			case !hasMethod && k == s.cfg.MethodKey:
 				method, hasMethod = v, true
 			}
@@ -171,7 +172,7 @@ func (s *Server) convert(in *rlsv3.RateLimitRequest, c *call) *invalidError {
 	}
 	req.Endpoint = "/"
 	if hasEndpoint {
-		req.Endpoint = event.EscapeEndpoint(rules.NormalizeEndpoint(endpoint))
+		req.Endpoint = event.EscapeEndpoint(endpoint.Normalize(path))
 	}
 	if hasMethod && event.ValidMethod(method) {
 		req.Method = strings.ToUpper(method)

@@ -477,15 +477,6 @@ descriptors:
 	if !slices.Equal(got, want) {
 		t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	set, err := rules.Compile(&rules.File{Rules: c.Rules}, rules.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var report strings.Builder
-	rlsconfig.WriteReport(&report, "dir", c, set)
-	if !strings.Contains(report.String(), "warnings: 6 keys not used (loaded as envoyproxy/ratelimit loads them)\n  "+want[0]+"\n") {
-		t.Errorf("the report does not list the warnings:\n%s", report.String())
-	}
 
 	for name, tt := range map[string]struct{ config, want string }{
 		"unknown key inside an ignored value": {"domain: edge\ndescriptors:\n  - key: a\n    replaces: [{name: x, colour: red}]\n",

@@ -89,14 +89,3 @@ func BenchmarkMatchParallel(b *testing.B) {
 		}
 	})
 }
-
-func BenchmarkNormalizeEndpoint(b *testing.B) {
-	for _, in := range []string{"/api/books/17", "/api//books/./%31%37?x=1"} {
-		b.Run(in, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				NormalizeEndpoint(in)
-			}
-		})
-	}
-}

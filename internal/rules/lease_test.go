@@ -429,19 +429,3 @@ rules:
 		}
 	}
 }
-
-// The description of a leased rule says how much a limiter holds.
-func TestWriteRuleLease(t *testing.T) {
-	set := mustCompile(t, leaseRuleYAML+"    lease: true\n  - {id: sized, key: [ip], algorithm: token_bucket, limits: [{rate: 1, per: 1s, burst: 10}], lease: {max_units: 1}}\n  - {id: plain, key: [ip], algorithm: fixed_window, limits: [{requests: 1, per: 1s}]}\n")
-	for id, want := range map[string]string{
-		"hot":   "  lease:     each limiter holds up to 1/64 of the smallest quota in force, at least 1 (100 units of the limits above), and answers from memory\n",
-		"sized": "  lease:     each limiter holds up to 1 unit of a key and answers from memory\n",
-		"plain": "",
-	} {
-		var b strings.Builder
-		WriteRule(&b, set.Rule(id), nil)
-		if got := b.String(); want == "" && strings.Contains(got, "lease:") || !strings.Contains(got, want) {
-			t.Errorf("%s:\n%s\nwant the line %q", id, got, want)
-		}
-	}
-}

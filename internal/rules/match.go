@@ -10,7 +10,7 @@ import (
 )
 
 // Request is what rules match and key on. The caller normalizes it: IP is
-// the string form of Addr, Endpoint is NormalizeEndpoint's result.
+// the string form of Addr, Endpoint is endpoint.Normalize's result.
 type Request struct {
 	UserID, IP, Endpoint, Method, Tier string
 	Addr                               netip.Addr

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/ratewarden/ratewarden/internal/endpoint"
 )
 
 // The detection scenarios below are read from the outcomes topic (what
@@ -293,15 +295,15 @@ func CompileEndpoints(patterns []string) (EndpointSet, error) {
 	return s, nil
 }
 
-// Match reports whether endpoint (normalized as the limiter normalizes
+// Match reports whether path (normalized as the limiter normalizes
 // request paths) matches one of the patterns, or there are none.
-func (s EndpointSet) Match(endpoint string) bool {
+func (s EndpointSet) Match(path string) bool {
 	if len(s.patterns) == 0 {
 		return true
 	}
-	endpoint = NormalizeEndpoint(endpoint)
+	path = endpoint.Normalize(path)
 	for _, p := range s.patterns {
-		if p.Match(endpoint) {
+		if p.Match(path) {
 			return true
 		}
 	}

@@ -19,7 +19,7 @@ const maxPatternLen = 1024
 //
 // So "/api/**" matches "/api", "/api/x" and "/api/x/y"; "/api/*" matches
 // "/api/x" but not "/api" nor "/api/x/y". Patterns match normalized paths
-// (see NormalizeEndpoint): they must start with '/', and contain no empty,
+// (see endpoint.Normalize): they must start with '/', and contain no empty,
 // "." or ".." segment, no trailing '/', and no '%' (write the decoded
 // character). Matching does not allocate.
 type endpointPattern struct {

@@ -40,14 +40,19 @@ type Rule struct {
 	// Shadow rules decide and report but never deny.
 	Shadow         bool          `yaml:"shadow,omitempty" json:"shadow,omitzero"`
 	OnRedisFailure FailurePolicy `yaml:"on_redis_failure" json:"on_redis_failure"`
-	// Debit says which calls spend the budget: DebitAdmitted (only those
-	// admitted; the default of request rules) or DebitAlways (every call,
-	// whether it fits or not, as envoyproxy/ratelimit counts; the default of
-	// descriptor rules). See Rule.DebitsDenied.
+	// Debit and SpentBy answer two questions about the calls that spend
+	// the budget: SpentBy, which kind of call spends it; Debit, whether
+	// such a call that does not fit is debited all the same.
+	//
+	// Debit: DebitAdmitted (only admitted calls are debited; the default of
+	// request rules) or DebitAlways (denied calls too, as
+	// envoyproxy/ratelimit counts; the default of descriptor rules, and
+	// what reports always do). See DebitPolicy and Rule.DebitsDenied.
 	Debit DebitPolicy `yaml:"debit,omitempty" json:"debit,omitempty"`
-	// SpentBy says what spends the budget: SpentByCheck (the default) or
-	// SpentByReport, the outcome reports of POST /v1/report. See SpentBy.
-	SpentBy SpentBy `yaml:"spent_by,omitempty" json:"spent_by,omitempty"`
+	// SpentBy: SpentByCheck (the default: checks, /v1/check and /v1/auth)
+	// or SpentByReport (the outcome reports of POST /v1/report). See
+	// SpendingCall.
+	SpentBy SpendingCall `yaml:"spent_by,omitempty" json:"spent_by,omitempty"`
 	// Statuses, for a rule spent by reports, are the HTTP statuses of the
 	// reports that spend it (401 and 403 for failed logins); empty: every
 	// report.
@@ -104,7 +109,9 @@ func (l Limit) Decide() decide.Limit {
 	return decide.Limit{Requests: l.Requests, Rate: l.Rate, Burst: l.Burst, Per: l.Per.Std()}
 }
 
-// DebitPolicy says which calls of a rule spend its budget.
+// DebitPolicy says whether a call of a rule that does not fit (and is
+// denied) is debited all the same. Which calls those are is the rule's
+// SpendingCall.
 type DebitPolicy string
 
 // The debit policies.
@@ -128,20 +135,22 @@ func (r *Rule) DebitsDenied() bool {
 	return r.Debit == DebitAlways
 }
 
-// SpentBy says what spends a rule's budget.
-type SpentBy string
+// SpendingCall is the kind of call that spends a rule's budget (the rules
+// file's spent_by). Whether such a call is debited when it does not fit
+// is the rule's DebitPolicy.
+type SpendingCall string
 
-// What can spend a rule's budget.
+// The kinds of call that can spend a rule's budget.
 const (
 	// SpentByCheck: each check (/v1/check, /v1/auth) debits its cost as
 	// the rule's debit policy says.
-	SpentByCheck SpentBy = "check"
+	SpentByCheck SpendingCall = "check"
 	// SpentByReport: outcome reports (/v1/report) whose status is in the
 	// rule's statuses debit their cost, always, even past the limit
 	// (known after the response, a cost cannot be refused); a check only
 	// asks whether a unit is left (decide.Call.Probe) and is refused once
 	// none is, until the window frees one.
-	SpentByReport SpentBy = "report"
+	SpentByReport SpendingCall = "report"
 )
 
 // SpentByReports reports whether outcome reports spend the rule's budget.

@@ -1,12 +1,17 @@
-package rules
+// Package endpoint holds the one canonical form of a request path: the form
+// the rules match and key on, and that every input (the decision API,
+// Envoy's rate limit API, a gateway's access log) turns a path into before
+// anything looks at it. It is a leaf: reading a path (an access-log line,
+// and so the configuration that names its fields) links no rule engine.
+package endpoint
 
 import (
 	"path"
 	"strings"
 )
 
-// NormalizeEndpoint returns the canonical form of a request path, the form
-// rules and keys see: the query and fragment are cut, valid percent-escapes
+// Normalize returns the canonical form of a request path, the form rules
+// and keys see: the query and fragment are cut, valid percent-escapes
 // are decoded once (an invalid '%' stays as is), path parameters (from a
 // ';' to the end of its segment) are removed, then the path is cleaned as
 // by path.Clean ("//", "/./" and "/../" resolved, trailing '/' removed) with
@@ -19,7 +24,7 @@ import (
 // "%3B"-encoded ones) to "/api/login", and treat "..;" as "..".
 //
 // An already clean path is returned without allocating.
-func NormalizeEndpoint(raw string) string {
+func Normalize(raw string) string {
 	if i := strings.IndexAny(raw, "?#"); i >= 0 {
 		raw = raw[:i]
 	}
