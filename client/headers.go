@@ -9,10 +9,6 @@ import "github.com/valyala/fasthttp"
 // not find them and Header.Set would add a second field.
 var limitHeaderNames = [...]string{"Ratelimit-Policy", "Ratelimit", "X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset", "Retry-After"}
 
-// limitMetadataKeys are limitHeaderNames as gRPC metadata keys, which are
-// lower case.
-var limitMetadataKeys = [len(limitHeaderNames)]string{"ratelimit-policy", "ratelimit", "x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset", "retry-after"}
-
 // rateLimitHeaders are the values of limitHeaderNames in one string:
 // one allocation per decision whatever their number.
 type rateLimitHeaders struct {
@@ -52,7 +48,7 @@ func (r *rateLimitHeaders) setOn(h map[string][]string) {
 }
 
 // each calls set with every header that has a value: its index in
-// limitHeaderNames (and limitMetadataKeys) and the value.
+// limitHeaderNames and the value.
 func (r *rateLimitHeaders) each(set func(i int, value string)) {
 	start := uint16(0)
 	for i := range limitHeaderNames {
@@ -61,4 +57,13 @@ func (r *rateLimitHeaders) each(set func(i int, value string)) {
 			start = end
 		}
 	}
+}
+
+// EachRateLimitHeader calls set with each rate-limit header of the
+// limiter's answer that has a value, in canonical form (Ratelimit-Policy,
+// Ratelimit, X-Ratelimit-Limit, X-Ratelimit-Remaining, X-Ratelimit-Reset,
+// Retry-After), as Middleware gives them to the application's clients. A
+// Decision the limiter did not make has none.
+func (d *Decision) EachRateLimitHeader(set func(name, value string)) {
+	d.headers.each(func(i int, value string) { set(limitHeaderNames[i], value) })
 }
