@@ -66,39 +66,36 @@ type Config struct {
 }
 
 // FailurePolicy says what a check answers when the limiter could not
-// decide: FailOpen, FailClosed or Fallback.
-// The zero FailurePolicy is FailOpen.
-type FailurePolicy struct {
-	closed   bool
-	fallback func(context.Context, *Request) Decision
+// decide: FailOpen, FailClosed or a Fallback. It is the function that
+// decides such a check; the Decision it returns gets Fallback set. The
+// zero FailurePolicy (nil) is FailOpen.
+type FailurePolicy func(ctx context.Context, req *Request) Decision
+
+// FailOpen, as a FailurePolicy, allows the request: availability before
+// protection. It is a function so that no package can change what
+// client.FailOpen means to another.
+func FailOpen(context.Context, *Request) Decision {
+	return Decision{Allowed: true, Reason: ReasonUnavailable, Fallback: true}
 }
 
-var (
-	// FailOpen allows the request: availability before protection.
-	FailOpen = FailurePolicy{}
-	// FailClosed refuses the request: protection before availability. Its
-	// refusals say to retry after a second (the breaker's default open
-	// time).
-	FailClosed = FailurePolicy{closed: true}
-)
+// FailClosed, as a FailurePolicy, refuses the request: protection before
+// availability. Its refusals say to retry after a second (the breaker's
+// default open time).
+func FailClosed(context.Context, *Request) Decision {
+	return Decision{Reason: ReasonUnavailable, RetryAfter: time.Second, Fallback: true}
+}
 
 // Fallback decides with decide, a local policy (an in-process limiter,
 // say); its Decision is returned with Fallback set.
 func Fallback(decide func(ctx context.Context, req *Request) Decision) FailurePolicy {
-	return FailurePolicy{fallback: decide}
+	return decide
 }
 
 func (p FailurePolicy) decide(ctx context.Context, req *Request) Decision {
-	var d Decision
-	if p.fallback != nil {
-		d = p.fallback(ctx, req)
-	} else {
-		d.Allowed = !p.closed
-		d.Reason = ReasonUnavailable
-		if p.closed {
-			d.RetryAfter = time.Second
-		}
+	if p == nil {
+		p = FailOpen
 	}
+	d := p(ctx, req)
 	d.Fallback = true
 	return d
 }
