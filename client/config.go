@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"crypto/tls"
+	"net/http"
 	"time"
 )
 
@@ -15,8 +16,19 @@ type Config struct {
 	// empty: none.
 	Token string
 	// TLS configures https: the roots that verify the limiter (nil: the
-	// system's) and, for mTLS, the client certificate.
+	// system's) and, for mTLS, the client certificate. It is the client's
+	// own transport's; with Transport set, that transport's TLS applies.
 	TLS *tls.Config
+	// Transport, when set, makes every call of the client (checks, reports,
+	// pings): to trace them, send them through a proxy, or count them. It
+	// gets POST requests with a context that ends at the call's Timeout,
+	// and an Idempotency-Key entry without a value, which *http.Transport
+	// takes as leave to send a request again on a new connection when a
+	// kept-alive one was closed under it (and does not send). The client
+	// does not close its idle connections. nil: the client's own
+	// *http.Transport, with MaxConns connections kept alive, no proxy,
+	// HTTP/1.1, and TLS.
+	Transport http.RoundTripper
 	// Timeout bounds a call's round trip, and, before it, its wait for a
 	// connection (MaxConns): a call takes 2 × Timeout at most. The
 	// caller's context does not bound the round trip: its deadline or

@@ -1,6 +1,6 @@
 package client
 
-import "github.com/valyala/fasthttp"
+import "net/http"
 
 // The rate-limit headers the limiter sets on a decision's answer, which
 // the middleware gives the application's clients as they are. The names
@@ -17,13 +17,16 @@ type rateLimitHeaders struct {
 }
 
 // readLimitHeaders copies the rate-limit headers of an answer.
-func readLimitHeaders(h *fasthttp.ResponseHeader, buf []byte) (rateLimitHeaders, []byte) {
+func readLimitHeaders(h http.Header, buf []byte) (rateLimitHeaders, []byte) {
 	var r rateLimitHeaders
 	buf = buf[:0]
 	for i, name := range limitHeaderNames {
-		v := h.Peek(name)
+		var v string
+		if vs := h[name]; len(vs) > 0 {
+			v = vs[0]
+		}
 		if len(buf)+len(v) > 0xffff {
-			v = nil // a header of 64 KiB is no rate-limit header
+			v = "" // a header of 64 KiB is no rate-limit header
 		}
 		buf = append(buf, v...)
 		r.end[i] = uint16(len(buf))
