@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ratewarden/ratewarden/internal/clientaddr"
+	"github.com/ratewarden/ratewarden/client/internal/clientaddr"
 )
 
 // MiddlewareConfig says how Middleware sees a request. Every field is

@@ -24,7 +24,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/ratewarden/ratewarden/client"
-	"github.com/ratewarden/ratewarden/internal/clientaddr"
+	"github.com/ratewarden/ratewarden/client/internal/clientaddr"
 )
 
 // Config says how the gRPC interceptors see a call. Every field is
