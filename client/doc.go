@@ -3,7 +3,8 @@
 // ReportAsync, which sends them in the background), with the net/http
 // middleware (Middleware) that puts a limiter in front of an application's
 // handlers in three lines (package rlgrpc has the gRPC server
-// interceptors):
+// interceptors, package clienttest a stand-in limiter for an
+// application's tests):
 //
 //	c, err := client.New(client.Config{URL: "http://limiter:8080", Token: os.Getenv("RATEWARDEN_TOKEN")})
 //	if err != nil { ... }
