@@ -15,8 +15,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/ratewarden/ratewarden/client"
-	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/endpoint"
+	"github.com/ratewarden/ratewarden/internal/event"
 )
 
 // The reasons are the limiter's, spelt out for the client's users.
