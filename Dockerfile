@@ -17,8 +17,10 @@ FROM --platform=$BUILDPLATFORM golang:${GO_VERSION}-bookworm AS build
 ARG TARGETOS
 ARG TARGETARCH
 WORKDIR /src
-# Dependencies first: this layer is rebuilt only when go.mod or go.sum change.
+# Dependencies first: this layer is rebuilt only when go.mod or go.sum change
+# (the client's too: a module of its own, which go.mod replaces with ./client).
 COPY go.mod go.sum ./
+COPY client/go.mod client/go.sum ./client/
 RUN --mount=type=cache,target=/go/pkg/mod \
     go mod download
 COPY . .

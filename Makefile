@@ -31,13 +31,17 @@ demo: build
 ##             Postgres and an embedded broker); what .ci/run calls
 test: vet lint fuzz-short unit allocs
 
-## vet         go vet ./...
+# The Go client (client/) is a module of its own, which ./... leaves out:
+# every target runs on it too.
+## vet         go vet ./..., in the module and the client's
 vet:
 	$(GO) vet ./...
+	cd client && $(GO) vet ./...
 
 ## lint        staticcheck, its default checks (the version is go.mod's tool line); any finding fails
 lint:
 	$(GO) tool staticcheck ./...
+	cd client && $$($(GO) -C .. tool -n staticcheck) ./...
 
 # The packages but the end-to-end tests run with the race detector, one at
 # a time: several start their own Redis servers, clusters and processes,
@@ -51,11 +55,12 @@ lint:
 # The few end-to-end tests that mostly wait (on consumer groups, restarts,
 # lapsing bans) and assert no timing are parallel, all four at once
 # (-parallel 4), after the others.
-## unit        every test with the race detector, then the end-to-end tests (internal/e2e) without it
+## unit        every test with the race detector, the client's too, then the end-to-end tests (internal/e2e) without it
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/internal/e2e$$')
 unit:
 	$(GO) test -race -vet=off -count=1 -run '^$$' $(UNIT_PKGS) >/dev/null
 	$(GO) test -race -vet=off -count=1 -p 1 $(UNIT_PKGS)
+	cd client && $(GO) test -race -vet=off -count=1 ./...
 	$(GO) test -vet=off -count=1 -parallel 4 ./internal/e2e/
 
 # The tests that pin allocations per decision, without the race detector,
@@ -63,6 +68,7 @@ unit:
 ## allocs      the tests that pin allocations per decision, without the race detector
 allocs:
 	$(GO) test -vet=off -count=1 -run 'Allocations$$' ./internal/httpapi/ ./internal/redisstore/ ./internal/rlsapi/
+	cd client && $(GO) test -vet=off -count=1 -run 'Allocations$$' .
 
 ## fuzz-short  each fuzz target briefly (FUZZTIME runs, default 5000x)
 fuzz-short:

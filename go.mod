@@ -12,6 +12,7 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.0
+	github.com/ratewarden/ratewarden/client v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/segmentio/kafka-go v0.4.51
@@ -59,3 +60,7 @@ require (
 )
 
 tool honnef.co/go/tools/cmd/staticcheck
+
+// The client is a module of its own, for applications; the services and
+// their tests use the one in this tree.
+replace github.com/ratewarden/ratewarden/client => ./client

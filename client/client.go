@@ -1,10 +1,14 @@
 package client
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"net/url"
 	"sync"
 	"sync/atomic"
@@ -12,16 +16,18 @@ import (
 	"time"
 
 	"github.com/sony/gobreaker/v2"
-	"github.com/valyala/fasthttp"
 )
 
 // Client calls a limiter's decision API. It is safe for concurrent use;
 // make one per limiter address and keep it.
 type Client struct {
-	cfg     Config
-	hc      *fasthttp.HostClient
-	auth    string // "Bearer <token>", or empty
-	uris    [4]string
+	cfg Config
+	rt  http.RoundTripper
+	// own is the client's own transport, which Close closes: nil when
+	// Config.Transport is the application's.
+	own     *http.Transport
+	auth    []string // {"Bearer <token>"}, or nil
+	urls    [4]*url.URL
 	breaker *gobreaker.CircuitBreaker[struct{}]
 	bufs    sync.Pool // *callBuf
 	stats   counters
@@ -42,8 +48,17 @@ const (
 
 var paths = [...]string{"/v1/check", "/v1/check/batch", "/v1/report", "/v1/report/batch"}
 
-// callBuf is a call's scratch: the request body and the headers' copy.
-type callBuf struct{ body, headers []byte }
+// callBuf is a call's scratch: the request body, the answer's body and
+// the headers' copy.
+type callBuf struct{ body, answer, headers []byte }
+
+// reply is what the limiter answered a call: its body is the call's
+// callBuf.answer.
+type reply struct {
+	status int
+	header http.Header
+	body   []byte
+}
 
 // New returns a client of the limiter at cfg.URL. Nothing is dialed
 // before the first call. Close it to send the outcomes ReportAsync holds.
@@ -54,6 +69,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.TLS != nil && u.Scheme != "https" {
 		return nil, fmt.Errorf("ratewarden client: TLS set for the %s URL %q", u.Scheme, cfg.URL)
+	}
+	if cfg.TLS != nil && cfg.Transport != nil {
+		return nil, errors.New("ratewarden client: TLS and Transport both set: the TLS of a Transport is its own")
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = defaultTimeout
@@ -70,29 +88,26 @@ func New(cfg Config) (*Client, error) {
 	if cfg.ReportQueue <= 0 {
 		cfg.ReportQueue = defaultReportQueue
 	}
-	addr := u.Host
-	if u.Port() == "" {
-		addr += map[string]string{"http": ":80", "https": ":443"}[u.Scheme]
+	c := &Client{cfg: cfg, rt: cfg.Transport, conns: make(chan struct{}, cfg.MaxConns)}
+	if c.rt == nil {
+		c.own = &http.Transport{
+			DialContext:         (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext,
+			TLSClientConfig:     cfg.TLS,
+			MaxConnsPerHost:     cfg.MaxConns,
+			MaxIdleConnsPerHost: cfg.MaxConns,
+			IdleConnTimeout:     30 * time.Second,
+			// The API's JSON is small: sent and read as it is, over
+			// HTTP/1.1 keep-alive connections, one call on each.
+			DisableCompression: true,
+			TLSNextProto:       map[string]func(string, *tls.Conn) http.RoundTripper{},
+		}
+		c.rt = c.own
 	}
-	c := &Client{cfg: cfg, hc: &fasthttp.HostClient{
-		Addr:                     addr,
-		IsTLS:                    u.Scheme == "https",
-		TLSConfig:                cfg.TLS,
-		MaxConns:                 cfg.MaxConns,
-		MaxIdleConnDuration:      30 * time.Second,
-		NoDefaultUserAgentHeader: true,
-		MaxResponseBodySize:      1 << 20,
-		RetryIfErr:               retryOnClosedConn,
-		// Calls wait for a connection in acquire, so one is nearly always
-		// free here; but fasthttp answers ErrNoFreeConns at once, without
-		// this wait, while it closes an idle one.
-		MaxConnWaitTimeout: cfg.Timeout,
-	}, conns: make(chan struct{}, cfg.MaxConns)}
 	if cfg.Token != "" {
-		c.auth = "Bearer " + cfg.Token
+		c.auth = []string{"Bearer " + cfg.Token}
 	}
 	for i, p := range paths {
-		c.uris[i] = u.Scheme + "://" + u.Host + p
+		c.urls[i] = &url.URL{Scheme: u.Scheme, Host: u.Host, Path: p}
 	}
 	failures := uint32(cfg.BreakerFailures)
 	c.breaker = gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
@@ -109,7 +124,9 @@ func New(cfg Config) (*Client, error) {
 			return err == nil || errors.Is(err, ErrInvalid) || errors.Is(err, ErrUndecidable)
 		},
 	})
-	c.bufs.New = func() any { return &callBuf{body: make([]byte, 0, 512), headers: make([]byte, 0, 256)} }
+	c.bufs.New = func() any {
+		return &callBuf{body: make([]byte, 0, 512), answer: make([]byte, 0, 512), headers: make([]byte, 0, 256)}
+	}
 	c.reports = newReporter(c, cfg.ReportQueue)
 	return c, nil
 }
@@ -137,11 +154,11 @@ func (c *Client) Check(ctx context.Context, req *Request) (Decision, error) {
 	defer c.bufs.Put(b)
 	b.body = appendCheck(b.body[:0], req)
 	var d Decision
-	err := c.call(ctx, "check", pathCheck, b.body, func(resp *fasthttp.Response) error {
-		if err := parseDecision(resp.Body(), &d); err != nil {
+	err := c.call(ctx, "check", pathCheck, b, func(a *reply) error {
+		if err := parseDecision(a.body, &d); err != nil {
 			return err
 		}
-		d.headers, b.headers = readLimitHeaders(&resp.Header, b.headers)
+		d.headers, b.headers = readLimitHeaders(a.header, b.headers)
 		return nil
 	})
 	if err != nil {
@@ -208,8 +225,8 @@ func (c *Client) CheckBatch(ctx context.Context, reqs []Request) ([]Decision, er
 	for start := 0; start < len(reqs); {
 		var end int
 		b.body, end = appendChecks(b.body[:0], reqs, start)
-		err := c.call(ctx, "check batch", pathCheckBatch, b.body, func(resp *fasthttp.Response) error {
-			return parseBatch(resp.Body(), ds[start:end], errs[start:end])
+		err := c.call(ctx, "check batch", pathCheckBatch, b, func(a *reply) error {
+			return parseBatch(a.body, ds[start:end], errs[start:end])
 		})
 		if err != nil {
 			for i := start; i < end; i++ {
@@ -282,8 +299,8 @@ func (c *Client) Report(ctx context.Context, o *Outcome) (ReportResult, error) {
 	defer c.bufs.Put(b)
 	b.body = appendOutcome(b.body[:0], o)
 	var r ReportResult
-	err := c.call(context.Background(), "report", pathReport, b.body, func(resp *fasthttp.Response) error {
-		return parseReportBody(resp.Body(), &r)
+	err := c.call(context.Background(), "report", pathReport, b, func(a *reply) error {
+		return parseReportBody(a.body, &r)
 	})
 	if err != nil {
 		c.failed("report", err)
@@ -298,19 +315,19 @@ func (c *Client) ReportBatch(ctx context.Context, os []Outcome) ([]ReportResult,
 	b := c.bufs.Get().(*callBuf)
 	defer c.bufs.Put(b)
 	b.body = appendOutcomes(b.body[:0], os)
-	rs, err := c.reportBatch(b.body, len(os))
+	rs, err := c.reportBatch(b, len(os))
 	if err != nil {
 		c.failed("report batch", err)
 	}
 	return rs, err
 }
 
-// reportBatch posts body, the body of POST /v1/report/batch with n
+// reportBatch posts b.body, the body of POST /v1/report/batch with n
 // outcomes.
-func (c *Client) reportBatch(body []byte, n int) ([]ReportResult, error) {
+func (c *Client) reportBatch(b *callBuf, n int) ([]ReportResult, error) {
 	rs := make([]ReportResult, 0, n)
-	err := c.call(context.Background(), "report batch", pathReportBatch, body, func(resp *fasthttp.Response) error {
-		return parseReports(resp.Body(), n, &rs)
+	err := c.call(context.Background(), "report batch", pathReportBatch, b, func(a *reply) error {
+		return parseReports(a.body, n, &rs)
 	})
 	return rs, err
 }
@@ -334,34 +351,36 @@ func (c *Client) Ping(ctx context.Context) error {
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	resp := fasthttp.AcquireResponse()
-	defer fasthttp.ReleaseResponse(resp)
-	if err := c.post(pathCheckBatch, []byte(`{"checks":[]}`), deadline, resp); err != nil {
+	b := c.bufs.Get().(*callBuf)
+	defer c.bufs.Put(b)
+	b.body = append(b.body[:0], `{"checks":[]}`...)
+	a, err := c.post(pathCheckBatch, b, deadline)
+	if err != nil {
 		return &Error{Op: "ping", Err: err}
 	}
-	status := resp.StatusCode()
-	if (status == fasthttp.StatusOK || status == fasthttp.StatusBadRequest) && jsonContent(resp.Header.ContentType()) {
+	status := a.status
+	if (status == http.StatusOK || status == http.StatusBadRequest) && jsonContent(a.header.Get("Content-Type")) {
 		return nil // the API's answer (its refusal of an empty batch), not a proxy's page
 	}
 	if refusesCredentials(status) {
 		c.stats.unauthorized.Add(1)
 	}
-	msg, _ := errorAnswer(resp.Body())
+	msg, _ := errorAnswer(a.body)
 	return &Error{Op: "ping", Answered: true, Status: status, Message: msg}
 }
 
-// call posts body to the API's path and hands a 200 answer in JSON to
+// call posts b.body to the API's path and hands a 200 answer in JSON to
 // read, through the breaker. Its wait for a connection (acquire) and its
 // round trip are each bounded by Config.Timeout, the wait also by ctx. Its
 // error is an *Error.
-func (c *Client) call(ctx context.Context, op string, path int, body []byte, read func(*fasthttp.Response) error) error {
+func (c *Client) call(ctx context.Context, op string, path int, b *callBuf, read func(*reply) error) error {
 	if c.closed.Load() {
 		return &Error{Op: op, Err: ErrClosed}
 	}
-	if len(body) > maxBody {
+	if len(b.body) > maxBody {
 		// The limiter would refuse it (413) once sent: refused here, at no
 		// cost to either side.
-		return &Error{Op: op, Err: fmt.Errorf("%w: a body of %d bytes, over the API's %d", ErrInvalid, len(body), maxBody)}
+		return &Error{Op: op, Err: fmt.Errorf("%w: a body of %d bytes, over the API's %d", ErrInvalid, len(b.body), maxBody)}
 	}
 	// The wait for a connection is outside the breaker, which counts what
 	// the limiter does.
@@ -370,7 +389,7 @@ func (c *Client) call(ctx context.Context, op string, path int, body []byte, rea
 	}
 	defer c.release()
 	_, err := c.breaker.Execute(func() (struct{}, error) {
-		return struct{}{}, c.roundTrip(op, path, body, time.Now().Add(c.cfg.Timeout), read)
+		return struct{}{}, c.roundTrip(op, path, b, time.Now().Add(c.cfg.Timeout), read)
 	})
 	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
 		c.stats.breakerOpen.Add(1)
@@ -418,66 +437,169 @@ func (c *Client) acquire(ctx context.Context) error {
 // release gives back the connection acquire took.
 func (c *Client) release() { <-c.conns }
 
-// roundTrip posts body to the API's path and hands a 200 answer in JSON to
-// read. Its error is an *Error.
-func (c *Client) roundTrip(op string, path int, body []byte, deadline time.Time, read func(*fasthttp.Response) error) error {
-	resp := fasthttp.AcquireResponse()
-	defer fasthttp.ReleaseResponse(resp)
-	if err := c.post(path, body, deadline, resp); err != nil {
+// roundTrip posts b.body to the API's path and hands a 200 answer in JSON
+// to read. Its error is an *Error.
+func (c *Client) roundTrip(op string, path int, b *callBuf, deadline time.Time, read func(*reply) error) error {
+	a, err := c.post(path, b, deadline)
+	if err != nil {
 		return &Error{Op: op, Err: err}
 	}
-	status := resp.StatusCode()
-	if status != fasthttp.StatusOK {
+	status := a.status
+	if status != http.StatusOK {
 		if refusesCredentials(status) {
 			c.stats.unauthorized.Add(1)
 		}
-		msg, denyRule := errorAnswer(resp.Body())
-		if status != fasthttp.StatusServiceUnavailable || !jsonContent(resp.Header.ContentType()) {
+		msg, denyRule := errorAnswer(a.body)
+		if status != http.StatusServiceUnavailable || !jsonContent(a.header.Get("Content-Type")) {
 			denyRule = "" // not the limiter's refusal by a deny rule, whatever the body says
 		}
 		return &Error{Op: op, Answered: true, Status: status, Message: msg, denyRule: denyRule}
 	}
-	if ct := resp.Header.ContentType(); !jsonContent(ct) {
+	if ct := a.header.Get("Content-Type"); !jsonContent(ct) {
 		return &Error{Op: op, Answered: true, Status: status, Message: fmt.Sprintf("content type %q, not the API's JSON", ct)}
 	}
-	if err := read(resp); err != nil {
+	if err := read(&a); err != nil {
 		return &Error{Op: op, Answered: true, Status: status, Message: "not the API's answer: " + err.Error()}
 	}
 	return nil
 }
 
-// post sends body to the API's path and reads the answer into resp.
-func (c *Client) post(path int, body []byte, deadline time.Time, resp *fasthttp.Response) error {
-	req := fasthttp.AcquireRequest()
-	defer fasthttp.ReleaseRequest(req)
-	req.Header.SetMethod(fasthttp.MethodPost)
-	req.SetRequestURI(c.uris[path])
-	req.Header.SetContentType("application/json")
-	if c.auth != "" {
-		req.Header.Set("Authorization", c.auth)
+// maxAnswer bounds the body of an answer the client reads: the API's are
+// far smaller, and a proxy's page could be anything.
+const maxAnswer = 1 << 20
+
+// errAnswerTooLarge is the cause of a call whose answer was over maxAnswer.
+var errAnswerTooLarge = fmt.Errorf("an answer over %d bytes", maxAnswer)
+
+// post sends b.body to the API's path, by the deadline, and reads the
+// answer, its body into b.answer. A call whose kept-alive connection the
+// limiter had closed (a restart, an idle timeout) is sent again, once, on
+// another: sent on it, the call most likely never reached the limiter, and
+// without a retry a restart would fail one call per pooled connection,
+// enough to open the breaker. The cost: a limiter that closes the
+// connection after counting a call and before answering (a crash
+// mid-request) counts it twice. The request also has an Idempotency-Key
+// entry without a value, which net/http does not send but takes as leave
+// to retry such a call itself, where it can tell.
+func (c *Client) post(path int, b *callBuf, deadline time.Time) (reply, error) {
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	body := &sentBody{b: b.body}
+	body.Reset(b.body)
+	defer body.release(b)
+	header := http.Header{
+		"Content-Type":    contentJSON,
+		"User-Agent":      noUserAgent,
+		"Idempotency-Key": nil,
 	}
-	req.SetBodyRaw(body)
-	err := c.hc.DoDeadline(req, resp, deadline)
-	if errors.Is(err, fasthttp.ErrTimeout) {
-		err = fmt.Errorf("%w (%v)", context.DeadlineExceeded, err)
+	if c.auth != nil {
+		header["Authorization"] = c.auth
 	}
-	return err
+	var resp *http.Response
+	var err error
+	for attempt := 1; ; attempt++ {
+		req := &http.Request{
+			Method:        http.MethodPost,
+			URL:           c.urls[path],
+			Host:          c.urls[path].Host,
+			Proto:         "HTTP/1.1",
+			ProtoMajor:    1,
+			ProtoMinor:    1,
+			Header:        header,
+			Body:          body,
+			GetBody:       body.again,
+			ContentLength: int64(len(b.body)),
+		}
+		if attempt > 1 {
+			req.Body, _ = body.again()
+		}
+		resp, err = c.rt.RoundTrip(req.WithContext(ctx))
+		if err == nil || attempt > 1 || !closedConn(err) || ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil {
+		return reply{}, err
+	}
+	defer resp.Body.Close()
+	b.answer, err = readAnswer(resp.Body, b.answer[:0])
+	if err != nil {
+		return reply{}, err
+	}
+	return reply{status: resp.StatusCode, header: resp.Header, body: b.answer}, nil
 }
 
-// retryOnClosedConn retries, once, a call whose kept-alive connection the
-// limiter had closed (a restart, an idle timeout): sent on it, the call
-// most likely never reached the limiter, and without a retry a restart
-// would fail one call per pooled connection, enough to open the breaker.
-// The cost: a limiter that closes the connection after counting a call
-// and before answering (a crash mid-request) counts it twice.
-func retryOnClosedConn(_ *fasthttp.Request, attempts int, err error) (resetTimeout, retry bool) {
-	closed := errors.Is(err, io.EOF) || errors.Is(err, fasthttp.ErrConnectionClosed) ||
+// closedConn reports whether err is that of a connection the other side
+// had closed.
+func closedConn(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
-	return false, attempts == 1 && closed
 }
+
+// The request headers every call shares; a transport only reads them.
+var (
+	contentJSON = []string{"application/json"}
+	noUserAgent = []string{""} // net/http sends none
+)
+
+// readAnswer reads r into buf, up to maxAnswer.
+func readAnswer(r io.Reader, buf []byte) ([]byte, error) {
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if len(buf) > maxAnswer {
+			return buf, errAnswerTooLarge
+		}
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+}
+
+// sentBody is a call's request body, read from the call's buffer. A
+// transport may still read it once RoundTrip has returned (a limiter
+// that answered before it had read the request); it closes it when it
+// has done: until every copy is closed, the buffer is not the call's to
+// reuse.
+type sentBody struct {
+	bytes.Reader
+	b    []byte
+	open atomic.Int32 // copies handed out and not closed, less one
+}
+
+// Close marks the first copy closed.
+func (s *sentBody) Close() error { s.open.Add(-1); return nil }
+
+// again is http.Request.GetBody: another copy, for a retry.
+func (s *sentBody) again() (io.ReadCloser, error) {
+	s.open.Add(1)
+	return &bodyCopy{Reader: bytes.NewReader(s.b), open: &s.open}, nil
+}
+
+// release takes the call's buffer off the call, for a new one, when a
+// copy of the body may still be read.
+func (s *sentBody) release(b *callBuf) {
+	if s.open.Load() != -1 {
+		b.body = make([]byte, 0, cap(b.body))
+	}
+}
+
+// bodyCopy is a retry's copy of a sentBody.
+type bodyCopy struct {
+	*bytes.Reader
+	open *atomic.Int32
+}
+
+func (c *bodyCopy) Close() error { c.open.Add(-1); return nil }
 
 // jsonContent reports whether ct is application/json, parameters aside.
-func jsonContent(ct []byte) bool {
+func jsonContent(ct string) bool {
 	const want = "application/json"
 	return len(ct) >= len(want) && string(ct[:len(want)]) == want && (len(ct) == len(want) || ct[len(want)] == ';')
 }
@@ -534,6 +656,8 @@ func (c *Client) Stats() Stats {
 func (c *Client) Close(ctx context.Context) error {
 	err := c.reports.close(ctx)
 	c.closed.Store(true)
-	c.hc.CloseIdleConnections()
+	if c.own != nil {
+		c.own.CloseIdleConnections()
+	}
 	return err
 }

@@ -10,8 +10,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/ratewarden/ratewarden/internal/event"
 )
 
 // A decision's answer as the limiter writes it, with a field this client
@@ -245,16 +243,6 @@ func TestNewRefusesBadURLs(t *testing.T) {
 	for _, u := range []string{"", "limiter:8080", "ftp://x", "http://", "http://x/v1/check", "http://x?a=1"} {
 		if _, err := New(Config{URL: u}); err == nil {
 			t.Errorf("New(%q) accepted", u)
-		}
-	}
-}
-
-// The reasons are the limiter's, spelt out for the package's readers.
-func TestReasonsAreTheLimiters(t *testing.T) {
-	for mine, theirs := range map[string]string{ReasonOK: event.ReasonOK, ReasonRateLimited: event.ReasonRateLimited,
-		ReasonBanned: event.ReasonBanned, ReasonExempt: event.ReasonExempt, ReasonNoRule: event.ReasonNoRule} {
-		if mine != theirs {
-			t.Errorf("reason %q, the limiter's %q", mine, theirs)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"crypto/tls"
+	"net/http"
 	"time"
 )
 
@@ -15,8 +16,19 @@ type Config struct {
 	// empty: none.
 	Token string
 	// TLS configures https: the roots that verify the limiter (nil: the
-	// system's) and, for mTLS, the client certificate.
+	// system's) and, for mTLS, the client certificate. It is the client's
+	// own transport's; with Transport set, that transport's TLS applies.
 	TLS *tls.Config
+	// Transport, when set, makes every call of the client (checks, reports,
+	// pings): to trace them, send them through a proxy, or count them. It
+	// gets POST requests with a context that ends at the call's Timeout,
+	// and an Idempotency-Key entry without a value, which *http.Transport
+	// takes as leave to send a request again on a new connection when a
+	// kept-alive one was closed under it (and does not send). The client
+	// does not close its idle connections. nil: the client's own
+	// *http.Transport, with MaxConns connections kept alive, no proxy,
+	// HTTP/1.1, and TLS.
+	Transport http.RoundTripper
 	// Timeout bounds a call's round trip, and, before it, its wait for a
 	// connection (MaxConns): a call takes 2 × Timeout at most. The
 	// caller's context does not bound the round trip: its deadline or
@@ -66,39 +78,36 @@ type Config struct {
 }
 
 // FailurePolicy says what a check answers when the limiter could not
-// decide: FailOpen, FailClosed or Fallback.
-// The zero FailurePolicy is FailOpen.
-type FailurePolicy struct {
-	closed   bool
-	fallback func(context.Context, *Request) Decision
+// decide: FailOpen, FailClosed or a Fallback. It is the function that
+// decides such a check; the Decision it returns gets Fallback set. The
+// zero FailurePolicy (nil) is FailOpen.
+type FailurePolicy func(ctx context.Context, req *Request) Decision
+
+// FailOpen, as a FailurePolicy, allows the request: availability before
+// protection. It is a function so that no package can change what
+// client.FailOpen means to another.
+func FailOpen(context.Context, *Request) Decision {
+	return Decision{Allowed: true, Reason: ReasonUnavailable, Fallback: true}
 }
 
-var (
-	// FailOpen allows the request: availability before protection.
-	FailOpen = FailurePolicy{}
-	// FailClosed refuses the request: protection before availability. Its
-	// refusals say to retry after a second (the breaker's default open
-	// time).
-	FailClosed = FailurePolicy{closed: true}
-)
+// FailClosed, as a FailurePolicy, refuses the request: protection before
+// availability. Its refusals say to retry after a second (the breaker's
+// default open time).
+func FailClosed(context.Context, *Request) Decision {
+	return Decision{Reason: ReasonUnavailable, RetryAfter: time.Second, Fallback: true}
+}
 
 // Fallback decides with decide, a local policy (an in-process limiter,
 // say); its Decision is returned with Fallback set.
 func Fallback(decide func(ctx context.Context, req *Request) Decision) FailurePolicy {
-	return FailurePolicy{fallback: decide}
+	return decide
 }
 
 func (p FailurePolicy) decide(ctx context.Context, req *Request) Decision {
-	var d Decision
-	if p.fallback != nil {
-		d = p.fallback(ctx, req)
-	} else {
-		d.Allowed = !p.closed
-		d.Reason = ReasonUnavailable
-		if p.closed {
-			d.RetryAfter = time.Second
-		}
+	if p == nil {
+		p = FailOpen
 	}
+	d := p(ctx, req)
 	d.Fallback = true
 	return d
 }

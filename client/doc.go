@@ -1,9 +1,10 @@
 // Package client is the Go client of the ratewarden limiter: decisions
 // (Check, CheckBatch) and outcome reports (Report, ReportBatch, and
 // ReportAsync, which sends them in the background), with the net/http
-// middleware (Middleware) and the gRPC server interceptors
-// (UnaryServerInterceptor, StreamServerInterceptor) that put a limiter in
-// front of an application's handlers in three lines:
+// middleware (Middleware) that puts a limiter in front of an application's
+// handlers in three lines (package rlgrpc has the gRPC server
+// interceptors, package clienttest a stand-in limiter for an
+// application's tests):
 //
 //	c, err := client.New(client.Config{URL: "http://limiter:8080", Token: os.Getenv("RATEWARDEN_TOKEN")})
 //	if err != nil { ... }

@@ -4,39 +4,12 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
-
-	"github.com/ratewarden/ratewarden/internal/endpoint"
-	"github.com/ratewarden/ratewarden/internal/event"
 )
 
-// The client's copies of the limiter's bounds, escape and normalization
-// are the limiter's. (The attribute and cost bounds are internal/httpapi's
-// unexported ones; TestClientHostileInputIsDecided checks them end to
-// end.)
-func TestFieldsAreTheLimiters(t *testing.T) {
-	for _, b := range []struct {
-		name         string
-		mine, theirs int
-	}{
-		{"endpoint", maxEndpoint, event.MaxEndpoint}, {"user_id", maxUserID, event.MaxUserID}, {"tier", maxTier, event.MaxTier},
-		{"method", maxMethod, event.MaxMethod}, {"min status", minStatus, event.MinStatus}, {"max status", maxStatus, event.MaxStatus},
-	} {
-		if b.mine != b.theirs {
-			t.Errorf("%s: the client's bound %d, the limiter's %d", b.name, b.mine, b.theirs)
-		}
-	}
-	for _, s := range endpointSamples {
-		if got, want := normalizeEndpoint(s), endpoint.Normalize(s); got != want {
-			t.Errorf("normalizeEndpoint(%q) = %q, the limiter's %q", s, got, want)
-		}
-		if got, want := escapeText(s), event.EscapeEndpoint(s); got != want {
-			t.Errorf("escapeText(%q) = %q, the limiter's %q", s, got, want)
-		}
-		if got, want := validMethod(s), event.ValidMethod(s); got != want {
-			t.Errorf("validMethod(%q) = %v, the limiter's %v", s, got, want)
-		}
-	}
-}
+// The client's copies of the limiter's bounds, escape, normalization and
+// method check are checked against the limiter's own by the limiter's
+// module (internal/clientwire), through what the client sends; these
+// tests check the client's own properties.
 
 var endpointSamples = []string{
 	"", "/", "*", "GET", "post", "M-SEARCH", "/api/books/{id}", "/api/books/17", "/a%00", "/a\x00", "/a%0a", "/a\n", "/a%ff", "/a\xff",
@@ -45,13 +18,14 @@ var endpointSamples = []string{
 }
 
 // limiterView is the endpoint the limiter decides on for the field sent,
-// and whether it accepts the field at all (internal/httpapi.newRequest).
+// and whether it accepts the field at all (internal/httpapi.newRequest),
+// by the client's copies of the limiter's bound and normalization.
 func limiterView(sent string) (string, bool) {
-	if sent == "" || len(sent) > event.MaxEndpoint || !utf8.ValidString(sent) {
+	if sent == "" || len(sent) > maxEndpoint || !utf8.ValidString(sent) {
 		return "", false
 	}
-	view := endpoint.Normalize(sent)
-	return view, !event.HasControl(view)
+	view := normalizeEndpoint(sent)
+	return view, !hasControl(view)
 }
 
 // checkWireEndpoint checks the endpoint the client sends for raw: the
@@ -70,12 +44,12 @@ func checkWireEndpoint(t *testing.T, raw string) {
 	if !ok {
 		t.Fatalf("wireEndpoint(%q) = %q (%d bytes): the limiter refuses it", raw, sent, len(sent))
 	}
-	envoy := event.EscapeEndpoint(endpoint.Normalize(raw))
+	envoy := escapeText(normalizeEndpoint(raw))
 	if view == envoy {
 		return
 	}
 	if len(view) < cutMarkLen || !strings.HasPrefix(view[len(view)-cutMarkLen:], cutMark) ||
-		!strings.HasPrefix(envoy, view[:len(view)-cutMarkLen]) || len(protectPath(envoy)) <= event.MaxEndpoint {
+		!strings.HasPrefix(envoy, view[:len(view)-cutMarkLen]) || len(protectPath(envoy)) <= maxEndpoint {
 		t.Fatalf("wireEndpoint(%q) = %q: the limiter sees %q, its rate limit API %q", raw, sent, view, envoy)
 	}
 }
@@ -112,12 +86,6 @@ func FuzzWireEndpoint(f *testing.F) {
 	f.Add("/api/" + strings.Repeat("%2e%2e/%00", 1000))
 	f.Fuzz(func(t *testing.T, raw string) {
 		checkWireEndpoint(t, raw)
-		if got, want := normalizeEndpoint(raw), endpoint.Normalize(raw); got != want {
-			t.Fatalf("normalizeEndpoint(%q) = %q, the limiter's %q", raw, got, want)
-		}
-		if got, want := escapeText(raw), event.EscapeEndpoint(raw); got != want {
-			t.Fatalf("escapeText(%q) = %q, the limiter's %q", raw, got, want)
-		}
 		// A queued outcome keeps a long endpoint in its sent form
 		// (boundOutcome), which must be sent unchanged.
 		if sent := wireEndpoint(raw); wireEndpoint(sent) != sent {
@@ -138,7 +106,7 @@ func TestTextField(t *testing.T) {
 	seen := map[string]bool{}
 	for _, s := range []string{strings.Repeat("u", 600), strings.Repeat("u", 599) + "v", strings.Repeat("é", 300), strings.Repeat("\x00", 200)} {
 		got := textField(s, maxUserID)
-		if len(got) > maxUserID || !utf8.ValidString(got) || event.HasControl(got) || seen[got] || !strings.Contains(got, cutMark) {
+		if len(got) > maxUserID || !utf8.ValidString(got) || hasControl(got) || seen[got] || !strings.Contains(got, cutMark) {
 			t.Fatalf("textField(%.10q...) = %q (%d bytes)", s, got, len(got))
 		}
 		seen[got] = true

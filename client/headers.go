@@ -1,6 +1,6 @@
 package client
 
-import "github.com/valyala/fasthttp"
+import "net/http"
 
 // The rate-limit headers the limiter sets on a decision's answer, which
 // the middleware gives the application's clients as they are. The names
@@ -8,10 +8,6 @@ import "github.com/valyala/fasthttp"
 // sets them into an http.Header directly: in any other, Header.Get would
 // not find them and Header.Set would add a second field.
 var limitHeaderNames = [...]string{"Ratelimit-Policy", "Ratelimit", "X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset", "Retry-After"}
-
-// limitMetadataKeys are limitHeaderNames as gRPC metadata keys, which are
-// lower case.
-var limitMetadataKeys = [len(limitHeaderNames)]string{"ratelimit-policy", "ratelimit", "x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset", "retry-after"}
 
 // rateLimitHeaders are the values of limitHeaderNames in one string:
 // one allocation per decision whatever their number.
@@ -21,13 +17,16 @@ type rateLimitHeaders struct {
 }
 
 // readLimitHeaders copies the rate-limit headers of an answer.
-func readLimitHeaders(h *fasthttp.ResponseHeader, buf []byte) (rateLimitHeaders, []byte) {
+func readLimitHeaders(h http.Header, buf []byte) (rateLimitHeaders, []byte) {
 	var r rateLimitHeaders
 	buf = buf[:0]
 	for i, name := range limitHeaderNames {
-		v := h.Peek(name)
+		var v string
+		if vs := h[name]; len(vs) > 0 {
+			v = vs[0]
+		}
 		if len(buf)+len(v) > 0xffff {
-			v = nil // a header of 64 KiB is no rate-limit header
+			v = "" // a header of 64 KiB is no rate-limit header
 		}
 		buf = append(buf, v...)
 		r.end[i] = uint16(len(buf))
@@ -52,7 +51,7 @@ func (r *rateLimitHeaders) setOn(h map[string][]string) {
 }
 
 // each calls set with every header that has a value: its index in
-// limitHeaderNames (and limitMetadataKeys) and the value.
+// limitHeaderNames and the value.
 func (r *rateLimitHeaders) each(set func(i int, value string)) {
 	start := uint16(0)
 	for i := range limitHeaderNames {
@@ -61,4 +60,13 @@ func (r *rateLimitHeaders) each(set func(i int, value string)) {
 			start = end
 		}
 	}
+}
+
+// EachRateLimitHeader calls set with each rate-limit header of the
+// limiter's answer that has a value, in canonical form (Ratelimit-Policy,
+// Ratelimit, X-Ratelimit-Limit, X-Ratelimit-Remaining, X-Ratelimit-Reset,
+// Retry-After), as Middleware gives them to the application's clients. A
+// Decision the limiter did not make has none.
+func (d *Decision) EachRateLimitHeader(set func(name, value string)) {
+	d.headers.each(func(i int, value string) { set(limitHeaderNames[i], value) })
 }

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ratewarden/ratewarden/internal/clientaddr"
+	"github.com/ratewarden/ratewarden/client/internal/clientaddr"
 )
 
 // MiddlewareConfig says how Middleware sees a request. Every field is
@@ -73,8 +73,9 @@ func NeverReport(*http.Request, int) bool { return false }
 // context had ended by then (net/http ends it when the client closes or
 // half-closes its connection): such a request is answered 503 and never
 // reaches next. After next, the response's status (and cost) is reported
-// without delaying the response.
-func Middleware(c *Client, cfg MiddlewareConfig) func(http.Handler) http.Handler {
+// without delaying the response. c is a *Client, or, in an application's
+// tests, a clienttest.Fake.
+func Middleware(c Limiter, cfg MiddlewareConfig) func(http.Handler) http.Handler {
 	res := clientaddr.Resolver{Trusted: cfg.TrustedProxies}
 	recorders := sync.Pool{New: func() any { return new(statusRecorder) }}
 	return func(next http.Handler) http.Handler {

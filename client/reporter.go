@@ -230,7 +230,14 @@ func (r *reporter) send(p *pending) {
 	}
 	defer func() { clear(batch); p.outcomes = batch[:0] }()
 	p.body = append(p.body, "]}"...)
-	_, err := r.c.reportBatch(p.body, len(batch))
+	// The call reads the body from a call's buffer, which takes it off
+	// the call while a transport may still read it.
+	b := r.c.bufs.Get().(*callBuf)
+	own := b.body
+	b.body = p.body
+	_, err := r.c.reportBatch(b, len(batch))
+	p.body, b.body = b.body, own
+	r.c.bufs.Put(b)
 	if err != nil && len(batch) > 1 && errors.Is(err, ErrInvalid) {
 		// A limiter stricter than validOutcome (another version) refuses
 		// the whole batch for one outcome: one by one, only the outcome at

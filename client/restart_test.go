@@ -2,10 +2,10 @@ package client
 
 import (
 	"context"
+	"io"
 	"net"
+	"net/http"
 	"testing"
-
-	"github.com/valyala/fasthttp"
 )
 
 // A limiter restarted under the client: the kept-alive connections it
@@ -16,11 +16,11 @@ func TestLimiterRestartFailsNoCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := ln.Addr().String()
-	serve := func(ln net.Listener) *fasthttp.Server {
-		srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
-			ctx.Response.Header.SetContentType("application/json")
-			ctx.SetBodyString(allowedAnswer)
-		}}
+	serve := func(ln net.Listener) *http.Server {
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, allowedAnswer)
+		})}
 		go func() { _ = srv.Serve(ln) }()
 		return srv
 	}
@@ -33,14 +33,14 @@ func TestLimiterRestartFailsNoCheck(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := srv.Shutdown(); err != nil { // closes the idle connections
+	if err := srv.Shutdown(ctx); err != nil { // closes the idle connections
 		t.Fatal(err)
 	}
 	if ln, err = net.Listen("tcp", addr); err != nil {
 		t.Skipf("the port was taken meanwhile: %v", err)
 	}
 	srv = serve(ln)
-	t.Cleanup(func() { _ = srv.Shutdown() })
+	t.Cleanup(func() { _ = srv.Close() })
 	for i := range 3 {
 		if d, err := c.Check(ctx, req); err != nil || d.Fallback {
 			t.Fatalf("check %d after the restart: %+v, %v", i, d, err)

@@ -1,6 +1,9 @@
 package client
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // The reasons of a Decision, as the limiter's API gives them.
 const (
@@ -112,4 +115,15 @@ type Budget struct {
 	// Spent is true when no unit is left: the rule's checks are refused
 	// until the window frees one.
 	Spent bool
+}
+
+// Limiter is what Middleware and the gRPC interceptors (package rlgrpc)
+// ask of a limiter's client: a decision before a request, and its outcome
+// reported after. *Client is the one that calls a limiter; package
+// clienttest has one that answers by the rules a test sets.
+type Limiter interface {
+	// Check decides req, as Client.Check.
+	Check(ctx context.Context, req *Request) (Decision, error)
+	// ReportAsync queues the outcome o, as Client.ReportAsync.
+	ReportAsync(o *Outcome) bool
 }

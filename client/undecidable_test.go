@@ -8,10 +8,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // The limiter's 503 for a check that a rule whose on_redis_failure is deny
@@ -151,37 +147,5 @@ func TestMiddlewareUndecidable(t *testing.T) {
 	}})(next).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/login", nil))
 	if rec.Code != http.StatusTeapot || reason != ReasonUndecidable || served.Load() != 0 {
 		t.Fatalf("Denied: %d, reason %q, served %d times", rec.Code, reason, served.Load())
-	}
-}
-
-// The interceptor answers such a call Unavailable, as the limiter's own
-// rate limit API answers Envoy for a deny rule it cannot decide, with the
-// retry delay, and never runs the handler.
-func TestInterceptorUndecidable(t *testing.T) {
-	f := newFake(t, answer(503, "application/json", undecidableAnswer))
-	c, err := New(Config{URL: f.URL, BreakerFailures: 1, BreakerOpen: time.Hour}) // FailOpen
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close(context.Background()) })
-	conn := serveHealth(t, c, GRPCConfig{})
-	for range 3 {
-		md, err := checkCall(t, conn, "")
-		if status.Code(err) != codes.Unavailable {
-			t.Fatalf("call: %v, want Unavailable", err)
-		}
-		var retry *errdetails.RetryInfo
-		for _, d := range status.Convert(err).Details() {
-			if r, ok := d.(*errdetails.RetryInfo); ok {
-				retry = r
-			}
-		}
-		if retry == nil || retry.GetRetryDelay().AsDuration() != time.Second {
-			t.Fatalf("call: %v, want a RetryInfo of 1s", err)
-		}
-		wantMetadata(t, md, map[string]string{"retry-after": "1"})
-	}
-	if s := c.Stats(); s.Undecidable != 3 || s.Fallbacks != 0 || s.BreakerOpen != 0 {
-		t.Fatalf("stats %+v", s)
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/ratewarden/ratewarden/internal/jsonwire"
+	"github.com/ratewarden/ratewarden/client/internal/jsonwire"
 )
 
 // The JSON of the limiter's API, written and read by hand: a check runs on

@@ -415,7 +415,7 @@ go test -tags bench -run 'TestBench(Detector|OutcomeDetector|Archiver|RulePropag
 
 # The Go client's own costs: a check while its breaker is open, and a check
 # against an in-process server that answers at once.
-go test -run '^$' -bench 'BenchmarkCheck' -benchtime 20000x -count=1 ./client >"$work/client.txt" 2>&1 || { cat "$work/client.txt" >&2; exit 1; }
+go -C client test -run '^$' -bench 'BenchmarkCheck' -benchtime 20000x -count=1 . >"$work/client.txt" 2>&1 || { cat "$work/client.txt" >&2; exit 1; }
 
 # 7. One primary against three: the in-process path on a Redis Cluster.
 start_broker
@@ -510,7 +510,7 @@ dirty=$(git diff --quiet -- . ":(exclude)$OUT" || echo ' (with local changes)')
 	echo
 	grep -E '^(detector:|outcome detector|ban latency|archiver:|rule propagation|client middleware)' "$work/e2e.txt" | sed 's/^/- /'
 	echo
-	echo "Go client (go test -bench BenchmarkCheck ./client; allocations per request of the middleware: TestAllocations):"
+	echo "Go client (cd client && go test -bench BenchmarkCheck .; allocations per request of the middleware: TestAllocations):"
 	echo
 	grep -E '^BenchmarkCheck' "$work/client.txt" | sed 's/^/- /'
 	echo

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every Fuzz target of the module, each for FUZZTIME: a duration (1m)
+# Runs every Fuzz target of the module and of the client's (client/, a
+# module of its own), each for FUZZTIME: a duration (1m)
 # or an execution count (5000x).
 #
 # Go 1.26's fuzz coordinator can fail a duration-bounded run with a bare
@@ -16,10 +17,13 @@ trap 'rm -f "$log"' EXIT
 # The targets are found in the test files rather than with go test -list,
 # which would build every package's tests just to list them.
 for dir in $(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); do
-	pkg=./${dir#./}
+	# A package is tested from its own module's directory.
+	mod=$dir
+	while [ ! -f "$mod/go.mod" ]; do mod=$(dirname "$mod"); done
+	pkg=.${dir#"$mod"}
 	for target in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go | sed 's/^func //' | sort -u); do
-		echo "fuzz $pkg $target ($fuzztime)"
-		if go test -vet=off -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" -fuzzminimizetime 200x "$pkg" >"$log" 2>&1; then
+		echo "fuzz $dir $target ($fuzztime)"
+		if (cd "$mod" && go test -vet=off -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" -fuzzminimizetime 200x "$pkg") >"$log" 2>&1; then
 			continue
 		fi
 		if grep -q 'context deadline exceeded' "$log" && ! grep -q 'Failing input written to' "$log"; then

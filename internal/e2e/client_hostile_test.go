@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/ratewarden/ratewarden/client"
+	"github.com/ratewarden/ratewarden/client/rlgrpc"
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 )
@@ -149,7 +150,7 @@ func TestClientGRPCExpiredDeadlineIsDecided(t *testing.T) {
 		return handler(ctx, req)
 	}
 	conn := serveGRPCHealth(t, grpc.ChainUnaryInterceptor(expire,
-		client.UnaryServerInterceptor(c, client.GRPCConfig{TrustedProxies: loopback}), count))
+		rlgrpc.UnaryServerInterceptor(c, rlgrpc.Config{TrustedProxies: loopback}), count))
 	hc := healthpb.NewHealthClient(conn)
 	if _, err := hc.Check(metadata.AppendToOutgoingContext(context.Background(), "x-forwarded-for", "198.51.100.32"),
 		&healthpb.HealthCheckRequest{}); err != nil { // connects, and shows the handler is reached
@@ -475,7 +476,7 @@ func TestClientAbandonedChecksDoNotQueue(t *testing.T) {
 				return handler(ctx, req)
 			}
 			hc := healthpb.NewHealthClient(serveGRPCHealth(t, grpc.ChainUnaryInterceptor(
-				client.UnaryServerInterceptor(c, client.GRPCConfig{TrustedProxies: loopback}), count)))
+				rlgrpc.UnaryServerInterceptor(c, rlgrpc.Config{TrustedProxies: loopback}), count)))
 			call := func(ip string, deadline time.Duration) error {
 				ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "x-forwarded-for", ip), deadline)
 				defer cancel()

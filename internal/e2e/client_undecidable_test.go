@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/ratewarden/ratewarden/client"
+	"github.com/ratewarden/ratewarden/client/rlgrpc"
 	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 	"github.com/ratewarden/ratewarden/internal/testkit/proctest"
 )
@@ -118,7 +119,7 @@ func TestClientDenyRuleUndecidable(t *testing.T) {
 
 	var handled atomic.Int64
 	conn := serveGRPCHealth(t, grpc.ChainUnaryInterceptor(
-		client.UnaryServerInterceptor(c, client.GRPCConfig{Endpoint: func(context.Context, string) string { return "/login" }}),
+		rlgrpc.UnaryServerInterceptor(c, rlgrpc.Config{Endpoint: func(context.Context, string) string { return "/login" }}),
 		func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 			handled.Add(1)
 			return handler(ctx, req)

@@ -1,4 +1,4 @@
-package client_test
+package clientwire_test
 
 import (
 	"context"

@@ -1,4 +1,9 @@
-package client
+// Package rlgrpc puts a ratewarden limiter in front of a gRPC service:
+// UnaryServerInterceptor and StreamServerInterceptor ask the limiter, through
+// a client.Client, about every call before its handler runs, as
+// client.Middleware does for net/http. It is a package of its own so that
+// programs that serve no gRPC do not link gRPC and protobuf with the client.
+package rlgrpc
 
 import (
 	"context"
@@ -7,6 +12,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -17,13 +23,14 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/ratewarden/ratewarden/internal/clientaddr"
+	"github.com/ratewarden/ratewarden/client"
+	"github.com/ratewarden/ratewarden/client/internal/clientaddr"
 )
 
-// GRPCConfig says how the gRPC interceptors see a call. Every field is
+// Config says how the gRPC interceptors see a call. Every field is
 // optional. The functions get the call's context and its full method name,
 // "/package.Service/Method".
-type GRPCConfig struct {
+type Config struct {
 	// TrustedProxies are the peers whose x-forwarded-for (or x-real-ip)
 	// metadata names the client, as the limiter's TRUSTED_PROXIES; the
 	// client is the connection's address otherwise, so a client cannot
@@ -56,7 +63,7 @@ type GRPCConfig struct {
 	// and retry-after header metadata is set before it is called. It is
 	// not called for a call whose caller had gone when the limiter failed
 	// to decide it: that call ends with its context's error.
-	Denied func(ctx context.Context, fullMethod string, d Decision) error
+	Denied func(ctx context.Context, fullMethod string, d client.Decision) error
 	// ReportIf says whether a call is reported (ReportAsync, when the
 	// handler returns), given the code its client gets; nil: every call.
 	ReportIf func(ctx context.Context, fullMethod string, code codes.Code) bool
@@ -106,10 +113,10 @@ type GRPCConfig struct {
 // A handler's error that is no status is coded as gRPC answers it:
 // context.Canceled as Canceled, context.DeadlineExceeded as
 // DeadlineExceeded, anything else as Unknown.
-func UnaryServerInterceptor(c *Client, cfg GRPCConfig) grpc.UnaryServerInterceptor {
+func UnaryServerInterceptor(c client.Limiter, cfg Config) grpc.UnaryServerInterceptor {
 	in := newInterceptor(c, cfg)
 	return func(ctx context.Context, r any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		var req Request
+		var req client.Request
 		// A nil ServerTransportStream (a handler called outside a server)
 		// must stay a nil headerSetter.
 		var hs headerSetter
@@ -128,11 +135,11 @@ func UnaryServerInterceptor(c *Client, cfg GRPCConfig) grpc.UnaryServerIntercept
 // StreamServerInterceptor returns the stream form of
 // UnaryServerInterceptor: a stream is checked once, when it opens (its
 // messages are not counted), and reported once, when its handler returns.
-func StreamServerInterceptor(c *Client, cfg GRPCConfig) grpc.StreamServerInterceptor {
+func StreamServerInterceptor(c client.Limiter, cfg Config) grpc.StreamServerInterceptor {
 	in := newInterceptor(c, cfg)
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		ctx := ss.Context()
-		var req Request
+		var req client.Request
 		if err := in.admit(ctx, info.FullMethod, ss, &req); err != nil {
 			return err
 		}
@@ -144,8 +151,8 @@ func StreamServerInterceptor(c *Client, cfg GRPCConfig) grpc.StreamServerInterce
 
 // interceptor is what the unary and the stream interceptors share.
 type interceptor struct {
-	c   *Client
-	cfg GRPCConfig
+	c   client.Limiter
+	cfg Config
 	res clientaddr.Resolver
 }
 
@@ -155,7 +162,7 @@ type headerSetter interface {
 	SetHeader(metadata.MD) error
 }
 
-func newInterceptor(c *Client, cfg GRPCConfig) *interceptor {
+func newInterceptor(c client.Limiter, cfg Config) *interceptor {
 	if cfg.Method == "" {
 		cfg.Method = http.MethodPost
 	}
@@ -165,7 +172,7 @@ func newInterceptor(c *Client, cfg GRPCConfig) *interceptor {
 // admit fills req for the call and asks the limiter about it: nil when
 // the call may go on, else the error that refuses it. The decision's
 // headers go to hs, when there is one.
-func (in *interceptor) admit(ctx context.Context, fullMethod string, hs headerSetter, req *Request) error {
+func (in *interceptor) admit(ctx context.Context, fullMethod string, hs headerSetter, req *client.Request) error {
 	cfg := &in.cfg
 	req.Endpoint, req.Method, req.IP = fullMethod, cfg.Method, unknownAddr
 	if cfg.Endpoint != nil {
@@ -187,7 +194,7 @@ func (in *interceptor) admit(ctx context.Context, fullMethod string, hs headerSe
 		req.Cost = cfg.Cost(ctx, fullMethod)
 	}
 	d, _ := in.c.Check(ctx, req) // d says what to do, whatever the error
-	if d.Reason == ReasonCallerGone {
+	if d.Reason == client.ReasonCallerGone {
 		// Not decided, and the caller has gone: it gets its own context's
 		// error, as the server would answer it, and the handler never runs.
 		return status.FromContextError(ctx.Err()).Err()
@@ -233,12 +240,12 @@ func (in *interceptor) clientOf(ctx context.Context) netip.Addr {
 }
 
 // report queues the outcome of a call its handler answered with err.
-func (in *interceptor) report(ctx context.Context, fullMethod string, req *Request, err error) {
+func (in *interceptor) report(ctx context.Context, fullMethod string, req *client.Request, err error) {
 	code := codeOf(err)
 	if in.cfg.ReportIf != nil && !in.cfg.ReportIf(ctx, fullMethod, code) {
 		return
 	}
-	o := Outcome{IP: req.IP, UserID: req.UserID, Endpoint: req.Endpoint, Method: req.Method, Tier: req.Tier,
+	o := client.Outcome{IP: req.IP, UserID: req.UserID, Endpoint: req.Endpoint, Method: req.Method, Tier: req.Tier,
 		Status: httpStatusOf(code), Attributes: req.Attributes}
 	if in.cfg.ReportCost != nil {
 		o.Cost = in.cfg.ReportCost(ctx, fullMethod, code)
@@ -249,9 +256,9 @@ func (in *interceptor) report(ctx context.Context, fullMethod string, req *Reque
 // limitMetadata returns d's rate-limit headers as metadata (nil when it
 // has none), with a retry-after of its own for a refusal the limiter gave
 // no headers for (a fallback's, an undecidable rule's).
-func limitMetadata(d *Decision) metadata.MD {
+func limitMetadata(d *client.Decision) metadata.MD {
 	n := 0
-	d.headers.each(func(int, string) { n++ })
+	d.EachRateLimitHeader(func(string, string) { n++ })
 	fallbackRetry := n == 0 && !d.Allowed && d.RetryAfter > 0
 	if fallbackRetry {
 		n = 1
@@ -262,9 +269,9 @@ func limitMetadata(d *Decision) metadata.MD {
 	md := make(metadata.MD, n)
 	values := make([]string, n) // one allocation for every value's slice
 	k := 0
-	d.headers.each(func(i int, v string) {
+	d.EachRateLimitHeader(func(name, v string) {
 		values[k] = v
-		md[limitMetadataKeys[i]] = values[k : k+1 : k+1]
+		md[metadataKey(name)] = values[k : k+1 : k+1]
 		k++
 	})
 	if fallbackRetry {
@@ -274,16 +281,36 @@ func limitMetadata(d *Decision) metadata.MD {
 	return md
 }
 
+// limitMetadataKeys are the rate-limit headers' names as gRPC metadata
+// keys, which are lower case.
+var limitMetadataKeys = [...]string{"ratelimit-policy", "ratelimit", "x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset", "retry-after"}
+
+// metadataKey is the metadata key of a rate-limit header's canonical name,
+// without allocating for the names the limiter sets.
+func metadataKey(name string) string {
+	for _, k := range limitMetadataKeys {
+		if len(k) == len(name) && strings.EqualFold(k, name) {
+			return k
+		}
+	}
+	return strings.ToLower(name)
+}
+
+// unknownAddr is the ip of a check whose client has no IP address (a peer
+// on a Unix socket): the unspecified address, as the limiter's rate limit
+// API counts such requests.
+const unknownAddr = "0.0.0.0"
+
 // deniedError is the default answer to a refused call (see
-// GRPCConfig.Denied).
-func deniedError(d *Decision) error {
+// Config.Denied).
+func deniedError(d *client.Decision) error {
 	code, msg := codes.ResourceExhausted, "too many requests"
 	switch d.Reason {
-	case ReasonBanned:
+	case client.ReasonBanned:
 		code, msg = codes.PermissionDenied, "forbidden"
-	case ReasonInvalid:
+	case client.ReasonInvalid:
 		code, msg = codes.InvalidArgument, "invalid request"
-	case ReasonUndecidable:
+	case client.ReasonUndecidable:
 		code, msg = codes.Unavailable, "service unavailable"
 	}
 	if d.RetryAfter <= 0 {

@@ -1,4 +1,4 @@
-package client
+package rlgrpc
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ratewarden/ratewarden/client"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -133,7 +135,7 @@ var (
 
 // serveHealth serves grpc's health service behind the interceptors of c
 // and returns a connection to it.
-func serveHealth(t *testing.T, c *Client, cfg GRPCConfig) *grpc.ClientConn {
+func serveHealth(t *testing.T, c *client.Client, cfg Config) *grpc.ClientConn {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -154,9 +156,9 @@ func serveHealth(t *testing.T, c *Client, cfg GRPCConfig) *grpc.ClientConn {
 	return conn
 }
 
-func newTestClient(t *testing.T, url string, policy FailurePolicy) *Client {
+func newTestClient(t *testing.T, url string, policy client.FailurePolicy) *client.Client {
 	t.Helper()
-	c, err := New(Config{URL: url, OnFailure: policy, Timeout: time.Second})
+	c, err := client.New(client.Config{URL: url, OnFailure: policy, Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +222,7 @@ func TestUnaryInterceptorDecisions(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeLimiter(t, tt.decision, tt.headers)
-			conn := serveHealth(t, newTestClient(t, f.srv.URL, FailOpen), GRPCConfig{})
+			conn := serveHealth(t, newTestClient(t, f.srv.URL, client.FailOpen), Config{})
 			md, err := checkCall(t, conn, "")
 			st := status.Convert(err)
 			if st.Code() != tt.wantCode || (err != nil && st.Message() != tt.wantMessage) {
@@ -257,19 +259,19 @@ func TestUnaryInterceptorLimiterDown(t *testing.T) {
 	dead.Close() // its address now refuses connections
 	tests := []struct {
 		name     string
-		policy   FailurePolicy
+		policy   client.FailurePolicy
 		wantCode codes.Code
 	}{
-		{"fail open lets the call through", FailOpen, codes.OK},
-		{"fail closed refuses it as rate limited", FailClosed, codes.ResourceExhausted},
-		{"a fallback's refusal carries its retry-after", Fallback(func(context.Context, *Request) Decision {
-			return Decision{RetryAfter: 2500 * time.Millisecond}
+		{"fail open lets the call through", client.FailOpen, codes.OK},
+		{"fail closed refuses it as rate limited", client.FailClosed, codes.ResourceExhausted},
+		{"a fallback's refusal carries its retry-after", client.Fallback(func(context.Context, *client.Request) client.Decision {
+			return client.Decision{RetryAfter: 2500 * time.Millisecond}
 		}), codes.ResourceExhausted},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := newTestClient(t, dead.URL, tt.policy)
-			conn := serveHealth(t, c, GRPCConfig{})
+			conn := serveHealth(t, c, Config{})
 			md, err := checkCall(t, conn, "")
 			if status.Code(err) != tt.wantCode {
 				t.Fatalf("call: %v, want %v", err, tt.wantCode)
@@ -291,11 +293,11 @@ func TestUnaryInterceptorLimiterDown(t *testing.T) {
 
 func TestUnaryInterceptorReportsMappedStatus(t *testing.T) {
 	f := newFakeLimiter(t, allowedJSON, allowedHeaders)
-	cfg := GRPCConfig{
+	cfg := Config{
 		User:       func(context.Context, string) string { return "alice" },
 		ReportCost: func(_ context.Context, _ string, code codes.Code) int64 { return int64(code) + 100 },
 	}
-	conn := serveHealth(t, newTestClient(t, f.srv.URL, FailOpen), cfg)
+	conn := serveHealth(t, newTestClient(t, f.srv.URL, client.FailOpen), cfg)
 	// The health service answers NotFound for a service it does not know.
 	if _, err := checkCall(t, conn, "unknown"); status.Code(err) != codes.NotFound {
 		t.Fatalf("call: %v, want NotFound", err)
@@ -305,7 +307,7 @@ func TestUnaryInterceptorReportsMappedStatus(t *testing.T) {
 		t.Errorf("report = %v, want status 404, alice, POST and cost %d", r, 100+codes.NotFound)
 	}
 
-	never := serveHealth(t, newTestClient(t, f.srv.URL, FailOpen), GRPCConfig{
+	never := serveHealth(t, newTestClient(t, f.srv.URL, client.FailOpen), Config{
 		ReportIf: func(context.Context, string, codes.Code) bool { return false },
 	})
 	if _, err := checkCall(t, never, ""); err != nil {
@@ -335,7 +337,7 @@ func TestInterceptorTrustedProxies(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeLimiter(t, allowedJSON, nil)
-			conn := serveHealth(t, newTestClient(t, f.srv.URL, FailOpen), GRPCConfig{TrustedProxies: tt.trusted})
+			conn := serveHealth(t, newTestClient(t, f.srv.URL, client.FailOpen), Config{TrustedProxies: tt.trusted})
 			if _, err := checkCall(t, conn, "", tt.md...); err != nil {
 				t.Fatal(err)
 			}
@@ -363,7 +365,7 @@ func TestStreamInterceptor(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeLimiter(t, tt.decision, tt.headers)
-			conn := serveHealth(t, newTestClient(t, f.srv.URL, FailOpen), GRPCConfig{})
+			conn := serveHealth(t, newTestClient(t, f.srv.URL, client.FailOpen), Config{})
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			watch, err := healthpb.NewHealthClient(conn).Watch(ctx, &healthpb.HealthCheckRequest{})
@@ -396,13 +398,13 @@ func TestStreamInterceptor(t *testing.T) {
 
 func TestInterceptorDenied(t *testing.T) {
 	f := newFakeLimiter(t, limitedJSON, limitedHeaders)
-	cfg := GRPCConfig{
+	cfg := Config{
 		Endpoint: func(_ context.Context, m string) string { return "/grpc" + m },
-		Denied: func(_ context.Context, m string, d Decision) error {
+		Denied: func(_ context.Context, m string, d client.Decision) error {
 			return status.Errorf(codes.Unavailable, "%s: %s", m, d.Reason)
 		},
 	}
-	conn := serveHealth(t, newTestClient(t, f.srv.URL, FailOpen), cfg)
+	conn := serveHealth(t, newTestClient(t, f.srv.URL, client.FailOpen), cfg)
 	md, err := checkCall(t, conn, "")
 	if st := status.Convert(err); st.Code() != codes.Unavailable || st.Message() != "/grpc.health.v1.Health/Check: rate_limited" {
 		t.Fatalf("call: %v, want Denied's error", err)

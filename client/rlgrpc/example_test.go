@@ -1,4 +1,4 @@
-package client_test
+package rlgrpc_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/ratewarden/ratewarden/client"
+	"github.com/ratewarden/ratewarden/client/rlgrpc"
 )
 
 // A gRPC server whose calls the limiter decides, counted per client IP
@@ -25,7 +26,7 @@ func ExampleUnaryServerInterceptor() {
 	}
 	defer c.Close(context.Background()) // sends the reports still queued
 
-	cfg := client.GRPCConfig{
+	cfg := rlgrpc.Config{
 		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")},
 		User: func(ctx context.Context, _ string) string {
 			if v := metadata.ValueFromIncomingContext(ctx, "x-user-id"); len(v) > 0 {
@@ -35,8 +36,8 @@ func ExampleUnaryServerInterceptor() {
 		},
 	}
 	s := grpc.NewServer(
-		grpc.ChainUnaryInterceptor(client.UnaryServerInterceptor(c, cfg)),
-		grpc.ChainStreamInterceptor(client.StreamServerInterceptor(c, cfg)),
+		grpc.ChainUnaryInterceptor(rlgrpc.UnaryServerInterceptor(c, cfg)),
+		grpc.ChainStreamInterceptor(rlgrpc.StreamServerInterceptor(c, cfg)),
 	)
 	healthpb.RegisterHealthServer(s, health.NewServer())
 
