@@ -178,7 +178,7 @@ func (e *Engine) MaxClockSkew() time.Duration { return e.skew }
 // skew, so no event can make the others late; and a ban is issued at the
 // detector's time at the latest, so it never expires later than that plus
 // its duration.
-func (e *Engine) Process(ctx context.Context, in []Input) ([]Outcome, Stats, error) {
+func (e *Engine) Process(ctx context.Context, in []Input) ([]Claimed, Stats, error) {
 	st := Stats{Consumed: len(in), Warnings: map[string]int{}, Bans: map[string]int{}}
 	now := e.now().UTC().Truncate(time.Microsecond) // the precision of encoded times
 	sightings := make([]Sighting, 0, 2*len(in))
@@ -220,7 +220,7 @@ func (e *Engine) Process(ctx context.Context, in []Input) ([]Outcome, Stats, err
 	}
 	clock.release()
 
-	var outcomes []Outcome
+	var issued []Claimed
 	if len(sightings) > 0 {
 		tallies, err := e.w.Record(ctx, e.spec, sightings)
 		if err != nil {
@@ -237,11 +237,11 @@ func (e *Engine) Process(ctx context.Context, in []Input) ([]Outcome, Stats, err
 				}
 			}
 		}
-		outcomes = claims.outcomes
+		issued = claims.issued
 	}
-	if err := issue(ctx, e.pub, e.l, outcomes); err != nil {
+	if err := issue(ctx, e.pub, e.l, issued); err != nil {
 		return nil, Stats{}, err
 	}
 	clock.commit()
-	return outcomes, st, nil
+	return issued, st, nil
 }

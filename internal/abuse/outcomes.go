@@ -209,7 +209,7 @@ type outcomeAdd struct {
 // Engine.Process bounds it. On error nothing of the batch is kept by the
 // engine (Distinct and Ledger are idempotent, so the batch can be processed
 // again, and publishes the same bans).
-func (e *OutcomeEngine) Process(ctx context.Context, in []OutcomeInput) ([]Outcome, Stats, error) {
+func (e *OutcomeEngine) Process(ctx context.Context, in []OutcomeInput) ([]Claimed, Stats, error) {
 	st := Stats{Consumed: len(in), Warnings: map[string]int{}, Bans: map[string]int{}}
 	now := e.now().UTC().Truncate(time.Microsecond)
 	var adds []DistinctAdd
@@ -270,7 +270,7 @@ func (e *OutcomeEngine) Process(ctx context.Context, in []OutcomeInput) ([]Outco
 	}
 	clock.release()
 
-	var outcomes []Outcome
+	var issued []Claimed
 	if len(adds) > 0 {
 		counts, err := e.d.Add(ctx, adds)
 		if err != nil {
@@ -289,13 +289,13 @@ func (e *OutcomeEngine) Process(ctx context.Context, in []OutcomeInput) ([]Outco
 				}
 			}
 		}
-		outcomes = claims.outcomes
+		issued = claims.issued
 	}
-	if err := issue(ctx, e.pub, e.l, outcomes); err != nil {
+	if err := issue(ctx, e.pub, e.l, issued); err != nil {
 		return nil, Stats{}, err
 	}
 	clock.commit()
-	return outcomes, st, nil
+	return issued, st, nil
 }
 
 // claims returns what one add triggers, and how many sources it spared.

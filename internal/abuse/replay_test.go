@@ -42,7 +42,7 @@ type wantOutcome struct {
 
 // replay is the result of running a fixture through an engine.
 type replay struct {
-	outcomes []abuse.Outcome
+	outcomes []abuse.Claimed
 	stats    abuse.Stats
 	enforced []event.Ban
 }
@@ -218,7 +218,7 @@ func checkBan(t *testing.T, b event.Ban) {
 
 // checkBanIDs checks that every outcome has an id of its own, derived from
 // an event of the stream (the one that triggered it).
-func checkBanIDs(t *testing.T, outcomes []abuse.Outcome, events []event.Decision) {
+func checkBanIDs(t *testing.T, outcomes []abuse.Claimed, events []event.Decision) {
 	t.Helper()
 	seen := map[string]bool{}
 	for _, o := range outcomes {
