@@ -83,32 +83,35 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return err
 	}
 
-	ledger := redisabuse.NewLedger(rdb, cfg.RedisKeyPrefix, redisfleet.NewBlacklist(rdb, cfg.RedisKeyPrefix))
+	blacklist := redisfleet.NewBlacklist(rdb, cfg.RedisKeyPrefix)
+	ledger := redisabuse.NewLedger(rdb, cfg.RedisKeyPrefix, blacklist)
 
 	engine := abuse.NewEngine(abuse.Config{
 		Detection: set.Detection(),
-		Exempt:    func(ev *event.Decision) bool { return exempt(set, ev) },
-		UserKey:   set.UserKey,
+		Exempt: func(ev *event.Decision) bool {
+			return set.Exempt(request(ev.UserID, ev.IP, ev.Endpoint, ev.Method, ev.Tier))
+		},
+		UserKey: set.UserKey,
 	}, redisabuse.NewWindows(rdb, cfg.RedisKeyPrefix), ledger, publisher)
 	svc := detector.New(engine, log, reg)
 	outcomeEngine, err := abuse.NewOutcomeEngine(abuse.OutcomeConfig{
-		Detection:  set.Detection(),
-		Exempt:     func(o *event.Outcome) bool { return set.ExemptRequest(outcomeRequest(o)) },
-		ExemptUser: func(o *event.Outcome) bool { return set.ExemptUser(outcomeRequest(o)) },
-		UserKey:    set.UserKey,
+		Detection: set.Detection(),
+		Exempt: func(o *event.Outcome) bool {
+			return set.ExemptRequest(request(o.UserID, o.IP, o.Endpoint, o.Method, o.Tier))
+		},
+		ExemptUser: func(o *event.Outcome) bool {
+			return set.ExemptUser(request(o.UserID, o.IP, o.Endpoint, o.Method, o.Tier))
+		},
+		UserKey: set.UserKey,
 	}, redisabuse.NewDistinct(rdb, cfg.RedisKeyPrefix), ledger, publisher)
 	if err != nil {
 		_ = publisher.Close()
 		_ = rdb.Close()
 		return err
 	}
-	blacklist := redisfleet.NewBlacklist(rdb, cfg.RedisKeyPrefix)
 	outcomes := detector.NewOutcomes(outcomeEngine, outcomeDecoder(cfg), log, reg)
 	if cfg.AccessLogTopic != "" {
-		ipv6 := set.Detection().IPv6Prefix
-		outcomes.CheckBans(cfg.AccessLogTopic, func(ctx context.Context, outs []*event.Outcome) error {
-			return markBanned(ctx, blacklist, ipv6, set.UserKey, outs)
-		})
+		outcomes.CheckBans(cfg.AccessLogTopic, detector.BlacklistMarker(blacklist, set.Detection().IPv6Prefix, set.UserKey))
 	}
 	// Consumer groups of their own (see detector.OutcomesGroupSuffix): a
 	// rebalance of one loop never stops another.
@@ -175,16 +178,10 @@ func consume(ctx context.Context, cfg kafkabus.ConsumerConfig, log *zap.Logger, 
 	return kafkabus.Consume(ctx, cfg, log, handle)
 }
 
-// exempt reports whether the event's client is exempt in the rules file:
-// its decisions never count towards a ban.
-func exempt(set *rules.Set, ev *event.Decision) bool {
-	req := rules.Request{UserID: ev.UserID, IP: ev.IP, Endpoint: ev.Endpoint, Method: ev.Method, Tier: ev.Tier}
-	return set.Exempt(&req)
-}
-
-// outcomeRequest is the outcome's subject as the rules see it.
-func outcomeRequest(o *event.Outcome) *rules.Request {
-	return &rules.Request{UserID: o.UserID, IP: o.IP, Endpoint: o.Endpoint, Method: o.Method, Tier: o.Tier}
+// request is the subject of a decision event or an outcome as the rules
+// see it, for their exemptions.
+func request(userID, ip, endpoint, method, tier string) *rules.Request {
+	return &rules.Request{UserID: userID, IP: ip, Endpoint: endpoint, Method: method, Tier: tier}
 }
 
 // accessLogGroupSuffix is appended to the detector's consumer group to name
@@ -206,35 +203,4 @@ func outcomeDecoder(cfg config.Detector) detector.OutcomeDecoder {
 		}
 		return mapping.Parse(m.Value, accesslog.Source{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Time: m.Time})
 	}
-}
-
-// markBanned sets Banned on the outcomes whose client (its address, for
-// IPv6 its prefix) was banned at their time, and UserBanned on those whose
-// user (its key, userKey) was, as a limiter's reports say them, in one
-// round trip.
-func markBanned(ctx context.Context, bl *redisfleet.Blacklist, ipv6Prefix int, userKey func(string) string, outs []*event.Outcome) error {
-	var sightings []redisfleet.Sighting
-	var owner []int // the outcome of each sighting
-	for i, o := range outs {
-		sightings = append(sightings, redisfleet.Sighting{Scope: event.ScopeIP, Subject: rules.IPSubjectOf(o.IP, ipv6Prefix), At: o.TS})
-		owner = append(owner, i)
-		if o.UserID != "" {
-			sightings = append(sightings, redisfleet.Sighting{Scope: event.ScopeUser, Subject: userKey(o.UserID), At: o.TS})
-			owner = append(owner, i)
-		}
-	}
-	banned, err := bl.BannedAt(ctx, sightings)
-	if err != nil {
-		return err
-	}
-	for j, b := range banned {
-		switch o := outs[owner[j]]; {
-		case !b:
-		case sightings[j].Scope == event.ScopeIP:
-			o.Banned = true
-		default:
-			o.UserBanned = true
-		}
-	}
-	return nil
 }
