@@ -93,7 +93,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		},
 		UserKey: set.UserKey,
 	}, redisabuse.NewWindows(rdb, cfg.RedisKeyPrefix), ledger, publisher)
-	svc := detector.New(engine, log, reg)
 	outcomeEngine, err := abuse.NewOutcomeEngine(abuse.OutcomeConfig{
 		Detection: set.Detection(),
 		Exempt: func(o *event.Outcome) bool {
@@ -109,14 +108,26 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		_ = rdb.Close()
 		return err
 	}
-	outcomes := detector.NewOutcomes(outcomeEngine, outcomeDecoder(cfg), log, reg)
-	if cfg.AccessLogTopic != "" {
-		outcomes.CheckBans(cfg.AccessLogTopic, detector.BlacklistMarker(blacklist, set.Detection().IPv6Prefix, set.UserKey))
+	// Each source reads in a consumer group of its own (see
+	// detector.OutcomesGroupSuffix): a rebalance of one loop never stops
+	// another. The outcome reports and the access log share one engine,
+	// which keeps their topics' partitions apart.
+	sources := []detector.Source{
+		{Name: detector.SourceDecisions, Topic: cfg.DecisionsTopic, Group: cfg.GroupID, Pipeline: detector.DecisionPipeline(engine)},
+		{Name: detector.SourceOutcomes, Topic: cfg.OutcomesTopic, Group: cfg.GroupID + detector.OutcomesGroupSuffix,
+			Pipeline: detector.OutcomePipeline(outcomeEngine, detector.DecodeOutcomeMessage, nil)},
 	}
-	// Consumer groups of their own (see detector.OutcomesGroupSuffix): a
-	// rebalance of one loop never stops another.
-	outcomesGroup := cfg.GroupID + detector.OutcomesGroupSuffix
-	accessLogGroup := cfg.GroupID + accessLogGroupSuffix
+	if cfg.AccessLogTopic != "" {
+		sources = append(sources, detector.Source{Name: detector.SourceAccessLog, Topic: cfg.AccessLogTopic, Group: cfg.GroupID + accessLogGroupSuffix,
+			Pipeline: detector.OutcomePipeline(outcomeEngine, accessLogDecoder(cfg.AccessLogFields),
+				detector.BlacklistMarker(blacklist, set.Detection().IPv6Prefix, set.UserKey))})
+	}
+	svc, err := detector.New(log, reg, sources...)
+	if err != nil {
+		_ = publisher.Close()
+		_ = rdb.Close()
+		return err
+	}
 
 	opsListener := &ops.Listener{Var: "LISTEN_ADDR", Addr: cfg.ListenAddr, Log: log, Handler: ops.NewHandler(ops.Config{
 		Metrics: telemetry.MetricsHandler(reg),
@@ -131,38 +142,29 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		lifecycle.Part{Name: "redis", Stop: func(context.Context) error { return rdb.Close() }},
 		lifecycle.Part{Name: "ban publisher", Stop: func(context.Context) error { return publisher.Close() }},
 		lifecycle.Part{Name: "ops listener", Start: opsListener.Listen, Run: opsListener.Serve, Stop: opsListener.Shutdown},
-		lifecycle.Part{Name: "consumer",
-			Start: func(context.Context) error {
-				log.Info("detector consuming", zap.String("addr", opsListener.Address()), zap.String("topic", cfg.DecisionsTopic),
-					zap.String("group", cfg.GroupID), zap.String("redis", redisCfg.Target()), zap.Strings("kafka", cfg.KafkaBrokers),
-					zap.Bool("dry_run", set.Detection().DryRun), zap.Duration("max_clock_skew", engine.MaxClockSkew()),
-					zap.Bool("user_ids_case_sensitive", cfg.CaseSensitiveUserIDs))
-				return nil
-			},
-			Run: func(ctx context.Context) error {
-				return consume(ctx, kafkabus.ConsumerConfig{
-					Brokers: cfg.KafkaBrokers, Topic: cfg.DecisionsTopic, GroupID: cfg.GroupID,
-					BatchSize: cfg.BatchSize, BatchWait: cfg.BatchWait, OnStats: svc.ReportStats,
-				}, log.Named("consumer"), svc.Handle)
-			}},
 	)
-	// The outcome topics' loops: the reports', and a gateway access log's.
-	outcomeConsumer := func(name, topic, group string, fields ...zap.Field) lifecycle.Part {
-		return lifecycle.Part{Name: name,
+	// What each source's start line says besides its topic and group.
+	startFields := map[string][]zap.Field{
+		detector.SourceDecisions: {zap.String("redis", redisCfg.Target()), zap.Strings("kafka", cfg.KafkaBrokers),
+			zap.Bool("dry_run", set.Detection().DryRun), zap.Duration("max_clock_skew", engine.MaxClockSkew()),
+			zap.Bool("user_ids_case_sensitive", cfg.CaseSensitiveUserIDs)},
+		detector.SourceOutcomes:  {zap.Strings("scenarios", outcomeEngine.BanReasons())},
+		detector.SourceAccessLog: {zap.String("fields", cfg.AccessLogFields.String())},
+	}
+	for _, c := range svc.Consumers() {
+		src := c.Source()
+		g.Add(lifecycle.Part{Name: src.Name + " consumer",
 			Start: func(context.Context) error {
-				log.Info("detector consuming outcomes", append(fields, zap.String("topic", topic), zap.String("group", group))...)
+				log.Info("detector consuming", append([]zap.Field{zap.String("source", src.Name), zap.String("addr", opsListener.Address()),
+					zap.String("topic", src.Topic), zap.String("group", src.Group)}, startFields[src.Name]...)...)
 				return nil
 			},
 			Run: func(ctx context.Context) error {
 				return consume(ctx, kafkabus.ConsumerConfig{
-					Brokers: cfg.KafkaBrokers, Topic: topic, GroupID: group,
-					BatchSize: cfg.BatchSize, BatchWait: cfg.BatchWait, OnStats: outcomes.ReportStats(topic),
-				}, log.Named(name), outcomes.Handle)
-			}}
-	}
-	g.Add(outcomeConsumer("outcomes consumer", cfg.OutcomesTopic, outcomesGroup, zap.Strings("scenarios", outcomeEngine.BanReasons())))
-	if cfg.AccessLogTopic != "" {
-		g.Add(outcomeConsumer("access-log consumer", cfg.AccessLogTopic, accessLogGroup, zap.String("fields", cfg.AccessLogFields.String())))
+					Brokers: cfg.KafkaBrokers, Topic: src.Topic, GroupID: src.Group,
+					BatchSize: cfg.BatchSize, BatchWait: cfg.BatchWait, OnStats: c.ReportStats,
+				}, log.Named("consumer").With(zap.String("source", src.Name)), c.Handle)
+			}})
 	}
 	return g.Run(ctx)
 }
@@ -189,18 +191,10 @@ func request(userID, ip, endpoint, method, tier string) *rules.Request {
 // detector.OutcomesGroupSuffix.
 const accessLogGroupSuffix = "-access-log"
 
-// outcomeDecoder returns the decoder of the outcome consumers: outcome
-// reports, and with ACCESS_LOG_TOPIC the lines of that topic as its
+// accessLogDecoder returns the decoder of ACCESS_LOG_TOPIC: its lines as
 // mapping reads them, each with an event id derived from where it sits.
-func outcomeDecoder(cfg config.Detector) detector.OutcomeDecoder {
-	if cfg.AccessLogTopic == "" {
-		return detector.DecodeOutcomeMessage
-	}
-	mapping := cfg.AccessLogFields
+func accessLogDecoder(mapping accesslog.Mapping) detector.OutcomeDecoder {
 	return func(m event.Message) (event.Outcome, error) {
-		if m.Topic != cfg.AccessLogTopic {
-			return detector.DecodeOutcomeMessage(m)
-		}
 		return mapping.Parse(m.Value, accesslog.Source{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Time: m.Time})
 	}
 }

@@ -8,11 +8,11 @@ import (
 	"github.com/ratewarden/ratewarden/internal/rules"
 )
 
-// BlacklistMarker returns the mark of CheckBans that reads bl: it sets
-// Banned on the outcomes whose client (its address, for IPv6 its prefix of
-// ipv6Prefix bits) was banned at their time, and UserBanned on those whose
-// user (its key, userKey) was, as a limiter's reports say them, in one
-// round trip.
+// BlacklistMarker returns the ban check of OutcomePipeline that reads bl:
+// it sets Banned on the outcomes whose client (its address, for IPv6 its
+// prefix of ipv6Prefix bits) was banned at their time, and UserBanned on
+// those whose user (its key, userKey) was, as a limiter's reports say
+// them, in one round trip.
 func BlacklistMarker(bl *redisfleet.Blacklist, ipv6Prefix int, userKey func(string) string) func(context.Context, []*event.Outcome) error {
 	return func(ctx context.Context, outs []*event.Outcome) error {
 		return markBanned(ctx, bl, ipv6Prefix, userKey, outs)

@@ -331,8 +331,12 @@ func TestSchemaEmittedEvents(t *testing.T) {
 				return s.rules.Exempt(&req)
 			},
 		}, redisabuse.NewWindows(rdb, prefix), ledger, pub)
-		svc := detector.New(engine, zap.NewNop(), prometheus.NewRegistry())
-		if err := svc.Handle(context.Background(), handed); err != nil {
+		svc, err := detector.New(zap.NewNop(), prometheus.NewRegistry(),
+			detector.Source{Name: detector.SourceDecisions, Pipeline: detector.DecisionPipeline(engine)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := svc.Consumers()[0].Handle(context.Background(), handed); err != nil {
 			t.Fatalf("detector (dry run %v): %v", dryRun, err)
 		}
 		detected = append(detected, pub.bans...)
