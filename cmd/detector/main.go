@@ -88,20 +88,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 
 	engine := abuse.NewEngine(abuse.Config{
 		Detection: set.Detection(),
-		Exempt: func(ev *event.Decision) bool {
-			return set.Exempt(request(ev.UserID, ev.IP, ev.Endpoint, ev.Method, ev.Tier))
-		},
-		UserKey: set.UserKey,
+		Exempt:    exempt(set.Exempt),
+		UserKey:   set.UserKey,
 	}, redisabuse.NewWindows(rdb, cfg.RedisKeyPrefix), ledger, publisher)
 	outcomeEngine, err := abuse.NewOutcomeEngine(abuse.OutcomeConfig{
-		Detection: set.Detection(),
-		Exempt: func(o *event.Outcome) bool {
-			return set.ExemptRequest(request(o.UserID, o.IP, o.Endpoint, o.Method, o.Tier))
-		},
-		ExemptUser: func(o *event.Outcome) bool {
-			return set.ExemptUser(request(o.UserID, o.IP, o.Endpoint, o.Method, o.Tier))
-		},
-		UserKey: set.UserKey,
+		Detection:  set.Detection(),
+		Exempt:     exempt(set.ExemptRequest),
+		ExemptUser: exempt(set.ExemptUser),
+		UserKey:    set.UserKey,
 	}, redisabuse.NewDistinct(rdb, cfg.RedisKeyPrefix), ledger, publisher)
 	if err != nil {
 		_ = publisher.Close()
@@ -180,10 +174,13 @@ func consume(ctx context.Context, cfg kafkabus.ConsumerConfig, log *zap.Logger, 
 	return kafkabus.Consume(ctx, cfg, log, handle)
 }
 
-// request is the subject of a decision event or an outcome as the rules
-// see it, for their exemptions.
-func request(userID, ip, endpoint, method, tier string) *rules.Request {
-	return &rules.Request{UserID: userID, IP: ip, Endpoint: endpoint, Method: method, Tier: tier}
+// exempt returns an exemption of the rules file (rules.Set.Exempt,
+// ExemptRequest or ExemptUser) as the engines ask it: of the subject of a
+// decision event or an outcome.
+func exempt(test func(*rules.Request) bool) func(event.Subject) bool {
+	return func(s event.Subject) bool {
+		return test(&rules.Request{UserID: s.UserID, IP: s.IP, Endpoint: s.Endpoint, Method: s.Method, Tier: s.Tier})
+	}
 }
 
 // accessLogGroupSuffix is appended to the detector's consumer group to name

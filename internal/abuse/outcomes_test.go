@@ -442,7 +442,7 @@ func TestOutcomeSkips(t *testing.T) {
 	det.BruteForce.Endpoints = []string{"/api/login"}
 	r := newOutcomeRig(t, det, afterFixtures())
 	exempt, err := abuse.NewOutcomeEngine(abuse.OutcomeConfig{Detection: det, Now: afterFixtures,
-		Exempt: func(o *event.Outcome) bool { return o.IP == "10.0.0.1" }}, abusetest.NewMemoryDistinct(), abusetest.NewMemoryLedger(), r.pub)
+		Exempt: func(s event.Subject) bool { return s.IP == "10.0.0.1" }}, abusetest.NewMemoryDistinct(), abusetest.NewMemoryLedger(), r.pub)
 	if err != nil {
 		t.Fatal(err)
 	}

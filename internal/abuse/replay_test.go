@@ -54,8 +54,8 @@ func runReplay(t *testing.T, set *rules.Set, events []event.Decision, batch int)
 	t.Helper()
 	ctx := context.Background()
 	ledger := abusetest.NewMemoryLedger()
-	exempt := func(d *event.Decision) bool {
-		return set.Exempt(&rules.Request{UserID: d.UserID, IP: d.IP, Endpoint: d.Endpoint, Method: d.Method, Tier: d.Tier})
+	exempt := func(s event.Subject) bool {
+		return set.Exempt(&rules.Request{UserID: s.UserID, IP: s.IP, Endpoint: s.Endpoint, Method: s.Method, Tier: s.Tier})
 	}
 	pub := &abusetest.Published{}
 	e := abuse.NewEngine(abuse.Config{Detection: set.Detection(), Exempt: exempt, Now: afterFixtures}, abusetest.NewMemoryWindows(), ledger, pub)

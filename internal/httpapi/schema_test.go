@@ -326,8 +326,8 @@ func TestSchemaEmittedEvents(t *testing.T) {
 		pub := &recordingPublisher{pub: s.banPub}
 		engine := abuse.NewEngine(abuse.Config{
 			Detection: det,
-			Exempt: func(ev *event.Decision) bool {
-				req := rules.Request{UserID: ev.UserID, IP: ev.IP, Endpoint: ev.Endpoint, Method: ev.Method, Tier: ev.Tier}
+			Exempt: func(sub event.Subject) bool {
+				req := rules.Request{UserID: sub.UserID, IP: sub.IP, Endpoint: sub.Endpoint, Method: sub.Method, Tier: sub.Tier}
 				return s.rules.Exempt(&req)
 			},
 		}, redisabuse.NewWindows(rdb, prefix), ledger, pub)
