@@ -83,18 +83,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return err
 	}
 
-	ledger := redisabuse.NewLedger(rdb, cfg.RedisKeyPrefix, redisfleet.NewBlacklist(rdb, cfg.RedisKeyPrefix))
+	blacklist := redisfleet.NewBlacklist(rdb, cfg.RedisKeyPrefix)
+	ledger := redisabuse.NewLedger(rdb, cfg.RedisKeyPrefix, blacklist)
 
 	engine := abuse.NewEngine(abuse.Config{
 		Detection: set.Detection(),
-		Exempt:    func(ev *event.Decision) bool { return exempt(set, ev) },
+		Exempt:    exempt(set.Exempt),
 		UserKey:   set.UserKey,
 	}, redisabuse.NewWindows(rdb, cfg.RedisKeyPrefix), ledger, publisher)
-	svc := detector.New(engine, log, reg)
 	outcomeEngine, err := abuse.NewOutcomeEngine(abuse.OutcomeConfig{
 		Detection:  set.Detection(),
-		Exempt:     func(o *event.Outcome) bool { return set.ExemptRequest(outcomeRequest(o)) },
-		ExemptUser: func(o *event.Outcome) bool { return set.ExemptUser(outcomeRequest(o)) },
+		Exempt:     exempt(set.ExemptRequest),
+		ExemptUser: exempt(set.ExemptUser),
 		UserKey:    set.UserKey,
 	}, redisabuse.NewDistinct(rdb, cfg.RedisKeyPrefix), ledger, publisher)
 	if err != nil {
@@ -102,18 +102,26 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		_ = rdb.Close()
 		return err
 	}
-	blacklist := redisfleet.NewBlacklist(rdb, cfg.RedisKeyPrefix)
-	outcomes := detector.NewOutcomes(outcomeEngine, outcomeDecoder(cfg), log, reg)
-	if cfg.AccessLogTopic != "" {
-		ipv6 := set.Detection().IPv6Prefix
-		outcomes.CheckBans(cfg.AccessLogTopic, func(ctx context.Context, outs []*event.Outcome) error {
-			return markBanned(ctx, blacklist, ipv6, set.UserKey, outs)
-		})
+	// Each source reads in a consumer group of its own (see
+	// detector.OutcomesGroupSuffix): a rebalance of one loop never stops
+	// another. The outcome reports and the access log share one engine,
+	// which keeps their topics' partitions apart.
+	sources := []detector.Source{
+		{Name: detector.SourceDecisions, Topic: cfg.DecisionsTopic, Group: cfg.GroupID, Pipeline: detector.DecisionPipeline(engine)},
+		{Name: detector.SourceOutcomes, Topic: cfg.OutcomesTopic, Group: cfg.GroupID + detector.OutcomesGroupSuffix,
+			Pipeline: detector.OutcomePipeline(outcomeEngine, detector.DecodeOutcomeMessage, nil)},
 	}
-	// Consumer groups of their own (see detector.OutcomesGroupSuffix): a
-	// rebalance of one loop never stops another.
-	outcomesGroup := cfg.GroupID + detector.OutcomesGroupSuffix
-	accessLogGroup := cfg.GroupID + accessLogGroupSuffix
+	if cfg.AccessLogTopic != "" {
+		sources = append(sources, detector.Source{Name: detector.SourceAccessLog, Topic: cfg.AccessLogTopic, Group: cfg.GroupID + accessLogGroupSuffix,
+			Pipeline: detector.OutcomePipeline(outcomeEngine, accessLogDecoder(cfg.AccessLogFields),
+				detector.BlacklistMarker(blacklist, set.Detection().IPv6Prefix, set.UserKey))})
+	}
+	svc, err := detector.New(log, reg, sources...)
+	if err != nil {
+		_ = publisher.Close()
+		_ = rdb.Close()
+		return err
+	}
 
 	opsListener := &ops.Listener{Var: "LISTEN_ADDR", Addr: cfg.ListenAddr, Log: log, Handler: ops.NewHandler(ops.Config{
 		Metrics: telemetry.MetricsHandler(reg),
@@ -128,38 +136,29 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		lifecycle.Part{Name: "redis", Stop: func(context.Context) error { return rdb.Close() }},
 		lifecycle.Part{Name: "ban publisher", Stop: func(context.Context) error { return publisher.Close() }},
 		lifecycle.Part{Name: "ops listener", Start: opsListener.Listen, Run: opsListener.Serve, Stop: opsListener.Shutdown},
-		lifecycle.Part{Name: "consumer",
-			Start: func(context.Context) error {
-				log.Info("detector consuming", zap.String("addr", opsListener.Address()), zap.String("topic", cfg.DecisionsTopic),
-					zap.String("group", cfg.GroupID), zap.String("redis", redisCfg.Target()), zap.Strings("kafka", cfg.KafkaBrokers),
-					zap.Bool("dry_run", set.Detection().DryRun), zap.Duration("max_clock_skew", engine.MaxClockSkew()),
-					zap.Bool("user_ids_case_sensitive", cfg.CaseSensitiveUserIDs))
-				return nil
-			},
-			Run: func(ctx context.Context) error {
-				return consume(ctx, kafkabus.ConsumerConfig{
-					Brokers: cfg.KafkaBrokers, Topic: cfg.DecisionsTopic, GroupID: cfg.GroupID,
-					BatchSize: cfg.BatchSize, BatchWait: cfg.BatchWait, OnStats: svc.ReportStats,
-				}, log.Named("consumer"), svc.Handle)
-			}},
 	)
-	// The outcome topics' loops: the reports', and a gateway access log's.
-	outcomeConsumer := func(name, topic, group string, fields ...zap.Field) lifecycle.Part {
-		return lifecycle.Part{Name: name,
+	// What each source's start line says besides its topic and group.
+	startFields := map[string][]zap.Field{
+		detector.SourceDecisions: {zap.String("redis", redisCfg.Target()), zap.Strings("kafka", cfg.KafkaBrokers),
+			zap.Bool("dry_run", set.Detection().DryRun), zap.Duration("max_clock_skew", engine.MaxClockSkew()),
+			zap.Bool("user_ids_case_sensitive", cfg.CaseSensitiveUserIDs)},
+		detector.SourceOutcomes:  {zap.Strings("scenarios", outcomeEngine.BanReasons())},
+		detector.SourceAccessLog: {zap.String("fields", cfg.AccessLogFields.String())},
+	}
+	for _, c := range svc.Consumers() {
+		src := c.Source()
+		g.Add(lifecycle.Part{Name: src.Name + " consumer",
 			Start: func(context.Context) error {
-				log.Info("detector consuming outcomes", append(fields, zap.String("topic", topic), zap.String("group", group))...)
+				log.Info("detector consuming", append([]zap.Field{zap.String("source", src.Name), zap.String("addr", opsListener.Address()),
+					zap.String("topic", src.Topic), zap.String("group", src.Group)}, startFields[src.Name]...)...)
 				return nil
 			},
 			Run: func(ctx context.Context) error {
 				return consume(ctx, kafkabus.ConsumerConfig{
-					Brokers: cfg.KafkaBrokers, Topic: topic, GroupID: group,
-					BatchSize: cfg.BatchSize, BatchWait: cfg.BatchWait, OnStats: outcomes.ReportStats(topic),
-				}, log.Named(name), outcomes.Handle)
-			}}
-	}
-	g.Add(outcomeConsumer("outcomes consumer", cfg.OutcomesTopic, outcomesGroup, zap.Strings("scenarios", outcomeEngine.BanReasons())))
-	if cfg.AccessLogTopic != "" {
-		g.Add(outcomeConsumer("access-log consumer", cfg.AccessLogTopic, accessLogGroup, zap.String("fields", cfg.AccessLogFields.String())))
+					Brokers: cfg.KafkaBrokers, Topic: src.Topic, GroupID: src.Group,
+					BatchSize: cfg.BatchSize, BatchWait: cfg.BatchWait, OnStats: c.ReportStats,
+				}, log.Named("consumer").With(zap.String("source", src.Name)), c.Handle)
+			}})
 	}
 	return g.Run(ctx)
 }
@@ -175,16 +174,13 @@ func consume(ctx context.Context, cfg kafkabus.ConsumerConfig, log *zap.Logger, 
 	return kafkabus.Consume(ctx, cfg, log, handle)
 }
 
-// exempt reports whether the event's client is exempt in the rules file:
-// its decisions never count towards a ban.
-func exempt(set *rules.Set, ev *event.Decision) bool {
-	req := rules.Request{UserID: ev.UserID, IP: ev.IP, Endpoint: ev.Endpoint, Method: ev.Method, Tier: ev.Tier}
-	return set.Exempt(&req)
-}
-
-// outcomeRequest is the outcome's subject as the rules see it.
-func outcomeRequest(o *event.Outcome) *rules.Request {
-	return &rules.Request{UserID: o.UserID, IP: o.IP, Endpoint: o.Endpoint, Method: o.Method, Tier: o.Tier}
+// exempt returns an exemption of the rules file (rules.Set.Exempt,
+// ExemptRequest or ExemptUser) as the engines ask it: of the subject of a
+// decision event or an outcome.
+func exempt(test func(*rules.Request) bool) func(event.Subject) bool {
+	return func(s event.Subject) bool {
+		return test(&rules.Request{UserID: s.UserID, IP: s.IP, Endpoint: s.Endpoint, Method: s.Method, Tier: s.Tier})
+	}
 }
 
 // accessLogGroupSuffix is appended to the detector's consumer group to name
@@ -192,49 +188,10 @@ func outcomeRequest(o *event.Outcome) *rules.Request {
 // detector.OutcomesGroupSuffix.
 const accessLogGroupSuffix = "-access-log"
 
-// outcomeDecoder returns the decoder of the outcome consumers: outcome
-// reports, and with ACCESS_LOG_TOPIC the lines of that topic as its
+// accessLogDecoder returns the decoder of ACCESS_LOG_TOPIC: its lines as
 // mapping reads them, each with an event id derived from where it sits.
-func outcomeDecoder(cfg config.Detector) detector.OutcomeDecoder {
-	if cfg.AccessLogTopic == "" {
-		return detector.DecodeOutcomeMessage
-	}
-	mapping := cfg.AccessLogFields
+func accessLogDecoder(mapping accesslog.Mapping) detector.OutcomeDecoder {
 	return func(m event.Message) (event.Outcome, error) {
-		if m.Topic != cfg.AccessLogTopic {
-			return detector.DecodeOutcomeMessage(m)
-		}
 		return mapping.Parse(m.Value, accesslog.Source{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Time: m.Time})
 	}
-}
-
-// markBanned sets Banned on the outcomes whose client (its address, for
-// IPv6 its prefix) was banned at their time, and UserBanned on those whose
-// user (its key, userKey) was, as a limiter's reports say them, in one
-// round trip.
-func markBanned(ctx context.Context, bl *redisfleet.Blacklist, ipv6Prefix int, userKey func(string) string, outs []*event.Outcome) error {
-	var sightings []redisfleet.Sighting
-	var owner []int // the outcome of each sighting
-	for i, o := range outs {
-		sightings = append(sightings, redisfleet.Sighting{Scope: event.ScopeIP, Subject: rules.IPSubjectOf(o.IP, ipv6Prefix), At: o.TS})
-		owner = append(owner, i)
-		if o.UserID != "" {
-			sightings = append(sightings, redisfleet.Sighting{Scope: event.ScopeUser, Subject: userKey(o.UserID), At: o.TS})
-			owner = append(owner, i)
-		}
-	}
-	banned, err := bl.BannedAt(ctx, sightings)
-	if err != nil {
-		return err
-	}
-	for j, b := range banned {
-		switch o := outs[owner[j]]; {
-		case !b:
-		case sightings[j].Scope == event.ScopeIP:
-			o.Banned = true
-		default:
-			o.UserBanned = true
-		}
-	}
-	return nil
 }

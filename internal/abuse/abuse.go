@@ -133,8 +133,9 @@ type Claim struct {
 	WarnFor time.Duration
 }
 
-// Outcome is the ledger's answer to a Claim.
-type Outcome struct {
+// Claimed is the ledger's answer to a Claim: the record it holds for the
+// claim, and whether the caller must issue it.
+type Claimed struct {
 	// Ban is the ban as recorded: escalated DurationS and ExpiresAt for a
 	// new ban, or the pending one recorded earlier.
 	Ban event.Ban
@@ -150,7 +151,7 @@ type Outcome struct {
 // Settle. A crash anywhere repeats the publication (same BanID, which
 // consumers deduplicate) but never loses it.
 type Ledger interface {
-	Claim(ctx context.Context, c Claim) (Outcome, error)
+	Claim(ctx context.Context, c Claim) (Claimed, error)
 	// Settle marks the record published and, for a ban that is enforced
 	// (not dry run) and not yet expired, writes the blacklist entry the
 	// limiters enforce.

@@ -89,7 +89,7 @@ type claimer struct {
 	l         Ledger
 	st        *Stats
 	published map[string]bool
-	outcomes  []Outcome
+	issued    []Claimed
 }
 
 func newClaimer(l Ledger, st *Stats) *claimer {
@@ -105,7 +105,7 @@ func (c *claimer) claim(ctx context.Context, cl Claim) error {
 		return nil
 	}
 	c.published[out.Ban.BanID] = true
-	c.outcomes = append(c.outcomes, out)
+	c.issued = append(c.issued, out)
 	if out.Ban.Action == event.ActionWarn {
 		c.st.Warnings[out.Ban.Reason]++
 	} else {
@@ -125,17 +125,17 @@ func boundTime(ts, now time.Time, skew time.Duration) (at time.Time, ahead time.
 	return ts, 0
 }
 
-// issue publishes the bans and warnings of outcomes, then settles each in
+// issue publishes the bans and warnings issued, then settles each in
 // the ledger (enforcing a ban unless dry run), in that order: a crash in
 // between leaves the record pending, so the next claim publishes it again
 // under the same id and settles it, rather than enforcing a ban nobody was
 // told of or losing one.
-func issue(ctx context.Context, pub Publisher, l Ledger, outcomes []Outcome) error {
-	if len(outcomes) == 0 {
+func issue(ctx context.Context, pub Publisher, l Ledger, issued []Claimed) error {
+	if len(issued) == 0 {
 		return nil
 	}
-	bans := make([]event.Ban, len(outcomes))
-	for i, o := range outcomes {
+	bans := make([]event.Ban, len(issued))
+	for i, o := range issued {
 		bans[i] = o.Ban
 	}
 	if err := pub.Publish(ctx, bans...); err != nil {

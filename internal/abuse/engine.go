@@ -19,10 +19,10 @@ type Config struct {
 	// Detection holds the thresholds; NewEngine fills what is left out
 	// (rules.Detection.WithDefaults).
 	Detection rules.Detection
-	// Exempt reports the events of exempt clients (the service wires it
-	// to rules.Set.Exempt): they are skipped, so no decision of such a
-	// client counts towards a ban. Nil: none.
-	Exempt func(*event.Decision) bool
+	// Exempt reports the subjects of exempt clients (the service wires it
+	// to rules.Set.Exempt): their events are skipped, so no decision of
+	// such a client counts towards a ban. Nil: none.
+	Exempt func(event.Subject) bool
 	// UserKey returns the key of a user id, the subject of the user as an
 	// offender (the service wires it to rules.Set.UserKey, as the limiters'
 	// ban lookups): every spelling of one account is one offender. Nil: the
@@ -75,16 +75,12 @@ type Publisher interface {
 // the windows and the bans issued live in Windows and Ledger. Process may
 // be called concurrently.
 type Engine struct {
+	issuer[int]
 	det      rules.Detection
-	exempt   func(*event.Decision) bool
-	now      func() time.Time
-	skew     time.Duration
+	exempt   func(event.Subject) bool
 	spec     WindowSpec
 	windowOf map[time.Duration]int // violation window -> index in spec.Violations
 	w        Windows
-	l        Ledger
-	pub      Publisher
-	parts    *partitions[int]
 	userKey  func(string) string
 }
 
@@ -92,11 +88,8 @@ type Engine struct {
 // and publishing what it issues with pub.
 func NewEngine(cfg Config, w Windows, l Ledger, pub Publisher) *Engine {
 	det := cfg.Detection.WithDefaults()
-	e := &Engine{det: det, exempt: cfg.Exempt, now: cfg.Now, skew: det.MaxClockSkew.Std(), w: w, l: l, pub: pub,
-		windowOf: map[time.Duration]int{}, parts: newPartitions[int]()}
-	if e.now == nil {
-		e.now = time.Now
-	}
+	e := &Engine{issuer: newIssuer[int](cfg.Now, det.MaxClockSkew.Std(), det.Grace.Std(), l, pub),
+		det: det, exempt: cfg.Exempt, w: w, windowOf: map[time.Duration]int{}}
 	e.userKey = keyOfUser(cfg.UserKey)
 	var windows []time.Duration
 	var maxV int64
@@ -178,70 +171,80 @@ func (e *Engine) MaxClockSkew() time.Duration { return e.skew }
 // skew, so no event can make the others late; and a ban is issued at the
 // detector's time at the latest, so it never expires later than that plus
 // its duration.
-func (e *Engine) Process(ctx context.Context, in []Input) ([]Outcome, Stats, error) {
-	st := Stats{Consumed: len(in), Warnings: map[string]int{}, Bans: map[string]int{}}
-	now := e.now().UTC().Truncate(time.Microsecond) // the precision of encoded times
-	sightings := make([]Sighting, 0, 2*len(in))
-	events := make([]*event.Decision, 0, 2*len(in)) // the event of each sighting
-	clock := e.parts.clock(&st, now, e.skew, e.spec.Grace)
-	for i := range in {
-		ev := &in[i].Event
-		at, late := clock.at(in[i].Partition, ev.TS, ev.Instance)
-		switch {
-		case ev.Reason == event.ReasonBanned || ev.Reason == event.ReasonExempt || (e.exempt != nil && e.exempt(ev)):
-			st.Skipped++
-			continue
-		case late:
-			st.Late++
-			continue
-		}
-		// A denial made without Redis is no evidence: local limits are
-		// approximate, and a decision whose round trip timed out is refused
-		// as a precaution, whatever the client did.
-		violation := (!ev.Allowed || ev.Shadow) && ev.Mode != event.ModeLocal
-		// An IPv6 client is its prefix: a scan or a flood spread over the
-		// addresses of one /64 is one offender, and its ban covers them all.
-		// The unspecified address stands for "no client address" (a rate
-		// limit API call without one): nobody to ban.
-		if ev.IP != "0.0.0.0" && ev.IP != "::" {
-			sightings = append(sightings, Sighting{
-				Offender: Offender{Scope: event.ScopeIP, Subject: rules.IPSubjectOf(ev.IP, e.det.IPv6Prefix)},
-				EventID:  ev.EventID, TS: at, Endpoint: ev.Endpoint, Violation: violation,
-			})
-			events = append(events, ev)
-		}
-		if ev.UserID != "" {
-			sightings = append(sightings, Sighting{
-				Offender: Offender{Scope: event.ScopeUser, Subject: e.userKey(ev.UserID)},
-				EventID:  ev.EventID, TS: at, Endpoint: ev.Endpoint, Violation: violation,
-			})
-			events = append(events, ev)
-		}
-	}
-	clock.release()
+func (e *Engine) Process(ctx context.Context, in []Input) ([]Claimed, Stats, error) {
+	return process(ctx, &e.issuer, in, &windowTally{e: e,
+		sightings: make([]Sighting, 0, 2*len(in)), events: make([]*event.Decision, 0, 2*len(in))})
+}
 
-	var outcomes []Outcome
-	if len(sightings) > 0 {
-		tallies, err := e.w.Record(ctx, e.spec, sightings)
-		if err != nil {
-			return nil, Stats{}, fmt.Errorf("record sightings: %w", err)
-		}
-		if len(tallies) != len(sightings) {
-			return nil, Stats{}, fmt.Errorf("record sightings: %d tallies for %d sightings", len(tallies), len(sightings))
-		}
-		claims := newClaimer(e.l, &st)
-		for i := range sightings {
-			for _, c := range e.claims(&sightings[i], events[i], &tallies[i], now) {
-				if err := claims.claim(ctx, c); err != nil {
-					return nil, Stats{}, err
-				}
+// windowTally counts a batch of decision events in the engine's windows:
+// a sighting per offender of each event (its client address, its user).
+type windowTally struct {
+	e         *Engine
+	sightings []Sighting
+	events    []*event.Decision // the event of each sighting
+	tallies   []Tally           // recorded, one per sighting
+}
+
+func (t *windowTally) place(in *Input) (int, time.Time, string) {
+	return in.Partition, in.Event.TS, in.Event.Instance
+}
+
+func (t *windowTally) take(st *Stats, in *Input, at time.Time, late bool) {
+	e, ev := t.e, &in.Event
+	switch {
+	case ev.Reason == event.ReasonBanned || ev.Reason == event.ReasonExempt || (e.exempt != nil && e.exempt(ev.Subject())):
+		st.Skipped++
+		return
+	case late:
+		st.Late++
+		return
+	}
+	// A denial made without Redis is no evidence: local limits are
+	// approximate, and a decision whose round trip timed out is refused
+	// as a precaution, whatever the client did.
+	violation := (!ev.Allowed || ev.Shadow) && ev.Mode != event.ModeLocal
+	// An IPv6 client is its prefix: a scan or a flood spread over the
+	// addresses of one /64 is one offender, and its ban covers them all.
+	// The unspecified address stands for "no client address" (a rate
+	// limit API call without one): nobody to ban.
+	if ev.IP != "0.0.0.0" && ev.IP != "::" {
+		t.sightings = append(t.sightings, Sighting{
+			Offender: Offender{Scope: event.ScopeIP, Subject: rules.IPSubjectOf(ev.IP, e.det.IPv6Prefix)},
+			EventID:  ev.EventID, TS: at, Endpoint: ev.Endpoint, Violation: violation,
+		})
+		t.events = append(t.events, ev)
+	}
+	if ev.UserID != "" {
+		t.sightings = append(t.sightings, Sighting{
+			Offender: Offender{Scope: event.ScopeUser, Subject: e.userKey(ev.UserID)},
+			EventID:  ev.EventID, TS: at, Endpoint: ev.Endpoint, Violation: violation,
+		})
+		t.events = append(t.events, ev)
+	}
+}
+
+func (t *windowTally) record(ctx context.Context) error {
+	if len(t.sightings) == 0 {
+		return nil
+	}
+	tallies, err := t.e.w.Record(ctx, t.e.spec, t.sightings)
+	if err != nil {
+		return fmt.Errorf("record sightings: %w", err)
+	}
+	if len(tallies) != len(t.sightings) {
+		return fmt.Errorf("record sightings: %d tallies for %d sightings", len(tallies), len(t.sightings))
+	}
+	t.tallies = tallies
+	return nil
+}
+
+func (t *windowTally) claims(_ *Stats, now time.Time, claim func(Claim) error) error {
+	for i := range t.tallies {
+		for _, c := range t.e.claims(&t.sightings[i], t.events[i], &t.tallies[i], now) {
+			if err := claim(c); err != nil {
+				return err
 			}
 		}
-		outcomes = claims.outcomes
 	}
-	if err := issue(ctx, e.pub, e.l, outcomes); err != nil {
-		return nil, Stats{}, err
-	}
-	clock.commit()
-	return outcomes, st, nil
+	return nil
 }

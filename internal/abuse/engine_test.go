@@ -299,7 +299,7 @@ func TestEngineRepeatBanIDs(t *testing.T) {
 		t.Fatal("a batch whose ban could not be published succeeded")
 	}
 	pub.Fail = nil
-	process := func(evs ...event.Decision) []abuse.Outcome {
+	process := func(evs ...event.Decision) []abuse.Claimed {
 		t.Helper()
 		out, _, err := e.Process(ctx, inputs(0, evs...))
 		if err != nil {

@@ -23,14 +23,14 @@ type OutcomeConfig struct {
 	// Detection holds the scenarios; NewOutcomeEngine fills what is left
 	// out (rules.Detection.WithDefaults).
 	Detection rules.Detection
-	// Exempt reports outcomes exempt whoever their user, by address or
-	// endpoint (the service wires it to rules.Set.ExemptRequest): they are
-	// skipped. Nil: none.
-	Exempt func(*event.Outcome) bool
-	// ExemptUser reports exempt accounts, by tier or user id (the service
-	// wires it to rules.Set.ExemptUser): their outcomes count for their
-	// source, never for the account. Nil: none.
-	ExemptUser func(*event.Outcome) bool
+	// Exempt reports the subjects exempt whoever their user, by address or
+	// endpoint (the service wires it to rules.Set.ExemptRequest): their
+	// outcomes are skipped. Nil: none.
+	Exempt func(event.Subject) bool
+	// ExemptUser reports the subjects of exempt accounts, by tier or user
+	// id (the service wires it to rules.Set.ExemptUser): their outcomes
+	// count for their source, never for the account. Nil: none.
+	ExemptUser func(event.Subject) bool
 	// UserKey returns the key of a user id (the service wires it to
 	// rules.Set.UserKey): every spelling of one account is one account,
 	// for account_attack and the distinct users of credential_stuffing.
@@ -65,11 +65,9 @@ type topicPartition struct {
 // detection is a no-op and a redelivery publishes the same ids. Its state
 // lives in Distinct and Ledger. Process may be called concurrently.
 type OutcomeEngine struct {
+	issuer[topicPartition]
 	det       rules.Detection
-	exempt    func(*event.Outcome) bool
-	now       func() time.Time
-	skew      time.Duration
-	grace     time.Duration
+	exempt    func(event.Subject) bool
 	scenarios []*outcomeScenario
 	// owners is the account attack scenario when it is enabled: its
 	// successes are recorded, to recognize an account's owner.
@@ -78,12 +76,8 @@ type OutcomeEngine struct {
 	// other outcome costs a bounds check and a lookup.
 	failure [event.MaxStatus + 1]bool
 	d       Distinct
-	l       Ledger
-	pub     Publisher
 
-	parts *partitions[topicPartition]
-
-	exemptUser func(*event.Outcome) bool
+	exemptUser func(event.Subject) bool
 	userKey    func(string) string
 }
 
@@ -111,11 +105,8 @@ type outcomeScenario struct {
 // an error.
 func NewOutcomeEngine(cfg OutcomeConfig, d Distinct, l Ledger, pub Publisher) (*OutcomeEngine, error) {
 	det := cfg.Detection.WithDefaults()
-	e := &OutcomeEngine{det: det, exempt: cfg.Exempt, exemptUser: cfg.ExemptUser, now: cfg.Now, skew: det.MaxClockSkew.Std(), grace: det.Grace.Std(),
-		d: d, l: l, pub: pub, parts: newPartitions[topicPartition]()}
-	if e.now == nil {
-		e.now = time.Now
-	}
+	e := &OutcomeEngine{issuer: newIssuer[topicPartition](cfg.Now, det.MaxClockSkew.Std(), det.Grace.Std(), l, pub),
+		det: det, exempt: cfg.Exempt, exemptUser: cfg.ExemptUser, d: d}
 	e.userKey = keyOfUser(cfg.UserKey)
 	add := func(reason string, threshold int64, s *rules.OutcomeScenario, lock time.Duration) error {
 		if !s.On() {
@@ -209,93 +200,102 @@ type outcomeAdd struct {
 // Engine.Process bounds it. On error nothing of the batch is kept by the
 // engine (Distinct and Ledger are idempotent, so the batch can be processed
 // again, and publishes the same bans).
-func (e *OutcomeEngine) Process(ctx context.Context, in []OutcomeInput) ([]Outcome, Stats, error) {
-	st := Stats{Consumed: len(in), Warnings: map[string]int{}, Bans: map[string]int{}}
-	now := e.now().UTC().Truncate(time.Microsecond)
-	var adds []DistinctAdd
-	var refs []outcomeAdd
-	clock := e.parts.clock(&st, now, e.skew, e.grace)
-	var owners ownerSuccesses
-	for i := range in {
-		ev := &in[i].Outcome
-		at, late := clock.at(topicPartition{in[i].Topic, in[i].Partition}, ev.TS, ev.Instance)
-		if !late && e.owners.succeeded(ev) && owners.record(&adds, &refs, e.owners, ev, e.userKey(ev.UserID), at, e.det.IPv6Prefix) {
-			st.Successes++
-		}
-		if ev.Status < 0 || ev.Status > event.MaxStatus || !e.failure[ev.Status] {
+func (e *OutcomeEngine) Process(ctx context.Context, in []OutcomeInput) ([]Claimed, Stats, error) {
+	return process(ctx, &e.issuer, in, &distinctTally{e: e})
+}
+
+// distinctTally counts a batch of outcomes in the scenarios' distinct sets:
+// an add per scenario an outcome fails, and the account owners' successes.
+type distinctTally struct {
+	e      *OutcomeEngine
+	adds   []DistinctAdd
+	refs   []outcomeAdd // what each add was made for
+	owners ownerSuccesses
+	counts []DistinctCount // recorded, one per add
+}
+
+func (t *distinctTally) place(in *OutcomeInput) (topicPartition, time.Time, string) {
+	return topicPartition{in.Topic, in.Partition}, in.Outcome.TS, in.Outcome.Instance
+}
+
+func (t *distinctTally) take(st *Stats, in *OutcomeInput, at time.Time, late bool) {
+	e, ev := t.e, &in.Outcome
+	if !late && e.owners.succeeded(ev) && t.owners.record(&t.adds, &t.refs, e.owners, ev, e.userKey(ev.UserID), at, e.det.IPv6Prefix) {
+		st.Successes++
+	}
+	if ev.Status < 0 || ev.Status > event.MaxStatus || !e.failure[ev.Status] {
+		return
+	}
+	switch {
+	case ev.Banned || ev.IP == "0.0.0.0" || ev.IP == "::" || (e.exempt != nil && e.exempt(ev.Subject())):
+		st.Skipped++
+		return
+	case late:
+		st.Late++
+		return
+	}
+	st.Failures++
+	// A locked or exempt account stops its own scenario only: the
+	// sources that fail on it are still counted.
+	accountHeld := ev.UserID != "" && (ev.UserBanned || (e.exemptUser != nil && e.exemptUser(ev.Subject())))
+	if accountHeld {
+		st.HeldAccounts++
+	}
+	source, account := rules.IPSubjectOf(ev.IP, e.det.IPv6Prefix), e.userKey(ev.UserID)
+	for _, sc := range e.scenarios {
+		if !sc.statuses[ev.Status] || !sc.endpoints.Match(ev.Endpoint) {
 			continue
 		}
-		switch {
-		case ev.Banned || ev.IP == "0.0.0.0" || ev.IP == "::" || (e.exempt != nil && e.exempt(ev)):
-			st.Skipped++
-			continue
-		case late:
-			st.Late++
-			continue
-		}
-		st.Failures++
-		// A locked or exempt account stops its own scenario only: the
-		// sources that fail on it are still counted.
-		accountHeld := ev.UserID != "" && (ev.UserBanned || (e.exemptUser != nil && e.exemptUser(ev)))
-		if accountHeld {
-			st.HeldAccounts++
-		}
-		source, account := rules.IPSubjectOf(ev.IP, e.det.IPv6Prefix), e.userKey(ev.UserID)
-		for _, sc := range e.scenarios {
-			if !sc.statuses[ev.Status] || !sc.endpoints.Match(ev.Endpoint) {
+		set := DistinctSet{Offender: Offender{Scope: event.ScopeIP, Subject: source}, Name: sc.reason}
+		var member, group string
+		switch sc.reason {
+		case ReasonCredentialStuffing:
+			member = account
+		case ReasonBruteForce:
+			member = ev.EventID // a redelivered outcome counts once
+		case ReasonAccountAttack:
+			if accountHeld {
 				continue
 			}
-			set := DistinctSet{Offender: Offender{Scope: event.ScopeIP, Subject: source}, Name: sc.reason}
-			var member, group string
-			switch sc.reason {
-			case ReasonCredentialStuffing:
-				member = account
-			case ReasonBruteForce:
-				member = ev.EventID // a redelivered outcome counts once
-			case ReasonAccountAttack:
-				if accountHeld {
-					continue
-				}
-				set.Offender = Offender{Scope: event.ScopeUser, Subject: account}
-				member, group = source, rules.IPNetwork(ev.IP, sc.ipv4, sc.ipv6)
-			case ReasonProbing:
-				member = ev.Endpoint
-			}
-			if set.Offender.Subject == "" || member == "" {
-				continue // no user id: nothing to count for the user scenarios
-			}
-			adds = append(adds, DistinctAdd{Set: set, Spec: sc.spec, Member: member, Group: group, EventID: ev.EventID, TS: at})
-			refs = append(refs, outcomeAdd{sc: sc, ev: ev, at: at, source: source})
+			set.Offender = Offender{Scope: event.ScopeUser, Subject: account}
+			member, group = source, rules.IPNetwork(ev.IP, sc.ipv4, sc.ipv6)
+		case ReasonProbing:
+			member = ev.Endpoint
 		}
+		if set.Offender.Subject == "" || member == "" {
+			continue // no user id: nothing to count for the user scenarios
+		}
+		t.adds = append(t.adds, DistinctAdd{Set: set, Spec: sc.spec, Member: member, Group: group, EventID: ev.EventID, TS: at})
+		t.refs = append(t.refs, outcomeAdd{sc: sc, ev: ev, at: at, source: source})
 	}
-	clock.release()
+}
 
-	var outcomes []Outcome
-	if len(adds) > 0 {
-		counts, err := e.d.Add(ctx, adds)
-		if err != nil {
-			return nil, Stats{}, fmt.Errorf("add outcomes: %w", err)
-		}
-		if len(counts) != len(adds) {
-			return nil, Stats{}, fmt.Errorf("add outcomes: %d counts for %d adds", len(counts), len(adds))
-		}
-		claims := newClaimer(e.l, &st)
-		for i := range adds {
-			cs, spared := e.claims(&refs[i], &counts[i], now)
-			st.Spared += spared
-			for _, c := range cs {
-				if err := claims.claim(ctx, c); err != nil {
-					return nil, Stats{}, err
-				}
+func (t *distinctTally) record(ctx context.Context) error {
+	if len(t.adds) == 0 {
+		return nil
+	}
+	counts, err := t.e.d.Add(ctx, t.adds)
+	if err != nil {
+		return fmt.Errorf("add outcomes: %w", err)
+	}
+	if len(counts) != len(t.adds) {
+		return fmt.Errorf("add outcomes: %d counts for %d adds", len(counts), len(t.adds))
+	}
+	t.counts = counts
+	return nil
+}
+
+func (t *distinctTally) claims(st *Stats, now time.Time, claim func(Claim) error) error {
+	for i := range t.counts {
+		cs, spared := t.e.claims(&t.refs[i], &t.counts[i], now)
+		st.Spared += spared
+		for _, c := range cs {
+			if err := claim(c); err != nil {
+				return err
 			}
 		}
-		outcomes = claims.outcomes
 	}
-	if err := issue(ctx, e.pub, e.l, outcomes); err != nil {
-		return nil, Stats{}, err
-	}
-	clock.commit()
-	return outcomes, st, nil
+	return nil
 }
 
 // claims returns what one add triggers, and how many sources it spared.

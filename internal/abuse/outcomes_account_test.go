@@ -42,7 +42,7 @@ func TestHeldAccountHidesNoAttacker(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			pub := &abusetest.Published{}
 			e, err := abuse.NewOutcomeEngine(abuse.OutcomeConfig{Detection: det, Now: afterFixtures,
-				ExemptUser: func(o *event.Outcome) bool { return o.UserID == "ops-bot" }},
+				ExemptUser: func(s event.Subject) bool { return s.UserID == "ops-bot" }},
 				abusetest.NewMemoryDistinct(), abusetest.NewMemoryLedger(), pub)
 			if err != nil {
 				t.Fatal(err)

@@ -66,7 +66,7 @@ type countingLedger struct {
 	claims atomic.Int64
 }
 
-func (l *countingLedger) Claim(ctx context.Context, c abuse.Claim) (abuse.Outcome, error) {
+func (l *countingLedger) Claim(ctx context.Context, c abuse.Claim) (abuse.Claimed, error) {
 	l.claims.Add(1)
 	return l.Ledger.Claim(ctx, c)
 }
@@ -91,7 +91,7 @@ func newOutcomeRig(t *testing.T, det rules.Detection, now time.Time) *outcomeRig
 	return r
 }
 
-func (r *outcomeRig) process(t *testing.T, partition int, outs ...event.Outcome) ([]abuse.Outcome, abuse.Stats) {
+func (r *outcomeRig) process(t *testing.T, partition int, outs ...event.Outcome) ([]abuse.Claimed, abuse.Stats) {
 	t.Helper()
 	got, st, err := r.engine.Process(context.Background(), outcomeInputs(partition, outs...))
 	if err != nil {
@@ -101,7 +101,7 @@ func (r *outcomeRig) process(t *testing.T, partition int, outs ...event.Outcome)
 }
 
 // keys returns "action scope:subject" of each outcome.
-func keys(outs []abuse.Outcome) []string {
+func keys(outs []abuse.Claimed) []string {
 	var k []string
 	for _, o := range outs {
 		k = append(k, o.Ban.Action+" "+o.Ban.Key())
@@ -344,7 +344,7 @@ func TestAccountAttackLock(t *testing.T) {
 		outs = append(outs, failure(fmt.Sprint("a", i), int64(i), fmt.Sprintf("198.51.100.%d", i), "victim", "/api/login", 401))
 	}
 	got, _ := r.process(t, 0, outs...)
-	i := slices.IndexFunc(got, func(o abuse.Outcome) bool { return o.Ban.Action == event.ActionBan && o.Ban.Scope == event.ScopeUser })
+	i := slices.IndexFunc(got, func(o abuse.Claimed) bool { return o.Ban.Action == event.ActionBan && o.Ban.Scope == event.ScopeUser })
 	if i < 0 || got[i].Ban.Subject != "victim" || got[i].Ban.DurationS != 900 {
 		t.Fatalf("no 15m lock of the account in %q", keys(got))
 	}
@@ -422,7 +422,7 @@ func TestOutcomeReplay(t *testing.T) {
 	}
 	r.pub.Fail = nil
 	got, _ := r.process(t, 0, outs...)
-	ids := func(outs []abuse.Outcome) []string {
+	ids := func(outs []abuse.Claimed) []string {
 		var s []string
 		for _, o := range outs {
 			s = append(s, o.Ban.BanID)
@@ -442,7 +442,7 @@ func TestOutcomeSkips(t *testing.T) {
 	det.BruteForce.Endpoints = []string{"/api/login"}
 	r := newOutcomeRig(t, det, afterFixtures())
 	exempt, err := abuse.NewOutcomeEngine(abuse.OutcomeConfig{Detection: det, Now: afterFixtures,
-		Exempt: func(o *event.Outcome) bool { return o.IP == "10.0.0.1" }}, abusetest.NewMemoryDistinct(), abusetest.NewMemoryLedger(), r.pub)
+		Exempt: func(s event.Subject) bool { return s.IP == "10.0.0.1" }}, abusetest.NewMemoryDistinct(), abusetest.NewMemoryLedger(), r.pub)
 	if err != nil {
 		t.Fatal(err)
 	}

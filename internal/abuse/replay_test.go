@@ -42,7 +42,7 @@ type wantOutcome struct {
 
 // replay is the result of running a fixture through an engine.
 type replay struct {
-	outcomes []abuse.Outcome
+	outcomes []abuse.Claimed
 	stats    abuse.Stats
 	enforced []event.Ban
 }
@@ -54,8 +54,8 @@ func runReplay(t *testing.T, set *rules.Set, events []event.Decision, batch int)
 	t.Helper()
 	ctx := context.Background()
 	ledger := abusetest.NewMemoryLedger()
-	exempt := func(d *event.Decision) bool {
-		return set.Exempt(&rules.Request{UserID: d.UserID, IP: d.IP, Endpoint: d.Endpoint, Method: d.Method, Tier: d.Tier})
+	exempt := func(s event.Subject) bool {
+		return set.Exempt(&rules.Request{UserID: s.UserID, IP: s.IP, Endpoint: s.Endpoint, Method: s.Method, Tier: s.Tier})
 	}
 	pub := &abusetest.Published{}
 	e := abuse.NewEngine(abuse.Config{Detection: set.Detection(), Exempt: exempt, Now: afterFixtures}, abusetest.NewMemoryWindows(), ledger, pub)
@@ -218,7 +218,7 @@ func checkBan(t *testing.T, b event.Ban) {
 
 // checkBanIDs checks that every outcome has an id of its own, derived from
 // an event of the stream (the one that triggered it).
-func checkBanIDs(t *testing.T, outcomes []abuse.Outcome, events []event.Decision) {
+func checkBanIDs(t *testing.T, outcomes []abuse.Claimed, events []event.Decision) {
 	t.Helper()
 	seen := map[string]bool{}
 	for _, o := range outcomes {

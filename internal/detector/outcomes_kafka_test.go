@@ -48,7 +48,8 @@ func TestOutcomesEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	svc := NewOutcomes(engine, nil, zap.NewNop(), reg)
+	svc := newService(t, zap.NewNop(), reg, Source{Name: SourceOutcomes, Topic: outcomesTopic, Group: group,
+		Pipeline: OutcomePipeline(engine, nil, nil)}).Consumers()[0]
 
 	now := time.Now().UTC()
 	var msgs []kafka.Message
@@ -72,7 +73,7 @@ func TestOutcomesEndToEnd(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- kafkabus.Consume(runCtx, kafkabus.ConsumerConfig{Brokers: broker.Brokers(), Topic: outcomesTopic, GroupID: group,
-			BatchSize: 100, BatchWait: 20 * time.Millisecond, OnStats: svc.ReportStats(outcomesTopic)}, zap.NewNop(), svc.Handle)
+			BatchSize: 100, BatchWait: 20 * time.Millisecond, OnStats: svc.ReportStats}, zap.NewNop(), svc.Handle)
 	}()
 	bans := kafkatest.ReadMessages(t, broker.Brokers(), bansTopic, 1, 20*time.Second)
 	b, err := event.DecodeBan(bans[0].Value)
@@ -109,7 +110,7 @@ func TestOutcomesEndToEnd(t *testing.T) {
 	if n := testutil.ToFloat64(svc.metrics.bans.WithLabelValues(abuse.ReasonBruteForce)); n != 1 {
 		t.Errorf("brute_force bans %v, want 1", n)
 	}
-	if n := testutil.ToFloat64(svc.metrics.outcomes); n != 4 {
+	if n := testutil.ToFloat64(svc.metrics.events); n != 4 {
 		t.Errorf("outcomes consumed %v, want 4", n)
 	}
 }
@@ -126,7 +127,8 @@ func mapsEqual(committed, end map[int]int64) bool {
 }
 
 // The outcome series start at 0 for the enabled scenarios' reasons and
-// every field an invalid outcome can name.
+// every field an invalid outcome can name, apart from the decisions' on
+// the same registry, as cmd/detector registers them.
 func TestOutcomeSeriesStartAtZero(t *testing.T) {
 	off := false
 	det := rules.Detection{Probing: &rules.ProbingPolicy{OutcomeScenario: rules.OutcomeScenario{Enabled: &off}}}
@@ -135,28 +137,29 @@ func TestOutcomeSeriesStartAtZero(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	NewOutcomes(engine, nil, zap.NewNop(), reg)
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string][]string{}
-	for _, f := range families {
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				got[f.GetName()] = append(got[f.GetName()], l.GetValue())
+	newService(t, zap.NewNop(), reg,
+		Source{Name: SourceDecisions, Pipeline: DecisionPipeline(abuse.NewEngine(abuse.Config{}, nil, nil, nil))},
+		Source{Name: SourceOutcomes, Pipeline: OutcomePipeline(engine, nil, nil)},
+		Source{Name: SourceAccessLog, Pipeline: OutcomePipeline(engine, nil, nil)})
+	for _, source := range []string{SourceOutcomes, SourceAccessLog} {
+		reasons := atZero(t, reg, source, "reason")
+		if want := []string{"account_attack", "brute_force", "credential_stuffing"}; !slices.Equal(reasons["rate_limit_detector_bans_total"], want) {
+			t.Errorf("%s: ban reasons %q, want %q", source, reasons["rate_limit_detector_bans_total"], want)
+		}
+		if want := []string{"account_attack"}; !slices.Equal(reasons["rate_limit_detector_warnings_total"], want) {
+			t.Errorf("%s: warning reasons %q, want %q", source, reasons["rate_limit_detector_warnings_total"], want)
+		}
+		fields := event.InvalidOutcomeFields()
+		slices.Sort(fields)
+		if got := atZero(t, reg, source, "field")["rate_limit_detector_invalid_events_total"]; !slices.Equal(got, fields) {
+			t.Errorf("%s: invalid fields %q, want %q", source, got, fields)
+		}
+		families := atZero(t, reg, source, "")
+		for _, name := range []string{"rate_limit_detector_outcome_failures_total", "rate_limit_detector_outcome_successes_total",
+			"rate_limit_detector_outcome_spared_total", "rate_limit_detector_held_account_outcomes_total", "rate_limit_detector_consumer_lag"} {
+			if _, ok := families[name]; !ok {
+				t.Errorf("no %s{source=%q} at 0", name, source)
 			}
 		}
-		slices.Sort(got[f.GetName()])
 	}
-	if want := []string{"account_attack", "brute_force", "credential_stuffing"}; !slices.Equal(got["rate_limit_detector_outcome_bans_total"], want) {
-		t.Errorf("ban reasons %q, want %q", got["rate_limit_detector_outcome_bans_total"], want)
-	}
-	fields := event.InvalidOutcomeFields()
-	slices.Sort(fields)
-	if !slices.Equal(got["rate_limit_detector_invalid_outcomes_total"], fields) {
-		t.Errorf("invalid fields %q, want %q", got["rate_limit_detector_invalid_outcomes_total"], fields)
-	}
-	// Both services register on one registry, as cmd/detector does.
-	New(abuse.NewEngine(abuse.Config{}, nil, nil, nil), zap.NewNop(), reg)
 }

@@ -28,9 +28,9 @@ func (r *recorder) Publish(_ context.Context, bans ...event.Ban) error {
 	return nil
 }
 
-// testService is a Service on memory state whose engine's clock reads now,
-// with a scan threshold of 5 distinct endpoints.
-func testService(t *testing.T, now time.Time, w abuse.Windows) (*Service, *recorder, *observer.ObservedLogs) {
+// testService is the consumer of a decision source on memory state whose
+// engine's clock reads now, with a scan threshold of 5 distinct endpoints.
+func testService(t *testing.T, now time.Time, w abuse.Windows) (*Consumer, *recorder, *observer.ObservedLogs) {
 	t.Helper()
 	det := rules.DefaultDetection()
 	det.Scan = &rules.ScanPolicy{DistinctEndpoints: 5, Within: rules.Duration(10 * time.Second), Duration: rules.Duration(time.Hour)}
@@ -40,7 +40,8 @@ func testService(t *testing.T, now time.Time, w abuse.Windows) (*Service, *recor
 	pub := &recorder{}
 	engine := abuse.NewEngine(abuse.Config{Detection: det, Now: func() time.Time { return now }}, w, abusetest.NewMemoryLedger(), pub)
 	core, logs := observer.New(zapcore.InfoLevel)
-	return New(engine, zap.New(core), prometheus.NewRegistry()), pub, logs
+	svc := newService(t, zap.New(core), prometheus.NewRegistry(), Source{Name: SourceDecisions, Pipeline: DecisionPipeline(engine)})
+	return svc.Consumers()[0], pub, logs
 }
 
 // message is a decisions message with value v at offset off.

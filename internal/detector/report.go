@@ -15,8 +15,8 @@ import (
 // they issued, the messages they skipped, the clocks ahead of theirs.
 
 // logIssued logs each ban and warning published.
-func logIssued(log *zap.Logger, outcomes []abuse.Outcome) {
-	for _, o := range outcomes {
+func logIssued(log *zap.Logger, issued []abuse.Claimed) {
+	for _, o := range issued {
 		b := o.Ban
 		log.Info("issued", zap.String("action", b.Action), zap.String("scope", b.Scope), zap.String("subject", b.Subject),
 			zap.String("reason", b.Reason), zap.Int64("count", b.Count), zap.Int64("duration_s", b.DurationS),

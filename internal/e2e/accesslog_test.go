@@ -97,7 +97,7 @@ func TestAccessLogOutcomes(t *testing.T) {
 		t.Fatalf("ban %+v, want the prober's for probing", ban)
 	}
 	waitFor(t, 10*time.Second, "nginx to refuse the banned prober", func() bool { return get(prober, "/api/known") == http.StatusForbidden })
-	skipped := det.metric(t, "rate_limit_detector_skipped_outcomes_total")
+	skipped := det.metric(t, "rate_limit_detector_skipped_events_total", `source="access_log"`)
 	for range 10 { // refused by the ban: logged as 403s
 		if s := get(prober, "/api/known"); s != http.StatusForbidden {
 			t.Fatalf("banned prober: %d, want 403", s)
@@ -105,7 +105,7 @@ func TestAccessLogOutcomes(t *testing.T) {
 	}
 	flush()
 	waitFor(t, 20*time.Second, "the detector to skip the ban's own refusals", func() bool {
-		return det.metric(t, "rate_limit_detector_skipped_outcomes_total") >= skipped+10
+		return det.metric(t, "rate_limit_detector_skipped_events_total", `source="access_log"`) >= skipped+10
 	})
 	if n := kafkatest.CountMessages(t, e.brokers(), bansTopic); n != 1 {
 		t.Fatalf("%d messages on the ban topic, want the probing ban alone", n)
@@ -130,7 +130,7 @@ func TestDetectorWaitsForItsTopic(t *testing.T) {
 		strconv.FormatFloat(float64(time.Now().UnixMilli())/1000, 'f', 3, 64) + `"}`)
 	produce(t, e, accessLogTopic, line)
 	waitFor(t, 30*time.Second, "the detector to consume the topic", func() bool {
-		return det.metric(t, "rate_limit_detector_outcomes_total") >= 1
+		return det.metric(t, "rate_limit_detector_events_total", `source="access_log"`) >= 1
 	})
 }
 

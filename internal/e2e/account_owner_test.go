@@ -68,7 +68,7 @@ func TestAccountAttackLoginFormIsNoSuccess(t *testing.T) {
 		send(req, ip, http.StatusOK)
 	}
 	waitFor(t, 30*time.Second, "the detector to consume the form's 4 outcomes", func() bool {
-		return detector.metric(t, "rate_limit_detector_outcomes_total") >= 4
+		return detector.metric(t, "rate_limit_detector_events_total", `source="outcomes"`) >= 4
 	})
 	for _, ip := range sources {
 		form := url.Values{"username": {"erin"}, "password": {"guess"}}.Encode()
@@ -77,7 +77,7 @@ func TestAccountAttackLoginFormIsNoSuccess(t *testing.T) {
 		send(req, ip, http.StatusUnauthorized)
 	}
 	waitFor(t, 30*time.Second, "the warning of the attack on erin", func() bool {
-		return detector.metric(t, "rate_limit_detector_outcome_warnings_total", `reason="account_attack"`) >= 1
+		return detector.metric(t, "rate_limit_detector_warnings_total", `source="outcomes"`, `reason="account_attack"`) >= 1
 	})
 	time.Sleep(time.Second) // the bans published with the warning
 	n := kafkatest.CountMessages(t, e.broker.Brokers(), bansTopic)

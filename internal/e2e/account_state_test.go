@@ -94,7 +94,8 @@ func TestLockedAccountDoesNotHideItsAttackers(t *testing.T) {
 		t.Fatalf("brute-force bans of %v, want %s (reports) and %s (access log)", bruteForced, reporter, logged)
 	}
 	waitFor(t, 20*time.Second, "the detector to skip the banned address's 60 failures", func() bool {
-		return detector.metric(t, "rate_limit_detector_skipped_outcomes_total") >= 60
+		return detector.metric(t, "rate_limit_detector_skipped_events_total", `source="outcomes"`)+
+			detector.metric(t, "rate_limit_detector_skipped_events_total", `source="access_log"`) >= 60
 	})
 	if n := detector.metric(t, "rate_limit_detector_held_account_outcomes_total"); n < 60 {
 		t.Errorf("%v failures on a held account counted, want 60", n)

@@ -146,7 +146,7 @@ func postCheck(t *testing.T, limiter *proc, body string) decision {
 func waitConsuming(t *testing.T, detector *proc, n float64) {
 	t.Helper()
 	waitFor(t, 30*time.Second, fmt.Sprintf("the detector to consume %v events", n), func() bool {
-		return detector.metric(t, "rate_limit_detector_events_total") >= n
+		return detector.metric(t, "rate_limit_detector_events_total", `source="decisions"`) >= n
 	})
 }
 
@@ -176,7 +176,7 @@ func scanUntilBanned(t *testing.T, limiter, detector *proc, scanner, normal stri
 	var crossed, bannedAt time.Time
 	for i := 0; i < 60 || bannedAt.IsZero(); i++ {
 		if i > 120 {
-			t.Fatalf("scanner never banned; detector bans metric %v", detector.metric(t, "rate_limit_detector_bans_total"))
+			t.Fatalf("scanner never banned; detector bans metric %v", detector.metric(t, "rate_limit_detector_bans_total", `source="decisions"`))
 		}
 		d := check(t, limiter, scanner, fmt.Sprintf("/api/scan/%d", i))
 		if i == 49 {

@@ -36,7 +36,7 @@ func TestBenchOutcomeDetector(t *testing.T) {
 			return []byte(o.IP), o.AppendJSON(dst)
 		})
 		detector := e.start("detector", "DETECTOR_BATCH_SIZE", "2000")
-		from, took := drainBacklog(t, detector, "rate_limit_detector_outcomes_total", backlog)
+		from, took := drainBacklog(t, detector, "rate_limit_detector_events_total", backlog, `source="outcomes"`)
 		fmt.Printf("outcome detector (%s): %.0f outcomes consumed in %v = %.0f outcomes/s (steady state, from a backlog)\n",
 			mix.name, backlog-from, took.Round(time.Millisecond), (backlog-from)/took.Seconds())
 		detector.stop(syscall.SIGTERM)

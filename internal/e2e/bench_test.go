@@ -40,7 +40,7 @@ func TestBenchDetector(t *testing.T) {
 		return []byte(ev.IP), ev.AppendJSON(dst)
 	})
 	detector := e.start("detector", "DETECTOR_BATCH_SIZE", "2000")
-	from, took := drainBacklog(t, detector, "rate_limit_detector_events_total", backlog)
+	from, took := drainBacklog(t, detector, "rate_limit_detector_events_total", backlog, `source="decisions"`)
 
 	limiter := e.start("limiter")
 	var latencies []time.Duration
@@ -158,13 +158,13 @@ func publishBacklog(t *testing.T, e *env, topic string, n int, event func(i int,
 }
 
 // drainBacklog waits for the detector to start consuming (its counter
-// metric above 0), then for it to reach backlog, and returns the count it
+// metric, of the series with labels, above 0), then for it to reach backlog, and returns the count it
 // had when it started and how long the rest took: the steady state.
-func drainBacklog(t *testing.T, detector *proc, metric string, backlog float64) (from float64, took time.Duration) {
+func drainBacklog(t *testing.T, detector *proc, metric string, backlog float64, labels ...string) (from float64, took time.Duration) {
 	t.Helper()
-	waitFor(t, time.Minute, "the detector to join its group", func() bool { return detector.metric(t, metric) > 0 })
+	waitFor(t, time.Minute, "the detector to join its group", func() bool { return detector.metric(t, metric, labels...) > 0 })
 	start := time.Now()
-	from = detector.metric(t, metric)
-	waitFor(t, 5*time.Minute, "the backlog to be consumed", func() bool { return detector.metric(t, metric) >= backlog })
+	from = detector.metric(t, metric, labels...)
+	waitFor(t, 5*time.Minute, "the backlog to be consumed", func() bool { return detector.metric(t, metric, labels...) >= backlog })
 	return from, time.Since(start)
 }

@@ -344,7 +344,7 @@ func TestConsumersShareAndSurviveAKill(t *testing.T) {
 	const archived = `rate_limit_archiver_rows_inserted_total{table="rate_limit_violations"}`
 	waitFor(t, 30*time.Second, "every detector and archiver to handle some of the stream", func() bool {
 		for _, d := range detectors {
-			if d.metric(t, "rate_limit_detector_events_total") == 0 {
+			if d.metric(t, "rate_limit_detector_events_total", `source="decisions"`) == 0 {
 				return false
 			}
 		}
@@ -365,11 +365,11 @@ func TestConsumersShareAndSurviveAKill(t *testing.T) {
 	restoreCommits := e.broker.FailCommits(detectorGroup)
 	unlock := lockTable(t, db, "rate_limit_violations")
 	victimDet, victimArc := detectors[0], archivers[0]
-	detBefore := victimDet.metric(t, "rate_limit_detector_events_total")
+	detBefore := victimDet.metric(t, "rate_limit_detector_events_total", `source="decisions"`)
 	var detHandled float64
 	killDetector := func() bool {
 		if detHandled == 0 {
-			if n := victimDet.metric(t, "rate_limit_detector_events_total") - detBefore; n >= 200 {
+			if n := victimDet.metric(t, "rate_limit_detector_events_total", `source="decisions"`) - detBefore; n >= 200 {
 				victimDet.stop(syscall.SIGKILL)
 				detHandled = n
 			}

@@ -72,10 +72,10 @@ func TestFutureEventsDoNotBlindTheDetector(t *testing.T) {
 	} else {
 		t.Logf("ban enforced %v after the 50th distinct endpoint, after 240 events a year ahead", delay)
 	}
-	if late := detector.metric(t, "rate_limit_detector_late_events_total"); late != 0 {
+	if late := detector.metric(t, "rate_limit_detector_late_events_total", `source="decisions"`); late != 0 {
 		t.Errorf("%v events counted late, want none", late)
 	}
-	if n := detector.metric(t, "rate_limit_detector_future_events_total"); n < float64(len(future)) {
+	if n := detector.metric(t, "rate_limit_detector_future_events_total", `source="decisions"`); n < float64(len(future)) {
 		t.Errorf("%v events counted ahead of the detector's clock, want %d", n, len(future))
 	}
 	b := bans(t, e, 1)[0]
@@ -147,7 +147,7 @@ func TestPoisonMessagesDoNotWedgeTheDetector(t *testing.T) {
 	})
 	waitDrained(t, e, e.vars["DETECTOR_GROUP_ID"], decisionsTopic, 30*time.Second)
 
-	skipped := detector.metric(t, "rate_limit_detector_invalid_events_total") + detector.metric(t, "rate_limit_detector_undecodable_events_total")
+	skipped := detector.metric(t, "rate_limit_detector_invalid_events_total", `source="decisions"`) + detector.metric(t, "rate_limit_detector_undecodable_events_total", `source="decisions"`)
 	if skipped < poison {
 		t.Errorf("%v messages skipped, want the %d poison messages", skipped, poison)
 	}
@@ -185,7 +185,7 @@ func TestDetectorHoldsOffsetsWhileRedisIsDown(t *testing.T) {
 	produceByIP(t, e, scan)
 	// The Redis client gives up after a few seconds of refused dials.
 	waitFor(t, 30*time.Second, "the detector to fail a batch", func() bool {
-		return detector.metric(t, "rate_limit_detector_batch_failures_total") >= 1
+		return detector.metric(t, "rate_limit_detector_batch_failures_total", `source="decisions"`) >= 1
 	})
 	ends := kafkatest.EndOffsets(t, e.broker.Brokers(), decisionsTopic)
 	committed := kafkatest.CommittedOffsets(t, e.broker.Brokers(), group, decisionsTopic)
@@ -195,7 +195,7 @@ func TestDetectorHoldsOffsetsWhileRedisIsDown(t *testing.T) {
 	if n := kafkatest.CountMessages(t, e.broker.Brokers(), bansTopic); n != 0 {
 		t.Fatalf("%d ban messages with Redis down, want none", n)
 	}
-	if n := detector.metric(t, "rate_limit_detector_invalid_events_total") + detector.metric(t, "rate_limit_detector_undecodable_events_total"); n != 0 {
+	if n := detector.metric(t, "rate_limit_detector_invalid_events_total", `source="decisions"`) + detector.metric(t, "rate_limit_detector_undecodable_events_total", `source="decisions"`); n != 0 {
 		t.Fatalf("%v events skipped during a Redis outage, want none", n)
 	}
 

@@ -106,8 +106,8 @@ func TestCredentialStuffingAndAccountAttack(t *testing.T) {
 	if d := checkLogin(t, limiter, "100.99.0.1", cfg.Victim); !d.Allowed {
 		t.Fatalf("the victim is refused: %+v", d)
 	}
-	if detector.metric(t, "rate_limit_detector_outcomes_total") < float64(len(attempts))/2 {
-		t.Errorf("the detector consumed %v outcomes", detector.metric(t, "rate_limit_detector_outcomes_total"))
+	if detector.metric(t, "rate_limit_detector_events_total", `source="outcomes"`) < float64(len(attempts))/2 {
+		t.Errorf("the detector consumed %v outcomes", detector.metric(t, "rate_limit_detector_events_total", `source="outcomes"`))
 	}
 }
 
@@ -164,7 +164,7 @@ func TestAccountAttackSparesTheOwnerAndCountsNetworks(t *testing.T) {
 	consumed := func(n int) {
 		t.Helper()
 		waitFor(t, 30*time.Second, fmt.Sprintf("the detector to consume %d outcomes", n), func() bool {
-			return detector.metric(t, "rate_limit_detector_outcomes_total") >= float64(n)
+			return detector.metric(t, "rate_limit_detector_events_total", `source="outcomes"`) >= float64(n)
 		})
 	}
 	const owner = "198.51.100.10"

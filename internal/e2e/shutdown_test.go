@@ -86,9 +86,9 @@ func TestDetectorShutdownMidBacklog(t *testing.T) {
 
 	first := e.start("detector", "DETECTOR_BATCH_SIZE", "100")
 	waitFor(t, 30*time.Second, "the detector to start consuming", func() bool {
-		return first.metric(t, "rate_limit_detector_events_total") > 0
+		return first.metric(t, "rate_limit_detector_events_total", `source="decisions"`) > 0
 	})
-	consumed := first.metric(t, "rate_limit_detector_events_total")
+	consumed := first.metric(t, "rate_limit_detector_events_total", `source="decisions"`)
 	first.terminate(t)
 	t.Logf("SIGTERM after about %v of %d events", consumed, len(msgs))
 

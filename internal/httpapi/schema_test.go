@@ -326,13 +326,17 @@ func TestSchemaEmittedEvents(t *testing.T) {
 		pub := &recordingPublisher{pub: s.banPub}
 		engine := abuse.NewEngine(abuse.Config{
 			Detection: det,
-			Exempt: func(ev *event.Decision) bool {
-				req := rules.Request{UserID: ev.UserID, IP: ev.IP, Endpoint: ev.Endpoint, Method: ev.Method, Tier: ev.Tier}
+			Exempt: func(sub event.Subject) bool {
+				req := rules.Request{UserID: sub.UserID, IP: sub.IP, Endpoint: sub.Endpoint, Method: sub.Method, Tier: sub.Tier}
 				return s.rules.Exempt(&req)
 			},
 		}, redisabuse.NewWindows(rdb, prefix), ledger, pub)
-		svc := detector.New(engine, zap.NewNop(), prometheus.NewRegistry())
-		if err := svc.Handle(context.Background(), handed); err != nil {
+		svc, err := detector.New(zap.NewNop(), prometheus.NewRegistry(),
+			detector.Source{Name: detector.SourceDecisions, Pipeline: detector.DecisionPipeline(engine)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := svc.Consumers()[0].Handle(context.Background(), handed); err != nil {
 			t.Fatalf("detector (dry run %v): %v", dryRun, err)
 		}
 		detected = append(detected, pub.bans...)

@@ -56,26 +56,26 @@ func NewLedger(client redis.UniversalClient, prefix string, bans Blacklist) *Led
 // abusetest.MemoryLedger, except that only the offender's latest ban is
 // checked for being active (the memory ledger checks all of them, which
 // differs only when claims arrive out of event-time order).
-func (l *Ledger) Claim(ctx context.Context, c abuse.Claim) (abuse.Outcome, error) {
+func (l *Ledger) Claim(ctx context.Context, c abuse.Claim) (abuse.Claimed, error) {
 	b := c.Ban
 	var baseMs int64
 	switch b.Action {
 	case event.ActionBan:
 		baseMs = b.DurationS * 1000
 		if b.DurationS <= 0 || b.DurationS > maxDurationMs/1000 {
-			return abuse.Outcome{}, claimError(b, fmt.Errorf("duration_s %d is out of range", b.DurationS))
+			return abuse.Claimed{}, claimError(b, fmt.Errorf("duration_s %d is out of range", b.DurationS))
 		}
 	case event.ActionWarn:
 		baseMs = max(c.WarnFor.Milliseconds(), 0)
 	default:
-		return abuse.Outcome{}, claimError(b, fmt.Errorf("action %.16q is not one of ban, warn", b.Action))
+		return abuse.Claimed{}, claimError(b, fmt.Errorf("action %.16q is not one of ban, warn", b.Action))
 	}
 	if b.TS.IsZero() {
-		return abuse.Outcome{}, claimError(b, fmt.Errorf("ts is required"))
+		return abuse.Claimed{}, claimError(b, fmt.Errorf("ts is required"))
 	}
 	data, err := event.EncodeBan(b)
 	if err != nil {
-		return abuse.Outcome{}, claimError(b, err)
+		return abuse.Claimed{}, claimError(b, err)
 	}
 	capMs := maxDurationMs
 	if c.Escalation.Cap > 0 {
@@ -87,21 +87,21 @@ func (l *Ledger) Claim(ctx context.Context, c abuse.Claim) (abuse.Outcome, error
 		max(c.Escalation.Period.Milliseconds(), 0), recordKeep.Milliseconds())
 	out, err := parseClaim(cmd, b)
 	if err != nil {
-		return abuse.Outcome{}, claimError(b, err)
+		return abuse.Claimed{}, claimError(b, err)
 	}
 	return out, nil
 }
 
 // parseClaim reads {status, id, json, state, dur_ms, exp_ms}. A new record
 // is the claimed ban with its final duration; a held one is decoded.
-func parseClaim(cmd *redis.Cmd, claimed event.Ban) (abuse.Outcome, error) {
+func parseClaim(cmd *redis.Cmd, claimed event.Ban) (abuse.Claimed, error) {
 	v, err := cmd.Result()
 	if err != nil {
-		return abuse.Outcome{}, err
+		return abuse.Claimed{}, err
 	}
 	vals, ok := v.([]any)
 	if !ok || len(vals) != 6 {
-		return abuse.Outcome{}, errReply
+		return abuse.Claimed{}, errReply
 	}
 	status, _ := vals[0].(string)
 	data, _ := vals[2].(string)
@@ -109,12 +109,12 @@ func parseClaim(cmd *redis.Cmd, claimed event.Ban) (abuse.Outcome, error) {
 	dur, ok1 := vals[4].(int64)
 	_, ok2 := vals[5].(int64)
 	if !ok1 || !ok2 || (status != "new" && status != "held") {
-		return abuse.Outcome{}, errReply
+		return abuse.Claimed{}, errReply
 	}
 	b := claimed
 	if status == "held" {
 		if b, err = event.DecodeBan([]byte(data)); err != nil {
-			return abuse.Outcome{}, fmt.Errorf("held record: %w", err)
+			return abuse.Claimed{}, fmt.Errorf("held record: %w", err)
 		}
 	}
 	if b.Action == event.ActionBan {
@@ -123,7 +123,7 @@ func parseClaim(cmd *redis.Cmd, claimed event.Ban) (abuse.Outcome, error) {
 	} else {
 		b.DurationS, b.ExpiresAt = 0, time.Time{}
 	}
-	return abuse.Outcome{Ban: b, Publish: status == "new" || state == "pending"}, nil
+	return abuse.Claimed{Ban: b, Publish: status == "new" || state == "pending"}, nil
 }
 
 // Settle writes an enforced, unexpired ban to the blacklist (where it never

@@ -265,7 +265,7 @@ func randomClaim(rng *rand.Rand, t0 time.Time, at *time.Duration, subjects ...st
 
 // claimBoth claims c (the i-th) on the Redis ledger l and on mem, the
 // reference, and fails unless the outcomes agree.
-func claimBoth(t *testing.T, i int, l *Ledger, mem abuse.Ledger, c abuse.Claim) (got, want abuse.Outcome) {
+func claimBoth(t *testing.T, i int, l *Ledger, mem abuse.Ledger, c abuse.Claim) (got, want abuse.Claimed) {
 	t.Helper()
 	got, want = abusetest.Claim(t, l, c), abusetest.Claim(t, mem, c)
 	if got.Publish != want.Publish || got.Ban.BanID != want.Ban.BanID || got.Ban.DurationS != want.Ban.DurationS ||

@@ -34,7 +34,7 @@ var Escalation = abuse.Escalation{Factor: 2, Cap: 4 * time.Hour, Period: 24 * ti
 const hour = int64(time.Hour / time.Millisecond)
 
 // Claim claims c on l, failing the test on an error.
-func Claim(tb testing.TB, l abuse.Ledger, c abuse.Claim) abuse.Outcome {
+func Claim(tb testing.TB, l abuse.Ledger, c abuse.Claim) abuse.Claimed {
 	tb.Helper()
 	out, err := l.Claim(context.Background(), c)
 	if err != nil {

@@ -58,9 +58,9 @@ func NewMemoryLedger() *MemoryLedger {
 
 // Claim records c.Ban unless an active ban or warning of the offender
 // covers it.
-func (l *MemoryLedger) Claim(ctx context.Context, c abuse.Claim) (abuse.Outcome, error) {
+func (l *MemoryLedger) Claim(ctx context.Context, c abuse.Claim) (abuse.Claimed, error) {
 	if err := ctx.Err(); err != nil {
-		return abuse.Outcome{}, err
+		return abuse.Claimed{}, err
 	}
 	b := c.Ban
 	o := abuse.Offender{Scope: b.Scope, Subject: b.Subject}
@@ -73,7 +73,7 @@ func (l *MemoryLedger) Claim(ctx context.Context, c abuse.Claim) (abuse.Outcome,
 		n := int64(0)
 		for i := len(history) - 1; i >= 0; i-- {
 			if r := history[i]; r.untilMs > ts {
-				return abuse.Outcome{Ban: r.ban, Publish: !r.settled}, nil
+				return abuse.Claimed{Ban: r.ban, Publish: !r.settled}, nil
 			}
 		}
 		from := ts - c.Escalation.Period.Milliseconds()
@@ -89,19 +89,19 @@ func (l *MemoryLedger) Claim(ctx context.Context, c abuse.Claim) (abuse.Outcome,
 		r := &ledgerRecord{ban: b, tsMs: ts, untilMs: satAdd(ts, d)}
 		l.bans[o] = append(history, r)
 		l.byID[b.BanID] = r
-		return abuse.Outcome{Ban: b, Publish: true}, nil
+		return abuse.Claimed{Ban: b, Publish: true}, nil
 	case event.ActionWarn:
 		w := warningOf{o, b.Reason}
 		if r := l.warnings[w]; r != nil && r.untilMs > ts {
-			return abuse.Outcome{Ban: r.ban, Publish: !r.settled}, nil
+			return abuse.Claimed{Ban: r.ban, Publish: !r.settled}, nil
 		}
 		b.DurationS, b.ExpiresAt = 0, time.Time{}
 		r := &ledgerRecord{ban: b, tsMs: ts, untilMs: satAdd(ts, c.WarnFor.Milliseconds())}
 		l.warnings[w] = r
 		l.byID[b.BanID] = r
-		return abuse.Outcome{Ban: b, Publish: true}, nil
+		return abuse.Claimed{Ban: b, Publish: true}, nil
 	}
-	return abuse.Outcome{}, fmt.Errorf("claim %s: action %q is not ban or warn", b.BanID, b.Action)
+	return abuse.Claimed{}, fmt.Errorf("claim %s: action %q is not ban or warn", b.BanID, b.Action)
 }
 
 // Settle marks the record of ban published; with enforce, a ban becomes
