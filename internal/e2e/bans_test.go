@@ -71,7 +71,7 @@ func newEnvOn(t *testing.T, rulesFile, brokerAddr string) *env {
 	}
 	return &env{t: t, vars: map[string]string{
 		"KAFKA_BROKERS":     brokerAddr,
-		"REDIS_URL":         redistest.URL(),
+		"REDIS_URL":         redistest.RequiredURL(t),
 		"REDIS_KEY_PREFIX":  redistest.Prefix(t, redistest.Client(t)),
 		"RULES_FILE":        rules,
 		"DETECTOR_GROUP_ID": "detector-" + fmt.Sprint(time.Now().UnixNano()),

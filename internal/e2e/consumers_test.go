@@ -199,7 +199,7 @@ func consumersEnv(t *testing.T) (*env, string) {
 	db := pgtest.Database(t)
 	return &env{t: t, broker: broker, vars: map[string]string{
 		"KAFKA_BROKERS":           broker.Addr(),
-		"REDIS_URL":               redistest.URL(),
+		"REDIS_URL":               redistest.RequiredURL(t),
 		"REDIS_KEY_PREFIX":        redistest.Prefix(t, redistest.Client(t)),
 		"RULES_FILE":              rules,
 		"DATABASE_URL":            db,

@@ -120,7 +120,7 @@ func TestDynamicRuleReachesEveryLimiter(t *testing.T) {
 func TestDynamicRulePolledWhenAnnouncementLost(t *testing.T) {
 	e, _ := rulesEnv(t)
 	l1 := e.start("limiter", "INSTANCE_ID", "l1", "RULES_POLL_INTERVAL", "1h")
-	opts, err := redis.ParseURL(redistest.URL())
+	opts, err := redis.ParseURL(redistest.RequiredURL(t))
 	if err != nil {
 		t.Fatal(err)
 	}

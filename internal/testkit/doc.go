@@ -4,5 +4,7 @@
 // (redistest), databases (pgtest), the embedded broker (kafkatest),
 // processes (proctest), certificates (tlstest), the events' JSON Schemas
 // (eventschema), and the scenario tables of the decision model
-// (decidetest) and of abuse detection (abusetest).
+// (decidetest) and of abuse detection (abusetest). This package holds what
+// the tests of every package share: Unavailable (skip a test whose service
+// or program is missing, fail it under CI).
 package testkit
