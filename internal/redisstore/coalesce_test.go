@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/ratewarden/ratewarden/internal/decide"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/decidetest"
 )
 
@@ -146,16 +147,6 @@ func (h *heldFlushes) recorded() []int {
 	return append([]int(nil), h.sizes...)
 }
 
-// waitFor polls cond until it holds, failing the test after a generous bound.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-	}
-}
-
 // While a round trip that is not full is in flight, calls arriving wait
 // for it and then share one round trip, even with connections to spare:
 // that is what keeps Redis's and the limiter's system calls per decision
@@ -182,7 +173,7 @@ func TestCoalescerOnePartialRoundTripAtATime(t *testing.T) {
 	for i := range later {
 		check(string(rune('a' + i)))
 	}
-	waitFor(t, "the later calls to queue behind the held round trip", func() bool { return len(co.single.queue) == later })
+	testkit.WaitFor(t, 10*time.Second, "the later calls to queue behind the held round trip", func() bool { return len(co.single.queue) == later })
 	held.releaseFirst()
 	wg.Wait()
 	if got := held.recorded(); len(got) != 2 || got[0] != 1 || got[1] != later {

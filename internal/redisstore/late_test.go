@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/ratewarden/ratewarden/internal/decide"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/decidetest"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
@@ -83,7 +84,7 @@ func admittedOf(t *testing.T, co *Coalescer, call decide.Call, n int) int {
 
 func waitSettled(t *testing.T, co *Coalescer) {
 	t.Helper()
-	waitFor(t, "the late replies and their give-backs", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the late replies and their give-backs", func() bool {
 		return testutil.ToFloat64(co.giveBacks.pending) == 0
 	})
 }

@@ -6,5 +6,6 @@
 // (eventschema), and the scenario tables of the decision model
 // (decidetest) and of abuse detection (abusetest). This package holds what
 // the tests of every package share: Unavailable (skip a test whose service
-// or program is missing, fail it under CI).
+// or program is missing, fail it under CI), WaitFor (poll a condition),
+// MetricSum (read a metric from a registry) and RaceDetector.
 package testkit
