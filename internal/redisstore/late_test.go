@@ -24,7 +24,7 @@ import (
 // by delay, with the limiter's REDIS_TIMEOUT (50ms) and lateWait.
 func lateCoalescer(t *testing.T, delay, lateWait time.Duration) (*Coalescer, *redistest.SlowProxy) {
 	t.Helper()
-	proxy := redistest.StartSlowProxy(t, redisAddr())
+	proxy := redistest.StartSlowProxy(t, redistest.Addr(t)) // Addr: skipped when the shared Redis does not answer
 	client, err := Connect(ClientConfig{URL: "redis://" + proxy.Addr() + "/0", Timeout: 50 * time.Millisecond,
 		SocketTimeout: 50*time.Millisecond + lateWait, NoRetries: true})
 	if err != nil {
