@@ -220,6 +220,61 @@ func obsFileMetrics(file *ast.File, out map[string]obsMetric) {
 		}
 		return true
 	})
+	// Options whose name is the first parameter of a function literal
+	// (counter := func(name, help string) prometheus.Counter {...}): the
+	// names are the first arguments of that function's calls.
+	helpers := obsNameHelpers(file)
+	ast.Inspect(file, func(n ast.Node) bool {
+		call, ok := n.(*ast.CallExpr)
+		if !ok || len(call.Args) == 0 {
+			return true
+		}
+		kind, ok := helpers[obsIdent(call.Fun)]
+		if name := obsString(call.Args[0]); ok && strings.HasPrefix(name, "rate_limit_") {
+			out[name] = obsMetric{kind: kind, labels: slices.Clone(obsScrapeLabels)}
+		}
+		return true
+	})
+}
+
+// obsNameHelpers returns the function literals of file, by the variable
+// they are assigned to, that pass their first parameter as the Name of a
+// prometheus.*Opts literal, with the kind of those options.
+func obsNameHelpers(file *ast.File) map[string]string {
+	helpers := map[string]string{}
+	ast.Inspect(file, func(n ast.Node) bool {
+		as, ok := n.(*ast.AssignStmt)
+		if !ok || len(as.Lhs) != 1 || len(as.Rhs) != 1 {
+			return true
+		}
+		fn, ok := as.Rhs[0].(*ast.FuncLit)
+		if !ok || len(fn.Type.Params.List) == 0 || len(fn.Type.Params.List[0].Names) == 0 {
+			return true
+		}
+		param := fn.Type.Params.List[0].Names[0].Name
+		ast.Inspect(fn.Body, func(n ast.Node) bool {
+			lit, ok := n.(*ast.CompositeLit)
+			if !ok {
+				return true
+			}
+			sel, ok := lit.Type.(*ast.SelectorExpr)
+			if !ok || obsIdent(sel.X) != "prometheus" {
+				return true
+			}
+			kind, ok := obsOptsKinds[sel.Sel.Name]
+			if !ok {
+				return true
+			}
+			for _, e := range lit.Elts {
+				if kv, ok := e.(*ast.KeyValueExpr); ok && obsIdent(kv.Key) == "Name" && obsIdent(kv.Value) == param {
+					helpers[obsIdent(as.Lhs[0])] = kind
+				}
+			}
+			return true
+		})
+		return true
+	})
+	return helpers
 }
 
 // obsOpts reads the fully qualified name, the kind and the const label names

@@ -74,7 +74,7 @@ func startAndScrape(t *testing.T) []series {
 	stamp := strconv.FormatInt(time.Now().UnixNano(), 36)
 	env := []string{
 		"KAFKA_BROKERS=" + broker.Addr(),
-		"REDIS_URL=" + redistest.URL(),
+		"REDIS_URL=" + redistest.RequiredURL(t),
 		"REDIS_CLUSTER_ADDRS=",
 		"REDIS_KEY_PREFIX=" + redistest.Prefix(t, redistest.Client(t)),
 		"DATABASE_URL=" + pgtest.Database(t),

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
 func TestSource(t *testing.T) {
@@ -62,8 +62,7 @@ func TestSource(t *testing.T) {
 // TestCompile loads every script of every variant into the local Redis,
 // which compiles it.
 func TestCompile(t *testing.T) {
-	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-	t.Cleanup(func() { client.Close() })
+	client := redistest.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for _, alg := range Algorithms {
@@ -82,8 +81,7 @@ func TestCompile(t *testing.T) {
 // TestDetectScripts checks the scripts outside the algorithms (the
 // detector's, the clock) stand alone and compile.
 func TestDetectScripts(t *testing.T) {
-	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-	t.Cleanup(func() { client.Close() })
+	client := redistest.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for name, src := range map[string]string{"detect_windows": DetectWindows(), "detect_claim": DetectClaim(), "detect_distinct": DetectDistinct(), "clock": Clock()} {

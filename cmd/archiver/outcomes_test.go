@@ -16,6 +16,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/kafkabus"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 	"github.com/ratewarden/ratewarden/internal/testkit/pgtest"
 )
@@ -114,17 +115,6 @@ func counts(db, query string, want int) bool {
 	return err == nil && n == want
 }
 
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // outcomes returns n encoded outcomes, every third a failure.
 func outcomes(n int) [][]byte {
 	out := make([][]byte, n)
@@ -157,7 +147,7 @@ func TestArchivesOutcomesOnce(t *testing.T) {
 	const rows, deadLetters = "SELECT count(*) FROM outcomes", "SELECT count(*) FROM dead_letters WHERE topic = 'outcomes'"
 	restore := broker.FailCommits(group)
 	first := startArchiver(t, broker, db, group)
-	waitFor(t, time.Minute, "the outcomes and dead letters", func() bool {
+	testkit.WaitFor(t, time.Minute, "the outcomes and dead letters", func() bool {
 		return counts(db, rows, n) && counts(db, deadLetters, 2)
 	})
 	first.stop(t)
@@ -168,7 +158,7 @@ func TestArchivesOutcomesOnce(t *testing.T) {
 
 	startArchiver(t, broker, db, group)
 	end := kafkatest.EndOffsets(t, broker.Brokers(), outcomesTopic)
-	waitFor(t, time.Minute, "the redelivered batch to be committed", func() bool {
+	testkit.WaitFor(t, time.Minute, "the redelivered batch to be committed", func() bool {
 		committed := kafkatest.CommittedOffsets(t, broker.Brokers(), group, outcomesTopic)
 		for p, off := range end {
 			if off > 0 && committed[p] != off { // an empty partition has nothing to commit
@@ -218,7 +208,7 @@ func TestMissingOutcomesTopic(t *testing.T) {
 		Limit: 5, Mode: "redis"}
 	produce(t, broker, decisionsTopic, ev.AppendJSON(nil))
 	startArchiver(t, broker, db, "archiver-"+uuid.NewString())
-	waitFor(t, time.Minute, "the violation", func() bool {
+	testkit.WaitFor(t, time.Minute, "the violation", func() bool {
 		return counts(db, "SELECT count(*) FROM rate_limit_violations", 1)
 	})
 }

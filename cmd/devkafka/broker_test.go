@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ratewarden/ratewarden/internal/kafkabus"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 )
 
@@ -37,17 +38,6 @@ func produce(t *testing.T, brokers []string, topic string, n, size int) {
 	}
 }
 
-func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, timeout)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func TestRetentionByTime(t *testing.T) {
 	cfg := testBrokerConfig()
 	cfg.Retention = 300 * time.Millisecond
@@ -57,7 +47,7 @@ func TestRetentionByTime(t *testing.T) {
 	}
 	defer b.Stop()
 	produce(t, []string{b.Addr()}, "d", 20, 10)
-	waitUntil(t, 5*time.Second, "all expired", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "all expired", func() bool {
 		return kafkatest.CountMessages(t, []string{b.Addr()}, "d") == 0
 	})
 }
@@ -72,7 +62,7 @@ func TestRetentionBySize(t *testing.T) {
 	}
 	defer b.Stop()
 	produce(t, []string{b.Addr()}, "d", 200, 100) // ~30 KiB in one partition
-	waitUntil(t, 5*time.Second, "trimmed to retention.bytes", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "trimmed to retention.bytes", func() bool {
 		info := b.cluster.PartitionInfo("d", 0)
 		return info != nil && info.NumBytes <= cfg.RetentionBytes && info.LogStartOffset > 0
 	})

@@ -35,7 +35,7 @@ func TestRunServesAndStopsCleanly(t *testing.T) {
 		"LISTEN_ADDR":      addr,
 		"GRPC_LISTEN_ADDR": "127.0.0.1:0",
 		"KAFKA_BROKERS":    broker.Addr(),
-		"REDIS_URL":        redistest.URL(),
+		"REDIS_URL":        redistest.RequiredURL(t),
 		"REDIS_KEY_PREFIX": prefix,
 		"RULES_FILE":       "../../deploy/rules.example.yaml",
 		"DATABASE_URL":     pgtest.Database(t),

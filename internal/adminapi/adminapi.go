@@ -117,9 +117,6 @@ func (h *handler) authorized(next http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// maxBody bounds an admin call's body.
-const maxBody = 64 << 10
-
 // inputError answers err (jsonwire.WriteInputError).
 func (h *handler) inputError(w http.ResponseWriter, err error) {
 	if err := jsonwire.WriteInputError(w, err); err != nil {
@@ -132,7 +129,7 @@ func jsonError(err error) error {
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
-		return &jsonwire.InputError{Status: http.StatusRequestEntityTooLarge, Msg: fmt.Sprintf("request body larger than %d bytes", maxBody)}
+		return &jsonwire.InputError{Status: http.StatusRequestEntityTooLarge, Msg: fmt.Sprintf("request body larger than %d bytes", jsonwire.MaxBody)}
 	case errors.Is(err, io.EOF):
 		return jsonwire.BadRequest("invalid JSON: empty body")
 	}

@@ -61,7 +61,7 @@ type banRequest struct {
 // addBan bans a subject by hand through the detector's path: the message is
 // acknowledged on the ban topic first, then the ban is enforced.
 func (h *handler) addBan(w http.ResponseWriter, r *http.Request) {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, jsonwire.MaxBody))
 	dec.DisallowUnknownFields()
 	var req banRequest
 	if err := dec.Decode(&req); err != nil {

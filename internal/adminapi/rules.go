@@ -117,7 +117,7 @@ func (h *handler) putRule(w http.ResponseWriter, r *http.Request) {
 		h.inputError(w, err)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, jsonwire.MaxBody))
 	if err != nil {
 		h.inputError(w, jsonError(err))
 		return
@@ -142,7 +142,7 @@ func (h *handler) shadowRule(w http.ResponseWriter, r *http.Request) {
 		h.inputError(w, err)
 		return
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, jsonwire.MaxBody))
 	dec.DisallowUnknownFields()
 	var req struct {
 		Shadow *bool `json:"shadow"`

@@ -1,7 +1,9 @@
 // Package bearer checks "Authorization: Bearer <token>" credentials in
-// constant time. The HTTP APIs (package httpapi) and Envoy's rate limit
-// API (package rlsapi, gRPC metadata and POST /json) share it, so one
-// API_TOKENS list admits a caller on every transport alike.
+// constant time. The decision API (package httpapi), Envoy's rate limit
+// API (package rlsapi, gRPC metadata and POST /json) and the admin API
+// (package adminapi, with its own token) share it, so one API_TOKENS list
+// admits a caller on every transport alike, and every token is checked by
+// the same code.
 package bearer
 
 import (

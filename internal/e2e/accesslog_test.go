@@ -14,6 +14,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/abuse"
 	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/gatewaytest"
 	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 )
@@ -51,7 +52,7 @@ detection:
 func TestAccessLogOutcomes(t *testing.T) {
 	bin := nginxBinary(t)
 	broker := launch(t, "devkafka", map[string]string{"ACCESS_LOG_TOPIC": accessLogTopic, "DEVKAFKA_PARTITIONS": "3"})
-	waitFor(t, 15*time.Second, "devkafka to be ready", func() bool { return strings.Contains(broker.out.String(), "devkafka ready") })
+	testkit.WaitFor(t, 15*time.Second, "devkafka to be ready", func() bool { return strings.Contains(broker.out.String(), "devkafka ready") })
 	e := newEnvOn(t, accessLogRules, broker.addr)
 	const token = "nginx-api-token-0123456789abcdef"
 	lim := e.start("limiter", "TRUSTED_PROXIES", "127.0.0.1", "AUTH_DENY_STATUS", "401", "API_TOKENS", token)
@@ -96,7 +97,7 @@ func TestAccessLogOutcomes(t *testing.T) {
 	if ban.Reason != abuse.ReasonProbing || ban.Subject != prober || len(ban.Evidence.SampleEndpoints) == 0 {
 		t.Fatalf("ban %+v, want the prober's for probing", ban)
 	}
-	waitFor(t, 10*time.Second, "nginx to refuse the banned prober", func() bool { return get(prober, "/api/known") == http.StatusForbidden })
+	testkit.WaitFor(t, 10*time.Second, "nginx to refuse the banned prober", func() bool { return get(prober, "/api/known") == http.StatusForbidden })
 	skipped := det.metric(t, "rate_limit_detector_skipped_events_total", `source="access_log"`)
 	for range 10 { // refused by the ban: logged as 403s
 		if s := get(prober, "/api/known"); s != http.StatusForbidden {
@@ -104,7 +105,7 @@ func TestAccessLogOutcomes(t *testing.T) {
 		}
 	}
 	flush()
-	waitFor(t, 20*time.Second, "the detector to skip the ban's own refusals", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "the detector to skip the ban's own refusals", func() bool {
 		return det.metric(t, "rate_limit_detector_skipped_events_total", `source="access_log"`) >= skipped+10
 	})
 	if n := kafkatest.CountMessages(t, e.brokers(), bansTopic); n != 1 {
@@ -122,14 +123,14 @@ func TestDetectorWaitsForItsTopic(t *testing.T) {
 	e := newEnvWith(t, accessLogRules)
 	det := e.start("detector", "ACCESS_LOG_TOPIC", accessLogTopic)
 	warning := regexp.MustCompile(`"level":"warn"[^\n]*"msg":"topic does not exist[^"]*"[^\n]*"topic":"` + regexp.QuoteMeta(accessLogTopic) + `"`)
-	waitFor(t, 15*time.Second, "a warning naming the missing topic", func() bool { return warning.MatchString(det.out.String()) })
+	testkit.WaitFor(t, 15*time.Second, "a warning naming the missing topic", func() bool { return warning.MatchString(det.out.String()) })
 	if err := e.broker.Cluster().CreateTopic(accessLogTopic, 3, nil); err != nil {
 		t.Fatal(err)
 	}
 	line := []byte(`{"remote_addr":"203.0.113.5","request_uri":"/api/p","request_method":"GET","status":404,"msec":"` +
 		strconv.FormatFloat(float64(time.Now().UnixMilli())/1000, 'f', 3, 64) + `"}`)
 	produce(t, e, accessLogTopic, line)
-	waitFor(t, 30*time.Second, "the detector to consume the topic", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the detector to consume the topic", func() bool {
 		return det.metric(t, "rate_limit_detector_events_total", `source="access_log"`) >= 1
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/ratewarden/ratewarden/client"
 	"github.com/ratewarden/ratewarden/internal/abuse"
 	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 )
 
@@ -67,7 +68,7 @@ func TestAccountAttackLoginFormIsNoSuccess(t *testing.T) {
 		req, _ := http.NewRequest(http.MethodGet, app.URL+"/api/login?username=erin", nil)
 		send(req, ip, http.StatusOK)
 	}
-	waitFor(t, 30*time.Second, "the detector to consume the form's 4 outcomes", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the detector to consume the form's 4 outcomes", func() bool {
 		return detector.metric(t, "rate_limit_detector_events_total", `source="outcomes"`) >= 4
 	})
 	for _, ip := range sources {
@@ -76,7 +77,7 @@ func TestAccountAttackLoginFormIsNoSuccess(t *testing.T) {
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		send(req, ip, http.StatusUnauthorized)
 	}
-	waitFor(t, 30*time.Second, "the warning of the attack on erin", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the warning of the attack on erin", func() bool {
 		return detector.metric(t, "rate_limit_detector_warnings_total", `source="outcomes"`, `reason="account_attack"`) >= 1
 	})
 	time.Sleep(time.Second) // the bans published with the warning

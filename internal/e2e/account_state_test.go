@@ -8,6 +8,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/abuse"
 	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 )
 
@@ -93,7 +94,7 @@ func TestLockedAccountDoesNotHideItsAttackers(t *testing.T) {
 	if !bruteForced[reporter] || !bruteForced[logged] {
 		t.Fatalf("brute-force bans of %v, want %s (reports) and %s (access log)", bruteForced, reporter, logged)
 	}
-	waitFor(t, 20*time.Second, "the detector to skip the banned address's 60 failures", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "the detector to skip the banned address's 60 failures", func() bool {
 		return detector.metric(t, "rate_limit_detector_skipped_events_total", `source="outcomes"`)+
 			detector.metric(t, "rate_limit_detector_skipped_events_total", `source="access_log"`) >= 60
 	})

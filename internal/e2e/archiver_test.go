@@ -17,6 +17,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/kafkabus"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/proctest"
 )
 
@@ -92,9 +93,9 @@ func TestArchiverExactlyOnce(t *testing.T) {
 	msgs := decisions(1000, 2) // 500 violations, 500 allowed (not archived)
 	produce(t, e, decisionsTopic, msgs...)
 	archiver := e.start("archiver")
-	waitFor(t, 30*time.Second, "500 rows", func() bool { return count(t, db, violations) == 500 })
+	testkit.WaitFor(t, 30*time.Second, "500 rows", func() bool { return count(t, db, violations) == 500 })
 	produce(t, e, decisionsTopic, msgs...)
-	waitFor(t, 30*time.Second, "the redelivered violations to be skipped", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the redelivered violations to be skipped", func() bool {
 		return archiver.metric(t, "rate_limit_archiver_duplicates_total") >= 500
 	})
 	if n := count(t, db, violations); n != 500 {
@@ -109,12 +110,12 @@ func TestArchiverKilledMidStream(t *testing.T) {
 	const n = 20000
 	produce(t, e, decisionsTopic, decisions(n, 1)...)
 	first := e.start("archiver", "ARCHIVER_BATCH_SIZE", "100")
-	waitFor(t, 60*time.Second, "some rows", func() bool { return count(t, db, violations) >= 1000 })
+	testkit.WaitFor(t, 60*time.Second, "some rows", func() bool { return count(t, db, violations) >= 1000 })
 	first.stop(syscall.SIGKILL)
 	killedAt := count(t, db, violations)
 	t.Logf("killed with %d of %d rows archived", killedAt, n)
 	e.start("archiver", "ARCHIVER_BATCH_SIZE", "100")
-	waitFor(t, 120*time.Second, fmt.Sprintf("%d rows", n), func() bool { return count(t, db, violations) >= n })
+	testkit.WaitFor(t, 120*time.Second, fmt.Sprintf("%d rows", n), func() bool { return count(t, db, violations) >= n })
 	if got, distinct := count(t, db, violations), count(t, db, "SELECT count(DISTINCT event_id) FROM rate_limit_violations"); got != n || distinct != n {
 		t.Fatalf("%d rows (%d distinct) after a SIGKILL, want exactly %d", got, distinct, n)
 	}
@@ -191,15 +192,15 @@ func TestArchiverSurvivesPostgresOutage(t *testing.T) {
 	e.vars["DATABASE_URL"] = fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable", cfg.User, pg.addr, cfg.Database)
 	produce(t, e, decisionsTopic, decisions(3000, 1)...)
 	archiver := e.start("archiver", "ARCHIVER_BATCH_SIZE", "100")
-	waitFor(t, 60*time.Second, "some rows", func() bool { return count(t, db, violations) > 0 })
+	testkit.WaitFor(t, 60*time.Second, "some rows", func() bool { return count(t, db, violations) > 0 })
 	pg.cut()
 	produce(t, e, decisionsTopic, decisions(3000, 1)...)
-	waitFor(t, 30*time.Second, "the archiver to notice", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the archiver to notice", func() bool {
 		return archiver.metric(t, "rate_limit_archiver_flush_failures_total") > 0
 	})
 	time.Sleep(2 * time.Second)
 	pg.restore(t)
-	waitFor(t, 120*time.Second, "6000 rows", func() bool { return count(t, db, violations) >= 6000 })
+	testkit.WaitFor(t, 120*time.Second, "6000 rows", func() bool { return count(t, db, violations) >= 6000 })
 	if n := count(t, db, violations); n != 6000 {
 		t.Fatalf("%d rows after the outage, want exactly 6000", n)
 	}
@@ -220,7 +221,7 @@ func TestArchiverDeadLetters(t *testing.T) {
 	}
 	produce(t, e, bansTopic, ban)
 	e.start("archiver")
-	waitFor(t, 30*time.Second, "2 violations, 1 ban, 2 dead letters", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "2 violations, 1 ban, 2 dead letters", func() bool {
 		return count(t, db, violations) == 2 && count(t, db, "SELECT count(*) FROM bans") == 1 &&
 			count(t, db, "SELECT count(*) FROM dead_letters") == 2
 	})

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 )
 
 // A manual ban never shortens a detector ban in force: POST answers 200
@@ -50,7 +51,7 @@ func TestManualBanNeverShortensADetectorBan(t *testing.T) {
 	if status, body := admin(t, limiter, http.MethodPost, "/v1/admin/bans", adminToken, shortBan); status != http.StatusCreated {
 		t.Fatalf("a 2 s ban after the unban: %d %s, want 201", status, body)
 	}
-	waitFor(t, 10*time.Second, "the short ban to lapse", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the short ban to lapse", func() bool {
 		return check(t, limiter, scanner, "/api/x").Reason != event.ReasonBanned
 	})
 	// The detector judges the next scan afresh: a ban, not a warning.

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 )
 
@@ -53,7 +54,7 @@ func TestRepeatBanHasItsOwnID(t *testing.T) {
 		t.Errorf("bans %s for %ds and %s for %ds, want the same reason, 60s then 120s",
 			got[0].Reason, got[0].DurationS, got[1].Reason, got[1].DurationS)
 	}
-	waitFor(t, 30*time.Second, "both bans archived", func() bool { return count(t, db, "SELECT count(*) FROM bans") == 2 })
+	testkit.WaitFor(t, 30*time.Second, "both bans archived", func() bool { return count(t, db, "SELECT count(*) FROM bans") == 2 })
 
 	produce(t, e, decisionsTopic, values...)
 	waitDrained(t, e, e.vars["DETECTOR_GROUP_ID"], decisionsTopic, 30*time.Second)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 	"github.com/ratewarden/ratewarden/internal/testkit/pgtest"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
@@ -71,7 +72,7 @@ func newEnvOn(t *testing.T, rulesFile, brokerAddr string) *env {
 	}
 	return &env{t: t, vars: map[string]string{
 		"KAFKA_BROKERS":     brokerAddr,
-		"REDIS_URL":         redistest.URL(),
+		"REDIS_URL":         redistest.RequiredURL(t),
 		"REDIS_KEY_PREFIX":  redistest.Prefix(t, redistest.Client(t)),
 		"RULES_FILE":        rules,
 		"DETECTOR_GROUP_ID": "detector-" + fmt.Sprint(time.Now().UnixNano()),
@@ -145,7 +146,7 @@ func postCheck(t *testing.T, limiter *proc, body string) decision {
 // joined its group and caught up.
 func waitConsuming(t *testing.T, detector *proc, n float64) {
 	t.Helper()
-	waitFor(t, 30*time.Second, fmt.Sprintf("the detector to consume %v events", n), func() bool {
+	testkit.WaitFor(t, 30*time.Second, fmt.Sprintf("the detector to consume %v events", n), func() bool {
 		return detector.metric(t, "rate_limit_detector_events_total", `source="decisions"`) >= n
 	})
 }
@@ -260,7 +261,7 @@ func TestDetectorRestartAndRedelivery(t *testing.T) {
 	for i := range 30 {
 		check(t, limiter, scanner, fmt.Sprintf("/api/b/%d", i))
 	}
-	waitFor(t, 30*time.Second, "the scan to be banned after the restart", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the scan to be banned after the restart", func() bool {
 		return check(t, limiter, scanner, "/api/c").Reason == event.ReasonBanned
 	})
 	second.stop(syscall.SIGTERM)
@@ -314,7 +315,7 @@ func TestAdminBanAndUnban(t *testing.T) {
 	if d := check(t, a, ip, "/api/x"); d.Allowed || d.Reason != event.ReasonBanned {
 		t.Fatalf("instance a after the ban: %+v", d)
 	}
-	waitFor(t, time.Second, "the other instance to enforce the ban", func() bool {
+	testkit.WaitFor(t, time.Second, "the other instance to enforce the ban", func() bool {
 		return check(t, b, ip, "/api/x").Reason == event.ReasonBanned
 	})
 	if code, body := admin(t, a, "GET", "/v1/admin/bans", adminToken, ""); code != 200 || !strings.Contains(body, ip) {
@@ -326,7 +327,7 @@ func TestAdminBanAndUnban(t *testing.T) {
 	if code, body := admin(t, b, "DELETE", "/v1/admin/bans/ip/"+ip, adminToken, ""); code != http.StatusOK {
 		t.Fatalf("unban: %d %s", code, body)
 	}
-	waitFor(t, time.Second, "both instances to lift the ban", func() bool {
+	testkit.WaitFor(t, time.Second, "both instances to lift the ban", func() bool {
 		return check(t, a, ip, "/api/x").Allowed && check(t, b, ip, "/api/x").Allowed
 	})
 	if code, _ := admin(t, b, "DELETE", "/v1/admin/bans/ip/"+ip, adminToken, ""); code != http.StatusNotFound {

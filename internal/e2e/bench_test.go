@@ -20,6 +20,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/kafkabus"
 	"github.com/ratewarden/ratewarden/internal/redisfleet"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
@@ -74,9 +75,9 @@ func TestBenchArchiver(t *testing.T) {
 	const n = 200_000
 	produce(t, e, decisionsTopic, decisions(n, 1)...)
 	e.start("archiver", "ARCHIVER_BATCH_SIZE", "2000", "ARCHIVER_CONSUMERS", os.Getenv("ARCHIVER_CONSUMERS"))
-	waitFor(t, time.Minute, "the first rows", func() bool { return count(t, db, violations) > 0 })
+	testkit.WaitFor(t, time.Minute, "the first rows", func() bool { return count(t, db, violations) > 0 })
 	start, from := time.Now(), count(t, db, violations)
-	waitFor(t, 5*time.Minute, "every row", func() bool { return count(t, db, violations) >= n })
+	testkit.WaitFor(t, 5*time.Minute, "every row", func() bool { return count(t, db, violations) >= n })
 	took := time.Since(start)
 	fmt.Printf("archiver: %d rows committed in %v = %.0f rows/s (steady state, batches of 2000, ARCHIVER_CONSUMERS default 3 unless set, from a backlog)\n",
 		n-from, took.Round(time.Millisecond), float64(n-from)/took.Seconds())
@@ -162,9 +163,9 @@ func publishBacklog(t *testing.T, e *env, topic string, n int, event func(i int,
 // had when it started and how long the rest took: the steady state.
 func drainBacklog(t *testing.T, detector *proc, metric string, backlog float64, labels ...string) (from float64, took time.Duration) {
 	t.Helper()
-	waitFor(t, time.Minute, "the detector to join its group", func() bool { return detector.metric(t, metric, labels...) > 0 })
+	testkit.WaitFor(t, time.Minute, "the detector to join its group", func() bool { return detector.metric(t, metric, labels...) > 0 })
 	start := time.Now()
 	from = detector.metric(t, metric, labels...)
-	waitFor(t, 5*time.Minute, "the backlog to be consumed", func() bool { return detector.metric(t, metric, labels...) >= backlog })
+	testkit.WaitFor(t, 5*time.Minute, "the backlog to be consumed", func() bool { return detector.metric(t, metric, labels...) >= backlog })
 	return from, time.Since(start)
 }

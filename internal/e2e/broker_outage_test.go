@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 )
 
@@ -114,13 +115,13 @@ func TestBrokerOutageUnderLoad(t *testing.T) {
 			lastErr.Store(fmt.Sprintf("status %d", a.status))
 		}
 	})
-	waitFor(t, 10*time.Second, "events to be published", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "events to be published", func() bool {
 		return limiter.metric(t, "rate_limit_events_published_total") > 0
 	})
 
 	e.broker.Stop()
 	outage := time.Now()
-	waitFor(t, 10*time.Second, "events to be dropped once the queue is full", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "events to be dropped once the queue is full", func() bool {
 		return limiter.metric(t, "rate_limit_events_dropped_total") > 0
 	})
 	answeredBefore := load.answered.Load()
@@ -132,7 +133,7 @@ func TestBrokerOutageUnderLoad(t *testing.T) {
 	dropped := limiter.metric(t, "rate_limit_events_dropped_total")
 
 	e.broker.Restart(t, decisionsTopic, bansTopic, outcomesTopic)
-	waitFor(t, 20*time.Second, "publishing to resume after the broker returned", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "publishing to resume after the broker returned", func() bool {
 		return limiter.metric(t, "rate_limit_events_published_total") > published
 	})
 	msgs := kafkatest.ReadMessages(t, e.broker.Brokers(), decisionsTopic, 10, 10*time.Second)

@@ -24,6 +24,7 @@ import (
 	"github.com/ratewarden/ratewarden/client"
 	"github.com/ratewarden/ratewarden/client/rlgrpc"
 	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 )
 
@@ -164,7 +165,7 @@ func TestClientGRPCExpiredDeadlineIsDecided(t *testing.T) {
 		_, _ = hc.Check(ctx, &healthpb.HealthCheckRequest{})
 		cancel()
 	}
-	waitFor(t, 10*time.Second, "the calls that arrived to be decided", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the calls that arrived to be decided", func() bool {
 		return int64(c.Stats().Checks) >= hourLimit+1+arrived.Load()
 	})
 	t.Logf("%d of %d calls with a 200 µs deadline arrived, %d reached the handler; stats %+v", arrived.Load(), n, reached.Load(), c.Stats())
@@ -235,7 +236,7 @@ func TestClientShortDeadlinesDoNotOpenTheBreaker(t *testing.T) {
 					loops.Add(1)
 				}
 			})
-			waitFor(t, 10*time.Second, "the hurried caller to loop", func() bool { return loops.Load() >= 20 })
+			testkit.WaitFor(t, 10*time.Second, "the hurried caller to loop", func() bool { return loops.Load() >= 20 })
 			const n = 200
 			bannedAllowed, innocentRefused := 0, 0
 			for range n {
@@ -499,7 +500,7 @@ func TestClientAbandonedChecksDoNotQueue(t *testing.T) {
 					}
 				})
 			}
-			waitFor(t, 10*time.Second, "the flood to start", func() bool { return flood.Load() >= 1000 })
+			testkit.WaitFor(t, 10*time.Second, "the flood to start", func() bool { return flood.Load() >= 1000 })
 			const n = 100
 			bannedErrs, innocentErrs := map[string]int{}, map[string]int{}
 			for range n {

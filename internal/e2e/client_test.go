@@ -22,6 +22,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/client"
 	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 	"github.com/ratewarden/ratewarden/internal/testkit/proctest"
 )
@@ -346,7 +347,7 @@ func TestClientBreaker(t *testing.T) {
 		}
 	}
 	var d client.Decision
-	waitFor(t, 10*time.Second, "the breaker to close", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the breaker to close", func() bool {
 		var err error
 		d, err = recovering.Check(ctx, req)
 		if err != nil && !errors.Is(err, client.ErrBreakerOpen) {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/client"
 	"github.com/ratewarden/ratewarden/client/rlgrpc"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 	"github.com/ratewarden/ratewarden/internal/testkit/proctest"
 )
@@ -64,7 +65,7 @@ func TestClientDenyRuleUndecidable(t *testing.T) {
 		"PERMISSIVE_AFTER":      "0",
 		"DYNAMIC_RULES":         "false",
 	})
-	waitFor(t, 10*time.Second, "mode redis", func() bool { return readyMode(t, lim) == "redis" })
+	testkit.WaitFor(t, 10*time.Second, "mode redis", func() bool { return readyMode(t, lim) == "redis" })
 
 	// A timeout no answer of a limiter on loopback misses: a check the
 	// failure policy decides here is one the limiter answered as unavailable.
@@ -81,7 +82,7 @@ func TestClientDenyRuleUndecidable(t *testing.T) {
 	}
 
 	rds.kill()
-	waitFor(t, 10*time.Second, "mode local", func() bool { return readyMode(t, lim) == "local" })
+	testkit.WaitFor(t, 10*time.Second, "mode local", func() bool { return readyMode(t, lim) == "local" })
 	served.Store(0)
 	before := c.Stats()
 	const n = 50

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ratewarden/ratewarden/internal/testkit"
 )
 
 // failoverLoad sends checks for every target from one client per target
@@ -112,7 +114,7 @@ func TestClusterPrimaryFailover(t *testing.T) {
 	s := startClusterSystem(t, instances, limit, "REDIS_TIMEOUT", "500ms", "REDIS_HEALTH_INTERVAL", "2s")
 	// The local share divides by the live instances each limiter last saw
 	// in the heartbeats: wait until all know of all.
-	waitFor(t, 10*time.Second, "every limiter to count 3 live instances", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "every limiter to count 3 live instances", func() bool {
 		for _, lim := range s.limiters {
 			if lim.metric(t, "rate_limit_live_instances") != instances {
 				return false
@@ -127,7 +129,7 @@ func TestClusterPrimaryFailover(t *testing.T) {
 
 	// Kill a primary once every key exists, well before any is exhausted.
 	var byPrimary map[target]string
-	waitFor(t, 10*time.Second, "keys of every target in the cluster", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "keys of every target in the cluster", func() bool {
 		byPrimary = s.keysByPrimary(t)
 		return len(byPrimary) == len(tgs)
 	})
@@ -146,7 +148,7 @@ func TestClusterPrimaryFailover(t *testing.T) {
 			onVictim = append(onVictim, tg)
 		}
 	}
-	waitFor(t, 20*time.Second, "every key of the killed primary decided in Redis again", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "every key of the killed primary decided in Redis again", func() bool {
 		load.mu.Lock()
 		defer load.mu.Unlock()
 		for _, tg := range onVictim {
@@ -158,7 +160,7 @@ func TestClusterPrimaryFailover(t *testing.T) {
 	})
 	// Run on until every key is exhausted in Redis, by a condition rather
 	// than a time: a slow machine sends fewer checks in any given time.
-	waitFor(t, time.Minute, "every key denied in Redis after the failover", func() bool { return load.exhausted(tgs) })
+	testkit.WaitFor(t, time.Minute, "every key denied in Redis after the failover", func() bool { return load.exhausted(tgs) })
 	load.stop()
 	for _, lim := range s.limiters {
 		if m := readyMode(t, lim); m != "redis" {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
@@ -204,7 +205,7 @@ func TestClusterExactAcrossLimiters(t *testing.T) {
 func TestClusterBansRulesAndHeartbeats(t *testing.T) {
 	s := startClusterSystem(t, 3, 20, "DYNAMIC_RULES", "true", "RULES_POLL_INTERVAL", "1h", "REDIS_HEALTH_INTERVAL", "200ms")
 	lims := s.limiters
-	waitFor(t, 5*time.Second, "every limiter to count 3 live instances", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "every limiter to count 3 live instances", func() bool {
 		for _, l := range lims {
 			if l.metric(t, "rate_limit_live_instances") != 3 {
 				return false
@@ -219,7 +220,7 @@ func TestClusterBansRulesAndHeartbeats(t *testing.T) {
 		t.Fatalf("ban: %d %s", code, body)
 	}
 	for _, l := range lims[1:] {
-		waitFor(t, time.Second, "the ban on "+l.addr, func() bool { return check(t, l, banned, "/fw").Reason == "banned" })
+		testkit.WaitFor(t, time.Second, "the ban on "+l.addr, func() bool { return check(t, l, banned, "/fw").Reason == "banned" })
 	}
 
 	const fwAt2 = `{"id": "fw", "match": {"endpoints": ["/fw"]}, "key": ["ip"],
@@ -228,7 +229,7 @@ func TestClusterBansRulesAndHeartbeats(t *testing.T) {
 		t.Fatalf("PUT rule: %d %s", code, body)
 	}
 	for i, l := range lims {
-		waitFor(t, time.Second, "the lowered limit on "+l.addr, func() bool {
+		testkit.WaitFor(t, time.Second, "the lowered limit on "+l.addr, func() bool {
 			return check(t, l, fmt.Sprintf("203.0.113.%d", 100+i), "/fw").Limit == 2
 		})
 	}
@@ -241,7 +242,7 @@ func TestClusterBansRulesAndHeartbeats(t *testing.T) {
 	if allowed != 2 {
 		t.Fatalf("%d of 4 requests allowed across the limiters under the new limit of 2", allowed)
 	}
-	waitFor(t, 5*time.Second, "every instance to report the same rules", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "every instance to report the same rules", func() bool {
 		_, body := admin(t, lims[2], http.MethodGet, "/v1/admin/rules", adminToken, "")
 		return strings.Count(body, `"in_sync":true`) == 3
 	})

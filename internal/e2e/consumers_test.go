@@ -23,6 +23,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/kafkabus"
 	"github.com/ratewarden/ratewarden/internal/redisfleet"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 	"github.com/ratewarden/ratewarden/internal/testkit/pgtest"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
@@ -199,7 +200,7 @@ func consumersEnv(t *testing.T) (*env, string) {
 	db := pgtest.Database(t)
 	return &env{t: t, broker: broker, vars: map[string]string{
 		"KAFKA_BROKERS":           broker.Addr(),
-		"REDIS_URL":               redistest.URL(),
+		"REDIS_URL":               redistest.RequiredURL(t),
 		"REDIS_KEY_PREFIX":        redistest.Prefix(t, redistest.Client(t)),
 		"RULES_FILE":              rules,
 		"DATABASE_URL":            db,
@@ -218,7 +219,7 @@ func consumersEnv(t *testing.T) (*env, string) {
 func waitSplit(t *testing.T, e *env, group, topic string, members int) map[string][]int {
 	t.Helper()
 	var split map[string][]int
-	waitFor(t, 45*time.Second, fmt.Sprintf("%s to split %s between %d members", group, topic, members), func() bool {
+	testkit.WaitFor(t, 45*time.Second, fmt.Sprintf("%s to split %s between %d members", group, topic, members), func() bool {
 		var state string
 		state, split = kafkatest.GroupAssignment(t, e.broker.Brokers(), group, topic)
 		held := 0
@@ -342,7 +343,7 @@ func TestConsumersShareAndSurviveAKill(t *testing.T) {
 		produceByIP(t, e, c)
 	}
 	const archived = `rate_limit_archiver_rows_inserted_total{table="rate_limit_violations"}`
-	waitFor(t, 30*time.Second, "every detector and archiver to handle some of the stream", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "every detector and archiver to handle some of the stream", func() bool {
 		for _, d := range detectors {
 			if d.metric(t, "rate_limit_detector_events_total", `source="decisions"`) == 0 {
 				return false
@@ -380,9 +381,9 @@ func TestConsumersShareAndSurviveAKill(t *testing.T) {
 		produceByIP(t, e, c)
 		killDetector()
 	}
-	waitFor(t, 30*time.Second, "the victim detector to handle some of the middle quarters", killDetector)
+	testkit.WaitFor(t, 30*time.Second, "the victim detector to handle some of the middle quarters", killDetector)
 	const lockWaiters = `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`
-	waitFor(t, 30*time.Second, "every decisions consumer of the archivers to wait on the lock", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "every decisions consumer of the archivers to wait on the lock", func() bool {
 		return count(t, db, lockWaiters) >= len(archivers)*archiverConsumers
 	})
 	victimArc.stop(syscall.SIGKILL)

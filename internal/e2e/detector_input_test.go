@@ -14,6 +14,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 	"github.com/ratewarden/ratewarden/internal/testkit/proctest"
 )
@@ -141,7 +142,7 @@ func TestPoisonMessagesDoNotWedgeTheDetector(t *testing.T) {
 	limiter := e.start("limiter")
 	const scanner = "203.0.113.67"
 	i := 0
-	waitFor(t, 30*time.Second, "the scanner to be banned", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the scanner to be banned", func() bool {
 		i++
 		return check(t, limiter, scanner, fmt.Sprintf("/api/scan/%d", i)).Reason == event.ReasonBanned
 	})
@@ -151,7 +152,7 @@ func TestPoisonMessagesDoNotWedgeTheDetector(t *testing.T) {
 	if skipped < poison {
 		t.Errorf("%v messages skipped, want the %d poison messages", skipped, poison)
 	}
-	waitFor(t, 30*time.Second, fmt.Sprintf("the archiver to dead-letter the %d poison messages", poison), func() bool {
+	testkit.WaitFor(t, 30*time.Second, fmt.Sprintf("the archiver to dead-letter the %d poison messages", poison), func() bool {
 		return archiver.metric(t, "rate_limit_archiver_dead_lettered_total") >= poison
 	})
 	for _, b := range bans(t, e, int(kafkatest.CountMessages(t, e.broker.Brokers(), bansTopic))) {
@@ -184,7 +185,7 @@ func TestDetectorHoldsOffsetsWhileRedisIsDown(t *testing.T) {
 	}
 	produceByIP(t, e, scan)
 	// The Redis client gives up after a few seconds of refused dials.
-	waitFor(t, 30*time.Second, "the detector to fail a batch", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the detector to fail a batch", func() bool {
 		return detector.metric(t, "rate_limit_detector_batch_failures_total", `source="decisions"`) >= 1
 	})
 	ends := kafkatest.EndOffsets(t, e.broker.Brokers(), decisionsTopic)

@@ -117,7 +117,7 @@ func docLimiter(t *testing.T, root string) *proc {
 	broker := kafkatest.StartBroker(t, decisionsTopic, bansTopic, outcomesTopic)
 	return start(t, "limiter", map[string]string{
 		"KAFKA_BROKERS":    broker.Addr(),
-		"REDIS_URL":        redistest.URL(),
+		"REDIS_URL":        redistest.RequiredURL(t),
 		"REDIS_KEY_PREFIX": redistest.Prefix(t, redistest.Client(t)),
 		"DATABASE_URL":     pgtest.Database(t),
 		"RULES_FILE":       filepath.Join(root, "deploy", "rules.example.yaml"),

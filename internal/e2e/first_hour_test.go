@@ -166,7 +166,7 @@ func firstHourEnv(t *testing.T) ([]string, map[string]string) {
 	}
 	// The database does not exist yet: the archiver creates it.
 	env = append(env,
-		"REDIS_URL="+redistest.URL(),
+		"REDIS_URL="+redistest.RequiredURL(t),
 		"REDIS_KEY_PREFIX="+redistest.Prefix(t, redistest.Client(t)),
 		"DATABASE_URL="+pgtest.Uncreated(t))
 	return env, addrs

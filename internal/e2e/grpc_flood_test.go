@@ -15,6 +15,8 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/metadata"
+
+	"github.com/ratewarden/ratewarden/internal/testkit"
 )
 
 // floodRSSBound is the resident memory the limiter must stay under while an
@@ -70,7 +72,7 @@ func TestUnauthenticatedGRPCFloodIsBounded(t *testing.T) {
 		for i, c := range attackers {
 			// Generous: the limiter closes it as it reads the stream past
 			// the bound, which settle has seen it read.
-			waitFor(t, 30*time.Second, fmt.Sprintf("connection %d closed", i), c.closed)
+			testkit.WaitFor(t, 30*time.Second, fmt.Sprintf("connection %d closed", i), c.closed)
 		}
 	}
 
@@ -86,7 +88,7 @@ func TestUnauthenticatedGRPCFloodIsBounded(t *testing.T) {
 	t.Run("a few calls without a token", func(t *testing.T) {
 		for i, c := range flood(t, 4, headerBlock(t, shouldRateLimitPath, 12<<10, "")) {
 			// Generous: each ends after about a second.
-			waitFor(t, 30*time.Second, fmt.Sprintf("connection %d's streams to end", i), func() bool { return c.accepted() == 0 })
+			testkit.WaitFor(t, 30*time.Second, fmt.Sprintf("connection %d's streams to end", i), func() bool { return c.accepted() == 0 })
 			t.Logf("connection %d: %s", i, c.summary())
 			if n := c.endedWith("grpc-status 4"); n != 4 || c.closed() {
 				t.Errorf("connection %d: %d of 4 calls ended DeadlineExceeded, want all, on a connection left open", i, n)

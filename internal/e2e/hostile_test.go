@@ -18,6 +18,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/proctest"
 )
 
@@ -333,7 +334,7 @@ func TestConnectionBounds(t *testing.T) {
 			t.Fatalf("connection %d: %d %v, want 503", max+1, code, err)
 		}
 		open[0].Close()
-		waitFor(t, 10*time.Second, "a connection served after one closed", func() bool {
+		testkit.WaitFor(t, 10*time.Second, "a connection served after one closed", func() bool {
 			c, err := net.Dial("tcp", lim.addr)
 			if err != nil {
 				return false

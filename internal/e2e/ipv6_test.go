@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 )
 
@@ -103,7 +104,7 @@ func TestIPv6ScanSpreadOverAPrefixIsBanned(t *testing.T) {
 			t.Fatalf("scan request %d: %+v", i, d)
 		}
 	}
-	waitFor(t, 10*time.Second, "a new address of the scanned /64 to be denied as banned", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "a new address of the scanned /64 to be denied as banned", func() bool {
 		return check(t, limiter, unseen, "/api/x").Reason == event.ReasonBanned
 	})
 	for _, c := range []struct{ ip, reason string }{

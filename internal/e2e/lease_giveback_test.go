@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
@@ -26,19 +27,19 @@ func TestLeaseGivenBackOnStopAndIdle(t *testing.T) {
 
 	stopped, idle, flooding := lims[0], lims[1], lims[2]
 	light := startFlood(t, []*proc{stopped, idle}, 8, endpoint, 2*time.Millisecond)
-	waitFor(t, 15*time.Second, "both limiters to hold a lease", func() bool {
+	testkit.WaitFor(t, 15*time.Second, "both limiters to hold a lease", func() bool {
 		return stopped.metric(t, "rate_limit_lease_units") >= 10 && idle.metric(t, "rate_limit_lease_units") >= 10
 	})
 	light.stop()
 	light.requireAnswered(t)
 	held := []float64{stopped.metric(t, "rate_limit_lease_units"), idle.metric(t, "rate_limit_lease_units")}
 	stopped.stop(syscall.SIGTERM)
-	waitFor(t, 10*time.Second, "the idle limiter to give its lease back", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the idle limiter to give its lease back", func() bool {
 		return idle.metric(t, "rate_limit_lease_units") == 0 && idle.metric(t, "rate_limit_lease_units_returned_total") > 0
 	})
 
 	heavy := startFlood(t, []*proc{flooding}, 200, endpoint, 0)
-	waitFor(t, 20*time.Second, "the flooding limiter to deny 300 checks in a row", func() bool { return heavy.exhausted(300) })
+	testkit.WaitFor(t, 20*time.Second, "the flooding limiter to deny 300 checks in a row", func() bool { return heavy.exhausted(300) })
 	heavy.stop()
 	t1 := redisNow(t, rdb)
 	requireOneWindow(t, t0, t1, leaseWindow)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
@@ -25,7 +26,7 @@ func TestLeasedKilledLimiterNeverDoubleSpends(t *testing.T) {
 	f := startFlood(t, lims, 200, c.endpoint("kill"), 0)
 	victim := lims[2] // f.per[2]
 	var units float64
-	waitFor(t, 20*time.Second, "the victim to hold a lease, having answered from leases", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "the victim to hold a lease, having answered from leases", func() bool {
 		if victim.metric(t, "rate_limit_lease_decisions_total") < 2*maxUnits {
 			return false
 		}
@@ -40,7 +41,7 @@ func TestLeasedKilledLimiterNeverDoubleSpends(t *testing.T) {
 	if spentBefore >= limit*3/4 {
 		t.Fatalf("%d of %d spent before the kill: too late to test a lease lost mid-window", spentBefore, limit)
 	}
-	waitFor(t, 20*time.Second, "the survivors to deny 300 checks in a row", func() bool { return f.exhausted(300) })
+	testkit.WaitFor(t, 20*time.Second, "the survivors to deny 300 checks in a row", func() bool { return f.exhausted(300) })
 	f.stop()
 	t1 := redisNow(t, rdb)
 	requireOneWindow(t, t0, t1, leaseWindow)

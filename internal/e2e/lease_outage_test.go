@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/decide"
-
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 	"github.com/ratewarden/ratewarden/internal/testkit/proctest"
 )
@@ -96,14 +96,14 @@ func TestLeaseOutlivesRedis(t *testing.T) {
 		"LEASE_IDLE":            "1m", // the leases stay in hand while the test waits for the outage
 		"LEASE_HORIZON":         "1s", // and are as large as max_units allows
 	})
-	waitFor(t, 5*time.Second, "mode redis", func() bool { return readyMode(t, lim) == "redis" })
+	testkit.WaitFor(t, 5*time.Second, "mode redis", func() bool { return readyMode(t, lim) == "redis" })
 
 	endpoints := []string{"/down-deny", "/down-local"}
 	var warm []*flood
 	for _, ep := range append(endpoints, "/down-lapse") {
 		warm = append(warm, startFlood(t, []*proc{lim}, 4, ep, time.Millisecond))
 	}
-	waitFor(t, 10*time.Second, "leases on the three keys", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "leases on the three keys", func() bool {
 		return lim.metric(t, "rate_limit_lease_keys") >= 3 && lim.metric(t, "rate_limit_lease_decisions_total") >= 6*leaseOutageMaxUnits
 	})
 	for _, f := range warm {
@@ -112,7 +112,7 @@ func TestLeaseOutlivesRedis(t *testing.T) {
 	}
 	// The units in hand, once no renewal is out: what the outage may spend.
 	var held float64
-	waitFor(t, 5*time.Second, "the units held to settle", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "the units held to settle", func() bool {
 		before := lim.metric(t, "rate_limit_lease_units")
 		time.Sleep(100 * time.Millisecond)
 		held = lim.metric(t, "rate_limit_lease_units")
@@ -124,7 +124,7 @@ func TestLeaseOutlivesRedis(t *testing.T) {
 
 	killed := time.Now()
 	rds.kill()
-	waitFor(t, 5*time.Second, "/readyz mode local", func() bool { return readyMode(t, lim) == "local" })
+	testkit.WaitFor(t, 5*time.Second, "/readyz mode local", func() bool { return readyMode(t, lim) == "local" })
 
 	httpc := &http.Client{Timeout: 2 * time.Second}
 	var spent float64

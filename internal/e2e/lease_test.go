@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
@@ -118,7 +119,7 @@ func leaseRound(t *testing.T, lims []*proc, rdb redis.UniversalClient, c leaseCa
 	var light *flood
 	if warm {
 		light = startFlood(t, lims, 2, endpoint, 20*time.Millisecond) // about 300 checks a second in all
-		waitFor(t, 15*time.Second, "every limiter to hold a lease", func() bool {
+		testkit.WaitFor(t, 15*time.Second, "every limiter to hold a lease", func() bool {
 			for i, l := range lims {
 				if l.metric(t, "rate_limit_lease_decisions_total")-before[i].decisions < 10 || l.metric(t, "rate_limit_lease_units") == 0 {
 					return false
@@ -140,10 +141,10 @@ func leaseRound(t *testing.T, lims []*proc, rdb redis.UniversalClient, c leaseCa
 	heavy := startFlood(t, lims, 200, endpoint, 0)
 	if c.bucket() {
 		// The refill never stops: flood a while after every limiter denies.
-		waitFor(t, 20*time.Second, "every limiter to deny", func() bool { return heavy.deniedEverywhere(200) })
+		testkit.WaitFor(t, 20*time.Second, "every limiter to deny", func() bool { return heavy.deniedEverywhere(200) })
 		time.Sleep(500 * time.Millisecond)
 	} else {
-		waitFor(t, 20*time.Second, "every limiter to deny 300 checks in a row", func() bool { return heavy.exhausted(300) })
+		testkit.WaitFor(t, 20*time.Second, "every limiter to deny 300 checks in a row", func() bool { return heavy.exhausted(300) })
 	}
 	heavy.stop()
 	admitted := heavy.admitted()
@@ -257,7 +258,7 @@ func shortWindowsRound(t *testing.T, lims []*proc, rdb redis.UniversalClient, c 
 // traffic, every key goes idle and its unused units go back.
 func awaitLeasesReleased(t *testing.T, lims []*proc) {
 	t.Helper()
-	waitFor(t, 10*time.Second, "every limiter to let its idle leases go", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "every limiter to let its idle leases go", func() bool {
 		for _, l := range lims {
 			if l.metric(t, "rate_limit_lease_keys") != 0 {
 				return false

@@ -13,6 +13,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/abuse"
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/loginsim"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 )
 
@@ -100,7 +101,7 @@ func TestCredentialStuffingAndAccountAttack(t *testing.T) {
 	}
 	// Every limiter enforces them: a bot is refused as banned, the victim
 	// logs in from an address of its own.
-	waitFor(t, 10*time.Second, "the limiter to enforce the bans", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the limiter to enforce the bans", func() bool {
 		return checkLogin(t, limiter, loginsim.BotIP(0), "someone").Reason == event.ReasonBanned
 	})
 	if d := checkLogin(t, limiter, "100.99.0.1", cfg.Victim); !d.Allowed {
@@ -163,7 +164,7 @@ func TestAccountAttackSparesTheOwnerAndCountsNetworks(t *testing.T) {
 	}
 	consumed := func(n int) {
 		t.Helper()
-		waitFor(t, 30*time.Second, fmt.Sprintf("the detector to consume %d outcomes", n), func() bool {
+		testkit.WaitFor(t, 30*time.Second, fmt.Sprintf("the detector to consume %d outcomes", n), func() bool {
 			return detector.metric(t, "rate_limit_detector_events_total", `source="outcomes"`) >= float64(n)
 		})
 	}
@@ -204,7 +205,7 @@ func TestAccountAttackSparesTheOwnerAndCountsNetworks(t *testing.T) {
 	if detector.metric(t, "rate_limit_detector_outcome_spared_total") != 1 {
 		t.Errorf("spared: %v, want 1", detector.metric(t, "rate_limit_detector_outcome_spared_total"))
 	}
-	waitFor(t, 10*time.Second, "the limiter to enforce the bans", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the limiter to enforce the bans", func() bool {
 		return checkLogin(t, limiter, attackers[0], "carol").Reason == event.ReasonBanned
 	})
 	if d := checkLogin(t, limiter, owner, "someone"); d.Reason == event.ReasonBanned {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 	"github.com/ratewarden/ratewarden/internal/testkit/proctest"
 )
@@ -66,7 +67,7 @@ func startOutageRedis(t *testing.T, port string) *outageRedis {
 	t.Cleanup(r.kill)
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + port})
 	defer c.Close()
-	waitFor(t, 5*time.Second, "redis-server on port "+port, func() bool {
+	testkit.WaitFor(t, 5*time.Second, "redis-server on port "+port, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
 		return c.Ping(ctx).Err() == nil
@@ -118,7 +119,7 @@ func TestRedisKilledUnderLoad(t *testing.T) {
 		"REDIS_BREAKER_FAILURES": "5",
 		"DYNAMIC_RULES":          "false", // the rules file alone: no database
 	})
-	waitFor(t, 5*time.Second, "mode redis", func() bool { return readyMode(t, lim) == "redis" })
+	testkit.WaitFor(t, 5*time.Second, "mode redis", func() bool { return readyMode(t, lim) == "redis" })
 
 	tally := &outageTally{serverError: map[string]int{}, status: map[string]map[int]int{}, modes: map[string]int{}}
 	ctx, stop := context.WithCancel(context.Background())
@@ -147,7 +148,7 @@ func TestRedisKilledUnderLoad(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	killed := time.Now()
 	rds.kill()
-	waitFor(t, 5*time.Second, "/readyz mode local", func() bool { return readyMode(t, lim) == "local" })
+	testkit.WaitFor(t, 5*time.Second, "/readyz mode local", func() bool { return readyMode(t, lim) == "local" })
 	t.Logf("mode local %v after the kill", time.Since(killed).Round(time.Millisecond))
 	if g := modeGauge(t, lim); g["local"] != 1 || g["redis"] != 0 || g["permissive"] != 0 {
 		t.Fatalf("rate_limit_mode during the outage: %v", g)
@@ -156,7 +157,7 @@ func TestRedisKilledUnderLoad(t *testing.T) {
 
 	restarted := time.Now()
 	startOutageRedis(t, port)
-	waitFor(t, 5*time.Second, "/readyz mode redis", func() bool { return readyMode(t, lim) == "redis" })
+	testkit.WaitFor(t, 5*time.Second, "/readyz mode redis", func() bool { return readyMode(t, lim) == "redis" })
 	t.Logf("mode redis %v after the restart", time.Since(restarted).Round(time.Millisecond))
 	if g := modeGauge(t, lim); g["redis"] != 1 || g["local"] != 0 {
 		t.Fatalf("rate_limit_mode after recovery: %v", g)

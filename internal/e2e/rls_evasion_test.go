@@ -13,6 +13,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 )
 
 // Rotating addresses within one IPv6 /64 earns no new budget through Envoy's
@@ -54,7 +55,7 @@ descriptors:
 		t.Fatalf("ten addresses of one /64: %v, want 5 OK and 5 OVER_LIMIT", codes)
 	}
 	// Events are published asynchronously: wait for the last one.
-	waitFor(t, 10*time.Second, "an event with the full address 2001:db8:7:7::a", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "an event with the full address 2001:db8:7:7::a", func() bool {
 		_, ok := findDecision(t, e.broker, func(d event.Decision) bool { return d.IP == "2001:db8:7:7::a" })
 		return ok
 	})
@@ -142,12 +143,12 @@ descriptors:
 			t.Errorf("evidence endpoint %q holds a control character", ep)
 		}
 	}
-	waitFor(t, 5*time.Second, "the limiter to enforce the ban", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "the limiter to enforce the ban", func() bool {
 		return call("/anything") == rlsv3.RateLimitResponse_OVER_LIMIT
 	})
 	query := fmt.Sprintf(`SELECT count(*) FROM rate_limit_violations
 		WHERE host(ip_address) = '%s' AND endpoint = '/scan/0%%00' AND rule_id LIKE 'rls.edge.%%'`, scanner)
-	waitFor(t, 15*time.Second, "the violation in Postgres", func() bool { return count(t, db, query) == 1 })
+	testkit.WaitFor(t, 15*time.Second, "the violation in Postgres", func() bool { return count(t, db, query) == 1 })
 	if n := count(t, db, "SELECT count(*) FROM dead_letters"); n != 0 {
 		t.Errorf("%d dead letters, want none", n)
 	}

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/eventschema"
 	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 	"github.com/ratewarden/ratewarden/internal/testkit/proctest"
@@ -166,7 +167,7 @@ descriptors:
 		t.Fatalf("ban: %d %s", status, body)
 	}
 	ctx := context.Background()
-	waitFor(t, 5*time.Second, "the ban to reach the gRPC answers", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "the ban to reach the gRPC answers", func() bool {
 		resp, err := client.ShouldRateLimit(ctx, rlsRequest("edge", "remote_address="+banned, "ldap=x", "unknown=y"))
 		if err != nil {
 			t.Fatal(err)
@@ -258,7 +259,7 @@ descriptors:
 		"REDIS_BREAKER_FAILURES": "5",
 		"DYNAMIC_RULES":          "false",
 	})
-	waitFor(t, 5*time.Second, "mode redis", func() bool { return readyMode(t, lim) == "redis" })
+	testkit.WaitFor(t, 5*time.Second, "mode redis", func() bool { return readyMode(t, lim) == "redis" })
 	client := rlsClient(t, lim)
 
 	type tally struct{ ok, over, unavailable, other int }
@@ -302,12 +303,12 @@ descriptors:
 
 	time.Sleep(500 * time.Millisecond)
 	rds.kill()
-	waitFor(t, 5*time.Second, "/readyz mode local", func() bool { return readyMode(t, lim) == "local" })
+	testkit.WaitFor(t, 5*time.Second, "/readyz mode local", func() bool { return readyMode(t, lim) == "local" })
 	outage.Store(true)
 	time.Sleep(2 * time.Second)
 	outage.Store(false)
 	startOutageRedis(t, port)
-	waitFor(t, 5*time.Second, "/readyz mode redis", func() bool { return readyMode(t, lim) == "redis" })
+	testkit.WaitFor(t, 5*time.Second, "/readyz mode redis", func() bool { return readyMode(t, lim) == "redis" })
 	stop()
 	wg.Wait()
 
@@ -354,7 +355,7 @@ func TestRLSDynamicDescriptorRule(t *testing.T) {
 		t.Fatalf("PUT: %d %s", status, body)
 	}
 	client := rlsClient(t, b)
-	waitFor(t, 5*time.Second, "the dynamic rule on the other limiter", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "the dynamic rule on the other limiter", func() bool {
 		resp, err := client.ShouldRateLimit(context.Background(), rlsRequest("edge", "api_key=k-"+e.vars["REDIS_KEY_PREFIX"]))
 		return err == nil && resp.Statuses[0].CurrentLimit != nil
 	})
@@ -465,5 +466,5 @@ func TestRLSViolationsAreArchived(t *testing.T) {
 	query := fmt.Sprintf(`SELECT count(*) FROM rate_limit_violations WHERE domain = 'edge'
 		AND descriptors->0->'entries'->0->>'value' = '%s' AND descriptors->0->>'code' = 'OVER_LIMIT'
 		AND rule_id = 'rls.edge.api_key' AND host(ip_address) = '0.0.0.0'`, key)
-	waitFor(t, 15*time.Second, "the violation in Postgres", func() bool { return count(t, db, query) == 1 })
+	testkit.WaitFor(t, 15*time.Second, "the violation in Postgres", func() bool { return count(t, db, query) == 1 })
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/ratewarden/ratewarden/internal/testkit"
 )
 
 // legacyKeyYAML is the rules file before a deploy: dynamicRulesYAML and a
@@ -87,7 +89,7 @@ func TestLimiterStartsOnItsFileWhenDynamicRulesConflict(t *testing.T) {
 
 	// The deploy reaches it: its file becomes the new one.
 	rewrite(t, oldFile, legacyKeyYAML, dynamicRulesYAML)
-	waitFor(t, 5*time.Second, "the dynamic rule in force on the old limiter", func() bool { return apiKeyLimit(t, client) == 2 })
+	testkit.WaitFor(t, 5*time.Second, "the dynamic rule in force on the old limiter", func() bool { return apiKeyLimit(t, client) == 2 })
 	view = rulesView(t, old)
 	if view.DynamicVersion != 2 || view.DynamicRefused != nil {
 		t.Fatalf("GET /v1/admin/rules after the new file: dynamic_version %d, dynamic_refused %+v; want 2 and none",

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
@@ -75,7 +76,7 @@ func TestDynamicRuleReachesEveryLimiter(t *testing.T) {
 	}
 	changed := time.Now()
 	for _, l := range lims[1:] {
-		waitFor(t, time.Second-time.Since(changed), "the lowered limit on "+l.addr, func() bool { return loginLimit(t, l) == 3 })
+		testkit.WaitFor(t, time.Second-time.Since(changed), "the lowered limit on "+l.addr, func() bool { return loginLimit(t, l) == 3 })
 	}
 	t.Logf("applied by instances 2 and 3 %v after the PUT answered", time.Since(changed).Round(time.Millisecond))
 
@@ -94,7 +95,7 @@ func TestDynamicRuleReachesEveryLimiter(t *testing.T) {
 	}
 
 	// Every live instance reports the version instance 2 runs.
-	waitFor(t, 5*time.Second, "every instance to report version 1", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "every instance to report version 1", func() bool {
 		_, body := adminAs(t, lims[1], http.MethodGet, "/v1/admin/rules", "", "")
 		return strings.Count(body, `"in_sync":true`) == 3 && strings.Contains(body, `"dynamic_version":1`)
 	})
@@ -120,7 +121,7 @@ func TestDynamicRuleReachesEveryLimiter(t *testing.T) {
 func TestDynamicRulePolledWhenAnnouncementLost(t *testing.T) {
 	e, _ := rulesEnv(t)
 	l1 := e.start("limiter", "INSTANCE_ID", "l1", "RULES_POLL_INTERVAL", "1h")
-	opts, err := redis.ParseURL(redistest.URL())
+	opts, err := redis.ParseURL(redistest.RequiredURL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,11 +133,11 @@ func TestDynamicRulePolledWhenAnnouncementLost(t *testing.T) {
 	if status, body := admin(t, l1, http.MethodPut, "/v1/admin/rules/login", adminToken, loginAt3); status != http.StatusCreated {
 		t.Fatalf("PUT: %d %s", status, body)
 	}
-	waitFor(t, 3*time.Second, "l2 to poll the change", func() bool {
+	testkit.WaitFor(t, 3*time.Second, "l2 to poll the change", func() bool {
 		return l2.metric(t, "rate_limit_rules_dynamic_version") == 1
 	})
 	redisProxy.restore(t)
-	waitFor(t, 10*time.Second, "l2 to enforce the change", func() bool { return loginLimit(t, l2) == 3 })
+	testkit.WaitFor(t, 10*time.Second, "l2 to enforce the change", func() bool { return loginLimit(t, l2) == 3 })
 }
 
 // The rules file reloads on SIGHUP; an invalid file is refused, counted,
@@ -151,13 +152,13 @@ func TestRulesFileReloadOnSIGHUP(t *testing.T) {
 	if err := lim.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 2*time.Second, "the reload on SIGHUP", func() bool { return loginLimit(t, lim) == 7 })
+	testkit.WaitFor(t, 2*time.Second, "the reload on SIGHUP", func() bool { return loginLimit(t, lim) == 7 })
 
 	rewrite(t, path, "fixed_window", "fixed_widow")
 	if err := lim.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 2*time.Second, "the invalid file to be refused", func() bool {
+	testkit.WaitFor(t, 2*time.Second, "the invalid file to be refused", func() bool {
 		return lim.metric(t, `rate_limit_rules_reloads_total{result="failure",source="file"}`) == 1
 	})
 	if got := loginLimit(t, lim); got != 7 {
@@ -174,9 +175,9 @@ func TestRulesFileReloadOnWrite(t *testing.T) {
 	e, path := rulesEnv(t)
 	lim := e.start("limiter", "RULES_POLL_INTERVAL", "200ms")
 	rewrite(t, path, "requests: 100", "requests: 8")
-	waitFor(t, 3*time.Second, "the reload on write", func() bool { return loginLimit(t, lim) == 8 })
+	testkit.WaitFor(t, 3*time.Second, "the reload on write", func() bool { return loginLimit(t, lim) == 8 })
 	rewrite(t, path, "key: [ip]", "key: [ipv6]")
-	waitFor(t, 3*time.Second, "the invalid file to be refused", func() bool {
+	testkit.WaitFor(t, 3*time.Second, "the invalid file to be refused", func() bool {
 		return lim.metric(t, `rate_limit_rules_reloads_total{result="failure",source="file"}`) == 1
 	})
 	if got := loginLimit(t, lim); got != 8 {

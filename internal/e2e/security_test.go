@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 	"github.com/ratewarden/ratewarden/internal/testkit/tlstest"
 )
@@ -119,7 +120,7 @@ func TestBanInjectionNeedsAToken(t *testing.T) {
 		_ = json.Unmarshal([]byte(body), &d)
 		return d.Reason
 	}
-	waitFor(t, 30*time.Second, "the control scanner's ban", func() bool { return reason(control) == event.ReasonBanned })
+	testkit.WaitFor(t, 30*time.Second, "the control scanner's ban", func() bool { return reason(control) == event.ReasonBanned })
 	if r := reason(victim); r != event.ReasonOK {
 		t.Fatalf("victim: %s, want ok", r)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/proctest"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
@@ -46,7 +47,7 @@ func startRedisServer(t *testing.T, args ...string) *redisServer {
 		}
 	})
 	c := s.client(t)
-	waitFor(t, 5*time.Second, "redis-server on "+s.addr, func() bool {
+	testkit.WaitFor(t, 5*time.Second, "redis-server on "+s.addr, func() bool {
 		return c.Ping(context.Background()).Err() == nil
 	})
 	return s
@@ -95,7 +96,7 @@ sentinel failover-timeout %[1]s 2000
 	sc := redis.NewSentinelClient(&redis.Options{Addr: sentinel.addr, DialTimeout: 500 * time.Millisecond})
 	t.Cleanup(func() { _ = sc.Close() })
 	rc := replica.client(t)
-	waitFor(t, 10*time.Second, "the replica to sync and the sentinel to know it", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the replica to sync and the sentinel to know it", func() bool {
 		replicas, err := sc.Replicas(context.Background(), master).Result()
 		return err == nil && len(replicas) == 1 && redistest.Info(rc, "replication", "master_link_status") == "up"
 	})
@@ -128,12 +129,12 @@ sentinel failover-timeout %[1]s 2000
 		mu.Unlock()
 	})
 	pc := primary.client(t)
-	waitFor(t, 5*time.Second, "decisions in Redis on the first primary (is cmd/limiter wired for REDIS_SENTINEL_*?)", func() bool { return countKeys(pc, prefix) > 0 })
+	testkit.WaitFor(t, 5*time.Second, "decisions in Redis on the first primary (is cmd/limiter wired for REDIS_SENTINEL_*?)", func() bool { return countKeys(pc, prefix) > 0 })
 
 	killed := time.Now()
 	primary.kill()
 	var promoted time.Time
-	waitFor(t, 15*time.Second, "the sentinel to promote the replica", func() bool {
+	testkit.WaitFor(t, 15*time.Second, "the sentinel to promote the replica", func() bool {
 		addr, err := sc.GetMasterAddrByName(context.Background(), master).Result()
 		if err == nil && net.JoinHostPort(addr[0], addr[1]) == replica.addr && redistest.Info(rc, "replication", "role") == "master" {
 			promoted = time.Now()
@@ -146,7 +147,7 @@ sentinel failover-timeout %[1]s 2000
 	for _, k := range rc.Keys(context.Background(), prefix+"*").Val() {
 		rc.Del(context.Background(), k)
 	}
-	waitFor(t, 10*time.Second, "decisions in Redis on the promoted replica", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "decisions in Redis on the promoted replica", func() bool {
 		if countKeys(rc, prefix) == 0 {
 			return false
 		}

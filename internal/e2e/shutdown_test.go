@@ -12,6 +12,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/redisfleet"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
@@ -36,7 +37,7 @@ func TestLimiterShutdownFlushesEvents(t *testing.T) {
 	e := newEnv(t)
 	limiter := e.start("limiter", "EVENT_QUEUE_SIZE", "200000", "SHUTDOWN_TIMEOUT", "5s")
 	load := startLoad(t, limiter.addr, 16, 0, nil)
-	waitFor(t, 10*time.Second, "2000 answered checks", func() bool { return load.answered.Load() >= 2000 })
+	testkit.WaitFor(t, 10*time.Second, "2000 answered checks", func() bool { return load.answered.Load() >= 2000 })
 	limiter.terminate(t)
 	load.stop()
 	answered := load.answered.Load()
@@ -85,7 +86,7 @@ func TestDetectorShutdownMidBacklog(t *testing.T) {
 	produce(t, e, decisionsTopic, msgs...)
 
 	first := e.start("detector", "DETECTOR_BATCH_SIZE", "100")
-	waitFor(t, 30*time.Second, "the detector to start consuming", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the detector to start consuming", func() bool {
 		return first.metric(t, "rate_limit_detector_events_total", `source="decisions"`) > 0
 	})
 	consumed := first.metric(t, "rate_limit_detector_events_total", `source="decisions"`)
@@ -138,12 +139,12 @@ func TestArchiverShutdownMidBacklog(t *testing.T) {
 	const n = 20000
 	produce(t, e, decisionsTopic, decisions(n, 1)...)
 	first := e.start("archiver", "ARCHIVER_BATCH_SIZE", "100")
-	waitFor(t, 60*time.Second, "some rows", func() bool { return count(t, db, violations) >= 1000 })
+	testkit.WaitFor(t, 60*time.Second, "some rows", func() bool { return count(t, db, violations) >= 1000 })
 	first.terminate(t)
 	stoppedAt := count(t, db, violations)
 	t.Logf("SIGTERM with %d of %d rows archived", stoppedAt, n)
 	e.start("archiver", "ARCHIVER_BATCH_SIZE", "100")
-	waitFor(t, 120*time.Second, fmt.Sprintf("%d rows", n), func() bool { return count(t, db, violations) >= n })
+	testkit.WaitFor(t, 120*time.Second, fmt.Sprintf("%d rows", n), func() bool { return count(t, db, violations) >= n })
 	if got, distinct := count(t, db, violations), count(t, db, "SELECT count(DISTINCT event_id) FROM rate_limit_violations"); got != n || distinct != n {
 		t.Fatalf("%d rows (%d distinct) after a SIGTERM and a restart, want exactly %d", got, distinct, n)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
@@ -191,7 +192,7 @@ func exactThroughSlowRedis(t *testing.T, limiters []*proc, sweeper *proc, net st
 // give-back, and returns the give-backs made and those dropped.
 func awaitGiveBacks(t *testing.T, limiters []*proc) (given, dropped float64) {
 	t.Helper()
-	waitFor(t, 30*time.Second, "the late replies and their give-backs", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the late replies and their give-backs", func() bool {
 		for _, l := range limiters {
 			if l.metric(t, "rate_limit_redis_give_backs_pending") != 0 {
 				return false

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/proctest"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
@@ -221,7 +222,7 @@ func TestRedisDeadAtStartPreviousRunOnDisk(t *testing.T) {
 			"INSTANCE_ID", fmt.Sprintf("previous-%d", i+1), "REDIS_HEALTH_INTERVAL", "200ms"))
 	}
 	for _, l := range previous {
-		waitFor(t, 15*time.Second, "each limiter to count 3 live instances", func() bool {
+		testkit.WaitFor(t, 15*time.Second, "each limiter to count 3 live instances", func() bool {
 			return l.metric(t, "rate_limit_live_instances") == 3
 		})
 	}

@@ -19,6 +19,8 @@ import (
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	rlsconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 	"google.golang.org/grpc"
+
+	"github.com/ratewarden/ratewarden/internal/testkit"
 )
 
 // xdsServer is a management server of go-control-plane (the library Envoy
@@ -173,12 +175,12 @@ func TestRLSConfigOverXDS(t *testing.T) {
 	// An update while serving.
 	updated := time.Now()
 	xds.set(node, "v2", perHour("gw", 4, rlsconfv3.RateLimitUnit_HOUR))
-	waitFor(t, 10*time.Second, "the update to 4 an hour", func() bool { _, n := limitOf("k2"); return n == 4 })
+	testkit.WaitFor(t, 10*time.Second, "the update to 4 an hour", func() bool { _, n := limitOf("k2"); return n == 4 })
 	t.Logf("update applied %v after it was published", time.Since(updated).Round(time.Millisecond))
 
 	// A config that does not load (no unit) is refused back; 4 stays.
 	xds.set(node, "v3", perHour("gw", 9, rlsconfv3.RateLimitUnit_UNKNOWN))
-	waitFor(t, 10*time.Second, "a NACK of v3", func() bool { return len(xds.nacked()) > 0 })
+	testkit.WaitFor(t, 10*time.Second, "a NACK of v3", func() bool { return len(xds.nacked()) > 0 })
 	if msg := xds.nacked()[0]; !strings.Contains(msg, "xds:gw") || !strings.Contains(msg, "missing unit") {
 		t.Errorf("NACK %q: want the resource and the reason", msg)
 	}
@@ -197,7 +199,7 @@ func TestRLSConfigOverXDS(t *testing.T) {
 	}
 	xds.set(node, "v4", perHour("gw", 6, rlsconfv3.RateLimitUnit_MINUTE))
 	xds.restart()
-	waitFor(t, 10*time.Second, "v4 after the server came back", func() bool { _, n := limitOf("k5"); return n == 6 })
+	testkit.WaitFor(t, 10*time.Second, "v4 after the server came back", func() bool { _, n := limitOf("k5"); return n == 6 })
 }
 
 // xdsRSSBound is the peak resident memory docs/envoy.md states for a
@@ -300,7 +302,7 @@ func TestXDSHostileResponse(t *testing.T) {
 	}
 	// The server sends a refused response back at once: it is refused
 	// again without being loaded, and logged once.
-	waitFor(t, 10*time.Second, "the response sent back", func() bool { return len(xds.nacked()) > 1 })
+	testkit.WaitFor(t, 10*time.Second, "the response sent back", func() bool { return len(xds.nacked()) > 1 })
 	if n := strings.Count(lim.out.String(), "xDS RLS config refused"); n != 1 {
 		t.Errorf("the refusal of %d NACKs logged %d times, want once", len(xds.nacked()), n)
 	}
@@ -334,7 +336,7 @@ func TestXDSRepublishedConfigIsNotReapplied(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	last := fmt.Sprintf("v%d", versions)
-	waitFor(t, 10*time.Second, "the last version acknowledged", func() bool { return slices.Contains(xds.acked(), last) })
+	testkit.WaitFor(t, 10*time.Second, "the last version acknowledged", func() bool { return slices.Contains(xds.acked(), last) })
 	applied, unchanged := lim.metric(t, "rate_limit_xds_responses_total", "result", "applied"),
 		lim.metric(t, "rate_limit_xds_responses_total", "result", "unchanged")
 	t.Logf("%d versions published: %v applied, %v unchanged, %d ACKs; %v leased units given back",
@@ -370,7 +372,7 @@ func TestXDSRenamedRulesLeaveNoSeries(t *testing.T) {
 		xds.set(node, fmt.Sprintf("v%d", v), &rlsconfv3.RateLimitConfig{Name: "gw", Domain: "gw", Descriptors: []*rlsconfv3.RateLimitDescriptor{{
 			Key: "user", Value: "u" + strings.Repeat("*", v), DetailedMetric: true,
 			RateLimit: &rlsconfv3.RateLimitPolicy{Unit: rlsconfv3.RateLimitUnit_HOUR, RequestsPerUnit: 1000}}}})
-		waitFor(t, 10*time.Second, fmt.Sprintf("v%d acknowledged", v), func() bool { return slices.Contains(xds.acked(), fmt.Sprintf("v%d", v)) })
+		testkit.WaitFor(t, 10*time.Second, fmt.Sprintf("v%d acknowledged", v), func() bool { return slices.Contains(xds.acked(), fmt.Sprintf("v%d", v)) })
 		for u := range users {
 			if _, err := client.ShouldRateLimit(context.Background(), rlsRequest("gw", fmt.Sprintf("user=u%d", u))); err != nil {
 				t.Fatal(err)

@@ -1,5 +1,6 @@
 // Package event holds the wire types published on the Kafka topics
-// (ratelimit.decisions, ratelimit.bans) and their JSON encoding. The field
+// (ratelimit.decisions, ratelimit.outcomes, ratelimit.bans) and their JSON
+// encoding, and Message, what a consumer of the topics sees of a message. The field
 // names are the external contract (docs/events.md, deploy/schemas): fields
 // may be added, never renamed or removed, and decoders tolerate unknown
 // fields.

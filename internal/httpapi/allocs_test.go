@@ -16,6 +16,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/decide"
 	"github.com/ratewarden/ratewarden/internal/limiter"
 	"github.com/ratewarden/ratewarden/internal/rules"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 )
 
 // TestCheckAllocations pins the allocations of one POST /v1/check decision
@@ -34,7 +35,7 @@ import (
 // Under the race detector sync.Pool drops objects at random, so the counts
 // vary: make test runs this test again without it (make allocs).
 func TestCheckAllocations(t *testing.T) {
-	if raceDetector {
+	if testkit.RaceDetector {
 		t.Skip("allocations are counted without the race detector (make allocs)")
 	}
 	tests := []struct {

@@ -19,7 +19,6 @@ import (
 // event's own (event.Validate), so the detector never refuses an event of
 // a request the limiter accepted.
 const (
-	maxBody       = 64 << 10
 	maxEndpoint   = event.MaxEndpoint
 	maxUserID     = event.MaxUserID
 	maxTier       = event.MaxTier
@@ -30,7 +29,7 @@ const (
 	maxCost       = 1_000_000
 	// maxBatch bounds the checks of one POST /v1/check/batch: its answer,
 	// its events and its share of a Redis round trip stay bounded (and its
-	// body within maxBody anyway).
+	// body within jsonwire.MaxBody anyway).
 	maxBatch = 100
 )
 
@@ -47,8 +46,8 @@ type checkBody struct {
 	Attributes map[string]string `json:"attributes"`
 }
 
-// decodeCheck validates data, the body of POST /v1/check (at most maxBody
-// bytes: the server refuses a longer one).
+// decodeCheck validates data, the body of POST /v1/check (at most
+// jsonwire.MaxBody bytes: the server refuses a longer one).
 func decodeCheck(data []byte) (rules.Request, error) {
 	var body checkBody
 	if err := parseCheckBody(data, &body); err != nil {

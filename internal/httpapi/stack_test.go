@@ -26,6 +26,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/redisstore"
 	"github.com/ratewarden/ratewarden/internal/rules"
 	"github.com/ratewarden/ratewarden/internal/telemetry"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
@@ -232,38 +233,9 @@ func (s *stack) send(method, path, body string, header map[string]string) (*http
 	return resp, raw
 }
 
-// metric sums the samples of a counter family whose labels include want.
+// metric sums the samples of the family name whose labels include want
+// (testkit.MetricSum on the stack's registry).
 func (s *stack) metric(name string, want map[string]string) float64 {
 	s.t.Helper()
-	families, err := s.reg.Gather()
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	var sum float64
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			for k, v := range want {
-				if labels[k] != v {
-					continue next
-				}
-			}
-			switch {
-			case m.GetCounter() != nil:
-				sum += m.GetCounter().GetValue()
-			case m.GetGauge() != nil:
-				sum += m.GetGauge().GetValue()
-			case m.GetHistogram() != nil:
-				sum += float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return sum
+	return testkit.MetricSum(s.t, s.reg, name, want)
 }

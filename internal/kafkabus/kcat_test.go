@@ -13,6 +13,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/kafkabus"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 )
 
@@ -22,7 +23,7 @@ import (
 func TestKcatReadsWhatProducerWrote(t *testing.T) {
 	kcat, err := exec.LookPath("kcat")
 	if err != nil {
-		t.Skip("kcat not on PATH")
+		testkit.Unavailable(t, "kcat not found: install it (apt-get install -y kcat) to run this test")
 	}
 	const n = 200
 	b := kafkatest.StartBroker(t, topic)
@@ -75,7 +76,7 @@ func TestKcatReadsWhatProducerWrote(t *testing.T) {
 func TestPartitioningMatchesJavaClients(t *testing.T) {
 	kcat, err := exec.LookPath("kcat")
 	if err != nil {
-		t.Skip("kcat not on PATH")
+		testkit.Unavailable(t, "kcat not found: install it (apt-get install -y kcat) to run this test")
 	}
 	const ours, theirs = "ours", "theirs"
 	b := kafkatest.StartBroker(t, ours, theirs)

@@ -1,5 +1,8 @@
 // Package kafkabus is the Kafka adapter (kafka-go): the limiter's
-// non-blocking producer, topic creation and a reachability check.
+// non-blocking producer (decisions, outcomes), the detector's ban publisher,
+// the consume loop of the detector and the archiver (a consumer group,
+// batches of event.Message, offsets committed once handled), and the checks
+// that a broker answers and a topic exists.
 package kafkabus
 
 import (

@@ -13,44 +13,11 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/ratewarden/ratewarden/internal/kafkabus"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 )
 
 const topic = "ratelimit.decisions"
-
-// metricValue reads one sample from reg; labels must match exactly the
-// sample's non-const labels plus topic.
-func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			if len(m.GetLabel()) != len(labels) {
-				continue
-			}
-			for _, lp := range m.GetLabel() {
-				if labels[lp.GetName()] != lp.GetValue() {
-					continue metrics
-				}
-			}
-			switch {
-			case m.GetCounter() != nil:
-				return m.GetCounter().GetValue()
-			case m.GetGauge() != nil:
-				return m.GetGauge().GetValue()
-			}
-		}
-	}
-	t.Fatalf("metric %s%v not found", name, labels)
-	return 0
-}
 
 func newProducer(t *testing.T, cfg kafkabus.ProducerConfig, log *zap.Logger) (*kafkabus.Producer, *prometheus.Registry) {
 	t.Helper()
@@ -103,10 +70,10 @@ func TestProducerDeliversEverythingAndCloseFlushes(t *testing.T) {
 	if got := kafkatest.CountMessages(t, b.Brokers(), topic); got != n {
 		t.Fatalf("topic holds %d messages, want exactly %d", got, n)
 	}
-	if got := metricValue(t, reg, "rate_limit_events_published_total", map[string]string{"topic": topic}); got != n {
+	if got := testkit.MetricSum(t, reg, "rate_limit_events_published_total", map[string]string{"topic": topic}); got != n {
 		t.Fatalf("published_total = %v, want %d", got, n)
 	}
-	if got := metricValue(t, reg, "rate_limit_event_queue_length", map[string]string{"topic": topic}); got != 0 {
+	if got := testkit.MetricSum(t, reg, "rate_limit_event_queue_length", map[string]string{"topic": topic}); got != 0 {
 		t.Fatalf("queue_length = %v after Close, want 0", got)
 	}
 	used := map[int]bool{}
@@ -152,8 +119,8 @@ func TestProducerBrokerDownNeverBlocks(t *testing.T) {
 	for range 10 {
 		p.Publish([]byte("k"), []byte("v"))
 	}
-	waitFor(t, 5*time.Second, func() bool {
-		return metricValue(t, reg, "rate_limit_events_published_total", map[string]string{"topic": topic}) == 10
+	testkit.WaitFor(t, 5*time.Second, "the 10 warm-up events published", func() bool {
+		return testkit.MetricSum(t, reg, "rate_limit_events_published_total", map[string]string{"topic": topic}) == 10
 	})
 	b.Stop()
 
@@ -168,13 +135,13 @@ func TestProducerBrokerDownNeverBlocks(t *testing.T) {
 	if elapsed := time.Since(start); elapsed > 2*time.Second {
 		t.Fatalf("%d Publish calls took %s with the broker down", n, elapsed)
 	}
-	queueFull := metricValue(t, reg, "rate_limit_events_dropped_total", map[string]string{"topic": topic, "reason": "queue_full"})
+	queueFull := testkit.MetricSum(t, reg, "rate_limit_events_dropped_total", map[string]string{"topic": topic, "reason": "queue_full"})
 	if queueFull == 0 || int(queueFull)+accepted != n {
 		t.Fatalf("queue_full drops = %v, accepted = %d, want them to add up to %d with drops", queueFull, accepted, n)
 	}
 	bound := float64(cfg.QueueSize + cfg.MaxInFlight + cfg.BatchSize)
 	for range 10 {
-		if q := metricValue(t, reg, "rate_limit_event_queue_length", map[string]string{"topic": topic}); q > bound || q <= 0 {
+		if q := testkit.MetricSum(t, reg, "rate_limit_event_queue_length", map[string]string{"topic": topic}); q > bound || q <= 0 {
 			t.Fatalf("queue_length = %v, want in (0, %v]", q, bound)
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -194,7 +161,7 @@ func TestProducerBrokerDownNeverBlocks(t *testing.T) {
 	if p.Publish([]byte("k"), []byte("late")) {
 		t.Fatal("Publish after Close accepted an event")
 	}
-	closed := metricValue(t, reg, "rate_limit_events_dropped_total", map[string]string{"topic": topic, "reason": "closed"})
+	closed := testkit.MetricSum(t, reg, "rate_limit_events_dropped_total", map[string]string{"topic": topic, "reason": "closed"})
 	if closed < 1 {
 		t.Fatalf("closed drops = %v, want >= 1", closed)
 	}
@@ -211,10 +178,10 @@ func TestProducerResumesWhenBrokerReturns(t *testing.T) {
 	}
 	p, reg := newProducer(t, cfg, zap.NewNop())
 	published := func() float64 {
-		return metricValue(t, reg, "rate_limit_events_published_total", map[string]string{"topic": topic})
+		return testkit.MetricSum(t, reg, "rate_limit_events_published_total", map[string]string{"topic": topic})
 	}
 	p.Publish([]byte("k"), []byte("before"))
-	waitFor(t, 5*time.Second, func() bool { return published() == 1 })
+	testkit.WaitFor(t, 5*time.Second, "the first event published", func() bool { return published() == 1 })
 
 	b.Stop()
 	for range 500 {
@@ -224,12 +191,12 @@ func TestProducerResumesWhenBrokerReturns(t *testing.T) {
 
 	// Keep publishing until events get through again: the producer must
 	// recover without being recreated.
-	waitFor(t, 30*time.Second, func() bool {
+	testkit.WaitFor(t, 30*time.Second, "an event published after the broker's restart", func() bool {
 		p.Publish([]byte("k"), []byte("after"))
 		return published() > 1
 	})
-	if dropped := metricValue(t, reg, "rate_limit_events_dropped_total", map[string]string{"topic": topic, "reason": "queue_full"}) +
-		metricValue(t, reg, "rate_limit_events_dropped_total", map[string]string{"topic": topic, "reason": "send_failed"}); dropped == 0 {
+	if dropped := testkit.MetricSum(t, reg, "rate_limit_events_dropped_total", map[string]string{"topic": topic, "reason": "queue_full"}) +
+		testkit.MetricSum(t, reg, "rate_limit_events_dropped_total", map[string]string{"topic": topic, "reason": "send_failed"}); dropped == 0 {
 		t.Fatal("no drops counted during the outage")
 	}
 }
@@ -248,7 +215,7 @@ func TestProducerPublishAfterClose(t *testing.T) {
 			t.Fatal("Publish after Close returned true")
 		}
 	}
-	if got := metricValue(t, reg, "rate_limit_events_dropped_total", map[string]string{"topic": topic, "reason": "closed"}); got != 3 {
+	if got := testkit.MetricSum(t, reg, "rate_limit_events_dropped_total", map[string]string{"topic": topic, "reason": "closed"}); got != 3 {
 		t.Fatalf("closed drops = %v, want 3", got)
 	}
 }
@@ -273,7 +240,7 @@ func TestProducersShareRegistry(t *testing.T) {
 		}
 	}
 	for _, tp := range []string{"ratelimit.decisions", "ratelimit.bans"} {
-		metricValue(t, reg, "rate_limit_event_queue_length", map[string]string{"topic": tp})
+		testkit.MetricSum(t, reg, "rate_limit_event_queue_length", map[string]string{"topic": tp})
 	}
 }
 
@@ -302,17 +269,6 @@ func TestProducerConfigValidation(t *testing.T) {
 				t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
 			}
 		})
-	}
-}
-
-func waitFor(t *testing.T, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s", timeout)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/decide"
 	"github.com/ratewarden/ratewarden/internal/lease"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/decidetest"
 )
 
@@ -26,7 +27,7 @@ import (
 // every unit it spent at most once.
 func TestTableNeverExceeds(t *testing.T) {
 	sequences := 1000
-	if testing.Short() || raceDetector {
+	if testing.Short() || testkit.RaceDetector {
 		sequences = 200
 	}
 	var admitted, fromLeases, granted, given int64

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/ratewarden/ratewarden/internal/testkit"
 )
 
 // journal records what the parts do, in order.
@@ -49,7 +51,7 @@ func TestStartsInOrderAndStopsInReverse(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- g.Run(ctx) }()
-	waitFor(t, func() bool { return len(j.get()) == 3 })
+	testkit.WaitFor(t, 5*time.Second, "the three to start", func() bool { return len(j.get()) == 3 })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Run after cancel: %v, want nil", err)
@@ -146,16 +148,5 @@ func TestCanceledWhileStarting(t *testing.T) {
 	}
 	if got, want := j.get(), []string{"start a", "stop a"}; !slices.Equal(got, want) {
 		t.Fatalf("journal %q, want %q", got, want)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }

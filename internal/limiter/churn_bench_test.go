@@ -18,6 +18,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/limiter"
 	"github.com/ratewarden/ratewarden/internal/redisstore"
 	"github.com/ratewarden/ratewarden/internal/rules"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/benchenv"
 	"github.com/ratewarden/ratewarden/internal/testkit/proctest"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
@@ -62,7 +63,7 @@ func TestBenchRulesChurn(t *testing.T) {
 		compile(100), decider, &countingPublisher{}, zap.NewNop(), reg)
 	svc.Start()
 	defer svc.Stop()
-	metric := func(name string) float64 { return metricValue(t, reg, name) }
+	metric := func(name string) float64 { return testkit.MetricSum(t, reg, name, nil) }
 
 	phase := func(name string, change func(i int)) {
 		stop := make(chan struct{})

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/ratewarden/ratewarden/internal/testkit"
 )
 
 func TestEventIDs(t *testing.T) {
@@ -30,7 +32,7 @@ func TestEventIDs(t *testing.T) {
 			t.Fatalf("%q: time %d outside [%d, now]", s, ms, before)
 		}
 	}
-	if n := testing.AllocsPerRun(100, func() { _ = clock.newEventID() }); n != 1 && !raceDetector {
+	if n := testing.AllocsPerRun(100, func() { _ = clock.newEventID() }); n != 1 && !testkit.RaceDetector {
 		t.Errorf("newEventID: %v allocations, want 1 (the string)", n)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/redisfleet"
 	"github.com/ratewarden/ratewarden/internal/redisstore"
 	"github.com/ratewarden/ratewarden/internal/rules"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
@@ -48,7 +49,7 @@ func TestLeasedDebitPastTheLimit(t *testing.T) {
 				svc *limiter.Service
 				reg *prometheus.Registry
 			}{{a, regA}, {b, regB}} {
-				for i := 0; metricValue(t, l.reg, "rate_limit_lease_decisions_total") == 0; i++ {
+				for i := 0; testkit.MetricSum(t, l.reg, "rate_limit_lease_decisions_total", nil) == 0; i++ {
 					if i == 1000 {
 						t.Fatal("1000 checks of a hot key, none answered from a lease")
 					}

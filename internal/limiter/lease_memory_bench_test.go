@@ -11,15 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratewarden/ratewarden/internal/testkit/benchenv"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap"
-
 	"github.com/ratewarden/ratewarden/internal/lease"
 	"github.com/ratewarden/ratewarden/internal/limiter"
 	"github.com/ratewarden/ratewarden/internal/redisstore"
 	"github.com/ratewarden/ratewarden/internal/rules"
+	"github.com/ratewarden/ratewarden/internal/testkit"
+	"github.com/ratewarden/ratewarden/internal/testkit/benchenv"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
@@ -82,12 +79,12 @@ func TestBenchLeaseMemory(t *testing.T) {
 	base := heap()
 	checks(1)
 	cold := heap()
-	tracked := metricValue(t, reg, "rate_limit_lease_keys")
+	tracked := testkit.MetricSum(t, reg, "rate_limit_lease_keys", nil)
 	checks(2)
 	hot := heap()
-	held := metricValue(t, reg, "rate_limit_lease_keys")
-	units := metricValue(t, reg, "rate_limit_lease_units")
-	fromLease := metricValue(t, reg, "rate_limit_lease_decisions_total")
+	held := testkit.MetricSum(t, reg, "rate_limit_lease_keys", nil)
+	units := testkit.MetricSum(t, reg, "rate_limit_lease_units", nil)
+	fromLease := testkit.MetricSum(t, reg, "rate_limit_lease_decisions_total", nil)
 	if held < float64(keys) || units < float64(keys) {
 		t.Fatalf("%v keys tracked holding %v units, want %d keys each holding a lease", held, units, keys)
 	}

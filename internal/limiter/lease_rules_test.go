@@ -8,6 +8,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/limiter"
 	"github.com/ratewarden/ratewarden/internal/rules"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
@@ -36,7 +37,7 @@ func TestRulesChangeKeepsLeases(t *testing.T) {
 		svc.Check(context.Background(), &req, &d)
 		return d.Allowed
 	}
-	metric := func(name string) float64 { return metricValue(t, reg, name) }
+	metric := func(name string) float64 { return testkit.MetricSum(t, reg, name, nil) }
 	for i := 0; metric("rate_limit_lease_decisions_total") == 0; i++ {
 		if i == 1000 {
 			t.Fatal("1000 requests of a hot key, none answered from a lease")

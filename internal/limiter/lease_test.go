@@ -16,6 +16,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/limiter"
 	"github.com/ratewarden/ratewarden/internal/redisstore"
 	"github.com/ratewarden/ratewarden/internal/rules"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
@@ -100,7 +101,7 @@ func TestLeasedInstancesNeverExceed(t *testing.T) {
 	}
 	var fromLeases float64
 	for _, reg := range regs {
-		fromLeases += metricValue(t, reg, "rate_limit_lease_decisions_total")
+		fromLeases += testkit.MetricSum(t, reg, "rate_limit_lease_decisions_total", nil)
 	}
 	if fromLeases == 0 { // how many depends on the machine's pace: the bench measures it
 		t.Fatal("no decision was answered from a lease: the test proves nothing of leases")
@@ -124,26 +125,6 @@ func leasedService(t testing.TB, addr string, i int, ruleFile string) (*limiter.
 	return svc, reg
 }
 
-// metricValue returns the value of the counter or gauge name in reg.
-func metricValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		if m := mf.GetMetric()[0]; m.GetGauge() != nil {
-			return m.GetGauge().GetValue()
-		}
-		return mf.GetMetric()[0].GetCounter().GetValue()
-	}
-	t.Fatalf("no metric %s", name)
-	return 0
-}
-
 // TestLeasedAnswersCountDown: with one limiter nobody else spends the key,
 // and answers stay within the lease bound (20) of what is left, as
 // docs/leases.md states: one decided in Redis leaves out the units this
@@ -163,7 +144,7 @@ func TestLeasedAnswersCountDown(t *testing.T) {
 			}
 		}
 	}
-	if got := metricValue(t, reg, "rate_limit_lease_decisions_total"); got == 0 {
+	if got := testkit.MetricSum(t, reg, "rate_limit_lease_decisions_total", nil); got == 0 {
 		t.Fatal("no answer came from a lease")
 	}
 }

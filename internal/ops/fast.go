@@ -12,16 +12,15 @@ import (
 
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
+
+	"github.com/ratewarden/ratewarden/internal/jsonwire"
 )
 
-// Bounds of a fasthttp listener's requests: the body (every route's own
-// bound is the same 64 KiB; a longer one is answered 413 and the connection
-// closed) and the headers (fasthttp's read buffer, held per open
-// connection; longer headers are answered 431).
-const (
-	maxFastBody    = 64 << 10
-	maxFastHeaders = 64 << 10
-)
+// maxFastHeaders bounds a fasthttp listener's request headers (fasthttp's
+// read buffer, held per open connection; longer headers are answered 431).
+// Its bodies are bounded by jsonwire.MaxBody, every route's own bound (a
+// longer one is answered 413 and the connection closed).
+const maxFastHeaders = 64 << 10
 
 // NewFastServer is NewServer for fasthttp, with NewServer's bounds where
 // fasthttp has them: a request, headers and body, within 5 s (fasthttp has
@@ -37,7 +36,7 @@ func NewFastServer(h fasthttp.RequestHandler, log *zap.Logger) *fasthttp.Server 
 		WriteTimeout:          10 * time.Second,
 		IdleTimeout:           120 * time.Second,
 		ReadBufferSize:        maxFastHeaders,
-		MaxRequestBodySize:    maxFastBody,
+		MaxRequestBodySize:    jsonwire.MaxBody,
 		NoDefaultServerHeader: true,
 		CloseOnShutdown:       true,
 		ErrorHandler:          fastRequestError,
@@ -63,7 +62,7 @@ func fastRequestError(ctx *fasthttp.RequestCtx, err error) {
 	var small *fasthttp.ErrSmallBuffer
 	switch {
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
-		status, msg = http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", maxFastBody)
+		status, msg = http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", jsonwire.MaxBody)
 	case errors.As(err, &small):
 		status, msg = http.StatusRequestHeaderFieldsTooLarge, fmt.Sprintf("request headers larger than %d bytes", maxFastHeaders)
 	case timeout:

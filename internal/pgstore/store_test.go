@@ -19,7 +19,7 @@ func TestEnsureDatabase(t *testing.T) {
 	u := pgtest.Database(t)
 	parsed, _ := url.Parse(u)
 	name := strings.TrimPrefix(parsed.Path, "/")
-	admin, err := pgx.Connect(ctx, pgtest.ServerURL())
+	admin, err := pgx.Connect(ctx, pgtest.RequiredServerURL(t))
 	if err != nil {
 		t.Fatal(err)
 	}

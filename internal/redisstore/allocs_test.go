@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/decide"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/decidetest"
 )
 
@@ -21,7 +22,7 @@ import (
 // Under the race detector sync.Pool drops objects at random, so the counts
 // vary: make test runs this test again without it (make allocs).
 func TestCoalescerAllocations(t *testing.T) {
-	if raceDetector {
+	if testkit.RaceDetector {
 		t.Skip("allocations are counted without the race detector (make allocs)")
 	}
 	client := newClient(t, redisAddr())

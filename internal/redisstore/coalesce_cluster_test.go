@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/decide"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/decidetest"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
@@ -126,7 +127,7 @@ func TestCoalescerIsolatesHungPrimary(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	waitFor(t, "the ping to find the hung primary dead", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the ping to find the hung primary dead", func() bool {
 		co.mu.RLock()
 		defer co.mu.RUnlock()
 		return co.lanes[hung.Addr].isOpen()

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/ratewarden/ratewarden/internal/decide"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/decidetest"
 )
 
@@ -36,14 +37,8 @@ func TestCoalescerExactUnderConcurrency(t *testing.T) {
 			if n := testutil.CollectAndCount(reg, "rate_limit_redis_pipeline_calls"); n != 1 {
 				t.Errorf("rate_limit_redis_pipeline_calls: %d series, want 1", n)
 			}
-			families, _ := reg.Gather()
-			for _, f := range families {
-				if f.GetName() != "rate_limit_redis_pipeline_calls" {
-					continue
-				}
-				if got := f.GetMetric()[0].GetHistogram().GetSampleCount(); got != uint64(flushes.Load()) {
-					t.Errorf("rate_limit_redis_pipeline_calls counted %d pipelines, OnFlush %d", got, flushes.Load())
-				}
+			if got := testkit.MetricSum(t, reg, "rate_limit_redis_pipeline_calls", nil); got != float64(flushes.Load()) {
+				t.Errorf("rate_limit_redis_pipeline_calls counted %v pipelines, OnFlush %d", got, flushes.Load())
 			}
 		})
 		return co.Decide
@@ -146,16 +141,6 @@ func (h *heldFlushes) recorded() []int {
 	return append([]int(nil), h.sizes...)
 }
 
-// waitFor polls cond until it holds, failing the test after a generous bound.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-	}
-}
-
 // While a round trip that is not full is in flight, calls arriving wait
 // for it and then share one round trip, even with connections to spare:
 // that is what keeps Redis's and the limiter's system calls per decision
@@ -182,7 +167,7 @@ func TestCoalescerOnePartialRoundTripAtATime(t *testing.T) {
 	for i := range later {
 		check(string(rune('a' + i)))
 	}
-	waitFor(t, "the later calls to queue behind the held round trip", func() bool { return len(co.single.queue) == later })
+	testkit.WaitFor(t, 10*time.Second, "the later calls to queue behind the held round trip", func() bool { return len(co.single.queue) == later })
 	held.releaseFirst()
 	wg.Wait()
 	if got := held.recorded(); len(got) != 2 || got[0] != 1 || got[1] != later {

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/ratewarden/ratewarden/internal/decide"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/decidetest"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
@@ -23,7 +24,7 @@ import (
 // by delay, with the limiter's REDIS_TIMEOUT (50ms) and lateWait.
 func lateCoalescer(t *testing.T, delay, lateWait time.Duration) (*Coalescer, *redistest.SlowProxy) {
 	t.Helper()
-	proxy := redistest.StartSlowProxy(t, redisAddr())
+	proxy := redistest.StartSlowProxy(t, redistest.Addr(t)) // Addr: skipped when the shared Redis does not answer
 	client, err := Connect(ClientConfig{URL: "redis://" + proxy.Addr() + "/0", Timeout: 50 * time.Millisecond,
 		SocketTimeout: 50*time.Millisecond + lateWait, NoRetries: true})
 	if err != nil {
@@ -83,7 +84,7 @@ func admittedOf(t *testing.T, co *Coalescer, call decide.Call, n int) int {
 
 func waitSettled(t *testing.T, co *Coalescer) {
 	t.Helper()
-	waitFor(t, "the late replies and their give-backs", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the late replies and their give-backs", func() bool {
 		return testutil.ToFloat64(co.giveBacks.pending) == 0
 	})
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratewarden/ratewarden/internal/decide"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/decidetest"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
@@ -54,7 +55,7 @@ func TestCoalescerSlowNodeIsNotDown(t *testing.T) {
 		}
 	}
 	probes := co.probes.WithLabelValues(probeSlow)
-	waitFor(t, "a ping to find the node slow", func() bool { return testutil.ToFloat64(probes) >= 1 })
+	testkit.WaitFor(t, 10*time.Second, "a ping to find the node slow", func() bool { return testutil.ToFloat64(probes) >= 1 })
 	if co.single.isOpen() {
 		t.Fatal("the breaker of a node that answers pings opened")
 	}
@@ -74,7 +75,7 @@ func TestCoalescerSlowNodeIsNotDown(t *testing.T) {
 			t.Fatal("a call to a node refusing connections succeeded")
 		}
 	}
-	waitFor(t, "the breaker of a node refusing connections to open", refused.single.isOpen)
+	testkit.WaitFor(t, 10*time.Second, "the breaker of a node refusing connections to open", refused.single.isOpen)
 	if _, err := refused.Decide(context.Background(), call); !errors.Is(err, errNodeDown) || !Unreached(err) {
 		t.Fatalf("a call once the breaker is open: %v, want errNodeDown, Unreached", err)
 	}

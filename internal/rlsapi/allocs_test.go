@@ -13,6 +13,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/limiter"
 	"github.com/ratewarden/ratewarden/internal/rlsapi"
 	"github.com/ratewarden/ratewarden/internal/rules"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 )
 
 // TestShouldRateLimitAllocations pins the allocations of one ShouldRateLimit
@@ -29,7 +30,7 @@ import (
 // Under the race detector sync.Pool drops objects at random, so the counts
 // vary: make test runs this test again without it (make allocs).
 func TestShouldRateLimitAllocations(t *testing.T) {
-	if raceDetector {
+	if testkit.RaceDetector {
 		t.Skip("allocations are counted without the race detector (make allocs)")
 	}
 	perIP := rule("per-ip", "edge", 1000, time.Second, "remote_address", "")

@@ -25,6 +25,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/redisstore"
 	"github.com/ratewarden/ratewarden/internal/rlsapi"
 	"github.com/ratewarden/ratewarden/internal/rules"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
@@ -161,33 +162,11 @@ func (e *env) postJSON(body string) (int, string) {
 	return code, string(answer)
 }
 
-// metric sums the samples of a counter family whose labels include want.
+// metric sums the samples of the family name whose labels include want
+// (testkit.MetricSum on the stack's registry).
 func (e *env) metric(name string, want map[string]string) float64 {
 	e.t.Helper()
-	families, err := e.reg.Gather()
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	var sum float64
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			for k, v := range want {
-				if labels[k] != v {
-					continue next
-				}
-			}
-			sum += m.GetCounter().GetValue()
-		}
-	}
-	return sum
+	return testkit.MetricSum(e.t, e.reg, name, want)
 }
 
 func (e *env) wantMetric(name string, labels map[string]string, want float64) {

@@ -10,6 +10,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
+
+	"github.com/ratewarden/ratewarden/internal/jsonwire"
 )
 
 // ServerOptions set the gRPC server's transport. Its bounds are what a
@@ -54,8 +56,8 @@ const (
 	// about 32 KiB encoded with the framing of every entry): room for
 	// fields Envoy may add, while a client cannot make the server buffer
 	// the 4 MiB gRPC would accept by default per call before convert
-	// refuses it. The same bound as a /json body.
-	DefaultMaxRecvMsgSize = 64 << 10
+	// refuses it. The same bound as a /json body: jsonwire.MaxBody.
+	DefaultMaxRecvMsgSize = jsonwire.MaxBody
 	// DefaultMaxConcurrentStreams, 100, bounds one connection's calls in
 	// flight, and with DefaultMaxHeaderListSize what one connection can
 	// make the server hold. It is the least RFC 9113 recommends, and

@@ -187,7 +187,7 @@ func (u *unexpected) Error() string { return "overall code " + u.code.String() }
 // plainRedis is a client of the test Redis without redistest's hook, whose
 // checks allocate on every command.
 func plainRedis(b *testing.B) *redis.Client {
-	opts, err := redis.ParseURL(redistest.URL())
+	opts, err := redis.ParseURL(redistest.RequiredURL(b))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/ratewarden/ratewarden/internal/rulesync"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 )
 
 // Dynamic rules that do not compile with the files' rules: the files win,
@@ -118,7 +119,7 @@ func TestStartRefusesConflictingDynamicRules(t *testing.T) {
 
 	l.run(t, nil)
 	writeFile(t, l.View().File, fileRules) // the new file reaches this limiter
-	waitFor(t, 2*time.Second, "the refused dynamic rules to apply with the new file", func() bool { return runsDynamic(l) })
+	testkit.WaitFor(t, 2*time.Second, "the refused dynamic rules to apply with the new file", func() bool { return runsDynamic(l) })
 	if metric("success") != 1 || testutil.ToFloat64(l.LastReloadSuccessfulMetric(rulesync.SourceDynamic)) != 1 {
 		t.Errorf("dynamic loads succeeded %v, want 1, last successful 1", metric("success"))
 	}
@@ -134,7 +135,7 @@ func TestFileChangeRetriesRefusedVersion(t *testing.T) {
 	if _, err := store.PutRule(context.Background(), "api-key", []byte(apiKeyRule), rulesync.Author{Actor: "alice"}); err != nil {
 		t.Fatal(err) // as a limiter on the new file would
 	}
-	waitFor(t, 2*time.Second, "the conflicting version to be refused", func() bool {
+	testkit.WaitFor(t, 2*time.Second, "the conflicting version to be refused", func() bool {
 		return testutil.ToFloat64(l.ReloadsMetric(rulesync.SourceDynamic, "failure")) == 1
 	})
 	checkRefused(t, l.View(), 1, "api-key", "duplicate descriptor")
@@ -147,7 +148,7 @@ func TestFileChangeRetriesRefusedVersion(t *testing.T) {
 	}
 
 	writeFile(t, l.View().File, fileRules)
-	waitFor(t, 2*time.Second, "the refused version to apply with the new file", func() bool { return runsDynamic(l) })
+	testkit.WaitFor(t, 2*time.Second, "the refused version to apply with the new file", func() bool { return runsDynamic(l) })
 }
 
 // A running limiter whose rules file changes into one the dynamic rules in
@@ -161,7 +162,7 @@ func TestChangedFileWinsOverDynamicRules(t *testing.T) {
 	}
 	l.run(t, nil)
 	writeFile(t, l.View().File, legacyKeyFile)
-	waitFor(t, 2*time.Second, "the conflicting file to apply", func() bool { return l.limit("legacy-key") == 1000 })
+	testkit.WaitFor(t, 2*time.Second, "the conflicting file to apply", func() bool { return l.limit("legacy-key") == 1000 })
 	v := l.View()
 	if l.limit("api-key") != -1 || v.DynamicVersion != 0 {
 		t.Fatalf("api-key %d, dynamic version %d with the conflicting file; want the file's rules alone", l.limit("api-key"), v.DynamicVersion)
@@ -172,7 +173,7 @@ func TestChangedFileWinsOverDynamicRules(t *testing.T) {
 	}
 
 	writeFile(t, l.View().File, fileRules)
-	waitFor(t, 2*time.Second, "the dynamic rules to come back", func() bool { return runsDynamic(l) })
+	testkit.WaitFor(t, 2*time.Second, "the dynamic rules to come back", func() bool { return runsDynamic(l) })
 }
 
 // The same holds for the RLS directory: a limiter starts on it when the
@@ -193,7 +194,7 @@ func TestRLSChangeRetriesRefusedVersion(t *testing.T) {
 	l.run(t, nil)
 	withoutToNumber := messagingConfig[:strings.Index(messagingConfig, "  - key: to_number\n    rate_limit: {unit: day, requests_per_unit: 100}")]
 	writeFile(t, filepath.Join(l.dir, "config.yaml"), withoutToNumber)
-	waitFor(t, 2*time.Second, "the refused rule to apply with the new directory", func() bool {
+	testkit.WaitFor(t, 2*time.Second, "the refused rule to apply with the new directory", func() bool {
 		v := l.View()
 		return l.limit("sms") == 3 && l.limit(toNumber) == -1 && v.DynamicVersion == 1 && v.DynamicRefused == nil
 	})

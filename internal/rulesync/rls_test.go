@@ -20,6 +20,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/rules"
 	"github.com/ratewarden/ratewarden/internal/rulesync"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 )
 
 // The RLS directory's tests need neither Postgres nor Redis: dynamic rules,
@@ -196,17 +197,17 @@ func TestRLSReload(t *testing.T) {
 	l.run(t, nil)
 	config := filepath.Join(l.dir, "config.yaml")
 	writeFile(t, config, strings.Replace(messagingConfig, "requests_per_unit: 100", "requests_per_unit: 300", 1))
-	waitFor(t, 2*time.Second, "the changed directory to apply", func() bool { return l.limit(toNumber) == 300 })
+	testkit.WaitFor(t, 2*time.Second, "the changed directory to apply", func() bool { return l.limit(toNumber) == 300 })
 
 	// A new file adds its domain.
 	writeFile(t, filepath.Join(l.dir, "mongo.yml"), "domain: mongo_cps\ndescriptors: [{key: database, value: users, rate_limit: {unit: second, requests_per_unit: 500}}]\n")
-	waitFor(t, 2*time.Second, "the new file to apply", func() bool { return l.limit("rls.mongo_cps.database_users") == 500 })
+	testkit.WaitFor(t, 2*time.Second, "the new file to apply", func() bool { return l.limit("rls.mongo_cps.database_users") == 500 })
 
 	running := l.View()
 	writeFile(t, config, strings.Replace(messagingConfig, "unit: day", "unit: fortnight", 1))
 	failures := func() float64 { return testutil.ToFloat64(l.ReloadsMetric(rulesync.SourceRLS, "failure")) }
 	refusals := func() int { return l.logs.FilterMessage("RLS config refused; the running rules stay").Len() }
-	waitFor(t, 2*time.Second, "the invalid directory to be refused", func() bool { return failures() == 1 })
+	testkit.WaitFor(t, 2*time.Second, "the invalid directory to be refused", func() bool { return failures() == 1 })
 	time.Sleep(150 * time.Millisecond) // polls of the same content
 	if err := l.ReloadRLS(false); err != nil || failures() != 1 || refusals() != 1 {
 		t.Fatalf("polls of the same invalid directory: %v, %v failures, %d logged; want silence", err, failures(), refusals())
@@ -227,7 +228,7 @@ func TestRLSReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(l.dir, "messaging.yaml"), messagingConfig)
-	waitFor(t, 2*time.Second, "the valid directory to apply", func() bool { return l.limit(toNumber) == 100 })
+	testkit.WaitFor(t, 2*time.Second, "the valid directory to apply", func() bool { return l.limit(toNumber) == 100 })
 	if l.View().Version == running.Version {
 		t.Error("the version did not change with the directory")
 	}
@@ -243,7 +244,7 @@ func TestRLSReloadOnSignal(t *testing.T) {
 	l.run(t, hup)
 	writeFile(t, filepath.Join(l.dir, "config.yaml"), strings.Replace(messagingConfig, "requests_per_unit: 100", "requests_per_unit: 7", 1))
 	hup <- os.Interrupt // any signal on the channel
-	waitFor(t, 2*time.Second, "the signal to reload the directory", func() bool { return l.limit(toNumber) == 7 })
+	testkit.WaitFor(t, 2*time.Second, "the signal to reload the directory", func() bool { return l.limit(toNumber) == 7 })
 }
 
 // A dynamic rule overrides a rule of the directory; deleting it brings the

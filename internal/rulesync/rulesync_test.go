@@ -18,6 +18,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/redisfleet"
 	"github.com/ratewarden/ratewarden/internal/rules"
 	"github.com/ratewarden/ratewarden/internal/rulesync"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/pgtest"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
@@ -123,17 +124,6 @@ func (l *limiter) limit(id string) int64 {
 	return max(r.Limits[0].Requests, r.Limits[0].Burst)
 }
 
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 var alice = rulesync.Author{Actor: "alice", SourceAddr: "192.0.2.1", Instance: "a"}
 
 const loginAt50 = `{"id": "login", "match": {"endpoints": ["/login"]}, "key": ["ip"],
@@ -156,7 +146,7 @@ func TestChangeAppliesEverywhere(t *testing.T) {
 		t.Fatalf("the changing limiter runs limit %d right after the put; want 50", got)
 	}
 	for name, l := range map[string]*limiter{"b": b, "c": c} {
-		waitFor(t, 2*time.Second, name+" to apply the change", func() bool { return l.limit("login") == 50 })
+		testkit.WaitFor(t, 2*time.Second, name+" to apply the change", func() bool { return l.limit("login") == 50 })
 		v := l.View()
 		if v.DynamicVersion != 1 || v.Version != a.View().Version {
 			t.Fatalf("%s runs %s (dynamic %d), a runs %s", name, v.Version, v.DynamicVersion, a.View().Version)
@@ -176,7 +166,7 @@ func TestChangeAppliesEverywhere(t *testing.T) {
 	if _, err := b.Delete(context.Background(), "login", alice); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 2*time.Second, "a to restore the file's rule", func() bool { return a.limit("login") == 100 })
+	testkit.WaitFor(t, 2*time.Second, "a to restore the file's rule", func() bool { return a.limit("login") == 100 })
 	if _, err := b.Delete(context.Background(), "login", alice); !errors.Is(err, rulesync.ErrNotFound) ||
 		!strings.Contains(err.Error(), "rules file") {
 		t.Fatalf("deleting a file rule: %v; want ErrNotFound naming the rules file", err)
@@ -191,7 +181,7 @@ func TestPollPicksUpMissedChange(t *testing.T) {
 	if _, err := a.Put(context.Background(), "login", []byte(loginAt50), alice); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 2*time.Second, "the poll to apply the change", func() bool { return deaf.limit("login") == 50 })
+	testkit.WaitFor(t, 2*time.Second, "the poll to apply the change", func() bool { return deaf.limit("login") == 50 })
 }
 
 // An invalid rule is refused with the field at fault, and nothing changes:
@@ -260,14 +250,14 @@ func TestFileReload(t *testing.T) {
 	s := newSystem(t)
 	a := s.start()
 	writeFile(t, s.file, strings.Replace(fileRules, "requests: 100", "requests: 300", 1))
-	waitFor(t, 2*time.Second, "the changed file to apply", func() bool { return a.limit("login") == 300 })
+	testkit.WaitFor(t, 2*time.Second, "the changed file to apply", func() bool { return a.limit("login") == 300 })
 
 	running := a.View()
 	writeFile(t, s.file, strings.Replace(fileRules, "fixed_window", "fixed_windw", 1))
 	failures := func() float64 {
 		return testutil.ToFloat64(a.ReloadsMetric(rulesync.SourceFile, "failure"))
 	}
-	waitFor(t, 2*time.Second, "the invalid file to be refused", func() bool { return failures() == 1 })
+	testkit.WaitFor(t, 2*time.Second, "the invalid file to be refused", func() bool { return failures() == 1 })
 	if err := a.ReloadFile(false); err != nil || failures() != 1 {
 		t.Fatalf("a poll of the same invalid file: %v, %v failures; want silence", err, failures())
 	}
@@ -282,7 +272,7 @@ func TestFileReload(t *testing.T) {
 	}
 
 	writeFile(t, s.file, fileRules)
-	waitFor(t, 2*time.Second, "the valid file to apply", func() bool { return a.limit("login") == 100 })
+	testkit.WaitFor(t, 2*time.Second, "the valid file to apply", func() bool { return a.limit("login") == 100 })
 }
 
 // The store down at start: the file's rules run, changes answer

@@ -1,8 +1,11 @@
 // Package testkit groups the helpers of the tests, and nothing else: each
-// package below it is imported by tests only (a test in
-// internal/testkit guards that): private Redis servers and clusters
+// package below it is imported by tests only (internal/layering_test.go
+// guards that): private Redis servers and clusters
 // (redistest), databases (pgtest), the embedded broker (kafkatest),
 // processes (proctest), certificates (tlstest), the events' JSON Schemas
 // (eventschema), and the scenario tables of the decision model
-// (decidetest) and of abuse detection (abusetest).
+// (decidetest) and of abuse detection (abusetest). This package holds what
+// the tests of every package share: Unavailable (skip a test whose service
+// or program is missing, fail it under CI), WaitFor (poll a condition),
+// MetricSum (read a metric from a registry) and RaceDetector.
 package testkit

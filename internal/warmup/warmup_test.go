@@ -10,6 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/ratewarden/ratewarden/internal/testkit"
 )
 
 var errDown = errors.New("connection refused")
@@ -40,18 +42,8 @@ func run(t *testing.T, timeout time.Duration, steps ...Step) outcome {
 	start := time.Now()
 	done := Run(context.Background(), Config{Steps: steps, Timeout: timeout, Classify: classify, Log: zap.New(core), Registerer: reg})
 	o := outcome{done: done, took: time.Since(start), logs: logs}
-	metrics, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range metrics {
-		switch m.GetName() {
-		case "rate_limit_warmup_complete":
-			o.complete = m.GetMetric()[0].GetGauge().GetValue()
-		case "rate_limit_warmup_duration_seconds":
-			o.duration = m.GetMetric()[0].GetGauge().GetValue()
-		}
-	}
+	o.complete = testkit.MetricSum(t, reg, "rate_limit_warmup_complete", nil)
+	o.duration = testkit.MetricSum(t, reg, "rate_limit_warmup_duration_seconds", nil)
 	return o
 }
 

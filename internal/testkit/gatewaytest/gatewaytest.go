@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ratewarden/ratewarden/internal/testkit"
 )
 
 // Program finds a program a test runs: on the PATH, else at fallback (a
@@ -27,10 +29,7 @@ func Program(tb testing.TB, name, fallback, pkg string) string {
 	if _, err := os.Stat(fallback); err == nil {
 		return fallback
 	}
-	if os.Getenv("CI") != "" {
-		tb.Fatalf("%s not found; CI must run this test: apt-get install -y %s", name, pkg)
-	}
-	tb.Skipf("%s not found; install it (apt-get install -y %s) to run this test", name, pkg)
+	testkit.Unavailable(tb, "%s not found; install it (apt-get install -y %s) to run this test", name, pkg)
 	return ""
 }
 

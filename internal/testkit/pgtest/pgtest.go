@@ -9,10 +9,13 @@ import (
 	"encoding/hex"
 	"net/url"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/ratewarden/ratewarden/internal/testkit"
 )
 
 // defaultServerURL is the server the tests use when DATABASE_URL is unset.
@@ -28,8 +31,42 @@ func ServerURL() string {
 	return defaultServerURL
 }
 
+// Require skips the test, or fails it when CI is set, unless the server
+// at ServerURL answers. The test process asks once.
+func Require(tb testing.TB) {
+	tb.Helper()
+	if err := answers(); err != nil {
+		testkit.Unavailable(tb, "postgres at %s does not answer (is PostgreSQL running? set DATABASE_URL): %v", redacted(ServerURL()), err)
+	}
+}
+
+// RequiredServerURL is ServerURL for a test that connects to the server
+// itself: Require, then ServerURL.
+func RequiredServerURL(tb testing.TB) string {
+	tb.Helper()
+	Require(tb)
+	return ServerURL()
+}
+
+var answers = sync.OnceValue(func() error {
+	server, err := url.Parse(ServerURL())
+	if err != nil {
+		return err
+	}
+	admin := *server
+	admin.Path = "/postgres"
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, admin.String())
+	if err != nil {
+		return err
+	}
+	return conn.Close(context.Background())
+})
+
 // Database creates a database with a fresh name (rwtest_<hex>) on the test
-// server and returns its URL. The database is dropped when the test ends,
+// server and returns its URL (the test is skipped, or failed when CI is
+// set, when the server does not answer: Require). The database is dropped when the test ends,
 // after the test's own cleanups (which should close their pools), and
 // WITH (FORCE) so a leaked connection cannot keep it alive.
 func Database(tb testing.TB) string {
@@ -63,6 +100,7 @@ func Uncreated(tb testing.TB) string {
 // name.
 func fresh(tb testing.TB) (dbURL, adminURL, name string) {
 	tb.Helper()
+	Require(tb)
 	server, err := url.Parse(ServerURL())
 	if err != nil || (server.Scheme != "postgres" && server.Scheme != "postgresql") {
 		tb.Fatalf("DATABASE_URL %q: pgtest needs a postgres:// URL", redacted(ServerURL()))

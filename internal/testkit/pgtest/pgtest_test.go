@@ -8,6 +8,7 @@ import (
 )
 
 func TestDatabase(t *testing.T) {
+	Require(t)
 	var name string
 	t.Run("create", func(t *testing.T) {
 		u := Database(t)

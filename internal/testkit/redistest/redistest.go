@@ -8,10 +8,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratewarden/ratewarden/internal/testkit"
 )
 
 // URL is the Redis the tests use: REDIS_URL or the local default.
@@ -22,9 +25,11 @@ func URL() string {
 	return "redis://127.0.0.1:6379/0"
 }
 
-// Addr is the host:port of URL.
+// Addr is the host:port of URL. The test is skipped (failed when CI is
+// set) when that Redis does not answer.
 func Addr(tb testing.TB) string {
 	tb.Helper()
+	Require(tb)
 	opts, err := redis.ParseURL(URL())
 	if err != nil {
 		tb.Fatalf("REDIS_URL: %v", err)
@@ -32,11 +37,43 @@ func Addr(tb testing.TB) string {
 	return opts.Addr
 }
 
-// Client returns a client of the test Redis, failing the test with a clear
-// message when it does not answer, and whenever a command sets an absolute
-// expiry that has passed.
+// Require skips the test, or fails it when CI is set, unless the Redis at
+// URL answers a ping. The test process asks once: a laptop without Redis
+// skips every integration test at the cost of one refused connection.
+func Require(tb testing.TB) {
+	tb.Helper()
+	if err := answers(); err != nil {
+		testkit.Unavailable(tb, "redis at %s does not answer (start it with: redis-server --save ''; or set REDIS_URL): %v", URL(), err)
+	}
+}
+
+// RequiredURL is URL for a test that hands it to a process or a client of
+// its own: Require, then URL.
+func RequiredURL(tb testing.TB) string {
+	tb.Helper()
+	Require(tb)
+	return URL()
+}
+
+var answers = sync.OnceValue(func() error {
+	opts, err := redis.ParseURL(URL())
+	if err != nil {
+		return err
+	}
+	opts.MaxRetries = -1 // a refused connection is the answer: no retries
+	c := redis.NewClient(opts)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return c.Ping(ctx).Err()
+})
+
+// Client returns a client of the test Redis, skipping the test with a clear
+// message when it does not answer (failing it when CI is set: Require), and
+// failing it whenever a command sets an absolute expiry that has passed.
 func Client(tb testing.TB) *redis.Client {
 	tb.Helper()
+	Require(tb)
 	opts, err := redis.ParseURL(URL())
 	if err != nil {
 		tb.Fatalf("REDIS_URL: %v", err)

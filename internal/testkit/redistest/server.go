@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratewarden/ratewarden/internal/testkit"
 )
 
 // StartServer starts a redis-server of the test's own on a free loopback
@@ -18,7 +20,7 @@ import (
 func StartServer(tb testing.TB) string {
 	tb.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
-		tb.Fatal("redis-server not found: install Debian's redis-server package")
+		testkit.Unavailable(tb, "redis-server not found: install Debian's redis-server package")
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

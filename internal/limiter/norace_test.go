@@ -1,5 +1,0 @@
-//go:build !race
-
-package limiter
-
-const raceDetector = false

@@ -1,5 +1,0 @@
-//go:build !race
-
-package redisstore
-
-const raceDetector = false

@@ -1,7 +1,0 @@
-//go:build race
-
-package redisstore
-
-// raceDetector: sync.Pool drops a quarter of what it is given at random
-// under the race detector, so allocation counts are not pinned then.
-const raceDetector = true

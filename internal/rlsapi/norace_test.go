@@ -1,5 +1,0 @@
-//go:build !race
-
-package rlsapi_test
-
-const raceDetector = false

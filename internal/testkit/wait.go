@@ -1,0 +1,25 @@
+package testkit
+
+import (
+	"testing"
+	"time"
+)
+
+// WaitFor polls cond until it holds, failing the test, with what it waited
+// for, once timeout has passed. The timeout is a bound on a hang, never a
+// measurement: pick it generous. Polling starts at a millisecond, so a
+// condition about to hold costs no wait, and slows to 50 ms, so a long wait
+// (a consumer group, a restart) does not spin.
+func WaitFor(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	pause := time.Millisecond
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out after %v waiting for %s", timeout, what)
+			return
+		}
+		time.Sleep(pause)
+		pause = min(2*pause, 50*time.Millisecond)
+	}
+}
