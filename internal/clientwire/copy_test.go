@@ -9,7 +9,8 @@ import (
 
 // The client module has copies of the limiter's packages it needs (it
 // cannot import them): they stay the limiter's code, line for line, but
-// for their package comment and the import path of each other.
+// for their package comment and the import path of each other. So the
+// limiter's tests of those packages are theirs too: the copies carry none.
 func TestClientCopiesAreTheLimiters(t *testing.T) {
 	for _, f := range []string{"jsonwire/append.go", "jsonwire/parse.go", "clientaddr/clientaddr.go", "ipprefix/ipprefix.go"} {
 		mine := code(t, filepath.Join("..", "..", "client", "internal", f))
