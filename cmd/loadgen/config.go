@@ -173,6 +173,42 @@ var protocolFlags = map[string][]string{
 // finish validates the flags and fills in what derives from them; set
 // holds the flags given.
 func (cfg *config) finish(set map[string]bool, mix, keyOrder, ipBase, entries string, keys, cost int) error {
+	if err := cfg.finishTargets(set, entries); err != nil {
+		return err
+	}
+	var err error
+	if cfg.traffic.Mix, err = ParseMix(mix); err != nil {
+		return fmt.Errorf("-mix: %w", err)
+	}
+	if err := cfg.checkBounds(keys, cost); err != nil {
+		return err
+	}
+	if cost > 1 {
+		cfg.traffic.Cost = cost
+	}
+	cfg.traffic.Keys = keys
+	switch keyOrder {
+	case "random":
+	case "sequential":
+		cfg.traffic.Sequential = true
+	default:
+		return fmt.Errorf("-key-order %q: want random or sequential", keyOrder)
+	}
+	addr, err := netip.ParseAddr(ipBase)
+	if err != nil || !addr.Is4() {
+		return fmt.Errorf("-ip-base %q: want an IPv4 address", ipBase)
+	}
+	b := addr.As4()
+	cfg.traffic.IPBase = uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+	if uint64(cfg.traffic.IPBase)+uint64(keys)-1 > math.MaxUint32 {
+		return fmt.Errorf("-keys %d from -ip-base %s: past 255.255.255.255", keys, ipBase)
+	}
+	return nil
+}
+
+// finishTargets parses the targets of the protocol and its entries, and
+// refuses the flags that do not apply to the protocol.
+func (cfg *config) finishTargets(set map[string]bool, entries string) error {
 	var err error
 	switch cfg.protocol {
 	case protocolHTTP:
@@ -212,9 +248,11 @@ func (cfg *config) finish(set map[string]bool, mix, keyOrder, ipBase, entries st
 	if len(cfg.targets) > 0 {
 		cfg.target = cfg.targets[0]
 	}
-	if cfg.traffic.Mix, err = ParseMix(mix); err != nil {
-		return fmt.Errorf("-mix: %w", err)
-	}
+	return nil
+}
+
+// checkBounds refuses the numeric and textual flags out of their range.
+func (cfg *config) checkBounds(keys, cost int) error {
 	switch {
 	case cfg.batch < 1 || cfg.batch > maxBatch:
 		return fmt.Errorf("-batch %d: want 1 to %d", cfg.batch, maxBatch)
@@ -252,26 +290,6 @@ func (cfg *config) finish(set map[string]bool, mix, keyOrder, ipBase, entries st
 		return fmt.Errorf("-grpc-conns %d: want 1 to 1000", cfg.grpcConns)
 	case cfg.domain == "" || len(cfg.domain) > 255:
 		return fmt.Errorf("-domain %q: want 1 to 255 bytes", cfg.domain)
-	}
-	if cost > 1 {
-		cfg.traffic.Cost = cost
-	}
-	cfg.traffic.Keys = keys
-	switch keyOrder {
-	case "random":
-	case "sequential":
-		cfg.traffic.Sequential = true
-	default:
-		return fmt.Errorf("-key-order %q: want random or sequential", keyOrder)
-	}
-	addr, err := netip.ParseAddr(ipBase)
-	if err != nil || !addr.Is4() {
-		return fmt.Errorf("-ip-base %q: want an IPv4 address", ipBase)
-	}
-	b := addr.As4()
-	cfg.traffic.IPBase = uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
-	if uint64(cfg.traffic.IPBase)+uint64(keys)-1 > math.MaxUint32 {
-		return fmt.Errorf("-keys %d from -ip-base %s: past 255.255.255.255", keys, ipBase)
 	}
 	return nil
 }
