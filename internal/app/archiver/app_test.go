@@ -10,12 +10,13 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/event"
-	"github.com/ratewarden/ratewarden/internal/kafkabus"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 	"github.com/ratewarden/ratewarden/internal/testkit/pgtest"
 )
@@ -83,8 +84,8 @@ func TestTwoArchiversInOneProcess(t *testing.T) {
 	first, second := start(t, cfg, "first"), start(t, cfg, "second")
 
 	for _, r := range []*running{first, second} {
-		waitFor(t, "the ops listener", func() bool { return r.app.Addr() != "" })
-		waitFor(t, "readiness", func() bool { return status(r.app.Addr(), "/readyz") == http.StatusOK })
+		testkit.WaitFor(t, time.Minute, "the ops listener", func() bool { return r.app.Addr() != "" })
+		testkit.WaitFor(t, time.Minute, "readiness", func() bool { return status(r.app.Addr(), "/readyz") == http.StatusOK })
 	}
 	if first.app.Addr() == second.app.Addr() {
 		t.Fatalf("both archivers report the address %s", first.app.Addr())
@@ -98,9 +99,13 @@ func TestTwoArchiversInOneProcess(t *testing.T) {
 			Algorithm: "sliding_window", Reason: event.ReasonRateLimited, Limit: 5, Mode: "redis"}
 		values[i] = ev.AppendJSON(nil)
 	}
-	produce(t, broker, decisionsTopic, values...)
+	msgs := make([]kafka.Message, len(values))
+	for i, v := range values {
+		msgs[i] = kafka.Message{Key: fmt.Append(nil, "k", i), Value: v}
+	}
+	kafkatest.Produce(t, broker.Brokers(), decisionsTopic, msgs...)
 	const rows = "SELECT count(*) FROM rate_limit_violations"
-	waitFor(t, "the violations", func() bool { got, err := tryCount(db, rows); return err == nil && got >= n })
+	testkit.WaitFor(t, time.Minute, "the violations", func() bool { got, err := tryCount(db, rows); return err == nil && got >= n })
 
 	first.stop(t)
 	second.stop(t)
@@ -148,27 +153,6 @@ func TestNewRequiresLoggerAndRegistry(t *testing.T) {
 	}
 }
 
-// produce publishes values on topic, each under a key of its own, and
-// waits until all are acknowledged.
-func produce(t *testing.T, broker *kafkatest.Broker, topic string, values ...[]byte) {
-	t.Helper()
-	p, err := kafkabus.NewProducer(kafkabus.ProducerConfig{Brokers: broker.Brokers(), Topic: topic,
-		QueueSize: len(values) + 1, MaxInFlight: len(values) + 1}, zap.NewNop(), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, v := range values {
-		if !p.Publish(fmt.Append(nil, "k", i), v) {
-			t.Fatal("message dropped")
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := p.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // tryCount runs a query returning one integer.
 func tryCount(db, query string) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -191,15 +175,4 @@ func status(addr, path string) int {
 	}
 	_ = resp.Body.Close()
 	return resp.StatusCode
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }

@@ -11,12 +11,12 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/event"
-	"github.com/ratewarden/ratewarden/internal/kafkabus"
 	"github.com/ratewarden/ratewarden/internal/redisfleet"
 	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
@@ -83,14 +83,14 @@ func TestDetectorBansFromTheDecisionStream(t *testing.T) {
 
 	const ip = "203.0.113.9"
 	now := time.Now().UTC()
-	var values [][]byte
+	var decisions []kafka.Message
 	for i := range 3 {
 		ev := event.Decision{EventID: uuid.NewString(), TS: now.Add(time.Duration(i) * time.Millisecond), Instance: "limiter-1",
 			IP: ip, Endpoint: "/api/login", Method: "POST", RuleID: "login", Algorithm: "sliding_window",
 			Reason: event.ReasonRateLimited, Limit: 5, Mode: "redis"}
-		values = append(values, ev.AppendJSON(nil))
+		decisions = append(decisions, kafka.Message{Key: []byte(ip), Value: ev.AppendJSON(nil)})
 	}
-	produce(t, broker, decisionsTopic, ip, values...)
+	kafkatest.Produce(t, broker.Brokers(), decisionsTopic, decisions...)
 
 	msgs := kafkatest.ReadMessages(t, broker.Brokers(), bansTopic, 1, time.Minute)
 	ban, err := event.DecodeBan(msgs[0].Value)
@@ -154,27 +154,6 @@ func TestRunAfterCancelClosesRedis(t *testing.T) {
 func TestNewRequiresLoggerAndRegistry(t *testing.T) {
 	if _, err := New(config.Detector{}, Deps{}); err == nil {
 		t.Error("New accepted no logger and no registry")
-	}
-}
-
-// produce publishes values on topic under key and waits until all are
-// acknowledged.
-func produce(t *testing.T, broker *kafkatest.Broker, topic, key string, values ...[]byte) {
-	t.Helper()
-	p, err := kafkabus.NewProducer(kafkabus.ProducerConfig{Brokers: broker.Brokers(), Topic: topic,
-		QueueSize: len(values) + 1, MaxInFlight: len(values) + 1}, zap.NewNop(), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, v := range values {
-		if !p.Publish([]byte(key), v) {
-			t.Fatal("message dropped")
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := p.Close(ctx); err != nil {
-		t.Fatal(err)
 	}
 }
 

@@ -381,3 +381,18 @@ func (b *Broker) Restart(tb testing.TB, topics ...string) {
 	tb.Cleanup(c.Close) // Close is idempotent
 	b.cluster, b.stopOnce = c, sync.Once{}
 }
+
+// Produce writes msgs to topic and returns once the broker has
+// acknowledged every one (all replicas), or fails tb.
+func Produce(tb testing.TB, brokers []string, topic string, msgs ...kafka.Message) {
+	tb.Helper()
+	// RequireAll: kafka-go's default is not to wait for the broker at all.
+	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: topic, Balancer: &kafka.Hash{}, BatchTimeout: time.Millisecond,
+		RequiredAcks: kafka.RequireAll, Transport: &kafka.Transport{}} // not the shared default: see kafkabus.NewBanPublisher
+	defer w.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := w.WriteMessages(ctx, msgs...); err != nil {
+		tb.Fatalf("produce to %s: %v", topic, err)
+	}
+}

@@ -17,19 +17,11 @@ import (
 
 func write(t *testing.T, brokers []string, topic string, n int) {
 	t.Helper()
-	// RequireAll: kafka-go's default is not to wait for the broker at all.
-	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: topic, Balancer: &kafka.Hash{}, BatchTimeout: time.Millisecond,
-		RequiredAcks: kafka.RequireAll, Transport: &kafka.Transport{}} // not the shared default: see kafkabus.NewBanPublisher
-	defer w.Close()
 	msgs := make([]kafka.Message, n)
 	for i := range msgs {
 		msgs[i] = kafka.Message{Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, "v%d", i)}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := w.WriteMessages(ctx, msgs...); err != nil {
-		t.Fatal(err)
-	}
+	kafkatest.Produce(t, brokers, topic, msgs...)
 }
 
 func TestStartBrokerAndReadBack(t *testing.T) {
