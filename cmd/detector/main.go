@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
 
 	app "github.com/ratewarden/ratewarden/internal/app/detector"
 	"github.com/ratewarden/ratewarden/internal/buildinfo"
@@ -53,7 +55,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	defer func() { _ = log.Sync() }()
 	// go-redis logs through one logger per process.
 	redisstore.RouteLogs(log.Named("redis"))
-	a, err := app.New(cfg, app.Deps{Log: log, Registry: telemetry.NewRegistry()})
+	// SIGHUP reads the rules file again at once, as it does the limiter's.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	a, err := app.New(cfg, app.Deps{Log: log, Registry: telemetry.NewRegistry(), Reload: hup})
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/event"
@@ -73,8 +74,14 @@ type Publisher interface {
 // it, then settles it, so one owner holds the whole protocol. Its only
 // state of its own is the newest event time per partition (for lateness);
 // the windows and the bans issued live in Windows and Ledger. Process may
-// be called concurrently.
+// be called concurrently, and SetConfig while it runs.
 type Engine struct {
+	cur atomic.Pointer[engine]
+}
+
+// engine is one configuration of an Engine: what SetConfig replaces. Its
+// partitions' marks are the Engine's, shared by every configuration.
+type engine struct {
 	issuer[int]
 	det      rules.Detection
 	exempt   func(event.Subject) bool
@@ -87,8 +94,24 @@ type Engine struct {
 // NewEngine returns an engine keeping its windows in w and its bans in l,
 // and publishing what it issues with pub.
 func NewEngine(cfg Config, w Windows, l Ledger, pub Publisher) *Engine {
+	e := &Engine{}
+	e.cur.Store(newEngine(cfg, w, newIssuer[int](cfg.Now, 0, 0, l, pub)))
+	return e
+}
+
+// SetConfig puts cfg in force from the next batch on: its thresholds,
+// exemptions and clock. The windows, the ledger, the publisher and the
+// partitions' newest times are kept; a batch in progress finishes under
+// the configuration it started with.
+func (e *Engine) SetConfig(cfg Config) {
+	old := e.cur.Load()
+	e.cur.Store(newEngine(cfg, old.w, old.issuer))
+}
+
+func newEngine(cfg Config, w Windows, is issuer[int]) *engine {
 	det := cfg.Detection.WithDefaults()
-	e := &Engine{issuer: newIssuer[int](cfg.Now, det.MaxClockSkew.Std(), det.Grace.Std(), l, pub),
+	is.now, is.skew, is.grace = clockOf(cfg.Now), det.MaxClockSkew.Std(), det.Grace.Std()
+	e := &engine{issuer: is,
 		det: det, exempt: cfg.Exempt, w: w, windowOf: map[time.Duration]int{}}
 	e.userKey = keyOfUser(cfg.UserKey)
 	var windows []time.Duration
@@ -146,6 +169,10 @@ func keyOfUser(userKey func(string) string) func(string) string {
 
 // Spec returns the windows the engine asks Windows to tally.
 func (e *Engine) Spec() WindowSpec {
+	return e.cur.Load().spec_()
+}
+
+func (e *engine) spec_() WindowSpec {
 	s := e.spec
 	s.Violations = slices.Clone(s.Violations)
 	s.ViolationThresholds = slices.Clone(s.ViolationThresholds)
@@ -154,7 +181,14 @@ func (e *Engine) Spec() WindowSpec {
 
 // MaxClockSkew returns how far ahead of the detector's clock an event time
 // is taken as it is (detection.max_clock_skew).
-func (e *Engine) MaxClockSkew() time.Duration { return e.skew }
+func (e *Engine) MaxClockSkew() time.Duration { return e.cur.Load().skew }
+
+// BanReasons returns the reasons of the bans the engine in force issues.
+func (e *Engine) BanReasons() []string { return e.cur.Load().banReasons() }
+
+// WarnReasons returns the reasons of the warnings the engine in force
+// issues.
+func (e *Engine) WarnReasons() []string { return e.cur.Load().warnReasons() }
 
 // Process counts a batch of events, in order, and claims, publishes and
 // settles the bans and warnings they trigger (see issue). It returns what
@@ -172,6 +206,10 @@ func (e *Engine) MaxClockSkew() time.Duration { return e.skew }
 // detector's time at the latest, so it never expires later than that plus
 // its duration.
 func (e *Engine) Process(ctx context.Context, in []Input) ([]Claimed, Stats, error) {
+	return e.cur.Load().process(ctx, in)
+}
+
+func (e *engine) process(ctx context.Context, in []Input) ([]Claimed, Stats, error) {
 	return process(ctx, &e.issuer, in, &windowTally{e: e,
 		sightings: make([]Sighting, 0, 2*len(in)), events: make([]*event.Decision, 0, 2*len(in))})
 }
@@ -179,7 +217,7 @@ func (e *Engine) Process(ctx context.Context, in []Input) ([]Claimed, Stats, err
 // windowTally counts a batch of decision events in the engine's windows:
 // a sighting per offender of each event (its client address, its user).
 type windowTally struct {
-	e         *Engine
+	e         *engine
 	sightings []Sighting
 	events    []*event.Decision // the event of each sighting
 	tallies   []Tally           // recorded, one per sighting

@@ -384,3 +384,49 @@ func TestEngineGroupsIPv6Offenders(t *testing.T) {
 		}
 	})
 }
+
+// SetConfig puts new thresholds in force on a running engine: its spec,
+// reasons and clock skew are the new configuration's.
+func TestEngineSetConfig(t *testing.T) {
+	ban := func(v int64, within time.Duration) rules.Detection {
+		return rules.Detection{Ban: []rules.BanPolicy{{Violations: v, Within: dur(within), Duration: dur(time.Hour)}}}
+	}
+	e := abuse.NewEngine(abuse.Config{Detection: ban(3, time.Minute), Now: afterFixtures}, nil, nil, nil)
+	if got := e.Spec().ViolationThresholds; !slices.Contains(got, 3) {
+		t.Fatalf("thresholds %v at start, want 3 among them", got)
+	}
+	next := ban(2, time.Hour)
+	next.MaxClockSkew = dur(time.Minute)
+	e.SetConfig(abuse.Config{Detection: next, Now: afterFixtures})
+	if got := e.Spec(); !slices.Contains(got.ViolationThresholds, 2) || slices.Contains(got.ViolationThresholds, 3) ||
+		!slices.Contains(got.Violations, time.Hour) {
+		t.Errorf("spec %+v after SetConfig, want the threshold 2 within 1h, not 3", got)
+	}
+	if got := e.BanReasons(); !slices.Contains(got, "violations_1h") || slices.Contains(got, "violations_1m") {
+		t.Errorf("ban reasons %v, want violations_1h and not violations_1m", got)
+	}
+	if got := e.MaxClockSkew(); got != time.Minute {
+		t.Errorf("max clock skew %v, want 1m", got)
+	}
+}
+
+// SetConfig on an outcome engine puts the scenarios of the new
+// configuration in force.
+func TestOutcomeEngineSetConfig(t *testing.T) {
+	off := false
+	e, err := abuse.NewOutcomeEngine(abuse.OutcomeConfig{Now: afterFixtures}, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := e.BanReasons()
+	if !slices.Contains(before, abuse.ReasonBruteForce) {
+		t.Fatalf("ban reasons %v at start, want brute_force among them", before)
+	}
+	det := rules.Detection{BruteForce: &rules.BruteForcePolicy{OutcomeScenario: rules.OutcomeScenario{Enabled: &off}}}
+	if err := e.SetConfig(abuse.OutcomeConfig{Detection: det, Now: afterFixtures}); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.BanReasons(); slices.Contains(got, abuse.ReasonBruteForce) || len(got) != len(before)-1 {
+		t.Errorf("ban reasons %v after brute_force was turned off, want those of %v but it", got, before)
+	}
+}

@@ -3,6 +3,7 @@ package abuse
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/event"
@@ -63,8 +64,15 @@ type topicPartition struct {
 // the outcomes topic, tracked apart from the decisions'), the same Ledger
 // protocol (claim, publish, settle) and ban ids (BanID), so a repeated
 // detection is a no-op and a redelivery publishes the same ids. Its state
-// lives in Distinct and Ledger. Process may be called concurrently.
+// lives in Distinct and Ledger. Process may be called concurrently, and
+// SetConfig while it runs.
 type OutcomeEngine struct {
+	cur atomic.Pointer[outcomeEngine]
+}
+
+// outcomeEngine is one configuration of an OutcomeEngine: what SetConfig
+// replaces. Its partitions' marks are the OutcomeEngine's.
+type outcomeEngine struct {
 	issuer[topicPartition]
 	det       rules.Detection
 	exempt    func(event.Subject) bool
@@ -104,8 +112,32 @@ type outcomeScenario struct {
 // patterns must be valid (rules validation checks them); an invalid one is
 // an error.
 func NewOutcomeEngine(cfg OutcomeConfig, d Distinct, l Ledger, pub Publisher) (*OutcomeEngine, error) {
+	cur, err := newOutcomeEngine(cfg, d, newIssuer[topicPartition](cfg.Now, 0, 0, l, pub))
+	if err != nil {
+		return nil, err
+	}
+	e := &OutcomeEngine{}
+	e.cur.Store(cur)
+	return e, nil
+}
+
+// SetConfig puts cfg in force from the next batch on, as Engine.SetConfig
+// does; on an error (an invalid endpoint pattern) the configuration in
+// force stays.
+func (e *OutcomeEngine) SetConfig(cfg OutcomeConfig) error {
+	old := e.cur.Load()
+	cur, err := newOutcomeEngine(cfg, old.d, old.issuer)
+	if err != nil {
+		return err
+	}
+	e.cur.Store(cur)
+	return nil
+}
+
+func newOutcomeEngine(cfg OutcomeConfig, d Distinct, is issuer[topicPartition]) (*outcomeEngine, error) {
 	det := cfg.Detection.WithDefaults()
-	e := &OutcomeEngine{issuer: newIssuer[topicPartition](cfg.Now, det.MaxClockSkew.Std(), det.Grace.Std(), l, pub),
+	is.now, is.skew, is.grace = clockOf(cfg.Now), det.MaxClockSkew.Std(), det.Grace.Std()
+	e := &outcomeEngine{issuer: is,
 		det: det, exempt: cfg.Exempt, exemptUser: cfg.ExemptUser, d: d}
 	e.userKey = keyOfUser(cfg.UserKey)
 	add := func(reason string, threshold int64, s *rules.OutcomeScenario, lock time.Duration) error {
@@ -153,7 +185,13 @@ func NewOutcomeEngine(cfg OutcomeConfig, d Distinct, l Ledger, pub Publisher) (*
 
 // BanReasons returns the reasons of the enabled scenarios, so that metrics
 // labelled by reason start each at 0.
-func (e *OutcomeEngine) BanReasons() []string {
+func (e *OutcomeEngine) BanReasons() []string { return e.cur.Load().banReasons() }
+
+// WarnReasons returns account_attack when that scenario is enabled: its
+// warning names the account attacked.
+func (e *OutcomeEngine) WarnReasons() []string { return e.cur.Load().warnReasons() }
+
+func (e *outcomeEngine) banReasons() []string {
 	out := make([]string, len(e.scenarios))
 	for i, sc := range e.scenarios {
 		out[i] = sc.reason
@@ -161,9 +199,7 @@ func (e *OutcomeEngine) BanReasons() []string {
 	return out
 }
 
-// WarnReasons returns account_attack when that scenario is enabled: its
-// warning names the account attacked.
-func (e *OutcomeEngine) WarnReasons() []string {
+func (e *outcomeEngine) warnReasons() []string {
 	for _, sc := range e.scenarios {
 		if sc.reason == ReasonAccountAttack {
 			return []string{ReasonAccountAttack}
@@ -173,7 +209,7 @@ func (e *OutcomeEngine) WarnReasons() []string {
 }
 
 // MaxClockSkew returns detection.max_clock_skew.
-func (e *OutcomeEngine) MaxClockSkew() time.Duration { return e.skew }
+func (e *OutcomeEngine) MaxClockSkew() time.Duration { return e.cur.Load().skew }
 
 // outcomeAdd is what one Distinct add was made for.
 type outcomeAdd struct {
@@ -201,13 +237,14 @@ type outcomeAdd struct {
 // engine (Distinct and Ledger are idempotent, so the batch can be processed
 // again, and publishes the same bans).
 func (e *OutcomeEngine) Process(ctx context.Context, in []OutcomeInput) ([]Claimed, Stats, error) {
-	return process(ctx, &e.issuer, in, &distinctTally{e: e})
+	cur := e.cur.Load()
+	return process(ctx, &cur.issuer, in, &distinctTally{e: cur})
 }
 
 // distinctTally counts a batch of outcomes in the scenarios' distinct sets:
 // an add per scenario an outcome fails, and the account owners' successes.
 type distinctTally struct {
-	e      *OutcomeEngine
+	e      *outcomeEngine
 	adds   []DistinctAdd
 	refs   []outcomeAdd // what each add was made for
 	owners ownerSuccesses
@@ -306,7 +343,7 @@ func (t *distinctTally) claims(st *Stats, now time.Time, claim func(Claim) error
 // but those trusted (the owner's), warns about the account and (with
 // lock_account) bans it; after that, each new source as it comes, unless
 // trusted.
-func (e *OutcomeEngine) claims(r *outcomeAdd, c *DistinctCount, now time.Time) ([]Claim, int) {
+func (e *outcomeEngine) claims(r *outcomeAdd, c *DistinctCount, now time.Time) ([]Claim, int) {
 	sc := r.sc
 	if !c.Introduced || c.Count <= sc.threshold {
 		return nil, 0

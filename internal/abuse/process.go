@@ -24,10 +24,7 @@ type issuer[K comparable] struct {
 }
 
 func newIssuer[K comparable](now func() time.Time, skew, grace time.Duration, l Ledger, pub Publisher) issuer[K] {
-	if now == nil {
-		now = time.Now
-	}
-	return issuer[K]{now: now, skew: skew, grace: grace, parts: newPartitions[K](), l: l, pub: pub}
+	return issuer[K]{now: clockOf(now), skew: skew, grace: grace, parts: newPartitions[K](), l: l, pub: pub}
 }
 
 // tally is one engine's counting of one batch of inputs T, read from
@@ -73,4 +70,12 @@ func process[K comparable, T any](ctx context.Context, p *issuer[K], in []T, t t
 	}
 	clock.commit()
 	return claims.issued, st, nil
+}
+
+// clockOf returns now, or time.Now for nil.
+func clockOf(now func() time.Time) func() time.Time {
+	if now == nil {
+		return time.Now
+	}
+	return now
 }

@@ -13,10 +13,10 @@ import (
 // window.
 const ReasonScan = "scan"
 
-// BanReasons returns the reasons the engine's bans can carry: scan when a
+// banReasons returns the reasons the engine's bans can carry: scan when a
 // scan threshold is configured and one per ban level's window, in
 // configuration order, so that metrics labelled by reason start each at 0.
-func (e *Engine) BanReasons() []string {
+func (e *engine) banReasons() []string {
 	var out []string
 	if e.det.Scan != nil {
 		out = append(out, ReasonScan)
@@ -29,9 +29,9 @@ func (e *Engine) BanReasons() []string {
 	return out
 }
 
-// WarnReasons returns the reasons the engine's warnings can carry: the
+// warnReasons returns the reasons the engine's warnings can carry: the
 // warning window's, when one is configured.
-func (e *Engine) WarnReasons() []string {
+func (e *engine) warnReasons() []string {
 	if e.det.Warn == nil {
 		return nil
 	}
@@ -87,7 +87,7 @@ type candidate struct {
 // one) is only checked against the scan threshold. Evidence (endpoint
 // bounds, samples) is read only from a threshold on: Spec asks Windows for
 // no more. now is the detector's clock, the latest time a claim is made at.
-func (e *Engine) claims(s *Sighting, ev *event.Decision, t *Tally, now time.Time) []Claim {
+func (e *engine) claims(s *Sighting, ev *event.Decision, t *Tally, now time.Time) []Claim {
 	var best *candidate
 	if sc := e.det.Scan; sc != nil && t.Endpoints >= sc.DistinctEndpoints {
 		best = &candidate{
@@ -134,7 +134,7 @@ func (e *Engine) claims(s *Sighting, ev *event.Decision, t *Tally, now time.Time
 // sighting's time, but never later than now: the ledger derives its expiry
 // from it, and an event stamped ahead of the detector's clock (within the
 // tolerated skew) must not make a ban outlast its duration.
-func (e *Engine) ban(s *Sighting, ev *event.Decision, t *Tally, action string, c *candidate, now time.Time) event.Ban {
+func (e *engine) ban(s *Sighting, ev *event.Decision, t *Tally, action string, c *candidate, now time.Time) event.Ban {
 	idReason := c.reason
 	if action == event.ActionWarn {
 		idReason = event.ActionWarn + "/" + c.reason

@@ -19,6 +19,8 @@ type Detector struct {
 	AccessLogTopic string
 	// AccessLogFields names the JSON fields of those lines.
 	AccessLogFields accesslog.Mapping
+	// RulesPoll is how often the rules file is read for changes.
+	RulesPoll time.Duration
 }
 
 // LoadDetector reads the detector's configuration through getenv.

@@ -137,10 +137,11 @@ var limiterVars = []Var{
 	{Name: "DYNAMIC_RULES", Default: "true", Readers: limiterOnly,
 		Meaning: "`false`: the rules file alone, no database (the admin rules endpoints then do not exist)",
 		load:    bind(inLimiter(func(c *Limiter) *bool { return &c.DynamicRules }), boolean)},
-	{Name: "RULES_POLL_INTERVAL", Default: "1s", Readers: limiterOnly,
-		Meaning: "how often the rules file is read for changes and the dynamic rules' version is polled " +
+	{Name: "RULES_POLL_INTERVAL", Default: "1s", Readers: []Process{LimiterProcess, DetectorProcess},
+		Meaning: "how often the rules file is read for changes and, by the limiter, the dynamic rules' version is polled " +
 			"(changes are also announced over Redis, so this only bounds how late a missed announcement is made up)",
-		load: bind(inLimiter(func(c *Limiter) *time.Duration { return &c.RulesPoll }), positiveDuration)},
+		load: bind(either(inLimiter(func(c *Limiter) *time.Duration { return &c.RulesPoll }),
+			inDetector(func(c *Detector) *time.Duration { return &c.RulesPoll })), positiveDuration)},
 	{Name: "RLS_CONFIG_DIR", Readers: limiterOnly,
 		Meaning: "a directory of envoyproxy/ratelimit configuration files, loaded as they are and reloaded on change " +
 			"(see [Descriptor rules](envoy.md#descriptor-rules-envoys-rate-limit-api)); empty: none",

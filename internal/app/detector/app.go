@@ -1,7 +1,8 @@
 // Package detector assembles the detector service: the rules file's
-// detection, Redis, the ban publisher, one detector over its sources
-// (decisions, outcomes, optionally a gateway's access log), their
-// consumers and the ops listener, started in order and stopped in reverse.
+// detection (reloaded on change and on a signal), Redis, the ban
+// publisher, one detector over its sources (decisions, outcomes,
+// optionally a gateway's access log), their consumers and the ops
+// listener, started in order and stopped in reverse.
 // cmd/detector reads the environment and handles signals; this package is
 // everything else, so a test can run a detector in its own process.
 package detector
@@ -9,6 +10,7 @@ package detector
 import (
 	"context"
 	"errors"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,6 +27,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/ops"
 	"github.com/ratewarden/ratewarden/internal/redisstore"
 	"github.com/ratewarden/ratewarden/internal/rules"
+	"github.com/ratewarden/ratewarden/internal/rulesync"
 	"github.com/ratewarden/ratewarden/internal/telemetry"
 )
 
@@ -40,24 +43,38 @@ type Deps struct {
 	// Now is the detector's own clock, which bounds event time (see
 	// abuse.Config.Now). Nil: time.Now.
 	Now func() time.Time
+	// Reload delivers the signals (SIGHUP) on which the rules file is
+	// read again at once, besides every RULES_POLL_INTERVAL. Nil: none.
+	Reload <-chan os.Signal
 }
 
 // App is one detector, from New to the end of Run.
 type App struct {
-	cfg      config.Detector
-	log      *zap.Logger
+	cfg    config.Detector
+	log    *zap.Logger
+	now    func() time.Time
+	reload <-chan os.Signal
+	// rules keeps the rules file current; set is the set it loaded at
+	// start (what the start lines report), apply what puts a later one in
+	// the engines.
+	rules    *rulesync.Manager
 	set      *rules.Set
 	redisCfg redisstore.ClientConfig
 	rdb      redis.UniversalClient
 	// closeRedis and closePublisher close once, whether the group stops
 	// them or Run finds them never started.
 	closeRedis, closePublisher func() error
-	engine                     *abuse.Engine
-	outcomes                   *abuse.OutcomeEngine
-	svc                        *detector.Service
-	ops                        *ops.Listener
-	addr                       atomic.Pointer[string]
-	group                      *lifecycle.Group
+	// mu orders the engines' creation with the rule reloads.
+	mu       sync.Mutex
+	engine   *abuse.Engine
+	outcomes *abuse.OutcomeEngine
+	// ipv6Prefix is detection.ipv6_prefix in force, which the access
+	// log's blacklist marker groups addresses by.
+	ipv6Prefix atomic.Int64
+	svc        *detector.Service
+	ops        *ops.Listener
+	addr       atomic.Pointer[string]
+	group      *lifecycle.Group
 }
 
 // New loads the rules file, connects to Redis and the broker, and
@@ -68,11 +85,16 @@ func New(cfg config.Detector, deps Deps) (*App, error) {
 	if deps.Log == nil || deps.Registry == nil {
 		return nil, errors.New("detector: a logger and a registry are required")
 	}
-	set, err := rules.LoadSet(cfg.RulesFile, rules.Options{KeyPrefix: cfg.RedisKeyPrefix, CaseSensitiveUserIDs: cfg.CaseSensitiveUserIDs})
-	if err != nil {
+	a := &App{cfg: cfg, log: deps.Log, now: deps.Now, reload: deps.Reload}
+	// The limiter's rule manager with the rules file alone (no rule store,
+	// no RLS directory): the same reloads, refusals and metrics.
+	a.rules = rulesync.New(rulesync.Config{File: cfg.RulesFile,
+		Options: rules.Options{KeyPrefix: cfg.RedisKeyPrefix, CaseSensitiveUserIDs: cfg.CaseSensitiveUserIDs},
+		Apply:   a.apply, FilePoll: cfg.RulesPoll, Log: deps.Log.Named("rules"), Registerer: deps.Registry})
+	if err := a.rules.Start(context.Background()); err != nil {
 		return nil, err
 	}
-	a := &App{cfg: cfg, log: deps.Log, set: set}
+	a.set = a.rules.View().Set
 	if err := a.connect(deps); err != nil {
 		return nil, err
 	}
@@ -122,6 +144,7 @@ func (a *App) parts() *lifecycle.Group {
 		lifecycle.Part{Name: "redis", Stop: func(context.Context) error { return a.closeRedis() }},
 		lifecycle.Part{Name: "ban publisher", Stop: func(context.Context) error { return a.closePublisher() }},
 		lifecycle.Part{Name: "ops listener", Start: a.listen, Run: a.ops.Serve, Stop: a.ops.Shutdown},
+		lifecycle.Part{Name: "rules", Run: func(ctx context.Context) error { a.rules.Run(ctx, a.reload); return nil }},
 	)
 	a.addConsumers(g)
 	return g

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -165,4 +167,139 @@ func status(addr, path string) int {
 	}
 	_ = resp.Body.Close()
 	return resp.StatusCode
+}
+
+// startReloading runs a detector on cfg with a reload channel of the
+// test's and returns it with that channel and its registry.
+func startReloading(t *testing.T, cfg config.Detector) (*App, chan os.Signal, *prometheus.Registry) {
+	t.Helper()
+	reload := make(chan os.Signal, 1)
+	reg := prometheus.NewRegistry()
+	a, err := New(cfg, Deps{Log: zaptest.NewLogger(t), Registry: reg, Reload: reload})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+	return a, reload, reg
+}
+
+// violations produces n rate-limited decisions of ip.
+func violations(t *testing.T, broker *kafkatest.Broker, ip string, n int) {
+	t.Helper()
+	now := time.Now().UTC()
+	var decisions []kafka.Message
+	for i := range n {
+		ev := event.Decision{EventID: uuid.NewString(), TS: now.Add(time.Duration(i) * time.Millisecond), Instance: "limiter-1",
+			IP: ip, Endpoint: "/api/login", Method: "POST", RuleID: "login", Algorithm: "sliding_window",
+			Reason: event.ReasonRateLimited, Limit: 5, Mode: "redis"}
+		decisions = append(decisions, kafka.Message{Key: []byte(ip), Value: ev.AppendJSON(nil)})
+	}
+	kafkatest.Produce(t, broker.Brokers(), decisionsTopic, decisions...)
+}
+
+// firstBan returns the first ban published.
+func firstBan(t *testing.T, broker *kafkatest.Broker) event.Ban {
+	t.Helper()
+	msgs := kafkatest.ReadMessages(t, broker.Brokers(), bansTopic, 1, time.Minute)
+	ban, err := event.DecodeBan(msgs[0].Value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ban
+}
+
+// lastReload waits until rate_limit_rules_last_reload_successful{source="file"}
+// is want and rate_limit_rules_reloads_total{source="file",result} has
+// counted one more than at start.
+func lastReload(t *testing.T, reg *prometheus.Registry, want float64, result string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var gauge, count float64 = -1, 0
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				labels := map[string]string{}
+				for _, l := range m.GetLabel() {
+					labels[l.GetName()] = l.GetValue()
+				}
+				if labels["source"] != "file" {
+					continue
+				}
+				switch mf.GetName() {
+				case "rate_limit_rules_last_reload_successful":
+					gauge = m.GetGauge().GetValue()
+				case "rate_limit_rules_reloads_total":
+					if labels["result"] == result {
+						count = m.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+		if gauge == want && count >= 1 && (result != "success" || count >= 2) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("rule reload gauge %v, %s count %v; want gauge %v after a reload", gauge, result, count, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A rules file whose ban threshold changes is reloaded on the signal and
+// its threshold used without a restart: an IP is banned at its second
+// violation, which the file the detector started with (three) never does.
+func TestDetectorReloadsThresholds(t *testing.T) {
+	broker := kafkatest.StartBroker(t, decisionsTopic, bansTopic, outcomesTopic)
+	client := redistest.Client(t)
+	cfg := testConfig(t, broker, redistest.Prefix(t, client))
+	cfg.RulesPoll = time.Hour // the signal alone reloads
+	_, reload, reg := startReloading(t, cfg)
+
+	if err := os.WriteFile(cfg.RulesFile, []byte(strings.Replace(rulesYAML, "violations: 3", "violations: 2", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reload <- syscall.SIGHUP
+	lastReload(t, reg, 1, "success")
+
+	const ip = "203.0.113.10"
+	violations(t, broker, ip, 2)
+	if ban := firstBan(t, broker); ban.Subject != ip || ban.Count != 2 {
+		t.Errorf("ban %+v, want %s banned at its 2nd violation", ban, ip)
+	}
+}
+
+// A rules file that does not validate is refused, said by the metric, and
+// the thresholds in force stay: the refused file's threshold of two is not
+// used, the IP is banned at its third violation.
+func TestDetectorKeepsThresholdsOfARefusedFile(t *testing.T) {
+	broker := kafkatest.StartBroker(t, decisionsTopic, bansTopic, outcomesTopic)
+	client := redistest.Client(t)
+	cfg := testConfig(t, broker, redistest.Prefix(t, client))
+	cfg.RulesPoll = time.Hour
+	_, reload, reg := startReloading(t, cfg)
+
+	bad := strings.Replace(strings.Replace(rulesYAML, "violations: 3", "violations: 2", 1), "sliding_window", "no_such_algorithm", 1)
+	if err := os.WriteFile(cfg.RulesFile, []byte(bad), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reload <- syscall.SIGHUP
+	lastReload(t, reg, 0, "failure")
+
+	const ip = "203.0.113.11"
+	violations(t, broker, ip, 3)
+	if ban := firstBan(t, broker); ban.Subject != ip || ban.Count != 3 {
+		t.Errorf("ban %+v, want %s banned at its 3rd violation, as the file in force says", ban, ip)
+	}
 }

@@ -24,23 +24,15 @@ func (a *App) build(deps Deps, rdb redis.UniversalClient, publisher *kafkabus.Ba
 	blacklist := redisfleet.NewBlacklist(rdb, cfg.RedisKeyPrefix)
 	ledger := redisabuse.NewLedger(rdb, cfg.RedisKeyPrefix, blacklist)
 
-	a.engine = abuse.NewEngine(abuse.Config{
-		Detection: set.Detection(),
-		Exempt:    exempt(set.Exempt),
-		UserKey:   set.UserKey,
-		Now:       deps.Now,
-	}, redisabuse.NewWindows(rdb, cfg.RedisKeyPrefix), ledger, publisher)
-	outcomes, err := abuse.NewOutcomeEngine(abuse.OutcomeConfig{
-		Detection:  set.Detection(),
-		Exempt:     exempt(set.ExemptRequest),
-		ExemptUser: exempt(set.ExemptUser),
-		UserKey:    set.UserKey,
-		Now:        deps.Now,
-	}, redisabuse.NewDistinct(rdb, cfg.RedisKeyPrefix), ledger, publisher)
+	engine := abuse.NewEngine(a.engineConfig(set), redisabuse.NewWindows(rdb, cfg.RedisKeyPrefix), ledger, publisher)
+	outcomes, err := abuse.NewOutcomeEngine(a.outcomeConfig(set), redisabuse.NewDistinct(rdb, cfg.RedisKeyPrefix), ledger, publisher)
 	if err != nil {
 		return err
 	}
-	a.outcomes = outcomes
+	a.mu.Lock()
+	a.engine, a.outcomes = engine, outcomes
+	a.ipv6Prefix.Store(int64(set.Detection().IPv6Prefix))
+	a.mu.Unlock()
 	// Each source reads in a consumer group of its own (see
 	// detector.OutcomesGroupSuffix): a rebalance of one loop never stops
 	// another. The outcome reports and the access log share one engine,
@@ -53,10 +45,42 @@ func (a *App) build(deps Deps, rdb redis.UniversalClient, publisher *kafkabus.Ba
 	if cfg.AccessLogTopic != "" {
 		sources = append(sources, detector.Source{Name: detector.SourceAccessLog, Topic: cfg.AccessLogTopic, Group: cfg.GroupID + accessLogGroupSuffix,
 			Pipeline: detector.OutcomePipeline(outcomes, accessLogDecoder(cfg.AccessLogFields),
-				detector.BlacklistMarker(blacklist, set.Detection().IPv6Prefix, set.UserKey))})
+				func(ctx context.Context, outs []*event.Outcome) error {
+					// The grouping of the rules file in force, as the engines'.
+					return detector.BlacklistMarker(blacklist, int(a.ipv6Prefix.Load()), set.UserKey)(ctx, outs)
+				})})
 	}
 	a.svc, err = detector.New(a.log, deps.Registry, sources...)
 	return err
+}
+
+// engineConfig is the decision engine's configuration from set.
+func (a *App) engineConfig(set *rules.Set) abuse.Config {
+	return abuse.Config{Detection: set.Detection(), Exempt: exempt(set.Exempt), UserKey: set.UserKey, Now: a.now}
+}
+
+// outcomeConfig is the outcome engine's configuration from set.
+func (a *App) outcomeConfig(set *rules.Set) abuse.OutcomeConfig {
+	return abuse.OutcomeConfig{Detection: set.Detection(), Exempt: exempt(set.ExemptRequest), ExemptUser: exempt(set.ExemptUser),
+		UserKey: set.UserKey, Now: a.now}
+}
+
+// apply puts a rules file accepted by the rule manager in the engines:
+// its thresholds and exemptions hold from their next batch on. The first,
+// loaded before the engines exist, is what they are built with.
+func (a *App) apply(set *rules.Set) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.engine == nil {
+		return
+	}
+	a.engine.SetConfig(a.engineConfig(set))
+	a.ipv6Prefix.Store(int64(set.Detection().IPv6Prefix))
+	// The rule manager compiled set, which validates the scenarios'
+	// endpoints: this cannot fail but for a defect.
+	if err := a.outcomes.SetConfig(a.outcomeConfig(set)); err != nil {
+		a.log.Error("outcome detection not reloaded; the previous stays", zap.Error(err))
+	}
 }
 
 // addConsumers adds one part per source to g: it announces the source and
