@@ -71,8 +71,10 @@ func TestRunServesTheTopicsAndStopsOnCancel(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("run did not return within 10s of cancel")
 	}
-	if !strings.Contains(stderr.String(), "devkafka stopped") {
-		t.Errorf("no stop line in log:\n%s", stderr.String())
+	// The stopping line comes before the broker stops, the stopped line after.
+	log := stderr.String()
+	if stopping, stopped := strings.Index(log, "devkafka stopping"), strings.Index(log, "devkafka stopped"); stopping < 0 || stopped < stopping {
+		t.Errorf("no stopping line followed by a stopped line in log:\n%s", log)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

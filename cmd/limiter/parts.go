@@ -115,16 +115,9 @@ func ruleStore(cfg config.Limiter) func(context.Context) (rulesync.Store, error)
 		return nil
 	}
 	return func(ctx context.Context) (rulesync.Store, error) {
-		if err := pgstore.EnsureDatabase(ctx, cfg.DatabaseURL); err != nil {
-			return nil, err
-		}
-		store, err := pgstore.Open(ctx, cfg.DatabaseURL)
+		store, err := pgstore.OpenMigrated(ctx, cfg.DatabaseURL, nil)
 		if err != nil {
 			return nil, err
-		}
-		if err := store.Migrate(ctx); err != nil {
-			store.Close()
-			return nil, fmt.Errorf("DATABASE_URL: %w", err)
 		}
 		return pgrules.New(store), nil
 	}

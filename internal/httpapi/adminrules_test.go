@@ -56,11 +56,11 @@ func newRuleStack(t *testing.T) *ruleStack {
 			Options: rules.Options{KeyPrefix: prefix},
 			Apply:   cfg.Service.SetRules,
 			Connect: func(ctx context.Context) (rulesync.Store, error) {
-				st, err := pgstore.Open(ctx, db)
+				st, err := pgstore.OpenMigrated(ctx, db, nil)
 				if err != nil {
 					return nil, err
 				}
-				return pgrules.New(st), st.Migrate(ctx)
+				return pgrules.New(st), nil
 			},
 			Changes:    redisfleet.NewRuleChanges(rdb, prefix),
 			Registerer: prometheus.NewRegistry(),

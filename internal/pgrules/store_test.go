@@ -150,13 +150,10 @@ func sameJSON(t *testing.T, a, b json.RawMessage) bool {
 func newStore(t *testing.T) *Store {
 	t.Helper()
 	ctx := context.Background()
-	db, err := pgstore.Open(ctx, pgtest.Database(t))
+	db, err := pgstore.OpenMigrated(ctx, pgtest.Database(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(db.Close)
-	if err := db.Migrate(ctx); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
 	return New(db)
 }

@@ -19,10 +19,11 @@ func newStore(t *testing.T) *Store {
 
 func benchStore(tb testing.TB) *Store {
 	tb.Helper()
-	s := openStore(tb, pgtest.Database(tb))
-	if err := s.Migrate(context.Background()); err != nil {
-		tb.Fatalf("migrate: %v", err)
+	s, err := OpenMigrated(context.Background(), pgtest.Database(tb), nil)
+	if err != nil {
+		tb.Fatalf("open migrated: %v", err)
 	}
+	tb.Cleanup(s.Close)
 	return s
 }
 

@@ -86,12 +86,8 @@ func (s *system) start(opts ...option) *limiter {
 		Options: rules.Options{KeyPrefix: s.prefix},
 		Apply:   func(set *rules.Set) { l.set.Store(set) },
 		Connect: func(ctx context.Context) (rulesync.Store, error) {
-			st, err := pgstore.Open(ctx, s.dbURL)
+			st, err := pgstore.OpenMigrated(ctx, s.dbURL, nil)
 			if err != nil {
-				return nil, err
-			}
-			if err := st.Migrate(ctx); err != nil {
-				st.Close()
 				return nil, err
 			}
 			return pgrules.New(st), nil

@@ -2,7 +2,6 @@ package archiver
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"go.uber.org/zap"
@@ -16,18 +15,10 @@ import (
 func openStore(ctx context.Context, cfg config.Archiver, log *zap.Logger) (*pgstore.Store, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := pgstore.EnsureDatabase(ctx, cfg.DatabaseURL); err != nil {
+	return pgstore.OpenMigrated(ctx, cfg.DatabaseURL, func(err error) error {
 		log.Warn("could not create the database (it may already exist or the role may not create it)", zap.Error(err))
-	}
-	store, err := pgstore.Open(ctx, cfg.DatabaseURL)
-	if err != nil {
-		return nil, err
-	}
-	if err := store.Migrate(ctx); err != nil {
-		store.Close()
-		return nil, fmt.Errorf("migrate: %w", err)
-	}
-	return store, nil
+		return nil
+	})
 }
 
 // maintainPartitions creates daily partitions ahead of time and drops those
