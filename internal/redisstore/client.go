@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
 // ClientConfig selects and tunes the Redis client.
@@ -65,6 +66,7 @@ func Connect(cfg ClientConfig) (redis.UniversalClient, error) {
 			PoolSize:                   cfg.PoolSize,
 			PipelinePoolSize:           noPipelinePool,
 			ClusterStateReloadInterval: 10 * time.Second,
+			MaintNotificationsConfig:   noMaintNotifications(),
 		})
 		c.AddHook(reloadOnFailure{c})
 		return c, nil
@@ -85,7 +87,19 @@ func Connect(cfg ClientConfig) (redis.UniversalClient, error) {
 	opts.ContextTimeoutEnabled = true
 	opts.PoolSize = max(opts.PoolSize, cfg.PoolSize)
 	opts.PipelinePoolSize = noPipelinePool
+	opts.MaintNotificationsConfig = noMaintNotifications()
 	return redis.NewClient(opts), nil
+}
+
+// noMaintNotifications turns off go-redis's maintenance notifications
+// (a Redis Enterprise and cloud feature). Left to its default, "auto", every
+// new connection first asks for them; when the server refuses, go-redis
+// turns them off by writing its options under the lock of the client that
+// dialed, which a Conn or PubSub of the same client does not hold: the
+// race detector caught a subscription and a warm-up dial doing it at once.
+// go-redis's failover client has them off already.
+func noMaintNotifications() *maintnotifications.Config {
+	return &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 }
 
 // reloadOnFailure makes a cluster client reload its slot map when a command
