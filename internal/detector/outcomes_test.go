@@ -21,7 +21,7 @@ import (
 // before detection: the outcomes it marks banned feed no ban, the others
 // do; its error fails the batch, counted for its source only.
 func TestOutcomePipelineChecksBans(t *testing.T) {
-	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	now := time.Now().UTC().Truncate(time.Second) // the injected clock: any instant will do
 	det := rules.Detection{BruteForce: &rules.BruteForcePolicy{Failures: 3, OutcomeScenario: rules.OutcomeScenario{
 		Within: rules.Duration(time.Minute), Duration: rules.Duration(time.Hour)}}}
 	pub := &recorder{}
