@@ -1,5 +1,5 @@
-// Package docs_test checks the documentation: README.md at the root and the
-// pages of docs/. Every relative link must reach a file of the repository,
+// Package docs_test checks the documentation: README.md and CHANGELOG.md at
+// the root and the pages of docs/. Every relative link must reach a file of the repository,
 // and every #anchor a heading of the page it names, so a renamed heading or
 // a moved page cannot leave a reader at a dead end.
 package docs_test
@@ -99,14 +99,15 @@ func slugify(h string) string {
 	return b.String()
 }
 
-// pages lists README.md and docs/*.md, relative to the repository root.
+// pages lists README.md, CHANGELOG.md and docs/*.md, relative to the
+// repository root.
 func pages(t *testing.T, root string) []string {
 	t.Helper()
 	found, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := []string{"README.md"}
+	out := []string{"README.md", "CHANGELOG.md"}
 	for _, f := range found {
 		out = append(out, "docs/"+filepath.Base(f))
 	}

@@ -1,9 +1,11 @@
 // Package lua embeds the Redis scripts of every rate-limiting algorithm.
-// Each algorithm has a script of each Variant: the full one, for any call,
+// Each algorithm has a script of each Variant it can run (Script says
+// which, and Debit which calls it writes): the full one, for any call,
 // is arith.lua and common.lua (helpers), prelude.lua (argument parsing, penalty and
 // escalation holds, choice of the binding limit) and the body of the
 // algorithm; the lean ones do only what a call without holds needs (see
-// Variant; the one-limit scripts share arith.lua). See the header comment of each file for KEYS, ARGV and the
+// Variant; the one-limit scripts share arith.lua); the lease one decides a
+// call of a leased rule and lends it units (lease.lua). See the header comment of each file for KEYS, ARGV and the
 // reply. Every variant of an algorithm keeps the same state in the same
 // keys and fields, so a key may be decided by one variant and then by
 // another. GiveBack undoes a call of any of them (give_back.lua after

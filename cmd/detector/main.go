@@ -1,6 +1,8 @@
-// Command detector consumes the decision stream, finds abusive clients and
-// bans them: Redis blacklist entries the limiters enforce, and messages on
-// the ban topic for the security team.
+// Command detector consumes the decisions, the outcome reports and, when
+// ACCESS_LOG_TOPIC is set, a gateway's access log, finds abusive clients
+// and bans them: Redis blacklist entries the limiters enforce, and messages
+// on the ban topic for the security team. It reads the environment and
+// handles signals; the service is assembled by internal/app/detector.
 package main
 
 import (

@@ -1,11 +1,13 @@
-// Package abuse turns the decision stream into warnings and bans: per
-// offender (client IP, user) it keeps violations over several windows and
-// distinct endpoints over a short one, on event time, and applies the
-// thresholds of the rules file's detection section. State lives behind two
-// small interfaces: Windows (the tallies) and Ledger (bans already issued,
-// escalation). Both have an in-memory implementation here, used by replay
-// tests, and a Redis implementation in redisabuse, used by the detector,
-// so state survives restarts and is shared by every detector instance.
+// Package abuse turns the detector's events into warnings and bans, on
+// event time, by the thresholds of the rules file's detection section.
+// Engine reads decisions: per offender (client IP, user) it keeps
+// violations over several windows and distinct endpoints over a short one.
+// OutcomeEngine reads outcomes (reports, access-log lines) and applies the
+// outcome scenarios over distinct sets. Both process a batch in the same
+// steps and issue through one Ledger (bans already issued, escalation). State lives behind small interfaces: Windows, Distinct and
+// Ledger, implemented on Redis by package redisabuse, so state survives
+// restarts and is shared by every detector instance; their in-memory
+// references are in testkit/abusetest.
 package abuse
 
 import (

@@ -3,7 +3,9 @@
 // decodes a batch of messages, skips and counts what can never be
 // processed, and hands the rest to the source's detection engine, which
 // claims, publishes and settles the bans and warnings they trigger, in that
-// order, so a crash at any point repeats work but loses none.
+// order, so a crash at any point repeats work but loses none. One Service
+// runs every source through the same steps, and its metrics carry the
+// source's name as their source label.
 package detector
 
 import (

@@ -1,7 +1,9 @@
-// Package limiter is the decision service: it matches a request to the rules,
-// decides every applicable rule in one Redis round trip, applies each rule's
-// failure policy when Redis cannot answer, and hands one event per decision
-// to the event bus without waiting for it. The Decider's breaker and a
+// Package limiter is the decision service: it matches a request to the rules
+// (the rules file's, or descriptor rules for Envoy's rate limit API),
+// decides every applicable rule in one Redis round trip or from a lease
+// held in memory (package lease), applies each rule's failure policy when
+// Redis cannot answer, debits the rules an outcome report spends, and hands
+// one event per decision or report to the event bus without waiting for it. The Decider's breaker and a
 // health checker drive its mode (redis, local, permissive; see
 // modeMachine), so no request waits on a Redis that is known to be down.
 package limiter

@@ -1,4 +1,6 @@
-// Package rulesync keeps a limiter's rules current. The rules in force are
+// Package rulesync keeps a process's rules current: the limiter's, and the
+// detector's (its rules file alone, for the detection section and the
+// exemptions). A limiter's rules in force are
 // the rules file, the rules of a directory of envoyproxy/ratelimit
 // configuration files (RLS_CONFIG_DIR, see package rlsconfig) and the
 // dynamic rules of the rule store (Postgres): a dynamic rule overrides the

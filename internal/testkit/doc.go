@@ -3,8 +3,10 @@
 // guards that): private Redis servers and clusters
 // (redistest), databases (pgtest), the embedded broker (kafkatest),
 // processes (proctest), certificates (tlstest), the events' JSON Schemas
-// (eventschema), and the scenario tables of the decision model
-// (decidetest) and of abuse detection (abusetest). This package holds what
+// (eventschema), the gateway recipes' programs (gatewaytest), the
+// benchmarks' knobs (benchenv), the scenario tables of the decision model
+// (decidetest) and the in-memory detection state with its scenario tables
+// (abusetest). This package holds what
 // the tests of every package share: Unavailable (skip a test whose service
 // or program is missing, fail it under CI), WaitFor (poll a condition),
 // MetricSum (read a metric from a registry) and RaceDetector.

@@ -4,7 +4,7 @@
 // optionally a gateway's access log), their consumers and the ops
 // listener, started in order and stopped in reverse.
 // cmd/detector reads the environment and handles signals; this package is
-// everything else, so a test can run a detector in its own process.
+// everything else, so a test can run detectors in the test's own process.
 package detector
 
 import (

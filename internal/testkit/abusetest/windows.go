@@ -1,8 +1,9 @@
-// Package abusetest holds the scenario tables shared by the tests of the
-// in-memory Windows and Ledger (internal/abuse) and of their Redis
-// implementations (internal/redisabuse), so both are held to the same
-// expected results. Like every package under internal/testkit, it is for
-// tests only.
+// Package abusetest holds the in-memory references of abuse.Windows,
+// abuse.Distinct and abuse.Ledger (MemoryWindows, MemoryDistinct,
+// MemoryLedger: the state of the replay tests) and the scenario tables
+// shared by their tests and those of the Redis implementations
+// (internal/redisabuse), so both are held to the same expected results.
+// Like every package under internal/testkit, it is for tests only.
 package abusetest
 
 import (

@@ -1,5 +1,5 @@
 // Package eventschema checks event messages against the JSON Schemas of
-// deploy/schemas (decision.schema.json, ban.schema.json), for tests: the
+// deploy/schemas (decision, outcome and ban .schema.json), for tests: the
 // schemas are what consumers validate against, so every event the services
 // emit must pass them. Formats (date-time, uuid, ipv4, ipv6) are asserted,
 // not just annotated.
