@@ -1,4 +1,4 @@
-package main
+package limiter
 
 import (
 	"context"
@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,18 +38,13 @@ func warnIfOpen(cfg config.Limiter, log *zap.Logger) {
 }
 
 // rulesPart loads the rules (an error stops the start: there is nothing to
-// run), then keeps them current until it is stopped; SIGHUP reloads the
-// file.
-func rulesPart(mgr *rulesync.Manager) lifecycle.Part {
-	hup := make(chan os.Signal, 1)
+// run), then keeps them current until it is stopped; a signal on reload
+// reads the file and the RLS directory again at once.
+func rulesPart(mgr *rulesync.Manager, reload <-chan os.Signal) lifecycle.Part {
 	return lifecycle.Part{
-		Name: "rules",
-		Start: func(ctx context.Context) error {
-			signal.Notify(hup, syscall.SIGHUP)
-			return mgr.Start(ctx)
-		},
-		Run:  func(ctx context.Context) error { mgr.Run(ctx, hup); return nil },
-		Stop: func(context.Context) error { signal.Stop(hup); return nil },
+		Name:  "rules",
+		Start: mgr.Start,
+		Run:   func(ctx context.Context) error { mgr.Run(ctx, reload); return nil },
 	}
 }
 
@@ -177,22 +170,22 @@ func (p *grpcPart) address() string { return p.ln.Addr().String() }
 // size before its heartbeats have counted it: LOCAL_EXPECTED_INSTANCES and
 // the count a previous run kept in LOCAL_STATE_DIR; the count it keeps from
 // now on goes there and into Redis with the heartbeats.
-func (w *wiring) liveInstances() {
-	dir := w.cfg.LocalStateDir
+func (a *App) liveInstances() {
+	dir := a.cfg.LocalStateDir
 	if dir != "" {
 		n, err := instancefile.Read(dir)
 		if err != nil {
-			w.log.Warn("live instance count on disk unreadable, ignored", zap.String("dir", dir), zap.Error(err))
+			a.log.Warn("live instance count on disk unreadable, ignored", zap.String("dir", dir), zap.Error(err))
 		}
-		w.svc.KnownInstances(limiter.SourceDisk, n)
+		a.svc.KnownInstances(limiter.SourceDisk, n)
 	}
-	w.svc.SetInstances(int64(w.cfg.LocalExpectedInstances), func(n int64) {
-		w.heartbeats.KeepCount(n)
+	a.svc.SetInstances(int64(a.cfg.LocalExpectedInstances), func(n int64) {
+		a.heartbeats.KeepCount(n)
 		if dir == "" {
 			return
 		}
 		if err := instancefile.Write(dir, n); err != nil {
-			w.log.Warn("live instance count not kept on disk", zap.String("dir", dir), zap.Error(err))
+			a.log.Warn("live instance count not kept on disk", zap.String("dir", dir), zap.Error(err))
 		}
 	})
 }
@@ -200,14 +193,14 @@ func (w *wiring) liveInstances() {
 // readLastCount reads the fleet's last live count from Redis (a warm-up
 // step): until this run's heartbeats have counted the fleet, local limits
 // are divided by at least it.
-func (w *wiring) readLastCount(ctx context.Context) error {
-	n, err := w.heartbeats.LastCount(ctx)
+func (a *App) readLastCount(ctx context.Context) error {
+	n, err := a.heartbeats.LastCount(ctx)
 	if err != nil {
 		return err
 	}
-	w.svc.KnownInstances(limiter.SourceRedis, n)
+	a.svc.KnownInstances(limiter.SourceRedis, n)
 	if n > 0 {
-		w.heartbeats.KeepCount(n) // until a count of this run replaces it
+		a.heartbeats.KeepCount(n) // until a count of this run replaces it
 	}
 	return nil
 }
