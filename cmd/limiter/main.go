@@ -174,7 +174,7 @@ func (w *wiring) connect() error {
 		Wait:      cfg.PipelineWait,
 		Timeout:   cfg.RedisTimeout,
 		LateWait:  cfg.LateReplyWait,
-		// The only breaker: each node's (see limiter.Config.BreakerOpen).
+		// The only breaker: each node's (see limiter.Backend.BreakerOpen).
 		NodeFailures: cfg.RedisBreakerFailures,
 		ProbeTimeout: cfg.RedisCheckTimeout,
 		Registerer:   w.reg,
@@ -196,13 +196,9 @@ func (w *wiring) decisionService() {
 	w.banFollower = limiter.NewBanFollower(w.bans, w.blacklist, cfg.BanResync, w.log)
 	w.heartbeats = redisfleet.NewHeartbeats(w.control, cfg.RedisKeyPrefix, cfg.Instance, cfg.RedisHealthInterval)
 	w.svc = limiter.New(limiter.Config{
-		Instance:      cfg.Instance,
-		ClassifyError: redisstore.ClassifyError,
-		ErrorClasses:  redisstore.ErrorClasses(),
-		Unreached:     redisstore.Unreached,
-		BreakerOpen:   redisstore.BreakerOpen,
-		Bans:          w.bans,
-		Outcomes:      w.outcomes,
+		Instance: cfg.Instance,
+		Bans:     w.bans,
+		Outcomes: w.outcomes,
 		Mode: limiter.ModeConfig{
 			FailedChecks:    cfg.RedisFailedChecks,
 			PermissiveAfter: cfg.PermissiveAfter,

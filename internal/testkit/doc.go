@@ -2,7 +2,8 @@
 // package below it is imported by tests only (internal/layering_test.go
 // guards that): private Redis servers and clusters
 // (redistest), databases (pgtest), the embedded broker (kafkatest),
-// processes (proctest), certificates (tlstest), the events' JSON Schemas
+// processes (proctest), certificates (tlstest), the decision service on a
+// real Redis (limitertest), the events' JSON Schemas
 // (eventschema), and the scenario tables of the decision model
 // (decidetest) and of abuse detection (abusetest). This package holds what
 // the tests of every package share: Unavailable (skip a test whose service
