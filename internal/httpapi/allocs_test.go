@@ -108,7 +108,7 @@ func allocsHandler(t testing.TB) (fasthttp.RequestHandler, *staticDecider) {
 		t.Fatal(err)
 	}
 	dec := &staticDecider{}
-	svc := limiter.New(limiter.Config{Instance: "test"}, set, dec, discard{}, zap.NewNop(), prometheus.NewRegistry())
+	svc := limiter.New(limiter.Config{Instance: "test"}, set, limiter.OpaqueErrors(dec), discard{}, zap.NewNop(), prometheus.NewRegistry())
 	return NewFastHandler(Config{Service: svc, Log: zap.NewNop()}, http.NotFoundHandler()), dec
 }
 

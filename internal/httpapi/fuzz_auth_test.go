@@ -42,7 +42,7 @@ func authFuzzHandler(tb testing.TB) *handler {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	svc := limiter.New(limiter.Config{}, set, nil, nil, zap.NewNop(), prometheus.NewRegistry())
+	svc := limiter.New(limiter.Config{}, set, limiter.OpaqueErrors(nil), nil, zap.NewNop(), prometheus.NewRegistry())
 	return newHandler(Config{Service: svc, Log: zap.NewNop(), Clients: clientaddr.Resolver{Trusted: []netip.Prefix{
 		netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("::1/128"),
 	}}})

@@ -25,6 +25,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/rules"
 	"github.com/ratewarden/ratewarden/internal/testkit/eventschema"
 	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
+	"github.com/ratewarden/ratewarden/internal/testkit/limitertest"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
@@ -115,12 +116,13 @@ func newSchemaStack(t *testing.T) *schemaStack {
 				defer cancel()
 				_ = producer.Close(ctx)
 			})
-			counter := redisstore.NewCoalescer(redisstore.New(rdb), redisstore.CoalesceConfig{Timeout: 5 * time.Second})
-			t.Cleanup(counter.Close)
 			bans := limiter.NewBanSet(reg)
 			ss.rules = cfg.Service.Rules()
-			cfg.Service = limiter.New(limiter.Config{Instance: "schema-test", ClassifyError: redisstore.ClassifyError, Unreached: redisstore.Unreached, BreakerOpen: redisstore.BreakerOpen, Bans: bans},
-				ss.rules, counter, producer, log, reg)
+			cfg.Service = limitertest.Service(t, redisstore.New(rdb), ss.rules, limitertest.Options{
+				Limiter:  limiter.Config{Instance: "schema-test", Bans: bans},
+				Coalesce: redisstore.CoalesceConfig{Timeout: 5 * time.Second},
+				Events:   producer, Log: log, Registerer: reg,
+			})
 			cfg.Admin.Bans = bans
 			cfg.AdminToken = schemaToken
 			cfg.Admin.Blacklist = redisfleet.NewBlacklist(rdb, prefix)

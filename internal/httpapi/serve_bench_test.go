@@ -30,6 +30,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/ops"
 	"github.com/ratewarden/ratewarden/internal/redisstore"
 	"github.com/ratewarden/ratewarden/internal/rules"
+	"github.com/ratewarden/ratewarden/internal/testkit/limitertest"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
@@ -166,12 +167,13 @@ func benchHandlerFor(b *testing.B, rule rules.Rule) (fasthttp.RequestHandler, *r
 	if err != nil {
 		b.Fatal(err)
 	}
-	counter := redisstore.NewCoalescer(redisstore.New(rdb), redisstore.CoalesceConfig{Wait: redisstore.DefaultWait, OnFlush: trips.flushed})
-	b.Cleanup(counter.Close)
 	reg := prometheus.NewRegistry()
 	pub := benchPublisher(b, reg)
-	svc := limiter.New(limiter.Config{Instance: "bench", ClassifyError: redisstore.ClassifyError, Unreached: redisstore.Unreached, BreakerOpen: redisstore.BreakerOpen, OverLimitCacheSize: 100_000, Outcomes: pub},
-		set, counter, pub, zap.NewNop(), reg)
+	svc := limitertest.Service(b, redisstore.New(rdb), set, limitertest.Options{
+		Limiter:  limiter.Config{Instance: "bench", OverLimitCacheSize: 100_000, Outcomes: pub},
+		Coalesce: redisstore.CoalesceConfig{Wait: redisstore.DefaultWait, OnFlush: trips.flushed},
+		Events:   pub, Registerer: reg,
+	})
 	cfg := httpapi.Config{Service: svc, Log: zap.NewNop()}
 	return httpapi.NewFastHandler(cfg, ops.Beside(httpapi.NewHandler(cfg), ops.NewHandler(ops.Config{}))), trips
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/telemetry"
 	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
+	"github.com/ratewarden/ratewarden/internal/testkit/limitertest"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
@@ -114,14 +115,11 @@ func newStack(t testing.TB, o stackOptions) *stack {
 		t.Fatal(err)
 	}
 	// As in production: decisions share pipelines through the coalescer.
-	counter := redisstore.NewCoalescer(redisstore.New(o.rdb), redisstore.CoalesceConfig{Timeout: 5 * time.Second})
-	t.Cleanup(counter.Close)
-	var decider limiter.Decider = counter
-	if o.wrapDecider != nil {
-		decider = o.wrapDecider(decider)
-	}
-	svc := limiter.New(limiter.Config{Instance: "test", ClassifyError: redisstore.ClassifyError, Unreached: redisstore.Unreached, BreakerOpen: redisstore.BreakerOpen, OverLimitCacheSize: o.overLimitCache, Outcomes: outcomes},
-		set, decider, producer, log, reg)
+	svc := limitertest.Service(t, redisstore.New(o.rdb), set, limitertest.Options{
+		Limiter:  limiter.Config{Instance: "test", OverLimitCacheSize: o.overLimitCache, Outcomes: outcomes},
+		Coalesce: redisstore.CoalesceConfig{Timeout: 5 * time.Second}, Wrap: o.wrapDecider,
+		Events: producer, Log: log, Registerer: reg,
+	})
 	cfg := stackConfig{Config: httpapi.Config{Service: svc, Log: log}}
 	if o.configure != nil {
 		o.configure(&cfg)

@@ -315,7 +315,7 @@ func TestServiceDeniesEveryAddressOfABannedPrefix(t *testing.T) {
 	bans.Apply(event.ActionBan, event.ScopeIP, "203.0.113.7", now.Add(time.Hour))
 	pub := &capturePublisher{}
 	svc := New(Config{Instance: "test", Now: func() time.Time { return now }, Bans: bans},
-		compileRules(t, modeRules), &fakeDecider{}, pub, zap.NewNop(), prometheus.NewRegistry())
+		compileRules(t, modeRules), OpaqueErrors(&fakeDecider{}), pub, zap.NewNop(), prometheus.NewRegistry())
 	tests := []struct {
 		ip     string
 		banned bool

@@ -24,7 +24,7 @@ func TestCheckBatchEqualsChecksInTurn(t *testing.T) {
 	newSvc := func() (*Service, *modelDecider, *capturePublisher) {
 		decider := &modelDecider{mem: decide.NewMemory(), clock: clock}
 		pub := &capturePublisher{}
-		return New(Config{Instance: "test", Now: clock.Now}, set, decider, pub, zap.NewNop(), prometheus.NewRegistry()), decider, pub
+		return New(Config{Instance: "test", Now: clock.Now}, set, OpaqueErrors(decider), pub, zap.NewNop(), prometheus.NewRegistry()), decider, pub
 	}
 	inTurn, _, inTurnEvents := newSvc()
 	batched, batchedDecider, batchedEvents := newSvc()
@@ -102,7 +102,7 @@ func TestReportBatchEqualsReportsInTurn(t *testing.T) {
 	newSvc := func() (*Service, *modelDecider, *capturePublisher) {
 		decider := &modelDecider{mem: decide.NewMemory(), clock: clock}
 		pub := &capturePublisher{}
-		return New(Config{Instance: "test", Now: clock.Now, Outcomes: pub}, set, decider, &capturePublisher{}, zap.NewNop(), prometheus.NewRegistry()),
+		return New(Config{Instance: "test", Now: clock.Now, Outcomes: pub}, set, OpaqueErrors(decider), &capturePublisher{}, zap.NewNop(), prometheus.NewRegistry()),
 			decider, pub
 	}
 	inTurn, _, inTurnEvents := newSvc()

@@ -13,13 +13,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap"
 
 	"github.com/ratewarden/ratewarden/internal/limiter"
 	"github.com/ratewarden/ratewarden/internal/redisstore"
 	"github.com/ratewarden/ratewarden/internal/rules"
 	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/benchenv"
+	"github.com/ratewarden/ratewarden/internal/testkit/limitertest"
 	"github.com/ratewarden/ratewarden/internal/testkit/proctest"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
@@ -56,11 +56,12 @@ func TestBenchRulesChurn(t *testing.T) {
 	compile := func(other int) *rules.Set {
 		return ruleSet(t, strings.Replace(churnRules, "OTHER", strconv.Itoa(other), 1), prefix)
 	}
-	decider := redisstore.NewCoalescer(redisstore.New(rdb), redisstore.CoalesceConfig{Pipelines: 4, Timeout: time.Second})
-	defer decider.Close()
 	reg := prometheus.NewRegistry()
-	svc := limiter.New(limiter.Config{Instance: "churn", OverLimitCacheSize: 100_000},
-		compile(100), decider, &countingPublisher{}, zap.NewNop(), reg)
+	svc := limitertest.Service(t, redisstore.New(rdb), compile(100), limitertest.Options{
+		Limiter:  limiter.Config{Instance: "churn", OverLimitCacheSize: 100_000},
+		Coalesce: redisstore.CoalesceConfig{Pipelines: 4, Timeout: time.Second},
+		Events:   &countingPublisher{}, Registerer: reg,
+	})
 	svc.Start()
 	defer svc.Stop()
 	metric := func(name string) float64 { return testkit.MetricSum(t, reg, name, nil) }

@@ -9,13 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratewarden/ratewarden/internal/testkit/benchenv"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap"
-
 	"github.com/ratewarden/ratewarden/internal/limiter"
 	"github.com/ratewarden/ratewarden/internal/redisstore"
+	"github.com/ratewarden/ratewarden/internal/testkit/benchenv"
+	"github.com/ratewarden/ratewarden/internal/testkit/limitertest"
 	"github.com/ratewarden/ratewarden/internal/testkit/proctest"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
@@ -42,12 +39,13 @@ func TestBenchClusterScaling(t *testing.T) {
 			defer rdb.Close()
 			for _, alg := range strings.Fields(benchenv.String("BENCH_CLUSTER_ALGORITHMS", "sliding_window token_bucket")) {
 				t.Run(alg, func(t *testing.T) {
-					coalescer := redisstore.NewCoalescer(redisstore.New(rdb), redisstore.CoalesceConfig{Pipelines: pipelines, Wait: redisstore.DefaultWait})
-					defer coalescer.Close()
 					pub, closePub := publisher(t)
 					defer closePub()
-					svc := limiter.New(limiter.Config{Instance: "bench", OverLimitCacheSize: 100_000},
-						benchRules(t, alg, redistest.Prefix(t, rdb)), coalescer, pub, zap.NewNop(), prometheus.NewRegistry())
+					svc := limitertest.Service(t, redisstore.New(rdb), benchRules(t, alg, redistest.Prefix(t, rdb)), limitertest.Options{
+						Limiter:  limiter.Config{Instance: "bench", OverLimitCacheSize: 100_000},
+						Coalesce: redisstore.CoalesceConfig{Pipelines: pipelines, Wait: redisstore.DefaultWait},
+						Events:   pub,
+					})
 
 					checkLoop(t, svc, workers, time.Second) // warm-up: slot map, lanes, scripts, keys
 					nodes := cluster.Nodes

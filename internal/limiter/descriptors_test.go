@@ -50,7 +50,7 @@ func newDescriptorService(t *testing.T, bans *BanSet) (*Service, *modelDecider, 
 	decider := &modelDecider{mem: decide.NewMemory(), clock: clock}
 	pub := &capturePublisher{}
 	svc := New(Config{Instance: "test", Now: clock.Now, Bans: bans},
-		compileRules(t, descriptorRules), decider, pub, zap.NewNop(), prometheus.NewRegistry())
+		compileRules(t, descriptorRules), OpaqueErrors(decider), pub, zap.NewNop(), prometheus.NewRegistry())
 	return svc, decider, pub
 }
 
@@ -174,7 +174,7 @@ func TestCheckDescriptorsBansAndAddresslessEvents(t *testing.T) {
 func TestCheckDescriptorsWhileRedisIsDown(t *testing.T) {
 	clock := &fakeClock{now: time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)}
 	decider := &fakeDecider{down: true}
-	svc := New(Config{Instance: "test", Now: clock.Now, Unreached: unreachedInTests}, compileRules(t, descriptorRules), decider,
+	svc := New(Config{Instance: "test", Now: clock.Now}, compileRules(t, descriptorRules), fakeErrors{Backend: OpaqueErrors(decider)},
 		&capturePublisher{}, zap.NewNop(), prometheus.NewRegistry())
 	ctx := context.Background()
 	d := new(Decision)
@@ -228,7 +228,7 @@ func lastEvent(t *testing.T, pub *capturePublisher) event.Decision {
 // The slices an event's descriptors are built in are cleared once the
 // event is published: a pooled decision keeps no request's strings.
 func TestDescriptorEventSlicesCleared(t *testing.T) {
-	svc := New(Config{Instance: "test"}, compileRules(t, descriptorRules), &fakeDecider{}, &capturePublisher{}, zap.NewNop(), prometheus.NewRegistry())
+	svc := New(Config{Instance: "test"}, compileRules(t, descriptorRules), OpaqueErrors(&fakeDecider{}), &capturePublisher{}, zap.NewNop(), prometheus.NewRegistry())
 	var d Decision
 	req := &rules.DescriptorRequest{Domain: "edge", IP: "203.0.113.7", Addr: netip.MustParseAddr("203.0.113.7"), Endpoint: "/",
 		Descriptors: []rules.Descriptor{{Entries: []rules.Entry{{Key: "remote_address", Value: "203.0.113.7"}}, Cost: 1},

@@ -34,7 +34,7 @@ func (c *ctxDecider) Decide(ctx context.Context, calls []decide.Call) ([]decide.
 // its values.
 func TestDeciderContextIsDetached(t *testing.T) {
 	dec := &ctxDecider{}
-	svc := New(Config{Instance: "test"}, compileRules(t, modeRules), dec, &capturePublisher{}, zap.NewNop(), prometheus.NewRegistry())
+	svc := New(Config{Instance: "test"}, compileRules(t, modeRules), OpaqueErrors(dec), &capturePublisher{}, zap.NewNop(), prometheus.NewRegistry())
 	ctx, cancel := context.WithDeadline(context.WithValue(context.Background(), ctxKey{}, "v"), time.Now().Add(time.Hour))
 	cancel()
 	var d Decision

@@ -24,7 +24,7 @@ func TestExemptIdentityKeepsTheAddressBan(t *testing.T) {
 	bans.Apply(event.ActionBan, event.ScopeIP, "203.0.113.66", clock.now.Add(time.Hour))
 	svc := New(Config{Instance: "test", Now: clock.Now, Bans: bans}, compileRules(t, heldRules+`
   endpoints: ["/healthz"]
-`), &modelDecider{mem: decide.NewMemory(), clock: clock}, &capturePublisher{}, zap.NewNop(), prometheus.NewRegistry())
+`), OpaqueErrors(&modelDecider{mem: decide.NewMemory(), clock: clock}), &capturePublisher{}, zap.NewNop(), prometheus.NewRegistry())
 	for _, tc := range []struct {
 		name, ip, endpoint, user, tier string
 		reason                         string

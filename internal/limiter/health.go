@@ -59,7 +59,7 @@ func (s *Service) checkHealth(ctx context.Context) {
 	if err == nil {
 		s.beatCounted(int64(live), s.cfg.Now())
 	} else {
-		s.metrics.healthFailures.WithLabelValues(s.cfg.ClassifyError(err)).Inc()
+		s.metrics.healthFailures.WithLabelValues(s.backend.ErrorClass(err)).Inc()
 		s.log.Debug("redis health check failed", zap.Error(err))
 	}
 	s.mu.Lock()

@@ -8,14 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap"
-
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/limiter"
 	"github.com/ratewarden/ratewarden/internal/redisstore"
 	"github.com/ratewarden/ratewarden/internal/rules"
+	"github.com/ratewarden/ratewarden/internal/testkit/limitertest"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
@@ -119,16 +117,11 @@ func serviceOnPrivateRedis(t *testing.T, cfg config.Limiter) *limiter.Service {
 	if err := store.WarmUp(ctx, cfg.RedisPipelines+4); err != nil {
 		t.Fatal(err)
 	}
-	decider := redisstore.NewCoalescer(store, redisstore.CoalesceConfig{Pipelines: cfg.RedisPipelines,
-		Limit: cfg.PipelineLimit, Window: cfg.PipelineWindow, Wait: cfg.PipelineWait, Timeout: cfg.RedisTimeout})
-	t.Cleanup(decider.Close)
-	set := ruleSet(t, largeCostRules, "rwtest:")
-	return limiter.New(limiter.Config{
-		Instance:      "test",
-		ClassifyError: redisstore.ClassifyError, Unreached: redisstore.Unreached,
-		BreakerOpen:        redisstore.BreakerOpen,
-		OverLimitCacheSize: cfg.OverLimitCache,
-	}, set, decider, discardEvents{}, zap.NewNop(), prometheus.NewRegistry())
+	return limitertest.Service(t, store, ruleSet(t, largeCostRules, "rwtest:"), limitertest.Options{
+		Limiter: limiter.Config{Instance: "test", OverLimitCacheSize: cfg.OverLimitCache},
+		Coalesce: redisstore.CoalesceConfig{Pipelines: cfg.RedisPipelines,
+			Limit: cfg.PipelineLimit, Window: cfg.PipelineWindow, Wait: cfg.PipelineWait, Timeout: cfg.RedisTimeout},
+	})
 }
 
 func closed(c <-chan struct{}) bool {
@@ -139,7 +132,3 @@ func closed(c <-chan struct{}) bool {
 		return false
 	}
 }
-
-type discardEvents struct{}
-
-func (discardEvents) Publish(_, _ []byte) bool { return true }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap"
 
 	"github.com/ratewarden/ratewarden/internal/lease"
 	"github.com/ratewarden/ratewarden/internal/limiter"
@@ -15,6 +14,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/redisstore"
 	"github.com/ratewarden/ratewarden/internal/rules"
 	"github.com/ratewarden/ratewarden/internal/testkit"
+	"github.com/ratewarden/ratewarden/internal/testkit/limitertest"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
@@ -87,14 +87,14 @@ func TestLeasedDebitPastTheLimit(t *testing.T) {
 func tokenLimiter(t *testing.T, addr, name string, notices bool) (*limiter.Service, *prometheus.Registry) {
 	t.Helper()
 	rdb := redisOn(t, addr, time.Second, 8)
-	decider := redisstore.NewCoalescer(redisstore.New(rdb), redisstore.CoalesceConfig{Pipelines: 2, Timeout: time.Second})
-	t.Cleanup(decider.Close)
 	cfg := limiter.Config{Instance: name, Lease: lease.Config{Horizon: 20 * time.Millisecond}}
 	if notices {
 		cfg.LeaseNotices = redisfleet.NewLeaseNotices(rdb, "rwtokens:")
 	}
 	reg := prometheus.NewRegistry()
-	svc := limiter.New(cfg, ruleSet(t, tokenRules, "rwtokens:"), decider, discardEvents{}, zap.NewNop(), reg)
+	svc := limitertest.Service(t, redisstore.New(rdb), ruleSet(t, tokenRules, "rwtokens:"), limitertest.Options{
+		Limiter: cfg, Coalesce: redisstore.CoalesceConfig{Pipelines: 2, Timeout: time.Second}, Registerer: reg,
+	})
 	svc.Start()
 	t.Cleanup(svc.Stop)
 	return svc, reg

@@ -11,12 +11,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/ratewarden/ratewarden/internal/lease"
 	"github.com/ratewarden/ratewarden/internal/limiter"
 	"github.com/ratewarden/ratewarden/internal/redisstore"
 	"github.com/ratewarden/ratewarden/internal/rules"
 	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/benchenv"
+	"github.com/ratewarden/ratewarden/internal/testkit/limitertest"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
@@ -34,15 +37,17 @@ func TestBenchLeaseMemory(t *testing.T) {
 	workers := benchenv.Int(t, "BENCH_WORKERS", 64)
 	addr := redistest.StartServer(t)
 	rdb := redisOn(t, addr, time.Second, 16)
-	decider := redisstore.NewCoalescer(redisstore.New(rdb), redisstore.CoalesceConfig{Pipelines: 4, Timeout: time.Second})
-	defer decider.Close()
 	set := ruleSet(t, "rules:\n  - {id: leased, match: {endpoints: [\"/api/**\"]}, key: [ip], algorithm: fixed_window, "+
 		"limits: [{requests: 1000000000, per: 1m}], lease: true}\n", "rwleasemem:")
 	reg := prometheus.NewRegistry()
 	// No Start: no renewer, so no sweep forgets or gives back a key
 	// between the measures.
-	svc := limiter.New(limiter.Config{Instance: "lease-memory", OverLimitCacheSize: 1000,
-		Lease: lease.Config{MaxKeys: 2 * keys, Idle: time.Hour}}, set, decider, &countingPublisher{}, zap.NewNop(), reg)
+	svc := limitertest.Service(t, redisstore.New(rdb), set, limitertest.Options{
+		Limiter: limiter.Config{Instance: "lease-memory", OverLimitCacheSize: 1000,
+			Lease: lease.Config{MaxKeys: 2 * keys, Idle: time.Hour}},
+		Coalesce: redisstore.CoalesceConfig{Pipelines: 4, Timeout: time.Second},
+		Events:   &countingPublisher{}, Registerer: reg,
+	})
 
 	// checks sends per checks per key, keys split among the workers, each
 	// key's checks back to back.

@@ -10,13 +10,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/zap"
 
 	"github.com/ratewarden/ratewarden/internal/lease"
 	"github.com/ratewarden/ratewarden/internal/limiter"
 	"github.com/ratewarden/ratewarden/internal/redisstore"
 	"github.com/ratewarden/ratewarden/internal/rules"
 	"github.com/ratewarden/ratewarden/internal/testkit"
+	"github.com/ratewarden/ratewarden/internal/testkit/limitertest"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
@@ -113,13 +113,13 @@ func TestLeasedInstancesNeverExceed(t *testing.T) {
 // addr, with the rules of ruleFile, and its registry.
 func leasedService(t testing.TB, addr string, i int, ruleFile string) (*limiter.Service, *prometheus.Registry) {
 	t.Helper()
-	decider := redisstore.NewCoalescer(redisstore.New(redisOn(t, addr, time.Second, 8)),
-		redisstore.CoalesceConfig{Pipelines: 2, Timeout: time.Second})
-	t.Cleanup(decider.Close)
-	set := ruleSet(t, ruleFile, "rwlease:")
 	reg := prometheus.NewRegistry()
-	svc := limiter.New(limiter.Config{Instance: fmt.Sprint("lease-", i), OverLimitCacheSize: 1000,
-		Lease: lease.Config{Horizon: 20 * time.Millisecond}}, set, decider, discardEvents{}, zap.NewNop(), reg)
+	svc := limitertest.Service(t, redisstore.New(redisOn(t, addr, time.Second, 8)), ruleSet(t, ruleFile, "rwlease:"), limitertest.Options{
+		Limiter: limiter.Config{Instance: fmt.Sprint("lease-", i), OverLimitCacheSize: 1000,
+			Lease: lease.Config{Horizon: 20 * time.Millisecond}},
+		Coalesce:   redisstore.CoalesceConfig{Pipelines: 2, Timeout: time.Second},
+		Registerer: reg,
+	})
 	svc.Start()
 	t.Cleanup(svc.Stop)
 	return svc, reg

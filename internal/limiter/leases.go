@@ -157,7 +157,7 @@ func (s *Service) renew(keys []lease.Key) {
 	if len(calls) == 0 {
 		return
 	}
-	results, err := s.decider.Decide(context.Background(), calls)
+	results, err := s.backend.Decide(context.Background(), calls)
 	if err != nil {
 		s.leaseMetrics.failures.Inc()
 		s.log.Debug("lease renewal failed", zap.Int("keys", len(calls)), zap.Error(err))
@@ -207,7 +207,7 @@ func (s *Service) stopLeases() {
 func (s *Service) giveBack(calls []decide.Call) {
 	for len(calls) > 0 {
 		n := min(len(calls), renewBatch)
-		if _, err := s.decider.Decide(context.Background(), calls[:n]); err != nil {
+		if _, err := s.backend.Decide(context.Background(), calls[:n]); err != nil {
 			s.leaseMetrics.failures.Inc()
 			s.log.Debug("lease give-back failed", zap.Int("keys", n), zap.Error(err))
 		} else {

@@ -33,6 +33,13 @@ exempt:
   tiers: [SUPER_ADMIN]
 `
 
+// timeoutErrors reads every error as a timeout, of two classes: the
+// series of both start at 0.
+type timeoutErrors struct{ Backend }
+
+func (timeoutErrors) ErrorClass(error) string { return "timeout" }
+func (timeoutErrors) ErrorClasses() []string  { return []string{"timeout", "connection"} }
+
 // TestSeriesStartAtZero checks that the labelled families have their known
 // series as soon as the service is built (the counters at 0, which a fresh
 // registry guarantees), and that a new rule set adds the series of its
@@ -40,10 +47,7 @@ exempt:
 func TestSeriesStartAtZero(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	NewBanSet(reg)
-	svc := New(Config{
-		ClassifyError: func(error) string { return "timeout" },
-		ErrorClasses:  []string{"timeout", "connection"},
-	}, compileRules(t, seriesRules), &fakeDecider{}, nopPublisher{}, zap.NewNop(), reg)
+	svc := New(Config{}, compileRules(t, seriesRules), timeoutErrors{OpaqueErrors(&fakeDecider{})}, nopPublisher{}, zap.NewNop(), reg)
 
 	var want []string
 	for _, tier := range []string{"none", "other", "SUPER_ADMIN", "VIP"} {
@@ -170,7 +174,7 @@ func BenchmarkRenameRules(b *testing.B) {
 	for _, n := range []int{2000, 20000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			sets := [2]*rules.Set{renamedRules(b, n, "a"), renamedRules(b, n, "b")}
-			svc := New(Config{}, sets[0], &fakeDecider{}, nopPublisher{}, zap.NewNop(), prometheus.NewRegistry())
+			svc := New(Config{}, sets[0], OpaqueErrors(&fakeDecider{}), nopPublisher{}, zap.NewNop(), prometheus.NewRegistry())
 			i := 1
 			for b.Loop() {
 				svc.SetRules(sets[i%2])

@@ -191,7 +191,7 @@ func TestOverLimitCacheChangesNoDecision(t *testing.T) {
 	newSvc := func(cacheSize int) (*Service, *modelDecider, *prometheus.Registry) {
 		decider := &modelDecider{mem: decide.NewMemory(), clock: clock}
 		reg := prometheus.NewRegistry()
-		return New(Config{Instance: "test", Now: clock.Now, OverLimitCacheSize: cacheSize}, set, decider, nopPublisher{}, zap.NewNop(), reg), decider, reg
+		return New(Config{Instance: "test", Now: clock.Now, OverLimitCacheSize: cacheSize}, set, OpaqueErrors(decider), nopPublisher{}, zap.NewNop(), reg), decider, reg
 	}
 	plain, plainDecider, _ := newSvc(0)
 	cached, cachedDecider, reg := newSvc(1000)
@@ -256,7 +256,7 @@ rules:
 	}
 	clock := &fakeClock{now: time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)}
 	decider := &modelDecider{mem: decide.NewMemory(), clock: clock}
-	svc := New(Config{Instance: "test", Now: clock.Now, OverLimitCacheSize: 100}, compile(1), decider, nopPublisher{}, zap.NewNop(), prometheus.NewRegistry())
+	svc := New(Config{Instance: "test", Now: clock.Now, OverLimitCacheSize: 100}, compile(1), OpaqueErrors(decider), nopPublisher{}, zap.NewNop(), prometheus.NewRegistry())
 	var d Decision
 	req := rules.Request{IP: "10.0.0.1", Endpoint: "/x", Method: "GET", Cost: 1}
 	for range 3 {

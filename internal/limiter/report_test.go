@@ -58,7 +58,7 @@ func TestReportOnHeldAccount(t *testing.T) {
 	bans.Apply(event.ActionBan, event.ScopeIP, "203.0.113.66", clock.now.Add(time.Hour))
 	outcomes := &capturePublisher{}
 	svc := New(Config{Instance: "test", Now: clock.Now, Bans: bans, Outcomes: outcomes}, compileRules(t, heldRules),
-		&modelDecider{mem: decide.NewMemory(), clock: clock}, &capturePublisher{}, zap.NewNop(), prometheus.NewRegistry())
+		OpaqueErrors(&modelDecider{mem: decide.NewMemory(), clock: clock}), &capturePublisher{}, zap.NewNop(), prometheus.NewRegistry())
 	for i, tc := range []struct {
 		name, ip, user, tier string
 		debits               []string

@@ -3,7 +3,7 @@
 // decides every applicable rule in one Redis round trip or from a lease
 // held in memory (package lease), applies each rule's failure policy when
 // Redis cannot answer, debits the rules an outcome report spends, and hands
-// one event per decision or report to the event bus without waiting for it. The Decider's breaker and a
+// one event per decision or report to the event bus without waiting for it. The Backend's breaker and a
 // health checker drive its mode (redis, local, permissive; see
 // modeMachine), so no request waits on a Redis that is known to be down.
 package limiter
@@ -23,21 +23,6 @@ import (
 	"github.com/ratewarden/ratewarden/internal/lease"
 	"github.com/ratewarden/ratewarden/internal/rules"
 )
-
-// Decider decides calls against shared state (Redis), all in one round trip.
-// It must bound its own time: the context it gets carries no deadline and
-// is never cancelled. The context must not be used after Decide returns
-// (the decision reuses it).
-type Decider interface {
-	Decide(ctx context.Context, calls []decide.Call) ([]decide.Result, error)
-}
-
-// decidesInto is implemented by Deciders that can write the results into
-// the caller's slice (results[:len(calls)]), which the decision reuses,
-// rather than return a new one; redisstore.Coalescer does.
-type decidesInto interface {
-	DecideInto(ctx context.Context, calls []decide.Call, results []decide.Result) error
-}
 
 // partialFailure is implemented by Decider errors that may concern part of
 // Redis only, such as one Redis Cluster node failing while the others
@@ -88,29 +73,6 @@ type Health interface {
 type Config struct {
 	// Instance names this limiter in events.
 	Instance string
-	// ClassifyError maps a Decider or Health error to a bounded metric
-	// label; ErrorClasses lists the labels it can return, whose series start
-	// at 0 (default: "other", the label of the default classifier).
-	ClassifyError func(error) string
-	ErrorClasses  []string
-	// Unreached reports whether a Decider error means that the calls never
-	// reached Redis (a refused connection, a node known to be down):
-	// nothing was counted, so rules whose on_redis_failure is local may
-	// decide them in memory. Any other
-	// failure, a timeout above all, leaves the outcome unknown: the round
-	// trip may have run and counted, and admitting the request on a local
-	// budget could pass the limit while Redis still counts for the other
-	// instances. A local rule then refuses the request (see refused).
-	// Default: no error is (the outcome is always unknown).
-	Unreached func(error) bool
-	// BreakerOpen reports whether a Decider error says its breaker is open:
-	// Redis (every node a call needed, the failure not partial) failed
-	// round trip after round trip and was found down, so the mode leaves
-	// redis at once and decisions stop calling it until the health checks
-	// bring it back. The Decider's breaker is the only one: it sees each
-	// node's round trips and tells a slow node from a dead one
-	// (redisstore.BreakerOpen). Default: never.
-	BreakerOpen func(error) bool
 	// Bans, when set, denies banned client IPs and users before any rule.
 	Bans *BanSet
 	// Mode sets when the mode changes.
@@ -127,6 +89,8 @@ type Config struct {
 	// Health, when set, is called every HealthInterval (default 5s), each
 	// call bounded by HealthTimeout (default 50ms), by the goroutine Start
 	// starts. Without it the mode never returns to redis once it left it.
+	// Its errors are classed by the Backend's ErrorClass: it asks the same
+	// Redis.
 	Health         Health
 	HealthInterval time.Duration
 	HealthTimeout  time.Duration
@@ -150,7 +114,7 @@ type Config struct {
 type Service struct {
 	cfg     Config
 	rules   atomic.Pointer[ruleSet]
-	decider Decider
+	backend Backend
 	pub     Publisher
 	local   *localLimiter
 	over    *overLimitCache // nil: off
@@ -181,9 +145,9 @@ type ruleSet struct {
 	tiers tierLabels
 }
 
-// New returns a Service deciding with decider under set. A nil set is a set
+// New returns a Service deciding with backend under set. A nil set is a set
 // without rules, until SetRules (a rule manager's first load).
-func New(cfg Config, set *rules.Set, decider Decider, pub Publisher, log *zap.Logger, reg prometheus.Registerer) *Service {
+func New(cfg Config, set *rules.Set, backend Backend, pub Publisher, log *zap.Logger, reg prometheus.Registerer) *Service {
 	if set == nil {
 		set, _ = rules.Compile(&rules.File{}, rules.Options{}) // an empty file always compiles
 	}
@@ -192,16 +156,6 @@ func New(cfg Config, set *rules.Set, decider Decider, pub Publisher, log *zap.Lo
 	}
 	if cfg.NewEventID == nil {
 		cfg.NewEventID = new(v7Clock).newEventID
-	}
-	if cfg.ClassifyError == nil {
-		cfg.ClassifyError = func(error) string { return "other" }
-		cfg.ErrorClasses = []string{"other"}
-	}
-	if cfg.Unreached == nil {
-		cfg.Unreached = func(error) bool { return false }
-	}
-	if cfg.BreakerOpen == nil {
-		cfg.BreakerOpen = func(error) bool { return false }
 	}
 	if cfg.HealthInterval <= 0 {
 		cfg.HealthInterval = 5 * time.Second
@@ -213,7 +167,7 @@ func New(cfg Config, set *rules.Set, decider Decider, pub Publisher, log *zap.Lo
 		cfg.LocalMaxKeys = defaultLocalMaxKeys
 	}
 	cfg.Lease = cfg.Lease.WithDefaults()
-	s := &Service{cfg: cfg, decider: decider, pub: pub, local: newLocalLimiter(cfg.LocalMaxKeys),
+	s := &Service{cfg: cfg, backend: backend, pub: pub, local: newLocalLimiter(cfg.LocalMaxKeys),
 		over: newOverLimitCache(cfg.OverLimitCacheSize), metrics: newMetrics(reg), log: log,
 		machine: newModeMachine(cfg.Mode, cfg.Now()),
 		leases:  lease.New(cfg.Lease), renewals: make(chan lease.Key, 1024), dropped: make(chan []decide.Call, 4),
@@ -223,7 +177,7 @@ func New(cfg Config, set *rules.Set, decider Decider, pub Publisher, log *zap.Lo
 	s.mode.Store(&redis)
 	s.live.Store(1)
 	s.metrics.setMode(ModeRedis)
-	s.metrics.initErrorClasses(cfg.ErrorClasses)
+	s.metrics.initErrorClasses(backend.ErrorClasses())
 	s.metrics.live.Set(1)
 	s.metrics.watchOverLimit(reg, s.over)
 	s.metrics.watchLocal(reg, s.local.mem)
@@ -429,11 +383,11 @@ func (s *Service) roundTrip(err error) error {
 	if err == nil {
 		return nil
 	}
-	s.metrics.redisErrors.WithLabelValues(s.cfg.ClassifyError(err)).Inc()
+	s.metrics.redisErrors.WithLabelValues(s.backend.ErrorClass(err)).Inc()
 	// One cluster node down while the others answer: the decisions of this
 	// round trip fall back, the keys of the other nodes stay exact in redis
 	// mode.
-	if !isPartial(err) && s.cfg.BreakerOpen(err) && s.Mode() == ModeRedis {
+	if !isPartial(err) && s.backend.BreakerOpen(err) && s.Mode() == ModeRedis {
 		s.log.Warn("redis found down by the breaker", zap.Error(err))
 		s.RedisDown("breaker opened")
 	}
@@ -447,7 +401,7 @@ func (s *Service) settle(d *Decision, results []decide.Result, err error, now ti
 	if err != nil {
 		d.Mode = ModeLocal
 		d.Results = d.Results[:0]
-		unreached := s.cfg.Unreached(err)
+		unreached := s.backend.Unreached(err)
 		if !unreached {
 			s.metrics.unknownOutcomes.Inc()
 		}
@@ -469,9 +423,9 @@ func (s *Service) settle(d *Decision, results []decide.Result, err error, now ti
 // decideCalls decides calls with the Decider, into results (as long as
 // calls) when the Decider can write into it.
 func (s *Service) decideCalls(ctx context.Context, calls []decide.Call, results []decide.Result) ([]decide.Result, error) {
-	into, ok := s.decider.(decidesInto)
+	into, ok := s.backend.(decidesInto)
 	if !ok {
-		return s.decider.Decide(ctx, calls)
+		return s.backend.Decide(ctx, calls)
 	}
 	return results, into.DecideInto(ctx, calls, results)
 }

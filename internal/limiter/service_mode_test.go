@@ -20,11 +20,23 @@ import (
 
 var errDown = errors.New("redis down")
 
-// unreachedInTests is Config.Unreached for the fakes: errDown and a node
+// unreachedInTests is Backend.Unreached for the fakes: errDown and a node
 // refusing connections say the calls never reached Redis.
 func unreachedInTests(err error) bool {
 	return errors.Is(err, errDown) || errors.As(err, new(nodeDown))
 }
+
+// fakeErrors reads the fakes' errors as redisstore reads its own:
+// unreachedInTests, and with breaker errBreakerOpen says the breaker is
+// open. Every class is "other", as OpaqueErrors's.
+type fakeErrors struct {
+	Backend
+	breaker bool
+}
+
+func (fakeErrors) Unreached(err error) bool { return unreachedInTests(err) }
+
+func (f fakeErrors) BreakerOpen(err error) bool { return f.breaker && errors.Is(err, errBreakerOpen) }
 
 // errBreakerOpen is the fake Decider's breaker: open after
 // fakeBreakerFailures round trips in a row that could not reach Redis, as
@@ -154,11 +166,9 @@ func newModeFixture(t *testing.T, permissiveDeny bool) *modeFixture {
 		Instance:            "test",
 		Now:                 f.clock.Now,
 		Mode:                ModeConfig{FailedChecks: 3, PermissiveAfter: 5 * time.Minute, RecoverAfter: time.Minute},
-		BreakerOpen:         func(err error) bool { return errors.Is(err, errBreakerOpen) },
 		PermissiveDenyRules: permissiveDeny,
 		Health:              f.health,
-		Unreached:           unreachedInTests,
-	}, set, f.decider, nopPublisher{}, zap.New(core), f.reg)
+	}, set, fakeErrors{Backend: OpaqueErrors(f.decider), breaker: true}, nopPublisher{}, zap.New(core), f.reg)
 	return f
 }
 

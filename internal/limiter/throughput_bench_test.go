@@ -23,6 +23,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/limiter"
 	"github.com/ratewarden/ratewarden/internal/redisstore"
 	"github.com/ratewarden/ratewarden/internal/rules"
+	"github.com/ratewarden/ratewarden/internal/testkit/limitertest"
 	"github.com/ratewarden/ratewarden/internal/testkit/proctest"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
@@ -47,12 +48,14 @@ func TestBenchDecisionPath(t *testing.T) {
 			prefix := redistest.Prefix(t, rdb)
 			set := benchRules(t, alg, prefix)
 			var calls, trips atomic.Int64
-			coalescer := redisstore.NewCoalescer(redisstore.New(rdb), redisstore.CoalesceConfig{Pipelines: pipelines, Limit: limit, Wait: redisstore.DefaultWait, Timeout: 50 * time.Millisecond, LateWait: time.Second,
-				OnFlush: func(n int) { calls.Add(int64(n)); trips.Add(1) }})
-			defer coalescer.Close()
 			pub, closePub := publisher(t)
 			defer closePub()
-			svc := limiter.New(limiter.Config{Instance: "bench", OverLimitCacheSize: 100_000}, set, coalescer, pub, zap.NewNop(), prometheus.NewRegistry())
+			svc := limitertest.Service(t, redisstore.New(rdb), set, limitertest.Options{
+				Limiter: limiter.Config{Instance: "bench", OverLimitCacheSize: 100_000},
+				Coalesce: redisstore.CoalesceConfig{Pipelines: pipelines, Limit: limit, Wait: redisstore.DefaultWait, Timeout: 50 * time.Millisecond, LateWait: time.Second,
+					OnFlush: func(n int) { calls.Add(int64(n)); trips.Add(1) }},
+				Events: pub,
+			})
 
 			checkLoop(t, svc, workers, time.Second) // warm-up: connections, scripts, keys
 			calls.Store(0)

@@ -30,7 +30,7 @@ func TestUserBansCoverEverySpelling(t *testing.T) {
 		bans.Apply(event.ActionBan, event.ScopeUser, "dave", clock.now.Add(time.Hour))
 		bans.Apply(event.ActionBan, event.ScopeUser, "Eve", clock.now.Add(time.Hour))
 		svc := New(Config{Instance: "test", Now: clock.Now, Bans: bans}, set,
-			&modelDecider{mem: decide.NewMemory(), clock: clock}, &capturePublisher{}, zap.NewNop(), prometheus.NewRegistry())
+			OpaqueErrors(&modelDecider{mem: decide.NewMemory(), clock: clock}), &capturePublisher{}, zap.NewNop(), prometheus.NewRegistry())
 		for user, folded := range map[string]bool{"dave": true, "Dave": true, "DAVE": true, "ｄａｖｅ": true, "Eve": true, "eve": false, "davey": false} {
 			want := folded
 			if exact {

@@ -16,8 +16,8 @@ var errNodeDown = errors.New("node down: not tried until its breaker lets a roun
 
 // BreakerOpen reports whether err failed calls without a round trip
 // because their node's breaker is open: the node failed REDIS_BREAKER_FAILURES
-// round trips in a row and was found down, not slow (see lane.record). It
-// is the limiter's Config.BreakerOpen.
+// round trips in a row and was found down, not slow (see lane.record). The
+// limiter reads it through Coalescer.BreakerOpen.
 func BreakerOpen(err error) bool { return errors.Is(err, errNodeDown) }
 
 // nodeError is the error of a call whose Redis Cluster node failed.
@@ -102,7 +102,7 @@ func ClassifyError(err error) string {
 // server refused them before running them (LOADING, READONLY, CLUSTERDOWN,
 // MOVED, ...). Their outcome is known: nothing was counted. Any other
 // failure, a timeout or a connection lost after the calls were written,
-// leaves it unknown (the limiter's Config.Unreached).
+// leaves it unknown (see the limiter's Backend.Unreached).
 func Unreached(err error) bool {
 	var op *net.OpError
 	switch {
@@ -127,3 +127,18 @@ func unavailable(err error) bool {
 	}
 	return false
 }
+
+// The limiter's Backend is a Coalescer: its errors read as this file
+// classifies them.
+
+// ErrorClass is ClassifyError.
+func (c *Coalescer) ErrorClass(err error) string { return ClassifyError(err) }
+
+// ErrorClasses is the package's ErrorClasses.
+func (c *Coalescer) ErrorClasses() []string { return ErrorClasses() }
+
+// Unreached is the package's Unreached.
+func (c *Coalescer) Unreached(err error) bool { return Unreached(err) }
+
+// BreakerOpen is the package's BreakerOpen.
+func (c *Coalescer) BreakerOpen(err error) bool { return BreakerOpen(err) }

@@ -42,7 +42,7 @@ func TestShouldRateLimitAllocations(t *testing.T) {
 	}
 	dec := &staticDecider{}
 	reg := prometheus.NewRegistry()
-	svc := limiter.New(limiter.Config{Instance: "test"}, set, dec, discard{}, zap.NewNop(), reg)
+	svc := limiter.New(limiter.Config{Instance: "test"}, set, limiter.OpaqueErrors(dec), discard{}, zap.NewNop(), reg)
 	srv := rlsapi.New(rlsapi.Config{}, svc, zap.NewNop(), reg)
 	tests := []struct {
 		name string

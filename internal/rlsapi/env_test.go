@@ -26,6 +26,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/rlsapi"
 	"github.com/ratewarden/ratewarden/internal/rules"
 	"github.com/ratewarden/ratewarden/internal/testkit"
+	"github.com/ratewarden/ratewarden/internal/testkit/limitertest"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
@@ -76,15 +77,15 @@ func newEnv(t *testing.T, rs []rules.Rule, o options) *env {
 		t.Fatalf("rules: %v", err)
 	}
 	reg := prometheus.NewRegistry()
-	counter := redisstore.NewCoalescer(redisstore.New(rdb), redisstore.CoalesceConfig{Timeout: 5 * time.Second})
-	t.Cleanup(counter.Close)
 	events := &capture{}
 	lcfg := o.limiter
-	lcfg.Instance, lcfg.ClassifyError, lcfg.Unreached, lcfg.BreakerOpen = "test", redisstore.ClassifyError, redisstore.Unreached, redisstore.BreakerOpen
+	lcfg.Instance = "test"
 	if o.bans != nil {
 		lcfg.Bans = o.bans(reg)
 	}
-	svc := limiter.New(lcfg, set, counter, events, zap.NewNop(), reg)
+	svc := limitertest.Service(t, redisstore.New(rdb), set, limitertest.Options{
+		Limiter: lcfg, Coalesce: redisstore.CoalesceConfig{Timeout: 5 * time.Second}, Events: events, Registerer: reg,
+	})
 	if len(o.tokens) > 0 {
 		o.cfg.Gate = bearer.NewGate("decisions", "ratewarden", o.tokens, zap.NewNop(), reg)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/redisstore"
 	"github.com/ratewarden/ratewarden/internal/rlsapi"
 	"github.com/ratewarden/ratewarden/internal/rules"
+	"github.com/ratewarden/ratewarden/internal/testkit/limitertest"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
@@ -60,12 +61,13 @@ func BenchmarkServeShouldRateLimit(b *testing.B) {
 		b.Fatal(err)
 	}
 	var trips, calls atomic.Int64
-	counter := redisstore.NewCoalescer(redisstore.New(rdb), redisstore.CoalesceConfig{Wait: redisstore.DefaultWait,
-		OnFlush: func(n int) { trips.Add(1); calls.Add(int64(n)) }})
-	b.Cleanup(counter.Close)
 	reg := prometheus.NewRegistry()
-	svc := limiter.New(limiter.Config{Instance: "bench", ClassifyError: redisstore.ClassifyError, Unreached: redisstore.Unreached, BreakerOpen: redisstore.BreakerOpen, OverLimitCacheSize: 100_000},
-		set, counter, benchPublisher(b, reg), zap.NewNop(), reg)
+	svc := limitertest.Service(b, redisstore.New(rdb), set, limitertest.Options{
+		Limiter: limiter.Config{Instance: "bench", OverLimitCacheSize: 100_000},
+		Coalesce: redisstore.CoalesceConfig{Wait: redisstore.DefaultWait,
+			OnFlush: func(n int) { trips.Add(1); calls.Add(int64(n)) }},
+		Events: benchPublisher(b, reg), Registerer: reg,
+	})
 	benchGRPC(b, rlsapi.New(rlsapi.Config{}, svc, zap.NewNop(), reg).GRPCServer(rlsapi.ServerOptions{}), func() {
 		trips.Store(0)
 		calls.Store(0)

@@ -2,7 +2,8 @@
 // package below it is imported by tests only (internal/layering_test.go
 // guards that): private Redis servers and clusters
 // (redistest), databases (pgtest), the embedded broker (kafkatest),
-// processes (proctest), certificates (tlstest), the events' JSON Schemas
+// processes (proctest), certificates (tlstest), the decision service on a
+// real Redis (limitertest), the events' JSON Schemas
 // (eventschema), the gateway recipes' programs (gatewaytest), the
 // benchmarks' knobs (benchenv), the scenario tables of the decision model
 // (decidetest) and the in-memory detection state with its scenario tables

@@ -199,7 +199,7 @@ func (a *App) connect() error {
 		Wait:      cfg.PipelineWait,
 		Timeout:   cfg.RedisTimeout,
 		LateWait:  cfg.LateReplyWait,
-		// The only breaker: each node's (see limiter.Config.BreakerOpen).
+		// The only breaker: each node's (see limiter.Backend.BreakerOpen).
 		NodeFailures: cfg.RedisBreakerFailures,
 		ProbeTimeout: cfg.RedisCheckTimeout,
 		Registerer:   a.reg,
@@ -251,13 +251,9 @@ func (a *App) decisionService() {
 	a.banFollower = limiter.NewBanFollower(a.bans, a.blacklist, cfg.BanResync, a.log)
 	a.heartbeats = redisfleet.NewHeartbeats(a.control, cfg.RedisKeyPrefix, cfg.Instance, cfg.RedisHealthInterval)
 	a.svc = limiter.New(limiter.Config{
-		Instance:      cfg.Instance,
-		ClassifyError: redisstore.ClassifyError,
-		ErrorClasses:  redisstore.ErrorClasses(),
-		Unreached:     redisstore.Unreached,
-		BreakerOpen:   redisstore.BreakerOpen,
-		Bans:          a.bans,
-		Outcomes:      a.outcomes,
+		Instance: cfg.Instance,
+		Bans:     a.bans,
+		Outcomes: a.outcomes,
 		Mode: limiter.ModeConfig{
 			FailedChecks:    cfg.RedisFailedChecks,
 			PermissiveAfter: cfg.PermissiveAfter,
