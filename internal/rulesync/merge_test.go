@@ -14,21 +14,8 @@ import (
 // sources hand it, and the refusal policy of the package doc.
 
 const (
-	// mergeFile has a descriptor rule on edge's api_key, which the dynamic
-	// rule api-key (apiKeyAt) cannot run beside.
-	mergeFile = `
-rules:
-  - id: login
-    match: {endpoints: ["/login"]}
-    key: [ip]
-    algorithm: fixed_window
-    limits: [{requests: 100, per: 1m}]
-  - id: legacy-key
-    descriptor: {domain: edge, entries: [{key: api_key}]}
-    algorithm: fixed_window
-    limits: [{requests: 1000, per: 1h}]
-`
-	// mergeFileFits is mergeFile without legacy-key: api-key fits it.
+	// mergeFileFits has one rule, which the dynamic rule api-key
+	// (apiKeyAt) fits.
 	mergeFileFits = `
 rules:
   - id: login
@@ -36,6 +23,14 @@ rules:
     key: [ip]
     algorithm: fixed_window
     limits: [{requests: 100, per: 1m}]
+`
+	// mergeFile adds a descriptor rule on edge's api_key, which api-key
+	// cannot run beside.
+	mergeFile = mergeFileFits + `
+  - id: legacy-key
+    descriptor: {domain: edge, entries: [{key: api_key}]}
+    algorithm: fixed_window
+    limits: [{requests: 1000, per: 1h}]
 `
 )
 
