@@ -2,76 +2,127 @@ package rulesync
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/ratewarden/ratewarden/internal/rules"
 )
 
-// dynamicRule is a dynamic rule as parsed, with its stored form (its
-// version and last author, for the view).
-type dynamicRule struct {
-	rule   rules.Rule
-	stored StoredRule
-}
-
-// dynamicSource is the dynamic rules of the store as last accepted.
+// dynamicSource is the rule store (Config.Connect): it connects, loads the
+// dynamic rules when their version moves (polled, or announced), makes the
+// admin API's writes, and hands each version it loads to the merger.
 type dynamicSource struct {
-	store    Store
+	connect func(ctx context.Context) (Store, error) // nil: no dynamic rules
+	timeout time.Duration
+	log     *zap.Logger
+	merge   *merger
+	// wake is signalled by announcements: a refresh is due.
+	wake     chan struct{}
 	storeErr atomic.Pointer[error] // nil: the store answered last time
-	rules    []dynamicRule
-	version  int64
+
+	mu    sync.Mutex // serializes connecting, loads and writes
+	store Store
 }
 
-// refresh connects to the store if need be and reloads the dynamic rules
-// when their version moved.
-func (m *Manager) refresh(ctx context.Context) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	sctx, cancel := context.WithTimeout(ctx, m.cfg.Timeout)
+// first loads the dynamic rules for the start, when the store answers
+// within the timeout; nil when it does not (logged: the files' rules run
+// until it answers) or without a store.
+func (s *dynamicSource) first(ctx context.Context) *dynamicRules {
+	if s.connect == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	if m.connectLocked(sctx) != nil {
+	if s.connectLocked(ctx) != nil {
+		return nil
+	}
+	d, _ := s.loadLocked(ctx)
+	return d
+}
+
+// refresh connects to the store if need be and, when the version of the
+// dynamic rules moved to one the merger wants, loads them and hands them
+// to it.
+func (s *dynamicSource) refresh(ctx context.Context) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	if s.connectLocked(ctx) != nil {
 		return
 	}
-	v, err := m.dyn.store.RulesVersion(sctx)
-	m.setStoreErr(err)
-	if err != nil || v == m.dyn.version || v == m.refusedVersion {
+	v, err := s.store.RulesVersion(ctx)
+	s.setStoreErr(err)
+	if err != nil || !s.merge.wants(v) {
 		return
 	}
-	m.reloadDynamicLocked(sctx)
+	s.reloadLocked(ctx)
+}
+
+// subscribe has a refresh made on every announcement of a version other
+// than the one in force, and after a reconnection (announcements may have
+// been missed), until ctx ends.
+func (s *dynamicSource) subscribe(ctx context.Context, changes Announcer) {
+	_ = changes.Subscribe(ctx, func(v int64) {
+		if v != s.merge.dynamicVersion() {
+			s.poke()
+		}
+	}, s.poke)
+}
+
+func (s *dynamicSource) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default: // a refresh is already due
+	}
+}
+
+// close closes the store if it is open.
+func (s *dynamicSource) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.store != nil {
+		s.store.Close()
+	}
 }
 
 // connectLocked opens the store if it is not open.
-func (m *Manager) connectLocked(ctx context.Context) error {
-	if m.dyn.store != nil {
+func (s *dynamicSource) connectLocked(ctx context.Context) error {
+	if s.store != nil {
 		return nil
 	}
-	if m.cfg.Connect == nil {
+	if s.connect == nil {
 		return ErrUnavailable
 	}
-	s, err := m.cfg.Connect(ctx)
-	m.setStoreErr(err)
+	st, err := s.connect(ctx)
+	s.setStoreErr(err)
 	if err != nil {
 		return err
 	}
-	m.dyn.store = s
+	s.store = st
 	return nil
 }
 
 // setStoreErr records whether the store answered, logging the transitions.
-func (m *Manager) setStoreErr(err error) {
-	prev := m.dyn.storeErr.Load()
+func (s *dynamicSource) setStoreErr(err error) {
+	prev := s.storeErr.Load()
 	switch {
 	case err == nil && prev != nil:
-		m.dyn.storeErr.Store(nil)
-		m.cfg.Log.Info("dynamic rule store reachable")
+		s.storeErr.Store(nil)
+		s.log.Info("dynamic rule store reachable")
 	case err != nil && prev == nil:
-		m.cfg.Log.Warn("dynamic rule store unavailable; the rules in force stay until it answers", zap.Error(err))
+		s.log.Warn("dynamic rule store unavailable; the rules in force stay until it answers", zap.Error(err))
 		fallthrough
 	case err != nil:
-		m.dyn.storeErr.Store(&err)
+		s.storeErr.Store(&err)
 	}
 }
 
@@ -84,45 +135,68 @@ func (m *Manager) StoreError() error {
 	return nil
 }
 
-// loadDynamicLocked reads every dynamic rule; a rule that does not parse
-// (stored by a newer version, or by hand) refuses the whole load.
-func (m *Manager) loadDynamicLocked(ctx context.Context) error {
-	v, stored, err := m.dyn.store.DynamicRules(ctx)
-	m.setStoreErr(err)
-	if err != nil {
-		return err
+// reloadLocked loads the dynamic rules and hands them to the merger, which
+// applies or refuses them; if the store does not answer the running rules
+// stay.
+func (s *dynamicSource) reloadLocked(ctx context.Context) {
+	if d, err := s.loadLocked(ctx); err == nil {
+		s.merge.putDynamic(d)
 	}
-	dyn := make([]dynamicRule, 0, len(stored))
-	for _, s := range stored {
-		r, err := rules.ParseRuleJSON(s.Rule)
-		if err == nil && r.ID != s.ID {
-			err = fmt.Errorf("stored under id %q", s.ID)
+}
+
+// write makes an admin change, one at a time on this instance: prepare,
+// called once the store is open, returns the rule to store under id as
+// JSON (nil: delete the rule id) or why not; the change is stored, then
+// the new version loaded and handed to the merger at once (read your
+// writes). It returns the change and the view in force after it. The
+// store not answering is ErrUnavailable; deleting a rule it does not hold,
+// ErrNotStored.
+func (s *dynamicSource) write(ctx context.Context, id string, who Author, prepare func() (json.RawMessage, error)) (Change, *View, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.connectLocked(ctx); err != nil {
+		return Change{}, nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	raw, err := prepare()
+	if err != nil {
+		return Change{}, nil, err
+	}
+	var c Change
+	if raw == nil {
+		if c, err = s.store.DeleteRule(ctx, id, who); errors.Is(err, ErrNotStored) {
+			return Change{}, nil, err
+		}
+	} else {
+		c, err = s.store.PutRule(ctx, id, raw, who)
+	}
+	s.setStoreErr(err)
+	if err != nil {
+		return Change{}, nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	s.log.Info("dynamic rule changed", zap.String("rule", id), zap.Int64("version", c.Version),
+		zap.String("actor", who.Actor), zap.String("source", who.SourceAddr), zap.Bool("deleted", raw == nil))
+	s.reloadLocked(ctx)
+	return c, s.merge.View(), nil
+}
+
+// loadLocked reads every dynamic rule; a rule that does not parse (stored
+// by a newer version, or by hand) refuses the whole version.
+func (s *dynamicSource) loadLocked(ctx context.Context) (*dynamicRules, error) {
+	v, stored, err := s.store.DynamicRules(ctx)
+	s.setStoreErr(err)
+	if err != nil {
+		return nil, err
+	}
+	d := &dynamicRules{version: v, rules: make([]dynamicRule, 0, len(stored))}
+	for _, st := range stored {
+		r, err := rules.ParseRuleJSON(st.Rule)
+		if err == nil && r.ID != st.ID {
+			err = fmt.Errorf("stored under id %q", st.ID)
 		}
 		if err != nil {
-			err = fmt.Errorf("dynamic rule %s: %w", s.ID, err)
-			m.refuseDynamicLocked(v, []string{s.ID}, err)
-			return err
+			return &dynamicRules{version: v, atFault: []string{st.ID}, err: fmt.Errorf("dynamic rule %s: %w", st.ID, err)}, nil
 		}
-		dyn = append(dyn, dynamicRule{rule: r, stored: s})
+		d.rules = append(d.rules, dynamicRule{rule: r, stored: st})
 	}
-	m.dyn.rules, m.dyn.version = dyn, v
-	return nil
-}
-
-func ruleList(dyn []dynamicRule) []rules.Rule {
-	rs := make([]rules.Rule, len(dyn))
-	for i, d := range dyn {
-		rs[i] = d.rule
-	}
-	return rs
-}
-
-// rule returns the dynamic rule id, or nil.
-func (s *dynamicSource) rule(id string) *rules.Rule {
-	for i := range s.rules {
-		if s.rules[i].rule.ID == id {
-			return &s.rules[i].rule
-		}
-	}
-	return nil
+	return d, nil
 }

@@ -5,123 +5,171 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"sync"
 
 	"go.uber.org/zap"
 
 	"github.com/ratewarden/ratewarden/internal/rules"
 )
 
-// fileSource is the rules file (Config.File) as last accepted.
-type fileSource struct {
-	parsed  *rules.File
-	hash    string
-	refused string // hash of the last file content refused, reported once
+// watched is what a source read from disk (the rules file, the RLS
+// directory) keeps between its loads: the hash of its content in force,
+// and what it refused. Its lock serializes the source's own loads (a
+// SIGHUP's and a poll's), so that they reach the merger in order.
+type watched struct {
+	source  string    // SourceFile or SourceRLS
+	what    string    // "rules file" or "RLS config", as logged
+	name    string    // RULES_FILE or RLS_CONFIG_DIR, naming its errors
+	path    string    // the file or the directory
+	where   zap.Field // the path, as logged
+	log     *zap.Logger
+	metrics *metrics
+	merge   *merger
+
+	mu      sync.Mutex
+	hash    string // of the content in force
+	refused string // hash of the last content refused (or read error), reported once
 	// failing: the last load was refused, so the next that is not says so
 	// (its content may be the one in force again, which is not applied
 	// again).
 	failing bool
 }
 
+// content is one read of a watched source: the hash of what was read, and
+// put, which parses it and hands it to the merger.
+type content struct {
+	hash string
+	put  func() (*View, bool, error)
+}
+
+// reload reads the source (read) and hands it to the merger if its
+// content changed. Content that does not load, or that the merger refuses,
+// is counted and logged once per content unless force (an operator's
+// SIGHUP hears about it again), and the running rules stay. Content that
+// makes the rules in force (a comment changed; or, with force, the same
+// content) is counted unchanged and not applied again. It reports whether
+// the rules in force changed, and the view then in force.
+func (w *watched) reload(force bool, read func() (content, error)) (bool, *View, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if force {
+		w.refused = ""
+	}
+	c, err := read()
+	if err != nil {
+		return false, nil, w.refuseLocked("read:"+err.Error(), err)
+	}
+	if c.hash == w.hash && (force || w.failing) {
+		// The content in force: after a refusal (the bad edit undone) it
+		// is accepted again, and the gauge must say so.
+		if !w.acceptedLocked(resultUnchanged, w.merge.View()) {
+			w.log.Info(w.what+" unchanged", w.where)
+		}
+		return false, nil, nil
+	}
+	if c.hash == w.hash || c.hash == w.refused {
+		return false, nil, nil
+	}
+	v, changed, err := c.put()
+	if err != nil {
+		return false, nil, w.refuseLocked(c.hash, err)
+	}
+	w.hash, w.refused = c.hash, ""
+	w.acceptedLocked(resultOf(changed), v)
+	if !changed {
+		w.log.Info(w.what+" changed, its rules did not; nothing applied", w.where, zap.String("version", v.Version))
+	}
+	return changed, v, nil
+}
+
+// started records the content the Manager started on.
+func (w *watched) started(hash string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.hash = hash
+	w.metrics.reload(w.source, resultSuccess)
+}
+
+// refuseLocked counts a refused load and logs it unless the same content
+// (or read error), named by key, was already logged.
+func (w *watched) refuseLocked(key string, err error) error {
+	w.metrics.reload(w.source, resultFailure)
+	w.failing = true
+	if key != w.refused {
+		w.refused = key
+		w.log.Error(w.what+" refused; the running rules stay", w.where, zap.Error(err))
+	}
+	return fmt.Errorf("%s %s: %w", w.name, w.path, err)
+}
+
+// acceptedLocked counts a load that was not refused (result) and, when the
+// load before it was, logs that the source is accepted again (v is the
+// view in force) and reports that it did.
+func (w *watched) acceptedLocked(result string, v *View) bool {
+	w.metrics.reload(w.source, result)
+	if !w.failing {
+		return false
+	}
+	w.failing = false
+	w.log.Info(w.what+" accepted again", w.where, zap.String("version", v.Version))
+	return true
+}
+
+// fileSource is the rules file (Config.File), polled and reloaded on
+// SIGHUP.
+type fileSource struct{ watched }
+
+func newFileSource(path string, log *zap.Logger, m *metrics, merge *merger) *fileSource {
+	return &fileSource{watched{source: SourceFile, what: "rules file", name: "RULES_FILE", path: path,
+		where: zap.String("file", path), log: log, metrics: m, merge: merge}}
+}
+
+// first reads the rules file for the start, counting a failure.
+func (s *fileSource) first() (*fileRules, error) {
+	data, err := os.ReadFile(s.path)
+	if err != nil {
+		s.metrics.reload(SourceFile, resultFailure)
+		return nil, fmt.Errorf("RULES_FILE: %w", err)
+	}
+	f, err := rules.Parse(data)
+	if err != nil {
+		s.metrics.reload(SourceFile, resultFailure)
+		return nil, fmt.Errorf("RULES_FILE %s: %w", s.path, err)
+	}
+	return &fileRules{parsed: f, hash: hashOf(data)}, nil
+}
+
 // ReloadFile reads the rules file and applies it if its content changed.
 // An invalid file is refused (counted, and logged once per content unless
 // force: an operator's SIGHUP hears about it again) and the running rules
 // stay. A valid file that conflicts with the dynamic rules in force is
-// applied without them (see applyFilesLocked); once a file is applied, a
-// dynamic version refused before is tried again. A file that makes the
-// rules in force (a comment changed; or, with force, the same content) is
-// counted unchanged and not applied again.
-func (m *Manager) ReloadFile(force bool) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if force {
-		m.file.refused = ""
-	}
-	data, err := os.ReadFile(m.cfg.File)
-	if err != nil {
-		return m.refuseFile("read:"+err.Error(), err)
-	}
-	hash := hashOf(data)
-	if hash == m.file.hash && (force || m.file.failing) {
-		// The content in force: after a refusal (the bad edit undone) it
-		// is accepted again, and the gauge must say so.
-		m.metrics.reload(SourceFile, resultUnchanged)
-		if !m.fileAcceptedLocked() {
-			m.cfg.Log.Info("rules file unchanged", zap.String("file", m.cfg.File))
+// applied without them (the files win); once a file is applied, a dynamic
+// version refused before is tried again. A file that makes the rules in
+// force (a comment changed; or, with force, the same content) is counted
+// unchanged and not applied again.
+func (m *Manager) ReloadFile(force bool) error { return m.file.reload(force) }
+
+// reload reads the rules file and hands it to the merger if its content
+// changed (see watched.reload).
+func (s *fileSource) reload(force bool) error {
+	changed, v, err := s.watched.reload(force, func() (content, error) {
+		data, err := os.ReadFile(s.path)
+		if err != nil {
+			return content{}, err
 		}
-		return nil
+		hash := hashOf(data)
+		return content{hash: hash, put: func() (*View, bool, error) {
+			f, err := rules.Parse(data)
+			if err != nil {
+				return nil, false, err
+			}
+			return s.merge.putFile(&fileRules{parsed: f, hash: hash})
+		}}, nil
+	})
+	if changed {
+		s.log.Info("rules file reloaded", s.where, zap.String("version", v.Version))
 	}
-	if hash == m.file.hash || hash == m.file.refused {
-		return nil
-	}
-	f, err := rules.Parse(data)
-	if err != nil {
-		return m.refuseFile(hash, err)
-	}
-	prior := m.refusal
-	old, oldHash := m.file.parsed, m.file.hash
-	m.file.parsed, m.file.hash = f, hash
-	changed, err := m.applyFilesLocked()
-	if err != nil {
-		m.file.parsed, m.file.hash = old, oldHash
-		return m.refuseFile(hash, err)
-	}
-	m.file.refused = ""
-	m.metrics.reload(SourceFile, resultOf(changed))
-	m.fileAcceptedLocked()
-	if !changed {
-		m.cfg.Log.Info("rules file changed, its rules did not; nothing applied", zap.String("file", m.cfg.File),
-			zap.String("version", m.merge.view.Load().Version))
-		return nil
-	}
-	m.cfg.Log.Info("rules file reloaded", zap.String("file", m.cfg.File), zap.String("version", m.merge.view.Load().Version))
-	m.retryDynamicLocked(prior)
-	return nil
-}
-
-// refuseFile counts a refused file and logs it unless the same content (or
-// read error), named by key, was already logged.
-func (m *Manager) refuseFile(key string, err error) error {
-	m.metrics.reload(SourceFile, resultFailure)
-	m.file.failing = true
-	if key != m.file.refused {
-		m.file.refused = key
-		m.cfg.Log.Error("rules file refused; the running rules stay", zap.String("file", m.cfg.File), zap.Error(err))
-	}
-	return fmt.Errorf("RULES_FILE %s: %w", m.cfg.File, err)
-}
-
-// fileAcceptedLocked, once a load of the rules file is not refused, logs
-// that the file is accepted again when the load before it was refused, and
-// reports whether it did.
-func (m *Manager) fileAcceptedLocked() bool {
-	if !m.file.failing {
-		return false
-	}
-	m.file.failing = false
-	m.cfg.Log.Info("rules file accepted again", zap.String("file", m.cfg.File), zap.String("version", m.merge.view.Load().Version))
-	return true
-}
-
-// rule returns the rules file's rule id, or nil.
-func (s *fileSource) rule(id string) *rules.Rule {
-	for i := range s.parsed.Rules {
-		if s.parsed.Rules[i].ID == id {
-			return &s.parsed.Rules[i]
-		}
-	}
-	return nil
-}
-
-func readFile(path string) (*rules.File, string, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, "", fmt.Errorf("RULES_FILE: %w", err)
-	}
-	f, err := rules.Parse(data)
-	if err != nil {
-		return nil, "", fmt.Errorf("RULES_FILE %s: %w", path, err)
-	}
-	return f, hashOf(data), nil
+	return err
 }
 
 func hashOf(data []byte) string {

@@ -37,7 +37,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/ratewarden/ratewarden/internal/rlsconfig"
 	"github.com/ratewarden/ratewarden/internal/rules"
 )
 
@@ -158,25 +157,18 @@ type Result struct {
 
 // Manager keeps the rules in force and makes dynamic changes. Its methods
 // are safe for concurrent use. Each source (the rules file, the RLS config
-// from RLSDir or xDS, the dynamic rules of the store) holds what it last
-// accepted; the merger compiles them into the set in force; the refusal
-// policy (refusal.go) decides which source gives way when they do not
-// compile together.
+// from RLSDir or xDS, the dynamic rules of the store) loads on its own and
+// hands what it loaded to the merger, which alone holds the rules in force:
+// it compiles the sources' snapshots into one set, puts it in force, and
+// applies the refusal policy (refusal.go) when they do not compile
+// together.
 type Manager struct {
 	cfg     Config
 	metrics *metrics
-
-	mu    sync.Mutex // serializes loads, changes and applies
-	file  fileSource
-	rls   rlsSource
-	dyn   dynamicSource
-	merge merger
-	// refusedVersion is a version of the dynamic rules that was refused:
-	// polls skip it until the version moves, or until a change of the
-	// files clears it to try it again.
-	refusedVersion int64
-	refusal        *Refusal // the last refusal, until a version applies
-	wake           chan struct{}
+	file    *fileSource
+	rls     *rlsSource
+	dyn     *dynamicSource
+	merge   *merger
 }
 
 // New returns a Manager; Start loads the rules.
@@ -199,8 +191,15 @@ func New(cfg Config) *Manager {
 	if cfg.Registerer == nil {
 		cfg.Registerer = prometheus.NewRegistry()
 	}
-	return &Manager{cfg: cfg, metrics: newMetrics(cfg.Registerer, cfg.Connect != nil, cfg.RLSDir != "" || cfg.RLSFromXDS),
-		wake: make(chan struct{}, 1)}
+	m := &Manager{cfg: cfg, metrics: newMetrics(cfg.Registerer, cfg.Connect != nil, cfg.RLSDir != "" || cfg.RLSFromXDS)}
+	m.merge = &merger{cfg: &m.cfg, metrics: m.metrics}
+	if cfg.Connect != nil {
+		m.merge.retry = make(chan struct{}, 1)
+	}
+	m.file = newFileSource(cfg.File, cfg.Log, m.metrics, m.merge)
+	m.rls = newRLSSource(cfg.RLSDir, cfg.Log, m.metrics, m.merge)
+	m.dyn = &dynamicSource{connect: cfg.Connect, timeout: cfg.Timeout, log: cfg.Log, merge: m.merge, wake: make(chan struct{}, 1)}
+	return m
 }
 
 // Start loads the rules file and the RLS directory (an error is fatal:
@@ -211,67 +210,40 @@ func New(cfg Config) *Manager {
 // and the files' rules run alone: Start fails only when the files' rules
 // do.
 func (m *Manager) Start(ctx context.Context) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	f, hash, err := readFile(m.cfg.File)
+	f, err := m.file.first()
 	if err != nil {
-		m.metrics.reload(SourceFile, resultFailure)
 		return err
 	}
-	m.file.parsed, m.file.hash = f, hash
-	if m.cfg.RLSDir != "" {
-		c, err := rlsconfig.LoadDir(m.cfg.RLSDir)
-		if err != nil {
-			m.metrics.reload(SourceRLS, resultFailure)
-			return fmt.Errorf("RLS_CONFIG_DIR %s: %w", m.cfg.RLSDir, err)
-		}
-		m.rls.config = c
-		m.logRLSWarnings(c)
+	c, err := m.rls.first()
+	if err != nil {
+		return err
 	}
-	loaded := false
-	if m.cfg.Connect != nil {
-		sctx, cancel := context.WithTimeout(ctx, m.cfg.Timeout)
-		loaded = m.connectLocked(sctx) == nil && m.loadDynamicLocked(sctx) == nil
-		cancel() // if not, logged: the files' rules run until the store answers
-	}
-	if _, err := m.applyFilesLocked(); err != nil {
-		if m.rls.config != nil {
+	if err := m.merge.start(f, c, m.dyn.first(ctx)); err != nil {
+		if c != nil {
 			return fmt.Errorf("RULES_FILE %s with RLS_CONFIG_DIR %s: %w", m.cfg.File, m.cfg.RLSDir, err)
 		}
 		return fmt.Errorf("RULES_FILE %s: %w", m.cfg.File, err)
 	}
-	m.metrics.reload(SourceFile, resultSuccess)
-	if m.rls.config != nil {
-		m.metrics.reload(SourceRLS, resultSuccess)
-	}
-	if loaded && m.refusal == nil {
-		m.metrics.reload(SourceDynamic, resultSuccess)
+	m.file.started(f.hash)
+	if c != nil {
+		m.rls.started(c.Hash)
 	}
 	return nil
 }
 
 // Run keeps the rules current until ctx ends: the file and the RLS
 // directory on every signal from reload (SIGHUP) and every FilePoll, the
-// dynamic rules on every announcement and every StorePoll. It closes the
-// store when it returns.
+// dynamic rules on every announcement and every StorePoll, and at once
+// when the merger retries a refused version. It closes the store when it
+// returns.
 func (m *Manager) Run(ctx context.Context, reload <-chan os.Signal) {
 	var wg sync.WaitGroup
 	defer func() {
 		wg.Wait()
-		m.mu.Lock()
-		if m.dyn.store != nil {
-			m.dyn.store.Close()
-		}
-		m.mu.Unlock()
+		m.dyn.close()
 	}()
 	if m.cfg.Changes != nil && m.cfg.Connect != nil {
-		wg.Go(func() {
-			_ = m.cfg.Changes.Subscribe(ctx, func(v int64) {
-				if v != m.DynamicVersion() {
-					m.poke()
-				}
-			}, m.poke) // after a reconnection, announcements may have been missed
-		})
+		wg.Go(func() { m.dyn.subscribe(ctx, m.cfg.Changes) })
 	}
 	fileTick := time.NewTicker(m.cfg.FilePoll)
 	defer fileTick.Stop()
@@ -292,28 +264,18 @@ func (m *Manager) Run(ctx context.Context, reload <-chan os.Signal) {
 		case <-fileTick.C:
 			_ = m.ReloadFile(false)
 			_ = m.ReloadRLS(false)
-		case <-m.wake:
-			m.refresh(ctx)
+		case <-m.dyn.wake:
+			m.dyn.refresh(ctx)
+		case <-m.merge.retry:
+			m.dyn.refresh(ctx)
 		case <-storeTick:
-			m.refresh(ctx)
+			m.dyn.refresh(ctx)
 		}
 	}
 }
 
-func (m *Manager) poke() {
-	select {
-	case m.wake <- struct{}{}:
-	default: // a refresh is already due
-	}
-}
-
 // View returns the rule set in force.
-func (m *Manager) View() *View { return m.merge.view.Load() }
+func (m *Manager) View() *View { return m.merge.View() }
 
 // DynamicVersion returns the version of the dynamic rules in force.
-func (m *Manager) DynamicVersion() int64 {
-	if v := m.merge.view.Load(); v != nil {
-		return v.DynamicVersion
-	}
-	return 0
-}
+func (m *Manager) DynamicVersion() int64 { return m.merge.dynamicVersion() }
