@@ -23,10 +23,11 @@ const (
 	DetectorProcess Process = "detector"
 	ArchiverProcess Process = "archiver"
 	DevKafkaProcess Process = "devkafka"
+	ConsoleProcess  Process = "console"
 )
 
 // Processes lists the processes in the order of the documentation.
-var Processes = []Process{LimiterProcess, DetectorProcess, ArchiverProcess, DevKafkaProcess}
+var Processes = []Process{LimiterProcess, DetectorProcess, ArchiverProcess, ConsoleProcess, DevKafkaProcess}
 
 // Var is one row of the table: an environment variable as the processes in
 // Readers read it. A variable whose default or meaning differs between
@@ -107,6 +108,7 @@ type dest struct {
 	detector *Detector
 	archiver *Archiver
 	devKafka *DevKafka
+	console  *Console
 }
 
 // field locates a row's field in a process's configuration; nil when the
@@ -127,6 +129,10 @@ func inDetector[T any](f func(*Detector) *T) field[T] {
 
 func inArchiver[T any](f func(*Archiver) *T) field[T] {
 	return func(d *dest) *T { return via(d.archiver, f) }
+}
+
+func inConsole[T any](f func(*Console) *T) field[T] {
+	return func(d *dest) *T { return via(d.console, f) }
 }
 
 func inDevKafka[T any](f func(*DevKafka) *T) field[T] {

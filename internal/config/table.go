@@ -8,7 +8,7 @@ import (
 
 // table is every variable any process reads, one row per variable and
 // group of processes; the order is the documentation's.
-var table = slices.Concat(serviceVars, limiterVars, xdsVars, consumerVars, devKafkaVars)
+var table = slices.Concat(serviceVars, limiterVars, xdsVars, consumerVars, consoleVars, devKafkaVars)
 
 // The groups of processes rows are read by.
 var (
@@ -16,9 +16,12 @@ var (
 	detectorOnly = []Process{DetectorProcess}
 	archiverOnly = []Process{ArchiverProcess}
 	devKafkaOnly = []Process{DevKafkaProcess}
+	consoleOnly  = []Process{ConsoleProcess}
 	// redisUsers use Redis and the rules file.
 	redisUsers = []Process{LimiterProcess, DetectorProcess}
 	services   = []Process{LimiterProcess, DetectorProcess, ArchiverProcess}
+	// processes are the services and the console: they log and stop alike.
+	processes = []Process{LimiterProcess, DetectorProcess, ArchiverProcess, ConsoleProcess}
 )
 
 // hostname is INSTANCE_ID's default: the host name, else the process's.
@@ -94,13 +97,13 @@ var serviceVars = []Var{
 	{Name: "INSTANCE_ID", DefaultDoc: "host name", Readers: redisUsers, defaultFunc: hostname,
 		Meaning: "names this instance (the limiter's decision events carry it); at most 256 bytes (the bound of the event's `instance`)",
 		load:    bind(inCommon(func(c *Common) *string { return &c.Instance }), instanceID)},
-	{Name: "LOG_LEVEL", Default: "info", Readers: services,
+	{Name: "LOG_LEVEL", Default: "info", Readers: processes,
 		Meaning: "`debug`, `info`, `warn` or `error`",
 		load:    bind(inCommon(func(c *Common) *string { return &c.LogLevel }), oneOf("debug", "info", "warn", "error"))},
-	{Name: "LOG_FORMAT", Default: "json", Readers: services,
+	{Name: "LOG_FORMAT", Default: "json", Readers: processes,
 		Meaning: "`json` or `console`",
 		load:    bind(inCommon(func(c *Common) *string { return &c.LogFormat }), oneOf("json", "console"))},
-	{Name: "SHUTDOWN_TIMEOUT", Default: "10s", Readers: services,
+	{Name: "SHUTDOWN_TIMEOUT", Default: "10s", Readers: processes,
 		Meaning: "bound on the stop at SIGTERM: draining requests and flushing events (the limiter), finishing the batch in hand (the consumers)",
 		load:    bind(inCommon(func(c *Common) *time.Duration { return &c.ShutdownTimeout }), positiveDuration)},
 }

@@ -19,6 +19,8 @@ func load(p Process, getenv func(string) string) error {
 		_, err = LoadArchiver(getenv)
 	case DevKafkaProcess:
 		_, err = LoadDevKafka(nil, getenv)
+	case ConsoleProcess:
+		_, err = LoadConsole(getenv)
 	default:
 		panic("no loader for " + p)
 	}
