@@ -17,11 +17,13 @@ import (
 )
 
 // usage heads the console's -help; the variables follow it.
-const usage = `Usage: console [help | version]
+const usage = `Usage: console [help | version | user NAME ROLE]
 
 Serves the security team's web console (see docs/console.md). The
 environment variables below configure it; version (also -version)
-prints the build, and help (also -h, -help) this text.
+prints the build, and help (also -h, -help) this text. user NAME ROLE
+prints the line of the users file (CONSOLE_USERS_FILE) of a viewer or
+an operator, its password read from the first line of the input.
 `
 
 func main() {
@@ -29,6 +31,13 @@ func main() {
 		return
 	}
 	if config.Help(os.Args[1:], os.Stdout, config.ConsoleProcess, usage) {
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "user" {
+		if err := userLine(os.Args[2:], os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "console user:", err)
+			os.Exit(2)
+		}
 		return
 	}
 	lifecycle.Main("console", run)

@@ -18,14 +18,24 @@ type Reader struct {
 	pool *pgxpool.Pool
 }
 
-// Open connects to the archive at url. Every session is read-only
-// (default_transaction_read_only), whatever the role: the console's role
-// should be a member of ratewarden_reader, and this holds even when it is
-// not.
+// ReaderRole is the read-only role the archiver's migrations create; the
+// console's sessions take it.
+const ReaderRole = "ratewarden_reader"
+
+// Open connects to the archive at url. Every session takes ReaderRole (SET
+// ROLE), so the login role must be a member of it (or a superuser, as in a
+// local run), and is read-only besides (default_transaction_read_only): a
+// login role with more privileges reads with the reader's only.
 func Open(ctx context.Context, url string) (*Reader, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse the database URL: %w", err)
+	}
+	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		if _, err := conn.Exec(ctx, "SET ROLE "+ReaderRole); err != nil {
+			return fmt.Errorf("take the role %s (the login role must be a member of it): %w", ReaderRole, err)
+		}
+		return nil
 	}
 	cfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
 	cfg.ConnConfig.RuntimeParams["application_name"] = "ratewarden-console"

@@ -189,11 +189,21 @@ func TestOverviewAuditAndBanHistory(t *testing.T) {
 	}
 }
 
-// The reader's sessions are read-only, whatever its role may do.
+// The reader's sessions take the reader role and are read-only, whatever
+// the login role (here the tests' superuser) may do.
 func TestReaderIsReadOnly(t *testing.T) {
 	r, _ := archive(t)
-	_, err := r.pool.Exec(context.Background(), `INSERT INTO dead_letters (topic, "partition", "offset", raw, error) VALUES ('t', 0, 0, '', 'x')`)
-	if err == nil {
-		t.Fatal("the reader wrote")
+	ctx := context.Background()
+	var role string
+	if err := r.pool.QueryRow(ctx, "SELECT current_user").Scan(&role); err != nil || role != ReaderRole {
+		t.Fatalf("current_user %q (%v), want %s", role, err, ReaderRole)
+	}
+	for _, write := range []string{
+		`INSERT INTO dead_letters (topic, "partition", "offset", raw, error) VALUES ('t', 0, 0, '', 'x')`,
+		`SET default_transaction_read_only = off; INSERT INTO dead_letters (topic, "partition", "offset", raw, error) VALUES ('t', 0, 0, '', 'x')`,
+	} {
+		if _, err := r.pool.Exec(ctx, write); err == nil {
+			t.Fatalf("the reader wrote: %s", write)
+		}
 	}
 }

@@ -46,11 +46,11 @@ func LoadConsole(getenv func(string) string) (Console, error) {
 
 // consoleVars are the console's rows.
 var consoleVars = []Var{
-	{Name: "LISTEN_ADDR", Default: ":8083", Readers: consoleOnly,
+	{Name: "LISTEN_ADDR", Default: ":8084", Readers: consoleOnly,
 		Meaning: "the console's pages and `/healthz`, `/readyz`, `/metrics` (put TLS in front, or keep it on loopback: its cookies are `Secure`)",
 		load:    bind(inConsole(func(c *Console) *string { return &c.ListenAddr }), listenAddr)},
 	{Name: "DATABASE_URL", Default: DefaultDatabaseURL, Readers: consoleOnly,
-		Meaning: "Postgres, the archive: log in with a role in `ratewarden_reader` (the archiver creates it); every session is read-only whatever the role",
+		Meaning: "Postgres, the archive: every session takes the role `ratewarden_reader` (the archiver creates it), so log in with a member of it; and is read-only besides",
 		load:    bind(inConsole(func(c *Console) *string { return &c.DatabaseURL }), text)},
 	{Name: "CONSOLE_ADMIN_URL", Default: "http://127.0.0.1:8080", Readers: consoleOnly,
 		Meaning: "base URL of a limiter's admin API (`/v1/admin/...`): the live bans and rules, and the console's actions",

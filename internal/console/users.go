@@ -102,3 +102,20 @@ func (u *Users) Lookup(name string) (User, bool) {
 	user, ok := u.byName[name]
 	return user, ok
 }
+
+// UserLine returns the users file's line of a user with this password,
+// hashed with bcrypt's default cost; it refuses what ParseUsers would.
+func UserLine(name string, role Role, password string) (string, error) {
+	if password == "" || len(password) > 72 {
+		return "", fmt.Errorf("password: 1 to 72 bytes (bcrypt reads no more)")
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.DefaultCost)
+	if err != nil {
+		return "", err
+	}
+	line := name + ":" + string(role) + ":" + string(hash)
+	if _, err := parseUser(line); err != nil {
+		return "", err
+	}
+	return line, nil
+}
