@@ -4,6 +4,7 @@
 #   limiter   the default ENTRYPOINT, listens on :8080
 #   detector  entrypoint /usr/local/bin/detector, listens on :8081
 #   archiver  entrypoint /usr/local/bin/archiver, listens on :8082
+#   console   entrypoint /usr/local/bin/console, listens on :8084
 #   loadgen   entrypoint /usr/local/bin/loadgen (flags only)
 # The binaries take no arguments: configuration comes from the environment
 # (docs/configuration.md), so docker compose overrides `entrypoint` and
@@ -30,17 +31,18 @@ RUN --mount=type=cache,target=/go/pkg/mod \
     --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} \
     go build -trimpath -ldflags="-s -w" -o /out/ \
-        ./cmd/limiter ./cmd/detector ./cmd/archiver ./cmd/loadgen
+        ./cmd/limiter ./cmd/detector ./cmd/archiver ./cmd/console ./cmd/loadgen
 
 # distroless/static: CA certificates, tzdata (rules' `schedule.daily.tz`),
 # /etc/passwd with the nonroot user (65532); no shell, no package manager.
 FROM gcr.io/distroless/static-debian12:nonroot
-COPY --from=build /out/limiter /out/detector /out/archiver /out/loadgen /usr/local/bin/
+COPY --from=build /out/limiter /out/detector /out/archiver /out/console /out/loadgen /usr/local/bin/
 # The example rules, so the image starts as is; deployments mount their own
 # rules over this path (compose: a bind mount, Kubernetes: a ConfigMap).
 COPY deploy/rules.example.yaml /etc/ratewarden/rules.yaml
 ENV RULES_FILE=/etc/ratewarden/rules.yaml
 USER 65532:65532
-# limiter; the detector serves :8081 and the archiver :8082 (metrics, probes).
+# limiter; the detector serves :8081 and the archiver :8082 (metrics, probes),
+# the console :8084.
 EXPOSE 8080
 ENTRYPOINT ["/usr/local/bin/limiter"]

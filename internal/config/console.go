@@ -14,8 +14,11 @@ import (
 // and uses no Redis and no Kafka.
 type Console struct {
 	Common
-	ListenAddr  string
-	DatabaseURL string
+	ListenAddr string
+	// OpsListenAddr, when set, serves /metrics and /readyz on a port of
+	// their own; the pages' port then keeps /healthz only.
+	OpsListenAddr string
+	DatabaseURL   string
 	// AdminURL is the base URL of a limiter's admin API (or of a load
 	// balancer in front of the limiters).
 	AdminURL string
@@ -49,6 +52,9 @@ var consoleVars = []Var{
 	{Name: "LISTEN_ADDR", Default: ":8084", Readers: consoleOnly,
 		Meaning: "the console's pages and `/healthz`, `/readyz`, `/metrics` (put TLS in front, or keep it on loopback: its cookies are `Secure`)",
 		load:    bind(inConsole(func(c *Console) *string { return &c.ListenAddr }), listenAddr)},
+	{Name: "OPS_LISTEN_ADDR", Readers: consoleOnly,
+		Meaning: "`host:port` of a listener of its own for `/metrics`, `/readyz` and `/healthz`, which then leave `LISTEN_ADDR` (but `/healthz`): expose the pages to the team's proxy only. Plain HTTP",
+		load: bind(inConsole(func(c *Console) *string { return &c.OpsListenAddr }), optionalListenAddr)},
 	{Name: "DATABASE_URL", Default: DefaultDatabaseURL, Readers: consoleOnly,
 		Meaning: "Postgres, the archive: every session takes the role `ratewarden_reader` (the archiver creates it), so log in with a member of it; and is read-only besides",
 		load:    bind(inConsole(func(c *Console) *string { return &c.DatabaseURL }), text)},

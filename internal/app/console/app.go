@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -47,8 +48,10 @@ type App struct {
 	log         *zap.Logger
 	archive     *archivequery.Reader
 	closeReader func()
-	ops         *ops.Listener
+	pages       *ops.Listener
+	ops         *ops.Listener // nil: the operational routes are on the pages' port
 	addr        atomic.Pointer[string]
+	opsAddr     atomic.Pointer[string]
 	group       *lifecycle.Group
 }
 
@@ -75,13 +78,25 @@ func New(ctx context.Context, cfg config.Console, deps Deps) (*App, error) {
 		Admin:       adminclient.New(cfg.AdminURL, cfg.AdminToken, adminTimeout),
 		SessionIdle: cfg.SessionIdle, SessionMax: cfg.SessionMax, MaxSessions: cfg.Sessions,
 		Log: deps.Log, Registry: deps.Registry, Now: deps.Now})
-	a.ops = &ops.Listener{Var: "LISTEN_ADDR", Addr: cfg.ListenAddr, Log: a.log, Handler: ops.Beside(pages, ops.NewHandler(ops.Config{
+	a.listeners(pages, ops.NewHandler(ops.Config{
 		Metrics: telemetry.MetricsHandler(deps.Registry),
 		Probes:  []ops.Probe{{Name: "postgres", Required: true, Check: reader.Ping}},
 		Log:     a.log,
-	}))}
+	}))
 	a.group = a.parts()
 	return a, nil
+}
+
+// listeners makes the listeners: the pages with the operational routes
+// beside them, or, with OPS_LISTEN_ADDR, the pages with /healthz only and
+// the operational routes on a port of their own.
+func (a *App) listeners(pages, opsRoutes http.Handler) {
+	if a.cfg.OpsListenAddr == "" {
+		a.pages = &ops.Listener{Var: "LISTEN_ADDR", Addr: a.cfg.ListenAddr, Log: a.log, Handler: ops.Beside(pages, opsRoutes)}
+		return
+	}
+	a.pages = &ops.Listener{Var: "LISTEN_ADDR", Addr: a.cfg.ListenAddr, Log: a.log, Handler: ops.WithHealthz(pages)}
+	a.ops = &ops.Listener{Var: "OPS_LISTEN_ADDR", Addr: a.cfg.OpsListenAddr, Log: a.log, Handler: opsRoutes}
 }
 
 // readUsers reads and parses the users file.
@@ -106,23 +121,31 @@ func (a *App) parts() *lifecycle.Group {
 	g := lifecycle.New(a.log, a.cfg.ShutdownTimeout)
 	g.Add(
 		lifecycle.Part{Name: "postgres", Stop: func(context.Context) error { a.closeReader(); return nil }},
-		lifecycle.Part{Name: "listener", Start: a.listen, Run: a.ops.Serve, Stop: a.ops.Shutdown},
+	)
+	if a.ops != nil {
+		g.Add(lifecycle.Part{Name: "ops listener", Start: listen(a.ops, &a.opsAddr), Run: a.ops.Serve, Stop: a.ops.Shutdown})
+	}
+	g.Add(
+		lifecycle.Part{Name: "listener", Start: listen(a.pages, &a.addr), Run: a.pages.Serve, Stop: a.pages.Shutdown},
 		lifecycle.Part{Name: "announce", Start: func(context.Context) error {
-			a.log.Info("console serving", zap.String("addr", a.Addr()), zap.String("admin_api", a.cfg.AdminURL))
+			a.log.Info("console serving", zap.String("addr", a.Addr()), zap.String("ops_addr", a.OpsAddr()),
+				zap.String("admin_api", a.cfg.AdminURL))
 			return nil
 		}},
 	)
 	return g
 }
 
-// listen binds the listener and records its address for Addr.
-func (a *App) listen(ctx context.Context) error {
-	if err := a.ops.Listen(ctx); err != nil {
-		return err
+// listen returns a start that binds l and records its address in addr.
+func listen(l *ops.Listener, addr *atomic.Pointer[string]) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if err := l.Listen(ctx); err != nil {
+			return err
+		}
+		bound := l.Address()
+		addr.Store(&bound)
+		return nil
 	}
-	addr := a.ops.Address()
-	a.addr.Store(&addr)
-	return nil
 }
 
 // Run serves until ctx ends or the listener fails, then stops under
@@ -132,11 +155,17 @@ func (a *App) Run(ctx context.Context) error {
 	return a.group.Run(ctx)
 }
 
-// Addr returns the address the console is bound to, once Run has bound it;
+// Addr returns the address the pages are served on, once Run has bound it;
 // "" before. It is safe to call from any goroutine.
-func (a *App) Addr() string {
-	if p := a.addr.Load(); p != nil {
-		return *p
+func (a *App) Addr() string { return loaded(&a.addr) }
+
+// OpsAddr returns OPS_LISTEN_ADDR's bound address; "" before Run binds it
+// or when the operational routes are on the pages' port.
+func (a *App) OpsAddr() string { return loaded(&a.opsAddr) }
+
+func loaded(p *atomic.Pointer[string]) string {
+	if s := p.Load(); s != nil {
+		return *s
 	}
 	return ""
 }
