@@ -54,7 +54,7 @@ var consoleVars = []Var{
 		load:    bind(inConsole(func(c *Console) *string { return &c.ListenAddr }), listenAddr)},
 	{Name: "OPS_LISTEN_ADDR", Readers: consoleOnly,
 		Meaning: "`host:port` of a listener of its own for `/metrics`, `/readyz` and `/healthz`, which then leave `LISTEN_ADDR` (but `/healthz`): expose the pages to the team's proxy only. Plain HTTP",
-		load: bind(inConsole(func(c *Console) *string { return &c.OpsListenAddr }), optionalListenAddr)},
+		load:    bind(inConsole(func(c *Console) *string { return &c.OpsListenAddr }), optionalListenAddr)},
 	{Name: "DATABASE_URL", Default: DefaultDatabaseURL, Readers: consoleOnly,
 		Meaning: "Postgres, the archive: every session takes the role `ratewarden_reader` (the archiver creates it), so log in with a member of it; and is read-only besides",
 		load:    bind(inConsole(func(c *Console) *string { return &c.DatabaseURL }), text)},

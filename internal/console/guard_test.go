@@ -51,3 +51,22 @@ func TestSecurityHeaders(t *testing.T) {
 		}
 	}
 }
+
+// The login form keeps the browser's login token: a second GET /login (a
+// second tab, a browser's stray request) does not void the first form.
+func TestLoginTokenKept(t *testing.T) {
+	s := New(Config{Users: &Users{}})
+	w := httptest.NewRecorder()
+	s.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/login", nil))
+	first := w.Result().Cookies()
+	if len(first) != 1 || !first[0].Secure || !first[0].HttpOnly || first[0].SameSite != http.SameSiteStrictMode {
+		t.Fatalf("login cookie %+v", first)
+	}
+	r := httptest.NewRequest(http.MethodGet, "/login", nil)
+	r.AddCookie(first[0])
+	w = httptest.NewRecorder()
+	s.ServeHTTP(w, r)
+	if again := w.Result().Cookies(); len(again) != 1 || again[0].Value != first[0].Value {
+		t.Fatalf("a second GET /login changed the token: %+v", again)
+	}
+}

@@ -37,9 +37,13 @@ func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
 	s.showLogin(w, r, http.StatusOK, "")
 }
 
-// showLogin renders the login form with a fresh token.
+// showLogin renders the login form with the browser's login token, or a
+// fresh one: reusing it keeps a form open in another tab valid.
 func (s *Server) showLogin(w http.ResponseWriter, r *http.Request, status int, message string) {
 	token := randomToken()
+	if c, err := r.Cookie(s.loginCookie()); err == nil && len(c.Value) == len(token) {
+		token = c.Value
+	}
 	s.setCookie(w, s.loginCookie(), token, loginTokenAge)
 	s.render(w, r, status, "login", session{}, loginPage{Token: token, Message: message})
 }

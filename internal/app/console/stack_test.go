@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -110,8 +111,20 @@ func startStack(t *testing.T) *stack {
 	consoleCfg.AdminURL = s.limiter
 	c := must(New(context.Background(), consoleCfg, Deps{Log: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)), Registry: prometheus.NewRegistry()}))(t)
 	run(t, "console", c.Run, c.Addr)
-	s.console = "http://" + c.Addr()
+	// localhost, not 127.0.0.1: browsers keep the console's Secure cookies
+	// over plain HTTP on localhost only.
+	s.console = "http://localhost:" + port(t, c.Addr())
 	return s
+}
+
+// port is the port of addr.
+func port(t *testing.T, addr string) string {
+	t.Helper()
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // must returns a function that fails the test on err, else returns v.
