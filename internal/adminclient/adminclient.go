@@ -40,6 +40,14 @@ const maxAnswer = 64 << 20
 type Error struct {
 	Status  int
 	Message string
+	// Fields are the fields at fault of a refused rule, each with why.
+	Fields []FieldError
+}
+
+// FieldError is a field of a rule the admin API refused, and why.
+type FieldError struct {
+	Field  string `json:"field"`
+	Reason string `json:"reason"`
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("admin API: %d %s", e.Status, e.Message) }
@@ -48,8 +56,12 @@ func (e *Error) Error() string { return fmt.Sprintf("admin API: %d %s", e.Status
 // it). actor, when set, goes in X-Actor.
 func (c *Client) do(ctx context.Context, method, path, actor string, body, out any) (int, error) {
 	var rd io.Reader
-	if body != nil {
-		raw, err := json.Marshal(body)
+	switch b := body.(type) {
+	case nil:
+	case json.RawMessage: // sent as it is: the admin API judges it
+		rd = bytes.NewReader(b)
+	default:
+		raw, err := json.Marshal(b)
 		if err != nil {
 			return 0, err
 		}
@@ -77,12 +89,13 @@ func (c *Client) do(ctx context.Context, method, path, actor string, body, out a
 	}
 	if resp.StatusCode/100 != 2 {
 		var e struct {
-			Error string `json:"error"`
+			Error  string       `json:"error"`
+			Fields []FieldError `json:"fields"`
 		}
 		if json.Unmarshal(raw, &e) != nil || e.Error == "" {
 			e.Error = http.StatusText(resp.StatusCode)
 		}
-		return resp.StatusCode, &Error{Status: resp.StatusCode, Message: e.Error}
+		return resp.StatusCode, &Error{Status: resp.StatusCode, Message: e.Error, Fields: e.Fields}
 	}
 	if out != nil {
 		if err := json.Unmarshal(raw, out); err != nil {
@@ -182,4 +195,18 @@ func (c *Client) Rules(ctx context.Context) (Rules, error) {
 	var out Rules
 	_, err := c.do(ctx, http.MethodGet, "/v1/admin/rules", "", nil, &out)
 	return out, err
+}
+
+// PutRule creates or replaces the dynamic rule id with body, a rule of the
+// rules-file schema as JSON, as actor. A rule the admin API refuses is an
+// *Error with its Fields.
+func (c *Client) PutRule(ctx context.Context, id string, body []byte, actor string) error {
+	_, err := c.do(ctx, http.MethodPut, "/v1/admin/rules/"+url.PathEscape(id), actor, json.RawMessage(body), nil)
+	return err
+}
+
+// DeleteRule deletes the dynamic rule id, as actor.
+func (c *Client) DeleteRule(ctx context.Context, id, actor string) error {
+	_, err := c.do(ctx, http.MethodDelete, "/v1/admin/rules/"+url.PathEscape(id), actor, nil, nil)
+	return err
 }

@@ -42,6 +42,8 @@ type Admin interface {
 	Ban(ctx context.Context, scope, subject string, d time.Duration, reason, actor string) (event.Ban, bool, error)
 	Lift(ctx context.Context, scope, subject, reason, actor string) error
 	Rules(ctx context.Context) (adminclient.Rules, error)
+	PutRule(ctx context.Context, id string, body []byte, actor string) error
+	DeleteRule(ctx context.Context, id, actor string) error
 }
 
 // Config wires the console.
@@ -139,5 +141,7 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("GET /audit", s.member(Viewer, s.audit))
 	mux.HandleFunc("POST /bans", s.member(Operator, s.ban))
 	mux.HandleFunc("POST /bans/lift", s.member(Operator, s.lift))
+	mux.HandleFunc("POST /rules", s.member(Operator, s.putRule))
+	mux.HandleFunc("POST /rules/delete", s.member(Operator, s.deleteRule))
 	return mux
 }

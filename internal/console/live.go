@@ -26,7 +26,7 @@ type live struct {
 	calls singleflight.Group
 
 	mu sync.Mutex
-	// gen counts the console's actions on bans: a call started before one
+	// gen counts the console's actions: a call started before one
 	// neither caches its answer nor is joined by a page after it.
 	gen      uint64
 	bans     []event.Ban
@@ -71,14 +71,17 @@ func (l *live) Rules(ctx context.Context) (adminclient.Rules, error) {
 		defer l.mu.Unlock()
 		return l.rules, nil
 	}
+	gen := l.gen
 	l.mu.Unlock()
-	v, err, _ := l.calls.Do("rules", func() (any, error) {
+	v, err, _ := l.calls.Do("rules "+strconv.FormatUint(gen, 10), func() (any, error) {
 		rules, err := l.admin.Rules(context.WithoutCancel(ctx))
 		if err != nil {
 			return nil, err
 		}
 		l.mu.Lock()
-		l.rules, l.rulesAt, l.rulesSet = rules, l.now(), true
+		if l.gen == gen {
+			l.rules, l.rulesAt, l.rulesSet = rules, l.now(), true
+		}
 		l.mu.Unlock()
 		return rules, nil
 	})
@@ -96,6 +99,24 @@ func (l *live) Ban(ctx context.Context, scope, subject string, d time.Duration, 
 func (l *live) Lift(ctx context.Context, scope, subject, reason, actor string) error {
 	defer l.forgetBans()
 	return l.admin.Lift(ctx, scope, subject, reason, actor)
+}
+
+func (l *live) PutRule(ctx context.Context, id string, body []byte, actor string) error {
+	defer l.forgetRules()
+	return l.admin.PutRule(ctx, id, body, actor)
+}
+
+func (l *live) DeleteRule(ctx context.Context, id, actor string) error {
+	defer l.forgetRules()
+	return l.admin.DeleteRule(ctx, id, actor)
+}
+
+// forgetRules drops the cached rules after an action changed them.
+func (l *live) forgetRules() {
+	l.mu.Lock()
+	l.rulesSet = false
+	l.gen++
+	l.mu.Unlock()
 }
 
 // forgetBans drops the cached bans after an action changed them.

@@ -126,10 +126,12 @@ type errorPage struct {
 // their key in the query (?done=lifted): the page never echoes free text
 // from the URL.
 var flashes = map[string]string{
-	"banned":   "Banned.",
-	"extended": "Ban extended.",
-	"kept":     "A longer ban is in force: it was kept.",
-	"lifted":   "Ban lifted: no limiter enforces it any more.",
+	"banned":       "Banned.",
+	"extended":     "Ban extended.",
+	"kept":         "A longer ban is in force: it was kept.",
+	"lifted":       "Ban lifted: no limiter enforces it any more.",
+	"rule-saved":   "Rule saved: every limiter applies it.",
+	"rule-deleted": "Dynamic rule deleted.",
 }
 
 func flash(r *http.Request) string {

@@ -171,6 +171,17 @@ type rulesPage struct {
 	Rows   []ruleRow
 	Window string
 	Error  string
+	// Edit is the dynamic rule form as submitted, when the admin API
+	// refused it: shown again with the fields at fault.
+	Edit *ruleForm
+}
+
+// ruleForm is a dynamic rule being written, and what the admin API said of
+// it.
+type ruleForm struct {
+	ID, Body string
+	Message  string
+	Fields   []adminclient.FieldError
 }
 
 type ruleRow struct {
@@ -184,7 +195,12 @@ const rulesWindow = 24 * time.Hour
 
 func (s *Server) rules(w http.ResponseWriter, r *http.Request, ss session) {
 	defer s.timed("rules")()
-	p := rulesPage{Window: "24h"}
+	s.renderRules(w, r, ss, http.StatusOK, nil)
+}
+
+// renderRules renders the rules page, with a refused form if any.
+func (s *Server) renderRules(w http.ResponseWriter, r *http.Request, ss session, status int, edit *ruleForm) {
+	p := rulesPage{Window: "24h", Edit: edit}
 	rules, err := s.cfg.Admin.Rules(r.Context())
 	if err != nil {
 		p.Error = s.unavailable("the limiters' admin API", err)
@@ -203,7 +219,7 @@ func (s *Server) rules(w http.ResponseWriter, r *http.Request, ss session) {
 		}
 		p.Rows = append(p.Rows, ruleRow{Rule: rule, Denials: denials[rule.ID], Definition: def.String()})
 	}
-	s.render(w, r, http.StatusOK, "rules", ss, p)
+	s.render(w, r, status, "rules", ss, p)
 }
 
 type auditPage struct {

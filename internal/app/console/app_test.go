@@ -214,3 +214,57 @@ func TestLoginSessionAndLogout(t *testing.T) {
 		t.Fatalf("a login without the form's token: %d, want 403", p.status)
 	}
 }
+
+// An operator writes a dynamic rule on the rules page: a rule the admin API
+// refuses comes back with the fields at fault and the text as written; a
+// valid one is in force on the limiter and in the audit trail with who.
+// A viewer sees the rules without their forms, and may not post one.
+func TestDynamicRuleEditedInline(t *testing.T) {
+	s := startStack(t)
+	b := newBrowser(t, s.console)
+	b.login("ana", "ana-password")
+	rules := b.get("/rules")
+	if !strings.Contains(rules.body, "<code>api-per-ip</code>") || !strings.Contains(rules.body, `action="/rules"`) {
+		t.Fatalf("the rules page:\n%s", rules.body)
+	}
+	bad := `{"id": "login-burst", "match": {"endpoints": ["/api/login"], "verbs": ["POST"]}, "key": ["ip"],
+		"algorithm": "fixed_window", "limits": [{"requests": 0, "per": "1m"}]}`
+	p := b.do(http.MethodPost, "/rules", url.Values{"csrf": {rules.csrf(t)}, "id": {"login-burst"}, "rule": {bad}})
+	if p.status != http.StatusBadRequest {
+		t.Fatalf("an invalid rule: %d:\n%s", p.status, p.body)
+	}
+	for _, want := range []string{"<code>match.verbs</code>: unknown field", "<code>limits[0].requests</code>", "&#34;verbs&#34;"} {
+		if !strings.Contains(p.body, want) {
+			t.Errorf("the refused rule's page lacks %q:\n%s", want, p.body)
+		}
+	}
+	good := `{"id": "login-burst", "match": {"endpoints": ["/api/login"]}, "key": ["ip"],
+		"algorithm": "fixed_window", "limits": [{"requests": 1, "per": "1m"}]}`
+	p = b.do(http.MethodPost, "/rules", url.Values{"csrf": {rules.csrf(t)}, "id": {"login-burst"}, "rule": {good}})
+	if p.status != http.StatusSeeOther || p.location != "/rules?done=rule-saved" {
+		t.Fatalf("a valid rule: %d to %q:\n%s", p.status, p.location, p.body)
+	}
+	testkit.WaitFor(t, 10*time.Second, "the limiter to apply the dynamic rule", func() bool {
+		first, _ := s.check(t, "198.51.100.30", "/api/login")
+		second, _ := s.check(t, "198.51.100.30", "/api/login")
+		return first && !second
+	})
+	if p := b.get("/rules"); !strings.Contains(p.body, "<code>login-burst</code></td><td>dynamic") {
+		t.Errorf("the rules page does not show the dynamic rule:\n%s", p.body)
+	}
+	testkit.WaitFor(t, 10*time.Second, "the change in the audit trail", func() bool {
+		return strings.Contains(b.get("/audit").body, "<td>ana</td><td>rule put</td>")
+	})
+
+	viewer := newBrowser(t, s.console)
+	page := viewer.login("vic", "vic-password")
+	if p := viewer.get("/rules"); strings.Contains(p.body, `action="/rules"`) || !strings.Contains(p.body, "login-burst") {
+		t.Errorf("a viewer's rules page:\n%s", p.body)
+	}
+	if p := viewer.do(http.MethodPost, "/rules/delete", url.Values{"csrf": {page.csrf(t)}, "id": {"login-burst"}}); p.status != http.StatusForbidden {
+		t.Fatalf("a viewer's delete: %d", p.status)
+	}
+	if p := b.do(http.MethodPost, "/rules/delete", url.Values{"csrf": {rules.csrf(t)}, "id": {"login-burst"}}); p.status != http.StatusSeeOther {
+		t.Fatalf("the operator's delete: %d:\n%s", p.status, p.body)
+	}
+}
