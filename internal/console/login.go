@@ -62,10 +62,13 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	}
 	name, password := r.PostFormValue("user"), r.PostFormValue("password")
 	addr := clientAddr(r)
-	keys := []string{"addr " + addr, "user " + name}
+	// No user's name is longer than maxUserName: a longer one is cut, so a
+	// flood of long names cannot swell the throttle's keys nor the log.
+	short := name[:min(len(name), maxUserName+1)]
+	keys := []string{"addr " + addr, "user " + short}
 	if !s.logins.allowed(keys...) {
 		s.metrics.logins.WithLabelValues("throttled").Inc()
-		s.cfg.Log.Warn("console login throttled", zap.String("client", addr), zap.String("user", name))
+		s.cfg.Log.Warn("console login throttled", zap.String("client", addr), zap.String("user", short))
 		s.showLogin(w, r, http.StatusTooManyRequests, "Too many failed logins: wait a minute.")
 		return
 	}
@@ -73,7 +76,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		s.logins.failed(keys...)
 		s.metrics.logins.WithLabelValues("refused").Inc()
-		s.cfg.Log.Info("console login refused", zap.String("client", addr), zap.String("user", name))
+		s.cfg.Log.Info("console login refused", zap.String("client", addr), zap.String("user", short))
 		s.showLogin(w, r, http.StatusUnauthorized, "Wrong name or password.")
 		return
 	}
