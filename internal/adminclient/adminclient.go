@@ -210,3 +210,28 @@ func (c *Client) DeleteRule(ctx context.Context, id, actor string) error {
 	_, err := c.do(ctx, http.MethodDelete, "/v1/admin/rules/"+url.PathEscape(id), actor, nil, nil)
 	return err
 }
+
+// Mode returns the decision mode (redis, local...) the limiter at the base
+// URL reports on /readyz, ready or not; "" when it serves no /readyz there
+// (its operational routes have a port of their own, OPS_LISTEN_ADDR).
+func (c *Client) Mode(ctx context.Context) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/readyz", nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("limiter readiness: %w", err)
+	}
+	defer resp.Body.Close()
+	var ready struct {
+		Mode string `json:"mode"`
+	}
+	if resp.StatusCode == http.StatusNotFound {
+		return "", nil
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&ready); err != nil {
+		return "", fmt.Errorf("limiter readiness: %d: %w", resp.StatusCode, err)
+	}
+	return ready.Mode, nil
+}

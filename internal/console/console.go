@@ -44,6 +44,9 @@ type Admin interface {
 	Rules(ctx context.Context) (adminclient.Rules, error)
 	PutRule(ctx context.Context, id string, body []byte, actor string) error
 	DeleteRule(ctx context.Context, id, actor string) error
+	// Mode is the decision mode of the limiter the console calls ("" when
+	// it does not say).
+	Mode(ctx context.Context) (string, error)
 }
 
 // Config wires the console.

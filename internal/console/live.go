@@ -111,6 +111,9 @@ func (l *live) DeleteRule(ctx context.Context, id, actor string) error {
 	return l.admin.DeleteRule(ctx, id, actor)
 }
 
+// Mode is not cached: the overview alone asks, once a page.
+func (l *live) Mode(ctx context.Context) (string, error) { return l.admin.Mode(ctx) }
+
 // forgetRules drops the cached rules after an action changed them.
 func (l *live) forgetRules() {
 	l.mu.Lock()

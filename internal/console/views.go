@@ -37,6 +37,7 @@ type overviewPage struct {
 	Instances                  []adminclient.Instance
 	InSync                     int
 	RulesVersion               string
+	Mode                       string
 	Errors                     []string
 }
 
@@ -60,6 +61,7 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request, ss session) {
 		p.LiveError = true
 		p.Errors = append(p.Errors, s.unavailable("the limiters' admin API", err))
 	}
+	p.Mode, _ = s.cfg.Admin.Mode(r.Context())
 	if rules, err := s.cfg.Admin.Rules(r.Context()); err == nil {
 		p.Instances, p.RulesVersion = rules.Instances, rules.Version
 		for _, in := range rules.Instances {

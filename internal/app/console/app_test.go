@@ -24,7 +24,8 @@ func TestOperatorLiftsADetectorBan(t *testing.T) {
 		t.Fatalf("bans without a session: %d to %q, want the login page", p.status, p.location)
 	}
 	overview := b.login("ana", "ana-password")
-	if !strings.Contains(overview.body, `<span class="big">1</span> bans in force`) {
+	if !strings.Contains(overview.body, `<span class="big">1</span> bans in force`) ||
+		!strings.Contains(overview.body, `<span class="big">redis</span> decision mode`) {
 		t.Fatalf("overview:\n%s", overview.body)
 	}
 	bans := b.get("/bans?scope=ip&subject=" + ip)
