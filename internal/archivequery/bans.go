@@ -40,13 +40,6 @@ type Evidence struct {
 	SparedSources   []string   `json:"spared_sources"`
 }
 
-// BanFilter narrows the active bans; an empty field matches all.
-type BanFilter struct {
-	Scope    string // ip or user
-	Scenario string // the ban's reason: scan, violations_1h, manual...
-	Subject  string // a part of the subject
-}
-
 // maxBans bounds a list of bans.
 const maxBans = 500
 
@@ -62,20 +55,6 @@ func scanBan(row pgx.CollectableRow) (Ban, error) {
 		err = json.Unmarshal(evidence, &b.Evidence)
 	}
 	return b, err
-}
-
-// ActiveBans returns the bans in force that f matches, the newest first,
-// at most maxBans.
-func (r *Reader) ActiveBans(ctx context.Context, f BanFilter) ([]Ban, error) {
-	rows, err := r.pool.Query(ctx, `SELECT ban_id, banned_at, 'ban', scope, subject, reason, count, threshold,
-		window_s, duration_s, expires_at, source, false, coalesce(note, ''), coalesce(actor, ''), evidence
-		FROM active_bans
-		WHERE ($1 = '' OR scope = $1) AND ($2 = '' OR reason = $2) AND ($3 = '' OR strpos(subject, $3) > 0)
-		ORDER BY banned_at DESC, ban_id LIMIT $4`, f.Scope, f.Scenario, f.Subject, maxBans)
-	if err != nil {
-		return nil, fmt.Errorf("active bans: %w", err)
-	}
-	return pgx.CollectRows(rows, scanBan)
 }
 
 // BansOf returns the ban messages about subject in scope between from and

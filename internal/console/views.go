@@ -73,8 +73,15 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request, ss session) {
 	s.render(w, r, http.StatusOK, "overview", ss, p)
 }
 
+// banFilter narrows the bans in force; an empty field matches all.
+type banFilter struct {
+	Scope    string // ip or user
+	Scenario string // the ban's reason: scan, violations_1h, manual...
+	Subject  string // a part of the subject, in any case
+}
+
 type bansPage struct {
-	Filter    archivequery.BanFilter
+	Filter    banFilter
 	Bans      []event.Ban
 	Truncated bool
 	Error     string
@@ -86,7 +93,7 @@ const maxListed = 500
 func (s *Server) bans(w http.ResponseWriter, r *http.Request, ss session) {
 	defer s.timed("bans")()
 	q := r.URL.Query()
-	p := bansPage{Filter: archivequery.BanFilter{Scope: q.Get("scope"), Scenario: strings.TrimSpace(q.Get("scenario")),
+	p := bansPage{Filter: banFilter{Scope: q.Get("scope"), Scenario: strings.TrimSpace(q.Get("scenario")),
 		Subject: strings.TrimSpace(q.Get("subject"))}}
 	live, err := s.cfg.Admin.Bans(r.Context())
 	if err != nil {
@@ -104,7 +111,7 @@ func (s *Server) bans(w http.ResponseWriter, r *http.Request, ss session) {
 	s.render(w, r, http.StatusOK, "bans", ss, p)
 }
 
-func matches(b event.Ban, f archivequery.BanFilter) bool {
+func matches(b event.Ban, f banFilter) bool {
 	return (f.Scope == "" || b.Scope == f.Scope) && (f.Scenario == "" || b.Reason == f.Scenario) &&
 		(f.Subject == "" || strings.Contains(strings.ToLower(b.Subject), strings.ToLower(f.Subject)))
 }
