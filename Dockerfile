@@ -4,7 +4,7 @@
 #   limiter   the default ENTRYPOINT, listens on :8080
 #   detector  entrypoint /usr/local/bin/detector, listens on :8081
 #   archiver  entrypoint /usr/local/bin/archiver, listens on :8082
-#   console   entrypoint /usr/local/bin/console, listens on :8084
+#   console   entrypoint /usr/local/bin/console, listens on :8085
 #   loadgen   entrypoint /usr/local/bin/loadgen (flags only)
 # The binaries take no arguments: configuration comes from the environment
 # (docs/configuration.md), so docker compose overrides `entrypoint` and
@@ -43,6 +43,6 @@ COPY deploy/rules.example.yaml /etc/ratewarden/rules.yaml
 ENV RULES_FILE=/etc/ratewarden/rules.yaml
 USER 65532:65532
 # limiter; the detector serves :8081 and the archiver :8082 (metrics, probes),
-# the console :8084.
+# the console :8085.
 EXPOSE 8080
 ENTRYPOINT ["/usr/local/bin/limiter"]

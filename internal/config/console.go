@@ -49,7 +49,7 @@ func LoadConsole(getenv func(string) string) (Console, error) {
 
 // consoleVars are the console's rows.
 var consoleVars = []Var{
-	{Name: "LISTEN_ADDR", Default: ":8084", Readers: consoleOnly,
+	{Name: "LISTEN_ADDR", Default: ":8085", Readers: consoleOnly,
 		Meaning: "the console's pages and `/healthz`, `/readyz`, `/metrics` (put TLS in front, or keep it on loopback: its cookies are `Secure`)",
 		load:    bind(inConsole(func(c *Console) *string { return &c.ListenAddr }), listenAddr)},
 	{Name: "OPS_LISTEN_ADDR", Readers: consoleOnly,

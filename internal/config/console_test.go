@@ -19,7 +19,7 @@ func TestLoadConsole(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.AdminToken != "0123456789abcdef0123456789abcdef" || c.AdminURL != "http://limiter:8080" ||
-		c.SessionIdle != 5*time.Minute || c.SessionMax != 12*time.Hour || c.LogLevel != "debug" || c.ListenAddr != ":8084" {
+		c.SessionIdle != 5*time.Minute || c.SessionMax != 12*time.Hour || c.LogLevel != "debug" || c.ListenAddr != ":8085" {
 		t.Fatalf("%+v", c)
 	}
 }
