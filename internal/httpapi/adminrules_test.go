@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ratewarden/ratewarden/internal/adminapi"
+	"github.com/ratewarden/ratewarden/internal/limiter"
 	"github.com/ratewarden/ratewarden/internal/pgrules"
 	"github.com/ratewarden/ratewarden/internal/pgstore"
 	"github.com/ratewarden/ratewarden/internal/redisfleet"
@@ -54,7 +55,7 @@ func newRuleStack(t *testing.T) *ruleStack {
 		mgr := rulesync.New(rulesync.Config{
 			File:    path,
 			Options: rules.Options{KeyPrefix: prefix},
-			Apply:   cfg.Service.SetRules,
+			Apply:   cfg.Service.(*limiter.Service).SetRules,
 			Connect: func(ctx context.Context) (rulesync.Store, error) {
 				st, err := pgstore.OpenMigrated(ctx, db, nil)
 				if err != nil {

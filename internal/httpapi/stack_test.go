@@ -47,6 +47,7 @@ type stack struct {
 	producer *kafkabus.Producer
 	client   *http.Client
 	opts     stackOptions
+	fixed    *fixedLimiter // newFixedStack's: what it was asked
 }
 
 // shared returns what a second instance needs to share this one's limits.
@@ -126,8 +127,27 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	if o.configure != nil {
 		o.configure(&cfg)
 	}
-	// As the limiter serves them without OPS_LISTEN_ADDR: the admin API and
-	// the operational routes beside the API, /readyz with the mode.
+	s := serveStack(t, cfg, reg, func() map[string]string { return map[string]string{"mode": string(svc.Mode())} })
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = producer.Close(ctx)
+		_ = outcomes.Close(ctx)
+	})
+	s.producer, s.opts = producer, o
+	return s
+}
+
+// serveStack serves cfg's decision API on a loopback port until the test
+// ends, as the limiter serves it without OPS_LISTEN_ADDR: the admin API and
+// the operational routes beside the API, /readyz with details, /metrics
+// with reg's.
+func serveStack(t testing.TB, cfg stackConfig, reg *prometheus.Registry, details func() map[string]string) *stack {
+	t.Helper()
+	if cfg.Log == nil {
+		cfg.Log = zap.NewNop()
+	}
+	log := cfg.Log
 	cfg.Gate = bearer.NewGate("decisions", "ratewarden", cfg.APITokens, log, reg)
 	rest := httpapi.NewHandler(cfg.Config)
 	if cfg.AdminToken != "" {
@@ -140,20 +160,14 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	}
 	handler := httpapi.NewFastHandler(cfg.Config, ops.Beside(rest, ops.NewHandler(ops.Config{
 		Metrics: telemetry.MetricsHandler(reg),
-		Details: func() map[string]string { return map[string]string{"mode": string(svc.Mode())} },
+		Details: details,
 	})))
 	url := serve(t, &ops.Listener{Fast: handler})
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = producer.Close(ctx)
-		_ = outcomes.Close(ctx)
-	})
 	// Redirects are not followed: a gateway would hand them to its client.
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}, Timeout: 30 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	t.Cleanup(client.CloseIdleConnections)
-	return &stack{t: t, url: url, handler: handler, reg: reg, producer: producer, client: client, opts: o}
+	return &stack{t: t, url: url, handler: handler, reg: reg, client: client}
 }
 
 // serve serves l (its handler set) on a loopback port as the limiter serves
