@@ -62,7 +62,7 @@ func newRuleStack(t *testing.T) *ruleStack {
 	}
 	rdb := redistest.Client(t)
 	prefix := redistest.Prefix(t, rdb)
-	svc, reg := newLimiter(t, rdb, prefix)
+	svc, reg := newLimiter(t, rdb, prefix, nil)
 	mgr := rulesync.New(rulesync.Config{
 		File:    path,
 		Options: rules.Options{KeyPrefix: prefix},
@@ -106,9 +106,9 @@ func newRuleStack(t *testing.T) *ruleStack {
 }
 
 // newLimiter is a limiter deciding on rdb under prefix, with the rules
-// file's rules until the rules manager applies its own, publishing no
-// events (these tests read none).
-func newLimiter(t *testing.T, rdb *redis.Client, prefix string) (*limiter.Service, *prometheus.Registry) {
+// file's rules until a rules manager applies its own, enforcing bans (when
+// not nil), and publishing no events (these tests read none).
+func newLimiter(t *testing.T, rdb *redis.Client, prefix string, bans *limiter.BanSet) (*limiter.Service, *prometheus.Registry) {
 	t.Helper()
 	file, err := rules.Parse([]byte(adminRulesYAML))
 	if err != nil {
@@ -121,7 +121,7 @@ func newLimiter(t *testing.T, rdb *redis.Client, prefix string) (*limiter.Servic
 	counter := redisstore.NewCoalescer(redisstore.New(rdb), redisstore.CoalesceConfig{Timeout: 5 * time.Second})
 	t.Cleanup(counter.Close)
 	reg := prometheus.NewRegistry()
-	svc := limiter.New(limiter.Config{Instance: "l1", ClassifyError: redisstore.ClassifyError, Unreached: redisstore.Unreached, BreakerOpen: redisstore.BreakerOpen},
+	svc := limiter.New(limiter.Config{Instance: "l1", ClassifyError: redisstore.ClassifyError, Unreached: redisstore.Unreached, BreakerOpen: redisstore.BreakerOpen, Bans: bans},
 		set, counter, discard{}, zap.NewNop(), reg)
 	return svc, reg
 }
@@ -130,13 +130,20 @@ type discard struct{}
 
 func (discard) Publish(_, _ []byte) bool { return true }
 
-// check decides login's request, as POST /v1/check with the body login
-// asks it.
+// check decides login's request, as POST /v1/check decides
+// {"ip": "198.51.100.7", "endpoint": "/login"}.
 func (s *ruleStack) check() *limiter.Decision {
 	s.t.Helper()
-	addr := netip.MustParseAddr(loginIP)
+	return decide(s.svc, rules.Request{IP: loginIP, Endpoint: "/login"})
+}
+
+// decide decides req, completed as POST /v1/check completes a request
+// (the method GET, the cost 1, the address parsed).
+func decide(svc *limiter.Service, req rules.Request) *limiter.Decision {
+	req.Addr = netip.MustParseAddr(req.IP)
+	req.Method, req.Cost = http.MethodGet, 1
 	d := new(limiter.Decision)
-	s.svc.Check(context.Background(), &rules.Request{IP: loginIP, Addr: addr, Endpoint: "/login", Method: http.MethodGet, Cost: 1}, d)
+	svc.Check(context.Background(), &req, d)
 	return d
 }
 
