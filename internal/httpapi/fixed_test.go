@@ -81,7 +81,7 @@ func newFixedStack(t testing.TB, o stackOptions) *stack {
 	if o.configure != nil {
 		o.configure(&cfg)
 	}
-	s := serveStack(t, cfg, prometheus.NewRegistry(), func() map[string]string { return map[string]string{"mode": string(limiter.ModeRedis)} })
+	s := serveStack(t, cfg, prometheus.NewRegistry())
 	s.fixed = fixed
 	return s
 }

@@ -24,7 +24,6 @@ import (
 	"github.com/ratewarden/ratewarden/internal/ops"
 	"github.com/ratewarden/ratewarden/internal/redisstore"
 	"github.com/ratewarden/ratewarden/internal/rules"
-	"github.com/ratewarden/ratewarden/internal/telemetry"
 	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 	"github.com/ratewarden/ratewarden/internal/testkit/limitertest"
@@ -122,7 +121,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	if o.configure != nil {
 		o.configure(&cfg)
 	}
-	s := serveStack(t, cfg, reg, func() map[string]string { return map[string]string{"mode": string(svc.Mode())} })
+	s := serveStack(t, cfg, reg)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -134,18 +133,17 @@ func newStack(t testing.TB, o stackOptions) *stack {
 }
 
 // serveStack serves cfg's decision API on a loopback port until the test
-// ends, as the limiter serves it without OPS_LISTEN_ADDR: the operational
-// routes beside the API, /readyz with details, /metrics with reg's.
-func serveStack(t testing.TB, cfg stackConfig, reg *prometheus.Registry, details func() map[string]string) *stack {
+// ends, on the limiter's fasthttp listener, with a gate of cfg.APITokens;
+// reg is read by the stack's metric. What the limiter serves beside it
+// (the admin API, the operational routes) is its assembly's
+// (internal/app/limiter).
+func serveStack(t testing.TB, cfg stackConfig, reg *prometheus.Registry) *stack {
 	t.Helper()
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
 	}
 	cfg.Gate = bearer.NewGate("decisions", "ratewarden", cfg.APITokens, cfg.Log, reg)
-	handler := httpapi.NewFastHandler(cfg.Config, ops.Beside(httpapi.NewHandler(cfg.Config), ops.NewHandler(ops.Config{
-		Metrics: telemetry.MetricsHandler(reg),
-		Details: details,
-	})))
+	handler := httpapi.NewFastHandler(cfg.Config, httpapi.NewHandler(cfg.Config))
 	url := serve(t, &ops.Listener{Fast: handler})
 	// Redirects are not followed: a gateway would hand them to its client.
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}, Timeout: 30 * time.Second,
