@@ -1,8 +1,6 @@
 package deploy_test
 
 import (
-	"context"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -12,12 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 	"github.com/ratewarden/ratewarden/internal/testkit/proctest"
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
 // ntfDeadline bounds each wait of the notification test: a bound on a hang,
@@ -50,15 +48,14 @@ func TestNotificationRedisFallback(t *testing.T) {
 	bins := ntfTools(t)
 	sink := ntfStartSink(t)
 
-	_, redisPort, _ := net.SplitHostPort(proctest.FreeAddr(t))
-	rds := ntfStartRedis(t, redisPort)
+	rds := redistest.StartServerAt(t, proctest.FreeAddr(t))
 	broker := kafkatest.StartBroker(t, "ratelimit.decisions", "ratelimit.bans")
 	rules, err := filepath.Abs("rules.example.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	limiter := startService(t, filepath.Join(ntfBuildLimiter(t), "limiter"), []string{
-		"REDIS_URL=redis://127.0.0.1:" + redisPort + "/0",
+		"REDIS_URL=redis://" + rds.Addr + "/0",
 		"REDIS_CLUSTER_ADDRS=",
 		"KAFKA_BROKERS=" + broker.Addr(),
 		"RULES_FILE=" + rules,
@@ -74,7 +71,7 @@ func TestNotificationRedisFallback(t *testing.T) {
 	am := ntfStartAlertmanager(t, bins.alertmanager, sink)
 	ntfStartPrometheus(t, bins.prometheus, limiter, am)
 
-	rds.stop()
+	rds.Kill()
 	firing := sink.waitWebhook(t, "the fallback alert firing at the webhook", func(m ntfMessage, a ntfAlert) bool {
 		return m.Status == "firing" && a.Status == "firing" && a.Labels["alertname"] == ntfFallbackAlert
 	})
@@ -94,7 +91,7 @@ func TestNotificationRedisFallback(t *testing.T) {
 		return s.has("[FIRING:1] CRITICAL "+ntfFallbackAlert, "danger", "decides without Redis")
 	})
 
-	rds.start(t)
+	redistest.StartServerAt(t, rds.Addr)
 	sink.waitWebhook(t, "the fallback alert resolved at the webhook", func(m ntfMessage, a ntfAlert) bool {
 		return a.Status == "resolved" && a.Labels["alertname"] == ntfFallbackAlert && a.Labels["severity"] == "critical"
 	})
@@ -136,50 +133,6 @@ func ntfBuildLimiter(t *testing.T) string {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	return dir
-}
-
-// ntfRedis is a private redis-server on a fixed loopback port, so that it
-// can be stopped and started again at the same address.
-type ntfRedis struct {
-	port string
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-func ntfStartRedis(t *testing.T, port string) *ntfRedis {
-	t.Helper()
-	r := &ntfRedis{port: port}
-	r.start(t)
-	t.Cleanup(r.stop)
-	return r
-}
-
-func (r *ntfRedis) start(t *testing.T) {
-	t.Helper()
-	r.done = make(chan struct{})
-	r.cmd = exec.Command("redis-server", "--port", r.port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir())
-	if err := r.cmd.Start(); err != nil {
-		t.Fatalf("start redis-server: %v", err)
-	}
-	go func(cmd *exec.Cmd, done chan struct{}) { _ = cmd.Wait(); close(done) }(r.cmd, r.done)
-	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + r.port})
-	defer c.Close()
-	testkit.WaitFor(t, ntfDeadline, "redis-server on port "+r.port, func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		defer cancel()
-		return c.Ping(ctx).Err() == nil
-	})
-}
-
-// stop kills the server by its PID and waits for it.
-func (r *ntfRedis) stop() {
-	select {
-	case <-r.done:
-		return
-	default:
-	}
-	_ = r.cmd.Process.Kill()
-	<-r.done
 }
 
 // ntfStartAlertmanager runs Alertmanager with the shipped configuration,
