@@ -246,3 +246,34 @@ func TestStartsInLocalModeWithoutRedis(t *testing.T) {
 		t.Fatalf("admitted %d in local mode, want the rule's %d (one live limiter)", admitted, limit)
 	}
 }
+
+// A limiter told to stop while it waits for its first RLS config from an
+// xDS server that never answers stops cleanly: Run returns nil (the
+// process exits 0), and nothing listened.
+func TestStopWhileWaitingForTheFirstXDSConfig(t *testing.T) {
+	broker := kafkatest.StartBroker(t, decisionsTopic, bansTopic, outcomesTopic)
+	prefix := redistest.Prefix(t, redistest.Client(t))
+	cfg := testConfig(t, broker, prefix, "../../../deploy/rules.example.yaml", map[string]string{
+		"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_NODE_ID": "test-node",
+		"CONFIG_GRPC_XDS_SERVER_URL": "127.0.0.1:1", // refuses every connection
+	})
+	reg := prometheus.NewRegistry()
+	a, err := New(cfg, Deps{Log: zaptest.NewLogger(t), Registry: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	// The wait has begun once the xDS client has tried the server.
+	testkit.WaitFor(t, 10*time.Second, "a failed attempt to reach the xDS server", func() bool {
+		return testkit.MetricSum(t, reg, "rate_limit_xds_connection_failures_total", nil) > 0
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("stopped while waiting for the first xDS config: Run returned %v, want nil", err)
+	}
+	if addrs := a.Addrs(); addrs != (Addrs{}) {
+		t.Fatalf("listened at %+v before its first rules", addrs)
+	}
+}
