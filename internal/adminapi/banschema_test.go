@@ -14,7 +14,6 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/adminapi"
 	"github.com/ratewarden/ratewarden/internal/bearer"
-	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/kafkabus"
 	"github.com/ratewarden/ratewarden/internal/limiter"
 	"github.com/ratewarden/ratewarden/internal/redisfleet"
@@ -121,24 +120,7 @@ func TestSchemaAdminBans(t *testing.T) {
 		if n := kafkatest.CountMessages(t, broker.Brokers(), bansTopic); n != 4 {
 			t.Errorf("%d messages on %s, want 4 from the admin API", n, bansTopic)
 		}
-		seen := map[string]int{}
-		for _, m := range bansRead {
-			if err := banSchema.Validate(m.Value); err != nil {
-				t.Errorf("%s\n%v", m.Value, err)
-			}
-			b, err := event.DecodeBan(m.Value)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if string(m.Key) != b.Key() {
-				t.Errorf("key %q, want %q", m.Key, b.Key())
-			}
-			seen[b.Source+" "+b.Action+" "+b.Scope]++
-			if strings.Contains(b.Subject, "/") {
-				seen[b.Source+" "+b.Action+" ipv6 prefix"]++
-			}
-			seen["reason "+b.Reason]++
-		}
+		seen := eventschema.BanKinds(t, banSchema, bansRead)
 		for _, want := range []string{"admin ban ip", "admin ban user", "admin unban ip", "reason manual", "admin ban ipv6 prefix"} {
 			if seen[want] == 0 {
 				t.Errorf("no %q among the ban messages: %v", want, seen)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
-	"strings"
 	"testing"
 	"time"
 
@@ -307,27 +306,7 @@ func TestSchemaEmittedEvents(t *testing.T) {
 		if n := kafkatest.CountMessages(t, s.opts.broker.Brokers(), bansTopic); n != int64(len(detected)) {
 			t.Errorf("%d messages on %s, want %d from the detector", n, bansTopic, len(detected))
 		}
-		seen := map[string]int{}
-		for _, m := range bans {
-			if err := banSchema.Validate(m.Value); err != nil {
-				t.Errorf("%s\n%v", m.Value, err)
-			}
-			b, err := event.DecodeBan(m.Value)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if string(m.Key) != b.Key() {
-				t.Errorf("key %q, want %q", m.Key, b.Key())
-			}
-			seen[b.Source+" "+b.Action+" "+b.Scope]++
-			if strings.Contains(b.Subject, "/") {
-				seen[b.Source+" "+b.Action+" ipv6 prefix"]++
-			}
-			seen["reason "+b.Reason]++
-			if b.DryRun {
-				seen["dry run"]++
-			}
-		}
+		seen := eventschema.BanKinds(t, banSchema, bans)
 		for _, want := range []string{"detector ban ip", "detector ban user",
 			"detector warn ip", "detector warn user", "reason scan", "reason violations_1m", "dry run",
 			"detector ban ipv6 prefix"} {
