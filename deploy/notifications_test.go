@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -54,7 +53,7 @@ func TestNotificationRedisFallback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	limiter := startService(t, filepath.Join(ntfBuildLimiter(t), "limiter"), []string{
+	limiter := startService(t, filepath.Join(proctest.Build(t, "../cmd/limiter"), "limiter"), []string{
 		"REDIS_URL=redis://" + rds.Addr + "/0",
 		"REDIS_CLUSTER_ADDRS=",
 		"KAFKA_BROKERS=" + broker.Addr(),
@@ -123,16 +122,6 @@ func ntfTools(t *testing.T) ntfBinaries {
 		testkit.Unavailable(t, "redis-server not found (Debian/Ubuntu: apt-get install redis-server): %v", err)
 	}
 	return b
-}
-
-// ntfBuildLimiter builds cmd/limiter into a temporary directory.
-func ntfBuildLimiter(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	if out, err := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "../cmd/limiter").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return dir
 }
 
 // ntfStartAlertmanager runs Alertmanager with the shipped configuration,
@@ -274,26 +263,7 @@ func ntfWriteYAML(t *testing.T, path string, v any) {
 // the test fails.
 func ntfRun(t *testing.T, bin, ready string, args ...string) {
 	t.Helper()
-	var out proctest.Output
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", bin, err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("--- %s output ---\n%s", filepath.Base(bin), out.String())
-		}
-	})
+	done, out := proctest.Run(t, exec.Command(bin, args...))
 	testkit.WaitFor(t, ntfDeadline, filepath.Base(bin)+" ready", func() bool {
 		select {
 		case <-done:
