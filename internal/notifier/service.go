@@ -192,7 +192,7 @@ func (s *Service) deliver(ctx context.Context, idx int64, bans []*event.Ban) err
 		r := &s.cfg.Receivers[i]
 		b := digest.NewBuilder(start, end, r.Examples)
 		for _, ban := range bans {
-			if r.Selector.Wants(ban) {
+			if ban != nil && r.Selector.Wants(ban) { // nil: not a ban, committed all the same
 				b.Add(r.Name, ban)
 			}
 		}
