@@ -140,7 +140,7 @@ func (g *group) addExample(h idHash, b *event.Ban, limit int) {
 	if i >= limit {
 		return
 	}
-	g.examples = slices.Insert(g.examples, i, example{hash: h, ban: trim(*b)})
+	g.examples = slices.Insert(g.examples, i, example{hash: h, ban: Trim(*b)})
 	if len(g.examples) > limit {
 		g.examples = g.examples[:limit]
 	}
@@ -198,9 +198,16 @@ const (
 	maxSamples = 5
 )
 
-// trim returns b with its free texts and evidence lists bounded.
-func trim(b event.Ban) event.Ban {
-	b.BanID, b.Subject, b.Reason, b.Source, b.Note = clip(b.BanID), clip(b.Subject), clip(b.Reason), clip(b.Source), clip(b.Note)
+// Trim returns b with its free texts and evidence lists bounded, so that a
+// ban held costs a few kilobytes at most whatever its message held. A ban
+// id longer than the bound is replaced by its hash, which keeps it
+// distinct (the digests count ban ids).
+func Trim(b event.Ban) event.Ban {
+	if len(b.BanID) > maxText {
+		sum := sha256.Sum256([]byte(b.BanID))
+		b.BanID = "sha256:" + hex.EncodeToString(sum[:])
+	}
+	b.Subject, b.Reason, b.Source, b.Note = clip(b.Subject), clip(b.Reason), clip(b.Source), clip(b.Note)
 	ev := &b.Evidence
 	ev.SampleEndpoints, ev.SampleUsers = clipList(ev.SampleEndpoints), clipList(ev.SampleUsers)
 	ev.SampleSources, ev.SparedSources = clipList(ev.SampleSources), clipList(ev.SparedSources)

@@ -100,6 +100,23 @@ func TestDigestsGroupByActionScopeScenario(t *testing.T) {
 	}
 }
 
+// A ban held is bounded whatever its message held; a long ban id stays
+// distinct.
+func TestTrim(t *testing.T) {
+	long := strings.Repeat("x", 10_000)
+	b := event.Ban{BanID: long + "1", Subject: long, Note: long,
+		Evidence: event.Evidence{SampleEndpoints: make([]string, 1000), SampleUsers: []string{long}}}
+	got := Trim(b)
+	if len(got.Subject) > maxText+len("…") || len(got.Note) > maxText+len("…") || len(got.Evidence.SampleEndpoints) != maxSamples ||
+		len(got.Evidence.SampleUsers[0]) > maxText+len("…") || len(got.BanID) > maxText {
+		t.Errorf("not bounded: %d %d %d", len(got.Subject), len(got.Evidence.SampleEndpoints), len(got.BanID))
+	}
+	b.BanID = long + "2"
+	if other := Trim(b); other.BanID == got.BanID {
+		t.Error("two long ban ids trimmed alike")
+	}
+}
+
 func TestSelector(t *testing.T) {
 	ban := event.Ban{Action: event.ActionBan, Scope: event.ScopeIP, Reason: "credential_stuffing", Source: "detector"}
 	manual := event.Ban{Action: event.ActionUnban, Scope: event.ScopeUser, Reason: "manual", Source: SourceManual}

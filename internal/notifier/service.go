@@ -145,6 +145,7 @@ func (s *Service) add(w *windows, f fetched) {
 		s.metrics.skipped.WithLabelValues(skipUndecodable).Inc()
 		s.log.Debug("skipped a message that is not a ban", zap.Int("partition", f.msg.Partition), zap.Int64("offset", f.msg.Offset), zap.Error(err))
 	} else {
+		b = digest.Trim(b) // what is held is bounded, whatever the message held
 		ban = &b
 	}
 	f.msg.Value = nil
