@@ -12,11 +12,12 @@ all: build
 help:
 	@sed -n 's/^## //p' $(MAKEFILE_LIST)
 
-## build       the binaries in bin/ (limiter, detector, archiver, devkafka; loadgen, loginsim, bansummary for the demo)
+## build       the binaries in bin/ (limiter, detector, archiver, notifier, devkafka; loadgen, loginsim, bansummary for the demo)
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-## run         the local stack in the foreground (devkafka when no broker answers, archiver, detector, limiter;
+## run         the local stack in the foreground (devkafka when no broker answers, archiver, the notifier when
+##             NOTIFY_RECEIVERS_FILE is set, detector, limiter;
 ##             Redis, Postgres if need be); prints the tokens' files and curl lines to try; Ctrl-C stops it
 run: build
 	deploy/local/run.sh

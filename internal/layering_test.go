@@ -22,7 +22,7 @@ const module = "github.com/ratewarden/ratewarden/"
 var pure = []string{
 	"internal/rules", "internal/decide", "internal/abuse", "internal/event", "internal/lease",
 	"internal/rlsconfig", "internal/accesslog", "internal/yamlkeys", "internal/ipprefix",
-	"internal/userid", "internal/evict", "internal/jsonwire", "internal/endpoint",
+	"internal/userid", "internal/evict", "internal/jsonwire", "internal/endpoint", "internal/digest",
 }
 
 // drivers are the clients of the servers, the logger and the metrics
@@ -78,6 +78,17 @@ var layers = []layer{
 		name: "the archiver and devkafka link no rules engine", from: []string{"cmd/archiver", "cmd/devkafka"},
 		forbidden: []string{module + "internal/rules", module + "internal/rlsconfig", "go.yaml.in/yaml"},
 		why:       "neither reads rules: the rules engine and its YAML parser would only weigh on their binaries",
+	},
+	{
+		name: "the notifier links no Redis, no database and no rules engine", from: []string{"cmd/notifier", "internal/notifier"},
+		forbidden: []string{"github.com/redis/", "github.com/jackc/pgx", module + "internal/redisstore", module + "internal/redisfleet",
+			module + "internal/redisabuse", module + "internal/pgstore", module + "internal/rules", module + "internal/abuse"},
+		why: "the notifier reads the bans topic and posts to webhooks: nothing else would only weigh on its binary",
+	},
+	{
+		name: "the notifier's core reads Kafka through its own interface", from: []string{"internal/notifier"},
+		forbidden: []string{module + "internal/kafkabus", "github.com/segmentio/kafka-go"},
+		why:       "the assembly (internal/app/notifier) hands it kafkabus's group reader; the core is tested without a broker",
 	},
 	{
 		name: "the detector's Redis state does not depend on the fleet's", from: []string{"internal/redisabuse"},

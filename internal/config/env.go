@@ -22,11 +22,12 @@ const (
 	LimiterProcess  Process = "limiter"
 	DetectorProcess Process = "detector"
 	ArchiverProcess Process = "archiver"
+	NotifierProcess Process = "notifier"
 	DevKafkaProcess Process = "devkafka"
 )
 
 // Processes lists the processes in the order of the documentation.
-var Processes = []Process{LimiterProcess, DetectorProcess, ArchiverProcess, DevKafkaProcess}
+var Processes = []Process{LimiterProcess, DetectorProcess, ArchiverProcess, NotifierProcess, DevKafkaProcess}
 
 // Var is one row of the table: an environment variable as the processes in
 // Readers read it. A variable whose default or meaning differs between
@@ -106,6 +107,7 @@ type dest struct {
 	limiter  *Limiter
 	detector *Detector
 	archiver *Archiver
+	notifier *Notifier
 	devKafka *DevKafka
 }
 
@@ -127,6 +129,10 @@ func inDetector[T any](f func(*Detector) *T) field[T] {
 
 func inArchiver[T any](f func(*Archiver) *T) field[T] {
 	return func(d *dest) *T { return via(d.archiver, f) }
+}
+
+func inNotifier[T any](f func(*Notifier) *T) field[T] {
+	return func(d *dest) *T { return via(d.notifier, f) }
 }
 
 func inDevKafka[T any](f func(*DevKafka) *T) field[T] {

@@ -8,17 +8,21 @@ import (
 
 // table is every variable any process reads, one row per variable and
 // group of processes; the order is the documentation's.
-var table = slices.Concat(serviceVars, limiterVars, xdsVars, consumerVars, devKafkaVars)
+var table = slices.Concat(serviceVars, limiterVars, xdsVars, consumerVars, notifierVars, devKafkaVars)
 
 // The groups of processes rows are read by.
 var (
 	limiterOnly  = []Process{LimiterProcess}
 	detectorOnly = []Process{DetectorProcess}
 	archiverOnly = []Process{ArchiverProcess}
+	notifierOnly = []Process{NotifierProcess}
 	devKafkaOnly = []Process{DevKafkaProcess}
 	// redisUsers use Redis and the rules file.
 	redisUsers = []Process{LimiterProcess, DetectorProcess}
 	services   = []Process{LimiterProcess, DetectorProcess, ArchiverProcess}
+	// banReaders are the services and the notifier, which reads the bans
+	// topic alone.
+	banReaders = []Process{LimiterProcess, DetectorProcess, ArchiverProcess, NotifierProcess}
 )
 
 // hostname is INSTANCE_ID's default: the host name, else the process's.
@@ -41,6 +45,9 @@ var serviceVars = []Var{
 	{Name: "LISTEN_ADDR", Default: ":8082", Readers: archiverOnly,
 		Meaning: "`/metrics`, `/healthz`, `/readyz` (ready when Postgres and Kafka answer)",
 		load:    bind(inArchiver(func(c *Archiver) *string { return &c.ListenAddr }), listenAddr)},
+	{Name: "LISTEN_ADDR", Default: ":8084", Readers: notifierOnly,
+		Meaning: "`/metrics`, `/healthz`, `/readyz` (ready when Kafka answers)",
+		load:    bind(inNotifier(func(c *Notifier) *string { return &c.ListenAddr }), listenAddr)},
 
 	{Name: "REDIS_URL", Default: "redis://127.0.0.1:6379/0", Readers: redisUsers,
 		Meaning: "Redis for decisions (and the detector's windows and bans)",
@@ -65,13 +72,13 @@ var serviceVars = []Var{
 		Meaning: "deadline of one Redis call, raised to `2s` when shorter: detection batches are pipelined and on no request's path",
 		load:    bind(inCommon(func(c *Common) *time.Duration { return &c.RedisTimeout }), positiveDuration)},
 
-	{Name: "KAFKA_BROKERS", Default: "127.0.0.1:9092", Readers: services,
+	{Name: "KAFKA_BROKERS", Default: "127.0.0.1:9092", Readers: banReaders,
 		Meaning: "comma-separated brokers",
 		load:    bind(inCommon(func(c *Common) *[]string { return &c.KafkaBrokers }), hostPorts)},
 	{Name: "DECISIONS_TOPIC", Default: "ratelimit.decisions", Readers: services,
 		Meaning: "topic of the decision events",
 		load:    bind(inCommon(func(c *Common) *string { return &c.DecisionsTopic }), text)},
-	{Name: "BANS_TOPIC", Default: "ratelimit.bans", Readers: services,
+	{Name: "BANS_TOPIC", Default: "ratelimit.bans", Readers: banReaders,
 		Meaning: "topic of bans, unbans and warnings",
 		load:    bind(inCommon(func(c *Common) *string { return &c.BansTopic }), text)},
 	{Name: "OUTCOMES_TOPIC", Default: "ratelimit.outcomes", Readers: services,
@@ -94,13 +101,13 @@ var serviceVars = []Var{
 	{Name: "INSTANCE_ID", DefaultDoc: "host name", Readers: redisUsers, defaultFunc: hostname,
 		Meaning: "names this instance (the limiter's decision events carry it); at most 256 bytes (the bound of the event's `instance`)",
 		load:    bind(inCommon(func(c *Common) *string { return &c.Instance }), instanceID)},
-	{Name: "LOG_LEVEL", Default: "info", Readers: services,
+	{Name: "LOG_LEVEL", Default: "info", Readers: banReaders,
 		Meaning: "`debug`, `info`, `warn` or `error`",
 		load:    bind(inCommon(func(c *Common) *string { return &c.LogLevel }), oneOf("debug", "info", "warn", "error"))},
-	{Name: "LOG_FORMAT", Default: "json", Readers: services,
+	{Name: "LOG_FORMAT", Default: "json", Readers: banReaders,
 		Meaning: "`json` or `console`",
 		load:    bind(inCommon(func(c *Common) *string { return &c.LogFormat }), oneOf("json", "console"))},
-	{Name: "SHUTDOWN_TIMEOUT", Default: "10s", Readers: services,
+	{Name: "SHUTDOWN_TIMEOUT", Default: "10s", Readers: banReaders,
 		Meaning: "bound on the stop at SIGTERM: draining requests and flushing events (the limiter), finishing the batch in hand (the consumers)",
 		load:    bind(inCommon(func(c *Common) *time.Duration { return &c.ShutdownTimeout }), positiveDuration)},
 }
