@@ -1,6 +1,7 @@
 package rulesync
 
 import (
+	"errors"
 	"fmt"
 
 	"go.uber.org/zap"
@@ -10,10 +11,17 @@ import (
 
 // rlsSource is the RLS config: read from Config.RLSDir (polled and
 // reloaded on SIGHUP), or set by xDS (SetRLS).
-type rlsSource struct{ watched }
+type rlsSource struct {
+	watched
+	// conflicting is the last config from xDS, refused only because it
+	// conflicts with the rules file (why): a management server does not
+	// send a config again, so it is tried again here once the rules file
+	// changes (retryConflicting). Guarded by mu.
+	conflicting *rlsconfig.Config
+}
 
 func newRLSSource(dir string, log *zap.Logger, m *metrics, merge *merger) *rlsSource {
-	return &rlsSource{watched{source: SourceRLS, what: "RLS config", name: "RLS_CONFIG_DIR", path: dir,
+	return &rlsSource{watched: watched{source: SourceRLS, what: "RLS config", name: "RLS_CONFIG_DIR", path: dir,
 		where: zap.String("dir", dir), log: log, metrics: m, merge: merge}}
 }
 
@@ -83,10 +91,18 @@ func (s *rlsSource) reload(force bool) error {
 func (s *rlsSource) set(c *rlsconfig.Config) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.setLocked(c)
+}
+
+func (s *rlsSource) setLocked(c *rlsconfig.Config) (bool, error) {
 	v, changed, err := s.merge.putRLS(c)
+	s.conflicting, s.why = nil, nil
 	if err != nil {
 		s.metrics.reload(SourceRLS, resultFailure)
 		s.failing = true
+		if conflict := (*conflictError)(nil); errors.As(err, &conflict) {
+			s.conflicting, s.why = c, conflict
+		}
 		return false, err
 	}
 	s.hash = c.Hash
@@ -95,6 +111,25 @@ func (s *rlsSource) set(c *rlsconfig.Config) (bool, error) {
 		s.logWarnings(c)
 	}
 	return changed, nil
+}
+
+// retryConflicting tries again the config from xDS refused for a conflict
+// with the rules file, once the rules file held is no longer the one it
+// was refused with; it logs the outcome.
+func (s *rlsSource) retryConflicting() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conflicting == nil || s.merge.filesHash(s.why.with) == s.why.other {
+		return
+	}
+	c := s.conflicting
+	if _, err := s.setLocked(c); err != nil {
+		s.log.Error("RLS config from xDS, refused for a conflict with the rules file, refused again after the rules file changed",
+			zap.String("hash", c.Hash), zap.Error(err))
+		return
+	}
+	s.log.Info("RLS config from xDS, refused for a conflict with the rules file, applied after the rules file changed",
+		zap.String("hash", c.Hash), zap.String("version", s.merge.View().Version))
 }
 
 // maxLoggedWarnings bounds the warnings logged per load: a file may hold
