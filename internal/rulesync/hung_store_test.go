@@ -23,15 +23,13 @@ func (s *hangingStore) PutRule(ctx context.Context, id string, rule json.RawMess
 	return s.memStore.PutRule(ctx, id, rule, who)
 }
 
-// FINDING (reproduces a defect; this test fails until it is fixed): an admin
-// write waits on the store holding the store source's lock, with the
-// caller's context as its only bound (the admin API's has none), and the
-// Manager's one Run loop blocks on that lock at its next store poll: until
-// the write returns, the rules file and the RLS directory are no longer
-// reloaded, on change or on SIGHUP. Seen on the real binary: a PUT
-// /v1/admin/rules/x against a Postgres with its rule tables locked hung 39s,
-// and a SIGHUP sent meanwhile was handled only when the lock went.
-func TestAttackHungAdminWriteWedgesFileReloads(t *testing.T) {
+// The rules file and the RLS directory are reloaded while an admin write
+// waits on the store: the write holds the store source's lock, and the
+// store's polls wait for it, but they run apart from the files' polls and
+// SIGHUP. (Seen on the real binary before: a PUT /v1/admin/rules/x against
+// a Postgres with its rule tables locked hung 39s, and a SIGHUP sent
+// meanwhile was handled only when the lock went.)
+func TestFileReloadsProceedWhileAnAdminWriteHangsOnTheStore(t *testing.T) {
 	store := &hangingStore{memStore: &memStore{rules: map[string]rulesync.StoredRule{}}, release: make(chan struct{})}
 	l := startRLS(t, messagingConfig, func(c *rulesync.Config) {
 		c.Connect = func(context.Context) (rulesync.Store, error) { return store, nil }

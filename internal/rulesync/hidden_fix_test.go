@@ -7,15 +7,15 @@ import (
 	"github.com/ratewarden/ratewarden/internal/rules"
 )
 
-// FINDING (reproduces a defect; this test fails until it is fixed): a
-// refused dynamic version is tried again only when a file change changes
-// the rules in force. When the dynamic version in force overrides the very
-// file rule the refused version conflicts with, fixing that rule in the file
-// changes nothing in force (the override hides it), so the refused version
-// is never retried, although it now compiles with the files and a restarted
-// limiter runs it: this instance runs version 1 until the store's version
-// moves again, its peers restarted since run version 2.
-func TestAttackRefusedVersionNotRetriedWhenFixHiddenByOverride(t *testing.T) {
+// A refused dynamic version is tried again on any change of the files'
+// content, not only one that changes the rules in force: when the dynamic
+// version in force overrides the very file rule the refused version
+// conflicts with, fixing that rule in the file changes nothing in force
+// (the override hides it), yet the refused version now compiles with the
+// files and a restarted limiter runs it. Without the retry this instance
+// would run version 1 until the store's version moves again, while its
+// peers restarted since run version 2.
+func TestRefusedVersionIsRetriedWhenAFileFixIsHiddenByAnOverride(t *testing.T) {
 	tm := newTestMerger(t)
 	legacyElsewhere, err := rules.ParseRuleJSON([]byte(`{"id": "legacy-key", "descriptor": {"domain": "other", "entries": [{"key": "api_key"}]},
 		"algorithm": "fixed_window", "limits": [{"requests": 1000, "per": "1h"}]}`))
