@@ -5,8 +5,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -40,6 +40,19 @@ type watched struct {
 	// (its content may be the one in force again, which is not applied
 	// again).
 	failing bool
+	// check lets a poll skip reading a source that stat says is as it was
+	// at its last read (see unchangedCheck).
+	check unchangedCheck
+}
+
+// newWatched returns the watched state of a source on disk, stat'ed by
+// stat between its reads.
+func newWatched(source, what, name, path string, where zap.Field, log *zap.Logger, m *metrics, merge *merger,
+	stat func() (stamp, error)) watched {
+	// The real clock, whatever Config.Now: it is compared with the file
+	// system's timestamps.
+	return watched{source: source, what: what, name: name, path: path, where: where, log: log, metrics: m, merge: merge,
+		check: unchangedCheck{stat: stat, now: time.Now}}
 }
 
 // content is one read of a watched source: the hash of what was read, and
@@ -65,6 +78,9 @@ func (w *watched) reload(force bool, read func() (content, error)) (bool, *View,
 	if force {
 		w.refused, w.conflicted, w.why = "", "", nil
 	}
+	if !force && !w.conflictDueLocked() && w.check.unchanged() {
+		return false, nil, nil // stat says it is as it was at the last read
+	}
 	c, err := read()
 	if err != nil {
 		return false, nil, w.refuseLocked("read:"+err.Error(), err)
@@ -80,7 +96,7 @@ func (w *watched) reload(force bool, read func() (content, error)) (bool, *View,
 	if c.hash == w.hash || c.hash == w.refused {
 		return false, nil, nil
 	}
-	if c.hash == w.conflicted && w.merge.filesHash(w.why.with) == w.why.other {
+	if c.hash == w.conflicted && !w.conflictDueLocked() {
 		return false, nil, nil // refused with the other source as it still is
 	}
 	v, changed, err := c.put()
@@ -98,6 +114,12 @@ func (w *watched) reload(force bool, read func() (content, error)) (bool, *View,
 		w.log.Info(w.what+" changed, its rules did not; nothing applied", w.where, zap.String("version", v.Version))
 	}
 	return changed, v, nil
+}
+
+// conflictDueLocked reports whether content refused for a conflict with
+// the other file source is due to be tried again: that source changed.
+func (w *watched) conflictDueLocked() bool {
+	return w.conflicted != "" && w.merge.filesHash(w.why.with) != w.why.other
 }
 
 // started records the content the Manager started on.
@@ -138,13 +160,15 @@ func (w *watched) acceptedLocked(result string, v *View) bool {
 type fileSource struct{ watched }
 
 func newFileSource(path string, log *zap.Logger, m *metrics, merge *merger) *fileSource {
-	return &fileSource{watched{source: SourceFile, what: "rules file", name: "RULES_FILE", path: path,
-		where: zap.String("file", path), log: log, metrics: m, merge: merge}}
+	return &fileSource{newWatched(SourceFile, "rules file", "RULES_FILE", path, zap.String("file", path), log, m, merge,
+		func() (stamp, error) { return statFile(path) })}
 }
 
 // first reads the rules file for the start, counting a failure.
 func (s *fileSource) first() (*fileRules, error) {
-	data, err := os.ReadFile(s.path)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	data, err := s.readLocked()
 	if err != nil {
 		s.metrics.reload(SourceFile, resultFailure)
 		return nil, fmt.Errorf("RULES_FILE: %w", err)
@@ -179,7 +203,7 @@ func (m *Manager) ReloadFile(force bool) error {
 // changed (see watched.reload).
 func (s *fileSource) reload(force bool) error {
 	changed, v, err := s.watched.reload(force, func() (content, error) {
-		data, err := os.ReadFile(s.path)
+		data, err := s.readLocked()
 		if err != nil {
 			return content{}, err
 		}
@@ -196,6 +220,15 @@ func (s *fileSource) reload(force bool) error {
 		s.log.Info("rules file reloaded", s.where, zap.String("version", v.Version))
 	}
 	return err
+}
+
+// readLocked reads the rules file (readRulesFile), recording what stat
+// said of it before.
+func (s *fileSource) readLocked() ([]byte, error) {
+	st, at := s.check.beforeRead()
+	data, err := readRulesFile(s.path)
+	s.check.read(st, at, err == nil)
+	return data, err
 }
 
 func hashOf(data []byte) string {

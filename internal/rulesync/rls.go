@@ -21,8 +21,8 @@ type rlsSource struct {
 }
 
 func newRLSSource(dir string, log *zap.Logger, m *metrics, merge *merger) *rlsSource {
-	return &rlsSource{watched: watched{source: SourceRLS, what: "RLS config", name: "RLS_CONFIG_DIR", path: dir,
-		where: zap.String("dir", dir), log: log, metrics: m, merge: merge}}
+	return &rlsSource{watched: newWatched(SourceRLS, "RLS config", "RLS_CONFIG_DIR", dir, zap.String("dir", dir), log, m, merge,
+		func() (stamp, error) { return statDir(dir) })}
 }
 
 // first loads the RLS directory for the start, counting a failure, and
@@ -31,7 +31,13 @@ func (s *rlsSource) first() (*rlsconfig.Config, error) {
 	if s.path == "" {
 		return nil, nil
 	}
-	c, err := rlsconfig.LoadDir(s.path)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	files, err := s.readLocked()
+	var c *rlsconfig.Config
+	if err == nil {
+		c, err = rlsconfig.Load(files)
+	}
 	if err != nil {
 		s.metrics.reload(SourceRLS, resultFailure)
 		return nil, fmt.Errorf("RLS_CONFIG_DIR %s: %w", s.path, err)
@@ -66,7 +72,7 @@ func (s *rlsSource) reload(force bool) error {
 	}
 	var c *rlsconfig.Config
 	changed, v, err := s.watched.reload(force, func() (content, error) {
-		files, err := rlsconfig.ReadDir(s.path)
+		files, err := s.readLocked()
 		if err != nil {
 			return content{}, err
 		}
@@ -83,6 +89,15 @@ func (s *rlsSource) reload(force bool) error {
 			zap.Int("domains", len(c.Domains)), zap.Int("rules", len(c.Rules)), zap.String("version", v.Version))
 	}
 	return err
+}
+
+// readLocked reads the directory (rlsconfig.ReadDir), recording what stat
+// said of it before.
+func (s *rlsSource) readLocked() ([]rlsconfig.File, error) {
+	st, at := s.check.beforeRead()
+	files, err := rlsconfig.ReadDir(s.path)
+	s.check.read(st, at, err == nil)
+	return files, err
 }
 
 // set hands c, an RLS config from xDS, to the merger, counted as the
