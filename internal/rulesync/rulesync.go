@@ -9,15 +9,17 @@
 // reloaded when a change is announced on Redis pub/sub and when the store's
 // version moves (polled), so a lost announcement delays an update but never
 // loses it. A file or directory that does not validate is refused and the
-// running rules stay.
+// running rules stay; one refused only because it clashes with the other
+// (a rule id both have) is tried again when the other changes. Between
+// reads a poll only stats them (stamp.go).
 //
 // The files (the rules file and the directory) win over the dynamic rules:
 // when the two do not compile together, the dynamic version is refused and
 // the files' rules run without any dynamic rule, at start (a limiter always
 // starts on valid files) and when a file changes (a running limiter takes a
 // changed file as a restarted one would). A refused version is remembered
-// (View.DynamicRefused) and tried again whenever a file or the directory
-// changes, and when the store's version moves. A new dynamic version that
+// (View.DynamicRefused) and tried again whenever the content of a file or
+// the directory changes, and when the store's version moves. A new dynamic version that
 // does not compile with the files is refused and the dynamic rules in
 // force, if any, stay.
 //
