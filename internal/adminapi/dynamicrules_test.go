@@ -56,9 +56,15 @@ type ruleStack struct {
 
 func newRuleStack(t *testing.T) *ruleStack {
 	t.Helper()
+	return newRuleStackOn(t, adminRulesYAML)
+}
+
+// newRuleStackOn is newRuleStack with rulesYAML as its rules file.
+func newRuleStackOn(t *testing.T, rulesYAML string) *ruleStack {
+	t.Helper()
 	db := pgtest.Database(t)
 	path := filepath.Join(t.TempDir(), "rules.yaml")
-	if err := os.WriteFile(path, []byte(adminRulesYAML), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(rulesYAML), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	rdb := redistest.Client(t)
@@ -323,6 +329,44 @@ func TestAdminRuleRefusals(t *testing.T) {
 	}
 	if r := s.check(); r.Limit != 5 {
 		t.Fatalf("limit in force %d; want the file's 5", r.Limit)
+	}
+}
+
+// A delete whose result does not compile with the rules file answers 400
+// naming the problem and changes nothing, as an invalid PUT does: deleting
+// an override puts the file's rule back, and here that rule's descriptor
+// is the one of another dynamic rule, so every limiter would refuse the
+// version the delete makes.
+func TestAdminRuleDeleteThatBringsBackAConflictIsRefused(t *testing.T) {
+	s := newRuleStackOn(t, adminRulesYAML+`
+  - id: legacy-key
+    descriptor: {domain: edge, entries: [{key: api_key}]}
+    algorithm: fixed_window
+    limits: [{requests: 1000, per: 1h}]
+`)
+	moved := `{"id": "legacy-key", "descriptor": {"domain": "old", "entries": [{"key": "api_key"}]},
+		"algorithm": "fixed_window", "limits": [{"requests": 1000, "per": "1h"}]}`
+	if status, body := s.admin(http.MethodPut, "/v1/admin/rules/legacy-key", moved); status != http.StatusCreated {
+		t.Fatalf("PUT legacy-key override: %d %v", status, body)
+	}
+	apiKey := `{"id": "api-key", "descriptor": {"domain": "edge", "entries": [{"key": "api_key"}]},
+		"algorithm": "sliding_window", "limits": [{"requests": 2, "per": "1h"}]}`
+	if status, body := s.admin(http.MethodPut, "/v1/admin/rules/api-key", apiKey); status != http.StatusCreated {
+		t.Fatalf("PUT api-key: %d %v", status, body)
+	}
+	_, before := s.admin(http.MethodGet, "/v1/admin/rules", "")
+	status, body := s.admin(http.MethodDelete, "/v1/admin/rules/legacy-key", "")
+	msg, _ := body["error"].(string)
+	if status != http.StatusBadRequest || !strings.Contains(msg, "duplicate descriptor") || !strings.Contains(msg, "legacy-key") {
+		t.Fatalf("DELETE legacy-key: %d %v; want 400 naming the duplicate descriptor", status, body)
+	}
+	if fields, _ := body["fields"].([]any); len(fields) == 0 || fields[0].(map[string]any)["field"] != "descriptor" {
+		t.Errorf("fields %v; want descriptor first", body["fields"])
+	}
+	_, after := s.admin(http.MethodGet, "/v1/admin/rules", "")
+	if after["dynamic_version"] != before["dynamic_version"] || after["version"] != before["version"] {
+		t.Errorf("a refused delete moved the rules: version %v, dynamic %v; were %v, %v",
+			after["version"], after["dynamic_version"], before["version"], before["dynamic_version"])
 	}
 }
 
