@@ -1,0 +1,68 @@
+package abuse_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/ratewarden/ratewarden/internal/abuse"
+	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/redisabuse"
+	"github.com/ratewarden/ratewarden/internal/testkit/abusetest"
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
+)
+
+// FINDING (reproduces a defect; this test fails until it is fixed): the
+// detector now reloads its rules file, and an account attack is only
+// "crossed" when an add takes its set from the threshold or less to more.
+// When a reload lowers account_attack.distinct_sources below the count a
+// set already holds, no add ever crosses again while the set stays above it
+// (it is kept at the old cap): the account gets no warning and no lock, and
+// the sources already in the set are never banned; each new source alone
+// is. Had the file said 3 from the start, the 4th source would have crossed
+// and banned every source of the set and warned about the account.
+func TestAttackLoweredAccountAttackThresholdNeverCrosses(t *testing.T) {
+	t.Run("memory", func(t *testing.T) { loweredAccountAttack(t, abusetest.NewMemoryDistinct()) })
+	t.Run("redis", func(t *testing.T) {
+		rdb := redistest.Client(t)
+		loweredAccountAttack(t, redisabuse.NewDistinct(rdb, redistest.Prefix(t, rdb)))
+	})
+}
+
+func loweredAccountAttack(t *testing.T, d abuse.Distinct) {
+	high := smallDetection(abuse.ReasonAccountAttack)
+	high.AccountAttack.DistinctSources = 10
+	pub := &abusetest.Published{}
+	e, err := abuse.NewOutcomeEngine(abuse.OutcomeConfig{Detection: high, Now: afterFixtures},
+		d, abusetest.NewMemoryLedger(), pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outs []event.Outcome
+	for i := range 8 {
+		outs = append(outs, failure(fmt.Sprint("aa-", i), int64(i)*1000, fmt.Sprint("198.51.100.", i+1), "erin", "/api/login", 401))
+	}
+	if got, _, err := e.Process(t.Context(), outcomeInputs(0, outs...)); err != nil || len(got) != 0 {
+		t.Fatalf("8 sources under a threshold of 10: %q, %v", keys(got), err)
+	}
+	// The rules file is reloaded with a threshold of 3.
+	low := smallDetection(abuse.ReasonAccountAttack)
+	if err := e.SetConfig(abuse.OutcomeConfig{Detection: low, Now: afterFixtures}); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := e.Process(t.Context(), outcomeInputs(0, failure("aa-8", 8000, "198.51.100.9", "erin", "/api/login", 401)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	warned, banned := false, 0
+	for _, c := range got {
+		switch {
+		case c.Ban.Action == event.ActionWarn && c.Ban.Reason == abuse.ReasonAccountAttack:
+			warned = true
+		case c.Ban.Action == event.ActionBan && c.Ban.Scope == event.ScopeIP:
+			banned++
+		}
+	}
+	if !warned || banned < 9 {
+		t.Errorf("9th source after lowering the threshold to 3: %q; want the account warned and its 9 sources banned", keys(got))
+	}
+}
