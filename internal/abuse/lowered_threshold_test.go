@@ -11,16 +11,14 @@ import (
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
-// FINDING (reproduces a defect; this test fails until it is fixed): the
-// detector now reloads its rules file, and an account attack is only
-// "crossed" when an add takes its set from the threshold or less to more.
-// When a reload lowers account_attack.distinct_sources below the count a
-// set already holds, no add ever crosses again while the set stays above it
-// (it is kept at the old cap): the account gets no warning and no lock, and
-// the sources already in the set are never banned; each new source alone
-// is. Had the file said 3 from the start, the 4th source would have crossed
-// and banned every source of the set and warned about the account.
-func TestAttackLoweredAccountAttackThresholdNeverCrosses(t *testing.T) {
+// A reload lowering account_attack.distinct_sources under the count of a
+// set that had not crossed the old threshold crosses at the set's next
+// source: the account is warned and every source of the set banned, as
+// they would have been had the file said 3 from the start. Before, an
+// account attack only crossed when an add took its set from the threshold
+// or less to more, so such a set never crossed again while it stayed over
+// the new threshold (only each new source was banned).
+func TestLoweredAccountAttackThresholdCrossesAtNextSource(t *testing.T) {
 	t.Run("memory", func(t *testing.T) { loweredAccountAttack(t, abusetest.NewMemoryDistinct()) })
 	t.Run("redis", func(t *testing.T) {
 		rdb := redistest.Client(t)
