@@ -31,8 +31,8 @@ import (
 //     over), and the set remembers this event as its crossing;
 //   - with a Group, a sighting within the window (of a new member, or of a
 //     kept one) moves its group forward to the add's time, or adds it,
-//     then, over Cap, drops the least recently seen group (by time, then
-//     group); the count is the groups';
+//     then, if it added it and is over Cap, drops the least recently seen
+//     group (by time, then group); the count is the groups';
 //   - but a new member that finds the set already over Threshold and
 //     without a crossing (a reload lowered Threshold, and Cap with it)
 //     drops no member and no group: its crossing answers every member the
@@ -45,6 +45,10 @@ import (
 // A Trust add moves its member's trust forward to the add's time (or adds
 // it and, over Cap, drops the least recently trusted, by time then member),
 // and answers the zero count.
+//
+// Only an add of a new member, group or trust drops one, and only one, as
+// the Lua script does: a set over a Cap that a reload lowered keeps its
+// size until its members age out of the window.
 type MemoryDistinct struct {
 	mu   sync.Mutex
 	sets map[abuse.DistinctSet]*memorySet
@@ -171,16 +175,21 @@ func (s *memorySet) count(a *abuse.DistinctAdd) int64 {
 	return int64(len(s.members))
 }
 
+// sightGroup moves g forward to ts, or adds it and, over capacity, drops
+// the least recently seen group. Only an added group drops one: a set over
+// a cap a reload lowered keeps its size.
 func (s *memorySet) sightGroup(g string, ts, capacity int64) {
+	_, kept := s.groups[g]
 	s.groups[g] = max(s.groups[g], ts)
-	if int64(len(s.groups)) > capacity {
+	if !kept && int64(len(s.groups)) > capacity {
 		delete(s.groups, leastRecent(s.groups))
 	}
 }
 
 func (s *memorySet) trust(a *abuse.DistinctAdd, ts int64) {
+	_, kept := s.trusted[a.Member]
 	s.trusted[a.Member] = max(s.trusted[a.Member], ts)
-	if int64(len(s.trusted)) > a.Spec.Cap {
+	if !kept && int64(len(s.trusted)) > a.Spec.Cap {
 		delete(s.trusted, leastRecent(s.trusted))
 	}
 }
