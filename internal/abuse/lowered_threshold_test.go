@@ -3,10 +3,12 @@ package abuse_test
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/ratewarden/ratewarden/internal/abuse"
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/redisabuse"
+	"github.com/ratewarden/ratewarden/internal/rules"
 	"github.com/ratewarden/ratewarden/internal/testkit/abusetest"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
@@ -62,5 +64,39 @@ func loweredAccountAttack(t *testing.T, d abuse.Distinct) {
 	}
 	if !warned || banned < 9 {
 		t.Errorf("9th source after lowering the threshold to 3: %q; want the account warned and its 9 sources banned", keys(got))
+	}
+}
+
+// A reload lowering a ban's violations threshold bans an offender already
+// over the new threshold at its next violation: a window's count is
+// compared with the threshold in force at every violation, so no crossing
+// is needed, as with a file that said 3 from the start.
+func TestLoweredViolationsThresholdBansAtNextViolation(t *testing.T) {
+	t.Run("memory", func(t *testing.T) { loweredViolations(t, abusetest.NewMemoryWindows()) })
+	t.Run("redis", func(t *testing.T) {
+		rdb := redistest.Client(t)
+		loweredViolations(t, redisabuse.NewWindows(rdb, redistest.Prefix(t, rdb)))
+	})
+}
+
+func loweredViolations(t *testing.T, w abuse.Windows) {
+	ban := func(violations int64) rules.Detection {
+		return rules.Detection{Ban: []rules.BanPolicy{{Violations: violations, Within: dur(time.Minute), Duration: dur(time.Hour)}}}
+	}
+	e := abuse.NewEngine(abuse.Config{Detection: ban(10), Now: afterFixtures}, w, abusetest.NewMemoryLedger(), &abusetest.Published{})
+	var evs []event.Decision
+	for i := range 6 {
+		evs = append(evs, deny(fmt.Sprint("v-", i), int64(i)*1000, "192.0.2.9", "", "/api/books"))
+	}
+	if got, _, err := e.Process(t.Context(), inputs(0, evs...)); err != nil || len(got) != 0 {
+		t.Fatalf("6 violations under a threshold of 10: %q, %v", keys(got), err)
+	}
+	e.SetConfig(abuse.Config{Detection: ban(3), Now: afterFixtures})
+	got, _, err := e.Process(t.Context(), inputs(0, deny("v-6", 6000, "192.0.2.9", "", "/api/books")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Ban.Action != event.ActionBan || got[0].Ban.Subject != "192.0.2.9" || got[0].Ban.Count != 7 {
+		t.Errorf("7th violation after lowering the threshold to 3: %+v; want the source banned on a count of 7", got)
 	}
 }
