@@ -21,10 +21,10 @@ import (
 )
 
 // obsServices are the processes Prometheus scrapes, by job name.
-var obsServices = []string{"limiter", "detector", "archiver"}
+var obsServices = []string{"limiter", "detector", "archiver", "notifier"}
 
-// TestObservabilitySeriesAtStart starts the limiter, the detector and the
-// archiver as built from cmd/, with the example rules and the default
+// TestObservabilitySeriesAtStart starts the limiter, the detector, the
+// archiver and the notifier as built from cmd/, with the example rules and the default
 // topics, against the local Redis and Postgres and an embedded broker. Right
 // after each is ready, before any traffic, it scrapes /metrics; then every
 // selector of the alerts and of the dashboard must select a series of
@@ -80,6 +80,9 @@ func startAndScrape(t *testing.T) []series {
 		"RULES_FILE=" + rules,
 		"DETECTOR_GROUP_ID=series-detector-" + stamp,
 		"ARCHIVER_GROUP_ID=series-archiver-" + stamp,
+		"NOTIFY_GROUP_ID=series-notifier-" + stamp,
+		// The compose file's receivers: never posted to, as no ban comes.
+		"NOTIFY_RECEIVERS_FILE=" + filepath.Join(filepath.Dir(rules), "compose", "receivers.example.yaml"),
 		"LOG_FORMAT=json",
 	}
 	var pkgs []string
