@@ -18,6 +18,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/limiter"
 	"github.com/ratewarden/ratewarden/internal/redisfleet"
 	"github.com/ratewarden/ratewarden/internal/rules"
+	"github.com/ratewarden/ratewarden/internal/testkit/bantest"
 	"github.com/ratewarden/ratewarden/internal/testkit/eventschema"
 	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
@@ -120,7 +121,7 @@ func TestSchemaAdminBans(t *testing.T) {
 		if n := kafkatest.CountMessages(t, broker.Brokers(), bansTopic); n != 4 {
 			t.Errorf("%d messages on %s, want 4 from the admin API", n, bansTopic)
 		}
-		seen := eventschema.BanKinds(t, banSchema, bansRead)
+		seen := bantest.Kinds(t, banSchema, bansRead)
 		for _, want := range []string{"admin ban ip", "admin ban user", "admin unban ip", "reason manual", "admin ban ipv6 prefix"} {
 			if seen[want] == 0 {
 				t.Errorf("no %q among the ban messages: %v", want, seen)

@@ -21,6 +21,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/redisfleet"
 	"github.com/ratewarden/ratewarden/internal/redisstore"
 	"github.com/ratewarden/ratewarden/internal/rules"
+	"github.com/ratewarden/ratewarden/internal/testkit/bantest"
 	"github.com/ratewarden/ratewarden/internal/testkit/eventschema"
 	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 	"github.com/ratewarden/ratewarden/internal/testkit/limitertest"
@@ -306,7 +307,7 @@ func TestSchemaEmittedEvents(t *testing.T) {
 		if n := kafkatest.CountMessages(t, s.opts.broker.Brokers(), bansTopic); n != int64(len(detected)) {
 			t.Errorf("%d messages on %s, want %d from the detector", n, bansTopic, len(detected))
 		}
-		seen := eventschema.BanKinds(t, banSchema, bans)
+		seen := bantest.Kinds(t, banSchema, bans)
 		for _, want := range []string{"detector ban ip", "detector ban user",
 			"detector warn ip", "detector warn user", "reason scan", "reason violations_1m", "dry run",
 			"detector ban ipv6 prefix"} {

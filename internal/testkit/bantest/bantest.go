@@ -1,4 +1,6 @@
-package eventschema
+// Package bantest checks what reaches the ban topic, for the tests of the
+// services that publish bans (the detector, the admin API).
+package bantest
 
 import (
 	"strings"
@@ -7,13 +9,14 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/testkit/eventschema"
 )
 
-// BanKinds checks each message of the ban topic against s (the ban
+// Kinds checks each message of the ban topic against s (the ban
 // schema) and its key against its ban's, and counts the kinds of ban the
 // messages hold: "SOURCE ACTION SCOPE" (say "admin ban ip"), "SOURCE
 // ACTION ipv6 prefix" for a prefix subject, "reason REASON" and "dry run".
-func BanKinds(tb testing.TB, s *Schema, msgs []kafka.Message) map[string]int {
+func Kinds(tb testing.TB, s *eventschema.Schema, msgs []kafka.Message) map[string]int {
 	tb.Helper()
 	seen := map[string]int{}
 	for _, m := range msgs {
