@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -46,7 +45,6 @@ type App struct {
 	receivers []notifying.Receiver
 	svc       *notifying.Service
 	ops       *ops.Listener
-	addr      atomic.Pointer[string]
 	group     *lifecycle.Group
 }
 
@@ -89,7 +87,7 @@ func (a *App) parts() *lifecycle.Group {
 		names[i] = r.Name
 	}
 	g.Add(
-		lifecycle.Part{Name: "ops listener", Start: a.listen, Run: a.ops.Serve, Stop: a.ops.Shutdown},
+		lifecycle.Part{Name: "ops listener", Start: a.ops.Listen, Run: a.ops.Serve, Stop: a.ops.Shutdown},
 		lifecycle.Part{Name: "ban consumer",
 			Start: func(context.Context) error {
 				a.log.Info("notifier consuming", zap.String("addr", a.Addr()), zap.String("topic", a.cfg.BansTopic),
@@ -120,16 +118,6 @@ func (a *App) consume(ctx context.Context) error {
 	return a.svc.Run(ctx, rd)
 }
 
-// listen binds the ops listener and records its address for Addr.
-func (a *App) listen(ctx context.Context) error {
-	if err := a.ops.Listen(ctx); err != nil {
-		return err
-	}
-	addr := a.ops.Address()
-	a.addr.Store(&addr)
-	return nil
-}
-
 // Run starts the notifier's parts in order (the ops listener, then the
 // consumer), consumes until ctx ends or a part fails, then stops them in
 // reverse order under cfg.ShutdownTimeout: a window whose digests are not
@@ -142,8 +130,5 @@ func (a *App) Run(ctx context.Context) error { return a.group.Run(ctx) }
 // is bound to, the port chosen for ":0" included, once Run has bound it;
 // "" before. It is safe to call from any goroutine.
 func (a *App) Addr() string {
-	if p := a.addr.Load(); p != nil {
-		return *p
-	}
-	return ""
+	return a.ops.Address()
 }
