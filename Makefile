@@ -12,13 +12,13 @@ all: build
 help:
 	@sed -n 's/^## //p' $(MAKEFILE_LIST)
 
-## build       the binaries in bin/ (limiter, detector, archiver, console, devkafka; loadgen, loginsim, bansummary for the demo)
+## build       the binaries in bin/ (limiter, detector, archiver, notifier, console, devkafka; loadgen, loginsim, bansummary for the demo)
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-## run         the local stack in the foreground (devkafka when no broker answers, archiver, detector, limiter,
-##             console; Redis, Postgres if need be); prints the tokens' files, the console's address and login,
-##             and curl lines to try; Ctrl-C stops it
+## run         the local stack in the foreground (devkafka when no broker answers, archiver, the notifier when
+##             NOTIFY_RECEIVERS_FILE is set, detector, limiter, console; Redis, Postgres if need be); prints the
+##             tokens' files, the console's address and login, and curl lines to try; Ctrl-C stops it
 run: build
 	deploy/local/run.sh
 

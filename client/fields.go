@@ -3,9 +3,10 @@ package client
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"path"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/ratewarden/ratewarden/client/internal/endpoint"
 )
 
 // The fields of a check or a report come from the requests an application
@@ -65,7 +66,7 @@ func wireEndpoint(s string) string {
 	if s == "" {
 		return s
 	}
-	e := escapeText(normalizeEndpoint(s))
+	e := escapeText(endpoint.Normalize(s))
 	w := protectPath(e)
 	if len(w) <= maxEndpoint {
 		return w
@@ -175,78 +176,4 @@ func validMethod(m string) bool {
 		}
 	}
 	return true
-}
-
-// normalizeEndpoint returns the form the limiter's rules and keys see of
-// a request path (endpoint.Normalize; a test holds the two equal):
-// the query and fragment cut, valid percent-escapes decoded once, path
-// parameters (a ';' to the end of its segment) removed, the path cleaned
-// as by path.Clean with a leading '/'. An already clean path is returned
-// without allocating.
-func normalizeEndpoint(raw string) string {
-	if i := strings.IndexAny(raw, "?#"); i >= 0 {
-		raw = raw[:i]
-	}
-	if strings.IndexByte(raw, '%') >= 0 {
-		raw = percentDecode(raw)
-	}
-	if strings.IndexByte(raw, ';') >= 0 {
-		raw = cutPathParams(raw)
-	}
-	if raw == "" || raw[0] != '/' {
-		raw = "/" + raw
-	}
-	return path.Clean(raw)
-}
-
-// cutPathParams removes every ';' and what follows it up to the next '/'.
-func cutPathParams(s string) string {
-	var b strings.Builder
-	b.Grow(len(s))
-	for {
-		i := strings.IndexByte(s, ';')
-		if i < 0 {
-			b.WriteString(s)
-			return b.String()
-		}
-		b.WriteString(s[:i])
-		j := strings.IndexByte(s[i:], '/')
-		if j < 0 {
-			return b.String()
-		}
-		s = s[i+j:]
-	}
-}
-
-// percentDecode decodes every valid %XX once and keeps other bytes as they
-// are.
-func percentDecode(s string) string {
-	var b strings.Builder
-	b.Grow(len(s))
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c == '%' && i+2 < len(s) {
-			hi, ok1 := unhex(s[i+1])
-			lo, ok2 := unhex(s[i+2])
-			if ok1 && ok2 {
-				b.WriteByte(hi<<4 | lo)
-				i += 2
-				continue
-			}
-		}
-		b.WriteByte(c)
-	}
-	return b.String()
-}
-
-func unhex(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	case 'A' <= c && c <= 'F':
-		return c - 'A' + 10, true
-	}
-	return 0, false
 }

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/ratewarden/ratewarden/client/internal/endpoint"
 )
 
 // The client's copies of the limiter's bounds, escape, normalization and
@@ -24,7 +26,7 @@ func limiterView(sent string) (string, bool) {
 	if sent == "" || len(sent) > maxEndpoint || !utf8.ValidString(sent) {
 		return "", false
 	}
-	view := normalizeEndpoint(sent)
+	view := endpoint.Normalize(sent)
 	return view, !hasControl(view)
 }
 
@@ -44,7 +46,7 @@ func checkWireEndpoint(t *testing.T, raw string) {
 	if !ok {
 		t.Fatalf("wireEndpoint(%q) = %q (%d bytes): the limiter refuses it", raw, sent, len(sent))
 	}
-	envoy := escapeText(normalizeEndpoint(raw))
+	envoy := escapeText(endpoint.Normalize(raw))
 	if view == envoy {
 		return
 	}

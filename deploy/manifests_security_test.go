@@ -58,6 +58,12 @@ func manifestNetworkPolicyProblems(objs []manifestKubeObject) []string {
 			if cmd := manifestStrings(manifestAt(c, "command")); len(cmd) > 0 {
 				p.binary = filepath.Base(cmd[0])
 			}
+			if _, other := manifestOther(manifestStr(manifestAt(c, "image"))); other {
+				// Another image's port is where Prometheus scrapes it
+				// (Alertmanager's also takes Prometheus's alerts).
+				p.binary, p.listen = "", manifestStr(manifestAt(d.doc, "spec", "template", "metadata", "annotations", "prometheus.io/port"))
+				continue
+			}
 			env, _ := manifestContainerEnv(objs, c)
 			p.listen, p.ops = manifestPort(env["LISTEN_ADDR"]), manifestPort(env["OPS_LISTEN_ADDR"])
 			p.grpc = manifestPort(env["GRPC_LISTEN_ADDR"])

@@ -35,6 +35,22 @@ const (
 	manifestKustomizeRel = "kustomization.yaml"
 )
 
+// manifestOtherImages are the images of the Kubernetes deployment that are
+// not ratewarden's, with the paths of their readiness and liveness probes.
+var manifestOtherImages = map[string]manifestOtherImage{
+	"prom/alertmanager": {ready: "/-/ready", healthy: "/-/healthy"},
+}
+
+type manifestOtherImage struct{ ready, healthy string }
+
+// manifestOther returns what is known of image when it is not
+// ratewarden's, and whether it is such a known image.
+func manifestOther(image string) (manifestOtherImage, bool) {
+	repo, _, _ := strings.Cut(image, ":")
+	o, ok := manifestOtherImages[repo]
+	return o, ok
+}
+
 // manifestRuntimeEnv are read by the Go runtime, not by internal/config.
 var manifestRuntimeEnv = []string{"GOMAXPROCS", "GOMEMLIMIT", "GOGC", "GODEBUG"}
 
@@ -49,7 +65,7 @@ type manifestConfig struct {
 
 // manifestServices are the processes the image runs from internal/config's
 // table; loadgen reads flags only.
-var manifestServices = []config.Process{config.LimiterProcess, config.DetectorProcess, config.ArchiverProcess, config.ConsoleProcess}
+var manifestServices = []config.Process{config.LimiterProcess, config.DetectorProcess, config.ArchiverProcess, config.NotifierProcess, config.ConsoleProcess}
 
 // manifestLoadConfig asks internal/config's table which variables each
 // service reads, and its default LISTEN_ADDR.

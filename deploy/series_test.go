@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,10 +21,10 @@ import (
 )
 
 // obsServices are the processes Prometheus scrapes, by job name.
-var obsServices = []string{"limiter", "detector", "archiver"}
+var obsServices = []string{"limiter", "detector", "archiver", "notifier"}
 
-// TestObservabilitySeriesAtStart starts the limiter, the detector and the
-// archiver as built from cmd/, with the example rules and the default
+// TestObservabilitySeriesAtStart starts the limiter, the detector, the
+// archiver and the notifier as built from cmd/, with the example rules and the default
 // topics, against the local Redis and Postgres and an embedded broker. Right
 // after each is ready, before any traffic, it scrapes /metrics; then every
 // selector of the alerts and of the dashboard must select a series of
@@ -81,9 +80,16 @@ func startAndScrape(t *testing.T) []series {
 		"RULES_FILE=" + rules,
 		"DETECTOR_GROUP_ID=series-detector-" + stamp,
 		"ARCHIVER_GROUP_ID=series-archiver-" + stamp,
+		"NOTIFY_GROUP_ID=series-notifier-" + stamp,
+		// The compose file's receivers: never posted to, as no ban comes.
+		"NOTIFY_RECEIVERS_FILE=" + filepath.Join(filepath.Dir(rules), "compose", "receivers.example.yaml"),
 		"LOG_FORMAT=json",
 	}
-	bins := buildServices(t)
+	var pkgs []string
+	for _, name := range obsServices {
+		pkgs = append(pkgs, "../cmd/"+name)
+	}
+	bins := proctest.Build(t, pkgs...)
 	var out []series
 	for _, name := range obsServices {
 		addr := startService(t, filepath.Join(bins, name), env)
@@ -92,48 +98,16 @@ func startAndScrape(t *testing.T) []series {
 	return out
 }
 
-// buildServices builds the services into a temporary directory.
-func buildServices(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	args := []string{"build", "-o", dir + string(filepath.Separator)}
-	for _, name := range obsServices {
-		args = append(args, "../cmd/"+name)
-	}
-	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return dir
-}
-
 // startService runs bin with env on a free LISTEN_ADDR until the test ends
 // (SIGTERM, then SIGKILL after 10 s) and returns its address once /readyz
 // answers 200, however long the machine takes.
 func startService(t *testing.T, bin string, env []string) string {
 	t.Helper()
 	addr := proctest.FreeAddr(t)
-	var out proctest.Output
 	cmd := exec.Command(bin)
 	// The limiter's gRPC port is chosen by the kernel (the others ignore it).
 	cmd.Env = append(append(os.Environ(), env...), "LISTEN_ADDR="+addr, "GRPC_LISTEN_ADDR=127.0.0.1:0")
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("--- %s output ---\n%s", filepath.Base(bin), out.String())
-		}
-	})
+	done, out := proctest.Run(t, cmd)
 	// No deadline of its own: only the test's, less a margin to report.
 	var giveUp <-chan time.Time
 	if d, ok := t.Deadline(); ok {

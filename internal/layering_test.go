@@ -22,7 +22,7 @@ const module = "github.com/ratewarden/ratewarden/"
 var pure = []string{
 	"internal/rules", "internal/decide", "internal/abuse", "internal/event", "internal/lease",
 	"internal/rlsconfig", "internal/accesslog", "internal/yamlkeys", "internal/ipprefix",
-	"internal/userid", "internal/evict", "internal/jsonwire", "internal/endpoint",
+	"internal/userid", "internal/evict", "internal/jsonwire", "internal/endpoint", "internal/digest",
 }
 
 // drivers are the clients of the servers, the logger and the metrics
@@ -85,6 +85,17 @@ var layers = []layer{
 		forbidden: []string{"github.com/redis/", "github.com/segmentio/kafka-go", "github.com/twmb/franz-go",
 			module + "internal/redisstore", module + "internal/redisfleet", module + "internal/kafkabus", module + "internal/limiter"},
 		why: "the console reads the archive (Postgres) and acts through the limiters' admin API: the enforcement path stays theirs",
+	},
+	{
+		name: "the notifier links no Redis, no database and no rules engine", from: []string{"cmd/notifier", "internal/notifier"},
+		forbidden: []string{"github.com/redis/", "github.com/jackc/pgx", module + "internal/redisstore", module + "internal/redisfleet",
+			module + "internal/redisabuse", module + "internal/pgstore", module + "internal/rules", module + "internal/abuse"},
+		why: "the notifier reads the bans topic and posts to webhooks: nothing else would only weigh on its binary",
+	},
+	{
+		name: "the notifier's core reads Kafka through its own interface", from: []string{"internal/notifier"},
+		forbidden: []string{module + "internal/kafkabus", "github.com/segmentio/kafka-go"},
+		why:       "the assembly (internal/app/notifier) hands it kafkabus's group reader; the core is tested without a broker",
 	},
 	{
 		name: "the detector's Redis state does not depend on the fleet's", from: []string{"internal/redisabuse"},

@@ -10,7 +10,8 @@
 --                        set's newest sighting is its highest score
 -- KEYS[k+2] introducers: hash, member -> event id that brought it in,
 --                        absent when that event id is the member itself;
---                        field '' -> event id of the set's last crossing
+--                        field '' -> event id of the set's crossing, gone
+--                        once the count is back at or under the threshold
 --                        (members are never empty)
 -- KEYS[k+3] groups:      sorted set, group -> its latest sighting ms (only
 --                        for adds with a group)
@@ -42,10 +43,16 @@
 --   - a kept member only moves forward in time; it is introduced when its
 --     introducer is this event, and crossed when it also is the set's last
 --     crossing: a redelivered event answers as it did the first time;
+--   - when the count (before this add's sighting) is threshold or less,
+--     the set forgets its crossing;
 --   - a new member within the window is kept with this event as its
 --     introducer; over cap, the least recently seen member goes (ZPOPMIN:
 --     by time, then member), possibly the new one; the add crossed when the
---     count went from threshold or less to more, and the set remembers it;
+--     count is over threshold and the set has no crossing (it went from
+--     threshold or less to more, or a lowered threshold finds it over), and
+--     the set remembers it; but a new member that finds the set already
+--     over threshold and without a crossing (a reload lowered threshold,
+--     and cap with it) pushes out no member and no group;
 --   - with a group, a sighting within the window moves the group forward
 --     (or adds it; over cap, the least recently seen group goes), and the
 --     count is the groups kept;
@@ -129,6 +136,13 @@ local function add(km, ki, kg, kt, ts_arg, member, event_id, window, cap, thresh
       call('ZREMRANGEBYSCORE', kg, '-inf', bound)
       groups = call('ZCARD', kg)
     end
+    local members = call('ZCARD', km)
+    local before = members
+    if grouped then before = groups end
+    -- Back at or under the threshold in force: the crossing is over, and
+    -- the next introduction over the threshold crosses again (also when a
+    -- reload lowered the threshold under a count that never went down).
+    if before <= threshold then call('HDEL', ki, '') end
     local kept = call('ZSCORE', km, member)
     if kept then
       if ts > tonumber(kept) then call('ZADD', km, ts_arg, member) end
@@ -138,14 +152,15 @@ local function add(km, ki, kg, kt, ts_arg, member, event_id, window, cap, thresh
         introduced = 1
         if call('HGET', ki, '') == event_id then crossed = 1 end
       end
-      if grouped then count = groups else count = call('ZCARD', km) end
+      if grouped then count = groups else count = members end
     elseif ts >= from then
-      local members = call('ZCARD', km)
-      local before = members
-      if grouped then before = groups end
+      local room, group_room = cap, cap
+      -- Over a threshold lowered under the count, and not crossed: this add
+      -- crosses, and pushes nothing out, so the crossing answers every member.
+      if before > threshold and call('HEXISTS', ki, '') == 0 then room, group_room = members + 1, groups + 1 end
       call('ZADD', km, ts_arg, member)
       if member ~= event_id then call('HSET', ki, member, event_id) end
-      if members < cap then
+      if members < room then
         members = members + 1
       else
         local gone = call('ZPOPMIN', km)
@@ -153,18 +168,16 @@ local function add(km, ki, kg, kt, ts_arg, member, event_id, window, cap, thresh
       end
       count = members
       if grouped then
-        groups = sight(kg, group, ts_arg, cap, groups)
+        groups = sight(kg, group, ts_arg, group_room, groups)
         count = groups
       end
       introduced = 1
-      if before <= threshold and count > threshold then
+      if count > threshold and call('HEXISTS', ki, '') == 0 then
         crossed = 1
         call('HSET', ki, '', event_id)
       end
-    elseif grouped then
-      count = groups
     else
-      count = call('ZCARD', km)
+      count = before
     end
     call('PEXPIRE', km, ttl)
     call('PEXPIRE', ki, ttl)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the local stack in the foreground on local defaults: devkafka (unless a
-# broker already answers at KAFKA_BROKERS), the archiver, the detector, the
-# limiter and the console. When Redis or Postgres does not answer at its URL, a private
+# broker already answers at KAFKA_BROKERS), the archiver, the notifier when
+# NOTIFY_RECEIVERS_FILE names its receivers (a local run has no webhook to
+# post to otherwise), the detector, the limiter and the console. When Redis or Postgres does not answer at its URL, a private
 # instance is started under .local/run/ (git-ignored) if its server is
 # installed; if not, the script stops and says what to install. Everything
 # listens on 127.0.0.1 unless you say otherwise; the tokens are made once,
@@ -19,6 +20,7 @@ export LOG_FORMAT=${LOG_FORMAT:-console}
 LIMITER_ADDR=${LIMITER_ADDR:-127.0.0.1:8080}
 DETECTOR_ADDR=${DETECTOR_ADDR:-127.0.0.1:8081}
 ARCHIVER_ADDR=${ARCHIVER_ADDR:-127.0.0.1:8082}
+NOTIFIER_ADDR=${NOTIFIER_ADDR:-127.0.0.1:8084}
 CONSOLE_ADDR=${CONSOLE_ADDR:-127.0.0.1:8085}
 export GRPC_LISTEN_ADDR=${GRPC_LISTEN_ADDR:-127.0.0.1:8083}
 state=.local/run
@@ -137,7 +139,9 @@ wait_for() {
 # Something already listening where a service of this run would is most
 # likely another make run: the service would fail to start, or worse, this
 # run would talk to the other one.
-for pair in "LIMITER_ADDR=$LIMITER_ADDR" "GRPC_LISTEN_ADDR=$GRPC_LISTEN_ADDR" "DETECTOR_ADDR=$DETECTOR_ADDR" "ARCHIVER_ADDR=$ARCHIVER_ADDR" "CONSOLE_ADDR=$CONSOLE_ADDR"; do
+listeners=("LIMITER_ADDR=$LIMITER_ADDR" "GRPC_LISTEN_ADDR=$GRPC_LISTEN_ADDR" "DETECTOR_ADDR=$DETECTOR_ADDR" "ARCHIVER_ADDR=$ARCHIVER_ADDR" "CONSOLE_ADDR=$CONSOLE_ADDR")
+if [ -n "${NOTIFY_RECEIVERS_FILE:-}" ]; then listeners+=("NOTIFIER_ADDR=$NOTIFIER_ADDR"); fi
+for pair in "${listeners[@]}"; do
 	addr=${pair#*=}
 	if [ "$addr" != off ] && answers "$addr"; then
 		echo "run: something already listens on $addr (${pair%%=*}): stop it (another make run?) or set ${pair%%=*}" >&2
@@ -198,6 +202,16 @@ LISTEN_ADDR=$ARCHIVER_ADDR setsid bin/archiver &
 pids+=($!) names+=(archiver)
 wait_for "$ARCHIVER_ADDR" archiver $!
 
+# The notifier posts the bans and warnings to the webhooks of
+# NOTIFY_RECEIVERS_FILE (docs/ban-notifications.md); without it, none.
+notifier_line=""
+if [ -n "${NOTIFY_RECEIVERS_FILE:-}" ]; then
+	LISTEN_ADDR=$NOTIFIER_ADDR setsid bin/notifier &
+	pids+=($!) names+=(notifier)
+	wait_for "$NOTIFIER_ADDR" notifier $!
+	notifier_line="  notifier: $NOTIFIER_ADDR, receivers in $NOTIFY_RECEIVERS_FILE"
+fi
+
 LISTEN_ADDR=$DETECTOR_ADDR setsid bin/detector &
 pids+=($!) names+=(detector)
 wait_for "$DETECTOR_ADDR" detector $!
@@ -229,7 +243,8 @@ cat <<MSG
 ratewarden is running.
   $api_from
   $admin_from
-  gRPC (Envoy's rate limit API): $GRPC_LISTEN_ADDR
+  gRPC (Envoy's rate limit API): $GRPC_LISTEN_ADDR${notifier_line:+
+$notifier_line}
   console:     $console (user operator, password in $console_password; users in $console_users)
 Try:
   curl -s -H "Authorization: Bearer $api_hint" -X POST $api/v1/check -d '{"ip":"203.0.113.7","endpoint":"/api/login","method":"POST"}'

@@ -73,8 +73,12 @@ type DistinctCount struct {
 	// member is still kept; a member seen again by another event is not
 	// introduced. A sighting older than the window introduces nothing.
 	Introduced bool
-	// Crossed: Introduced, and the introduction took Count from Threshold
-	// or less to more (a redelivery of that event answers the same).
+	// Crossed: Introduced, Count is over Threshold, and the set had not
+	// crossed since it was last found at Threshold or less (by this add,
+	// before its sighting, or an earlier one): the introduction took Count
+	// from Threshold or less to more, or found the set over a Threshold
+	// lowered (by a reload) under a count that had not crossed it. A
+	// redelivery of that event answers the same.
 	Crossed bool
 	// First and Last bound the members' latest sightings when Count >
 	// Threshold (zero times otherwise).

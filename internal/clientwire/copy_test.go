@@ -12,7 +12,7 @@ import (
 // for their package comment and the import path of each other. So the
 // limiter's tests of those packages are theirs too: the copies carry none.
 func TestClientCopiesAreTheLimiters(t *testing.T) {
-	for _, f := range []string{"jsonwire/append.go", "jsonwire/parse.go", "clientaddr/clientaddr.go", "ipprefix/ipprefix.go"} {
+	for _, f := range []string{"jsonwire/append.go", "jsonwire/parse.go", "clientaddr/clientaddr.go", "ipprefix/ipprefix.go", "endpoint/normalize.go"} {
 		mine := code(t, filepath.Join("..", "..", "client", "internal", f))
 		theirs := code(t, filepath.Join("..", f))
 		theirs = strings.ReplaceAll(theirs, `"github.com/ratewarden/ratewarden/internal/`, `"github.com/ratewarden/ratewarden/client/internal/`)

@@ -22,12 +22,13 @@ const (
 	LimiterProcess  Process = "limiter"
 	DetectorProcess Process = "detector"
 	ArchiverProcess Process = "archiver"
+	NotifierProcess Process = "notifier"
 	DevKafkaProcess Process = "devkafka"
 	ConsoleProcess  Process = "console"
 )
 
 // Processes lists the processes in the order of the documentation.
-var Processes = []Process{LimiterProcess, DetectorProcess, ArchiverProcess, ConsoleProcess, DevKafkaProcess}
+var Processes = []Process{LimiterProcess, DetectorProcess, ArchiverProcess, NotifierProcess, ConsoleProcess, DevKafkaProcess}
 
 // Var is one row of the table: an environment variable as the processes in
 // Readers read it. A variable whose default or meaning differs between
@@ -107,6 +108,7 @@ type dest struct {
 	limiter  *Limiter
 	detector *Detector
 	archiver *Archiver
+	notifier *Notifier
 	devKafka *DevKafka
 	console  *Console
 }
@@ -129,6 +131,10 @@ func inDetector[T any](f func(*Detector) *T) field[T] {
 
 func inArchiver[T any](f func(*Archiver) *T) field[T] {
 	return func(d *dest) *T { return via(d.archiver, f) }
+}
+
+func inNotifier[T any](f func(*Notifier) *T) field[T] {
+	return func(d *dest) *T { return via(d.notifier, f) }
 }
 
 func inConsole[T any](f func(*Console) *T) field[T] {

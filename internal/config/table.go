@@ -8,20 +8,24 @@ import (
 
 // table is every variable any process reads, one row per variable and
 // group of processes; the order is the documentation's.
-var table = slices.Concat(serviceVars, limiterVars, xdsVars, consumerVars, consoleVars, devKafkaVars)
+var table = slices.Concat(serviceVars, limiterVars, xdsVars, consumerVars, notifierVars, consoleVars, devKafkaVars)
 
 // The groups of processes rows are read by.
 var (
 	limiterOnly  = []Process{LimiterProcess}
 	detectorOnly = []Process{DetectorProcess}
 	archiverOnly = []Process{ArchiverProcess}
+	notifierOnly = []Process{NotifierProcess}
 	devKafkaOnly = []Process{DevKafkaProcess}
 	consoleOnly  = []Process{ConsoleProcess}
 	// redisUsers use Redis and the rules file.
 	redisUsers = []Process{LimiterProcess, DetectorProcess}
 	services   = []Process{LimiterProcess, DetectorProcess, ArchiverProcess}
-	// processes are the services and the console: they log and stop alike.
-	processes = []Process{LimiterProcess, DetectorProcess, ArchiverProcess, ConsoleProcess}
+	// banReaders are the services and the notifier, which reads the bans
+	// topic alone.
+	banReaders = []Process{LimiterProcess, DetectorProcess, ArchiverProcess, NotifierProcess}
+	// processes are those and the console: they log and stop alike.
+	processes = []Process{LimiterProcess, DetectorProcess, ArchiverProcess, NotifierProcess, ConsoleProcess}
 )
 
 // hostname is INSTANCE_ID's default: the host name, else the process's.
@@ -44,6 +48,9 @@ var serviceVars = []Var{
 	{Name: "LISTEN_ADDR", Default: ":8082", Readers: archiverOnly,
 		Meaning: "`/metrics`, `/healthz`, `/readyz` (ready when Postgres and Kafka answer)",
 		load:    bind(inArchiver(func(c *Archiver) *string { return &c.ListenAddr }), listenAddr)},
+	{Name: "LISTEN_ADDR", Default: ":8084", Readers: notifierOnly,
+		Meaning: "`/metrics`, `/healthz`, `/readyz` (ready when Kafka answers)",
+		load:    bind(inNotifier(func(c *Notifier) *string { return &c.ListenAddr }), listenAddr)},
 
 	{Name: "REDIS_URL", Default: "redis://127.0.0.1:6379/0", Readers: redisUsers,
 		Meaning: "Redis for decisions (and the detector's windows and bans)",
@@ -68,13 +75,13 @@ var serviceVars = []Var{
 		Meaning: "deadline of one Redis call, raised to `2s` when shorter: detection batches are pipelined and on no request's path",
 		load:    bind(inCommon(func(c *Common) *time.Duration { return &c.RedisTimeout }), positiveDuration)},
 
-	{Name: "KAFKA_BROKERS", Default: "127.0.0.1:9092", Readers: services,
+	{Name: "KAFKA_BROKERS", Default: "127.0.0.1:9092", Readers: banReaders,
 		Meaning: "comma-separated brokers",
 		load:    bind(inCommon(func(c *Common) *[]string { return &c.KafkaBrokers }), hostPorts)},
 	{Name: "DECISIONS_TOPIC", Default: "ratelimit.decisions", Readers: services,
 		Meaning: "topic of the decision events",
 		load:    bind(inCommon(func(c *Common) *string { return &c.DecisionsTopic }), text)},
-	{Name: "BANS_TOPIC", Default: "ratelimit.bans", Readers: services,
+	{Name: "BANS_TOPIC", Default: "ratelimit.bans", Readers: banReaders,
 		Meaning: "topic of bans, unbans and warnings",
 		load:    bind(inCommon(func(c *Common) *string { return &c.BansTopic }), text)},
 	{Name: "OUTCOMES_TOPIC", Default: "ratelimit.outcomes", Readers: services,

@@ -17,6 +17,8 @@ func load(p Process, getenv func(string) string) error {
 		_, err = LoadDetector(getenv)
 	case ArchiverProcess:
 		_, err = LoadArchiver(getenv)
+	case NotifierProcess:
+		_, err = LoadNotifier(getenv)
 	case DevKafkaProcess:
 		_, err = LoadDevKafka(nil, getenv)
 	case ConsoleProcess:
@@ -102,6 +104,10 @@ func TestSharedRowsReachEveryReader(t *testing.T) {
 	a, err := LoadArchiver(env)
 	if err != nil || a.KafkaBrokers[0] != "k:9092" || a.LogLevel != "debug" || a.RedisURL != "" || a.DatabaseURL != "postgres://db/x" {
 		t.Fatalf("archiver: %+v %v", a, err)
+	}
+	n, err := LoadNotifier(env)
+	if err != nil || n.KafkaBrokers[0] != "k:9092" || n.LogLevel != "debug" || n.RedisURL != "" || n.BansTopic != "ratelimit.bans" || n.ListenAddr != ":8084" {
+		t.Fatalf("notifier: %+v %v", n, err)
 	}
 	if a.ListenAddr != ":8082" || d.ListenAddr != ":8081" || l.ListenAddr != ":8080" {
 		t.Fatalf("listen defaults %q %q %q", l.ListenAddr, d.ListenAddr, a.ListenAddr)

@@ -21,6 +21,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 	"github.com/ratewarden/ratewarden/internal/testkit/proctest"
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
 // undecidableRules: /login is refused while Redis is down, /api/** is
@@ -53,7 +54,7 @@ func TestClientDenyRuleUndecidable(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, port, _ := net.SplitHostPort(proctest.FreeAddr(t))
-	rds := startOutageRedis(t, port)
+	rds := redistest.StartServerAt(t, "127.0.0.1:"+port)
 	broker := kafkatest.StartBroker(t, decisionsTopic, bansTopic, outcomesTopic)
 	lim := start(t, "limiter", map[string]string{
 		"REDIS_URL":             "redis://127.0.0.1:" + port + "/0",
@@ -81,7 +82,7 @@ func TestClientDenyRuleUndecidable(t *testing.T) {
 		t.Fatalf("Redis up: %d, served %d times", rec.Code, served.Load())
 	}
 
-	rds.kill()
+	rds.Kill()
 	testkit.WaitFor(t, 10*time.Second, "mode local", func() bool { return readyMode(t, lim) == "local" })
 	served.Store(0)
 	before := c.Stats()

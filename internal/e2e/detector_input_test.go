@@ -17,6 +17,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 	"github.com/ratewarden/ratewarden/internal/testkit/proctest"
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
 // ipsOverPartitions returns n client IPs whose events (keyed by IP, with
@@ -169,7 +170,7 @@ func TestPoisonMessagesDoNotWedgeTheDetector(t *testing.T) {
 func TestDetectorHoldsOffsetsWhileRedisIsDown(t *testing.T) {
 	e := newEnv(t)
 	_, port, _ := net.SplitHostPort(proctest.FreeAddr(t))
-	rds := startOutageRedis(t, port)
+	rds := redistest.StartServerAt(t, "127.0.0.1:"+port)
 	e.vars["REDIS_URL"] = "redis://127.0.0.1:" + port + "/0"
 	detector := e.start("detector")
 	group := e.vars["DETECTOR_GROUP_ID"]
@@ -177,7 +178,7 @@ func TestDetectorHoldsOffsetsWhileRedisIsDown(t *testing.T) {
 	produceByIP(t, e, []event.Decision{allowed(now, "limiter-1", "198.51.100.10", "/api/books/1")})
 	waitConsuming(t, detector, 1)
 
-	rds.kill()
+	rds.Kill()
 	const scanner = "203.0.113.68"
 	var scan []event.Decision
 	for i := range 60 {
@@ -200,7 +201,7 @@ func TestDetectorHoldsOffsetsWhileRedisIsDown(t *testing.T) {
 		t.Fatalf("%v events skipped during a Redis outage, want none", n)
 	}
 
-	startOutageRedis(t, port)
+	redistest.StartServerAt(t, "127.0.0.1:"+port)
 	if b := bans(t, e, 1)[0]; b.Subject != scanner || b.Reason != "scan" {
 		t.Fatalf("ban after Redis returned: %+v, want the scanner's scan ban", b)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 	"github.com/ratewarden/ratewarden/internal/testkit/proctest"
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
 // leaseOutageMaxUnits is the max_units of the rules below.
@@ -81,7 +82,7 @@ func TestLeaseOutlivesRedis(t *testing.T) {
 		t.Skip("a private redis-server killed mid-test")
 	}
 	_, port, _ := net.SplitHostPort(proctest.FreeAddr(t))
-	rds := startOutageRedis(t, port)
+	rds := redistest.StartServerAt(t, "127.0.0.1:"+port)
 	broker := kafkatest.StartBroker(t, decisionsTopic, bansTopic, outcomesTopic)
 	lim := start(t, "limiter", map[string]string{
 		"REDIS_URL":             "redis://127.0.0.1:" + port + "/0",
@@ -123,7 +124,7 @@ func TestLeaseOutlivesRedis(t *testing.T) {
 	}
 
 	killed := time.Now()
-	rds.kill()
+	rds.Kill()
 	testkit.WaitFor(t, 5*time.Second, "/readyz mode local", func() bool { return readyMode(t, lim) == "local" })
 
 	httpc := &http.Client{Timeout: 2 * time.Second}

@@ -36,7 +36,7 @@ func binary(t *testing.T, name string) string {
 		if buildErr != nil {
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", binDir+"/", "../../cmd/limiter", "../../cmd/detector", "../../cmd/archiver", "../../cmd/devkafka")
+		cmd := exec.Command("go", "build", "-o", binDir+"/", "../../cmd/limiter", "../../cmd/detector", "../../cmd/archiver", "../../cmd/notifier", "../../cmd/devkafka")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}

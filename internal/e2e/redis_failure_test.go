@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -17,11 +16,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 	"github.com/ratewarden/ratewarden/internal/testkit/proctest"
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
 const outageRules = `
@@ -48,44 +46,6 @@ rules:
     on_redis_failure: deny
 `
 
-// outageRedis is a private redis-server on a fixed loopback port, so it can
-// be killed and started again at the same address.
-type outageRedis struct {
-	port string
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-func startOutageRedis(t *testing.T, port string) *outageRedis {
-	t.Helper()
-	r := &outageRedis{port: port, done: make(chan struct{})}
-	r.cmd = exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
-	if err := r.cmd.Start(); err != nil {
-		t.Skipf("redis-server: %v", err)
-	}
-	go func() { _ = r.cmd.Wait(); close(r.done) }()
-	t.Cleanup(r.kill)
-	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + port})
-	defer c.Close()
-	testkit.WaitFor(t, 5*time.Second, "redis-server on port "+port, func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-		defer cancel()
-		return c.Ping(ctx).Err() == nil
-	})
-	return r
-}
-
-// kill sends SIGKILL to the server's PID and waits for it.
-func (r *outageRedis) kill() {
-	select {
-	case <-r.done:
-		return
-	default:
-	}
-	_ = r.cmd.Process.Kill()
-	<-r.done
-}
-
 // outageTally counts the answers of the load, by rule.
 type outageTally struct {
 	mu          sync.Mutex
@@ -104,7 +64,7 @@ func TestRedisKilledUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, port, _ := net.SplitHostPort(proctest.FreeAddr(t))
-	rds := startOutageRedis(t, port)
+	rds := redistest.StartServerAt(t, "127.0.0.1:"+port)
 	broker := kafkatest.StartBroker(t, decisionsTopic, bansTopic, outcomesTopic)
 	lim := start(t, "limiter", map[string]string{
 		"REDIS_URL":              "redis://127.0.0.1:" + port + "/0",
@@ -147,7 +107,7 @@ func TestRedisKilledUnderLoad(t *testing.T) {
 
 	time.Sleep(500 * time.Millisecond)
 	killed := time.Now()
-	rds.kill()
+	rds.Kill()
 	testkit.WaitFor(t, 5*time.Second, "/readyz mode local", func() bool { return readyMode(t, lim) == "local" })
 	t.Logf("mode local %v after the kill", time.Since(killed).Round(time.Millisecond))
 	if g := modeGauge(t, lim); g["local"] != 1 || g["redis"] != 0 || g["permissive"] != 0 {
@@ -156,7 +116,7 @@ func TestRedisKilledUnderLoad(t *testing.T) {
 	time.Sleep(2 * time.Second) // the outage, under load
 
 	restarted := time.Now()
-	startOutageRedis(t, port)
+	redistest.StartServerAt(t, "127.0.0.1:"+port)
 	testkit.WaitFor(t, 5*time.Second, "/readyz mode redis", func() bool { return readyMode(t, lim) == "redis" })
 	t.Logf("mode redis %v after the restart", time.Since(restarted).Round(time.Millisecond))
 	if g := modeGauge(t, lim); g["redis"] != 1 || g["local"] != 0 {

@@ -24,6 +24,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/testkit/eventschema"
 	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 	"github.com/ratewarden/ratewarden/internal/testkit/proctest"
+	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
 // rlsDir writes files (name → envoyproxy/ratelimit YAML) into a new
@@ -244,7 +245,7 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 1000000, on_redis_failure: deny}
 `})
 	_, port, _ := net.SplitHostPort(proctest.FreeAddr(t))
-	rds := startOutageRedis(t, port)
+	rds := redistest.StartServerAt(t, "127.0.0.1:"+port)
 	broker := kafkatest.StartBroker(t, decisionsTopic, bansTopic, outcomesTopic)
 	lim := start(t, "limiter", map[string]string{
 		"REDIS_URL":              "redis://127.0.0.1:" + port + "/0",
@@ -302,12 +303,12 @@ descriptors:
 	defer func() { stop(); wg.Wait() }()
 
 	time.Sleep(500 * time.Millisecond)
-	rds.kill()
+	rds.Kill()
 	testkit.WaitFor(t, 5*time.Second, "/readyz mode local", func() bool { return readyMode(t, lim) == "local" })
 	outage.Store(true)
 	time.Sleep(2 * time.Second)
 	outage.Store(false)
-	startOutageRedis(t, port)
+	redistest.StartServerAt(t, "127.0.0.1:"+port)
 	testkit.WaitFor(t, 5*time.Second, "/readyz mode redis", func() bool { return readyMode(t, lim) == "redis" })
 	stop()
 	wg.Wait()

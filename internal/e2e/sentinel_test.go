@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -19,48 +18,16 @@ import (
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
-// redisServer is a private redis-server process, killed by PID when the
-// test ends.
-type redisServer struct {
-	addr string
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-func startRedisServer(t *testing.T, args ...string) *redisServer {
+// startRedisServer starts a private redis-server (redistest.Server) with
+// args, on a free port, replicating without delay.
+func startRedisServer(t *testing.T, args ...string) *redistest.Server {
 	t.Helper()
-	s := &redisServer{addr: proctest.FreeAddr(t), done: make(chan struct{})}
-	_, port, _ := net.SplitHostPort(s.addr)
-	dir := t.TempDir()
-	args = append(args, "--port", port, "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "no",
-		"--logfile", filepath.Join(dir, "redis.log"), "--repl-diskless-sync-delay", "0")
-	s.cmd = exec.Command("redis-server", args...)
-	if err := s.cmd.Start(); err != nil {
-		t.Fatalf("redis-server: %v", err)
-	}
-	go func() { _ = s.cmd.Wait(); close(s.done) }()
-	t.Cleanup(func() {
-		s.kill()
-		if t.Failed() {
-			log, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
-			t.Logf("--- redis-server %s log ---\n%s", s.addr, log)
-		}
-	})
-	c := s.client(t)
-	testkit.WaitFor(t, 5*time.Second, "redis-server on "+s.addr, func() bool {
-		return c.Ping(context.Background()).Err() == nil
-	})
-	return s
+	return redistest.StartServerAt(t, proctest.FreeAddr(t), append(args, "--repl-diskless-sync-delay", "0")...)
 }
 
-// kill sends SIGKILL and waits for the exit.
-func (s *redisServer) kill() {
-	_ = s.cmd.Process.Kill()
-	<-s.done
-}
-
-func (s *redisServer) client(t *testing.T) *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: s.addr, DialTimeout: 500 * time.Millisecond,
+// clientOf is a client of s that gives up fast, closed when the test ends.
+func clientOf(t *testing.T, s *redistest.Server) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, DialTimeout: 500 * time.Millisecond,
 		ReadTimeout: time.Second, MaxRetries: -1})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
@@ -81,10 +48,10 @@ func countKeys(c *redis.Client, prefix string) int {
 func TestLimiterFollowsSentinelFailover(t *testing.T) {
 	e := newEnv(t)
 	primary := startRedisServer(t)
-	replica := startRedisServer(t, "--replicaof", "127.0.0.1", strings.Split(primary.addr, ":")[1])
+	replica := startRedisServer(t, "--replicaof", "127.0.0.1", strings.Split(primary.Addr, ":")[1])
 	const master = "m"
 	conf := filepath.Join(t.TempDir(), "sentinel.conf")
-	primaryHost, primaryPort, _ := net.SplitHostPort(primary.addr)
+	primaryHost, primaryPort, _ := net.SplitHostPort(primary.Addr)
 	if err := os.WriteFile(conf, []byte(fmt.Sprintf(`sentinel resolve-hostnames no
 sentinel monitor %[1]s %[2]s %[3]s 1
 sentinel down-after-milliseconds %[1]s 500
@@ -93,9 +60,9 @@ sentinel failover-timeout %[1]s 2000
 		t.Fatal(err)
 	}
 	sentinel := startRedisServer(t, conf, "--sentinel")
-	sc := redis.NewSentinelClient(&redis.Options{Addr: sentinel.addr, DialTimeout: 500 * time.Millisecond})
+	sc := redis.NewSentinelClient(&redis.Options{Addr: sentinel.Addr, DialTimeout: 500 * time.Millisecond})
 	t.Cleanup(func() { _ = sc.Close() })
-	rc := replica.client(t)
+	rc := clientOf(t, replica)
 	testkit.WaitFor(t, 10*time.Second, "the replica to sync and the sentinel to know it", func() bool {
 		replicas, err := sc.Replicas(context.Background(), master).Result()
 		return err == nil && len(replicas) == 1 && redistest.Info(rc, "replication", "master_link_status") == "up"
@@ -111,7 +78,7 @@ sentinel failover-timeout %[1]s 2000
 	limiter := e.start("limiter",
 		// Unreachable on purpose: only Sentinel leads to the primary.
 		"REDIS_URL", "redis://127.0.0.1:1/0",
-		"REDIS_SENTINEL_ADDRS", sentinel.addr,
+		"REDIS_SENTINEL_ADDRS", sentinel.Addr,
 		"REDIS_SENTINEL_MASTER", master,
 		"REDIS_KEY_PREFIX", prefix,
 		"REDIS_TIMEOUT", "100ms",
@@ -128,15 +95,15 @@ sentinel failover-timeout %[1]s 2000
 		answers = append(answers, a)
 		mu.Unlock()
 	})
-	pc := primary.client(t)
+	pc := clientOf(t, primary)
 	testkit.WaitFor(t, 5*time.Second, "decisions in Redis on the first primary (is cmd/limiter wired for REDIS_SENTINEL_*?)", func() bool { return countKeys(pc, prefix) > 0 })
 
 	killed := time.Now()
-	primary.kill()
+	primary.Kill()
 	var promoted time.Time
 	testkit.WaitFor(t, 15*time.Second, "the sentinel to promote the replica", func() bool {
 		addr, err := sc.GetMasterAddrByName(context.Background(), master).Result()
-		if err == nil && net.JoinHostPort(addr[0], addr[1]) == replica.addr && redistest.Info(rc, "replication", "role") == "master" {
+		if err == nil && net.JoinHostPort(addr[0], addr[1]) == replica.Addr && redistest.Info(rc, "replication", "role") == "master" {
 			promoted = time.Now()
 			return true
 		}

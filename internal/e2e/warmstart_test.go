@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -72,8 +71,8 @@ func TestColdStartOnSingleRedisIsExact(t *testing.T) {
 		t.Run(fmt.Sprintf("round %d", round+1), func(t *testing.T) {
 			server := startRedisServer(t)
 			runColdStart(t, map[string]string{
-				"REDIS_URL":        "redis://" + server.addr + "/0",
-				"REDIS_KEY_PREFIX": redistest.Prefix(t, server.client(t)),
+				"REDIS_URL":        "redis://" + server.Addr + "/0",
+				"REDIS_KEY_PREFIX": redistest.Prefix(t, clientOf(t, server)),
 				"KAFKA_BROKERS":    broker.Addr(),
 				"RULES_FILE":       rules,
 				"DYNAMIC_RULES":    "false",
@@ -233,8 +232,8 @@ func TestStartWithRedisUnreachable(t *testing.T) {
 		{"connection refused", func(t *testing.T) string { return proctest.FreeAddr(t) }, []string{"connection", "timeout"}},
 		{"server hung", func(t *testing.T) string {
 			s := startRedisServer(t)
-			_ = s.cmd.Process.Signal(syscall.SIGSTOP) // accepts connections, never answers
-			return s.addr
+			s.Hang()
+			return s.Addr
 		}, []string{"timeout"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

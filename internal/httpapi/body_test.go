@@ -13,7 +13,7 @@ import (
 // the answer, rather than the server reading the rest of it; a body at the
 // limit is read whole.
 func TestBodyLimit(t *testing.T) {
-	s := newStack(t, stackOptions{rules: ruleFor("fixed_window", "[{requests: 5, per: 1s}]")})
+	s := newFixedStack(t, stackOptions{rules: ruleFor("fixed_window", "[{requests: 5, per: 1s}]")})
 	send := func(body string) *http.Response {
 		t.Helper()
 		conn, err := net.Dial("tcp", strings.TrimPrefix(s.url, "http://"))

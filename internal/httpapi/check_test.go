@@ -195,7 +195,7 @@ rules:
 		})
 	}
 	t.Run("no endpoint", func(t *testing.T) {
-		s := newStack(t, stackOptions{rules: rulesYAML})
+		s := newFixedStack(t, stackOptions{rules: rulesYAML})
 		r := s.do(http.MethodGet, "/v1/auth", "", nil)
 		if r.Status != http.StatusBadRequest || !strings.Contains(r.Error, "X-Forwarded-Uri") {
 			t.Fatalf("got %d %q", r.Status, r.Error)
@@ -235,7 +235,7 @@ exempt:
 }
 
 func TestBadInput(t *testing.T) {
-	s := newStack(t, stackOptions{rules: ruleFor("fixed_window", "[{requests: 5, per: 1s}]")})
+	s := newFixedStack(t, stackOptions{rules: ruleFor("fixed_window", "[{requests: 5, per: 1s}]")})
 	tests := []struct {
 		name, method, body string
 		status             int

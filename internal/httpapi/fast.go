@@ -82,14 +82,15 @@ func NewFastHandler(cfg Config, rest http.Handler) fasthttp.RequestHandler {
 // fastCheck answers POST /v1/check: the decision as JSON with its headers,
 // 400 for a body it refuses, 503 when a deny-policy rule cannot be decided.
 func (h *handler) fastCheck(ctx *fasthttp.RequestCtx) {
-	req, err := decodeCheck(ctx.PostBody())
-	if err != nil {
+	c := h.decisions.Get().(*decision)
+	defer h.release(c)
+	var err error
+	if c.req, err = decodeCheck(ctx.PostBody()); err != nil {
 		h.fastInputError(ctx, err)
 		return
 	}
-	d := h.decisions.Get().(*limiter.Decision)
-	defer h.decisions.Put(d)
-	h.svc.Check(ctx, &req, d)
+	d := &c.d
+	h.svc.Check(ctx, &c.req, d)
 	if d.Unavailable {
 		fastJSON(ctx, http.StatusServiceUnavailable, unavailable(d))
 		return

@@ -146,14 +146,16 @@ func validateReport(body *reportBody) (limiter.Report, error) {
 // fastReport answers POST /v1/report: 200 with what the report debited, 400
 // for a body it refuses. A report is never refused for being over a limit.
 func (h *handler) fastReport(ctx *fasthttp.RequestCtx) {
+	c := h.decisions.Get().(*decision)
+	defer h.release(c)
 	r, err := decodeReport(ctx.PostBody())
 	if err != nil {
 		h.fastInputError(ctx, err)
 		return
 	}
-	d := h.decisions.Get().(*limiter.Decision)
-	defer h.decisions.Put(d)
-	h.svc.Report(ctx, &r.Request, r.Status, d)
+	c.req = r.Request
+	d := &c.d
+	h.svc.Report(ctx, &c.req, r.Status, d)
 	var buf [256]byte
 	b := appendReport(append(buf[:0], '{'), d)
 	fastJSON(ctx, http.StatusOK, append(b, "}\n"...))

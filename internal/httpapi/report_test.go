@@ -183,7 +183,7 @@ func TestReportExactUnderConcurrency(t *testing.T) {
 }
 
 func TestReportInput(t *testing.T) {
-	s := newStack(t, stackOptions{rules: reportRules})
+	s := newFixedStack(t, stackOptions{rules: reportRules})
 	for _, tc := range []struct{ name, body, want string }{
 		{"no status", `{"ip":"203.0.113.7","endpoint":"/a"}`, "status: required"},
 		{"status 99", `{"ip":"203.0.113.7","endpoint":"/a","status":99}`, "status: must be an HTTP status"},
@@ -206,6 +206,11 @@ func TestReportInput(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A batch of reports debits as its reports would one by one.
+func TestReportBatchDebits(t *testing.T) {
+	s := newStack(t, stackOptions{rules: reportRules})
 	r := s.do(http.MethodPost, "/v1/report/batch", `{"reports":[`+
 		`{"ip":"203.0.113.7","endpoint":"/api/login","method":"POST","user_id":"carol","status":401},`+
 		`{"ip":"203.0.113.8","endpoint":"/x","status":404}]}`, nil)
@@ -220,7 +225,7 @@ func TestReportInput(t *testing.T) {
 
 // Reports take the decision API's tokens, as checks do.
 func TestReportNeedsAToken(t *testing.T) {
-	s := newStack(t, stackOptions{rules: reportRules, configure: func(c *stackConfig) { c.APITokens = []string{"report-token-0123456789"} }})
+	s := newFixedStack(t, stackOptions{rules: reportRules, configure: func(c *stackConfig) { c.APITokens = []string{"report-token-0123456789"} }})
 	body := `{"ip":"203.0.113.7","endpoint":"/api/login","method":"POST","user_id":"alice","status":401}`
 	for _, path := range []string{"/v1/report", "/v1/report/batch"} {
 		if r := s.do(http.MethodPost, path, body, nil); r.Status != http.StatusUnauthorized || r.Header.Get("WWW-Authenticate") == "" {

@@ -30,7 +30,7 @@ func (r *recordedJSON) answer(_ context.Context, body []byte) (int, []byte) {
 // served.
 func TestJSONRoute(t *testing.T) {
 	rec := new(recordedJSON)
-	s := newStack(t, stackOptions{rules: ruleFor("token_bucket", "[{rate: 1000, per: 1s, burst: 1000}]"),
+	s := newFixedStack(t, stackOptions{rules: ruleFor("token_bucket", "[{rate: 1000, per: 1s, burst: 1000}]"),
 		configure: func(c *stackConfig) {
 			c.APITokens = []string{apiTokenA}
 			c.AnswerJSON = rec.answer
@@ -55,7 +55,7 @@ func TestJSONRoute(t *testing.T) {
 	}
 	rec.mu.Unlock()
 
-	plain := newStack(t, stackOptions{rules: ruleFor("token_bucket", "[{rate: 1000, per: 1s, burst: 1000}]")})
+	plain := newFixedStack(t, stackOptions{rules: ruleFor("token_bucket", "[{rate: 1000, per: 1s, burst: 1000}]")})
 	if r := plain.do(http.MethodPost, "/json", body, nil); r.Status != http.StatusNotFound {
 		t.Fatalf("POST /json without AnswerJSON: %d, want 404", r.Status)
 	}

@@ -4,10 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
-	"strings"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -23,16 +21,14 @@ import (
 	"github.com/ratewarden/ratewarden/internal/redisfleet"
 	"github.com/ratewarden/ratewarden/internal/redisstore"
 	"github.com/ratewarden/ratewarden/internal/rules"
+	"github.com/ratewarden/ratewarden/internal/testkit/bantest"
 	"github.com/ratewarden/ratewarden/internal/testkit/eventschema"
 	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 	"github.com/ratewarden/ratewarden/internal/testkit/limitertest"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
-const (
-	bansTopic   = "ratelimit.bans"
-	schemaToken = "schema-token"
-)
+const bansTopic = "ratelimit.bans"
 
 // One rule per algorithm (two units each), a shadow rule, exemptions, and
 // detection thresholds low enough for a few requests to cross them.
@@ -85,11 +81,12 @@ func compileSchema(t *testing.T, name string) *eventschema.Schema {
 }
 
 // schemaStack is the test stack with what it lacks for bans: a limiter
-// that enforces the blacklist (it replaces the stack's, on the same Redis,
-// rules and broker) and the admin ban API publishing to the ban topic.
+// that enforces a ban set (it replaces the stack's, on the same Redis,
+// rules and broker) and a publisher to the ban topic for the detector.
 type schemaStack struct {
 	*stack
 	rules  *rules.Set
+	bans   *limiter.BanSet
 	banPub *kafkabus.BanPublisher
 }
 
@@ -123,10 +120,7 @@ func newSchemaStack(t *testing.T) *schemaStack {
 				Coalesce: redisstore.CoalesceConfig{Timeout: 5 * time.Second},
 				Events:   producer, Log: log, Registerer: reg,
 			})
-			cfg.Admin.Bans = bans
-			cfg.AdminToken = schemaToken
-			cfg.Admin.Blacklist = redisfleet.NewBlacklist(rdb, prefix)
-			cfg.Admin.BanPublisher = banPub
+			ss.bans = bans
 		}})
 	return ss
 }
@@ -143,23 +137,6 @@ func (s *schemaStack) checkJSON(fields map[string]any) response {
 		s.t.Fatalf("check %s: %+v", body, r)
 	}
 	return r
-}
-
-// admin calls the admin API and returns the status and the raw body.
-func (s *schemaStack) admin(method, path, body string) (int, []byte) {
-	s.t.Helper()
-	req, err := http.NewRequest(method, s.url+path, strings.NewReader(body))
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+schemaToken)
-	resp, err := s.client.Do(req)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, raw
 }
 
 // recordingPublisher is the detector's real ban publisher, remembering what
@@ -179,9 +156,9 @@ func (p *recordingPublisher) Publish(ctx context.Context, bans ...event.Ban) err
 
 // Every event the services emit passes the schemas of deploy/schemas: the
 // limiter's decisions (every reason and algorithm, shadow, forward-auth,
-// hostile strings), the admin API's bans and unbans, and the bans and
-// warnings the detector derives from those very decisions, enforced and dry
-// run.
+// hostile strings), and the bans and warnings the detector derives from
+// those very decisions, enforced and dry run. (The admin API's bans and
+// unbans: adminapi's TestSchemaAdminBans.)
 func TestSchemaEmittedEvents(t *testing.T) {
 	decisionSchema, banSchema := compileSchema(t, "decision.schema.json"), compileSchema(t, "ban.schema.json")
 	s := newSchemaStack(t)
@@ -239,19 +216,12 @@ func TestSchemaEmittedEvents(t *testing.T) {
 			t.Fatalf("auth %s: %+v", call.path, r)
 		}
 	}
-	// Manual bans through the admin API, then requests they deny, then an unban.
-	adminBodies := map[string][]byte{}
-	for _, c := range []struct{ method, path, body string }{
-		{"POST", "/v1/admin/bans", `{"scope":"ip","subject":"` + banned + `","duration":"1h","reason":"incident 42: <b>\"é\"</b>"}`},
-		{"POST", "/v1/admin/bans", `{"scope":"user","subject":"mallory \"é\" 🎉","duration":"90s"}`},
-		{"POST", "/v1/admin/bans", `{"scope":"ip","subject":"2001:db8:77::5","duration":"1h"}`}, // bans 2001:db8:77::/64
-	} {
-		code, body := s.admin(c.method, c.path, c.body)
-		if code != http.StatusCreated {
-			t.Fatalf("%s %s %s: %d %s", c.method, c.path, c.body, code, body)
-		}
-		adminBodies[c.body] = body
-	}
+	// Bans in force, as the admin API applies them to the limiter's ban
+	// set (adminapi's tests), then requests they deny, then an unban.
+	expires := time.Now().Add(time.Hour)
+	s.bans.Apply(event.ActionBan, event.ScopeIP, banned, expires)
+	s.bans.Apply(event.ActionBan, event.ScopeUser, s.rules.UserKey("mallory \"é\" 🎉"), expires)
+	s.bans.Apply(event.ActionBan, event.ScopeIP, rules.IPSubject(netip.MustParseAddr("2001:db8:77::5"), 64), expires) // 2001:db8:77::/64
 	if r := check(map[string]any{"ip": banned, "endpoint": "/api/fixed/a"}); r.Reason != "banned" {
 		t.Fatalf("banned ip: %+v", r)
 	}
@@ -261,11 +231,7 @@ func TestSchemaEmittedEvents(t *testing.T) {
 	if r := check(map[string]any{"ip": "2001:db8:77::ffff", "endpoint": "/api/fixed/a"}); r.Reason != "banned" {
 		t.Fatalf("another address of the banned /64: %+v", r)
 	}
-	code, body := s.admin("DELETE", "/v1/admin/bans/ip/"+url.PathEscape(banned), "")
-	if code != http.StatusOK {
-		t.Fatalf("unban: %d %s", code, body)
-	}
-	adminBodies["unban"] = body
+	s.bans.Apply(event.ActionUnban, event.ScopeIP, banned, time.Time{})
 	if r := check(map[string]any{"ip": banned, "endpoint": "/other"}); r.Reason != "no_rule" {
 		t.Fatalf("after the unban: %+v", r)
 	}
@@ -303,14 +269,6 @@ func TestSchemaEmittedEvents(t *testing.T) {
 		t.Logf("%d decisions checked: %v", len(decisions), reasons)
 	})
 
-	t.Run("admin responses", func(t *testing.T) {
-		for req, body := range adminBodies {
-			if err := banSchema.Validate(body); err != nil {
-				t.Errorf("answer to %s: %s\n%v", req, body, err)
-			}
-		}
-	})
-
 	// The detector's path, as cmd/detector wires it (Redis windows and
 	// ledger, Kafka ban publisher), over the decisions just read, once
 	// enforcing and once in dry run, each on keys of its own.
@@ -344,35 +302,15 @@ func TestSchemaEmittedEvents(t *testing.T) {
 		detected = append(detected, pub.bans...)
 	}
 
-	bans := kafkatest.ReadMessages(t, s.opts.broker.Brokers(), bansTopic, 4+len(detected), 30*time.Second)
+	bans := kafkatest.ReadMessages(t, s.opts.broker.Brokers(), bansTopic, len(detected), 30*time.Second)
 	t.Run("ban topic", func(t *testing.T) {
-		if n := kafkatest.CountMessages(t, s.opts.broker.Brokers(), bansTopic); n != int64(4+len(detected)) {
-			t.Errorf("%d messages on %s, want 4 from the admin API and %d from the detector", n, bansTopic, len(detected))
+		if n := kafkatest.CountMessages(t, s.opts.broker.Brokers(), bansTopic); n != int64(len(detected)) {
+			t.Errorf("%d messages on %s, want %d from the detector", n, bansTopic, len(detected))
 		}
-		seen := map[string]int{}
-		for _, m := range bans {
-			if err := banSchema.Validate(m.Value); err != nil {
-				t.Errorf("%s\n%v", m.Value, err)
-			}
-			b, err := event.DecodeBan(m.Value)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if string(m.Key) != b.Key() {
-				t.Errorf("key %q, want %q", m.Key, b.Key())
-			}
-			seen[b.Source+" "+b.Action+" "+b.Scope]++
-			if strings.Contains(b.Subject, "/") {
-				seen[b.Source+" "+b.Action+" ipv6 prefix"]++
-			}
-			seen["reason "+b.Reason]++
-			if b.DryRun {
-				seen["dry run"]++
-			}
-		}
-		for _, want := range []string{"admin ban ip", "admin ban user", "admin unban ip", "detector ban ip", "detector ban user",
-			"detector warn ip", "detector warn user", "reason scan", "reason violations_1m", "reason manual", "dry run",
-			"admin ban ipv6 prefix", "detector ban ipv6 prefix"} {
+		seen := bantest.Kinds(t, banSchema, bans)
+		for _, want := range []string{"detector ban ip", "detector ban user",
+			"detector warn ip", "detector warn user", "reason scan", "reason violations_1m", "dry run",
+			"detector ban ipv6 prefix"} {
 			if seen[want] == 0 {
 				t.Errorf("no %q among the ban messages: %v", want, seen)
 			}

@@ -21,9 +21,23 @@ import (
 	"github.com/ratewarden/ratewarden/internal/rules"
 )
 
+// Limiter decides the checks and records the reports the API receives;
+// limiter.Service is one. Each call resets and fills the decision (or the
+// batch's decisions, at the index of their request) that the API encodes.
+type Limiter interface {
+	Check(ctx context.Context, req *rules.Request, d *limiter.Decision)
+	CheckBatch(ctx context.Context, reqs []rules.Request, b *limiter.Batch)
+	Report(ctx context.Context, req *rules.Request, status int, d *limiter.Decision)
+	ReportBatch(ctx context.Context, reports []limiter.Report, b *limiter.Batch)
+	// Rules is the rule set in force: forward-auth reads the X-Attr-*
+	// headers of the attributes its rules key on.
+	Rules() *rules.Set
+}
+
 // Config wires the handler.
 type Config struct {
-	Service *limiter.Service
+	// Service decides what the API is asked.
+	Service Limiter
 	// Clients finds the client of a forward-auth call (TRUSTED_PROXIES).
 	Clients clientaddr.Resolver
 	// AuthDenyStatus answers a rate-limited forward-auth call: 429 by
@@ -41,9 +55,9 @@ type Config struct {
 
 type handler struct {
 	cfg       Config
-	svc       *limiter.Service
+	svc       Limiter
 	clients   clientaddr.Resolver
-	decisions sync.Pool // *limiter.Decision
+	decisions sync.Pool // *decision
 	batches   sync.Pool // *batch
 }
 
@@ -55,7 +69,7 @@ func newHandler(cfg Config) *handler {
 		cfg.Log = zap.NewNop()
 	}
 	h := &handler{cfg: cfg, svc: cfg.Service, clients: cfg.Clients}
-	h.decisions.New = func() any { return new(limiter.Decision) }
+	h.decisions.New = func() any { return new(decision) }
 	h.batches.New = func() any { return new(batch) }
 	return h
 }
@@ -81,12 +95,30 @@ func NewHandler(cfg Config) http.Handler {
 }
 
 func (h *handler) auth(w http.ResponseWriter, r *http.Request) {
-	req, err := h.authRequest(r)
-	if err != nil {
+	c := h.decisions.Get().(*decision)
+	defer h.release(c)
+	var err error
+	if c.req, err = h.authRequest(r); err != nil {
 		h.inputError(w, err)
 		return
 	}
-	h.decide(w, r, &req, h.authStatus)
+	h.decide(w, r, c, h.authStatus)
+}
+
+// decision is what one decision reuses from the last: its request and its
+// verdict. The request lives here rather than on the stack because the
+// Limiter is an interface: the compiler cannot see that Check keeps no
+// pointer to it, and would allocate a local request on every call.
+type decision struct {
+	req rules.Request
+	d   limiter.Decision
+}
+
+// release returns c to the pool, without its request: the pool must not
+// keep the body's strings alive.
+func (h *handler) release(c *decision) {
+	c.req = rules.Request{}
+	h.decisions.Put(c)
 }
 
 // authStatus is the forward-auth answer: 200 to let the request through,
@@ -102,12 +134,12 @@ func (h *handler) authStatus(d *limiter.Decision) int {
 	}
 }
 
-// decide decides req and answers with the decision, its headers and the
-// status statusOf gives it; 503 when it could not be decided.
-func (h *handler) decide(w http.ResponseWriter, r *http.Request, req *rules.Request, statusOf func(*limiter.Decision) int) {
-	d := h.decisions.Get().(*limiter.Decision)
-	defer h.decisions.Put(d)
-	h.svc.Check(r.Context(), req, d)
+// decide decides c's request into its decision and answers with the
+// decision, its headers and the status statusOf gives it; 503 when it could
+// not be decided.
+func (h *handler) decide(w http.ResponseWriter, r *http.Request, c *decision, statusOf func(*limiter.Decision) int) {
+	d := &c.d
+	h.svc.Check(r.Context(), &c.req, d)
 	if d.Unavailable {
 		jsonwire.WriteJSON(w, http.StatusServiceUnavailable, unavailable(d))
 		return

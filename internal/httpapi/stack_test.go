@@ -17,7 +17,6 @@ import (
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 
-	"github.com/ratewarden/ratewarden/internal/adminapi"
 	"github.com/ratewarden/ratewarden/internal/bearer"
 	"github.com/ratewarden/ratewarden/internal/httpapi"
 	"github.com/ratewarden/ratewarden/internal/kafkabus"
@@ -25,7 +24,6 @@ import (
 	"github.com/ratewarden/ratewarden/internal/ops"
 	"github.com/ratewarden/ratewarden/internal/redisstore"
 	"github.com/ratewarden/ratewarden/internal/rules"
-	"github.com/ratewarden/ratewarden/internal/telemetry"
 	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 	"github.com/ratewarden/ratewarden/internal/testkit/limitertest"
@@ -48,6 +46,7 @@ type stack struct {
 	producer *kafkabus.Producer
 	client   *http.Client
 	opts     stackOptions
+	fixed    *fixedLimiter // newFixedStack's: what it was asked
 }
 
 // shared returns what a second instance needs to share this one's limits.
@@ -70,13 +69,11 @@ type stackOptions struct {
 }
 
 // stackConfig is what a test may set of the limiter a stack builds: the
-// decision API's configuration, the tokens of the gates, and the admin
-// API's configuration, served when AdminToken is set.
+// decision API's configuration and the tokens of its gate. (The admin API,
+// served beside it by adminapi.Beside, is tested in package adminapi.)
 type stackConfig struct {
 	httpapi.Config
-	APITokens  []string
-	AdminToken string
-	Admin      adminapi.Config
+	APITokens []string
 }
 
 func newStack(t testing.TB, o stackOptions) *stack {
@@ -124,34 +121,35 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	if o.configure != nil {
 		o.configure(&cfg)
 	}
-	// As the limiter serves them without OPS_LISTEN_ADDR: the admin API and
-	// the operational routes beside the API, /readyz with the mode.
-	cfg.Gate = bearer.NewGate("decisions", "ratewarden", cfg.APITokens, log, reg)
-	rest := httpapi.NewHandler(cfg.Config)
-	if cfg.AdminToken != "" {
-		a := cfg.Admin
-		a.Gate = bearer.NewGate("admin", "ratewarden admin", []string{cfg.AdminToken}, log, reg)
-		a.Clients = cfg.Clients
-		a.BanGrouping = func() int { return cfg.Service.Rules().Detection().IPv6Prefix }
-		a.UserKey = func(id string) string { return cfg.Service.Rules().UserKey(id) }
-		rest = adminapi.Beside(rest, adminapi.New(a))
-	}
-	handler := httpapi.NewFastHandler(cfg.Config, ops.Beside(rest, ops.NewHandler(ops.Config{
-		Metrics: telemetry.MetricsHandler(reg),
-		Details: func() map[string]string { return map[string]string{"mode": string(svc.Mode())} },
-	})))
-	url := serve(t, &ops.Listener{Fast: handler})
+	s := serveStack(t, cfg, reg)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = producer.Close(ctx)
 		_ = outcomes.Close(ctx)
 	})
+	s.producer, s.opts = producer, o
+	return s
+}
+
+// serveStack serves cfg's decision API on a loopback port until the test
+// ends, on the limiter's fasthttp listener, with a gate of cfg.APITokens;
+// reg is read by the stack's metric. What the limiter serves beside it
+// (the admin API, the operational routes) is its assembly's
+// (internal/app/limiter).
+func serveStack(t testing.TB, cfg stackConfig, reg *prometheus.Registry) *stack {
+	t.Helper()
+	if cfg.Log == nil {
+		cfg.Log = zap.NewNop()
+	}
+	cfg.Gate = bearer.NewGate("decisions", "ratewarden", cfg.APITokens, cfg.Log, reg)
+	handler := httpapi.NewFastHandler(cfg.Config, httpapi.NewHandler(cfg.Config))
+	url := serve(t, &ops.Listener{Fast: handler})
 	// Redirects are not followed: a gateway would hand them to its client.
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}, Timeout: 30 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	t.Cleanup(client.CloseIdleConnections)
-	return &stack{t: t, url: url, handler: handler, reg: reg, producer: producer, client: client, opts: o}
+	return &stack{t: t, url: url, handler: handler, reg: reg, client: client}
 }
 
 // serve serves l (its handler set) on a loopback port as the limiter serves

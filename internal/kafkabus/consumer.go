@@ -62,35 +62,10 @@ func Consume(ctx context.Context, cfg ConsumerConfig, log *zap.Logger, handle fu
 	if len(cfg.Brokers) == 0 || cfg.Topic == "" || cfg.GroupID == "" {
 		return errors.New("consume: brokers, topic and group id are required")
 	}
-	if cfg.BatchSize <= 0 {
-		cfg.BatchSize = 500
-	}
-	if cfg.BatchWait <= 0 {
-		cfg.BatchWait = 20 * time.Millisecond
-	}
-	if cfg.Buffer <= 0 {
-		cfg.Buffer = 10000
-	}
-	if cfg.SessionTimeout <= 0 {
-		cfg.SessionTimeout = 10 * time.Second
-	}
+	cfg = cfg.withDefaults()
 	throttled := newThrottledLog(log, 10*time.Second)
 	rebalance := newRebalanceLog(log, throttled)
-	debugLog, errorLog := kafkaLoggers(log, throttled, rebalance)
-	r := kafka.NewReader(kafka.ReaderConfig{
-		Brokers:           cfg.Brokers,
-		GroupID:           cfg.GroupID,
-		Topic:             cfg.Topic,
-		QueueCapacity:     cfg.Buffer,
-		MinBytes:          1,
-		MaxBytes:          fetchMaxBytes,
-		MaxWait:           fetchMaxWait,
-		StartOffset:       kafka.FirstOffset,
-		SessionTimeout:    cfg.SessionTimeout,
-		HeartbeatInterval: cfg.SessionTimeout / 5,
-		Logger:            debugLog,
-		ErrorLogger:       errorLog,
-	})
+	r := newReader(cfg, log, throttled, rebalance)
 	defer r.Close()
 	batch := make([]kafka.Message, 0, cfg.BatchSize)
 	msgs := make([]event.Message, 0, cfg.BatchSize)
@@ -146,6 +121,42 @@ func Consume(ctx context.Context, cfg ConsumerConfig, log *zap.Logger, handle fu
 			cfg.OnStats(st.Lag, st.QueueLength)
 		}
 	}
+}
+
+// withDefaults returns cfg with its zero values replaced by the defaults.
+func (cfg ConsumerConfig) withDefaults() ConsumerConfig {
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = 500
+	}
+	if cfg.BatchWait <= 0 {
+		cfg.BatchWait = 20 * time.Millisecond
+	}
+	if cfg.Buffer <= 0 {
+		cfg.Buffer = 10000
+	}
+	if cfg.SessionTimeout <= 0 {
+		cfg.SessionTimeout = 10 * time.Second
+	}
+	return cfg
+}
+
+// newReader returns the group reader of cfg (with its defaults applied).
+func newReader(cfg ConsumerConfig, log *zap.Logger, throttled *throttledLog, rebalance *rebalanceLog) *kafka.Reader {
+	debugLog, errorLog := kafkaLoggers(log, throttled, rebalance)
+	return kafka.NewReader(kafka.ReaderConfig{
+		Brokers:           cfg.Brokers,
+		GroupID:           cfg.GroupID,
+		Topic:             cfg.Topic,
+		QueueCapacity:     cfg.Buffer,
+		MinBytes:          1,
+		MaxBytes:          fetchMaxBytes,
+		MaxWait:           fetchMaxWait,
+		StartOffset:       kafka.FirstOffset,
+		SessionTimeout:    cfg.SessionTimeout,
+		HeartbeatInterval: cfg.SessionTimeout / 5,
+		Logger:            debugLog,
+		ErrorLogger:       errorLog,
+	})
 }
 
 // temporary reports whether a fetch error is one the group reader recovers

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -60,6 +61,7 @@ type Listener struct {
 	fast  *fasthttp.Server
 	conns fastConns // fast's open connections
 	ln    net.Listener
+	bound atomic.Pointer[string] // ln's address, for Address
 }
 
 // Listen binds the address; nothing is served before Serve.
@@ -82,6 +84,8 @@ func (l *Listener) Listen(ctx context.Context) error {
 		ln = tls.NewListener(ln, l.TLS)
 	}
 	l.ln = ln
+	bound := ln.Addr().String()
+	l.bound.Store(&bound)
 	if l.Fast != nil {
 		l.fast = NewFastServer(l.Fast, l.Log)
 		l.fast.Concurrency = maxConns
@@ -92,9 +96,14 @@ func (l *Listener) Listen(ctx context.Context) error {
 	return nil
 }
 
-// Address returns the bound address (the port chosen for ":0"), once
-// Listen has returned.
-func (l *Listener) Address() string { return l.ln.Addr().String() }
+// Address returns the bound address (the port chosen for ":0") once
+// Listen has bound it, "" before. It is safe to call from any goroutine.
+func (l *Listener) Address() string {
+	if p := l.bound.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
 
 // Serve serves until Shutdown, then returns nil; any other end of the
 // server is its error.

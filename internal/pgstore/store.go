@@ -99,7 +99,8 @@ func EnsureDatabase(ctx context.Context, url string) error {
 	defer conn.Close(context.WithoutCancel(ctx))
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{cfg.Database}.Sanitize()); err != nil {
 		switch pgCode(err) {
-		case "42P04": // duplicate_database: created concurrently
+		case "42P04", // duplicate_database: created concurrently
+			"23505": // unique_violation on pg_database's name: the same, when the two creations overlap
 			return nil
 		case "42501": // insufficient_privilege
 			return fmt.Errorf("DATABASE_URL %s: database %q does not exist and role %q may not create it "+

@@ -26,14 +26,23 @@ var distinctSpecs = map[string]abuse.DistinctSpec{
 // a small pool (repeats), members that are events (their own or others),
 // the "sources" sets' members in groups (mostly one per member, now and
 // then another), trusts of members, times moving forward, back and
-// jumping, ties, and redelivered adds.
+// jumping, ties, redelivered adds, and reloads that lower or raise a
+// set's threshold (and its cap with it) under or over its count.
 func distinctDifferential(t *testing.T, d abuse.Distinct, offenders []abuse.Offender, rng *rand.Rand, batches, maxBatch int) {
 	t.Helper()
 	mem := abusetest.NewMemoryDistinct()
 	at := time.Duration(0)
 	var seen []abuse.DistinctAdd
 	names := []string{"users", "sources"}
+	specs := map[string]abuse.DistinctSpec{"users": distinctSpecs["users"], "sources": distinctSpecs["sources"]}
 	for batch := range batches {
+		if rng.IntN(4) == 0 { // a reload
+			name := names[rng.IntN(len(names))]
+			s := specs[name]
+			s.Threshold = 1 + rng.Int64N(6)
+			s.Cap = s.Threshold + 1
+			specs[name] = s
+		}
 		var adds []abuse.DistinctAdd
 		for range 1 + rng.IntN(maxBatch) {
 			if len(seen) > 0 && rng.IntN(6) == 0 { // redelivery
@@ -53,7 +62,7 @@ func distinctDifferential(t *testing.T, d abuse.Distinct, offenders []abuse.Offe
 			id := fmt.Sprintf("e%d", len(seen))
 			a := abuse.DistinctAdd{
 				Set:    abuse.DistinctSet{Offender: offenders[rng.IntN(len(offenders))], Name: name},
-				Spec:   distinctSpecs[name],
+				Spec:   specs[name],
 				Member: fmt.Sprintf("m%d", rng.IntN(12)), EventID: id, TS: detectT0.Add(at),
 			}
 			switch rng.IntN(6) {
@@ -119,6 +128,18 @@ func TestDistinctDifferential(t *testing.T) {
 	if n := redistest.RequireExpiry(t, client, prefix); n == 0 {
 		t.Errorf("no key written under %s", prefix)
 	}
+}
+
+// TestDistinctShared runs the scenario table shared with
+// abusetest.MemoryDistinct: crossings when a reload changes a threshold.
+func TestDistinctShared(t *testing.T) {
+	client := redistest.Client(t)
+	prefix := redistest.Prefix(t, client)
+	n := 0
+	abusetest.RunDistinct(t, func(t *testing.T) abuse.Distinct {
+		n++
+		return NewDistinct(client, fmt.Sprintf("%sc%d:", prefix, n))
+	})
 }
 
 // A crossing answers every member, the members that come after answer

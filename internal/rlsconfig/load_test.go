@@ -377,6 +377,17 @@ func TestReadDir(t *testing.T) {
 	if _, err := rlsconfig.ReadDir(many); err == nil || !strings.Contains(err.Error(), "more than 1000 configuration files") {
 		t.Errorf("too many files: %v", err)
 	}
+
+	// Files within the bound one by one, over it together.
+	large := t.TempDir()
+	for i := range rlsconfig.MaxTotalSize/rlsconfig.MaxFileSize + 1 {
+		if err := os.WriteFile(filepath.Join(large, fmt.Sprintf("%d.yaml", i)), []byte(strings.Repeat("#", rlsconfig.MaxFileSize)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := rlsconfig.ReadDir(large); err == nil || !strings.Contains(err.Error(), "larger than 16777216 bytes (16 MiB) together") {
+		t.Errorf("files over the bound together: %v", err)
+	}
 }
 
 // The hash changes with any name or content, and only then.

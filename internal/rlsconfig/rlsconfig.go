@@ -36,12 +36,13 @@ import (
 	"github.com/ratewarden/ratewarden/internal/rules"
 )
 
-// Bounds of a configuration directory. A directory with more files, or a
-// file larger than MaxFileSize, is refused whole: a limit never silently
-// goes missing.
+// Bounds of a configuration directory. A directory with more files, a
+// file larger than MaxFileSize, or files larger than MaxTotalSize
+// together, is refused whole: a limit never silently goes missing.
 const (
-	MaxFiles    = 1000
-	MaxFileSize = 4 << 20 // bytes
+	MaxFiles     = 1000
+	MaxFileSize  = 4 << 20  // bytes
+	MaxTotalSize = 16 << 20 // bytes, every file together
 	// MaxDescriptors bounds the descriptors of a configuration, every file
 	// (or document) together, at every level: what a limiter compiles and
 	// holds stays within tens of megabytes.
@@ -107,8 +108,9 @@ const maxReads = 10
 // ReadDir reads one consistent snapshot of the configuration files of dir,
 // sorted by name: every regular file (or symbolic link to one) that
 // IsConfigFile names. Other entries, subdirectories included, are ignored:
-// the directory is not read recursively. More than MaxFiles files, or one
-// larger than MaxFileSize, is an error.
+// the directory is not read recursively. More than MaxFiles files, one
+// larger than MaxFileSize, or more than MaxTotalSize bytes in all, is an
+// error.
 //
 // A directory whose "..data" is a symbolic link is a Kubernetes ConfigMap
 // (or Secret, or projected) volume: its files are links through "..data"
@@ -184,6 +186,7 @@ func readFiles(dir string) ([]File, error) {
 		return nil, err
 	}
 	var files []File
+	total := 0
 	for _, e := range entries {
 		if !IsConfigFile(e.Name()) {
 			continue
@@ -208,6 +211,9 @@ func readFiles(dir string) ([]File, error) {
 		}
 		if err != nil {
 			return nil, err
+		}
+		if total += len(data); total > MaxTotalSize {
+			return nil, fmt.Errorf("%s: configuration files larger than %d bytes (16 MiB) together", dir, MaxTotalSize)
 		}
 		files = append(files, File{Name: e.Name(), Data: data})
 	}

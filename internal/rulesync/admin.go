@@ -44,6 +44,9 @@ func (m *Manager) SetShadow(ctx context.Context, id string, shadow bool, who Aut
 }
 
 // Delete removes the dynamic rule id; a file rule it overrode comes back.
+// A delete whose result does not compile (the file rule back in force
+// conflicts with another dynamic rule) returns an *InvalidError and changes
+// nothing, as an invalid Put does.
 func (m *Manager) Delete(ctx context.Context, id string, who Author) (Result, error) {
 	return m.change(ctx, id, nil, who)
 }
@@ -55,6 +58,9 @@ func (m *Manager) change(ctx context.Context, id string, edit func(current *rule
 	who Author) (Result, error) {
 	c, view, err := m.dyn.write(ctx, id, who, func() (json.RawMessage, error) {
 		if edit == nil {
+			if err := m.merge.validateDelete(id); err != nil {
+				return nil, &InvalidError{err}
+			}
 			return nil, nil
 		}
 		r, err := edit(m.merge.rule(id))

@@ -150,10 +150,13 @@ func (s *dynamicSource) reloadLocked(ctx context.Context) {
 // the new version loaded and handed to the merger at once (read your
 // writes). It returns the change and the view in force after it. The
 // store not answering is ErrUnavailable; deleting a rule it does not hold,
-// ErrNotStored.
+// ErrNotStored. The write is bounded by the source's timeout as well as by
+// ctx: it holds the source's lock, which the store's polls wait for.
 func (s *dynamicSource) write(ctx context.Context, id string, who Author, prepare func() (json.RawMessage, error)) (Change, *View, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
 	if err := s.connectLocked(ctx); err != nil {
 		return Change{}, nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}

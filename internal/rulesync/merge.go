@@ -91,18 +91,64 @@ func (g *merger) start(f *fileRules, c *rlsconfig.Config, d *dynamicRules) error
 	return nil
 }
 
-// putFile puts f in force as the rules file, as putFilesLocked does.
+// putFile puts f in force as the rules file, as putFilesLocked does; when
+// f compiles alone but not with the RLS config held, the error is a
+// *conflictError.
 func (g *merger) putFile(f *fileRules) (*View, bool, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.putFilesLocked(f, g.rls)
+	v, changed, err := g.putFilesLocked(f, g.rls)
+	if err != nil && g.rls != nil && g.compilesAlone(f.parsed) {
+		err = &conflictError{err: err, with: SourceRLS, other: g.rls.Hash}
+	}
+	return v, changed, err
 }
 
-// putRLS puts c in force as the RLS config, as putFilesLocked does.
+// putRLS puts c in force as the RLS config, as putFilesLocked does; when
+// c compiles alone but not with the rules file held, the error is a
+// *conflictError.
 func (g *merger) putRLS(c *rlsconfig.Config) (*View, bool, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.putFilesLocked(g.file, c)
+	v, changed, err := g.putFilesLocked(g.file, c)
+	if err != nil && c != nil && g.compilesAlone(&rules.File{Rules: c.Rules}) {
+		err = &conflictError{err: err, with: SourceFile, other: g.file.hash}
+	}
+	return v, changed, err
+}
+
+// compilesAlone reports whether f compiles by itself.
+func (g *merger) compilesAlone(f *rules.File) bool {
+	_, err := rules.Compile(f, g.cfg.Options)
+	return err == nil
+}
+
+// conflictError is the refusal of a file source's content that compiles
+// by itself but not with the other file source's snapshot in force (a rule
+// id both have): unlike content that fails on its own, it is worth trying
+// again once the other source changes.
+type conflictError struct {
+	err   error
+	with  string // the other source: SourceFile or SourceRLS
+	other string // the hash of its snapshot the content was refused with
+}
+
+func (e *conflictError) Error() string { return e.err.Error() }
+
+func (e *conflictError) Unwrap() error { return e.err }
+
+// filesHash returns the hash of the snapshot of source (SourceFile or
+// SourceRLS) held, "" for none.
+func (g *merger) filesHash(source string) string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if source == SourceRLS {
+		return rlsHash(g.rls)
+	}
+	if g.file == nil {
+		return ""
+	}
+	return g.file.hash
 }
 
 // merged is the rules file with the RLS directory's rules added, then
@@ -237,14 +283,44 @@ func (g *merger) filesRuleLocked(id string) (*rules.Rule, string) {
 func (g *merger) validate(r rules.Rule) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	_, err := rules.Compile(g.merged(append(g.dynamicWithoutLocked(r.ID), r)), g.cfg.Options)
+	return err
+}
+
+// validateDelete checks that the rules in force without the dynamic rule
+// id compile: deleting an override brings the files' rule of its id back,
+// which may not run beside the other dynamic rules, and a version every
+// limiter refuses must not be stored.
+func (g *merger) validateDelete(id string) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, err := rules.Compile(g.merged(g.dynamicWithoutLocked(id)), g.cfg.Options); err != nil {
+		if _, source := g.filesRuleLocked(id); source != "" {
+			return fmt.Errorf("deleting %s puts the rule of that id of %s back in force, which does not compile with the other dynamic rules: %w",
+				id, sourceName(source), err)
+		}
+		return err
+	}
+	return nil
+}
+
+// dynamicWithoutLocked returns the dynamic rules in force but the rule id.
+func (g *merger) dynamicWithoutLocked(id string) []rules.Rule {
 	dyn := make([]rules.Rule, 0, len(g.dyn.rules)+1)
 	for _, d := range g.dyn.rules {
-		if d.rule.ID != r.ID {
+		if d.rule.ID != id {
 			dyn = append(dyn, d.rule)
 		}
 	}
-	_, err := rules.Compile(g.merged(append(dyn, r)), g.cfg.Options)
-	return err
+	return dyn
+}
+
+// sourceName names a files' source as an operator knows it.
+func sourceName(source string) string {
+	if source == SourceRLS {
+		return "RLS_CONFIG_DIR"
+	}
+	return "the rules file"
 }
 
 func ruleList(dyn []dynamicRule) []rules.Rule {

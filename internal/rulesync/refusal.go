@@ -14,11 +14,12 @@ import (
 
 // putFilesLocked puts the files f and c, just loaded by their sources, in
 // force with the dynamic rules, the files winning (filesWinLocked); when
-// that changes the rules in force, a refused dynamic version is tried
-// again with them. It fails, keeping the files before, only when the
-// files' rules alone do not compile; the source counts that refusal. It
-// returns the view in force and whether the rules in force changed (see
-// putLocked).
+// the files' content changed, a refused dynamic version is tried again
+// with them: also when the rules in force did not change, since the rule
+// a refused version conflicted with may be one a dynamic override in force
+// hides. It fails, keeping the files before, only when the files' rules
+// alone do not compile; the source counts that refusal. It returns the
+// view in force and whether the rules in force changed (see putLocked).
 func (g *merger) putFilesLocked(f *fileRules, c *rlsconfig.Config) (*View, bool, error) {
 	oldFile, oldRLS, prior := g.file, g.rls, g.refusal
 	g.file, g.rls = f, c
@@ -27,10 +28,18 @@ func (g *merger) putFilesLocked(f *fileRules, c *rlsconfig.Config) (*View, bool,
 		g.file, g.rls = oldFile, oldRLS
 		return nil, false, err
 	}
-	if changed {
+	if changed || oldFile == nil || oldFile.hash != f.hash || rlsHash(oldRLS) != rlsHash(c) {
 		g.retryLocked(prior)
 	}
 	return g.view.Load(), changed, nil
+}
+
+// rlsHash is the hash of the RLS config c, "" for none.
+func rlsHash(c *rlsconfig.Config) string {
+	if c == nil {
+		return ""
+	}
+	return c.Hash
 }
 
 // filesWinLocked puts the files' rules held in force merged with the

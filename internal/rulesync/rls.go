@@ -1,6 +1,7 @@
 package rulesync
 
 import (
+	"errors"
 	"fmt"
 
 	"go.uber.org/zap"
@@ -10,11 +11,18 @@ import (
 
 // rlsSource is the RLS config: read from Config.RLSDir (polled and
 // reloaded on SIGHUP), or set by xDS (SetRLS).
-type rlsSource struct{ watched }
+type rlsSource struct {
+	watched
+	// conflicting is the last config from xDS, refused only because it
+	// conflicts with the rules file (why): a management server does not
+	// send a config again, so it is tried again here once the rules file
+	// changes (retryConflicting). Guarded by mu.
+	conflicting *rlsconfig.Config
+}
 
 func newRLSSource(dir string, log *zap.Logger, m *metrics, merge *merger) *rlsSource {
-	return &rlsSource{watched{source: SourceRLS, what: "RLS config", name: "RLS_CONFIG_DIR", path: dir,
-		where: zap.String("dir", dir), log: log, metrics: m, merge: merge}}
+	return &rlsSource{watched: newWatched(SourceRLS, "RLS config", "RLS_CONFIG_DIR", dir, zap.String("dir", dir), log, m, merge,
+		func() (stamp, error) { return statDir(dir) })}
 }
 
 // first loads the RLS directory for the start, counting a failure, and
@@ -23,7 +31,13 @@ func (s *rlsSource) first() (*rlsconfig.Config, error) {
 	if s.path == "" {
 		return nil, nil
 	}
-	c, err := rlsconfig.LoadDir(s.path)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	files, err := s.readLocked()
+	var c *rlsconfig.Config
+	if err == nil {
+		c, err = rlsconfig.Load(files)
+	}
 	if err != nil {
 		s.metrics.reload(SourceRLS, resultFailure)
 		return nil, fmt.Errorf("RLS_CONFIG_DIR %s: %w", s.path, err)
@@ -58,7 +72,7 @@ func (s *rlsSource) reload(force bool) error {
 	}
 	var c *rlsconfig.Config
 	changed, v, err := s.watched.reload(force, func() (content, error) {
-		files, err := rlsconfig.ReadDir(s.path)
+		files, err := s.readLocked()
 		if err != nil {
 			return content{}, err
 		}
@@ -77,16 +91,33 @@ func (s *rlsSource) reload(force bool) error {
 	return err
 }
 
+// readLocked reads the directory (rlsconfig.ReadDir), recording what stat
+// said of it before.
+func (s *rlsSource) readLocked() ([]rlsconfig.File, error) {
+	st, at := s.check.beforeRead()
+	files, err := rlsconfig.ReadDir(s.path)
+	s.check.read(st, at, err == nil)
+	return files, err
+}
+
 // set hands c, an RLS config from xDS, to the merger, counted as the
 // directory's loads are; a refusal is not logged (the xDS client answers
 // it to the management server and logs it).
 func (s *rlsSource) set(c *rlsconfig.Config) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.setLocked(c)
+}
+
+func (s *rlsSource) setLocked(c *rlsconfig.Config) (bool, error) {
 	v, changed, err := s.merge.putRLS(c)
+	s.conflicting, s.why = nil, nil
 	if err != nil {
 		s.metrics.reload(SourceRLS, resultFailure)
 		s.failing = true
+		if conflict := (*conflictError)(nil); errors.As(err, &conflict) {
+			s.conflicting, s.why = c, conflict
+		}
 		return false, err
 	}
 	s.hash = c.Hash
@@ -95,6 +126,25 @@ func (s *rlsSource) set(c *rlsconfig.Config) (bool, error) {
 		s.logWarnings(c)
 	}
 	return changed, nil
+}
+
+// retryConflicting tries again the config from xDS refused for a conflict
+// with the rules file, once the rules file held is no longer the one it
+// was refused with; it logs the outcome.
+func (s *rlsSource) retryConflicting() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conflicting == nil || s.merge.filesHash(s.why.with) == s.why.other {
+		return
+	}
+	c := s.conflicting
+	if _, err := s.setLocked(c); err != nil {
+		s.log.Error("RLS config from xDS, refused for a conflict with the rules file, refused again after the rules file changed",
+			zap.String("hash", c.Hash), zap.Error(err))
+		return
+	}
+	s.log.Info("RLS config from xDS, refused for a conflict with the rules file, applied after the rules file changed",
+		zap.String("hash", c.Hash), zap.String("version", s.merge.View().Version))
 }
 
 // maxLoggedWarnings bounds the warnings logged per load: a file may hold

@@ -9,15 +9,17 @@
 // reloaded when a change is announced on Redis pub/sub and when the store's
 // version moves (polled), so a lost announcement delays an update but never
 // loses it. A file or directory that does not validate is refused and the
-// running rules stay.
+// running rules stay; one refused only because it clashes with the other
+// (a rule id both have) is tried again when the other changes. Between
+// reads a poll only stats them (stamp.go).
 //
 // The files (the rules file and the directory) win over the dynamic rules:
 // when the two do not compile together, the dynamic version is refused and
 // the files' rules run without any dynamic rule, at start (a limiter always
 // starts on valid files) and when a file changes (a running limiter takes a
 // changed file as a restarted one would). A refused version is remembered
-// (View.DynamicRefused) and tried again whenever a file or the directory
-// changes, and when the store's version moves. A new dynamic version that
+// (View.DynamicRefused) and tried again whenever the content of a file or
+// the directory changes, and when the store's version moves. A new dynamic version that
 // does not compile with the files is refused and the dynamic rules in
 // force, if any, stay.
 //
@@ -71,7 +73,8 @@ type Config struct {
 	// FilePoll is how often the file and RLSDir are read for changes
 	// (default 1s);
 	// StorePoll how often the store's version is read (default 1s); Timeout
-	// bounds each background store operation (default 2s).
+	// bounds each store operation (default 2s), an admin write's included
+	// (its caller's context may bound it sooner).
 	FilePoll, StorePoll, Timeout time.Duration
 	Log                          *zap.Logger
 	Registerer                   prometheus.Registerer
@@ -234,25 +237,24 @@ func (m *Manager) Start(ctx context.Context) error {
 // Run keeps the rules current until ctx ends: the file and the RLS
 // directory on every signal from reload (SIGHUP) and every FilePoll, the
 // dynamic rules on every announcement and every StorePoll, and at once
-// when the merger retries a refused version. It closes the store when it
-// returns.
+// when the merger retries a refused version. The files and the store are
+// watched by loops of their own, so that a store that hangs (an admin
+// write waiting on a locked table holds the store source's lock) never
+// delays a reload of the files. It closes the store when it returns.
 func (m *Manager) Run(ctx context.Context, reload <-chan os.Signal) {
 	var wg sync.WaitGroup
 	defer func() {
 		wg.Wait()
 		m.dyn.close()
 	}()
-	if m.cfg.Changes != nil && m.cfg.Connect != nil {
-		wg.Go(func() { m.dyn.subscribe(ctx, m.cfg.Changes) })
+	if m.cfg.Connect != nil {
+		if m.cfg.Changes != nil {
+			wg.Go(func() { m.dyn.subscribe(ctx, m.cfg.Changes) })
+		}
+		wg.Go(func() { m.watchStore(ctx) })
 	}
 	fileTick := time.NewTicker(m.cfg.FilePoll)
 	defer fileTick.Stop()
-	var storeTick <-chan time.Time
-	if m.cfg.Connect != nil {
-		t := time.NewTicker(m.cfg.StorePoll)
-		defer t.Stop()
-		storeTick = t.C
-	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -264,13 +266,24 @@ func (m *Manager) Run(ctx context.Context, reload <-chan os.Signal) {
 		case <-fileTick.C:
 			_ = m.ReloadFile(false)
 			_ = m.ReloadRLS(false)
-		case <-m.dyn.wake:
-			m.dyn.refresh(ctx)
-		case <-m.merge.retry:
-			m.dyn.refresh(ctx)
-		case <-storeTick:
-			m.dyn.refresh(ctx)
 		}
+	}
+}
+
+// watchStore refreshes the dynamic rules on every announcement, every
+// StorePoll and every retry of the merger, until ctx ends.
+func (m *Manager) watchStore(ctx context.Context) {
+	t := time.NewTicker(m.cfg.StorePoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.dyn.wake:
+		case <-m.merge.retry:
+		case <-t.C:
+		}
+		m.dyn.refresh(ctx)
 	}
 }
 

@@ -4,7 +4,7 @@
 // (redistest), databases (pgtest), the embedded broker (kafkatest),
 // processes (proctest), certificates (tlstest), the decision service on a
 // real Redis (limitertest), the events' JSON Schemas
-// (eventschema), the gateway recipes' programs (gatewaytest), the
+// (eventschema) and what reaches the ban topic (bantest), the gateway recipes' programs (gatewaytest), the
 // benchmarks' knobs (benchenv), the scenario tables of the decision model
 // (decidetest) and the in-memory detection state with its scenario tables
 // (abusetest). This package holds what

@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -46,7 +45,6 @@ type App struct {
 	closeStore func()
 	svc        *archiving.Service
 	ops        *ops.Listener
-	addr       atomic.Pointer[string]
 	group      *lifecycle.Group
 }
 
@@ -87,7 +85,7 @@ func (a *App) parts() *lifecycle.Group {
 	g := lifecycle.New(a.log, a.cfg.ShutdownTimeout)
 	g.Add(
 		lifecycle.Part{Name: "postgres", Stop: func(context.Context) error { a.closeStore(); return nil }},
-		lifecycle.Part{Name: "ops listener", Start: a.listen, Run: a.ops.Serve, Stop: a.ops.Shutdown},
+		lifecycle.Part{Name: "ops listener", Start: a.ops.Listen, Run: a.ops.Serve, Stop: a.ops.Shutdown},
 		lifecycle.Part{Name: "partition maintenance", Run: func(ctx context.Context) error {
 			maintainPartitions(ctx, a.store, a.cfg, a.now, a.log)
 			return nil
@@ -101,16 +99,6 @@ func (a *App) parts() *lifecycle.Group {
 		}},
 	)
 	return g
-}
-
-// listen binds the ops listener and records its address for Addr.
-func (a *App) listen(ctx context.Context) error {
-	if err := a.ops.Listen(ctx); err != nil {
-		return err
-	}
-	addr := a.ops.Address()
-	a.addr.Store(&addr)
-	return nil
 }
 
 // Run starts the archiver's parts in order (the ops listener, partition
@@ -127,8 +115,5 @@ func (a *App) Run(ctx context.Context) error {
 // is bound to, the port chosen for ":0" included, once Run has bound it;
 // "" before. It is safe to call from any goroutine.
 func (a *App) Addr() string {
-	if p := a.addr.Load(); p != nil {
-		return *p
-	}
-	return ""
+	return a.ops.Address()
 }

@@ -73,7 +73,6 @@ type App struct {
 	ipv6Prefix atomic.Int64
 	svc        *detector.Service
 	ops        *ops.Listener
-	addr       atomic.Pointer[string]
 	group      *lifecycle.Group
 }
 
@@ -143,21 +142,11 @@ func (a *App) parts() *lifecycle.Group {
 	g.Add(
 		lifecycle.Part{Name: "redis", Stop: func(context.Context) error { return a.closeRedis() }},
 		lifecycle.Part{Name: "ban publisher", Stop: func(context.Context) error { return a.closePublisher() }},
-		lifecycle.Part{Name: "ops listener", Start: a.listen, Run: a.ops.Serve, Stop: a.ops.Shutdown},
+		lifecycle.Part{Name: "ops listener", Start: a.ops.Listen, Run: a.ops.Serve, Stop: a.ops.Shutdown},
 		lifecycle.Part{Name: "rules", Run: func(ctx context.Context) error { a.rules.Run(ctx, a.reload); return nil }},
 	)
 	a.addConsumers(g)
 	return g
-}
-
-// listen binds the ops listener and records its address for Addr.
-func (a *App) listen(ctx context.Context) error {
-	if err := a.ops.Listen(ctx); err != nil {
-		return err
-	}
-	addr := a.ops.Address()
-	a.addr.Store(&addr)
-	return nil
 }
 
 // Run starts the detector's parts in order (the ops listener, then one
@@ -177,8 +166,5 @@ func (a *App) Run(ctx context.Context) error {
 // is bound to, the port chosen for ":0" included, once Run has bound it;
 // "" before. It is safe to call from any goroutine.
 func (a *App) Addr() string {
-	if p := a.addr.Load(); p != nil {
-		return *p
-	}
-	return ""
+	return a.ops.Address()
 }

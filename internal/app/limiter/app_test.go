@@ -204,3 +204,76 @@ func TestNewRequiresALoggerAndARegistry(t *testing.T) {
 		t.Fatal("New without a logger or a registry succeeded")
 	}
 }
+
+// A limiter whose Redis does not answer still starts, once the warm-up has
+// given up, in local mode, and stays in the load balancer: /readyz answers
+// 200 and says the mode, and the rule's local limit decides.
+func TestStartsInLocalModeWithoutRedis(t *testing.T) {
+	broker := kafkatest.StartBroker(t, decisionsTopic, bansTopic, outcomesTopic)
+	rulesFile := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(rulesFile, []byte(rulesYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t, broker, "rwtest:dead:", rulesFile, map[string]string{
+		"REDIS_URL": "redis://127.0.0.1:1/0", "REDIS_WARMUP_TIMEOUT": "200ms",
+		"LOCAL_EXPECTED_INSTANCES": "1",
+	})
+	a, err := New(cfg, Deps{Log: zaptest.NewLogger(t), Registry: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, a)
+	resp, err := http.Get("http://" + a.Addrs().Decisions + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var ready struct {
+		Mode   string            `json:"mode"`
+		Checks map[string]string `json:"checks"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&ready); err != nil || resp.StatusCode != http.StatusOK || ready.Mode != "local" ||
+		!strings.HasPrefix(ready.Checks["redis"], "down") {
+		t.Fatalf("/readyz: status %d, mode %q, checks %v (%v); want 200, local and redis down", resp.StatusCode, ready.Mode, ready.Checks, err)
+	}
+	admitted := 0
+	for range limit + 5 {
+		if check(t, a.Addrs().Decisions, "203.0.113.8") {
+			admitted++
+		}
+	}
+	if admitted != limit {
+		t.Fatalf("admitted %d in local mode, want the rule's %d (one live limiter)", admitted, limit)
+	}
+}
+
+// A limiter told to stop while it waits for its first RLS config from an
+// xDS server that never answers stops cleanly: Run returns nil (the
+// process exits 0), and nothing listened.
+func TestStopWhileWaitingForTheFirstXDSConfig(t *testing.T) {
+	broker := kafkatest.StartBroker(t, decisionsTopic, bansTopic, outcomesTopic)
+	prefix := redistest.Prefix(t, redistest.Client(t))
+	cfg := testConfig(t, broker, prefix, "../../../deploy/rules.example.yaml", map[string]string{
+		"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_NODE_ID": "test-node",
+		"CONFIG_GRPC_XDS_SERVER_URL": "127.0.0.1:1", // refuses every connection
+	})
+	reg := prometheus.NewRegistry()
+	a, err := New(cfg, Deps{Log: zaptest.NewLogger(t), Registry: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	// The wait has begun once the xDS client has tried the server.
+	testkit.WaitFor(t, 10*time.Second, "a failed attempt to reach the xDS server", func() bool {
+		return testkit.MetricSum(t, reg, "rate_limit_xds_connection_failures_total", nil) > 0
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("stopped while waiting for the first xDS config: Run returned %v, want nil", err)
+	}
+	if addrs := a.Addrs(); addrs != (Addrs{}) {
+		t.Fatalf("listened at %+v before its first rules", addrs)
+	}
+}

@@ -72,10 +72,10 @@ func xdsPart(cfg config.XDS, mgr *rulesync.Manager, log *zap.Logger, reg prometh
 			select {
 			case <-src.First():
 				return nil
-			case <-start.Done():
+			case <-start.Done(): // told to stop while waiting: a stop, not a failure
 				cancel()
 				<-done
-				return start.Err()
+				return nil
 			}
 		},
 		Stop: func(context.Context) error { cancel(); <-done; return nil },

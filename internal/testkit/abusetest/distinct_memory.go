@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -20,15 +21,22 @@ import (
 //   - members, and groups, seen before Newest-Window are dropped;
 //   - a member already kept moves forward to the add's time when later;
 //     Introduced when the event that brought it in is this one;
+//   - when the count (before this add's sighting) is Threshold or less,
+//     the set forgets its crossing;
 //   - a new member within the window is added with this event as its
 //     introducer (Introduced), then, over Cap, the least recently seen
 //     member (by time, then member) is dropped, possibly itself; Crossed
-//     when the count went from Threshold or less to more, and the set
-//     remembers this event as its crossing;
+//     when the count is over Threshold and the set has no crossing (it
+//     went from Threshold or less to more, or a lowered Threshold finds it
+//     over), and the set remembers this event as its crossing;
 //   - with a Group, a sighting within the window (of a new member, or of a
 //     kept one) moves its group forward to the add's time, or adds it,
-//     then, over Cap, drops the least recently seen group (by time, then
-//     group); the count is the groups';
+//     then, if it added it and is over Cap, drops the least recently seen
+//     group (by time, then group); the count is the groups';
+//   - but a new member that finds the set already over Threshold and
+//     without a crossing (a reload lowered Threshold, and Cap with it)
+//     drops no member and no group: its crossing answers every member the
+//     set holds, none pushed out by the crossing itself;
 //   - a kept member introduced by this event whose crossing it was is
 //     Crossed again (a redelivery);
 //   - the count, bounds and members follow abuse.DistinctCount, the
@@ -37,6 +45,10 @@ import (
 // A Trust add moves its member's trust forward to the add's time (or adds
 // it and, over Cap, drops the least recently trusted, by time then member),
 // and answers the zero count.
+//
+// Only an add of a new member, group or trust drops one, and only one, as
+// the Lua script does: a set over a Cap that a reload lowered keeps its
+// size until its members age out of the window.
 type MemoryDistinct struct {
 	mu   sync.Mutex
 	sets map[abuse.DistinctSet]*memorySet
@@ -47,7 +59,7 @@ type memorySet struct {
 	members map[string]memoryMember
 	groups  map[string]int64 // group -> latest sighting
 	trusted map[string]int64 // member -> latest trust
-	crossed string           // event id of the last crossing
+	crossed string           // event id of the crossing, "" once the count is back at or under the threshold
 }
 
 type memoryMember struct {
@@ -99,6 +111,9 @@ func (s *memorySet) add(a *abuse.DistinctAdd, ts int64) abuse.DistinctCount {
 	from := s.newest - sp.Window.Milliseconds()
 	maps.DeleteFunc(s.members, func(_ string, v memoryMember) bool { return v.ts < from })
 	maps.DeleteFunc(s.groups, func(_ string, t int64) bool { return t < from })
+	if s.count(a) <= sp.Threshold {
+		s.crossed = ""
+	}
 	var c abuse.DistinctCount
 	if v, ok := s.members[a.Member]; ok {
 		v.ts = max(v.ts, ts)
@@ -109,16 +124,19 @@ func (s *memorySet) add(a *abuse.DistinctAdd, ts int64) abuse.DistinctCount {
 		c.Introduced = v.intro == a.EventID
 		c.Crossed = c.Introduced && s.crossed == a.EventID
 	} else if ts >= from {
-		before := s.count(a)
+		capacity := sp.Cap
+		if s.crossed == "" && s.count(a) > sp.Threshold {
+			capacity = math.MaxInt64 // it crosses a lowered threshold: nothing goes
+		}
 		s.members[a.Member] = memoryMember{ts: ts, intro: a.EventID}
-		if int64(len(s.members)) > sp.Cap {
+		if int64(len(s.members)) > capacity {
 			delete(s.members, s.ordered()[len(s.members)-1])
 		}
 		if a.Group != "" {
-			s.sightGroup(a.Group, ts, sp.Cap)
+			s.sightGroup(a.Group, ts, capacity)
 		}
 		c.Introduced = true
-		if before <= sp.Threshold && s.count(a) > sp.Threshold {
+		if s.crossed == "" && s.count(a) > sp.Threshold {
 			c.Crossed = true
 			s.crossed = a.EventID
 		}
@@ -157,16 +175,21 @@ func (s *memorySet) count(a *abuse.DistinctAdd) int64 {
 	return int64(len(s.members))
 }
 
+// sightGroup moves g forward to ts, or adds it and, over capacity, drops
+// the least recently seen group. Only an added group drops one: a set over
+// a cap a reload lowered keeps its size.
 func (s *memorySet) sightGroup(g string, ts, capacity int64) {
+	_, kept := s.groups[g]
 	s.groups[g] = max(s.groups[g], ts)
-	if int64(len(s.groups)) > capacity {
+	if !kept && int64(len(s.groups)) > capacity {
 		delete(s.groups, leastRecent(s.groups))
 	}
 }
 
 func (s *memorySet) trust(a *abuse.DistinctAdd, ts int64) {
+	_, kept := s.trusted[a.Member]
 	s.trusted[a.Member] = max(s.trusted[a.Member], ts)
-	if int64(len(s.trusted)) > a.Spec.Cap {
+	if !kept && int64(len(s.trusted)) > a.Spec.Cap {
 		delete(s.trusted, leastRecent(s.trusted))
 	}
 }

@@ -14,3 +14,7 @@ func TestMemoryWindows(t *testing.T) {
 func TestMemoryLedger(t *testing.T) {
 	abusetest.RunLedger(t, func(*testing.T) abuse.Ledger { return abusetest.NewMemoryLedger() })
 }
+
+func TestMemoryDistinct(t *testing.T) {
+	abusetest.RunDistinct(t, func(*testing.T) abuse.Distinct { return abusetest.NewMemoryDistinct() })
+}

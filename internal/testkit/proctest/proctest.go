@@ -1,6 +1,7 @@
 // Package proctest holds what tests that run processes and servers share:
-// a free loopback address, and an output buffer readable while a process
-// writes it.
+// a free loopback address, an output buffer readable while a process
+// writes it, building commands (Build) and running one for the length of a
+// test (Run).
 package proctest
 
 import (
