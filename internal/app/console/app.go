@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -50,8 +49,6 @@ type App struct {
 	closeReader func()
 	pages       *ops.Listener
 	ops         *ops.Listener // nil: the operational routes are on the pages' port
-	addr        atomic.Pointer[string]
-	opsAddr     atomic.Pointer[string]
 	group       *lifecycle.Group
 }
 
@@ -123,10 +120,10 @@ func (a *App) parts() *lifecycle.Group {
 		lifecycle.Part{Name: "postgres", Stop: func(context.Context) error { a.closeReader(); return nil }},
 	)
 	if a.ops != nil {
-		g.Add(lifecycle.Part{Name: "ops listener", Start: listen(a.ops, &a.opsAddr), Run: a.ops.Serve, Stop: a.ops.Shutdown})
+		g.Add(lifecycle.Part{Name: "ops listener", Start: a.ops.Listen, Run: a.ops.Serve, Stop: a.ops.Shutdown})
 	}
 	g.Add(
-		lifecycle.Part{Name: "listener", Start: listen(a.pages, &a.addr), Run: a.pages.Serve, Stop: a.pages.Shutdown},
+		lifecycle.Part{Name: "listener", Start: a.pages.Listen, Run: a.pages.Serve, Stop: a.pages.Shutdown},
 		lifecycle.Part{Name: "announce", Start: func(context.Context) error {
 			a.log.Info("console serving", zap.String("addr", a.Addr()), zap.String("ops_addr", a.OpsAddr()),
 				zap.String("admin_api", a.cfg.AdminURL))
@@ -134,18 +131,6 @@ func (a *App) parts() *lifecycle.Group {
 		}},
 	)
 	return g
-}
-
-// listen returns a start that binds l and records its address in addr.
-func listen(l *ops.Listener, addr *atomic.Pointer[string]) func(context.Context) error {
-	return func(ctx context.Context) error {
-		if err := l.Listen(ctx); err != nil {
-			return err
-		}
-		bound := l.Address()
-		addr.Store(&bound)
-		return nil
-	}
 }
 
 // Run serves until ctx ends or the listener fails, then stops under
@@ -157,15 +142,13 @@ func (a *App) Run(ctx context.Context) error {
 
 // Addr returns the address the pages are served on, once Run has bound it;
 // "" before. It is safe to call from any goroutine.
-func (a *App) Addr() string { return loaded(&a.addr) }
+func (a *App) Addr() string { return a.pages.Address() }
 
 // OpsAddr returns OPS_LISTEN_ADDR's bound address; "" before Run binds it
 // or when the operational routes are on the pages' port.
-func (a *App) OpsAddr() string { return loaded(&a.opsAddr) }
-
-func loaded(p *atomic.Pointer[string]) string {
-	if s := p.Load(); s != nil {
-		return *s
+func (a *App) OpsAddr() string {
+	if a.ops == nil {
+		return ""
 	}
-	return ""
+	return a.ops.Address()
 }
