@@ -1,6 +1,7 @@
 package config
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net/url"
 	"os"
@@ -34,6 +35,10 @@ type Console struct {
 	SessionMax  time.Duration
 	// Sessions bounds the sessions held at once.
 	Sessions int
+	// TLS serves the pages over HTTPS (TLS_CERT_FILE, TLS_KEY_FILE); nil:
+	// plain HTTP, for a TLS proxy in front or loopback.
+	TLS      *tls.Config
+	TLSFiles TLSFiles
 }
 
 // LoadConsole reads the console's configuration through getenv.
@@ -41,6 +46,7 @@ func LoadConsole(getenv func(string) string) (Console, error) {
 	var c Console
 	e := newEnv(ConsoleProcess, getenv)
 	e.load(&dest{common: &c.Common, console: &c})
+	c.TLS = e.serverTLS(c.TLSFiles)
 	if c.SessionMax < c.SessionIdle {
 		e.fail(e.name("CONSOLE_SESSION_MAX"), "a duration at least CONSOLE_SESSION_IDLE", c.SessionMax.String())
 	}
@@ -67,6 +73,12 @@ var consoleVars = []Var{
 	{Name: "CONSOLE_USERS_FILE", Readers: consoleOnly,
 		Meaning: "file of console users, one `name:role:bcrypt-hash` a line, role `viewer` or `operator` (see [the console](console.md#users)); required",
 		load:    bind(inConsole(func(c *Console) *string { return &c.UsersFile }), text)},
+	{Name: "TLS_CERT_FILE", Readers: consoleOnly,
+		Meaning: "PEM certificate (chain): `LISTEN_ADDR` serves the pages over HTTPS only (TLS 1.2+), and the session cookie takes the `__Host-` prefix. With `TLS_KEY_FILE`, both or neither",
+		load:    bind(inConsole(func(c *Console) *string { return &c.TLSFiles.CertFile }), text)},
+	{Name: "TLS_KEY_FILE", Readers: consoleOnly,
+		Meaning: "PEM private key of `TLS_CERT_FILE`'s certificate",
+		load:    bind(inConsole(func(c *Console) *string { return &c.TLSFiles.KeyFile }), text)},
 	{Name: "CONSOLE_SESSION_IDLE", Default: "30m", Readers: consoleOnly,
 		Meaning: "a session unused this long ends",
 		load:    bind(inConsole(func(c *Console) *time.Duration { return &c.SessionIdle }), durationAtLeast(time.Minute, "30m or 1h"))},

@@ -72,8 +72,8 @@ func New(ctx context.Context, cfg config.Console, deps Deps) (*App, error) {
 	}
 	a := &App{cfg: cfg, log: deps.Log, archive: reader, closeReader: sync.OnceFunc(reader.Close)}
 	pages := console.New(console.Config{Users: users, Archive: reader,
-		Admin:       adminclient.New(cfg.AdminURL, cfg.AdminToken, adminTimeout),
-		SessionIdle: cfg.SessionIdle, SessionMax: cfg.SessionMax, MaxSessions: cfg.Sessions,
+		Admin: adminclient.New(cfg.AdminURL, cfg.AdminToken, adminTimeout),
+		TLS:   cfg.TLS != nil, SessionIdle: cfg.SessionIdle, SessionMax: cfg.SessionMax, MaxSessions: cfg.Sessions,
 		Log: deps.Log, Registry: deps.Registry, Now: deps.Now})
 	a.listeners(pages, ops.NewHandler(ops.Config{
 		Metrics: telemetry.MetricsHandler(deps.Registry),
@@ -89,10 +89,10 @@ func New(ctx context.Context, cfg config.Console, deps Deps) (*App, error) {
 // the operational routes on a port of their own.
 func (a *App) listeners(pages, opsRoutes http.Handler) {
 	if a.cfg.OpsListenAddr == "" {
-		a.pages = &ops.Listener{Var: "LISTEN_ADDR", Addr: a.cfg.ListenAddr, Log: a.log, Handler: ops.Beside(pages, opsRoutes)}
+		a.pages = &ops.Listener{Var: "LISTEN_ADDR", Addr: a.cfg.ListenAddr, TLS: a.cfg.TLS, Log: a.log, Handler: ops.Beside(pages, opsRoutes)}
 		return
 	}
-	a.pages = &ops.Listener{Var: "LISTEN_ADDR", Addr: a.cfg.ListenAddr, Log: a.log, Handler: ops.WithHealthz(pages)}
+	a.pages = &ops.Listener{Var: "LISTEN_ADDR", Addr: a.cfg.ListenAddr, TLS: a.cfg.TLS, Log: a.log, Handler: ops.WithHealthz(pages)}
 	a.ops = &ops.Listener{Var: "OPS_LISTEN_ADDR", Addr: a.cfg.OpsListenAddr, Log: a.log, Handler: opsRoutes}
 }
 

@@ -2,9 +2,11 @@ package console
 
 import (
 	"context"
+	"crypto/tls"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,11 +15,13 @@ import (
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/pgstore"
 	"github.com/ratewarden/ratewarden/internal/testkit/pgtest"
+	"github.com/ratewarden/ratewarden/internal/testkit/tlstest"
 )
 
-// With OPS_LISTEN_ADDR, /metrics and /readyz leave the pages' port for a
-// port of their own; /healthz answers on both.
-func TestOperationalRoutesOnTheirOwnPort(t *testing.T) {
+// consoleEnv makes a migrated database, a token and a users file, and
+// returns the console's environment with them.
+func consoleEnv(t *testing.T) map[string]string {
+	t.Helper()
 	db := pgtest.Database(t)
 	store, err := pgstore.OpenMigrated(context.Background(), db, nil) // the schema and the reader role
 	if err != nil {
@@ -30,8 +34,43 @@ func TestOperationalRoutesOnTheirOwnPort(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	env := map[string]string{"LISTEN_ADDR": "127.0.0.1:0", "OPS_LISTEN_ADDR": "127.0.0.1:0", "DATABASE_URL": db,
+	return map[string]string{"LISTEN_ADDR": "127.0.0.1:0", "DATABASE_URL": db,
 		"CONSOLE_ADMIN_TOKEN_FILE": filepath.Join(dir, "token"), "CONSOLE_USERS_FILE": filepath.Join(dir, "users")}
+}
+
+// Served over TLS (TLS_CERT_FILE, TLS_KEY_FILE), the console's cookies take
+// the __Host- prefix; plain HTTP is refused.
+func TestTLSHostCookies(t *testing.T) {
+	env := consoleEnv(t)
+	ca := tlstest.NewCA(t, "console-test")
+	env["TLS_CERT_FILE"], env["TLS_KEY_FILE"] = ca.Server("127.0.0.1")
+	cfg := must(config.LoadConsole(func(k string) string { return env[k] }))(t)
+	a := must(New(context.Background(), cfg, Deps{Log: zap.NewNop(), Registry: prometheus.NewRegistry()}))(t)
+	run(t, "console", a.Run, a.Addr)
+
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}}}
+	resp, err := client.Get("https://" + a.Addr() + "/login")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	cookies := resp.Cookies()
+	if len(cookies) != 1 || !strings.HasPrefix(cookies[0].Name, "__Host-") || !cookies[0].Secure || cookies[0].Path != "/" || cookies[0].Domain != "" {
+		t.Fatalf("cookies over TLS: %+v", cookies)
+	}
+	if resp, err := http.Get("http://" + a.Addr() + "/login"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Fatal("plain HTTP served the login page")
+		}
+	}
+}
+
+// With OPS_LISTEN_ADDR, /metrics and /readyz leave the pages' port for a
+// port of their own; /healthz answers on both.
+func TestOperationalRoutesOnTheirOwnPort(t *testing.T) {
+	env := consoleEnv(t)
+	env["OPS_LISTEN_ADDR"] = "127.0.0.1:0"
 	cfg := must(config.LoadConsole(func(k string) string { return env[k] }))(t)
 	a := must(New(context.Background(), cfg, Deps{Log: zap.NewNop(), Registry: prometheus.NewRegistry()}))(t)
 	run(t, "console", a.Run, a.Addr) // the pages start after the ops listener
