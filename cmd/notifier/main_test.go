@@ -27,6 +27,7 @@ func TestRunRefusesBadConfiguration(t *testing.T) {
 		{"misspelt key", map[string]string{"NOTIFY_RECEIVERS_FILE": typo}, `did you mean "format"?`},
 		{"bad delay", map[string]string{"NOTIFY_DIGEST_DELAY": "soon"}, "NOTIFY_DIGEST_DELAY"},
 		{"bad pending bound", map[string]string{"NOTIFY_MAX_PENDING": "0"}, "NOTIFY_MAX_PENDING"},
+		{"bad digest bound", map[string]string{"NOTIFY_MAX_DIGESTS_PER_WINDOW": "0"}, "NOTIFY_MAX_DIGESTS_PER_WINDOW"},
 		{"bad brokers", map[string]string{"KAFKA_BROKERS": "nohost"}, "KAFKA_BROKERS"},
 	}
 	for _, tt := range tests {

@@ -16,6 +16,8 @@ type Notifier struct {
 	DigestGrace time.Duration
 	// MaxPending bounds the messages read and not yet committed.
 	MaxPending int
+	// MaxDigests bounds the digests a receiver gets of one window.
+	MaxDigests int
 	// Timeout bounds one request to a receiver; MaxBackoff the wait
 	// between two.
 	Timeout    time.Duration

@@ -75,15 +75,20 @@ type Digest struct {
 	// Examples are at most the builder's bound of the bans, chosen by
 	// their ids' hashes (not by arrival), sorted by subject.
 	Examples []event.Ban
+	// Others is set on a receiver's digest of the rest (see
+	// Builder.Digests): the groups it covers, the largest first, at most
+	// maxOthersListed of them; OthersOmitted counts the groups not listed.
+	Others        []GroupCount
+	OthersOmitted int
 }
 
 // Builder accumulates the bans of one window for every receiver. Its
 // memory is bounded by the bans added: per distinct ban a 16-byte hash,
 // and per group at most maxExamples bans.
 type Builder struct {
-	maxExamples            int
-	windowStart, windowEnd time.Time
-	groups                 map[Group]*group
+	maxExamples, maxDigests int
+	windowStart, windowEnd  time.Time
+	groups                  map[Group]*group
 }
 
 type group struct {
@@ -101,11 +106,21 @@ type example struct {
 	ban  event.Ban
 }
 
+// DefaultMaxDigests is how many digests a receiver gets of one window at
+// most unless LimitDigests says otherwise.
+const DefaultMaxDigests = 10
+
 // NewBuilder returns a builder of the digests of the window [start, end)
-// with at most maxExamples examples each (at least 1).
+// with at most maxExamples examples each (at least 1), and at most
+// DefaultMaxDigests digests per receiver.
 func NewBuilder(start, end time.Time, maxExamples int) *Builder {
-	return &Builder{maxExamples: max(maxExamples, 1), windowStart: start, windowEnd: end, groups: map[Group]*group{}}
+	return &Builder{maxExamples: max(maxExamples, 1), maxDigests: DefaultMaxDigests,
+		windowStart: start, windowEnd: end, groups: map[Group]*group{}}
 }
+
+// LimitDigests bounds the digests each receiver gets of the window to n
+// (at least 1): see Digests.
+func (bd *Builder) LimitDigests(n int) { bd.maxDigests = max(n, 1) }
 
 // Add counts b in receiver's digest of its group; a ban id already added
 // to that digest counts once.
@@ -147,25 +162,37 @@ func (g *group) addExample(h idHash, b *event.Ban, limit int) {
 }
 
 // Digests returns the window's digests, ordered by receiver, action, scope
-// and scenario.
+// and scenario. A receiver with more groups than the builder's bound gets
+// a digest of each of its largest groups (by count, then by action, scope
+// and scenario: a function of the bans) and one digest of the rest, so
+// that what a window costs a receiver does not grow with the variety of
+// the messages (anyone who may write to the topic chooses their reasons).
 func (bd *Builder) Digests() []Digest {
-	out := make([]Digest, 0, len(bd.groups))
+	byReceiver := map[string][]Digest{}
 	for k, g := range bd.groups {
 		d := Digest{Group: k, Key: key(k, g.ids), WindowStart: bd.windowStart, WindowEnd: bd.windowEnd,
 			Count: len(g.ids), DryRun: g.dryRun, FirstTS: g.first, LastTS: g.last}
 		for _, e := range g.examples {
 			d.Examples = append(d.Examples, e.ban)
 		}
-		slices.SortFunc(d.Examples, func(a, b event.Ban) int {
-			return cmp.Or(cmp.Compare(a.Subject, b.Subject), cmp.Compare(a.BanID, b.BanID))
-		})
-		out = append(out, d)
+		sortExamples(d.Examples)
+		byReceiver[k.Receiver] = append(byReceiver[k.Receiver], d)
+	}
+	out := make([]Digest, 0, len(bd.groups))
+	for _, ds := range byReceiver {
+		out = append(out, bd.bound(ds)...)
 	}
 	slices.SortFunc(out, func(a, b Digest) int {
 		return cmp.Or(cmp.Compare(a.Receiver, b.Receiver), cmp.Compare(a.Action, b.Action),
 			cmp.Compare(a.Scope, b.Scope), cmp.Compare(a.Scenario, b.Scenario))
 	})
 	return out
+}
+
+func sortExamples(ex []event.Ban) {
+	slices.SortFunc(ex, func(a, b event.Ban) int {
+		return cmp.Or(cmp.Compare(a.Subject, b.Subject), cmp.Compare(a.BanID, b.BanID))
+	})
 }
 
 // key hashes the group and the sorted hashes of its ban ids.

@@ -29,6 +29,9 @@ type Config struct {
 	Delay, Grace time.Duration
 	// MaxPending bounds the messages held: past it, fetching stops.
 	MaxPending int
+	// MaxDigests bounds the digests a receiver gets of one window (and
+	// as many of its misdated messages); 0: digest.DefaultMaxDigests.
+	MaxDigests int
 	// Timeout bounds one request to a receiver; MinBackoff and MaxBackoff
 	// bound the wait between attempts.
 	Timeout, MinBackoff, MaxBackoff time.Duration
@@ -62,6 +65,9 @@ func New(cfg Config, log *zap.Logger, reg prometheus.Registerer) (*Service, erro
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.MaxDigests <= 0 {
+		cfg.MaxDigests = digest.DefaultMaxDigests
 	}
 	if cfg.MinBackoff <= 0 {
 		cfg.MinBackoff = min(time.Second, cfg.MaxBackoff)
@@ -160,13 +166,13 @@ func (s *Service) closeDue(ctx context.Context, rd Reader, w *windows) error {
 		if !ok || !w.due(idx, s.cfg.Now()) {
 			return nil
 		}
-		msgs, bans := w.take(idx)
-		if err := s.deliver(ctx, idx, bans); err != nil {
-			w.putBack(idx, msgs, bans)
+		win := w.take(idx)
+		if err := s.deliver(ctx, idx, win); err != nil {
+			w.putBack(idx, win)
 			return err
 		}
 		commitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		err := rd.Commit(commitCtx, msgs)
+		err := rd.Commit(commitCtx, w.settle(win.msgs))
 		cancel()
 		if err != nil {
 			// Delivered: a failed commit only means the window may be
@@ -185,19 +191,13 @@ func (s *Service) closeDue(ctx context.Context, rd Reader, w *windows) error {
 // the receivers side by side (one down does not hold the others' digests
 // back, though the window's commit waits for all). It returns once every
 // digest is accepted, or with ctx's error.
-func (s *Service) deliver(ctx context.Context, idx int64, bans []*event.Ban) error {
+func (s *Service) deliver(ctx context.Context, idx int64, win *window) error {
 	start, end := digest.WindowBounds(idx, s.cfg.Delay)
 	g, gctx := errgroup.WithContext(ctx)
 	total := 0
 	for i := range s.cfg.Receivers {
 		r := &s.cfg.Receivers[i]
-		b := digest.NewBuilder(start, end, r.Examples)
-		for _, ban := range bans {
-			if ban != nil && r.Selector.Wants(ban) { // nil: not a ban, committed all the same
-				b.Add(r.Name, ban)
-			}
-		}
-		digests := b.Digests()
+		digests := s.digests(r, start, end, win)
 		total += len(digests)
 		g.Go(func() error {
 			for i := range digests {
@@ -214,6 +214,24 @@ func (s *Service) deliver(ctx context.Context, idx int64, bans []*event.Ban) err
 	if err := g.Wait(); err != nil {
 		return err
 	}
-	s.log.Debug("window closed", zap.Time("start", start), zap.Int("messages", len(bans)), zap.Int("digests", total))
+	s.log.Debug("window closed", zap.Time("start", start), zap.Int("messages", len(win.msgs)), zap.Int("digests", total))
 	return nil
+}
+
+// digests returns r's digests of win: those of the bans placed by their
+// timestamps, then apart those of the misdated bans, so that the honest
+// bans' digests, and keys, do not depend on when a misdated one was read.
+func (s *Service) digests(r *Receiver, start, end time.Time, win *window) []digest.Digest {
+	var out []digest.Digest
+	for _, misdated := range []bool{false, true} {
+		b := digest.NewBuilder(start, end, r.Examples)
+		b.LimitDigests(s.cfg.MaxDigests)
+		for i, ban := range win.bans {
+			if ban != nil && win.misdated[i] == misdated && r.Selector.Wants(ban) { // nil: not a ban, committed all the same
+				b.Add(r.Name, ban)
+			}
+		}
+		out = append(out, b.Digests()...)
+	}
+	return out
 }

@@ -142,3 +142,37 @@ func TestDigestsDoNotDependOnTheReadingOrder(t *testing.T) {
 		t.Errorf("read partition by partition: %v\ninterleaved: %v", first, second)
 	}
 }
+
+// A ban stamped in the future is sent in a digest of its own: the honest
+// bans of its scenario, read after it on its partition, keep the digests,
+// and keys, they have without it.
+func TestMisdatedBanDoesNotChangeTheHonestDigests(t *testing.T) {
+	base := time.Now().Add(-time.Minute).Truncate(time.Second)
+	encode := func(id string, at time.Time) []byte {
+		v, err := event.EncodeBan(event.Ban{BanID: id, TS: at, Action: event.ActionBan, Scope: event.ScopeIP, Subject: "192.0.2.1", Reason: "scan"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	future := base.Add(24 * time.Hour)
+	var honest []event.Message
+	for i := range 6 {
+		at := base.Add(time.Duration(i) * 300 * time.Millisecond)
+		honest = append(honest, event.Message{Partition: 0, Offset: int64(i + 1), Time: at, Value: encode(fmt.Sprint("b", i), at)})
+	}
+	withMisdated := append([]event.Message{{Partition: 0, Offset: 0, Time: future, Value: encode("future", future)}}, honest...)
+	for i := range honest {
+		honest[i].Offset-- // the same bans, without the misdated one before them
+	}
+	alone, beside := keysOf(t, honest), keysOf(t, withMisdated)
+	var extra []string
+	for _, k := range beside {
+		if !slices.Contains(alone, k) {
+			extra = append(extra, k)
+		}
+	}
+	if len(beside) != len(alone)+1 || len(extra) != 1 || extra[0][len(extra[0])-2:] != " 1" {
+		t.Errorf("honest digests %v; beside a misdated ban %v, want the same plus one digest of 1", alone, beside)
+	}
+}

@@ -24,11 +24,11 @@ func TestWindows(t *testing.T) {
 		if first != digest.Window(w0, delay) {
 			t.Fatalf("oldest window %d", first)
 		}
-		if msgs, _ := w.take(first); len(msgs) != 1 || msgs[0].Partition != 1 {
+		if msgs := w.take(first).msgs; len(msgs) != 1 || msgs[0].Partition != 1 {
 			t.Fatalf("the first window holds %+v", msgs)
 		}
 		next, _ := w.oldest()
-		if msgs, _ := w.take(next); len(msgs) != 2 {
+		if msgs := w.take(next).msgs; len(msgs) != 2 {
 			t.Fatalf("the second window holds %d messages, want both of partition 0", len(msgs))
 		}
 	})

@@ -63,7 +63,8 @@ func New(cfg config.Notifier, deps Deps) (*App, error) {
 	}
 	a := &App{cfg: cfg, log: deps.Log, receivers: receivers}
 	a.svc, err = notifying.New(notifying.Config{Receivers: receivers, Delay: cfg.DigestDelay, Grace: cfg.DigestGrace,
-		MaxPending: cfg.MaxPending, Timeout: cfg.Timeout, MinBackoff: deps.MinBackoff, MaxBackoff: cfg.MaxBackoff, Now: deps.Now},
+		MaxPending: cfg.MaxPending, MaxDigests: cfg.MaxDigests,
+		Timeout: cfg.Timeout, MinBackoff: deps.MinBackoff, MaxBackoff: cfg.MaxBackoff, Now: deps.Now},
 		a.log, deps.Registry)
 	if err != nil {
 		return nil, err
