@@ -5,6 +5,7 @@
 #   detector  entrypoint /usr/local/bin/detector, listens on :8081
 #   archiver  entrypoint /usr/local/bin/archiver, listens on :8082
 #   notifier  entrypoint /usr/local/bin/notifier, listens on :8084
+#   console   entrypoint /usr/local/bin/console, listens on :8085
 #   loadgen   entrypoint /usr/local/bin/loadgen (flags only)
 # The binaries take no arguments: configuration comes from the environment
 # (docs/configuration.md), so docker compose overrides `entrypoint` and
@@ -31,18 +32,18 @@ RUN --mount=type=cache,target=/go/pkg/mod \
     --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} \
     go build -trimpath -ldflags="-s -w" -o /out/ \
-        ./cmd/limiter ./cmd/detector ./cmd/archiver ./cmd/notifier ./cmd/loadgen
+        ./cmd/limiter ./cmd/detector ./cmd/archiver ./cmd/notifier ./cmd/console ./cmd/loadgen
 
 # distroless/static: CA certificates, tzdata (rules' `schedule.daily.tz`),
 # /etc/passwd with the nonroot user (65532); no shell, no package manager.
 FROM gcr.io/distroless/static-debian12:nonroot
-COPY --from=build /out/limiter /out/detector /out/archiver /out/notifier /out/loadgen /usr/local/bin/
+COPY --from=build /out/limiter /out/detector /out/archiver /out/notifier /out/console /out/loadgen /usr/local/bin/
 # The example rules, so the image starts as is; deployments mount their own
 # rules over this path (compose: a bind mount, Kubernetes: a ConfigMap).
 COPY deploy/rules.example.yaml /etc/ratewarden/rules.yaml
 ENV RULES_FILE=/etc/ratewarden/rules.yaml
 USER 65532:65532
-# limiter; the detector serves :8081, the archiver :8082 and the notifier :8084
-# (metrics, probes).
+# limiter; the detector serves :8081, the archiver :8082, the notifier :8084
+# and the console :8085 (metrics, probes; the console its pages too).
 EXPOSE 8080
 ENTRYPOINT ["/usr/local/bin/limiter"]

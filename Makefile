@@ -12,13 +12,13 @@ all: build
 help:
 	@sed -n 's/^## //p' $(MAKEFILE_LIST)
 
-## build       the binaries in bin/ (limiter, detector, archiver, notifier, devkafka; loadgen, loginsim, bansummary for the demo)
+## build       the binaries in bin/ (limiter, detector, archiver, notifier, console, devkafka; loadgen, loginsim, bansummary for the demo)
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
 ## run         the local stack in the foreground (devkafka when no broker answers, archiver, the notifier when
-##             NOTIFY_RECEIVERS_FILE is set, detector, limiter;
-##             Redis, Postgres if need be); prints the tokens' files and curl lines to try; Ctrl-C stops it
+##             NOTIFY_RECEIVERS_FILE is set, detector, limiter, console; Redis, Postgres if need be); prints the
+##             tokens' files, the console's address and login, and curl lines to try; Ctrl-C stops it
 run: build
 	deploy/local/run.sh
 
@@ -97,7 +97,7 @@ clean:
 ##   API_TOKENS     the limiter's API tokens [the one in .local/run/api-token, made on the first run]
 ##   ADMIN_TOKEN    the limiter's admin token [the one in .local/run/admin-token, made on the first run]
 ##   LIMITER_ADDR   the limiter's HTTP address in run, demo [127.0.0.1:8080]; also DETECTOR_ADDR [:8081],
-##                  ARCHIVER_ADDR [:8082], GRPC_LISTEN_ADDR [:8083], all on 127.0.0.1
+##                  ARCHIVER_ADDR [:8082], GRPC_LISTEN_ADDR [:8083], CONSOLE_ADDR [:8085] (run), all on 127.0.0.1
 ##   DURATION, RATE demo's traffic [30s, 300 requests/s]
 ##   FUZZTIME       fuzz-short's and fuzz's time per target [5000x, 1m]
 ##   GO             the go command [go]

@@ -26,8 +26,11 @@ type manifestPolicyPort struct{ deployment, port string } // port: the container
 // Deployments: every policy selects pods that exist and names ports they
 // have; a default deny covers every pod; the limiter's decision port
 // (LISTEN_ADDR) and its ops port (OPS_LISTEN_ADDR) admit different, named
-// peers; every metrics port admits the same peers (Prometheus), never those
-// of the decision port; and no other port is open.
+// peers; the decision port admits besides the console's pods alone (its
+// admin API), the gRPC port not; the console's pages admit the gateway, as
+// the decision port does, and its metrics are on an ops port of their own;
+// every metrics port admits the same peers (Prometheus), never those of the
+// decision port; and no other port is open.
 func manifestNetworkPolicyProblems(objs []manifestKubeObject) []string {
 	var problems []string
 	report := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
@@ -144,22 +147,44 @@ func manifestNetworkPolicyProblems(objs []manifestKubeObject) []string {
 		}
 	}
 
+	// The console's pods, as a peer in the namespace names them: the one
+	// peer the limiter's decision port admits beside the gateway.
+	console := map[string]bool{}
+	for _, n := range names {
+		if pods[n].binary == "console" {
+			b, _ := json.Marshal(map[string]any{"podSelector": map[string]any{"matchLabels": pods[n].labels}})
+			console[string(b)] = true
+		}
+	}
 	// Who may reach each port.
 	var gateway, prometheus map[string]bool
+	var consolePages []manifestPolicyPort
 	expected := map[manifestPolicyPort]bool{}
 	for _, n := range names {
 		p := pods[n]
 		metrics := p.listen
-		if p.binary == "limiter" {
+		if p.binary == "limiter" || p.binary == "console" {
 			if p.ops == "" {
 				report("%s: no OPS_LISTEN_ADDR, so no policy can tell the gateway's port from Prometheus's", n)
 				continue
 			}
 			metrics = p.ops
+		}
+		if p.binary == "console" {
+			pages := manifestPolicyPort{n, p.listen}
+			expected[pages] = true
+			consolePages = append(consolePages, pages)
+		}
+		if p.binary == "limiter" {
 			dec := manifestPolicyPort{n, p.listen}
 			expected[dec] = true
-			if gateway = allowed[dec]; len(gateway) == 0 {
+			gateway = maps.Clone(allowed[dec])
+			maps.DeleteFunc(gateway, func(peer string, _ bool) bool { return console[peer] })
+			if len(gateway) == 0 {
 				report("%s: no policy admits the gateway to the decision port %s", n, p.listen)
+			}
+			if len(console) > 0 && !allowed[dec][slices.Collect(maps.Keys(console))[0]] {
+				report("%s: no policy admits the console to the decision port %s (the admin API)", n, p.listen)
 			}
 			// The rate limit API is a decision port too: the same callers.
 			if p.grpc != "" {
@@ -184,6 +209,12 @@ func manifestNetworkPolicyProblems(objs []manifestKubeObject) []string {
 	for peer := range gateway {
 		if prometheus[peer] {
 			report("the limiter's decision port and the metrics ports both admit %s", peer)
+		}
+	}
+	for _, pages := range consolePages {
+		if !maps.Equal(allowed[pages], gateway) {
+			report("%s: the console's pages (port %s) admit %v, the decision port's gateway %v", pages.deployment, pages.port,
+				slices.Sorted(maps.Keys(allowed[pages])), slices.Sorted(maps.Keys(gateway)))
 		}
 	}
 	for k, peers := range allowed {

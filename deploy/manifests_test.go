@@ -65,7 +65,7 @@ type manifestConfig struct {
 
 // manifestServices are the processes the image runs from internal/config's
 // table; loadgen reads flags only.
-var manifestServices = []config.Process{config.LimiterProcess, config.DetectorProcess, config.ArchiverProcess, config.NotifierProcess}
+var manifestServices = []config.Process{config.LimiterProcess, config.DetectorProcess, config.ArchiverProcess, config.NotifierProcess, config.ConsoleProcess}
 
 // manifestLoadConfig asks internal/config's table which variables each
 // service reads, and its default LISTEN_ADDR.

@@ -12,11 +12,11 @@ import (
 	"testing"
 )
 
-// routePackages serve the HTTP routes of the limiter, the detector and the
-// archiver: the decision API (its paths are constants its router switches
+// routePackages serve the HTTP routes of the limiter, the detector, the
+// archiver and the console: the decision API (its paths are constants its router switches
 // on), the admin API, and the ops server every service runs (health,
 // readiness, metrics, profiles).
-var routePackages = []string{"../internal/httpapi", "../internal/rlsapi", "../internal/adminapi", "../internal/ops"}
+var routePackages = []string{"../internal/httpapi", "../internal/rlsapi", "../internal/adminapi", "../internal/ops", "../internal/console"}
 
 // Every HTTP route of the services is named in docs/security.md, which says
 // who may call it: in backquotes, alone or after its method (`POST /json`),
@@ -28,7 +28,7 @@ func TestSecurityDocNamesEveryRoute(t *testing.T) {
 	}
 	doc := string(raw)
 	routes := servedRoutes(t)
-	for _, must := range []string{"/v1/check", "/v1/admin/bans", "/readyz", "/debug/pprof/"} {
+	for _, must := range []string{"/v1/check", "/v1/admin/bans", "/readyz", "/debug/pprof/", "/bans/lift"} {
 		if !slices.Contains(routes, must) {
 			t.Fatalf("the route scan found no %s (found %q): it no longer understands how routes are declared", must, routes)
 		}

@@ -80,6 +80,13 @@ var layers = []layer{
 		why:       "neither reads rules: the rules engine and its YAML parser would only weigh on their binaries",
 	},
 	{
+		name: "the console links no Redis, no Kafka and no decision core",
+		from: []string{"cmd/console", "internal/console", "internal/adminclient", "internal/archivequery"},
+		forbidden: []string{"github.com/redis/", "github.com/segmentio/kafka-go", "github.com/twmb/franz-go",
+			module + "internal/redisstore", module + "internal/redisfleet", module + "internal/kafkabus", module + "internal/limiter"},
+		why: "the console reads the archive (Postgres) and acts through the limiters' admin API: the enforcement path stays theirs",
+	},
+	{
 		name: "the notifier links no Redis, no database and no rules engine", from: []string{"cmd/notifier", "internal/notifier"},
 		forbidden: []string{"github.com/redis/", "github.com/jackc/pgx", module + "internal/redisstore", module + "internal/redisfleet",
 			module + "internal/redisabuse", module + "internal/pgstore", module + "internal/rules", module + "internal/abuse"},

@@ -2,7 +2,7 @@
 # Runs the local stack in the foreground on local defaults: devkafka (unless a
 # broker already answers at KAFKA_BROKERS), the archiver, the notifier when
 # NOTIFY_RECEIVERS_FILE names its receivers (a local run has no webhook to
-# post to otherwise), the detector and the limiter. When Redis or Postgres does not answer at its URL, a private
+# post to otherwise), the detector, the limiter and the console. When Redis or Postgres does not answer at its URL, a private
 # instance is started under .local/run/ (git-ignored) if its server is
 # installed; if not, the script stops and says what to install. Everything
 # listens on 127.0.0.1 unless you say otherwise; the tokens are made once,
@@ -21,6 +21,7 @@ LIMITER_ADDR=${LIMITER_ADDR:-127.0.0.1:8080}
 DETECTOR_ADDR=${DETECTOR_ADDR:-127.0.0.1:8081}
 ARCHIVER_ADDR=${ARCHIVER_ADDR:-127.0.0.1:8082}
 NOTIFIER_ADDR=${NOTIFIER_ADDR:-127.0.0.1:8084}
+CONSOLE_ADDR=${CONSOLE_ADDR:-127.0.0.1:8085}
 export GRPC_LISTEN_ADDR=${GRPC_LISTEN_ADDR:-127.0.0.1:8083}
 state=.local/run
 mkdir -p "$state"
@@ -74,6 +75,22 @@ else
 fi
 export API_TOKENS ADMIN_TOKEN
 
+# The console reads the admin token from a file: the one above, or one of
+# the ADMIN_TOKEN you set. Its users file is made on the first run with one
+# operator, "operator", whose password is kept in $state/console-password.
+if [ "$admin_from" = "admin token: $admin_token_file" ]; then
+	console_token_file=$admin_token_file
+else
+	console_token_file=$PWD/$state/console-admin-token
+	(umask 077 && printf '%s\n' "$ADMIN_TOKEN" >"$console_token_file")
+fi
+console_users=$PWD/$state/console-users
+console_password=$PWD/$state/console-password
+if [ ! -e "$console_users" ]; then
+	(umask 077 && token_file console-password >/dev/null &&
+		bin/console user operator operator <"$console_password" >"$console_users")
+fi
+
 # Children run in sessions of their own (setsid), so Ctrl-C reaches only this
 # script, which stops them one by one.
 pids=()
@@ -122,7 +139,7 @@ wait_for() {
 # Something already listening where a service of this run would is most
 # likely another make run: the service would fail to start, or worse, this
 # run would talk to the other one.
-listeners=("LIMITER_ADDR=$LIMITER_ADDR" "GRPC_LISTEN_ADDR=$GRPC_LISTEN_ADDR" "DETECTOR_ADDR=$DETECTOR_ADDR" "ARCHIVER_ADDR=$ARCHIVER_ADDR")
+listeners=("LIMITER_ADDR=$LIMITER_ADDR" "GRPC_LISTEN_ADDR=$GRPC_LISTEN_ADDR" "DETECTOR_ADDR=$DETECTOR_ADDR" "ARCHIVER_ADDR=$ARCHIVER_ADDR" "CONSOLE_ADDR=$CONSOLE_ADDR")
 if [ -n "${NOTIFY_RECEIVERS_FILE:-}" ]; then listeners+=("NOTIFIER_ADDR=$NOTIFIER_ADDR"); fi
 for pair in "${listeners[@]}"; do
 	addr=${pair#*=}
@@ -211,6 +228,14 @@ url() {
 	echo "http://${host:-127.0.0.1}:${1##*:}"
 }
 api=$(url "$LIMITER_ADDR")
+
+# The console reads the archive as ratewarden_reader and acts through the
+# limiter's admin API.
+LISTEN_ADDR=$CONSOLE_ADDR CONSOLE_ADMIN_URL=$api CONSOLE_ADMIN_TOKEN_FILE=$console_token_file \
+	CONSOLE_USERS_FILE=$console_users setsid bin/console &
+pids+=($!) names+=(console)
+wait_for "$CONSOLE_ADDR" console $!
+console=$(url "$CONSOLE_ADDR")
 # The lines below work as printed, from any directory. The ban is of an
 # address the others do not use, so they keep answering as shown.
 cat <<MSG
@@ -220,6 +245,7 @@ ratewarden is running.
   $admin_from
   gRPC (Envoy's rate limit API): $GRPC_LISTEN_ADDR${notifier_line:+
 $notifier_line}
+  console:     $console (user operator, password in $console_password; users in $console_users)
 Try:
   curl -s -H "Authorization: Bearer $api_hint" -X POST $api/v1/check -d '{"ip":"203.0.113.7","endpoint":"/api/login","method":"POST"}'
   curl -s -H "Authorization: Bearer $api_hint" -X POST $api/v1/report -d '{"ip":"203.0.113.7","endpoint":"/api/login","method":"POST","user_id":"alice","status":401}'
@@ -227,6 +253,7 @@ Try:
   curl -s -H "Authorization: Bearer $admin_hint" -X POST $api/v1/admin/bans -d '{"scope":"ip","subject":"198.51.100.9","duration":"10m","reason":"trying the admin API"}'
   curl -s -H "Authorization: Bearer $admin_hint" $api/v1/admin/bans
   curl -s $api/readyz
+  curl -s $console/readyz
   curl -s $(url "$DETECTOR_ADDR")/metrics | grep rate_limit_detector_bans_total
 Press Ctrl-C to stop.
 

@@ -93,7 +93,7 @@ func (h *handler) addBan(w http.ResponseWriter, r *http.Request) {
 	now := time.Now().UTC()
 	ban := event.Ban{
 		BanID: uuid.NewString(), TS: now, Action: event.ActionBan, Scope: req.Scope, Subject: subject,
-		Reason: "manual", DurationS: int64(d / time.Second), ExpiresAt: now.Add(d), Source: "admin", Note: req.Reason,
+		Reason: "manual", DurationS: int64(d / time.Second), ExpiresAt: now.Add(d), Source: "admin", Note: req.Reason, Actor: who,
 	}
 	// A ban never shortens a longer one in force (the detector's, say):
 	// shortening would free the subject while the detector, whose record
@@ -144,7 +144,8 @@ func (h *handler) keptBan(w http.ResponseWriter, r *http.Request, who string, cu
 	jsonwire.WriteJSON(w, http.StatusOK, append(raw, '\n'))
 }
 
-// removeBan lifts a ban everywhere and announces it on the ban topic. An
+// removeBan lifts a ban everywhere and announces it on the ban topic, with
+// the caller's reason (the optional query parameter reason) and actor. An
 // IPv6 address lifts the ban of its group, or else a ban of the address
 // itself (issued with ipv6_prefix 128, or before grouping existed); an
 // IPv6 prefix of any length lifts the ban of that prefix, so every ban the
@@ -168,6 +169,11 @@ func (h *handler) removeBan(w http.ResponseWriter, r *http.Request) {
 		h.inputError(w, err)
 		return
 	}
+	note := r.URL.Query().Get("reason")
+	if len(note) > maxNote {
+		h.inputError(w, jsonwire.BadRequest("reason: at most %d bytes", maxNote))
+		return
+	}
 	var subject string
 	var removed bool
 	for _, subject = range subjects {
@@ -189,7 +195,7 @@ func (h *handler) removeBan(w http.ResponseWriter, r *http.Request) {
 	h.cfg.Log.Info("admin unban", zap.String("actor", who), zap.String("client", h.cfg.Clients.Of(r).String()),
 		zap.String("source", r.RemoteAddr), zap.String("scope", scope), zap.String("subject", subject))
 	unban := event.Ban{BanID: uuid.NewString(), TS: time.Now().UTC(), Action: event.ActionUnban, Scope: scope,
-		Subject: subject, Reason: "manual", Source: "admin"}
+		Subject: subject, Reason: "manual", Source: "admin", Note: note, Actor: who}
 	if err := h.cfg.BanPublisher.Publish(r.Context(), unban); err != nil {
 		jsonwire.WriteError(w, http.StatusBadGateway, "unbanned, but the unban message was not published: "+err.Error())
 		return

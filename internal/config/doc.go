@@ -17,6 +17,7 @@ var intros = map[Process]string{
 	DetectorProcess: "Consumes the decisions, finds abusive clients and bans them (`cmd/detector`).",
 	ArchiverProcess: "Stores violations, ban history and outcome reports in Postgres for analysts (`cmd/archiver`).",
 	NotifierProcess: "Sends bans and warnings to webhooks as digests (`cmd/notifier`, see [Ban notifications](ban-notifications.md)).",
+	ConsoleProcess:  "The security team's web console: the archive, the live bans and rules, audited bans and lifts (`cmd/console`).",
 	DevKafkaProcess: "A Kafka-protocol broker for local runs and tests, not for production (`cmd/devkafka`). " +
 		"Each variable has a flag, which wins over it.",
 }

@@ -24,10 +24,11 @@ const (
 	ArchiverProcess Process = "archiver"
 	NotifierProcess Process = "notifier"
 	DevKafkaProcess Process = "devkafka"
+	ConsoleProcess  Process = "console"
 )
 
 // Processes lists the processes in the order of the documentation.
-var Processes = []Process{LimiterProcess, DetectorProcess, ArchiverProcess, NotifierProcess, DevKafkaProcess}
+var Processes = []Process{LimiterProcess, DetectorProcess, ArchiverProcess, NotifierProcess, ConsoleProcess, DevKafkaProcess}
 
 // Var is one row of the table: an environment variable as the processes in
 // Readers read it. A variable whose default or meaning differs between
@@ -109,6 +110,7 @@ type dest struct {
 	archiver *Archiver
 	notifier *Notifier
 	devKafka *DevKafka
+	console  *Console
 }
 
 // field locates a row's field in a process's configuration; nil when the
@@ -133,6 +135,10 @@ func inArchiver[T any](f func(*Archiver) *T) field[T] {
 
 func inNotifier[T any](f func(*Notifier) *T) field[T] {
 	return func(d *dest) *T { return via(d.notifier, f) }
+}
+
+func inConsole[T any](f func(*Console) *T) field[T] {
+	return func(d *dest) *T { return via(d.console, f) }
 }
 
 func inDevKafka[T any](f func(*DevKafka) *T) field[T] {

@@ -8,7 +8,7 @@ import (
 
 // table is every variable any process reads, one row per variable and
 // group of processes; the order is the documentation's.
-var table = slices.Concat(serviceVars, limiterVars, xdsVars, consumerVars, notifierVars, devKafkaVars)
+var table = slices.Concat(serviceVars, limiterVars, xdsVars, consumerVars, notifierVars, consoleVars, devKafkaVars)
 
 // The groups of processes rows are read by.
 var (
@@ -17,12 +17,15 @@ var (
 	archiverOnly = []Process{ArchiverProcess}
 	notifierOnly = []Process{NotifierProcess}
 	devKafkaOnly = []Process{DevKafkaProcess}
+	consoleOnly  = []Process{ConsoleProcess}
 	// redisUsers use Redis and the rules file.
 	redisUsers = []Process{LimiterProcess, DetectorProcess}
 	services   = []Process{LimiterProcess, DetectorProcess, ArchiverProcess}
 	// banReaders are the services and the notifier, which reads the bans
 	// topic alone.
 	banReaders = []Process{LimiterProcess, DetectorProcess, ArchiverProcess, NotifierProcess}
+	// processes are those and the console: they log and stop alike.
+	processes = []Process{LimiterProcess, DetectorProcess, ArchiverProcess, NotifierProcess, ConsoleProcess}
 )
 
 // hostname is INSTANCE_ID's default: the host name, else the process's.
@@ -101,13 +104,13 @@ var serviceVars = []Var{
 	{Name: "INSTANCE_ID", DefaultDoc: "host name", Readers: redisUsers, defaultFunc: hostname,
 		Meaning: "names this instance (the limiter's decision events carry it); at most 256 bytes (the bound of the event's `instance`)",
 		load:    bind(inCommon(func(c *Common) *string { return &c.Instance }), instanceID)},
-	{Name: "LOG_LEVEL", Default: "info", Readers: banReaders,
+	{Name: "LOG_LEVEL", Default: "info", Readers: processes,
 		Meaning: "`debug`, `info`, `warn` or `error`",
 		load:    bind(inCommon(func(c *Common) *string { return &c.LogLevel }), oneOf("debug", "info", "warn", "error"))},
-	{Name: "LOG_FORMAT", Default: "json", Readers: banReaders,
+	{Name: "LOG_FORMAT", Default: "json", Readers: processes,
 		Meaning: "`json` or `console`",
 		load:    bind(inCommon(func(c *Common) *string { return &c.LogFormat }), oneOf("json", "console"))},
-	{Name: "SHUTDOWN_TIMEOUT", Default: "10s", Readers: banReaders,
+	{Name: "SHUTDOWN_TIMEOUT", Default: "10s", Readers: processes,
 		Meaning: "bound on the stop at SIGTERM: draining requests and flushing events (the limiter), finishing the batch in hand (the consumers)",
 		load:    bind(inCommon(func(c *Common) *time.Duration { return &c.ShutdownTimeout }), positiveDuration)},
 }

@@ -21,6 +21,8 @@ func load(p Process, getenv func(string) string) error {
 		_, err = LoadNotifier(getenv)
 	case DevKafkaProcess:
 		_, err = LoadDevKafka(nil, getenv)
+	case ConsoleProcess:
+		_, err = LoadConsole(getenv)
 	default:
 		panic("no loader for " + p)
 	}

@@ -309,7 +309,8 @@ func TestAdminBanAndUnban(t *testing.T) {
 			t.Fatalf("token %q: status %d, want 401", tok, code)
 		}
 	}
-	if code, body := admin(t, a, "POST", "/v1/admin/bans", adminToken, `{"scope":"ip","subject":"`+ip+`","duration":"1h","reason":"incident 42"}`); code != http.StatusCreated {
+	if code, body := admin(t, a, "POST", "/v1/admin/bans", adminToken, `{"scope":"ip","subject":"`+ip+`","duration":"1h","reason":"incident 42"}`,
+		"X-Actor", "ana"); code != http.StatusCreated {
 		t.Fatalf("ban: %d %s", code, body)
 	}
 	if d := check(t, a, ip, "/api/x"); d.Allowed || d.Reason != event.ReasonBanned {
@@ -324,7 +325,7 @@ func TestAdminBanAndUnban(t *testing.T) {
 	if code, body := admin(t, a, "POST", "/v1/admin/bans", adminToken, `{"scope":"planet","subject":"x","duration":"1h"}`); code != http.StatusBadRequest {
 		t.Fatalf("bad scope: %d %s", code, body)
 	}
-	if code, body := admin(t, b, "DELETE", "/v1/admin/bans/ip/"+ip, adminToken, ""); code != http.StatusOK {
+	if code, body := admin(t, b, "DELETE", "/v1/admin/bans/ip/"+ip+"?reason=false+positive", adminToken, "", "X-Actor", "bo"); code != http.StatusOK {
 		t.Fatalf("unban: %d %s", code, body)
 	}
 	testkit.WaitFor(t, time.Second, "both instances to lift the ban", func() bool {
@@ -335,7 +336,8 @@ func TestAdminBanAndUnban(t *testing.T) {
 	}
 	got := bans(t, e, 2)
 	if got[0].Action != event.ActionBan || got[0].Source != "admin" || got[0].Reason != "manual" || got[0].Note != "incident 42" ||
-		got[1].Action != event.ActionUnban || got[1].Subject != ip {
+		got[0].Actor != "ana" || got[1].Action != event.ActionUnban || got[1].Subject != ip || got[1].Note != "false positive" ||
+		got[1].Actor != "bo" {
 		t.Fatalf("ban topic: %+v", got)
 	}
 }

@@ -159,7 +159,7 @@ func firstHourEnv(t *testing.T) ([]string, map[string]string) {
 		}
 	}
 	addrs := map[string]string{}
-	for _, name := range []string{"LIMITER_ADDR", "GRPC_LISTEN_ADDR", "DETECTOR_ADDR", "ARCHIVER_ADDR", "KAFKA_BROKERS"} {
+	for _, name := range []string{"LIMITER_ADDR", "GRPC_LISTEN_ADDR", "DETECTOR_ADDR", "ARCHIVER_ADDR", "CONSOLE_ADDR", "KAFKA_BROKERS"} {
 		// KAFKA_BROKERS: nobody answers there, so make run starts devkafka.
 		addrs[name] = proctest.FreeAddr(t)
 		env = append(env, name+"="+addrs[name])

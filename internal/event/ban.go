@@ -37,6 +37,10 @@ type Ban struct {
 	// Note is the operator's free text on a manual ban or unban (optional;
 	// an extension of the contract's fields).
 	Note string
+	// Actor is who banned or lifted by hand: the admin API's caller as it
+	// declared itself (X-Actor), the console's user (optional; an
+	// extension of the contract's fields).
+	Actor string
 }
 
 // BanChange is a change of the shared blacklist as its subscribers (the
@@ -83,6 +87,7 @@ type banWire struct {
 	DryRun    bool         `json:"dry_run"`
 	Evidence  evidenceWire `json:"evidence"`
 	Note      string       `json:"note,omitempty"`
+	Actor     string       `json:"actor,omitempty"`
 }
 
 type evidenceWire struct {
@@ -106,7 +111,7 @@ func EncodeBan(b Ban) ([]byte, error) {
 	return json.Marshal(banWire{
 		BanID: b.BanID, TS: formatTime(b.TS), Action: b.Action, Scope: b.Scope, Subject: b.Subject,
 		Reason: b.Reason, Count: b.Count, Threshold: b.Threshold, WindowS: b.WindowS, DurationS: b.DurationS,
-		ExpiresAt: optionalTime(b.ExpiresAt), Source: b.Source, DryRun: b.DryRun, Note: b.Note,
+		ExpiresAt: optionalTime(b.ExpiresAt), Source: b.Source, DryRun: b.DryRun, Note: b.Note, Actor: b.Actor,
 		Evidence: evidenceWire{
 			FirstTS: optionalTime(b.Evidence.FirstTS), LastTS: optionalTime(b.Evidence.LastTS), SampleEndpoints: samples,
 			SampleUsers: b.Evidence.SampleUsers, SampleSources: b.Evidence.SampleSources, SparedSources: b.Evidence.SparedSources,
@@ -127,7 +132,7 @@ func DecodeBan(data []byte) (Ban, error) {
 	b := Ban{
 		BanID: w.BanID, Action: w.Action, Scope: w.Scope, Subject: w.Subject, Reason: w.Reason,
 		Count: w.Count, Threshold: w.Threshold, WindowS: w.WindowS, DurationS: w.DurationS,
-		Source: w.Source, DryRun: w.DryRun, Note: w.Note,
+		Source: w.Source, DryRun: w.DryRun, Note: w.Note, Actor: w.Actor,
 		Evidence: Evidence{SampleEndpoints: w.Evidence.SampleEndpoints,
 			SampleUsers: w.Evidence.SampleUsers, SampleSources: w.Evidence.SampleSources, SparedSources: w.Evidence.SparedSources},
 	}

@@ -83,11 +83,11 @@ func TestSchemaDecisionFieldsMatchEncoder(t *testing.T) {
 }
 
 // The ban schema declares every field EncodeBan writes; all are required
-// but note and the evidence's sample_users, sample_sources and
+// but note, actor and the evidence's sample_users, sample_sources and
 // spared_sources, which are omitted when empty.
 func TestSchemaBanFieldsMatchEncoder(t *testing.T) {
 	b := sampleBan()
-	b.Note = "incident 42"
+	b.Note, b.Actor = "incident 42", "ana"
 	b.Evidence.SampleUsers, b.Evidence.SampleSources = []string{"u-1"}, []string{"203.0.113.7"}
 	b.Evidence.SparedSources = []string{"203.0.113.10"}
 	enc, err := EncodeBan(b)
@@ -99,7 +99,7 @@ func TestSchemaBanFieldsMatchEncoder(t *testing.T) {
 	if !slices.Equal(props, got) {
 		t.Fatalf("encoder writes %v, schema properties %v", got, props)
 	}
-	if want := slices.DeleteFunc(slices.Clone(got), func(k string) bool { return k == "note" }); !slices.Equal(required, want) {
+	if want := slices.DeleteFunc(slices.Clone(got), func(k string) bool { return k == "note" || k == "actor" }); !slices.Equal(required, want) {
 		t.Fatalf("schema requires %v, want %v", required, want)
 	}
 	gotEv := keysOf(t, enc, "evidence")

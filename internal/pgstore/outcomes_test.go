@@ -155,8 +155,8 @@ func TestOutcomePartitions(t *testing.T) {
 	}
 	// Created or attached, a partition has the parent's indexes.
 	for _, p := range []string{d(0), d(5)} {
-		if n := queryInt(t, s, "SELECT count(*) FROM pg_indexes WHERE tablename = $1", p); n != 2 {
-			t.Errorf("%s has %d indexes, want 2 (primary key and failures)", p, n)
+		if n := queryInt(t, s, "SELECT count(*) FROM pg_indexes WHERE tablename = $1", p); n != 4 {
+			t.Errorf("%s has %d indexes, want 4 (primary key, failures, and the console's by address and by user)", p, n)
 		}
 	}
 

@@ -121,7 +121,7 @@ func validateBan(b event.Ban) error {
 		max         int
 	}{
 		{"ban_id", b.BanID, maxIndexedText}, {"scope", b.Scope, maxIndexedText}, {"subject", b.Subject, maxIndexedText},
-		{"action", b.Action, 0}, {"reason", b.Reason, 0}, {"source", b.Source, 0}, {"note", b.Note, 0},
+		{"action", b.Action, 0}, {"reason", b.Reason, 0}, {"source", b.Source, 0}, {"note", b.Note, 0}, {"actor", b.Actor, 0},
 	} {
 		if err := checkText(f.value, f.max); err != nil {
 			return fmt.Errorf("field %q: %w", f.name, err)

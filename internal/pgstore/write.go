@@ -191,21 +191,21 @@ func (c *violationColumns) slice(i, j int) []any {
 }
 
 const insertBans = `INSERT INTO bans (ban_id, ts, action, scope, subject, reason, count, threshold,
-	window_s, duration_s, expires_at, source, dry_run, note, evidence)
+	window_s, duration_s, expires_at, source, dry_run, note, evidence, actor)
 SELECT ban_id, ts, action, scope, subject, reason, count, threshold,
-	window_s, duration_s, expires_at, source, dry_run, NULLIF(note, ''), evidence::jsonb
+	window_s, duration_s, expires_at, source, dry_run, NULLIF(note, ''), evidence::jsonb, NULLIF(actor, '')
 FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::bigint[],
-	$9::bigint[], $10::bigint[], $11::timestamptz[], $12::text[], $13::boolean[], $14::text[], $15::text[])
+	$9::bigint[], $10::bigint[], $11::timestamptz[], $12::text[], $13::boolean[], $14::text[], $15::text[], $16::text[])
 	AS t(ban_id, ts, action, scope, subject, reason, count, threshold,
-	window_s, duration_s, expires_at, source, dry_run, note, evidence)
+	window_s, duration_s, expires_at, source, dry_run, note, evidence, actor)
 ON CONFLICT DO NOTHING`
 
 type banColumns struct {
-	ts                                                            []time.Time
-	expiresAt                                                     []pgtype.Timestamptz
-	banID, action, scope, subject, reason, source, note, evidence []string
-	count, threshold, windowS, durationS                          []int64
-	dryRun                                                        []bool
+	ts                                                                   []time.Time
+	expiresAt                                                            []pgtype.Timestamptz
+	banID, action, scope, subject, reason, source, note, evidence, actor []string
+	count, threshold, windowS, durationS                                 []int64
+	dryRun                                                               []bool
 }
 
 // evidenceJSON is the evidence column: the message's evidence object.
@@ -225,7 +225,7 @@ func banArgs(bans []event.Ban) (*banColumns, error) {
 	c := &banColumns{
 		ts: make([]time.Time, n), expiresAt: make([]pgtype.Timestamptz, n),
 		banID: make([]string, n), action: make([]string, n), scope: make([]string, n), subject: make([]string, n),
-		reason: make([]string, n), source: make([]string, n), note: make([]string, n), evidence: make([]string, n),
+		reason: make([]string, n), source: make([]string, n), note: make([]string, n), evidence: make([]string, n), actor: make([]string, n),
 		count: make([]int64, n), threshold: make([]int64, n), windowS: make([]int64, n), durationS: make([]int64, n),
 		dryRun: make([]bool, n),
 	}
@@ -247,7 +247,7 @@ func banArgs(bans []event.Ban) (*banColumns, error) {
 		c.banID[i], c.action[i], c.scope[i], c.subject[i] = b.BanID, b.Action, b.Scope, b.Subject
 		c.reason[i], c.source[i], c.note[i], c.evidence[i] = b.Reason, b.Source, b.Note, string(evidence)
 		c.count[i], c.threshold[i], c.windowS[i], c.durationS[i] = b.Count, b.Threshold, b.WindowS, b.DurationS
-		c.dryRun[i] = b.DryRun
+		c.dryRun[i], c.actor[i] = b.DryRun, b.Actor
 	}
 	return c, nil
 }
@@ -265,7 +265,7 @@ func (c *banColumns) len() int { return len(c.banID) }
 func (c *banColumns) slice(i, j int) []any {
 	return []any{c.banID[i:j], c.ts[i:j], c.action[i:j], c.scope[i:j], c.subject[i:j], c.reason[i:j],
 		c.count[i:j], c.threshold[i:j], c.windowS[i:j], c.durationS[i:j], c.expiresAt[i:j],
-		c.source[i:j], c.dryRun[i:j], c.note[i:j], c.evidence[i:j]}
+		c.source[i:j], c.dryRun[i:j], c.note[i:j], c.evidence[i:j], c.actor[i:j]}
 }
 
 const insertOutcomes = `INSERT INTO outcomes (event_id, occurred_at, user_id, ip_address, endpoint,

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/ratewarden/ratewarden/internal/archiver"
 	"github.com/ratewarden/ratewarden/internal/event"
 )
@@ -103,6 +105,7 @@ func TestWriteBansAndDeadLetters(t *testing.T) {
 	now := time.Now().UTC()
 	unban := ban("b-2", now)
 	unban.Action, unban.ExpiresAt, unban.Evidence, unban.Note, unban.Reason = event.ActionUnban, time.Time{}, event.Evidence{}, "false positive", "manual"
+	unban.Actor = "ana"
 	b := archiver.Batch{
 		Bans: []event.Ban{ban("b-1", now), unban},
 		DeadLetters: []archiver.DeadLetter{
@@ -167,6 +170,17 @@ func TestWriteBansAndDeadLetters(t *testing.T) {
 	}
 	if expires != nil || note == nil || *note != "false positive" {
 		t.Errorf("unban: expires_at = %v, note = %v; want NULL and the note", expires, note)
+	}
+	var actors []*string
+	rows, err := s.pool.Query(ctx, "SELECT actor FROM bans ORDER BY ban_id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if actors, err = pgx.CollectRows(rows, pgx.RowTo[*string]); err != nil {
+		t.Fatal(err)
+	}
+	if len(actors) != 2 || actors[0] != nil || actors[1] == nil || *actors[1] != "ana" {
+		t.Errorf("actors %v, want NULL for the detector's ban and ana for the unban", actors)
 	}
 }
 

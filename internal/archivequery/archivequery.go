@@ -1,0 +1,128 @@
+// Package archivequery reads the Postgres archive for the console: counts
+// for the overview, the bans in force with their evidence, a subject's
+// timeline and the audit trail. Every query is bounded (a time range on
+// the partition column, a LIMIT) and runs in a read-only transaction.
+package archivequery
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Reader reads the archive through a pool whose sessions are read-only.
+type Reader struct {
+	pool *pgxpool.Pool
+}
+
+// ReaderRole is the read-only role the archiver's migrations create; the
+// console's sessions take it.
+const ReaderRole = "ratewarden_reader"
+
+// Open connects to the archive at url. Every session takes ReaderRole (SET
+// ROLE), so the login role must be a member of it (or a superuser, as in a
+// local run), and is read-only besides (default_transaction_read_only): a
+// login role with more privileges reads with the reader's only.
+func Open(ctx context.Context, url string) (*Reader, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse the database URL: %w", err)
+	}
+	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		if _, err := conn.Exec(ctx, "SET ROLE "+ReaderRole); err != nil {
+			return fmt.Errorf("take the role %s (the login role must be a member of it): %w", ReaderRole, err)
+		}
+		return nil
+	}
+	cfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
+	cfg.ConnConfig.RuntimeParams["application_name"] = "ratewarden-console"
+	cfg.ConnConfig.RuntimeParams["statement_timeout"] = "5000"
+	cfg.MaxConns = 8
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &Reader{pool: pool}, nil
+}
+
+// Close closes the pool.
+func (r *Reader) Close() { r.pool.Close() }
+
+// Ping checks the database answers.
+func (r *Reader) Ping(ctx context.Context) error { return r.pool.Ping(ctx) }
+
+// Count is a labelled count, one bar of a chart.
+type Count struct {
+	Label string
+	N     int64
+}
+
+// counts runs a query of (label, count) rows.
+func (r *Reader) counts(ctx context.Context, query string, args ...any) ([]Count, error) {
+	rows, err := r.pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Count, error) {
+		var c Count
+		err := row.Scan(&c.Label, &c.N)
+		return c, err
+	})
+}
+
+// Overview is the first page's numbers.
+type Overview struct {
+	BansHour, BansDay []Count // bans issued, by scenario (reason)
+	DenialsByRule     []Count // requests refused in the last hour, by rule
+	ActiveBans        int64
+}
+
+// maxBars bounds the bars of one chart: the rest are summed in "other".
+const maxBars = 12
+
+// Overview counts the bans of the last hour and day by scenario and the
+// denials of the last hour by rule, as of now.
+func (r *Reader) Overview(ctx context.Context, now time.Time) (Overview, error) {
+	var o Overview
+	var err error
+	const bans = `SELECT reason, count(*) FROM bans
+		WHERE action = 'ban' AND NOT dry_run AND ts >= $1 AND ts <= $2
+		GROUP BY reason ORDER BY 2 DESC, 1 LIMIT $3`
+	if o.BansHour, err = r.counts(ctx, bans, now.Add(-time.Hour), now, maxBars); err != nil {
+		return o, fmt.Errorf("bans of the hour: %w", err)
+	}
+	if o.BansDay, err = r.counts(ctx, bans, now.Add(-24*time.Hour), now, maxBars); err != nil {
+		return o, fmt.Errorf("bans of the day: %w", err)
+	}
+	if o.DenialsByRule, err = r.counts(ctx, `SELECT rule_id, count(*) FROM rate_limit_violations
+		WHERE occurred_at >= $1 AND occurred_at <= $2 AND NOT shadow
+		GROUP BY rule_id ORDER BY 2 DESC, 1 LIMIT $3`, now.Add(-time.Hour), now, maxBars); err != nil {
+		return o, fmt.Errorf("denials by rule: %w", err)
+	}
+	if err := r.pool.QueryRow(ctx, `SELECT count(*) FROM active_bans`).Scan(&o.ActiveBans); err != nil {
+		return o, fmt.Errorf("active bans: %w", err)
+	}
+	return o, nil
+}
+
+// RuleDenials counts the requests each rule refused between from and to
+// (shadow rules' would-be refusals apart).
+func (r *Reader) RuleDenials(ctx context.Context, from, to time.Time) (map[string]int64, error) {
+	counts, err := r.counts(ctx, `SELECT rule_id, count(*) FROM rate_limit_violations
+		WHERE occurred_at >= $1 AND occurred_at < $2 AND NOT shadow GROUP BY rule_id`, from, to)
+	if err != nil {
+		return nil, fmt.Errorf("denials by rule: %w", err)
+	}
+	out := make(map[string]int64, len(counts))
+	for _, c := range counts {
+		out[c.Label] = c.N
+	}
+	return out, nil
+}

@@ -1,0 +1,107 @@
+package archivequery
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Ban is one row of the bans table: a ban, an unban or a warning.
+type Ban struct {
+	BanID     string
+	TS        time.Time
+	Action    string
+	Scope     string
+	Subject   string
+	Reason    string
+	Count     int64
+	Threshold int64
+	WindowS   int64
+	DurationS int64
+	ExpiresAt *time.Time // nil: an unban, a warning, or permanent
+	Source    string
+	DryRun    bool
+	Note      string // the operator's reason, "" when none
+	Actor     string // who acted, on an admin ban or unban; "" when unknown
+	Evidence  Evidence
+}
+
+// Evidence is what a ban was decided on, as the ban message carried it.
+type Evidence struct {
+	FirstTS         *time.Time `json:"first_ts"`
+	LastTS          *time.Time `json:"last_ts"`
+	SampleEndpoints []string   `json:"sample_endpoints"`
+	SampleUsers     []string   `json:"sample_users"`
+	SampleSources   []string   `json:"sample_sources"`
+	SparedSources   []string   `json:"spared_sources"`
+}
+
+// maxBans bounds a list of bans.
+const maxBans = 500
+
+const banColumns = `ban_id, ts, action, scope, subject, reason, count, threshold, window_s, duration_s,
+	expires_at, source, dry_run, coalesce(note, ''), coalesce(actor, ''), evidence`
+
+func scanBan(row pgx.CollectableRow) (Ban, error) {
+	var b Ban
+	var evidence []byte
+	err := row.Scan(&b.BanID, &b.TS, &b.Action, &b.Scope, &b.Subject, &b.Reason, &b.Count, &b.Threshold,
+		&b.WindowS, &b.DurationS, &b.ExpiresAt, &b.Source, &b.DryRun, &b.Note, &b.Actor, &evidence)
+	if err == nil && len(evidence) > 0 {
+		err = json.Unmarshal(evidence, &b.Evidence)
+	}
+	return b, err
+}
+
+// BansOf returns the ban messages about subject in scope between from and
+// to, the newest first: an IP scope with a prefix (a/n) covers the bans of
+// the prefix and of the addresses in it.
+func (r *Reader) BansOf(ctx context.Context, s Subject, from, to time.Time) ([]Ban, error) {
+	query := `SELECT ` + banColumns + ` FROM bans WHERE scope = $1 AND subject = $2 AND ts >= $3 AND ts < $4
+		ORDER BY ts DESC, ban_id LIMIT $5`
+	if s.Scope == "ip" && strings.Contains(s.Value, "/") {
+		query = `SELECT ` + banColumns + ` FROM bans WHERE scope = $1 AND CASE WHEN scope = 'ip' THEN subject::inet <<= $2::inet ELSE false END
+			AND ts >= $3 AND ts < $4 ORDER BY ts DESC, ban_id LIMIT $5`
+	}
+	rows, err := r.pool.Query(ctx, query, s.Scope, s.Value, from, to, maxBans)
+	if err != nil {
+		return nil, fmt.Errorf("bans of the subject: %w", err)
+	}
+	return pgx.CollectRows(rows, scanBan)
+}
+
+// AuditEntry is one action of a person: a manual ban or unban, or a change
+// of the dynamic rules.
+type AuditEntry struct {
+	At      time.Time
+	Actor   string
+	Action  string // ban, unban, rule put, rule delete
+	Scope   string // ip, user, or rule
+	Subject string // the banned subject, or the rule id
+	Detail  string // the reason, the duration
+}
+
+// Audit returns the people's actions before before, the newest first, at
+// most limit.
+func (r *Reader) Audit(ctx context.Context, before time.Time, limit int) ([]AuditEntry, error) {
+	rows, err := r.pool.Query(ctx, `
+		(SELECT ts, coalesce(actor, ''), action, scope, subject,
+			concat_ws(' ', CASE WHEN action = 'ban' THEN 'for ' || duration_s || 's' END, note)
+		 FROM bans WHERE source = 'admin' AND ts < $1 ORDER BY ts DESC LIMIT $2)
+		UNION ALL
+		(SELECT changed_at, actor, 'rule ' || action, 'rule', rule_id, 'version ' || version || ' from ' || source_addr
+		 FROM rule_changes WHERE changed_at < $1 ORDER BY changed_at DESC LIMIT $2)
+		ORDER BY 1 DESC LIMIT $2`, before, limit)
+	if err != nil {
+		return nil, fmt.Errorf("audit trail: %w", err)
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (AuditEntry, error) {
+		var e AuditEntry
+		err := row.Scan(&e.At, &e.Actor, &e.Action, &e.Scope, &e.Subject, &e.Detail)
+		return e, err
+	})
+}
