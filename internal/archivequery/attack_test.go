@@ -1,0 +1,67 @@
+package archivequery
+
+// Tests that reproduce weaknesses found by attacking the console binary.
+// They FAIL on this branch by design: each documents an attack and the
+// behaviour expected once it is fixed.
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ratewarden/ratewarden/internal/archiver"
+	"github.com/ratewarden/ratewarden/internal/event"
+)
+
+// Attack: event.DecodeBan accepts a ban of scope "ip" whose subject is no
+// address ("not-an-ip"), so the archiver stores it from the ban topic. The
+// prefix query casts every ip ban's subject in the range to inet; the one
+// bad row fails it ("invalid input syntax for type inet"), and the subject
+// page of every prefix says "the archive did not answer" for as long as the
+// row is in its range (a week). Reproduced on the console binary by
+// inserting the row.
+//
+// Expected: a prefix's ban history ignores (or never receives) an ip ban
+// whose subject is no address: validate the subject in event.Ban.validate
+// (netip.ParseAddr/ParsePrefix) so the archiver dead-letters it, and/or
+// match prefixes without a cast that can fail.
+func TestAttackOneBadIPSubjectBreaksEveryPrefixHistory(t *testing.T) {
+	now := time.Now().UTC()
+	poison := detectorBan("poison", now.Add(-time.Hour), "not-an-ip", "scan")
+	good := detectorBan("good", now.Add(-time.Hour), "203.0.113.7", "scan")
+	if poison.Scope != event.ScopeIP {
+		t.Fatalf("scope %q", poison.Scope)
+	}
+	r, _ := archive(t, archiver.Batch{Bans: []event.Ban{poison, good}})
+	s, err := ParseSubject("ip", "203.0.113.0/24")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bans, err := r.BansOf(context.Background(), s, now.Add(-24*time.Hour), now)
+	if err != nil {
+		t.Fatalf("the ban history of 203.0.113.0/24 with one ip ban of subject %q in range: %v", poison.Subject, err)
+	}
+	if len(bans) != 1 || bans[0].BanID != "good" {
+		t.Fatalf("history %+v", bans)
+	}
+}
+
+// Attack: a viewer asks the subject page for 0.0.0.0/0 (or ::/0) over a
+// week: every violation and outcome of the week is aggregated, twice a
+// page. On the console binary with 3 million violations, 24 such requests
+// in parallel from one viewer session held the 8 connections of the pool
+// for up to 14 s (some hit the 5 s statement timeout); meanwhile /readyz,
+// which pings through the same pool, answered 503 for 3 s running (the
+// console leaves its load balancer) and other users' pages took 2-4 s.
+//
+// Expected: the subject page refuses a prefix wider than an operator can
+// mean (IPv4 shorter than /16, IPv6 shorter than /32, say), and a user has
+// a bounded number of archive reads in flight; /readyz should not queue
+// behind the pages' reads.
+func TestAttackSubjectRefusesTheWholeInternet(t *testing.T) {
+	for _, wide := range []string{"0.0.0.0/0", "::/0", "0.0.0.0/1", "10.0.0.0/8", "2000::/3"} {
+		if s, err := ParseSubject("ip", wide); err == nil {
+			t.Errorf("ParseSubject(ip, %s) = %+v: every address of the archive in one page", wide, s)
+		}
+	}
+}
