@@ -5,6 +5,7 @@ package archivequery
 
 import (
 	"context"
+	"errors"
 	"regexp"
 	"testing"
 	"time"
@@ -78,5 +79,32 @@ func TestInetSyntaxAdmitsOnlyAddresses(t *testing.T) {
 		if re.MatchString(bad) {
 			t.Errorf("%q admitted", bad)
 		}
+	}
+}
+
+// Past maxReads in flight a read waits, then answers ErrBusy (or its
+// context's end) without touching the pool, whose other connections stay
+// free for Ping.
+func TestReadsPastTheBoundAnswerBusy(t *testing.T) {
+	r := &Reader{reads: make(chan struct{}, 1)}
+	release, err := r.acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.acquire(context.Background()); !errors.Is(err, ErrBusy) {
+		t.Fatalf("a read past the bound: %v, want ErrBusy", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := r.acquire(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a read of an ended request: %v", err)
+	}
+	release()
+	if release, err = r.acquire(context.Background()); err != nil {
+		t.Fatalf("a read after one ended: %v", err)
+	}
+	release()
+	if maxReads >= poolSize {
+		t.Fatalf("reads may hold all %d connections: Ping would queue behind them", poolSize)
 	}
 }
