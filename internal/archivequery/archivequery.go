@@ -6,6 +6,7 @@ package archivequery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -16,6 +17,39 @@ import (
 // Reader reads the archive through a pool whose sessions are read-only.
 type Reader struct {
 	pool *pgxpool.Pool
+	// reads holds a token per read in flight: fewer than the pool's
+	// connections, so a burst of slow reads leaves connections to Ping (the
+	// readiness probe) and the pool never queues a page behind the burst.
+	reads chan struct{}
+}
+
+// The pool's connections, and how many of them the pages' reads may hold:
+// the rest are kept for Ping.
+const (
+	poolSize = 8
+	maxReads = poolSize - 2
+)
+
+// busyWait bounds how long a read waits for one of the maxReads: past it,
+// the read answers ErrBusy rather than hold its page open.
+const busyWait = 2 * time.Second
+
+// ErrBusy is a read refused because maxReads others are in flight.
+var ErrBusy = errors.New("the archive is busy with other reads: try again in a moment")
+
+// acquire takes one of the reads in flight, waiting at most busyWait; call
+// release when the read is done.
+func (r *Reader) acquire(ctx context.Context) (release func(), err error) {
+	wait := time.NewTimer(busyWait)
+	defer wait.Stop()
+	select {
+	case r.reads <- struct{}{}:
+		return func() { <-r.reads }, nil
+	case <-wait.C:
+		return nil, ErrBusy
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // ReaderRole is the read-only role the archiver's migrations create; the
@@ -40,7 +74,7 @@ func Open(ctx context.Context, url string) (*Reader, error) {
 	cfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
 	cfg.ConnConfig.RuntimeParams["application_name"] = "ratewarden-console"
 	cfg.ConnConfig.RuntimeParams["statement_timeout"] = "5000"
-	cfg.MaxConns = 8
+	cfg.MaxConns = poolSize
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -49,13 +83,15 @@ func Open(ctx context.Context, url string) (*Reader, error) {
 		pool.Close()
 		return nil, err
 	}
-	return &Reader{pool: pool}, nil
+	return &Reader{pool: pool, reads: make(chan struct{}, maxReads)}, nil
 }
 
 // Close closes the pool.
 func (r *Reader) Close() { r.pool.Close() }
 
-// Ping checks the database answers.
+// Ping checks the database answers. It takes none of the pages' reads, and
+// the pool keeps connections the reads cannot hold: a burst of slow pages
+// does not make the console look unready.
 func (r *Reader) Ping(ctx context.Context) error { return r.pool.Ping(ctx) }
 
 // Count is a labelled count, one bar of a chart.
@@ -91,7 +127,11 @@ const maxBars = 12
 // denials of the last hour by rule, as of now.
 func (r *Reader) Overview(ctx context.Context, now time.Time) (Overview, error) {
 	var o Overview
-	var err error
+	release, err := r.acquire(ctx)
+	if err != nil {
+		return o, err
+	}
+	defer release()
 	const bans = `SELECT reason, count(*) FROM bans
 		WHERE action = 'ban' AND NOT dry_run AND ts >= $1 AND ts <= $2
 		GROUP BY reason ORDER BY 2 DESC, 1 LIMIT $3`
@@ -115,6 +155,11 @@ func (r *Reader) Overview(ctx context.Context, now time.Time) (Overview, error) 
 // RuleDenials counts the requests each rule refused between from and to
 // (shadow rules' would-be refusals apart).
 func (r *Reader) RuleDenials(ctx context.Context, from, to time.Time) (map[string]int64, error) {
+	release, err := r.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	counts, err := r.counts(ctx, `SELECT rule_id, count(*) FROM rate_limit_violations
 		WHERE occurred_at >= $1 AND occurred_at < $2 AND NOT shadow GROUP BY rule_id`, from, to)
 	if err != nil {

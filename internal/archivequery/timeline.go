@@ -17,9 +17,18 @@ type Subject struct {
 	Value string
 }
 
+// The widest prefixes the subject page reads: a wider one aggregates a
+// large part of the archive in one page (0.0.0.0/0 is all of it), holding
+// database connections that other users' pages and the readiness probe
+// need. A /16 is a large network already; an IPv6 /32 is one provider's.
+const (
+	widestIPv4 = 16
+	widestIPv6 = 32
+)
+
 // ParseSubject checks a subject given by a person: an IP address or prefix
-// for scope ip (kept as written, masked), any text of 1 to 512 bytes for
-// scope user.
+// for scope ip (kept as written, masked, at most an IPv4 /16 or an IPv6
+// /32 wide), any text of 1 to 512 bytes for scope user.
 func ParseSubject(scope, value string) (Subject, error) {
 	value = strings.TrimSpace(value)
 	switch scope {
@@ -31,6 +40,9 @@ func ParseSubject(scope, value string) (Subject, error) {
 		if err != nil {
 			return Subject{}, fmt.Errorf("an IP address or prefix, such as 203.0.113.7 or 2001:db8::/64")
 		}
+		if widest := widestOf(p.Addr()); p.Bits() < widest {
+			return Subject{}, fmt.Errorf("a prefix of at most /%d (IPv4) or /%d (IPv6): %s covers too much of the archive for one page", widestIPv4, widestIPv6, p.Masked())
+		}
 		return Subject{Scope: scope, Value: p.Masked().String()}, nil
 	case "user":
 		if value == "" || len(value) > 512 {
@@ -39,6 +51,18 @@ func ParseSubject(scope, value string) (Subject, error) {
 		return Subject{Scope: scope, Value: value}, nil
 	}
 	return Subject{}, fmt.Errorf("scope: ip or user")
+}
+
+// widestOf is the shortest prefix length ParseSubject reads in a's family
+// (an IPv4-mapped prefix is an IPv4 one written long).
+func widestOf(a netip.Addr) int {
+	switch {
+	case a.Is4():
+		return widestIPv4
+	case a.Is4In6():
+		return 96 + widestIPv4
+	}
+	return widestIPv6
 }
 
 // Bucket is one step of a timeline: what happened to the subject from At
@@ -67,6 +91,11 @@ const Steps = 60
 func (r *Reader) Timeline(ctx context.Context, s Subject, from, to time.Time) (Timeline, error) {
 	step := max(to.Sub(from)/Steps, time.Second)
 	t := Timeline{From: from, To: to, Step: step, Buckets: make([]Bucket, (to.Sub(from)+step-1)/step)}
+	release, err := r.acquire(ctx)
+	if err != nil {
+		return t, err
+	}
+	defer release()
 	match := "user_id = $1"
 	switch {
 	case s.Scope == "ip" && strings.Contains(s.Value, "/"):

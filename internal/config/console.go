@@ -3,6 +3,7 @@ package config
 import (
 	"crypto/tls"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"os"
 	"strings"
@@ -39,6 +40,12 @@ type Console struct {
 	// plain HTTP, for a TLS proxy in front or loopback.
 	TLS      *tls.Config
 	TLSFiles TLSFiles
+	// PublicURL is the console's origin as browsers see it through a proxy
+	// (scheme://host[:port]); "": the request's Host.
+	PublicURL string
+	// TrustedProxies are the peers whose X-Forwarded-For and X-Real-IP
+	// name the client of a login.
+	TrustedProxies []netip.Prefix
 }
 
 // LoadConsole reads the console's configuration through getenv.
@@ -86,8 +93,25 @@ var consoleVars = []Var{
 		Meaning: "any session ends this long after its login, used or not",
 		load:    bind(inConsole(func(c *Console) *time.Duration { return &c.SessionMax }), durationAtLeast(time.Minute, "8h or 12h"))},
 	{Name: "CONSOLE_MAX_SESSIONS", Default: "10000", Readers: consoleOnly,
-		Meaning: "sessions held at once, 1 to 1 000 000; past it the least recently used ends",
+		Meaning: "sessions held at once, 1 to 1 000 000; past it the least recently used ends. A user holds at most 10 (her 11th ends her oldest): keep it at 10 per user or more",
 		load:    bind(inConsole(func(c *Console) *int { return &c.Sessions }), intBetween(1, 1_000_000))},
+	{Name: "CONSOLE_PUBLIC_URL", Readers: consoleOnly,
+		Meaning: "the console's origin as browsers reach it through a proxy, such as `https://console.example.com`: forms must come from it (the proxy may rewrite `Host`), and `https` gives the session cookie the `__Host-` prefix. Unset: forms must come from the request's `Host`",
+		load:    bind(inConsole(func(c *Console) *string { return &c.PublicURL }), optional(publicOrigin))},
+	{Name: "CONSOLE_TRUSTED_PROXIES", Readers: consoleOnly,
+		Meaning: "IPs/CIDRs of the proxies in front of the console, whose `X-Forwarded-For` / `X-Real-IP` name the client that logins are throttled by; unset: the peer is the client (behind an untrusted proxy every client shares its throttle)",
+		load:    bind(inConsole(func(c *Console) *[]netip.Prefix { return &c.TrustedProxies }), prefixes)},
+}
+
+// publicOrigin parses an http or https origin: a scheme and a host, no
+// path (the console is served from the root: its cookies' path is /).
+func publicOrigin(v string) (string, error) {
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") ||
+		u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return v, expected("an origin such as https://console.example.com", v)
+	}
+	return u.Scheme + "://" + strings.ToLower(u.Host), nil
 }
 
 // httpURL parses an http or https base URL with a host.

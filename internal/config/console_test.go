@@ -22,6 +22,14 @@ func TestLoadConsole(t *testing.T) {
 		c.SessionIdle != 5*time.Minute || c.SessionMax != 12*time.Hour || c.LogLevel != "debug" || c.ListenAddr != ":8085" {
 		t.Fatalf("%+v", c)
 	}
+	c, err = LoadConsole(mapEnv(map[string]string{"CONSOLE_ADMIN_TOKEN_FILE": tokenFile,
+		"CONSOLE_PUBLIC_URL": "https://Console.Example.com/", "CONSOLE_TRUSTED_PROXIES": "10.0.0.0/8, ::1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.PublicURL != "https://console.example.com" || len(c.TrustedProxies) != 2 || c.TrustedProxies[0].String() != "10.0.0.0/8" {
+		t.Fatalf("public URL %q, trusted proxies %v", c.PublicURL, c.TrustedProxies)
+	}
 }
 
 func TestLoadConsoleErrorsNameTheVariable(t *testing.T) {
@@ -39,6 +47,9 @@ func TestLoadConsoleErrorsNameTheVariable(t *testing.T) {
 		{"admin url without scheme", map[string]string{"CONSOLE_ADMIN_URL": "limiter:8080"}, "CONSOLE_ADMIN_URL"},
 		{"idle too short", map[string]string{"CONSOLE_SESSION_IDLE": "1s"}, "CONSOLE_SESSION_IDLE"},
 		{"max below idle", map[string]string{"CONSOLE_SESSION_IDLE": "2h", "CONSOLE_SESSION_MAX": "1h"}, "CONSOLE_SESSION_MAX"},
+		{"public url with a path", map[string]string{"CONSOLE_PUBLIC_URL": "https://example.com/console"}, "CONSOLE_PUBLIC_URL"},
+		{"public url without scheme", map[string]string{"CONSOLE_PUBLIC_URL": "console.example.com"}, "CONSOLE_PUBLIC_URL"},
+		{"bad proxies", map[string]string{"CONSOLE_TRUSTED_PROXIES": "10.0.0.0/33"}, "CONSOLE_TRUSTED_PROXIES"},
 		{"bad listen address", map[string]string{"LISTEN_ADDR": "nowhere"}, "LISTEN_ADDR"},
 	}
 	for _, tt := range tests {

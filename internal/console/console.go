@@ -8,12 +8,18 @@
 // script. A user logs in with a name and password from the users file
 // (bcrypt); the session is a random id in a Secure, HttpOnly,
 // SameSite=Strict cookie; every form carries the session's CSRF token, and
-// a cross-site request is refused before it reaches a handler.
+// a cross-site request is refused before it reaches a handler. Logins are
+// throttled per client network and per name from that network, bcrypt runs
+// a bounded number of comparisons at once, a user holds a bounded number
+// of sessions and of archive reads in flight: no client, logged in or not,
+// can lock a user out or take the console from the others.
 package console
 
 import (
 	"context"
 	"net/http"
+	"net/url"
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +27,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/adminclient"
 	"github.com/ratewarden/ratewarden/internal/archivequery"
+	"github.com/ratewarden/ratewarden/internal/clientaddr"
 	"github.com/ratewarden/ratewarden/internal/event"
 )
 
@@ -54,9 +61,17 @@ type Config struct {
 	Users   *Users
 	Archive Archive
 	Admin   Admin
-	// TLS is whether the console's own listener serves TLS: its session
-	// cookie then takes the __Host- prefix.
+	// PublicURL is the console's address as browsers see it, when a proxy
+	// serves it (CONSOLE_PUBLIC_URL, such as https://console.example.com);
+	// "": the request's Host. An unsafe request's Origin must be its
+	// origin, and an https one gives the session cookie the __Host- prefix.
+	PublicURL string
+	// TLS: the console serves HTTPS itself (TLS_CERT_FILE), so its session
+	// cookie takes the __Host- prefix as with an https PublicURL.
 	TLS bool
+	// Clients finds a request's client behind trusted proxies
+	// (CONSOLE_TRUSTED_PROXIES), for login throttling and the log.
+	Clients clientaddr.Resolver
 	// SessionIdle, SessionMax and MaxSessions bound the sessions
 	// (CONSOLE_SESSION_IDLE, CONSOLE_SESSION_MAX, CONSOLE_MAX_SESSIONS).
 	SessionIdle time.Duration
@@ -69,13 +84,29 @@ type Config struct {
 	Now func() time.Time
 }
 
-// Login throttling: per client address and per user name, a burst of
-// failures, then one more a minute; state for at most maxThrottled keys.
+// Login throttling: per client network and per user name from a client
+// network, a burst of failures, then one more a minute; per user, a burst
+// of successful logins, then one more a minute; state for at most
+// maxThrottled keys each.
 const (
 	loginBurst    = 5
 	loginRefill   = time.Minute
+	startBurst    = 10
 	maxThrottled  = 10_000
 	defaultMaxAge = 12 * time.Hour
+)
+
+// Bounds on what one user, or unauthenticated clients together, may hold.
+const (
+	// maxSessionsPerUser: a user's new session past it ends that user's
+	// least recently used, never another user's.
+	maxSessionsPerUser = 10
+	// maxReadsPerUser: a user's pages reading the archive at once.
+	maxReadsPerUser = 2
+	// hashQueue and hashWait bound the logins waiting for a bcrypt
+	// comparison (GOMAXPROCS run at once).
+	hashQueue = 16
+	hashWait  = time.Second
 )
 
 // Server is the console's HTTP handler.
@@ -83,7 +114,11 @@ type Server struct {
 	cfg      Config
 	now      func() time.Time
 	sessions *sessions
-	logins   *loginThrottle
+	logins   *loginThrottle // failures, by client network and by name from a network
+	starts   *loginThrottle // successes, by user
+	hashing  *gate
+	reads    *inFlight
+	origin   string // the public origin (scheme://host); "": the request's Host
 	pages    *pages
 	metrics  *metrics
 	cookie   string
@@ -99,11 +134,17 @@ func New(cfg Config) *Server {
 		cfg.Registry = prometheus.NewRegistry()
 	}
 	s := &Server{cfg: cfg, now: cfg.Now, pages: parsePages(), metrics: newMetrics(cfg.Registry), cookie: "rw_console"}
+	if cfg.TLS {
+		s.cookie = "__Host-rw_console"
+	}
 	if s.now == nil {
 		s.now = time.Now
 	}
-	if cfg.TLS {
-		s.cookie = "__Host-rw_console"
+	if u, err := url.Parse(cfg.PublicURL); err == nil && u.Host != "" {
+		s.origin = u.Scheme + "://" + u.Host
+		if u.Scheme == "https" {
+			s.cookie = "__Host-rw_console"
+		}
 	}
 	idle, maxAge := cfg.SessionIdle, cfg.SessionMax
 	if maxAge <= 0 {
@@ -113,8 +154,11 @@ func New(cfg Config) *Server {
 		idle = maxAge
 	}
 	s.cfg.Admin = &live{admin: cfg.Admin, now: s.now}
-	s.sessions = newSessions(max(cfg.MaxSessions, 1), idle, maxAge, s.now)
+	s.sessions = newSessions(max(cfg.MaxSessions, 1), maxSessionsPerUser, idle, maxAge, s.now)
 	s.logins = newLoginThrottle(loginBurst, loginRefill, maxThrottled, s.now)
+	s.starts = newLoginThrottle(startBurst, loginRefill, maxThrottled, s.now)
+	s.hashing = newGate(runtime.GOMAXPROCS(0), hashQueue, hashWait)
+	s.reads = newInFlight(maxReadsPerUser)
 	s.mux = s.routes()
 	return s
 }
@@ -123,7 +167,7 @@ func New(cfg Config) *Server {
 // refusing a cross-site one.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	securityHeaders(w.Header())
-	if !sameOrigin(r) {
+	if !sameOrigin(r, s.origin) {
 		s.metrics.refused.WithLabelValues("cross_site").Inc()
 		http.Error(w, "cross-site request refused", http.StatusForbidden)
 		return
@@ -137,11 +181,11 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("GET /login", s.loginPage)
 	mux.HandleFunc("POST /login", s.login)
 	mux.HandleFunc("POST /logout", s.member(Viewer, s.logout))
-	mux.HandleFunc("GET /", s.member(Viewer, s.overview))
-	mux.HandleFunc("GET /bans", s.member(Viewer, s.bans))
-	mux.HandleFunc("GET /subject", s.member(Viewer, s.subject))
-	mux.HandleFunc("GET /rules", s.member(Viewer, s.rules))
-	mux.HandleFunc("GET /audit", s.member(Viewer, s.audit))
+	mux.HandleFunc("GET /", s.member(Viewer, s.reading(s.overview)))
+	mux.HandleFunc("GET /bans", s.member(Viewer, s.reading(s.bans)))
+	mux.HandleFunc("GET /subject", s.member(Viewer, s.reading(s.subject)))
+	mux.HandleFunc("GET /rules", s.member(Viewer, s.reading(s.rules)))
+	mux.HandleFunc("GET /audit", s.member(Viewer, s.reading(s.audit)))
 	mux.HandleFunc("POST /bans", s.member(Operator, s.ban))
 	mux.HandleFunc("POST /bans/lift", s.member(Operator, s.lift))
 	mux.HandleFunc("POST /rules", s.member(Operator, s.putRule))

@@ -4,6 +4,7 @@ import (
 	"crypto/subtle"
 	"net/http"
 	"net/url"
+	"strings"
 )
 
 // csp forbids every script, frame, plugin and foreign resource: pages are
@@ -29,9 +30,11 @@ func securityHeaders(h http.Header) {
 // always may (it changes nothing, and SameSite=Strict keeps the session
 // cookie off cross-site navigations), an unsafe one only when the browser
 // says it comes from the console's own pages (Sec-Fetch-Site) and its
-// Origin, when sent, is the console's host. The CSRF token is checked
-// besides, by the handler's guard.
-func sameOrigin(r *http.Request) bool {
+// Origin, when sent, is the console's: public, the scheme and host of
+// CONSOLE_PUBLIC_URL, or, when "", any scheme with the request's Host (a
+// proxy must then pass the browser's Host on). The CSRF token is checked besides, by the
+// handler's guard.
+func sameOrigin(r *http.Request, public string) bool {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
 		return true
@@ -41,7 +44,13 @@ func sameOrigin(r *http.Request) bool {
 	}
 	if origin := r.Header.Get("Origin"); origin != "" {
 		u, err := url.Parse(origin)
-		if err != nil || u.Host == "" || u.Host != r.Host {
+		if err != nil || u.Host == "" {
+			return false
+		}
+		if public != "" {
+			return strings.EqualFold(u.Scheme+"://"+u.Host, public)
+		}
+		if !strings.EqualFold(u.Host, r.Host) {
 			return false
 		}
 	}

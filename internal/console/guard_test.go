@@ -31,10 +31,34 @@ func TestSameOrigin(t *testing.T) {
 			if tt.origin != "" {
 				r.Header.Set("Origin", tt.origin)
 			}
-			if got := sameOrigin(r); got != tt.want {
+			if got := sameOrigin(r, ""); got != tt.want {
 				t.Fatalf("got %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// Behind a proxy that rewrites Host, CONSOLE_PUBLIC_URL is the origin the
+// console's forms come from: the request's Host no longer matters, the
+// scheme does.
+func TestSameOriginAsThePublicURL(t *testing.T) {
+	const public = "https://console.example"
+	for _, tt := range []struct {
+		origin string
+		want   bool
+	}{
+		{"https://console.example", true},
+		{"https://Console.Example", true},
+		{"http://console.example", false},
+		{"https://127.0.0.1:8084", false},
+		{"https://evil.example", false},
+	} {
+		r := httptest.NewRequest(http.MethodPost, "http://127.0.0.1:8084/bans", nil)
+		r.Header.Set("Sec-Fetch-Site", "same-origin")
+		r.Header.Set("Origin", tt.origin)
+		if got := sameOrigin(r, public); got != tt.want {
+			t.Errorf("Origin %s: %v, want %v", tt.origin, got, tt.want)
+		}
 	}
 }
 

@@ -1,8 +1,8 @@
 package console
 
 import (
-	"net"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"go.uber.org/zap"
@@ -48,10 +48,12 @@ func (s *Server) showLogin(w http.ResponseWriter, r *http.Request, status int, m
 	s.render(w, r, status, "login", session{}, loginPage{Token: token, Message: message})
 }
 
-// login checks a name and password: a client address or a name that failed
-// too often is refused before the password is compared, and a success
-// starts a new session (a new id: a session id planted before the login is
-// worth nothing).
+// login checks a name and password: a client network, or a name from that
+// network, that failed too often is refused before the password is
+// compared (a streak from one network never refuses the right password
+// from another), as is a login while too many others are being compared;
+// a success starts a new session (a new id: a session id planted before
+// the login is worth nothing), unless the user logged in too often.
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 	c, err := r.Cookie(s.loginCookie())
@@ -61,25 +63,40 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name, password := r.PostFormValue("user"), r.PostFormValue("password")
-	addr := clientAddr(r)
+	client := s.cfg.Clients.Of(r)
+	addr, network := client.String(), clientNetwork(client)
 	// No user's name is longer than maxUserName: a longer one is cut, so a
 	// flood of long names cannot swell the throttle's keys nor the log.
 	short := name[:min(len(name), maxUserName+1)]
-	keys := []string{"addr " + addr, "user " + short}
+	keys := []string{"net " + network, "user " + network + " " + short}
 	if !s.logins.allowed(keys...) {
 		s.metrics.logins.WithLabelValues("throttled").Inc()
 		s.cfg.Log.Warn("console login throttled", zap.String("client", addr), zap.String("user", short))
 		s.showLogin(w, r, http.StatusTooManyRequests, "Too many failed logins: wait a minute.")
 		return
 	}
+	if !s.hashing.enter(r.Context()) {
+		s.metrics.logins.WithLabelValues("busy").Inc()
+		s.cfg.Log.Warn("console login refused: too many logins at once", zap.String("client", addr), zap.String("user", short))
+		s.showLogin(w, r, http.StatusServiceUnavailable, "The console is checking too many logins at once: try again in a moment.")
+		return
+	}
 	user, ok := s.cfg.Users.Authenticate(name, password)
+	s.hashing.leave()
 	if !ok {
-		s.logins.failed(keys...)
+		s.logins.record(keys...)
 		s.metrics.logins.WithLabelValues("refused").Inc()
 		s.cfg.Log.Info("console login refused", zap.String("client", addr), zap.String("user", short))
 		s.showLogin(w, r, http.StatusUnauthorized, "Wrong name or password.")
 		return
 	}
+	if !s.starts.allowed(user.Name) {
+		s.metrics.logins.WithLabelValues("throttled").Inc()
+		s.cfg.Log.Warn("console login throttled: too many sessions started", zap.String("client", addr), zap.String("user", user.Name))
+		s.showLogin(w, r, http.StatusTooManyRequests, "Too many logins for this user: wait a minute.")
+		return
+	}
+	s.starts.record(user.Name)
 	ss := s.sessions.start(user)
 	s.metrics.logins.WithLabelValues("ok").Inc()
 	s.cfg.Log.Info("console login", zap.String("client", addr), zap.String("user", user.Name), zap.String("role", string(user.Role)))
@@ -94,14 +111,22 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request, ss session) {
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }
 
-// clientAddr is the request's peer address: the console trusts no
-// forwarding header.
-func clientAddr(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
+// clientNetwork is the network logins are throttled by: the client's IPv4
+// /24 or IPv6 /64 (one host holds a whole /64, and often a /24 is one
+// site's); "unknown" when the peer is no address.
+func clientNetwork(a netip.Addr) string {
+	if !a.IsValid() {
+		return "unknown"
 	}
-	return host
+	bits := 64
+	if a.Is4() {
+		bits = 24
+	}
+	p, err := a.Prefix(bits)
+	if err != nil {
+		return "unknown"
+	}
+	return p.String()
 }
 
 func logUser(ss session) zap.Field      { return zap.String("user", ss.user.Name) }

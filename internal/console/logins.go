@@ -5,8 +5,9 @@ import (
 	"time"
 )
 
-// loginThrottle bounds failed logins per key (a client address, a user
-// name): at most burst failures, one more each interval. Its state is
+// loginThrottle bounds the logins of a kind per key: failed ones per client
+// network and per name from a network, successful ones per user. At most
+// burst, one more each interval. Its state is
 // bounded: past max keys, the entry that would be full soonest again is
 // forgotten first (it is the least restrictive), so a flood of new keys
 // cannot exhaust memory nor free a key under attack sooner than its own
@@ -36,7 +37,7 @@ func (t *loginThrottle) debt(f *failures, now time.Time) float64 {
 }
 
 // allowed reports whether every key may try to log in now: whether one
-// more failure would keep each within its burst.
+// more login would keep each within its burst.
 func (t *loginThrottle) allowed(keys ...string) bool {
 	now := t.now()
 	t.mu.Lock()
@@ -49,8 +50,8 @@ func (t *loginThrottle) allowed(keys ...string) bool {
 	return true
 }
 
-// failed records a failed login of every key.
-func (t *loginThrottle) failed(keys ...string) {
+// record records a login (of the kind throttled) of every key.
+func (t *loginThrottle) record(keys ...string) {
 	now := t.now()
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -16,9 +16,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	f := promauto.With(reg)
 	return &metrics{
 		logins: f.NewCounterVec(prometheus.CounterOpts{Name: "rate_limit_console_logins_total",
-			Help: "Console logins, by result: ok, refused (wrong name or password), throttled."}, []string{"result"}),
+			Help: "Console logins, by result: ok, refused (wrong name or password), throttled, busy (too many logins being checked at once)."}, []string{"result"}),
 		refused: f.NewCounterVec(prometheus.CounterOpts{Name: "rate_limit_console_requests_refused_total",
-			Help: "Console requests refused before their handler, by reason: cross_site, csrf, no_session, role."}, []string{"reason"}),
+			Help: "Console requests refused before their handler, by reason: cross_site, csrf, no_session, role, reads_in_flight."}, []string{"reason"}),
 		actions: f.NewCounterVec(prometheus.CounterOpts{Name: "rate_limit_console_actions_total",
 			Help: "Bans, lifts and dynamic rule changes made in the console, by action (ban, lift, rule) and result (ok, kept, refused, error)."}, []string{"action", "result"}),
 		pages: f.NewHistogramVec(prometheus.HistogramOpts{Name: "rate_limit_console_page_duration_seconds",

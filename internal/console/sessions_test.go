@@ -25,7 +25,7 @@ func TestSessionsExpire(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := newClock()
-			s := newSessions(10, 30*time.Minute, 2*time.Hour, c.now)
+			s := newSessions(10, 10, 30*time.Minute, 2*time.Hour, c.now)
 			ss := s.start(User{Name: "ana", Role: Operator})
 			alive := true
 			for _, d := range tt.steps {
@@ -45,7 +45,7 @@ func TestSessionsExpire(t *testing.T) {
 // Past its bound the store ends the least recently used session.
 func TestSessionsBounded(t *testing.T) {
 	c := newClock()
-	s := newSessions(2, time.Hour, 2*time.Hour, c.now)
+	s := newSessions(2, 2, time.Hour, 2*time.Hour, c.now)
 	a, b := s.start(User{Name: "a"}), s.start(User{Name: "b"})
 	s.get(a.id) // b is now the least recently used
 	cc := s.start(User{Name: "c"})
@@ -72,7 +72,7 @@ func TestLoginThrottle(t *testing.T) {
 		if !th.allowed("addr 1", "user a") {
 			t.Fatal("refused within the burst")
 		}
-		th.failed("addr 1", "user a")
+		th.record("addr 1", "user a")
 	}
 	if th.allowed("addr 1") || th.allowed("user a") || th.allowed("addr 2", "user a") {
 		t.Fatal("allowed past the burst")
@@ -92,10 +92,10 @@ func TestLoginThrottleBounded(t *testing.T) {
 	c := newClock()
 	th := newLoginThrottle(3, time.Minute, 10, c.now)
 	for range 3 {
-		th.failed("user target")
+		th.record("user target")
 	}
 	for i := range 100 {
-		th.failed("addr " + string(rune('a'+i%26)) + string(rune('a'+i/26)))
+		th.record("addr " + string(rune('a'+i%26)) + string(rune('a'+i/26)))
 	}
 	if len(th.keys) > 10 {
 		t.Fatalf("%d keys held, want at most 10", len(th.keys))

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"golang.org/x/crypto/bcrypt"
@@ -33,8 +34,11 @@ type User struct {
 type Users struct {
 	byName map[string]User
 	// decoy is compared against for an unknown name, so a login takes as
-	// long whether the name exists or not.
-	decoy []byte
+	// long whether the name exists or not: the hash of the dearest cost in
+	// the file (an unknown name costs as much as the slowest user; a user
+	// of a cheaper cost is a warning at start, WeakUsers).
+	decoy     []byte
+	decoyCost int
 }
 
 // ParseUsers reads the users file: one user a line, "name:role:hash", the
@@ -57,7 +61,9 @@ func ParseUsers(r io.Reader) (*Users, error) {
 			return nil, fmt.Errorf("line %d: user %q listed twice", n, user.Name)
 		}
 		u.byName[user.Name] = user
-		u.decoy = user.hash
+		if cost, _ := bcrypt.Cost(user.hash); cost > u.decoyCost {
+			u.decoy, u.decoyCost = user.hash, cost
+		}
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err
@@ -81,7 +87,7 @@ func parseUser(line string) (User, error) {
 		return User{}, fmt.Errorf("user %q: role %q, expected viewer or operator", name, role)
 	}
 	if _, err := bcrypt.Cost([]byte(hash)); err != nil {
-		return User{}, fmt.Errorf("user %q: expected a bcrypt hash (htpasswd -nbB name password)", name)
+		return User{}, fmt.Errorf("user %q: expected a bcrypt hash (htpasswd -nbBC 10 name password)", name)
 	}
 	return User{Name: name, Role: Role(role), hash: []byte(hash)}, nil
 }
@@ -97,6 +103,25 @@ func (u *Users) Authenticate(name, password string) (User, bool) {
 	return user, known && match
 }
 
+// RecommendedCost is the bcrypt cost a users file should use (`htpasswd
+// -nbBC 10`, `console user`): htpasswd's default, 5, is 32 times cheaper
+// to guess offline, and a login of a cheap user is measurably faster than
+// one of an unknown name.
+const RecommendedCost = 10
+
+// WeakUsers returns the names of the users whose hash costs less than
+// RecommendedCost, sorted.
+func (u *Users) WeakUsers() []string {
+	var weak []string
+	for name, user := range u.byName {
+		if cost, _ := bcrypt.Cost(user.hash); cost < RecommendedCost {
+			weak = append(weak, name)
+		}
+	}
+	slices.Sort(weak)
+	return weak
+}
+
 // Lookup returns the user of name.
 func (u *Users) Lookup(name string) (User, bool) {
 	user, ok := u.byName[name]
@@ -109,7 +134,7 @@ func UserLine(name string, role Role, password string) (string, error) {
 	if password == "" || len(password) > 72 {
 		return "", fmt.Errorf("password: 1 to 72 bytes (bcrypt reads no more)")
 	}
-	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.DefaultCost)
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), RecommendedCost)
 	if err != nil {
 		return "", err
 	}

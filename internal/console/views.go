@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -27,6 +28,9 @@ func (s *Server) timed(page string) func() {
 // stays in the log, which may name internal addresses.
 func (s *Server) unavailable(what string, err error) string {
 	s.cfg.Log.Warn("console: "+what+" unavailable", zap.Error(err))
+	if errors.Is(err, archivequery.ErrBusy) {
+		return what + " is busy with other pages: reload in a moment."
+	}
 	return what + " did not answer; see the console's log."
 }
 

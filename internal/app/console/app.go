@@ -19,6 +19,7 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/adminclient"
 	"github.com/ratewarden/ratewarden/internal/archivequery"
+	"github.com/ratewarden/ratewarden/internal/clientaddr"
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/console"
 	"github.com/ratewarden/ratewarden/internal/lifecycle"
@@ -73,8 +74,10 @@ func New(ctx context.Context, cfg config.Console, deps Deps) (*App, error) {
 	a := &App{cfg: cfg, log: deps.Log, archive: reader, closeReader: sync.OnceFunc(reader.Close)}
 	pages := console.New(console.Config{Users: users, Archive: reader,
 		Admin: adminclient.New(cfg.AdminURL, cfg.AdminToken, adminTimeout),
-		TLS:   cfg.TLS != nil, SessionIdle: cfg.SessionIdle, SessionMax: cfg.SessionMax, MaxSessions: cfg.Sessions,
+		TLS:   cfg.TLS != nil, PublicURL: cfg.PublicURL, Clients: clientaddr.Resolver{Trusted: cfg.TrustedProxies},
+		SessionIdle: cfg.SessionIdle, SessionMax: cfg.SessionMax, MaxSessions: cfg.Sessions,
 		Log: deps.Log, Registry: deps.Registry, Now: deps.Now})
+	warnWeakUsers(deps.Log, users)
 	a.listeners(pages, ops.NewHandler(ops.Config{
 		Metrics: telemetry.MetricsHandler(deps.Registry),
 		Probes:  []ops.Probe{{Name: "postgres", Required: true, Check: reader.Ping}},
@@ -111,6 +114,16 @@ func readUsers(path string) (*console.Users, error) {
 		return nil, fmt.Errorf("CONSOLE_USERS_FILE: %s: %w", path, err)
 	}
 	return users, nil
+}
+
+// warnWeakUsers logs the users whose bcrypt cost is below the recommended
+// one: cheap to guess from a copy of the file, and their logins are faster
+// than an unknown name's, which tells their names apart.
+func warnWeakUsers(log *zap.Logger, users *console.Users) {
+	if weak := users.WeakUsers(); len(weak) > 0 {
+		log.Warn("console users with a cheap bcrypt cost: rehash their passwords (htpasswd -nbBC 10, or console user)",
+			zap.Strings("users", weak), zap.Int("recommended_cost", console.RecommendedCost))
+	}
 }
 
 // parts returns the console's parts in their start order.
