@@ -81,7 +81,7 @@ var layers = []layer{
 	},
 	{
 		name: "the console links no Redis, no Kafka and no decision core",
-		from: []string{"cmd/console", "internal/console", "internal/adminclient", "internal/archivequery"},
+		from: []string{"cmd/console", "internal/console", "internal/adminclient", "internal/archivequery", "internal/promquery"},
 		forbidden: []string{"github.com/redis/", "github.com/segmentio/kafka-go", "github.com/twmb/franz-go",
 			module + "internal/redisstore", module + "internal/redisfleet", module + "internal/kafkabus", module + "internal/limiter"},
 		why: "the console reads the archive (Postgres) and acts through the limiters' admin API: the enforcement path stays theirs",

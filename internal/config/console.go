@@ -27,6 +27,10 @@ type Console struct {
 	// AdminToken is the admin API's bearer token, read from
 	// CONSOLE_ADMIN_TOKEN_FILE; "" when the variable is unset.
 	AdminToken string
+	// PrometheusURL is the base URL of a Prometheus scraping the limiters
+	// and the detector: the rules' hits and the detector's lag; "": the
+	// pages say how to show them.
+	PrometheusURL string
 	// UsersFile is the file of console users (name:role:bcrypt hash); the
 	// console parses it at start.
 	UsersFile string
@@ -77,6 +81,9 @@ var consoleVars = []Var{
 	{Name: "CONSOLE_ADMIN_TOKEN_FILE", Readers: consoleOnly,
 		Meaning: "file holding the limiters' `ADMIN_TOKEN` (one line, held to its rules); required",
 		load:    bind(inConsole(func(c *Console) *string { return &c.AdminToken }), optional(tokenFile))},
+	{Name: "CONSOLE_PROMETHEUS_URL", Readers: consoleOnly,
+		Meaning: "base URL of a Prometheus scraping the limiters and the detector (`http://prometheus:9090`): the rules page shows each rule's hits and denials of the last day, the overview the detector's lag; unset: neither",
+		load:    bind(inConsole(func(c *Console) *string { return &c.PrometheusURL }), optional(httpURL))},
 	{Name: "CONSOLE_USERS_FILE", Readers: consoleOnly,
 		Meaning: "file of console users, one `name:role:bcrypt-hash` a line, role `viewer` or `operator` (see [the console](console.md#users)); required",
 		load:    bind(inConsole(func(c *Console) *string { return &c.UsersFile }), text)},

@@ -61,6 +61,9 @@ type Config struct {
 	Users   *Users
 	Archive Archive
 	Admin   Admin
+	// Prometheus answers the rules' hits and the detector's lag
+	// (CONSOLE_PROMETHEUS_URL); nil: the pages say how to show them.
+	Prometheus Prometheus
 	// PublicURL is the console's address as browsers see it, when a proxy
 	// serves it (CONSOLE_PUBLIC_URL, such as https://console.example.com);
 	// "": the request's Host. An unsafe request's Origin must be its

@@ -42,7 +42,11 @@ type overviewPage struct {
 	InSync                     int
 	RulesVersion               string
 	Mode                       string
-	Errors                     []string
+	// Lag is the detector's by source, LagStatus where Prometheus's
+	// figures stand (promOff, promUnavailable, promOK).
+	Lag       []sourceLag
+	LagStatus string
+	Errors    []string
 }
 
 // overview serves / and answers 404 for any path no other route serves.
@@ -66,6 +70,7 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request, ss session) {
 		p.Errors = append(p.Errors, s.unavailable("the limiters' admin API", err))
 	}
 	p.Mode, _ = s.cfg.Admin.Mode(r.Context())
+	p.Lag, p.LagStatus = s.detectorLag(r.Context())
 	if rules, err := s.cfg.Admin.Rules(r.Context()); err == nil {
 		p.Instances, p.RulesVersion = rules.Instances, rules.Version
 		for _, in := range rules.Instances {
@@ -184,6 +189,9 @@ type rulesPage struct {
 	Rows   []ruleRow
 	Window string
 	Error  string
+	// Counts is where the hits and denials of Prometheus stand (promOff,
+	// promUnavailable, promOK).
+	Counts string
 	// Edit is the dynamic rule form as submitted, when the admin API
 	// refused it: shown again with the fields at fault.
 	Edit *ruleForm
@@ -199,7 +207,11 @@ type ruleForm struct {
 
 type ruleRow struct {
 	adminclient.Rule
+	// Denials are the refusals the archive holds; Hits and Denied the
+	// requests and refusals Prometheus counted (with Counts promOK).
 	Denials    int64
+	Hits       int64
+	Denied     int64
 	Definition string
 }
 
@@ -224,13 +236,16 @@ func (s *Server) renderRules(w http.ResponseWriter, r *http.Request, ss session,
 	if err != nil {
 		p.Error = s.unavailable("the archive", err)
 	}
+	hits, denied, counts := s.ruleCounts(r.Context())
+	p.Counts = counts
 	for _, rule := range rules.Rules {
 		var def bytes.Buffer
 		if json.Indent(&def, rule.Rule, "", "  ") != nil {
 			def.Reset()
 			def.Write(rule.Rule)
 		}
-		p.Rows = append(p.Rows, ruleRow{Rule: rule, Denials: denials[rule.ID], Definition: def.String()})
+		p.Rows = append(p.Rows, ruleRow{Rule: rule, Denials: denials[rule.ID],
+			Hits: count(hits[rule.ID]), Denied: count(denied[rule.ID]), Definition: def.String()})
 	}
 	s.render(w, r, status, "rules", ss, p)
 }

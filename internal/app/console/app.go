@@ -24,11 +24,16 @@ import (
 	"github.com/ratewarden/ratewarden/internal/console"
 	"github.com/ratewarden/ratewarden/internal/lifecycle"
 	"github.com/ratewarden/ratewarden/internal/ops"
+	"github.com/ratewarden/ratewarden/internal/promquery"
 	"github.com/ratewarden/ratewarden/internal/telemetry"
 )
 
 // adminTimeout bounds one call of the admin API: a page waits no longer.
 const adminTimeout = 5 * time.Second
+
+// prometheusTimeout bounds one query of Prometheus: its figures are
+// extras, and a page shows them unavailable rather than wait.
+const prometheusTimeout = 2 * time.Second
 
 // Deps are what the console takes from its host rather than from its
 // configuration.
@@ -72,7 +77,11 @@ func New(ctx context.Context, cfg config.Console, deps Deps) (*App, error) {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
 	}
 	a := &App{cfg: cfg, log: deps.Log, archive: reader, closeReader: sync.OnceFunc(reader.Close)}
-	pages := console.New(console.Config{Users: users, Archive: reader,
+	var prom console.Prometheus // a nil *promquery.Client would not be a nil interface
+	if cfg.PrometheusURL != "" {
+		prom = promquery.New(cfg.PrometheusURL, prometheusTimeout, nil)
+	}
+	pages := console.New(console.Config{Users: users, Archive: reader, Prometheus: prom,
 		Admin: adminclient.New(cfg.AdminURL, cfg.AdminToken, adminTimeout),
 		TLS:   cfg.TLS != nil, PublicURL: cfg.PublicURL, Clients: clientaddr.Resolver{Trusted: cfg.TrustedProxies},
 		SessionIdle: cfg.SessionIdle, SessionMax: cfg.SessionMax, MaxSessions: cfg.Sessions,

@@ -28,6 +28,14 @@ func TestOperatorLiftsADetectorBan(t *testing.T) {
 		!strings.Contains(overview.body, `<span class="big">redis</span> decision mode`) {
 		t.Fatalf("overview:\n%s", overview.body)
 	}
+	// Without CONSOLE_PROMETHEUS_URL the pages say how to show the figures
+	// only Prometheus holds.
+	if !strings.Contains(overview.body, "detector lag: set <code>CONSOLE_PROMETHEUS_URL</code> to show it") {
+		t.Errorf("the overview does not say how to show the detector's lag:\n%s", overview.body)
+	}
+	if p := b.get("/rules"); !strings.Contains(p.body, "hits and denials: set <code>CONSOLE_PROMETHEUS_URL</code> to show them") {
+		t.Errorf("the rules page does not say how to show the hits:\n%s", p.body)
+	}
 	bans := b.get("/bans?scope=ip&subject=" + ip)
 	for _, want := range []string{ip, "violations_1h", "/api/item/", "of threshold 5"} {
 		if !strings.Contains(bans.body, want) {

@@ -7,6 +7,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -47,6 +49,35 @@ func chromium(t *testing.T) context.Context {
 		t.Fatalf("start Chromium: %v", err)
 	}
 	return ctx
+}
+
+// Screenshots: with RATEWARDEN_SCREENSHOTS set to a directory (relative
+// to the repository's root, such as docs/img/console), the Chromium test
+// saves its pages there as PNG, at a fixed viewport, for docs/console.md.
+const (
+	screenshotsVar                  = "RATEWARDEN_SCREENSHOTS"
+	screenshotWidth, screenshotHigh = 1200, 800
+)
+
+// screenshot saves what the tab shows as name.png in the directory of
+// RATEWARDEN_SCREENSHOTS; without it, nothing.
+func screenshot(t *testing.T, tab context.Context, name string) {
+	t.Helper()
+	dir := os.Getenv(screenshotsVar)
+	if dir == "" {
+		return
+	}
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join("..", "..", "..", dir) // the test runs in internal/app/console
+	}
+	in(t, tab, chromedp.EmulateViewport(screenshotWidth, screenshotHigh))
+	png := value(t, tab, chromedp.CaptureScreenshot())
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // in runs steps in the tab, each call bounded by a minute.
@@ -112,7 +143,7 @@ func browserLogin(t *testing.T, tab context.Context, base, user, password string
 func TestInChromium(t *testing.T) {
 	operator := chromium(t)
 	viewer := chromium(t)
-	s := startStack(t)
+	s := startStackWithPrometheus(t)
 	const ip, other = "203.0.113.60", "203.0.113.61"
 	s.banByDetector(t, ip)
 	s.banByDetector(t, other)
@@ -124,6 +155,7 @@ func TestInChromium(t *testing.T) {
 			t.Errorf("the bans page lacks %q:\n%s", want, bans)
 		}
 	}
+	screenshot(t, operator, "bans")
 	in(t, operator, chromedp.Click(chromedp.CSS(`td.subject a`)), chromedp.WaitVisible(chromedp.CSS(`h2.subject`)))
 	if loc := value(t, operator, chromedp.Location()); !strings.Contains(loc, "/subject?") || !strings.Contains(loc, ip) {
 		t.Fatalf("the subject link led to %s", loc)
@@ -133,6 +165,20 @@ func TestInChromium(t *testing.T) {
 		n := value(t, operator, chromedp.Evaluate[int](`document.querySelectorAll("svg.timeline polyline, svg.timeline line.m-ban").length`))
 		return n >= 5 && strings.Contains(text(t, operator, "", ""), "violations_1h")
 	})
+	screenshot(t, operator, "subject")
+	subjectPage := value(t, operator, chromedp.Location())
+
+	testkit.WaitFor(t, time.Minute, "the overview's charts and the detector's lag", func() bool {
+		page := text(t, operator, s.console, "/")
+		return strings.Contains(page, "messages of detector lag on decisions") && strings.Contains(page, "api-per-ip")
+	})
+	screenshot(t, operator, "overview")
+	hitsShown := regexp.MustCompile(`api-per-ip\s+file\s+[1-9]\d*\s+[1-9]\d*`)
+	testkit.WaitFor(t, time.Minute, "the rules page's hits and denials", func() bool {
+		return hitsShown.MatchString(text(t, operator, s.console, "/rules"))
+	})
+	screenshot(t, operator, "rules")
+	in(t, operator, chromedp.Navigate(subjectPage))
 
 	t.Run("the operator lifts the ban and the limiter admits the subject", func(t *testing.T) {
 		in(t, operator,
@@ -155,6 +201,7 @@ func TestInChromium(t *testing.T) {
 			page := text(t, operator, s.console, "/audit")
 			return (strings.Contains(page, "ana\tunban") || strings.Contains(page, "ana unban")) && strings.Contains(page, "verified: a partner's test")
 		})
+		screenshot(t, operator, "audit")
 	})
 
 	t.Run("a viewer's lift is refused", func(t *testing.T) {

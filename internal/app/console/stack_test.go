@@ -64,12 +64,25 @@ var testUsers = []struct{ name, role, password string }{
 // console, each assembled as its command assembles it.
 type stack struct {
 	limiter, console string // base URLs
+	prometheus       string // base URL; "" without one
 	db               string
 }
 
 // startStack starts the services and waits for their listeners; they stop
 // when the test ends.
 func startStack(t *testing.T) *stack {
+	t.Helper()
+	return launchStack(t, false)
+}
+
+// startStackWithPrometheus is startStack with a Prometheus scraping the
+// limiter and the detector, the console's CONSOLE_PROMETHEUS_URL.
+func startStackWithPrometheus(t *testing.T) *stack {
+	t.Helper()
+	return launchStack(t, true)
+}
+
+func launchStack(t *testing.T, withPrometheus bool) *stack {
 	t.Helper()
 	broker := kafkatest.StartBroker(t, decisionsTopic, bansTopic, outcomesTopic)
 	db := pgtest.Database(t)
@@ -105,6 +118,10 @@ func startStack(t *testing.T) *stack {
 
 	detector := must(detectorapp.New(must(config.LoadDetector(getenv))(t), detectorapp.Deps{Log: zap.NewNop(), Registry: prometheus.NewRegistry()}))(t)
 	run(t, "detector", detector.Run, detector.Addr)
+	if withPrometheus {
+		s.prometheus = startPrometheus(t, limiter.Addrs().Decisions, detector.Addr())
+		env["CONSOLE_PROMETHEUS_URL"] = s.prometheus
+	}
 
 	env["DATABASE_URL"] = readerURL(t, db)
 	consoleCfg := must(config.LoadConsole(getenv))(t)
