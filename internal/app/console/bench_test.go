@@ -18,8 +18,8 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/ratewarden/ratewarden/internal/adminclient"
-	"github.com/ratewarden/ratewarden/internal/archivequery"
 	limiterapp "github.com/ratewarden/ratewarden/internal/app/limiter"
+	"github.com/ratewarden/ratewarden/internal/archivequery"
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/testkit/archivebench"
 	"github.com/ratewarden/ratewarden/internal/testkit/benchenv"
