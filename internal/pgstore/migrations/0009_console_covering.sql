@@ -11,4 +11,5 @@ CREATE INDEX rate_limit_violations_ip_reason_idx ON rate_limit_violations (ip_ad
 DROP INDEX rate_limit_violations_ip_idx;
 CREATE INDEX rate_limit_violations_user_reason_idx ON rate_limit_violations (user_id, occurred_at) INCLUDE (reason);
 DROP INDEX rate_limit_violations_user_idx;
-CREATE INDEX rate_limit_violations_denials_idx ON rate_limit_violations (occurred_at) INCLUDE (rule_id) WHERE NOT shadow;
+CREATE INDEX rate_limit_violations_occurred_at_rule_idx ON rate_limit_violations (occurred_at) INCLUDE (rule_id, shadow);
+DROP INDEX rate_limit_violations_occurred_at_idx;
