@@ -108,3 +108,16 @@ func TestReadsPastTheBoundAnswerBusy(t *testing.T) {
 		t.Fatalf("reads may hold all %d connections: Ping would queue behind them", poolSize)
 	}
 }
+
+// textPrefix is a necessary condition only: every IPv4 subject a prefix
+// covers, written as the limiters write addresses, begins with it.
+func TestTextPrefix(t *testing.T) {
+	for prefix, want := range map[string]string{
+		"203.0.113.0/24": "203.0.113.", "203.0.113.7/32": "203.0.113.", "203.0.112.0/20": "203.0.",
+		"203.0.0.0/16": "203.0.", "2001:db8::/32": "", "not a prefix": "",
+	} {
+		if got := textPrefix(prefix); got != want {
+			t.Errorf("textPrefix(%q) = %q, want %q", prefix, got, want)
+		}
+	}
+}

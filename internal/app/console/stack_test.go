@@ -135,7 +135,7 @@ func launchStack(t *testing.T, withPrometheus bool) *stack {
 }
 
 // port is the port of addr.
-func port(t *testing.T, addr string) string {
+func port(t testing.TB, addr string) string {
 	t.Helper()
 	_, p, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -156,7 +156,7 @@ func must[T any](v T, err error) func(testing.TB) T {
 }
 
 // run runs a service until the test ends, and waits for its address.
-func run(t *testing.T, name string, runFn func(context.Context) error, addr func() string) {
+func run(t testing.TB, name string, runFn func(context.Context) error, addr func() string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -176,7 +176,7 @@ func run(t *testing.T, name string, runFn func(context.Context) error, addr func
 }
 
 // usersFile is the users file of testUsers, with bcrypt's cheapest cost.
-func usersFile(t *testing.T) string {
+func usersFile(t testing.TB) string {
 	var b strings.Builder
 	for _, u := range testUsers {
 		hash, err := bcrypt.GenerateFromPassword([]byte(u.password), bcrypt.MinCost)
@@ -191,7 +191,7 @@ func usersFile(t *testing.T) string {
 // readerURL creates a login role in ratewarden_reader, the archiver's
 // read-only role, and returns db's URL with it as the user: the console
 // reads as a deployment would. The role is dropped when the test ends.
-func readerURL(t *testing.T, db string) string {
+func readerURL(t testing.TB, db string) string {
 	t.Helper()
 	raw := make([]byte, 6)
 	_, _ = rand.Read(raw)
@@ -259,14 +259,14 @@ func (s *stack) banByDetector(t *testing.T, ip string) {
 // ones too: the test serves plain HTTP on loopback, as a browser allows)
 // and does not follow redirects, so each answer can be checked.
 type browser struct {
-	t      *testing.T
+	t      testing.TB
 	base   string
 	mu     sync.Mutex
 	jar    map[string]string
 	client *http.Client
 }
 
-func newBrowser(t *testing.T, base string) *browser {
+func newBrowser(t testing.TB, base string) *browser {
 	return &browser{t: t, base: base, jar: map[string]string{}, client: &http.Client{
 		Timeout:       30 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -329,7 +329,7 @@ func (b *browser) get(path string) page { b.t.Helper(); return b.do(http.MethodG
 var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 
 // csrf returns the CSRF token of the forms of p.
-func (p page) csrf(t *testing.T) string {
+func (p page) csrf(t testing.TB) string {
 	t.Helper()
 	m := csrfField.FindStringSubmatch(p.body)
 	if m == nil {
