@@ -64,7 +64,7 @@ func TestOperatorLiftsADetectorBan(t *testing.T) {
 		_, reason := s.check(t, ip, "/api/item/0")
 		return reason != "banned"
 	})
-	testkit.WaitFor(t, 5*time.Second, "the limiter to admit "+ip, func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the limiter to admit "+ip, func() bool {
 		allowed, _ := s.check(t, ip, "/api/item/0")
 		return allowed
 	})
