@@ -1,8 +1,9 @@
 // Package httpapi serves the limiter's decision API over HTTP: POST
 // /v1/check and /v1/check/batch, the outcome reports POST /v1/report and
 // /v1/report/batch, envoyproxy/ratelimit's POST /json (on fasthttp,
-// NewFastHandler) and forward-auth on /v1/auth (on net/http, NewHandler). The admin API is package adminapi's, the operational routes
-// (health, readiness, metrics) package ops's.
+// NewFastHandler) and forward-auth on /v1/auth (on net/http, NewHandler).
+// The admin API is package adminapi's, the operational routes (health,
+// readiness, metrics) package ops's.
 package httpapi
 
 import (

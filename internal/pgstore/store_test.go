@@ -41,25 +41,12 @@ func TestEnsureDatabase(t *testing.T) {
 
 func TestEnsureDatabaseWithoutCreatedb(t *testing.T) {
 	ctx := context.Background()
-	u := pgtest.Database(t)
-	admin, err := pgx.Connect(ctx, u)
+	parsed, err := url.Parse(nocreatedbURL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = admin.Close(context.Background()) })
-	parsed, _ := url.Parse(u)
-	role := "rwtest_nocreatedb_" + strings.TrimPrefix(parsed.Path, "/rwtest_") // roles are cluster-wide: unique too
-	if _, err := admin.Exec(ctx, "CREATE ROLE "+role+" LOGIN NOCREATEDB"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if _, err := admin.Exec(context.Background(), "DROP ROLE IF EXISTS "+role); err != nil {
-			t.Errorf("drop role %s: %v", role, err)
-		}
-	})
-
+	role := parsed.User.Username()
 	parsed.User = url.UserPassword(role, "secret-password")
-	parsed.Path = "/" + role + "_missing"
 	err = EnsureDatabase(ctx, parsed.String())
 	if err == nil {
 		t.Fatal("EnsureDatabase created a database for a role without CREATEDB")
