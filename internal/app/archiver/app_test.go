@@ -41,9 +41,8 @@ func testConfig(t *testing.T, broker *kafkatest.Broker, db, group string) config
 
 // running is one archiver's Run on a goroutine.
 type running struct {
-	app    *App
-	cancel context.CancelFunc
-	done   chan error
+	app *App
+	*testkit.Running
 }
 
 func start(t *testing.T, cfg config.Archiver, name string) *running {
@@ -52,26 +51,8 @@ func start(t *testing.T, cfg config.Archiver, name string) *running {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{app: a, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- a.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-r.done })
+	r := &running{app: a, Running: testkit.Start(t, a.Run)}
 	return r
-}
-
-// stop cancels the run and requires it to return nil.
-func (r *running) stop(t *testing.T) {
-	t.Helper()
-	r.cancel()
-	select {
-	case err := <-r.done:
-		if err != nil {
-			t.Errorf("run: %v", err)
-		}
-		r.done <- nil // for the cleanup
-	case <-time.After(30 * time.Second):
-		t.Fatal("run did not return within 30s of its cancellation")
-	}
 }
 
 // Two archivers assembled in one process share the consumer group: the
@@ -107,8 +88,8 @@ func TestTwoArchiversInOneProcess(t *testing.T) {
 	const rows = "SELECT count(*) FROM rate_limit_violations"
 	testkit.WaitFor(t, time.Minute, "the violations", func() bool { got, err := tryCount(db, rows); return err == nil && got >= n })
 
-	first.stop(t)
-	second.stop(t)
+	first.Stop(t)
+	second.Stop(t)
 	if got, err := tryCount(db, "SELECT count(DISTINCT event_id) FROM rate_limit_violations"); err != nil || got != n {
 		t.Errorf("%d distinct violations (%v), want %d", got, err, n)
 	}

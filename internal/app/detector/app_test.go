@@ -20,6 +20,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/config"
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/redisfleet"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
@@ -72,16 +73,7 @@ func TestDetectorBansFromTheDecisionStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			cancel()
-			<-done
-		}
-	})
+	run := testkit.Start(t, a.Run)
 
 	const ip = "203.0.113.9"
 	now := time.Now().UTC()
@@ -113,16 +105,7 @@ func TestDetectorBansFromTheDecisionStream(t *testing.T) {
 		t.Errorf("/readyz answers %d, want 200", got)
 	}
 
-	cancel()
-	stopped = true
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("run: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("run did not return within 30s of its cancellation")
-	}
+	run.Stop(t)
 	if err := a.rdb.Ping(context.Background()).Err(); err == nil {
 		t.Error("the Redis client is still open after Run returned")
 	}
@@ -179,15 +162,7 @@ func startReloading(t *testing.T, cfg config.Detector) (*App, chan os.Signal, *p
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	})
+	testkit.Start(t, a.Run)
 	return a, reload, reg
 }
 

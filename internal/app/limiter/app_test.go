@@ -60,15 +60,7 @@ func testConfig(t *testing.T, broker *kafkatest.Broker, prefix, rulesFile string
 // listeners.
 func start(t *testing.T, a *App) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	})
+	testkit.Start(t, a.Run)
 	testkit.WaitFor(t, 10*time.Second, "the limiter's listeners", func() bool { return a.Addrs().Decisions != "" })
 }
 
@@ -277,17 +269,12 @@ func TestStopWhileWaitingForTheFirstXDSConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
+	run := testkit.Start(t, a.Run)
 	// The wait has begun once the xDS client has tried the server.
 	testkit.WaitFor(t, 10*time.Second, "a failed attempt to reach the xDS server", func() bool {
 		return testkit.MetricSum(t, reg, "rate_limit_xds_connection_failures_total", nil) > 0
 	})
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("stopped while waiting for the first xDS config: Run returned %v, want nil", err)
-	}
+	run.Stop(t) // Run must return nil: a stop, not a failure
 	if addrs := a.Addrs(); addrs != (Addrs{}) {
 		t.Fatalf("listened at %+v before its first rules", addrs)
 	}

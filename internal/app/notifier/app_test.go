@@ -51,10 +51,9 @@ func testConfig(t *testing.T, broker *kafkatest.Broker, group, receivers string,
 
 // running is one notifier's Run on a goroutine.
 type running struct {
-	app    *App
-	reg    *prometheus.Registry
-	cancel context.CancelFunc
-	done   chan error
+	app *App
+	reg *prometheus.Registry
+	*testkit.Running
 }
 
 func start(t *testing.T, cfg config.Notifier, name string) *running {
@@ -64,27 +63,9 @@ func start(t *testing.T, cfg config.Notifier, name string) *running {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{app: a, reg: reg, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- a.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-r.done })
+	r := &running{app: a, reg: reg, Running: testkit.Start(t, a.Run)}
 	testkit.WaitFor(t, time.Minute, "readiness", func() bool { return a.Addr() != "" && status(a.Addr(), "/readyz") == http.StatusOK })
 	return r
-}
-
-// stop cancels the run and requires it to return nil.
-func (r *running) stop(t *testing.T) {
-	t.Helper()
-	r.cancel()
-	select {
-	case err := <-r.done:
-		if err != nil {
-			t.Errorf("run: %v", err)
-		}
-		r.done <- nil // for the cleanup
-	case <-time.After(30 * time.Second):
-		t.Fatal("run did not return within 30s of its cancellation")
-	}
 }
 
 func (r *running) metric(t *testing.T, name string, labels map[string]string) float64 {
@@ -191,7 +172,7 @@ func TestTwoHundredBansBecomeOneMessage(t *testing.T) {
 	if got := n.metric(t, "rate_limit_notifier_bans_delivered_total", map[string]string{"receiver": "siem"}); got != 200 {
 		t.Errorf("%v bans delivered to siem, want 200", got)
 	}
-	n.stop(t)
+	n.Stop(t)
 }
 
 // A receiver down is retried with backoff and gets every ban once it is
@@ -237,7 +218,7 @@ func TestReceiverDownThenBack(t *testing.T) {
 	if got := h.counted(); got != total {
 		t.Errorf("the receiver counted %d bans, want %d", got, total)
 	}
-	n.stop(t)
+	n.Stop(t)
 }
 
 // A notifier stopped after its receiver accepted a digest and before the
@@ -253,7 +234,7 @@ func TestRestartBetweenDeliveryAndCommit(t *testing.T) {
 	first := start(t, cfg, "first")
 	kafkatest.Produce(t, broker.Brokers(), bansTopic, bans(30, "credential_stuffing", time.Now())...)
 	testkit.WaitFor(t, time.Minute, "the first delivery", func() bool { got, _ := h.got(); return len(got) > 0 })
-	first.stop(t)
+	first.Stop(t)
 	restore()
 	before, _ := h.got()
 	if committedAll(t, broker, group) {
@@ -275,7 +256,7 @@ func TestRestartBetweenDeliveryAndCommit(t *testing.T) {
 			t.Errorf("digest %d sent again as %s (key %s), first %s (key %s)", i, again[i].raw, again[i].key, before[i].raw, before[i].key)
 		}
 	}
-	second.stop(t)
+	second.Stop(t)
 }
 
 // consumeInAnotherGroup reads the bans topic in a consumer group of its own
