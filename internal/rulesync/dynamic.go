@@ -145,8 +145,10 @@ func (s *dynamicSource) reloadLocked(ctx context.Context) {
 }
 
 // write makes an admin change, one at a time on this instance: prepare,
-// called once the store is open, returns the rule to store under id as
-// JSON (nil: delete the rule id) or why not; the change is stored, then
+// called once the store is open and its latest version is in the merger
+// (so that a limiter that missed an announcement validates against what
+// the store holds, not against what it last heard), returns the rule to
+// store under id as JSON (nil: delete the rule id) or why not; the change is stored, then
 // the new version loaded and handed to the merger at once (read your
 // writes). It returns the change and the view in force after it. The
 // store not answering is ErrUnavailable; deleting a rule it does not hold,
@@ -160,6 +162,7 @@ func (s *dynamicSource) write(ctx context.Context, id string, who Author, prepar
 	if err := s.connectLocked(ctx); err != nil {
 		return Change{}, nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
+	s.reloadLocked(ctx)
 	raw, err := prepare()
 	if err != nil {
 		return Change{}, nil, err
