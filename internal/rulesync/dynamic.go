@@ -59,6 +59,12 @@ func (s *dynamicSource) refresh(ctx context.Context) {
 	if s.connectLocked(ctx) != nil {
 		return
 	}
+	s.catchUpLocked(ctx)
+}
+
+// catchUpLocked hands the merger the store's version when it is one the
+// merger wants: neither the version in force nor one it refused.
+func (s *dynamicSource) catchUpLocked(ctx context.Context) {
 	v, err := s.store.RulesVersion(ctx)
 	s.setStoreErr(err)
 	if err != nil || !s.merge.wants(v) {
@@ -162,7 +168,7 @@ func (s *dynamicSource) write(ctx context.Context, id string, who Author, prepar
 	if err := s.connectLocked(ctx); err != nil {
 		return Change{}, nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
-	s.reloadLocked(ctx)
+	s.catchUpLocked(ctx)
 	raw, err := prepare()
 	if err != nil {
 		return Change{}, nil, err
