@@ -113,7 +113,7 @@ func (s Schema) walk(doc *yaml.Node) *walker {
 var (
 	notFoundRE = regexp.MustCompile(`(?s)^line (\d+): field (.*) not found in type \S+$`)
 	setTwiceRE = regexp.MustCompile(`(?s)^line (\d+): field (.*) already set in type \S+$`)
-	cannotRE   = regexp.MustCompile("(?s)^line (\\d+): cannot unmarshal (\\S+)(?: `(.*)`)? into (.+)$")
+	cannotRE   = regexp.MustCompile("(?s)^line (\\d+): cannot unmarshal (.+?)(?: `(.*)`)? into (.+)$")
 )
 
 // Explain returns err, an error of a strict decoder (KnownFields) of data

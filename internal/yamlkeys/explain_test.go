@@ -215,6 +215,7 @@ func FuzzExplain(f *testing.F) {
 		"items:\n  - id: a\n    algoritm: x\n", "items: {id: a}\n", "window: abc\n",
 		"base: &b {requets: 1}\nitems:\n  - <<: *b\n", "items: [{small: -1, key: [a, {b: c}]}]\n",
 		"tiers: {VIP: [x]}\nextra: {colour: 1}\n", "- a\n",
+		"!%09 ''", // a tag holding a tab: the decoder shows it raw
 	} {
 		f.Add([]byte(s))
 	}
