@@ -30,7 +30,7 @@ const (
 	// MaxSamples bounds the samples of one answer: the console's queries
 	// aggregate by rule or source, so a few hundred at most are expected.
 	MaxSamples = 10_000
-	// TTL is how long an answer is reused.
+	// TTL is how long an answer, or a failure, is reused.
 	TTL = 5 * time.Second
 	// maxErrorText bounds Prometheus's error message kept in an error.
 	maxErrorText = 200
@@ -56,6 +56,7 @@ type Client struct {
 
 type answer struct {
 	samples []Sample
+	err     error // a failure is kept as long: a Prometheus down is not asked on every page
 	at      time.Time
 }
 
@@ -74,31 +75,34 @@ func New(base string, timeout time.Duration, now func() time.Time) *Client {
 }
 
 // Query runs query at the present instant and returns its vector, reusing
-// an answer younger than TTL. The samples returned are shared: do not
+// an answer, or a failure, younger than TTL; ctx bounds the caller's wait,
+// the client's timeout the query itself. The samples returned are shared: do not
 // modify them.
 func (c *Client) Query(ctx context.Context, query string) ([]Sample, error) {
 	c.mu.Lock()
 	if a, ok := c.cache[query]; ok && c.now().Sub(a.at) < TTL {
 		c.mu.Unlock()
-		return a.samples, nil
+		return a.samples, a.err
 	}
 	c.mu.Unlock()
-	v, err, _ := c.calls.Do(query, func() (any, error) {
+	call := c.calls.DoChan(query, func() (any, error) {
 		// Not the page's context: a page that goes away does not fail the
 		// others waiting on the same query (the client's timeout bounds it).
 		samples, err := c.query(context.WithoutCancel(ctx), query)
-		if err != nil {
-			return nil, err
-		}
 		c.mu.Lock()
-		c.cache[query] = answer{samples: samples, at: c.now()}
+		c.cache[query] = answer{samples: samples, err: err, at: c.now()}
 		c.mu.Unlock()
-		return samples, nil
+		return samples, err
 	})
-	if err != nil {
-		return nil, err
+	select {
+	case r := <-call:
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		return r.Val.([]Sample), nil
+	case <-ctx.Done(): // the page's own deadline ends its wait
+		return nil, ctx.Err()
 	}
-	return v.([]Sample), nil
 }
 
 func (c *Client) query(ctx context.Context, query string) ([]Sample, error) {

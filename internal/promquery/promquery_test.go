@@ -2,6 +2,7 @@ package promquery
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -102,7 +103,28 @@ func TestQueryCache(t *testing.T) {
 	if _, err := c.Query(context.Background(), "lag"); err == nil {
 		t.Fatal("a failed query after the TTL answered")
 	}
+	// A failure is reused as long as an answer: a Prometheus down or slow
+	// is not asked again by every page.
+	if _, err := c.Query(context.Background(), "lag"); err == nil || calls.Load() != 2 {
+		t.Fatalf("within the TTL of a failure: %v after %d calls, want the failure again after 2", err, calls.Load())
+	}
+	now = now.Add(TTL)
 	if _, err := c.Query(context.Background(), "lag"); err == nil || calls.Load() != 3 {
-		t.Fatalf("the error was kept: %v after %d calls", err, calls.Load())
+		t.Fatalf("after the TTL of a failure: %v after %d calls, want a new call", err, calls.Load())
+	}
+}
+
+// A page's own deadline ends its wait on a slow Prometheus, whatever the
+// client's timeout.
+func TestQueryWaitsNoLongerThanItsCaller(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-release }))
+	defer srv.Close()
+	defer close(release)
+	c := New(srv.URL, time.Minute, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := c.Query(ctx, "lag"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Query on a Prometheus that never answers, with a 50ms context: %v, want the context's deadline", err)
 	}
 }
