@@ -61,6 +61,11 @@ func LoadConsole(getenv func(string) string) (Console, error) {
 	if c.SessionMax < c.SessionIdle {
 		e.fail(e.name("CONSOLE_SESSION_MAX"), "a duration at least CONSOLE_SESSION_IDLE", c.SessionMax.String())
 	}
+	// Served over HTTPS, the browsers' Origin is https: an http public URL
+	// would refuse every form, the login's included.
+	if c.TLS != nil && strings.HasPrefix(c.PublicURL, "http://") {
+		e.fail(e.name("CONSOLE_PUBLIC_URL"), "an https origin when TLS_CERT_FILE serves the console over HTTPS", c.PublicURL)
+	}
 	return c, e.err()
 }
 

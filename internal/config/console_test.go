@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ratewarden/ratewarden/internal/testkit/tlstest"
 )
 
 func TestLoadConsole(t *testing.T) {
@@ -37,6 +39,7 @@ func TestLoadConsoleErrorsNameTheVariable(t *testing.T) {
 	if err := os.WriteFile(short, []byte("secret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	cert, key := tlstest.NewCA(t, "console").Server("127.0.0.1")
 	tests := []struct {
 		name string
 		env  map[string]string
@@ -50,6 +53,8 @@ func TestLoadConsoleErrorsNameTheVariable(t *testing.T) {
 		{"public url with a path", map[string]string{"CONSOLE_PUBLIC_URL": "https://example.com/console"}, "CONSOLE_PUBLIC_URL"},
 		{"public url without scheme", map[string]string{"CONSOLE_PUBLIC_URL": "console.example.com"}, "CONSOLE_PUBLIC_URL"},
 		{"bad proxies", map[string]string{"CONSOLE_TRUSTED_PROXIES": "10.0.0.0/33"}, "CONSOLE_TRUSTED_PROXIES"},
+		{"http public url over TLS", map[string]string{"TLS_CERT_FILE": cert, "TLS_KEY_FILE": key,
+			"CONSOLE_PUBLIC_URL": "http://console.example.com"}, "CONSOLE_PUBLIC_URL"},
 		{"bad listen address", map[string]string{"LISTEN_ADDR": "nowhere"}, "LISTEN_ADDR"},
 	}
 	for _, tt := range tests {
