@@ -56,6 +56,7 @@ type Decision struct {
 	calls       []decide.Call   // what prepare left for Redis
 	callResults []decide.Result // the results of calls, for Deciders that write into it
 	cached      uint64          // bit i: Applied[i] answered without Redis
+	servedLate  uint64          // bit i: Applied[i]'s call timed out and a lease answered it
 	banned      bool            // a report's client IP was banned (Report), for its event
 	userBanned  bool            // a report's user was banned (Report), for its event
 	report      bool            // an outcome report's debits: they stand, even answered late

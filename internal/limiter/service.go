@@ -45,7 +45,9 @@ type lateAnswers interface {
 
 // settleLate tells a late submission (err) what became of d, whose calls
 // are its calls from off on: a check refused, its units go back; a report's
-// debits stand.
+// debits stand. A call a lease answered instead (fallback) goes back even
+// when the request was admitted: the lease's unit paid for it, and Redis's
+// count of the call would pay a second time.
 func settleLate(err error, d *Decision, off int) {
 	if err == nil || d.report { // before the interface, which escapes: a decision allocates nothing here
 		return
@@ -54,7 +56,20 @@ func settleLate(err error, d *Decision, off int) {
 	if !errors.As(err, &late) {
 		return
 	}
-	late.Settle(off, off+len(d.calls), d.Allowed && !d.Unavailable)
+	admitted := d.Allowed && !d.Unavailable
+	if d.servedLate == 0 {
+		late.Settle(off, off+len(d.calls), admitted)
+		return
+	}
+	j := off
+	for i := range d.Applied {
+		bit := uint64(1) << i // 0 from i = 64 on: neither cached nor served late
+		if d.cached&bit != 0 {
+			continue
+		}
+		late.Settle(j, j+1, admitted && d.servedLate&bit == 0)
+		j++
+	}
 }
 
 // Publisher hands an encoded event to the event bus. It must never block;
@@ -453,8 +468,14 @@ func (s *Service) fallback(d *Decision, now time.Time, unreached bool) []decide.
 			results[i] = r
 			continue
 		}
-		if a.Call.Leased { // a lease in hand is spent first
+		// A lease in hand is spent first. When the call may have run
+		// (!unreached), its late count goes back (settleLate), which
+		// needs its bit: past 64 rules it is refused as local rules are.
+		if a.Call.Leased && (unreached || i < 64) {
 			if r, ok := s.fromLease(&a, now); ok {
+				if !unreached {
+					d.servedLate |= 1 << i
+				}
 				results[i] = r
 				continue
 			}
