@@ -12,14 +12,15 @@ import (
 	"github.com/ratewarden/ratewarden/internal/event"
 )
 
-// liveTTL is how long the console reuses the limiters' bans and rules: the
-// admin API admits 10 calls a second per source, and every page of every
-// console user would otherwise call it. An action of the console drops
-// what it changed at once.
+// liveTTL is how long the console reuses the limiters' bans, rules and
+// mode: the admin API admits 10 calls a second per source, and every page
+// of every console user would otherwise call it. An action of the console
+// drops what it changed at once.
 const liveTTL = time.Second
 
-// live caches what the admin API says of the bans and rules in force; a
-// page that needs them while a call is under way waits for that call.
+// live caches what the admin API says of the bans and rules in force and
+// of the limiter's mode; a page that needs one while a call for it is under
+// way waits for that call.
 type live struct {
 	admin Admin
 	now   func() time.Time
@@ -28,67 +29,73 @@ type live struct {
 	mu sync.Mutex
 	// gen counts the console's actions: a call started before one
 	// neither caches its answer nor is joined by a page after it.
-	gen      uint64
-	bans     []event.Ban
-	bansAt   time.Time
-	rules    adminclient.Rules
-	rulesAt  time.Time
-	rulesSet bool
+	gen   uint64
+	bans  answer[[]event.Ban]
+	rules answer[adminclient.Rules]
+	mode  answer[string]
+}
+
+// answer is one cached answer of the admin API.
+type answer[T any] struct {
+	val T
+	at  time.Time
+	set bool
+}
+
+// cachedCall returns slot's answer while it is fresh, else asks for it
+// with call, once for every page asking meanwhile. A call started before
+// an action (gen) does not keep its answer.
+func cachedCall[T any](ctx context.Context, l *live, name string, slot *answer[T], call func(context.Context) (T, error)) (T, error) {
+	fresh := func() (T, bool) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return slot.val, slot.set && l.now().Sub(slot.at) < liveTTL
+	}
+	if val, ok := fresh(); ok {
+		return val, nil
+	}
+	l.mu.Lock()
+	gen := l.gen
+	l.mu.Unlock()
+	v, err, _ := l.calls.Do(name+" "+strconv.FormatUint(gen, 10), func() (any, error) {
+		// A call that ended since this page looked has cached its answer.
+		if val, ok := fresh(); ok {
+			return val, nil
+		}
+		val, err := call(context.WithoutCancel(ctx))
+		if err != nil {
+			return nil, err
+		}
+		l.mu.Lock()
+		if l.gen == gen {
+			*slot = answer[T]{val: val, at: l.now(), set: true}
+		}
+		l.mu.Unlock()
+		return val, nil
+	})
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return v.(T), nil
 }
 
 func (l *live) Bans(ctx context.Context) ([]event.Ban, error) {
-	l.mu.Lock()
-	if l.bans != nil && l.now().Sub(l.bansAt) < liveTTL {
-		defer l.mu.Unlock()
-		return l.bans, nil
-	}
-	gen := l.gen
-	l.mu.Unlock()
-	v, err, _ := l.calls.Do("bans "+strconv.FormatUint(gen, 10), func() (any, error) {
-		bans, err := l.admin.Bans(context.WithoutCancel(ctx))
-		if err != nil {
-			return nil, err
-		}
-		if bans == nil {
+	return cachedCall(ctx, l, "bans", &l.bans, func(ctx context.Context) ([]event.Ban, error) {
+		bans, err := l.admin.Bans(ctx)
+		if err == nil && bans == nil {
 			bans = []event.Ban{}
 		}
-		l.mu.Lock()
-		if l.gen == gen {
-			l.bans, l.bansAt = bans, l.now()
-		}
-		l.mu.Unlock()
-		return bans, nil
+		return bans, err
 	})
-	if err != nil {
-		return nil, err
-	}
-	return v.([]event.Ban), nil
 }
 
 func (l *live) Rules(ctx context.Context) (adminclient.Rules, error) {
-	l.mu.Lock()
-	if l.rulesSet && l.now().Sub(l.rulesAt) < liveTTL {
-		defer l.mu.Unlock()
-		return l.rules, nil
-	}
-	gen := l.gen
-	l.mu.Unlock()
-	v, err, _ := l.calls.Do("rules "+strconv.FormatUint(gen, 10), func() (any, error) {
-		rules, err := l.admin.Rules(context.WithoutCancel(ctx))
-		if err != nil {
-			return nil, err
-		}
-		l.mu.Lock()
-		if l.gen == gen {
-			l.rules, l.rulesAt, l.rulesSet = rules, l.now(), true
-		}
-		l.mu.Unlock()
-		return rules, nil
-	})
-	if err != nil {
-		return adminclient.Rules{}, err
-	}
-	return v.(adminclient.Rules), nil
+	return cachedCall(ctx, l, "rules", &l.rules, l.admin.Rules)
+}
+
+func (l *live) Mode(ctx context.Context) (string, error) {
+	return cachedCall(ctx, l, "mode", &l.mode, l.admin.Mode)
 }
 
 func (l *live) Ban(ctx context.Context, scope, subject string, d time.Duration, reason, actor string) (event.Ban, bool, error) {
@@ -111,13 +118,10 @@ func (l *live) DeleteRule(ctx context.Context, id, actor string) error {
 	return l.admin.DeleteRule(ctx, id, actor)
 }
 
-// Mode is not cached: the overview alone asks, once a page.
-func (l *live) Mode(ctx context.Context) (string, error) { return l.admin.Mode(ctx) }
-
 // forgetRules drops the cached rules after an action changed them.
 func (l *live) forgetRules() {
 	l.mu.Lock()
-	l.rulesSet = false
+	l.rules.set = false
 	l.gen++
 	l.mu.Unlock()
 }
@@ -125,7 +129,7 @@ func (l *live) forgetRules() {
 // forgetBans drops the cached bans after an action changed them.
 func (l *live) forgetBans() {
 	l.mu.Lock()
-	l.bans = nil
+	l.bans.set = false
 	l.gen++
 	l.mu.Unlock()
 }
