@@ -75,24 +75,30 @@ func (s *Store) DynamicRules(ctx context.Context) (int64, []rulesync.StoredRule,
 }
 
 // PutRule stores rule (valid JSON of one rule) under id, with a new set
-// version and its audit row, in one transaction.
-func (s *Store) PutRule(ctx context.Context, id string, rule json.RawMessage, who rulesync.Author) (rulesync.Change, error) {
-	return s.change(ctx, id, "put", rule, who)
+// version and its audit row, in one transaction, if the set is at version
+// base; rulesync.ErrVersionMoved when it is not.
+func (s *Store) PutRule(ctx context.Context, id string, rule json.RawMessage, who rulesync.Author, base int64) (rulesync.Change, error) {
+	return s.change(ctx, id, "put", rule, who, base)
 }
 
 // DeleteRule removes the dynamic rule id, with a new set version and its
-// audit row; rulesync.ErrNotStored when it is not stored.
-func (s *Store) DeleteRule(ctx context.Context, id string, who rulesync.Author) (rulesync.Change, error) {
-	return s.change(ctx, id, "delete", nil, who)
+// audit row, if the set is at version base; rulesync.ErrVersionMoved when
+// it is not, rulesync.ErrNotStored when the rule is not stored.
+func (s *Store) DeleteRule(ctx context.Context, id string, who rulesync.Author, base int64) (rulesync.Change, error) {
+	return s.change(ctx, id, "delete", nil, who, base)
 }
 
-func (s *Store) change(ctx context.Context, id, action string, after json.RawMessage, who rulesync.Author) (rulesync.Change, error) {
+func (s *Store) change(ctx context.Context, id, action string, after json.RawMessage, who rulesync.Author, base int64) (rulesync.Change, error) {
 	var c rulesync.Change
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		// Taking the version row's lock first serializes changes, so the
-		// before image and the version order agree.
+		// before image and the version order agree; the change applies
+		// only to the version it was validated against.
 		err := tx.QueryRow(ctx, `UPDATE dynamic_rules_version SET version = version + 1, changed_at = clock_timestamp()
-			RETURNING version, changed_at`).Scan(&c.Version, &c.ChangedAt)
+			WHERE version = $1 RETURNING version, changed_at`, base).Scan(&c.Version, &c.ChangedAt)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return rulesync.ErrVersionMoved
+		}
 		if err != nil {
 			return err
 		}
@@ -125,7 +131,7 @@ func (s *Store) change(ctx context.Context, id, action string, after json.RawMes
 		return err
 	})
 	if err != nil {
-		if errors.Is(err, rulesync.ErrNotStored) {
+		if errors.Is(err, rulesync.ErrNotStored) || errors.Is(err, rulesync.ErrVersionMoved) {
 			return rulesync.Change{}, err
 		}
 		return rulesync.Change{}, fmt.Errorf("%s dynamic rule %s: %w", action, id, err)

@@ -25,7 +25,7 @@ func TestDynamicRuleChanges(t *testing.T) {
 		t.Fatalf("fresh database: version %d, %d rules, %v; want 0, 0", v, len(rules), err)
 	}
 	first := json.RawMessage(`{"id": "login", "limits": [{"requests": 100, "per": "1m"}]}`)
-	c1, err := s.PutRule(ctx, "login", first, who)
+	c1, err := s.PutRule(ctx, "login", first, who, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,10 @@ func TestDynamicRuleChanges(t *testing.T) {
 		t.Fatalf("first put: %+v; want version 1, no before image", c1)
 	}
 	second := json.RawMessage(`{"id": "login", "limits": [{"requests": 50, "per": "1m"}]}`)
-	c2, err := s.PutRule(ctx, "login", second, rulesync.Author{Actor: "bob", SourceAddr: "192.0.2.2", Instance: "l2"})
+	if _, err := s.PutRule(ctx, "login", second, who, 0); !errors.Is(err, rulesync.ErrVersionMoved) {
+		t.Fatalf("a put made against version 0 when the set is at 1: %v; want rulesync.ErrVersionMoved", err)
+	}
+	c2, err := s.PutRule(ctx, "login", second, rulesync.Author{Actor: "bob", SourceAddr: "192.0.2.2", Instance: "l2"}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,13 +52,16 @@ func TestDynamicRuleChanges(t *testing.T) {
 		t.Fatalf("after two puts: version %d, rules %+v", v, rules)
 	}
 
-	if _, err := s.DeleteRule(ctx, "absent", who); !errors.Is(err, rulesync.ErrNotStored) {
+	if _, err := s.DeleteRule(ctx, "login", who, 1); !errors.Is(err, rulesync.ErrVersionMoved) {
+		t.Fatalf("a delete made against version 1 when the set is at 2: %v; want rulesync.ErrVersionMoved", err)
+	}
+	if _, err := s.DeleteRule(ctx, "absent", who, 2); !errors.Is(err, rulesync.ErrNotStored) {
 		t.Fatalf("delete of an absent rule: %v; want rulesync.ErrNotStored", err)
 	}
 	if v, _ := s.RulesVersion(ctx); v != 2 {
 		t.Fatalf("a refused delete moved the version to %d", v)
 	}
-	c3, err := s.DeleteRule(ctx, "login", who)
+	c3, err := s.DeleteRule(ctx, "login", who, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,8 +101,9 @@ func TestDynamicRuleChanges(t *testing.T) {
 	}
 }
 
-// Concurrent writers get distinct, gapless versions, and the last one
-// stored for a rule is the one with the highest version.
+// Concurrent writers, each making its change against the version it read
+// and again when another landed first, get distinct, gapless versions,
+// and the last one stored for a rule is the one with the highest version.
 func TestDynamicRuleVersionsUnderConcurrency(t *testing.T) {
 	s := newStore(t)
 	ctx := context.Background()
@@ -105,12 +112,26 @@ func TestDynamicRuleVersionsUnderConcurrency(t *testing.T) {
 	versions := make(chan int64, writers)
 	for i := range writers {
 		wg.Go(func() {
-			c, err := s.PutRule(ctx, fmt.Sprintf("r%d", i%4), json.RawMessage(fmt.Sprintf(`{"n": %d}`, i)), rulesync.Author{Actor: "t"})
-			if err != nil {
-				t.Error(err)
+			for {
+				base, err := s.RulesVersion(ctx)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				c, err := s.PutRule(ctx, fmt.Sprintf("r%d", i%4), json.RawMessage(fmt.Sprintf(`{"n": %d}`, i)), rulesync.Author{Actor: "t"}, base)
+				if errors.Is(err, rulesync.ErrVersionMoved) {
+					continue
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if c.Version != base+1 {
+					t.Errorf("a change made against version %d stored version %d", base, c.Version)
+				}
+				versions <- c.Version
 				return
 			}
-			versions <- c.Version
 		})
 	}
 	wg.Wait()

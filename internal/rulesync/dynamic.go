@@ -59,18 +59,22 @@ func (s *dynamicSource) refresh(ctx context.Context) {
 	if s.connectLocked(ctx) != nil {
 		return
 	}
-	s.catchUpLocked(ctx)
+	_, _ = s.catchUpLocked(ctx)
 }
 
 // catchUpLocked hands the merger the store's version when it is one the
-// merger wants: neither the version in force nor one it refused.
-func (s *dynamicSource) catchUpLocked(ctx context.Context) {
+// merger wants: neither the version in force nor one it refused. It
+// returns the version the store holds.
+func (s *dynamicSource) catchUpLocked(ctx context.Context) (int64, error) {
 	v, err := s.store.RulesVersion(ctx)
 	s.setStoreErr(err)
-	if err != nil || !s.merge.wants(v) {
-		return
+	if err != nil {
+		return 0, err
 	}
-	s.reloadLocked(ctx)
+	if s.merge.wants(v) {
+		s.reloadLocked(ctx)
+	}
+	return v, nil
 }
 
 // subscribe has a refresh made on every announcement of a version other
@@ -150,16 +154,23 @@ func (s *dynamicSource) reloadLocked(ctx context.Context) {
 	}
 }
 
+// writeAttempts bounds how many times a change is made again because
+// another limiter changed the set between its validation and its write.
+const writeAttempts = 3
+
 // write makes an admin change, one at a time on this instance: prepare,
 // called once the store is open and its latest version is in the merger
 // (so that a limiter that missed an announcement validates against what
 // the store holds, not against what it last heard), returns the rule to
-// store under id as JSON (nil: delete the rule id) or why not; the change is stored, then
-// the new version loaded and handed to the merger at once (read your
-// writes). It returns the change and the view in force after it. The
+// store under id as JSON (nil: delete the rule id) or why not; the change
+// is stored only if the set is still at the version it was prepared
+// against, else prepared again against the new one (writeAttempts in
+// all), then the new version loaded and handed to the merger at once (read
+// your writes). It returns the change and the view in force after it. The
 // store not answering is ErrUnavailable; deleting a rule it does not hold,
-// ErrNotStored. The write is bounded by the source's timeout as well as by
-// ctx: it holds the source's lock, which the store's polls wait for.
+// ErrNotStored; a set changed under every attempt, ErrConflict. The write
+// is bounded by the source's timeout as well as by ctx: it holds the
+// source's lock, which the store's polls wait for.
 func (s *dynamicSource) write(ctx context.Context, id string, who Author, prepare func() (json.RawMessage, error)) (Change, *View, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -168,25 +179,37 @@ func (s *dynamicSource) write(ctx context.Context, id string, who Author, prepar
 	if err := s.connectLocked(ctx); err != nil {
 		return Change{}, nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
-	s.catchUpLocked(ctx)
-	raw, err := prepare()
-	if err != nil {
-		return Change{}, nil, err
-	}
 	var c Change
-	if raw == nil {
-		if c, err = s.store.DeleteRule(ctx, id, who); errors.Is(err, ErrNotStored) {
+	for attempt := 1; ; attempt++ {
+		base, err := s.catchUpLocked(ctx)
+		if err != nil {
+			return Change{}, nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+		raw, err := prepare()
+		if err != nil {
 			return Change{}, nil, err
 		}
-	} else {
-		c, err = s.store.PutRule(ctx, id, raw, who)
-	}
-	s.setStoreErr(err)
-	if err != nil {
-		return Change{}, nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		if raw == nil {
+			c, err = s.store.DeleteRule(ctx, id, who, base)
+		} else {
+			c, err = s.store.PutRule(ctx, id, raw, who, base)
+		}
+		switch {
+		case errors.Is(err, ErrVersionMoved) && attempt < writeAttempts:
+			continue
+		case errors.Is(err, ErrVersionMoved):
+			return Change{}, nil, ErrConflict
+		case errors.Is(err, ErrNotStored):
+			return Change{}, nil, err
+		}
+		s.setStoreErr(err)
+		if err != nil {
+			return Change{}, nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+		break
 	}
 	s.log.Info("dynamic rule changed", zap.String("rule", id), zap.Int64("version", c.Version),
-		zap.String("actor", who.Actor), zap.String("source", who.SourceAddr), zap.Bool("deleted", raw == nil))
+		zap.String("actor", who.Actor), zap.String("source", who.SourceAddr), zap.Bool("deleted", c.After == nil))
 	s.reloadLocked(ctx)
 	return c, s.merge.View(), nil
 }

@@ -18,9 +18,9 @@ type hangingStore struct {
 	release chan struct{}
 }
 
-func (s *hangingStore) PutRule(ctx context.Context, id string, rule json.RawMessage, who rulesync.Author) (rulesync.Change, error) {
+func (s *hangingStore) PutRule(ctx context.Context, id string, rule json.RawMessage, who rulesync.Author, base int64) (rulesync.Change, error) {
 	<-s.release
-	return s.memStore.PutRule(ctx, id, rule, who)
+	return s.memStore.PutRule(ctx, id, rule, who, base)
 }
 
 // The rules file and the RLS directory are reloaded while an admin write

@@ -53,9 +53,7 @@ func storeWith(t *testing.T, rs ...string) *memStore {
 	t.Helper()
 	s := &memStore{rules: map[string]rulesync.StoredRule{}}
 	for i := 0; i+1 < len(rs); i += 2 {
-		if _, err := s.PutRule(context.Background(), rs[i], []byte(rs[i+1]), rulesync.Author{Actor: "alice"}); err != nil {
-			t.Fatal(err)
-		}
+		s.put(t, rs[i], rs[i+1])
 	}
 	return s
 }
@@ -132,9 +130,7 @@ func TestFileChangeRetriesRefusedVersion(t *testing.T) {
 	store := storeWith(t)
 	l := startRLS(t, "", withStore(store, 20*time.Millisecond), withRulesFile(t, legacyKeyFile))
 	l.run(t, nil)
-	if _, err := store.PutRule(context.Background(), "api-key", []byte(apiKeyRule), rulesync.Author{Actor: "alice"}); err != nil {
-		t.Fatal(err) // as a limiter on the new file would
-	}
+	store.put(t, "api-key", apiKeyRule) // as a limiter on the new file would
 	testkit.WaitFor(t, 2*time.Second, "the conflicting version to be refused", func() bool {
 		return testutil.ToFloat64(l.ReloadsMetric(rulesync.SourceDynamic, "failure")) == 1
 	})

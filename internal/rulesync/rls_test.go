@@ -300,17 +300,23 @@ func (s *memStore) DynamicRules(context.Context) (int64, []rulesync.StoredRule, 
 	return s.version, out, nil
 }
 
-func (s *memStore) PutRule(_ context.Context, id string, rule json.RawMessage, who rulesync.Author) (rulesync.Change, error) {
+func (s *memStore) PutRule(_ context.Context, id string, rule json.RawMessage, who rulesync.Author, base int64) (rulesync.Change, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if base != s.version {
+		return rulesync.Change{}, rulesync.ErrVersionMoved
+	}
 	s.version++
 	s.rules[id] = rulesync.StoredRule{ID: id, Rule: rule, Version: s.version, UpdatedBy: who.Actor}
 	return rulesync.Change{Version: s.version, After: rule}, nil
 }
 
-func (s *memStore) DeleteRule(_ context.Context, id string, _ rulesync.Author) (rulesync.Change, error) {
+func (s *memStore) DeleteRule(_ context.Context, id string, _ rulesync.Author, base int64) (rulesync.Change, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if base != s.version {
+		return rulesync.Change{}, rulesync.ErrVersionMoved
+	}
 	r, ok := s.rules[id]
 	if !ok {
 		return rulesync.Change{}, rulesync.ErrNotStored
@@ -321,3 +327,13 @@ func (s *memStore) DeleteRule(_ context.Context, id string, _ rulesync.Author) (
 }
 
 func (s *memStore) Close() {}
+
+// put stores rule under id as another limiter would, on the version in
+// the store.
+func (s *memStore) put(t *testing.T, id, rule string) {
+	t.Helper()
+	v, _ := s.RulesVersion(context.Background())
+	if _, err := s.PutRule(context.Background(), id, []byte(rule), rulesync.Author{Actor: "alice"}, v); err != nil {
+		t.Fatal(err)
+	}
+}

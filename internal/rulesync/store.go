@@ -18,11 +18,13 @@ type Store interface {
 	// that the two agree.
 	DynamicRules(ctx context.Context) (int64, []StoredRule, error)
 	// PutRule stores rule under id, with a new set version and its audit
-	// row.
-	PutRule(ctx context.Context, id string, rule json.RawMessage, who Author) (Change, error)
+	// row, if the set is still at version base, the one the change was
+	// made against; ErrVersionMoved when it moved on.
+	PutRule(ctx context.Context, id string, rule json.RawMessage, who Author, base int64) (Change, error)
 	// DeleteRule removes the rule id, with a new set version and its audit
-	// row; ErrNotStored when no dynamic rule has that id.
-	DeleteRule(ctx context.Context, id string, who Author) (Change, error)
+	// row, if the set is still at version base; ErrVersionMoved when it
+	// moved on, ErrNotStored when no dynamic rule has that id.
+	DeleteRule(ctx context.Context, id string, who Author, base int64) (Change, error)
 	Close()
 }
 
@@ -56,3 +58,9 @@ type Change struct {
 // ErrNotStored is the Store's answer to deleting a rule it does not hold.
 // The Manager answers ErrNotFound.
 var ErrNotStored = errors.New("no such dynamic rule")
+
+// ErrVersionMoved is the Store's answer to a change made against a version
+// of the set another change has replaced since: validated against rules
+// no longer stored, it could store a set that does not validate, or undo
+// the other change. The Manager makes it again against the new version.
+var ErrVersionMoved = errors.New("the dynamic rule set changed meanwhile")
