@@ -203,8 +203,7 @@ type changeJSON struct {
 }
 
 // answerChange maps the outcome of a change: 200 (201 for a new rule),
-// 400 with the fields at fault, 404, 409 when other changes kept landing
-// meanwhile, or 503 when the store is down.
+// 400 with the fields at fault, 404, or 503 when the store is down.
 func (h *handler) answerChange(w http.ResponseWriter, id string, res rulesync.Result, err error) {
 	var invalid *rulesync.InvalidError
 	switch {
@@ -218,9 +217,6 @@ func (h *handler) answerChange(w http.ResponseWriter, id string, res rulesync.Re
 		return
 	case errors.Is(err, rulesync.ErrNotFound):
 		jsonwire.WriteError(w, http.StatusNotFound, err.Error())
-		return
-	case errors.Is(err, rulesync.ErrConflict):
-		jsonwire.WriteError(w, http.StatusConflict, err.Error())
 		return
 	case err != nil:
 		jsonwire.WriteError(w, http.StatusServiceUnavailable, "rule not changed: "+err.Error())

@@ -9,13 +9,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ratewarden/ratewarden/internal/pgstore"
-
-	"github.com/jackc/pgx/v5"
-
 	"github.com/ratewarden/ratewarden/internal/rulesync"
 )
 
@@ -53,19 +52,8 @@ func (s *Store) DynamicRules(ctx context.Context) (int64, []rulesync.StoredRule,
 		out     []rulesync.StoredRule
 	)
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
-		func(tx pgx.Tx) error {
-			if err := tx.QueryRow(ctx, "SELECT version FROM dynamic_rules_version").Scan(&version); err != nil {
-				return err
-			}
-			rows, err := tx.Query(ctx, "SELECT rule_id, rule, version, updated_at, updated_by FROM dynamic_rules ORDER BY rule_id")
-			if err != nil {
-				return err
-			}
-			out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (rulesync.StoredRule, error) {
-				var r rulesync.StoredRule
-				err := row.Scan(&r.ID, &r.Rule, &r.Version, &r.UpdatedAt, &r.UpdatedBy)
-				return r, err
-			})
+		func(tx pgx.Tx) (err error) {
+			version, out, err = readSet(ctx, tx, "SELECT version FROM dynamic_rules_version")
 			return err
 		})
 	if err != nil {
@@ -74,44 +62,65 @@ func (s *Store) DynamicRules(ctx context.Context) (int64, []rulesync.StoredRule,
 	return version, out, nil
 }
 
-// PutRule stores rule (valid JSON of one rule) under id, with a new set
-// version and its audit row, in one transaction, if the set is at version
-// base; rulesync.ErrVersionMoved when it is not.
-func (s *Store) PutRule(ctx context.Context, id string, rule json.RawMessage, who rulesync.Author, base int64) (rulesync.Change, error) {
-	return s.change(ctx, id, "put", rule, who, base)
+// readSet reads the version with versionQuery, then the rules.
+func readSet(ctx context.Context, tx pgx.Tx, versionQuery string) (int64, []rulesync.StoredRule, error) {
+	var version int64
+	if err := tx.QueryRow(ctx, versionQuery).Scan(&version); err != nil {
+		return 0, nil, err
+	}
+	rows, err := tx.Query(ctx, "SELECT rule_id, rule, version, updated_at, updated_by FROM dynamic_rules ORDER BY rule_id")
+	if err != nil {
+		return 0, nil, err
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (rulesync.StoredRule, error) {
+		var r rulesync.StoredRule
+		err := row.Scan(&r.ID, &r.Rule, &r.Version, &r.UpdatedAt, &r.UpdatedBy)
+		return r, err
+	})
+	return version, out, err
 }
 
-// DeleteRule removes the dynamic rule id, with a new set version and its
-// audit row, if the set is at version base; rulesync.ErrVersionMoved when
-// it is not, rulesync.ErrNotStored when the rule is not stored.
-func (s *Store) DeleteRule(ctx context.Context, id string, who rulesync.Author, base int64) (rulesync.Change, error) {
-	return s.change(ctx, id, "delete", nil, who, base)
-}
-
-func (s *Store) change(ctx context.Context, id, action string, after json.RawMessage, who rulesync.Author, base int64) (rulesync.Change, error) {
-	var c rulesync.Change
+// Change makes a change of the rule id in one transaction: prepare, given
+// the set and its version as they stand while no other change can be
+// made, returns the rule to store (nil: delete it); the rule, a new set
+// version and the audit row are then written. prepare's error is returned
+// as it is, and nothing changes; rulesync.ErrNotStored when deleting a rule
+// that is not stored.
+func (s *Store) Change(ctx context.Context, id string, who rulesync.Author, prepare rulesync.Prepare) (rulesync.Change, error) {
+	var (
+		c          rulesync.Change
+		refusedErr error // prepare's
+	)
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
-		// Taking the version row's lock first serializes changes, so the
-		// before image and the version order agree; the change applies
-		// only to the version it was validated against.
-		err := tx.QueryRow(ctx, `UPDATE dynamic_rules_version SET version = version + 1, changed_at = clock_timestamp()
-			WHERE version = $1 RETURNING version, changed_at`, base).Scan(&c.Version, &c.ChangedAt)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return rulesync.ErrVersionMoved
-		}
+		// The version row's lock, taken first, serializes changes: the set
+		// prepare validates against is the one the change lands on, and
+		// the before image and the version order agree.
+		version, stored, err := readSet(ctx, tx, "SELECT version FROM dynamic_rules_version FOR UPDATE")
 		if err != nil {
 			return err
 		}
-		err = tx.QueryRow(ctx, "SELECT rule FROM dynamic_rules WHERE rule_id = $1", id).Scan(&c.Before)
-		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-			if action == "delete" {
-				return rulesync.ErrNotStored
-			}
-		case err != nil:
+		after, err := prepare(version, stored)
+		if err != nil {
+			refusedErr = err
 			return err
 		}
-		if action == "delete" {
+		i := slices.IndexFunc(stored, func(r rulesync.StoredRule) bool { return r.ID == id })
+		if i >= 0 {
+			c.Before = stored[i].Rule
+		}
+		action := "put"
+		if after == nil {
+			if i < 0 {
+				return rulesync.ErrNotStored
+			}
+			action = "delete"
+		}
+		err = tx.QueryRow(ctx, `UPDATE dynamic_rules_version SET version = version + 1, changed_at = clock_timestamp()
+			RETURNING version, changed_at`).Scan(&c.Version, &c.ChangedAt)
+		if err != nil {
+			return err
+		}
+		if after == nil {
 			_, err = tx.Exec(ctx, "DELETE FROM dynamic_rules WHERE rule_id = $1", id)
 		} else {
 			c.After = after
@@ -130,11 +139,13 @@ func (s *Store) change(ctx context.Context, id, action string, after json.RawMes
 			c.Version, id, action, who.Actor, who.SourceAddr, who.Instance, c.ChangedAt, jsonOrNil(c.Before), jsonOrNil(c.After))
 		return err
 	})
-	if err != nil {
-		if errors.Is(err, rulesync.ErrNotStored) || errors.Is(err, rulesync.ErrVersionMoved) {
-			return rulesync.Change{}, err
-		}
-		return rulesync.Change{}, fmt.Errorf("%s dynamic rule %s: %w", action, id, err)
+	switch {
+	case refusedErr != nil:
+		return rulesync.Change{}, refusedErr
+	case errors.Is(err, rulesync.ErrNotStored):
+		return rulesync.Change{}, err
+	case err != nil:
+		return rulesync.Change{}, fmt.Errorf("change dynamic rule %s: %w", id, err)
 	}
 	return c, nil
 }

@@ -25,7 +25,7 @@ func TestDynamicRuleChanges(t *testing.T) {
 		t.Fatalf("fresh database: version %d, %d rules, %v; want 0, 0", v, len(rules), err)
 	}
 	first := json.RawMessage(`{"id": "login", "limits": [{"requests": 100, "per": "1m"}]}`)
-	c1, err := s.PutRule(ctx, "login", first, who, 0)
+	c1, err := s.Change(ctx, "login", who, put(first))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,10 +33,20 @@ func TestDynamicRuleChanges(t *testing.T) {
 		t.Fatalf("first put: %+v; want version 1, no before image", c1)
 	}
 	second := json.RawMessage(`{"id": "login", "limits": [{"requests": 50, "per": "1m"}]}`)
-	if _, err := s.PutRule(ctx, "login", second, who, 0); !errors.Is(err, rulesync.ErrVersionMoved) {
-		t.Fatalf("a put made against version 0 when the set is at 1: %v; want rulesync.ErrVersionMoved", err)
+	refusal := errors.New("refused")
+	if _, err := s.Change(ctx, "login", who, func(int64, []rulesync.StoredRule) (json.RawMessage, error) { return nil, refusal }); !errors.Is(err, refusal) {
+		t.Fatalf("a change prepare refused: %v; want prepare's error as it is", err)
 	}
-	c2, err := s.PutRule(ctx, "login", second, rulesync.Author{Actor: "bob", SourceAddr: "192.0.2.2", Instance: "l2"}, 1)
+	if v, _ := s.RulesVersion(ctx); v != 1 {
+		t.Fatalf("a refused change moved the version to %d", v)
+	}
+	c2, err := s.Change(ctx, "login", rulesync.Author{Actor: "bob", SourceAddr: "192.0.2.2", Instance: "l2"},
+		func(v int64, stored []rulesync.StoredRule) (json.RawMessage, error) {
+			if v != 1 || len(stored) != 1 || !sameJSON(t, stored[0].Rule, first) {
+				t.Errorf("prepare got version %d, %+v; want 1 and the first rule", v, stored)
+			}
+			return second, nil
+		})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,16 +62,13 @@ func TestDynamicRuleChanges(t *testing.T) {
 		t.Fatalf("after two puts: version %d, rules %+v", v, rules)
 	}
 
-	if _, err := s.DeleteRule(ctx, "login", who, 1); !errors.Is(err, rulesync.ErrVersionMoved) {
-		t.Fatalf("a delete made against version 1 when the set is at 2: %v; want rulesync.ErrVersionMoved", err)
-	}
-	if _, err := s.DeleteRule(ctx, "absent", who, 2); !errors.Is(err, rulesync.ErrNotStored) {
+	if _, err := s.Change(ctx, "absent", who, put(nil)); !errors.Is(err, rulesync.ErrNotStored) {
 		t.Fatalf("delete of an absent rule: %v; want rulesync.ErrNotStored", err)
 	}
 	if v, _ := s.RulesVersion(ctx); v != 2 {
 		t.Fatalf("a refused delete moved the version to %d", v)
 	}
-	c3, err := s.DeleteRule(ctx, "login", who, 2)
+	c3, err := s.Change(ctx, "login", who, put(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,9 +108,9 @@ func TestDynamicRuleChanges(t *testing.T) {
 	}
 }
 
-// Concurrent writers, each making its change against the version it read
-// and again when another landed first, get distinct, gapless versions,
-// and the last one stored for a rule is the one with the highest version.
+// Concurrent writers get distinct, gapless versions, each prepared against
+// the version before its own, and the last one stored for a rule is the
+// one with the highest version.
 func TestDynamicRuleVersionsUnderConcurrency(t *testing.T) {
 	s := newStore(t)
 	ctx := context.Background()
@@ -112,26 +119,20 @@ func TestDynamicRuleVersionsUnderConcurrency(t *testing.T) {
 	versions := make(chan int64, writers)
 	for i := range writers {
 		wg.Go(func() {
-			for {
-				base, err := s.RulesVersion(ctx)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				c, err := s.PutRule(ctx, fmt.Sprintf("r%d", i%4), json.RawMessage(fmt.Sprintf(`{"n": %d}`, i)), rulesync.Author{Actor: "t"}, base)
-				if errors.Is(err, rulesync.ErrVersionMoved) {
-					continue
-				}
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if c.Version != base+1 {
-					t.Errorf("a change made against version %d stored version %d", base, c.Version)
-				}
-				versions <- c.Version
+			var base int64
+			c, err := s.Change(ctx, fmt.Sprintf("r%d", i%4), rulesync.Author{Actor: "t"},
+				func(v int64, _ []rulesync.StoredRule) (json.RawMessage, error) {
+					base = v
+					return json.RawMessage(fmt.Sprintf(`{"n": %d}`, i)), nil
+				})
+			if err != nil {
+				t.Error(err)
 				return
 			}
+			if c.Version != base+1 {
+				t.Errorf("a change prepared against version %d stored version %d", base, c.Version)
+			}
+			versions <- c.Version
 		})
 	}
 	wg.Wait()
@@ -156,6 +157,11 @@ func TestDynamicRuleVersionsUnderConcurrency(t *testing.T) {
 			t.Errorf("rule %s stored at version %d, its last change is %d", r.ID, r.Version, last)
 		}
 	}
+}
+
+// put is a prepare that stores rule whatever the set holds (nil: deletes).
+func put(rule json.RawMessage) rulesync.Prepare {
+	return func(int64, []rulesync.StoredRule) (json.RawMessage, error) { return rule, nil }
 }
 
 func sameJSON(t *testing.T, a, b json.RawMessage) bool {

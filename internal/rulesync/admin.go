@@ -56,18 +56,18 @@ func (m *Manager) Delete(ctx context.Context, id string, who Author) (Result, er
 // announces it.
 func (m *Manager) change(ctx context.Context, id string, edit func(current *rules.Rule) (*rules.Rule, error),
 	who Author) (Result, error) {
-	c, view, err := m.dyn.write(ctx, id, who, func() (json.RawMessage, error) {
+	c, view, err := m.dyn.write(ctx, id, who, func(dyn []dynamicRule) (json.RawMessage, error) {
 		if edit == nil {
-			if err := m.merge.validateDelete(id); err != nil {
+			if err := m.merge.validateDelete(dyn, id); err != nil {
 				return nil, &InvalidError{err}
 			}
 			return nil, nil
 		}
-		r, err := edit(m.merge.rule(id))
+		r, err := edit(m.merge.rule(dyn, id))
 		if err != nil {
 			return nil, err
 		}
-		if err := m.merge.validate(*r); err != nil {
+		if err := m.merge.validate(dyn, *r); err != nil {
 			return nil, &InvalidError{err}
 		}
 		return json.Marshal(r)

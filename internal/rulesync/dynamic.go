@@ -59,22 +59,18 @@ func (s *dynamicSource) refresh(ctx context.Context) {
 	if s.connectLocked(ctx) != nil {
 		return
 	}
-	_, _ = s.catchUpLocked(ctx)
+	s.catchUpLocked(ctx)
 }
 
 // catchUpLocked hands the merger the store's version when it is one the
-// merger wants: neither the version in force nor one it refused. It
-// returns the version the store holds.
-func (s *dynamicSource) catchUpLocked(ctx context.Context) (int64, error) {
+// merger wants: neither the version in force nor one it refused.
+func (s *dynamicSource) catchUpLocked(ctx context.Context) {
 	v, err := s.store.RulesVersion(ctx)
 	s.setStoreErr(err)
-	if err != nil {
-		return 0, err
+	if err != nil || !s.merge.wants(v) {
+		return
 	}
-	if s.merge.wants(v) {
-		s.reloadLocked(ctx)
-	}
-	return v, nil
+	s.reloadLocked(ctx)
 }
 
 // subscribe has a refresh made on every announcement of a version other
@@ -154,24 +150,18 @@ func (s *dynamicSource) reloadLocked(ctx context.Context) {
 	}
 }
 
-// writeAttempts bounds how many times a change is made again because
-// another limiter changed the set between its validation and its write.
-const writeAttempts = 3
-
-// write makes an admin change, one at a time on this instance: prepare,
-// called once the store is open and its latest version is in the merger
-// (so that a limiter that missed an announcement validates against what
-// the store holds, not against what it last heard), returns the rule to
-// store under id as JSON (nil: delete the rule id) or why not; the change
-// is stored only if the set is still at the version it was prepared
-// against, else prepared again against the new one (writeAttempts in
-// all), then the new version loaded and handed to the merger at once (read
-// your writes). It returns the change and the view in force after it. The
-// store not answering is ErrUnavailable; deleting a rule it does not hold,
-// ErrNotStored; a set changed under every attempt, ErrConflict. The write
-// is bounded by the source's timeout as well as by ctx: it holds the
-// source's lock, which the store's polls wait for.
-func (s *dynamicSource) write(ctx context.Context, id string, who Author, prepare func() (json.RawMessage, error)) (Change, *View, error) {
+// write makes an admin change, one at a time on this instance, in one
+// transaction of the store during which no other change can be made:
+// prepare, given the dynamic rules as stored (a limiter validates a change
+// against the set it lands on, whatever it heard or refused), returns the
+// rule to store under id as JSON (nil: delete the rule id) or why not; the
+// store's version is handed to the merger on the way, and the new one at
+// once after the change (read your writes). It returns the change and the
+// view in force after it. prepare's error is returned as it is; the store
+// not answering is ErrUnavailable; deleting a rule it does not hold,
+// ErrNotStored. The write is bounded by the source's timeout as well as by
+// ctx: it holds the source's lock, which the store's polls wait for.
+func (s *dynamicSource) write(ctx context.Context, id string, who Author, prepare func(dyn []dynamicRule) (json.RawMessage, error)) (Change, *View, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
@@ -179,34 +169,32 @@ func (s *dynamicSource) write(ctx context.Context, id string, who Author, prepar
 	if err := s.connectLocked(ctx); err != nil {
 		return Change{}, nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
-	var c Change
-	for attempt := 1; ; attempt++ {
-		base, err := s.catchUpLocked(ctx)
-		if err != nil {
-			return Change{}, nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	var refused error
+	c, err := s.store.Change(ctx, id, who, func(version int64, stored []StoredRule) (json.RawMessage, error) {
+		d := parseStored(version, stored)
+		if s.merge.wants(version) {
+			s.merge.putDynamic(d)
 		}
-		raw, err := prepare()
-		if err != nil {
-			return Change{}, nil, err
+		dyn := d.rules
+		if d.err != nil {
+			// A stored rule does not parse here (written by a newer
+			// version, or by hand): the change is made against the
+			// rules in force, so that one can delete or replace it.
+			dyn = s.merge.dynamicInForce()
 		}
-		if raw == nil {
-			c, err = s.store.DeleteRule(ctx, id, who, base)
-		} else {
-			c, err = s.store.PutRule(ctx, id, raw, who, base)
-		}
-		switch {
-		case errors.Is(err, ErrVersionMoved) && attempt < writeAttempts:
-			continue
-		case errors.Is(err, ErrVersionMoved):
-			return Change{}, nil, ErrConflict
-		case errors.Is(err, ErrNotStored):
-			return Change{}, nil, err
-		}
-		s.setStoreErr(err)
-		if err != nil {
-			return Change{}, nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
-		}
-		break
+		raw, err := prepare(dyn)
+		refused = err
+		return raw, err
+	})
+	switch {
+	case refused != nil:
+		return Change{}, nil, refused
+	case errors.Is(err, ErrNotStored):
+		return Change{}, nil, err
+	}
+	s.setStoreErr(err)
+	if err != nil {
+		return Change{}, nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	s.log.Info("dynamic rule changed", zap.String("rule", id), zap.Int64("version", c.Version),
 		zap.String("actor", who.Actor), zap.String("source", who.SourceAddr), zap.Bool("deleted", c.After == nil))
@@ -214,14 +202,19 @@ func (s *dynamicSource) write(ctx context.Context, id string, who Author, prepar
 	return c, s.merge.View(), nil
 }
 
-// loadLocked reads every dynamic rule; a rule that does not parse (stored
-// by a newer version, or by hand) refuses the whole version.
+// loadLocked reads every dynamic rule.
 func (s *dynamicSource) loadLocked(ctx context.Context) (*dynamicRules, error) {
 	v, stored, err := s.store.DynamicRules(ctx)
 	s.setStoreErr(err)
 	if err != nil {
 		return nil, err
 	}
+	return parseStored(v, stored), nil
+}
+
+// parseStored parses the dynamic rules of version v; a rule that does not
+// parse (stored by a newer version, or by hand) refuses the whole version.
+func parseStored(v int64, stored []StoredRule) *dynamicRules {
 	d := &dynamicRules{version: v, rules: make([]dynamicRule, 0, len(stored))}
 	for _, st := range stored {
 		r, err := rules.ParseRuleJSON(st.Rule)
@@ -229,9 +222,9 @@ func (s *dynamicSource) loadLocked(ctx context.Context) (*dynamicRules, error) {
 			err = fmt.Errorf("stored under id %q", st.ID)
 		}
 		if err != nil {
-			return &dynamicRules{version: v, atFault: []string{st.ID}, err: fmt.Errorf("dynamic rule %s: %w", st.ID, err)}, nil
+			return &dynamicRules{version: v, atFault: []string{st.ID}, err: fmt.Errorf("dynamic rule %s: %w", st.ID, err)}
 		}
 		d.rules = append(d.rules, dynamicRule{rule: r, stored: st})
 	}
-	return d, nil
+	return d
 }

@@ -2,7 +2,6 @@ package rulesync_test
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -18,9 +17,9 @@ type hangingStore struct {
 	release chan struct{}
 }
 
-func (s *hangingStore) PutRule(ctx context.Context, id string, rule json.RawMessage, who rulesync.Author, base int64) (rulesync.Change, error) {
+func (s *hangingStore) Change(ctx context.Context, id string, who rulesync.Author, prepare rulesync.Prepare) (rulesync.Change, error) {
 	<-s.release
-	return s.memStore.PutRule(ctx, id, rule, who, base)
+	return s.memStore.Change(ctx, id, who, prepare)
 }
 
 // The rules file and the RLS directory are reloaded while an admin write

@@ -241,12 +241,12 @@ func (g *merger) viewOf(set *rules.Set, now time.Time) *View {
 
 // rule returns a copy of the rule id as its source has it (a dynamic rule
 // in force first, then the files'), or nil.
-func (g *merger) rule(id string) *rules.Rule {
+func (g *merger) rule(dyn []dynamicRule, id string) *rules.Rule {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	r, _ := g.filesRuleLocked(id)
-	if i := slices.IndexFunc(g.dyn.rules, func(d dynamicRule) bool { return d.rule.ID == id }); i >= 0 {
-		r = &g.dyn.rules[i].rule
+	if i := slices.IndexFunc(dyn, func(d dynamicRule) bool { return d.rule.ID == id }); i >= 0 {
+		r = &dyn[i].rule
 	}
 	if r == nil {
 		return nil
@@ -278,23 +278,23 @@ func (g *merger) filesRuleLocked(id string) (*rules.Rule, string) {
 	return nil, ""
 }
 
-// validate checks that the rules in force with r stored as a dynamic rule
-// compile.
-func (g *merger) validate(r rules.Rule) error {
+// validate checks that the files' rules with the dynamic rules dyn, r
+// stored among them, compile.
+func (g *merger) validate(dyn []dynamicRule, r rules.Rule) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	_, err := rules.Compile(g.merged(append(g.dynamicWithoutLocked(r.ID), r)), g.cfg.Options)
+	_, err := rules.Compile(g.merged(append(dynamicWithout(dyn, r.ID), r)), g.cfg.Options)
 	return err
 }
 
-// validateDelete checks that the rules in force without the dynamic rule
-// id compile: deleting an override brings the files' rule of its id back,
-// which may not run beside the other dynamic rules, and a version every
-// limiter refuses must not be stored.
-func (g *merger) validateDelete(id string) error {
+// validateDelete checks that the files' rules with the dynamic rules dyn
+// but id compile: deleting an override brings the files' rule of its id
+// back, which may not run beside the other dynamic rules, and a version
+// every limiter refuses must not be stored.
+func (g *merger) validateDelete(dyn []dynamicRule, id string) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if _, err := rules.Compile(g.merged(g.dynamicWithoutLocked(id)), g.cfg.Options); err != nil {
+	if _, err := rules.Compile(g.merged(dynamicWithout(dyn, id)), g.cfg.Options); err != nil {
 		if _, source := g.filesRuleLocked(id); source != "" {
 			return fmt.Errorf("deleting %s puts the rule of that id of %s back in force, which does not compile with the other dynamic rules: %w",
 				id, sourceName(source), err)
@@ -304,15 +304,22 @@ func (g *merger) validateDelete(id string) error {
 	return nil
 }
 
-// dynamicWithoutLocked returns the dynamic rules in force but the rule id.
-func (g *merger) dynamicWithoutLocked(id string) []rules.Rule {
-	dyn := make([]rules.Rule, 0, len(g.dyn.rules)+1)
-	for _, d := range g.dyn.rules {
+// dynamicWithout returns the rules of dyn but the rule id.
+func dynamicWithout(dyn []dynamicRule, id string) []rules.Rule {
+	out := make([]rules.Rule, 0, len(dyn)+1)
+	for _, d := range dyn {
 		if d.rule.ID != id {
-			dyn = append(dyn, d.rule)
+			out = append(out, d.rule)
 		}
 	}
-	return dyn
+	return out
+}
+
+// dynamicInForce returns the dynamic rules in force (not to be modified).
+func (g *merger) dynamicInForce() []dynamicRule {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.dyn.rules
 }
 
 // sourceName names a files' source as an operator knows it.

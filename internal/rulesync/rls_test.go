@@ -300,40 +300,39 @@ func (s *memStore) DynamicRules(context.Context) (int64, []rulesync.StoredRule, 
 	return s.version, out, nil
 }
 
-func (s *memStore) PutRule(_ context.Context, id string, rule json.RawMessage, who rulesync.Author, base int64) (rulesync.Change, error) {
+func (s *memStore) Change(_ context.Context, id string, who rulesync.Author, prepare rulesync.Prepare) (rulesync.Change, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if base != s.version {
-		return rulesync.Change{}, rulesync.ErrVersionMoved
+	var stored []rulesync.StoredRule
+	for _, r := range s.rules {
+		stored = append(stored, r)
 	}
-	s.version++
-	s.rules[id] = rulesync.StoredRule{ID: id, Rule: rule, Version: s.version, UpdatedBy: who.Actor}
-	return rulesync.Change{Version: s.version, After: rule}, nil
-}
-
-func (s *memStore) DeleteRule(_ context.Context, id string, _ rulesync.Author, base int64) (rulesync.Change, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if base != s.version {
-		return rulesync.Change{}, rulesync.ErrVersionMoved
+	slices.SortFunc(stored, func(a, b rulesync.StoredRule) int { return strings.Compare(a.ID, b.ID) })
+	rule, err := prepare(s.version, stored)
+	if err != nil {
+		return rulesync.Change{}, err
 	}
-	r, ok := s.rules[id]
-	if !ok {
+	before, ok := s.rules[id]
+	if rule == nil && !ok {
 		return rulesync.Change{}, rulesync.ErrNotStored
 	}
-	delete(s.rules, id)
 	s.version++
-	return rulesync.Change{Version: s.version, Before: r.Rule}, nil
+	if rule == nil {
+		delete(s.rules, id)
+	} else {
+		s.rules[id] = rulesync.StoredRule{ID: id, Rule: rule, Version: s.version, UpdatedBy: who.Actor}
+	}
+	return rulesync.Change{Version: s.version, Before: before.Rule, After: rule}, nil
 }
 
 func (s *memStore) Close() {}
 
-// put stores rule under id as another limiter would, on the version in
-// the store.
+// put stores rule under id as another limiter would.
 func (s *memStore) put(t *testing.T, id, rule string) {
 	t.Helper()
-	v, _ := s.RulesVersion(context.Background())
-	if _, err := s.PutRule(context.Background(), id, []byte(rule), rulesync.Author{Actor: "alice"}, v); err != nil {
+	_, err := s.Change(context.Background(), id, rulesync.Author{Actor: "alice"},
+		func(int64, []rulesync.StoredRule) (json.RawMessage, error) { return json.RawMessage(rule), nil })
+	if err != nil {
 		t.Fatal(err)
 	}
 }

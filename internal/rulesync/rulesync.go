@@ -87,9 +87,6 @@ var (
 	ErrUnavailable = errors.New("dynamic rule store unavailable")
 	// ErrNotFound: no such rule.
 	ErrNotFound = errors.New("no such rule")
-	// ErrConflict: other changes to the dynamic rules kept landing between
-	// this change's validation and its write; nothing changed.
-	ErrConflict = errors.New("the dynamic rules kept changing meanwhile; nothing changed, try again")
 )
 
 // InvalidError is a rule or rule set refused by validation; nothing changed.

@@ -17,14 +17,12 @@ type Store interface {
 	// DynamicRules returns the dynamic rule set and its version, read so
 	// that the two agree.
 	DynamicRules(ctx context.Context) (int64, []StoredRule, error)
-	// PutRule stores rule under id, with a new set version and its audit
-	// row, if the set is still at version base, the one the change was
-	// made against; ErrVersionMoved when it moved on.
-	PutRule(ctx context.Context, id string, rule json.RawMessage, who Author, base int64) (Change, error)
-	// DeleteRule removes the rule id, with a new set version and its audit
-	// row, if the set is still at version base; ErrVersionMoved when it
-	// moved on, ErrNotStored when no dynamic rule has that id.
-	DeleteRule(ctx context.Context, id string, who Author, base int64) (Change, error)
+	// Change changes the rule id, with a new set version and its audit
+	// row: prepare, given the set and its version while no other change
+	// can be made, returns the rule to store as JSON (nil: delete the rule)
+	// or an error, returned as it is with nothing changed. ErrNotStored
+	// when deleting a rule that is not stored.
+	Change(ctx context.Context, id string, who Author, prepare Prepare) (Change, error)
 	Close()
 }
 
@@ -59,8 +57,8 @@ type Change struct {
 // The Manager answers ErrNotFound.
 var ErrNotStored = errors.New("no such dynamic rule")
 
-// ErrVersionMoved is the Store's answer to a change made against a version
-// of the set another change has replaced since: validated against rules
-// no longer stored, it could store a set that does not validate, or undo
-// the other change. The Manager makes it again against the new version.
-var ErrVersionMoved = errors.New("the dynamic rule set changed meanwhile")
+// Prepare makes a change against the dynamic rule set at version: the rule
+// to store as JSON, nil to delete it, or why not. Validated against the
+// set it lands on, a change can neither undo another made meanwhile nor
+// store a set that does not validate.
+type Prepare func(version int64, stored []StoredRule) (json.RawMessage, error)
