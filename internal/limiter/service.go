@@ -41,6 +41,9 @@ func isPartial(err error) bool {
 // admitted. Calls never settled keep what Redis counted.
 type lateAnswers interface {
 	Settle(from, to int, admitted bool)
+	// SettlePaid: the requests were served, paid for by a lease; what
+	// Redis counted for the calls goes back whatever their rule.
+	SettlePaid(from, to int)
 }
 
 // settleLate tells a late submission (err) what became of d, whose calls
@@ -64,10 +67,14 @@ func settleLate(err error, d *Decision, off int) {
 	j := off
 	for i := range d.Applied {
 		bit := uint64(1) << i // 0 from i = 64 on: neither cached nor served late
-		if d.cached&bit != 0 {
+		switch {
+		case d.cached&bit != 0:
 			continue
+		case admitted && d.servedLate&bit != 0:
+			late.SettlePaid(j, j+1)
+		default:
+			late.Settle(j, j+1, admitted)
 		}
-		late.Settle(j, j+1, admitted && d.servedLate&bit == 0)
 		j++
 	}
 }

@@ -43,7 +43,19 @@ func (e *LateError) Unwrap() error { return context.DeadlineExceeded }
 // its count is the call's whatever the answer). Calls never settled keep
 // what Redis counted (a debit, whose count is its purpose). Settle may be
 // called once per call, before or after the reply.
-func (e *LateError) Settle(from, to int, admitted bool) { e.late.settle(from, to, admitted) }
+func (e *LateError) Settle(from, to int, admitted bool) {
+	s := refusedByCaller
+	if admitted {
+		s = kept
+	}
+	e.late.settle(from, to, s)
+}
+
+// SettlePaid says that the caller served the requests of the calls
+// from..to-1 but paid for them otherwise (units of a lease): everything
+// Redis admitted for them goes back, whatever their rule, or the request
+// is paid for twice.
+func (e *LateError) SettlePaid(from, to int) { e.late.settle(from, to, paidElsewhere) }
 
 // Calls' states in lateCalls.
 const (
@@ -51,6 +63,7 @@ const (
 	replied                           // results[i] is Redis's answer
 	kept                              // the caller served the request
 	refusedByCaller                   // the caller refused the request
+	paidElsewhere                     // the caller served the request from a lease
 	settledBack                       // the give-back (if any) was queued
 )
 
@@ -114,15 +127,11 @@ func (l *lateCalls) deliver(idx []int, results []decide.Result, errs []error) {
 	l.gb.pending.Sub(float64(n))
 }
 
-func (l *lateCalls) settle(from, to int, admitted bool) {
+func (l *lateCalls) settle(from, to int, how uint8) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for i := from; i < to && i < len(l.state); i++ {
-		if admitted {
-			l.state[i] |= kept
-		} else {
-			l.state[i] |= refusedByCaller
-		}
+		l.state[i] |= how
 		l.giveBack(i)
 	}
 }
@@ -131,15 +140,16 @@ func (l *lateCalls) settle(from, to int, admitted bool) {
 // the caller did with it are known.
 func (l *lateCalls) giveBack(i int) {
 	s := l.state[i]
-	if s&replied == 0 || s&(kept|refusedByCaller) == 0 || s&settledBack != 0 {
+	if s&replied == 0 || s&(kept|refusedByCaller|paidElsewhere) == 0 || s&settledBack != 0 {
 		return
 	}
 	l.state[i] |= settledBack
 	c := l.calls[i]
-	if s&kept != 0 || c.DebitDenied {
+	if s&kept != 0 || (c.DebitDenied && s&paidElsewhere == 0) {
 		// The request was served, or its rule counts every call whatever
 		// the answer (debit: always; an Envoy stream-done debit must
-		// stand): only the lease goes back.
+		// stand): only the lease goes back. A request a lease paid for
+		// gives its call's count back in any case.
 		c.Cost = 0
 	}
 	if g, ok := decide.GiveBackOf(c, l.results[i]); ok {

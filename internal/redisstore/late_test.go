@@ -218,7 +218,7 @@ func TestLateReplyBeforeTheCallerWakes(t *testing.T) {
 	late.await(nil)
 	late.deliver(nil, []decide.Result{{Allowed: true, At: 1}}, nil)
 	late.answered([]decide.Result{{}}) // the caller wakes: nothing was answered in time
-	late.settle(0, 1, false)
+	late.settle(0, 1, refusedByCaller)
 	select {
 	case g := <-gb.ch:
 		if g.Units() != 1 || g.Result.At != 1 {
@@ -236,7 +236,7 @@ func TestLateReplyBeforeTheCallerWakes(t *testing.T) {
 	call.DebitDenied = true
 	late = newLateCalls(gb, []decide.Call{call})
 	late.await(nil)
-	late.settle(0, 1, false)
+	late.settle(0, 1, refusedByCaller)
 	late.deliver(nil, []decide.Result{{Allowed: true, At: 1}}, nil)
 	select {
 	case g := <-gb.ch:
@@ -318,5 +318,41 @@ func TestCallersDoNotQueueBehindLateWorkers(t *testing.T) {
 			t.Fatalf("caller %d of %d not answered: held in the queue behind %d workers reading late replies",
 				i+1, callers, 1+LateWorkers)
 		}
+	}
+}
+
+// A late call of a rule that debits denied calls keeps its count when the
+// caller refused its request (an answer in time would have counted it
+// too), and gives it back when a lease paid for the request instead (the
+// request would count twice).
+func TestLateDebitGoesBackOnlyWhenALeasePaid(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		how   uint8
+		units int64 // given back; 0: none
+	}{
+		{"refused", refusedByCaller, 0},
+		{"served", kept, 0},
+		{"paid by a lease", paidElsewhere, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gb := &giveBacks{ch: make(chan decide.GiveBack, 4), pending: prometheus.NewGauge(prometheus.GaugeOpts{Name: "p"}),
+				dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "d"}, []string{"reason"})}
+			call := decide.Call{Algorithm: decide.FixedWindow, Cost: 3, DebitDenied: true, Leased: true,
+				Limits: []decide.Limit{{Requests: 10, Per: time.Hour}}}
+			late := newLateCalls(gb, []decide.Call{call})
+			late.await(nil)
+			late.deliver(nil, []decide.Result{{Allowed: true, At: 1}}, nil)
+			late.settle(0, 1, tc.how)
+			var got int64
+			select {
+			case g := <-gb.ch:
+				got = g.Units()
+			default:
+			}
+			if got != tc.units {
+				t.Fatalf("gave back %d units, want %d", got, tc.units)
+			}
+		})
 	}
 }
