@@ -153,15 +153,30 @@ func (r *Reader) Overview(ctx context.Context, now time.Time) (Overview, error) 
 }
 
 // RuleDenials counts the requests each rule refused between from and to
-// (shadow rules' would-be refusals apart).
+// (shadow rules' would-be refusals apart): the whole UTC hours between them
+// from the hourly counts the archive keeps (violations_by_rule_hourly), the
+// part-hours at either end from the violations themselves, so the sum is
+// what counting every violation of the range would give, for a fraction of
+// the rows read.
 func (r *Reader) RuleDenials(ctx context.Context, from, to time.Time) (map[string]int64, error) {
 	release, err := r.acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	counts, err := r.counts(ctx, `SELECT rule_id, count(*) FROM rate_limit_violations
-		WHERE occurred_at >= $1 AND occurred_at < $2 AND NOT shadow GROUP BY rule_id`, from, to)
+	first, last := wholeHours(from, to)
+	// Two scans of the violations rather than one with OR: each is an
+	// index-only range scan of (occurred_at) INCLUDE (rule_id, shadow).
+	counts, err := r.counts(ctx, `SELECT rule_id, sum(n)::bigint FROM (
+			SELECT rule_id, n FROM violations_by_rule_hourly
+			WHERE hour >= $3 AND hour < $4 AND NOT shadow
+			UNION ALL
+			SELECT rule_id, count(*) FROM rate_limit_violations
+			WHERE occurred_at >= $1 AND occurred_at < $3 AND NOT shadow GROUP BY rule_id
+			UNION ALL
+			SELECT rule_id, count(*) FROM rate_limit_violations
+			WHERE occurred_at >= $4 AND occurred_at < $2 AND NOT shadow GROUP BY rule_id
+		) AS parts GROUP BY rule_id`, from, to, first, last)
 	if err != nil {
 		return nil, fmt.Errorf("denials by rule: %w", err)
 	}
@@ -170,4 +185,22 @@ func (r *Reader) RuleDenials(ctx context.Context, from, to time.Time) (map[strin
 		out[c.Label] = c.N
 	}
 	return out, nil
+}
+
+// wholeHours returns the whole UTC hours of [from, to) as [first, last):
+// first is from rounded up to the hour, last is to rounded down. When no
+// whole hour fits, first = last = to, so the violations of [from, to) are
+// counted one by one and no hour from the hourly counts.
+func wholeHours(from, to time.Time) (first, last time.Time) {
+	// Truncate works on the absolute instant: whole hours of UTC (and of
+	// every zone a whole number of hours away from it), as the counts'
+	// date_trunc('hour', occurred_at, 'UTC').
+	first, last = from.Truncate(time.Hour), to.Truncate(time.Hour)
+	if first.Before(from) {
+		first = first.Add(time.Hour)
+	}
+	if !first.Before(last) {
+		return to, to
+	}
+	return first, last
 }

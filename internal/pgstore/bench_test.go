@@ -10,7 +10,9 @@ import (
 )
 
 // BenchmarkWrite measures Write with violation batches of the archiver's
-// sizes, in rows per second, against the local Postgres.
+// sizes, in rows per second, against the local Postgres. The rows are of
+// 20 rules over the last two hours, so a batch adds to up to 40 of the
+// hourly counts (violations_by_rule_hourly), as a busy archive's would.
 func BenchmarkWrite(b *testing.B) {
 	for _, size := range []int{100, 1000, 5000} {
 		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
@@ -24,7 +26,8 @@ func BenchmarkWrite(b *testing.B) {
 			b.ResetTimer()
 			for b.Loop() {
 				for i := range batch.Violations {
-					batch.Violations[i] = violation(next, now)
+					batch.Violations[i] = violation(next, now.Add(-time.Duration(next%7200)*time.Second))
+					batch.Violations[i].RuleID = fmt.Sprintf("rule-%d", next%20)
 					next++
 				}
 				if _, err := s.Write(context.Background(), batch); err != nil {

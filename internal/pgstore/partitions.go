@@ -27,6 +27,10 @@ func partitionName(table string, t time.Time) string {
 	return table + "_" + t.UTC().Format(partitionLayout)
 }
 
+// ruleHourlyTable holds the violations counted by UTC hour, rule and
+// shadow, kept by a trigger on rate_limit_violations (migration 0010).
+const ruleHourlyTable = "violations_by_rule_hourly"
+
 // defaultPartition is the DEFAULT partition of table.
 func defaultPartition(table string) string { return table + "_default" }
 
@@ -108,7 +112,8 @@ func (s *Store) ensurePartition(ctx context.Context, table string, from time.Tim
 // (rate_limit_violations, outcomes) whose whole day ended at least
 // retentionDays days before now, and deletes the rows of their DEFAULT
 // partitions older than that, so late events do not outlive the retention
-// either. It returns the names of the partitions dropped, table by table in
+// either, and the hourly counts of violations (violations_by_rule_hourly)
+// of the days dropped. It returns the names of the partitions dropped, table by table in
 // that order, oldest first. retentionDays below 1 is an error: nothing is
 // dropped.
 func (s *Store) DropPartitions(ctx context.Context, now time.Time, retentionDays int) ([]string, error) {
@@ -128,7 +133,11 @@ func (s *Store) DropPartitions(ctx context.Context, now time.Time, retentionDays
 				return err
 			}
 		}
-		return nil
+		// The hourly counts of the days dropped go with them (the first day
+		// kept starts at the cutoff's UTC midnight), so they count what the
+		// table holds.
+		_, err := tx.Exec(ctx, "DELETE FROM "+ruleHourlyTable+" WHERE hour < $1", cutoff.Truncate(day))
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("drop partitions: %w", err)
