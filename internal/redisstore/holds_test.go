@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -402,5 +403,61 @@ func TestHoldMemory(t *testing.T) {
 		if n > 1 && b > 128*int64(n) {
 			t.Errorf("%d holds take %d bytes: over 128 a hold", n, b)
 		}
+	}
+}
+
+// A take answered at REDIS_TIMEOUT while Redis still runs it is refused by
+// the limiter; when the reply comes, its hold is released (its give-back),
+// so the key then admits its whole limit. A take the limiter served keeps
+// its hold.
+func TestLateHoldsAreReleased(t *testing.T) {
+	co, proxy := lateCoalescer(t, 150*time.Millisecond, 2*time.Second)
+	prefix := redistest.Prefix(t, newClient(t, redisAddr()))
+	takes := func(subject string, n int) []decide.Call {
+		calls := make([]decide.Call, n)
+		for i := range calls {
+			calls[i] = decide.Call{Algorithm: decide.Concurrency, Keys: decidetest.Keys(prefix, subject), Cost: 1,
+				HoldID: decide.NewHoldID(), Limits: []decide.Limit{{Requests: 10, Per: time.Hour}}}
+		}
+		return calls
+	}
+	late := func(calls []decide.Call, admitted bool) {
+		proxy.SetDelay(1, 150*time.Millisecond)
+		var wg sync.WaitGroup
+		for _, c := range calls {
+			wg.Go(func() {
+				_, err := co.Decide(context.Background(), []decide.Call{c})
+				var l *LateError
+				if !errors.As(err, &l) {
+					t.Errorf("a take whose reply is late: %v, want a *LateError", err)
+					return
+				}
+				l.Settle(0, 1, admitted)
+			})
+		}
+		wg.Wait()
+		waitSettled(t, co)
+		proxy.SetDelay(0, 0)
+	}
+	admitted := func(calls []decide.Call) int {
+		n := 0
+		for _, c := range calls {
+			r, err := co.Decide(context.Background(), []decide.Call{c})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r[0].Allowed {
+				n++
+			}
+		}
+		return n
+	}
+	late(takes("refused", 15), false) // over the limit: denials too, which hold nothing
+	if got := admitted(takes("refused", 11)); got != 10 {
+		t.Fatalf("after refused takes answered late: %d of 11 admitted, want the whole limit of 10", got)
+	}
+	late(takes("served", 4), true)
+	if got := admitted(takes("served", 11)); got != 6 {
+		t.Fatalf("after 4 served takes answered late: %d of 11 admitted, want 6", got)
 	}
 }
