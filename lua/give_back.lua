@@ -9,12 +9,13 @@
 --
 -- ARGV[1] now_ms (0: read redis.call('TIME'))
 -- ARGV[2] layout: fixed_window, sliding_window, sliding_window_counter,
---         token_bucket (each leased or not), or counted
+--         token_bucket (each leased or not), counted, or concurrency
 -- ARGV[3] units: the call's cost plus what it was lent (granted)
 -- ARGV[4] at: the server ms the call was decided at (decide.Result.At)
 -- ARGV[5] granted (token bucket: units lent beyond the cost)
 -- ARGV[6] lease_until: the deadline of that lease (token bucket)
--- then    the call's limits, as its algorithm's script reads them
+-- then    the call's limits, as its algorithm's script reads them; for
+--         concurrency instead the hold id
 --
 -- Returns the units given back: the most taken off any one limit's count
 -- (or put back in any one bucket), 0 when nothing was.
@@ -47,12 +48,17 @@
 --     whose lease is the key's current one (lease_until == ld) first lowers
 --     lo by granted: nobody holds those units; a lease of another slot is
 --     not the key's to lower.
+--   concurrency (sorted set of holds, concurrency.lua): the call's hold
+--     removed while it has not lapsed (score > now), returning 1; a lapsed
+--     one is left for the next call to remove and count as lapsed. This
+--     one is idempotent: applied again it finds no hold.
 -- Penalties and escalations: only the state key is touched, since an
 -- admitted call wrote no hold or hit. Probes and denials are never given
 -- back (decide.GiveBackOf); units 0 changes nothing. Expiries are kept as
 -- they are: a give-back only lowers counts or fills buckets, which never
--- needs a later expiry. Applied twice, a give-back takes units twice (units
--- of other calls): it is sent at most once.
+-- needs a later expiry (or removes a hold). Applied twice, a give-back
+-- takes units twice (units of other calls): it is sent at most once; but
+-- concurrency's, which may be resent.
 
 local WRAP = 9007199254740992 -- 2^53
 local MAX_SHIFT = 64          -- decide.MaxGiveBackShift
@@ -65,6 +71,11 @@ if now == 0 then
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 local layout = ARGV[2]
+if layout == 'concurrency' then
+  local lapse = tonumber(redis.call('ZSCORE', key, ARGV[7]))
+  if not lapse or lapse <= now then return 0 end
+  return redis.call('ZREM', key, ARGV[7])
+end
 local units, at = tonumber(ARGV[3]), tonumber(ARGV[4])
 local granted, lease_until = tonumber(ARGV[5]), tonumber(ARGV[6])
 

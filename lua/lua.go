@@ -9,7 +9,8 @@
 // reply. Every variant of an algorithm keeps the same state in the same
 // keys and fields, so a key may be decided by one variant and then by
 // another. GiveBack undoes a call of any of them (give_back.lua after
-// arith.lua). The detector's scripts stand alone (no prelude): DetectWindows
+// arith.lua). Concurrency limits have a script of their own, outside the
+// algorithms of the rules file (Concurrency). The detector's scripts stand alone (no prelude): DetectWindows
 // DetectDistinct and DetectClaim.
 package lua
 
@@ -119,6 +120,14 @@ func join(first string, names ...string) string {
 // comment).
 func GiveBack() string {
 	return join("local DEBIT_DENIED, PROBE = false, false", "arith.lua", "give_back.lua")
+}
+
+// Concurrency returns concurrency.lua after arith.lua: takes or releases a
+// hold of a concurrency limit, at most N of a key at once (see its header
+// comment). The rules file does not offer the algorithm yet, so it is not
+// in Algorithms.
+func Concurrency() string {
+	return join("local DEBIT_DENIED, PROBE = false, false", "arith.lua", "concurrency.lua")
 }
 
 // DetectWindows returns detect_windows.lua: records one sighting of an

@@ -2,6 +2,7 @@ package lua
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -91,6 +92,27 @@ func TestDetectScripts(t *testing.T) {
 		if Source(name) != "" {
 			t.Errorf("Source(%q) is not empty: not an algorithm", name)
 		}
+		if err := client.ScriptLoad(ctx, src).Err(); err != nil {
+			t.Errorf("load %s: %v", name, err)
+		}
+	}
+}
+
+// TestConcurrencyScript checks the concurrency script is arith.lua and
+// concurrency.lua, compiles, and is not an algorithm of the rules file
+// yet.
+func TestConcurrencyScript(t *testing.T) {
+	src := Concurrency()
+	if !strings.HasPrefix(src, "local DEBIT_DENIED, PROBE = false, false\n-- arith.lua") || !strings.Contains(src, "\n-- concurrency.lua") {
+		t.Error("the concurrency script is not arith.lua then concurrency.lua")
+	}
+	if Source("concurrency") != "" || slices.Contains(Algorithms, "concurrency") {
+		t.Error("concurrency is listed among the algorithms of the rules file")
+	}
+	client := redistest.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for name, src := range map[string]string{"concurrency": src, "give_back": GiveBack()} {
 		if err := client.ScriptLoad(ctx, src).Err(); err != nil {
 			t.Errorf("load %s: %v", name, err)
 		}

@@ -8,7 +8,7 @@ import (
 
 // Validate reports whether the call can be decided: at least one limit, every
 // duration a positive whole number of milliseconds, positive quotas and
-// rates, a non-negative cost. Both the model and the scripts assume a valid
+// rates, a non-negative cost; for Concurrency what validateHolds says. Both the model and the scripts assume a valid
 // call; the rules validator also bounds burst*1000*per (token bucket) and
 // requests*per (sliding window counter) by 2^53.
 func (c Call) Validate() error {
@@ -30,6 +30,9 @@ func (c Call) Validate() error {
 	if l := c.Lease; l.Ask < 0 || l.Until < 0 || l.Spent < 0 || l.Unspent < 0 || (l != Lease{} && !c.Leased) {
 		return errors.New("lease: negative numbers, or a lease on a call that is not leased")
 	}
+	if err := c.validateHolds(); err != nil {
+		return err
+	}
 	if c.Penalty < 0 || c.Penalty%time.Millisecond != 0 {
 		return errors.New("penalty is not a whole number of milliseconds")
 	}
@@ -45,6 +48,10 @@ func (c Call) Validate() error {
 		case TokenBucket:
 			if l.Rate <= 0 || l.Burst <= 0 {
 				return errors.New("limit " + strconv.Itoa(i) + ": rate and burst must be positive")
+			}
+		case Concurrency:
+			if l.Requests <= 0 || l.Rate != 0 || l.Burst != 0 {
+				return errors.New("limit " + strconv.Itoa(i) + ": requests (holds at once) must be positive, without rate or burst")
 			}
 		default:
 			return errors.New("unknown algorithm")

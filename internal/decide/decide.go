@@ -13,16 +13,21 @@ type Algorithm string
 
 // The supported algorithms. SlidingWindowCounter approximates
 // SlidingWindow from the counts of two aligned fixed windows, in constant
-// memory per limit.
+// memory per limit. Concurrency limits the requests of a key in flight
+// rather than a rate (see concurrency.go); the rules file does not offer it
+// yet.
 const (
 	FixedWindow          Algorithm = "fixed_window"
 	SlidingWindow        Algorithm = "sliding_window"
 	SlidingWindowCounter Algorithm = "sliding_window_counter"
 	TokenBucket          Algorithm = "token_bucket"
+	Concurrency          Algorithm = "concurrency"
 )
 
 // Limit is one limit of a rule. Window algorithms use Requests per Per; the
-// token bucket refills Rate tokens every Per up to a capacity of Burst.
+// token bucket refills Rate tokens every Per up to a capacity of Burst;
+// Concurrency admits Requests holds at once, each lapsing Per after it was
+// taken.
 type Limit struct {
 	Requests int64
 	Rate     int64
@@ -81,6 +86,12 @@ type Call struct {
 	Leased bool
 	// Lease is what a leased call asks of the key's budget besides its cost.
 	Lease Lease
+	// HoldID names the hold a Concurrency call takes or releases (see
+	// NewHoldID); empty for other algorithms, and optional for a
+	// Concurrency call of cost 0.
+	HoldID string
+	// Release ends the hold HoldID instead of taking one (Concurrency).
+	Release bool
 	// NowMs, when non-zero, replaces the server clock (tests only); zero means
 	// the script reads redis.call('TIME').
 	NowMs int64
@@ -120,6 +131,13 @@ type Result struct {
 	Granted    int64
 	LeaseUntil int64
 	LeaseFor   time.Duration
+	// Released is true when a release (Call.Release) ended a hold the key
+	// held; false for an unknown id, one released already, or one lapsed.
+	// A release is always Allowed.
+	Released bool
+	// Lapsed is the holds of the key (Concurrency) found lapsed and dropped
+	// by this call.
+	Lapsed int64
 	// At is the server's time (ms) the call was decided at (a counted call:
 	// the NowMs it was stamped with), which a give-back needs to find the
 	// window or log member the call counted in (see GiveBack).

@@ -14,6 +14,10 @@ package decide
 // never been made: it takes the units off the window (or log member) the
 // call counted in only while that is still the key's, and puts tokens back
 // in a bucket only up to its burst (less what leases hold).
+//
+// The give-back of a Concurrency take is the release of its hold: unlike a
+// count, it is idempotent (the second finds no hold), so it may be sent
+// again.
 type GiveBack struct {
 	// Call is the call as it was sent: keys, algorithm, limits, Leased.
 	Call Call
@@ -26,7 +30,7 @@ type GiveBack struct {
 // GiveBackOf returns the give-back of c, answered r after its caller was
 // refused, and whether there is anything to give back.
 func GiveBackOf(c Call, r Result) (GiveBack, bool) {
-	if !r.Allowed || c.Probe || c.Cost+r.Granted <= 0 {
+	if !r.Allowed || c.Probe || c.Release || c.Cost+r.Granted <= 0 {
 		return GiveBack{}, false
 	}
 	return GiveBack{Call: c, Result: r}, true
@@ -61,14 +65,18 @@ const MaxGiveBackShift = 64
 //     call would, then the units added, up to its burst less the units
 //     leases hold; a leased call's grant, when its lease is the key's
 //     current one, first stops counting as lent.
+//   - concurrency: the hold g.Call.HoldID released, when the key holds it
+//     and it has not lapsed by now (a lapsed one is left for the next call
+//     to count as lapsed); 1 when released.
 //
 // A give-back touches only the state key: an admitted call wrote no hold
 // or hit. It expires nothing and sets no expiry: every key keeps its own.
 // Applied twice it takes the units twice (units of other calls): it must
-// be applied at most once.
+// be applied at most once; but for concurrency, where the second finds no
+// hold and changes nothing.
 func (m *Memory) GiveBack(g GiveBack, nowMs int64) int64 {
 	c := g.Call
-	if !g.Result.Allowed || c.Probe || len(c.Limits) == 0 {
+	if !g.Result.Allowed || c.Probe || c.Release || len(c.Limits) == 0 {
 		return 0
 	}
 	units := g.Units()
@@ -81,6 +89,9 @@ func (m *Memory) GiveBack(g GiveBack, nowMs int64) int64 {
 	e := sh.get(c.Keys.State)
 	if e == nil {
 		return 0
+	}
+	if c.Algorithm == Concurrency {
+		return sh.giveBackHold(c, nowMs)
 	}
 	at := g.Result.At
 	switch c.Algorithm {

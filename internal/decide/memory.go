@@ -43,6 +43,7 @@ type entry struct {
 	spans     []span  // sliding window log, ascending scores
 	log       []run   // escalation hits, ascending scores
 	lease     leaseState
+	holds     map[string]int64 // concurrency: lapse ms per hold id
 }
 
 // field holds the hash fields of one per_ms: s and c for the fixed window
@@ -97,9 +98,12 @@ func (m *Memory) Decide(c Call, nowMs int64) Result {
 		}
 	}
 	var r Result
-	if c.Leased {
+	switch {
+	case c.Algorithm == Concurrency:
+		r = sh.concurrency(c, nowMs)
+	case c.Leased:
 		r = sh.leased(c, nowMs)
-	} else {
+	default:
 		r = sh.decide(c, nowMs)
 	}
 	r.At = nowMs

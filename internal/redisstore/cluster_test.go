@@ -19,6 +19,7 @@ func TestCluster(t *testing.T) {
 	}{
 		{"decide", testClusterDecide},
 		{"give-back", testClusterGiveBack},
+		{"holds", testClusterHolds},
 		{"noscript", testClusterNoScript},
 		{"warm-up", testClusterWarmUp},
 		{"failover", testClusterFailover},

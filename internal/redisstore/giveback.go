@@ -22,7 +22,7 @@ var giveBackScript = redis.NewScript(lua.GiveBack())
 // pipelined, by digest, and run again with EVAL on a server that lacked
 // the script. Each is sent at most once: go-redis never sends one again by
 // itself (see sentOnce), since twice it would take the units of other calls
-// off the key. It returns per give-back the units given back (0: none, for
+// off the key; but the release of a concurrency hold, which is idempotent. It returns per give-back the units given back (0: none, for
 // a give-back of nothing, of a window or slot since gone, or of a log
 // member with too many after it) and, when any failed, one error per
 // give-back (nil for those that succeeded). A failed give-back may still
@@ -52,7 +52,7 @@ func (s *Store) giveBack(ctx context.Context, gs []decide.GiveBack, nowMs int64)
 		if _, ok := decide.GiveBackOf(g.Call, g.Result); !ok {
 			continue // nothing to give back: nothing sent
 		}
-		calls[i] = scriptCall{script: giveBackScript, keys: []string{giveBackKey(g)}, args: giveBackArgs(g, nowMs), once: true}
+		calls[i] = giveBackCall(g, nowMs)
 	}
 	cmds := runCommands(ctx, s.client, nil, calls, redis.NewIntCmd, intOf)
 	for i, cmd := range cmds {
@@ -67,6 +67,13 @@ func (s *Store) giveBack(ctx context.Context, gs []decide.GiveBack, nowMs int64)
 		units[i] = n
 	}
 	return units, errs
+}
+
+// giveBackCall returns g's give-back as a call of give_back.lua, sent once
+// but for a concurrency hold's: a release, which may be resent.
+func giveBackCall(g *decide.GiveBack, nowMs int64) scriptCall {
+	once := g.Call.Algorithm != decide.Concurrency
+	return scriptCall{script: giveBackScript, keys: []string{giveBackKey(g)}, args: giveBackArgs(g, nowMs), once: once}
 }
 
 // giveBackKey is the key g's give-back works on: the call's state key, or
@@ -90,6 +97,9 @@ func giveBackArgs(g *decide.GiveBack, nowMs int64) []any {
 	}
 	a := make([]any, 0, 6+limitWidth(c)*len(c.Limits))
 	a = append(a, nowMs, layout, g.Units(), g.Result.At, g.Result.Granted, g.Result.LeaseUntil)
+	if c.Algorithm == decide.Concurrency {
+		return append(a, c.HoldID)
+	}
 	return appendLimits(a, c)
 }
 

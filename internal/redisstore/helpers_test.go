@@ -45,7 +45,7 @@ func testPrefix(tb testing.TB, client *redis.Client) string {
 
 // digests returns the SHA1 digests of store's scripts.
 func digests(store *Store) []string {
-	shas := []string{clockScript.Hash(), giveBackScript.Hash()}
+	shas := []string{clockScript.Hash(), giveBackScript.Hash(), holdScript.Hash()}
 	for _, a := range store.scripts {
 		for _, sc := range a.all() {
 			shas = append(shas, sc.Hash())

@@ -175,8 +175,11 @@ func (s *Store) scriptsOf(c *decide.Call) *algScripts {
 
 // prepareAs returns c as a call of variant v of its algorithm's script; the
 // script is nil when there is no such script. The caller makes sure v can
-// decide c.
+// decide c. A concurrency call has one script, whatever v.
 func (s *Store) prepareAs(c *decide.Call, v lua.Variant) scriptCall {
+	if c.Algorithm == decide.Concurrency {
+		return holdCall(c)
+	}
 	sc := scriptCall{script: s.scriptsOf(c).of(v)}
 	switch v {
 	case lua.Full:
@@ -415,9 +418,10 @@ func appendLimits(a []any, c *decide.Call) []any {
 	return a
 }
 
-// parse reads the eight integers of a script reply, or the eleven of a
-// lease script's: the command of runScripts, or a generic one (tests run
-// scripts of their own). The last is the time the call was decided at.
+// parse reads the eight integers of a script reply, the ten of the
+// concurrency script's or the eleven of a lease script's: the command of
+// runScripts, or a generic one (tests run scripts of their own). The last
+// is the time the call was decided at.
 func parse(cmd redis.Cmder) (decide.Result, error) {
 	var n [leaseReply]int64
 	var width int
@@ -427,7 +431,7 @@ func parse(cmd redis.Cmder) (decide.Result, error) {
 		if err != nil {
 			return decide.Result{}, err
 		}
-		if len(vals) != decideReply && len(vals) != leaseReply {
+		if !replyWidth(len(vals)) {
 			return decide.Result{}, errReply
 		}
 		width = copy(n[:], vals)
@@ -437,7 +441,7 @@ func parse(cmd redis.Cmder) (decide.Result, error) {
 			return decide.Result{}, err
 		}
 		vals, ok := v.([]any)
-		if !ok || (len(vals) != decideReply && len(vals) != leaseReply) {
+		if !ok || !replyWidth(len(vals)) {
 			return decide.Result{}, errReply
 		}
 		for i, x := range vals {
@@ -459,18 +463,28 @@ func parse(cmd redis.Cmder) (decide.Result, error) {
 		RetryAfter: time.Duration(n[6]) * time.Millisecond,
 		At:         n[width-1],
 	}
-	if width == leaseReply {
+	switch width {
+	case leaseReply:
 		r.Granted, r.LeaseUntil, r.LeaseFor = n[7], n[8], time.Duration(n[9])*time.Millisecond
+	case holdReply:
+		r.Released, r.Lapsed = n[7] == 1, n[8]
 	}
 	return r, nil
 }
 
-// The widths of the rate-limit scripts' replies: a decision, and a leased
-// one (with granted, lease deadline and lease_for before the time).
+// The widths of the rate-limit scripts' replies: a decision, a leased one
+// (with granted, lease deadline and lease_for before the time), and a
+// concurrency one (with released and lapsed before the time).
 const (
 	decideReply = 8
+	holdReply   = 10
 	leaseReply  = 11
 )
+
+// replyWidth reports whether n is the width of a rate-limit script's reply.
+func replyWidth(n int) bool {
+	return n == decideReply || n == holdReply || n == leaseReply
+}
 
 // maxKeyInError bounds the part of a key quoted in an error: keys embed
 // user-supplied values.

@@ -150,7 +150,7 @@ func dial(ctx context.Context, node *redis.Client, n int) error {
 // loadScripts caches every script on one server, or on every node of a
 // cluster client (go-redis sends SCRIPT LOAD to each).
 func (s *Store) loadScripts(ctx context.Context, c redis.Scripter) error {
-	for _, sc := range []*redis.Script{clockScript, giveBackScript} {
+	for _, sc := range []*redis.Script{clockScript, giveBackScript, holdScript} {
 		if err := sc.Load(ctx, c).Err(); err != nil {
 			return fmt.Errorf("redis script load: %w", err)
 		}

@@ -26,6 +26,9 @@ type Scenario struct {
 	// Probes, when set, says which steps are probes (decide.Call.Probe):
 	// the checks of a rule spent by reports, which debit nothing.
 	Probes []bool
+	// Holds, when set, says which hold each step of a concurrency scenario
+	// takes or releases.
+	Holds []Hold
 }
 
 // Keys returns the keys of one subject under prefix, sharing one hash tag.
@@ -43,11 +46,15 @@ func (s Scenario) Call(keys decide.Keys, i int) decide.Call {
 	if i < len(s.Probes) && s.Probes[i] {
 		c.Probe, c.DebitDenied = true, false
 	}
+	if i < len(s.Holds) {
+		c.HoldID, c.Release = s.Holds[i].ID, s.Holds[i].Release
+	}
 	return c
 }
 
-// Scenarios returns the scenarios of every algorithm. Every step is
-// decided at its NowMs, which its result reports (decide.Result.At).
+// Scenarios returns the scenarios of every algorithm but concurrency. Every
+// step is decided at its NowMs, which its result reports
+// (decide.Result.At).
 func Scenarios() []Scenario {
 	var all []Scenario
 	all = append(all, fixedWindow()...)
@@ -55,6 +62,17 @@ func Scenarios() []Scenario {
 	all = append(all, slidingWindowCounter()...)
 	all = append(all, tokenBucket()...)
 	all = append(all, spentByReports()...)
+	return stamped(all)
+}
+
+// HoldScenarios returns the scenarios of concurrency limits, stamped as
+// Scenarios.
+func HoldScenarios() []Scenario {
+	return stamped(concurrency())
+}
+
+// stamped sets the At of every step's result to its NowMs.
+func stamped(all []Scenario) []Scenario {
 	for _, s := range all {
 		for i := range s.Steps {
 			s.Steps[i].Want.At = s.Steps[i].NowMs

@@ -1,0 +1,193 @@
+package decide
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"time"
+)
+
+// Concurrency limits (Algorithm Concurrency) admit at most Limit.Requests
+// requests of a key in flight: a call of cost 1 takes a hold named by
+// Call.HoldID, which ends when a call with Call.Release names it again, or
+// lapses Limit.Per after it was taken when nobody releases it (a crashed
+// gateway or application). The state key is a sorted set (see
+// lua/concurrency.lua): member the hold id, score the ms the hold lapses
+// at. Every call first drops the holds lapsed by now (score <= now) and
+// counts them (Result.Lapsed); then
+//
+//   - a take (cost 1) of an id the key holds already (a replay) is
+//     admitted and changes nothing; else it is admitted and adds the id,
+//     lapsing at now + Per, when fewer than Requests are held, and denied
+//     writing nothing when not;
+//   - a call of cost 0 asks whether a hold would fit now and writes
+//     nothing;
+//   - a release removes the id when the key holds it (Result.Released).
+//     An unknown id, one released already or one lapsed changes nothing:
+//     the three cannot be told apart, ids not being kept after their
+//     hold. A hold is released only through its own key: the same id on
+//     another key is unknown there.
+//
+// The key expires when its latest hold lapses, so a key nobody releases
+// holds nothing past its longest lifetime.
+
+// HoldRetryCap bounds the RetryAfter of a denied take: the time until the
+// earliest hold lapses, at most this, since a release may come at any
+// moment before.
+const HoldRetryCap = time.Second
+
+// holdIDBytes is the random bytes of a hold id.
+const holdIDBytes = 16
+
+// HoldIDLen is the length of a hold id: 16 random bytes in unpadded
+// base64url.
+const HoldIDLen = 22
+
+// NewHoldID returns a new hold id: 16 bytes from crypto/rand, in base64url
+// without padding (22 characters), which nobody can guess.
+func NewHoldID() string {
+	var b [holdIDBytes]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand panics instead)
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// ValidHoldID reports whether id has the shape NewHoldID gives: 22
+// base64url characters decoding to 16 bytes, the unused bits zero.
+func ValidHoldID(id string) bool {
+	if len(id) != HoldIDLen {
+		return false
+	}
+	var b [holdIDBytes + 1]byte
+	n, err := base64.RawURLEncoding.Strict().Decode(b[:], []byte(id))
+	return err == nil && n == holdIDBytes
+}
+
+// validateHolds checks what a concurrency call must be: one limit, no
+// penalty, escalations, lease, debit of denied calls or probe, a cost of 1
+// (take a hold) or 0 (would one fit), and a well-formed hold id for a take
+// or a release. A call of any other algorithm names no hold.
+func (c *Call) validateHolds() error {
+	if c.Algorithm != Concurrency {
+		if c.HoldID != "" || c.Release {
+			return errors.New("a hold id or a release on a call that is not of concurrency")
+		}
+		return nil
+	}
+	switch {
+	case len(c.Limits) != 1:
+		return errors.New("a concurrency call has exactly one limit")
+	case c.Penalty > 0 || len(c.Escalations) > 0 || c.DebitDenied || c.Probe || c.Leased:
+		return errors.New("a concurrency call has no penalty, escalations, debit of denied calls, probe or lease")
+	case c.Cost > 1:
+		return errors.New("a concurrency call costs 1 (take a hold) or 0 (would one fit)")
+	case c.HoldID == "" && (c.Cost == 1 || c.Release):
+		return errors.New("a take or release of a hold names the hold")
+	case c.HoldID != "" && !ValidHoldID(c.HoldID):
+		return errors.New("a hold id is 22 base64url characters (16 bytes)")
+	}
+	return nil
+}
+
+// concurrency mirrors lua/concurrency.lua.
+func (sh *shard) concurrency(c Call, now int64) Result {
+	l := c.Limits[0]
+	r := Result{Allowed: true, Limit: l.Requests}
+	e := sh.get(c.Keys.State)
+	if e != nil {
+		for id, lapse := range e.holds {
+			if lapse <= now {
+				delete(e.holds, id)
+				r.Lapsed++
+			}
+		}
+	}
+	held := int64(0)
+	if e != nil {
+		held = int64(len(e.holds))
+	}
+	switch {
+	case c.Release:
+		if _, ok := e.holdOf(c.HoldID); ok {
+			delete(e.holds, c.HoldID)
+			r.Released = true
+			held--
+		}
+	case c.Cost > 0:
+		if _, ok := e.holdOf(c.HoldID); ok {
+			break // a replay: the key holds it already
+		}
+		if held >= l.Requests {
+			r.Allowed = false
+			break
+		}
+		if e == nil {
+			e = sh.create(c.Keys.State)
+		}
+		if e.holds == nil {
+			e.holds = make(map[string]int64)
+		}
+		e.holds[c.HoldID] = now + l.Per.Milliseconds()
+		held++
+		e.expireAt = e.lastLapse()
+	default:
+		r.Allowed = held < l.Requests
+	}
+	if e != nil && len(e.holds) == 0 {
+		delete(sh.keys, c.Keys.State) // Redis deletes an emptied set
+		e = nil
+	}
+	r.Remaining = max(l.Requests-held, 0)
+	if e != nil {
+		r.ResetAfter = ms(e.lastLapse() - now)
+		if !r.Allowed {
+			r.RetryAfter = min(ms(e.firstLapse()-now), HoldRetryCap)
+		}
+	}
+	return r
+}
+
+// holdOf returns the lapse time of hold id in e.
+func (e *entry) holdOf(id string) (int64, bool) {
+	if e == nil {
+		return 0, false
+	}
+	lapse, ok := e.holds[id]
+	return lapse, ok
+}
+
+// lastLapse and firstLapse return the latest and the earliest lapse of e's
+// holds (e holds some).
+func (e *entry) lastLapse() int64 {
+	var last int64
+	for _, lapse := range e.holds {
+		last = max(last, lapse)
+	}
+	return last
+}
+
+func (e *entry) firstLapse() int64 {
+	first := int64(-1)
+	for _, lapse := range e.holds {
+		if first < 0 || lapse < first {
+			first = lapse
+		}
+	}
+	return first
+}
+
+// giveBackHold releases the hold of a take answered too late, as
+// give_back.lua does: only while it has not lapsed (a lapsed hold is left
+// for the next call to count as lapsed). It returns 1 when it released it.
+// Applied twice, the second finds nothing.
+func (sh *shard) giveBackHold(c Call, now int64) int64 {
+	e := sh.get(c.Keys.State)
+	lapse, ok := e.holdOf(c.HoldID)
+	if !ok || lapse <= now {
+		return 0
+	}
+	delete(e.holds, c.HoldID)
+	if len(e.holds) == 0 {
+		delete(sh.keys, c.Keys.State)
+	}
+	return 1
+}
