@@ -152,13 +152,18 @@ func (r *Reader) Overview(ctx context.Context, now time.Time) (Overview, error) 
 	return o, nil
 }
 
-// RuleDenials counts the requests each rule refused between from and to
-// (shadow rules' would-be refusals apart): the whole UTC hours between them
+// RuleDenials counts the requests each of the rules ids refused between
+// from and to (shadow rules' would-be refusals apart), so that what the
+// page reads is bounded by the rules it shows, whatever rule ids the
+// decision topic carried: the whole UTC hours between them
 // from the hourly counts the archive keeps (violations_by_rule_hourly), the
 // part-hours at either end from the violations themselves, so the sum is
 // what counting every violation of the range would give, for a fraction of
 // the rows read.
-func (r *Reader) RuleDenials(ctx context.Context, from, to time.Time) (map[string]int64, error) {
+func (r *Reader) RuleDenials(ctx context.Context, from, to time.Time, ids []string) (map[string]int64, error) {
+	if len(ids) == 0 {
+		return map[string]int64{}, nil
+	}
 	release, err := r.acquire(ctx)
 	if err != nil {
 		return nil, err
@@ -169,14 +174,14 @@ func (r *Reader) RuleDenials(ctx context.Context, from, to time.Time) (map[strin
 	// index-only range scan of (occurred_at) INCLUDE (rule_id, shadow).
 	counts, err := r.counts(ctx, `SELECT rule_id, sum(n)::bigint FROM (
 			SELECT rule_id, n FROM violations_by_rule_hourly
-			WHERE hour >= $3 AND hour < $4 AND NOT shadow
+			WHERE hour >= $3 AND hour < $4 AND NOT shadow AND rule_id = ANY($5)
 			UNION ALL
 			SELECT rule_id, count(*) FROM rate_limit_violations
-			WHERE occurred_at >= $1 AND occurred_at < $3 AND NOT shadow GROUP BY rule_id
+			WHERE occurred_at >= $1 AND occurred_at < $3 AND NOT shadow AND rule_id = ANY($5) GROUP BY rule_id
 			UNION ALL
 			SELECT rule_id, count(*) FROM rate_limit_violations
-			WHERE occurred_at >= $4 AND occurred_at < $2 AND NOT shadow GROUP BY rule_id
-		) AS parts GROUP BY rule_id`, from, to, first, last)
+			WHERE occurred_at >= $4 AND occurred_at < $2 AND NOT shadow AND rule_id = ANY($5) GROUP BY rule_id
+		) AS parts GROUP BY rule_id`, from, to, first, last, ids)
 	if err != nil {
 		return nil, fmt.Errorf("denials by rule: %w", err)
 	}

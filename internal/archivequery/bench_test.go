@@ -36,7 +36,10 @@ func BenchmarkPages(b *testing.B) {
 		read func() error
 	}{
 		{"overview", func() error { _, err := r.Overview(ctx, now); return err }},
-		{"rules/denials-24h", func() error { _, err := r.RuleDenials(ctx, now.Add(-24*time.Hour), now); return err }},
+		{"rules/denials-24h", func() error {
+			_, err := r.RuleDenials(ctx, now.Add(-24*time.Hour), now, archivebench.RuleIDs())
+			return err
+		}},
 		{"audit", func() error { _, err := r.Audit(ctx, now, 100); return err }},
 	}
 	for _, span := range []time.Duration{time.Hour, 24 * time.Hour, 7 * 24 * time.Hour} {

@@ -38,7 +38,7 @@ type Archive interface {
 	BansOf(ctx context.Context, s archivequery.Subject, from, to time.Time) ([]archivequery.Ban, error)
 	Timeline(ctx context.Context, s archivequery.Subject, from, to time.Time) (archivequery.Timeline, error)
 	Audit(ctx context.Context, before time.Time, limit int) ([]archivequery.AuditEntry, error)
-	RuleDenials(ctx context.Context, from, to time.Time) (map[string]int64, error)
+	RuleDenials(ctx context.Context, from, to time.Time, ids []string) (map[string]int64, error)
 }
 
 // Admin is what the console needs of the limiters' admin API

@@ -232,7 +232,11 @@ func (s *Server) renderRules(w http.ResponseWriter, r *http.Request, ss session,
 	}
 	p.Rules = rules
 	now := s.now()
-	denials, err := s.cfg.Archive.RuleDenials(r.Context(), now.Add(-rulesWindow), now)
+	ids := make([]string, len(rules.Rules))
+	for i, rule := range rules.Rules {
+		ids[i] = rule.ID
+	}
+	denials, err := s.cfg.Archive.RuleDenials(r.Context(), now.Add(-rulesWindow), now, ids)
 	if err != nil {
 		p.Error = s.unavailable("the archive", err)
 	}

@@ -72,7 +72,7 @@ func BenchmarkConsolePages(b *testing.B) {
 		{"bans/scenario-scan", "/bans?scenario=scan", noRead},
 		{"bans/subject-198.18", "/bans?scope=ip&subject=198.18.1", noRead},
 		{"rules", "/rules", func(now time.Time) error {
-			_, err := reader.RuleDenials(ctx, now.Add(-24*time.Hour), now)
+			_, err := reader.RuleDenials(ctx, now.Add(-24*time.Hour), now, archivebench.RuleIDs())
 			return err
 		}},
 		{"audit", "/audit", func(now time.Time) error {

@@ -35,6 +35,19 @@ const (
 	User   = "user-42"
 )
 
+// Rules is the number of rules the violations are spread over, rule-0 to
+// rule-19 (RuleIDs; the load's SQL writes them: keep the two alike).
+const Rules = 20
+
+// RuleIDs returns the ids of the rules the violations belong to.
+func RuleIDs() []string {
+	ids := make([]string, Rules)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("rule-%d", i)
+	}
+	return ids
+}
+
 // Archive is a loaded archive.
 type Archive struct {
 	// URL is the database's URL (its owner's).
