@@ -54,21 +54,36 @@ func (c *capture) RoundTrip(r *http.Request) (*http.Response, error) {
 		Body: io.NopCloser(bytes.NewReader([]byte(answer))), Request: r}, nil
 }
 
-// sent returns the fields the client sends for a check of req.
+// sent returns the fields the client sends for a check of req. Every
+// check goes through one client, made at the first: a client holds its
+// report queue (about 1 MB by default), and a fuzz worker making one per
+// input spends its time collecting them.
 func sent(t *testing.T, req client.Request) map[string]any {
 	t.Helper()
-	rt := &capture{}
-	c, err := client.New(client.Config{URL: "http://limiter:8080", Transport: rt, OnFailure: client.FailClosed})
-	if err != nil {
-		t.Fatal(err)
+	wire.once.Do(func() {
+		wire.rt = &capture{}
+		wire.c, wire.err = client.New(client.Config{URL: "http://limiter:8080", Transport: wire.rt, OnFailure: client.FailClosed})
+	})
+	if wire.err != nil {
+		t.Fatal(wire.err)
 	}
-	defer c.Close(context.Background())
-	if d, err := c.Check(context.Background(), &req); err != nil || !d.Allowed {
+	wire.mu.Lock() // one check at a time: its body is the capture's last
+	defer wire.mu.Unlock()
+	if d, err := wire.c.Check(context.Background(), &req); err != nil || !d.Allowed {
 		t.Fatalf("check %+v: %+v, %v", req, d, err)
 	}
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	return rt.last
+	wire.rt.mu.Lock()
+	defer wire.rt.mu.Unlock()
+	return wire.rt.last
+}
+
+// wire is the client sent uses, and its transport.
+var wire struct {
+	once sync.Once
+	mu   sync.Mutex
+	c    *client.Client
+	rt   *capture
+	err  error
 }
 
 var endpointSamples = []string{
