@@ -32,9 +32,12 @@ const apiKeyRule = `{"id": "api-key", "descriptor": {"domain": "edge", "entries"
 // A rolling deploy: a limiter of the new rules file stores a dynamic rule
 // that fits its file; an old limiter restarting with the old file, which
 // conflicts with that rule, starts on its file's rules (not exit status 1,
-// a crash loop), shows the refusal in /readyz, GET /v1/admin/rules and the
-// answer to a change, and once its file is replaced by the new one runs
-// the dynamic rules within a poll, without any admin change.
+// a crash loop), shows the refusal in /readyz and GET /v1/admin/rules,
+// refuses changes (validated with its file against the stored set, which
+// that file does not fit: stored, they could undo changes it never ran or
+// make a set no limiter accepts), and once its file is replaced by the new
+// one runs the dynamic rules within a poll, without any admin change, and
+// takes changes again.
 func TestLimiterStartsOnItsFileWhenDynamicRulesConflict(t *testing.T) {
 	e := newEnv(t)
 	fresh := e.start("limiter", "INSTANCE_ID", "new", "RULES_FILE", writeRules(t, dynamicRulesYAML))
@@ -79,21 +82,27 @@ func TestLimiterStartsOnItsFileWhenDynamicRulesConflict(t *testing.T) {
 		t.Fatalf("dynamic refusals counted: %v, want 1", n)
 	}
 
-	// A change made on it is stored, and its answer says that this
-	// limiter refused the version it made.
-	status, body := admin(t, old, http.MethodPut, "/v1/admin/rules/signup", adminToken,
-		strings.NewReplacer("login", "signup", `"requests": 3`, `"requests": 30`).Replace(loginAt3))
-	if status != http.StatusCreated || !strings.Contains(body, `"dynamic_refused":{"version":2,"rules":["api-key"]`) {
-		t.Fatalf("PUT on the old limiter: %d %s; want 201 with version 2 refused for api-key", status, body)
+	// A change made on it is refused, naming the conflict; nothing is
+	// stored.
+	signup := strings.NewReplacer("login", "signup", `"requests": 3`, `"requests": 30`).Replace(loginAt3)
+	status, body := admin(t, old, http.MethodPut, "/v1/admin/rules/signup", adminToken, signup)
+	if status != http.StatusBadRequest || !strings.Contains(body, "duplicate descriptor") {
+		t.Fatalf("PUT on the old limiter: %d %s; want 400 naming the duplicate descriptor", status, body)
+	}
+	if v := rulesView(t, fresh); v.DynamicVersion != 1 {
+		t.Fatalf("after the refused PUT the store is at version %d, want 1", v.DynamicVersion)
 	}
 
 	// The deploy reaches it: its file becomes the new one.
 	rewrite(t, oldFile, legacyKeyYAML, dynamicRulesYAML)
 	testkit.WaitFor(t, 5*time.Second, "the dynamic rule in force on the old limiter", func() bool { return apiKeyLimit(t, client) == 2 })
 	view = rulesView(t, old)
-	if view.DynamicVersion != 2 || view.DynamicRefused != nil {
-		t.Fatalf("GET /v1/admin/rules after the new file: dynamic_version %d, dynamic_refused %+v; want 2 and none",
+	if view.DynamicVersion != 1 || view.DynamicRefused != nil {
+		t.Fatalf("GET /v1/admin/rules after the new file: dynamic_version %d, dynamic_refused %+v; want 1 and none",
 			view.DynamicVersion, view.DynamicRefused)
+	}
+	if status, body := admin(t, old, http.MethodPut, "/v1/admin/rules/signup", adminToken, signup); status != http.StatusCreated {
+		t.Fatalf("PUT on the old limiter with the new file: %d %s; want 201", status, body)
 	}
 	if _, ready := readyz(t, old); !strings.Contains(ready, `"dynamic_rules":"ok"`) {
 		t.Fatalf("/readyz %s after the new file; want dynamic_rules ok", ready)
