@@ -154,7 +154,7 @@ func (s *Service) completeReport(req *rules.Request, status int, hold string, d 
 	if s.cfg.Outcomes != nil {
 		o := event.Outcome{EventID: d.EventID, TS: start, Instance: s.cfg.Instance, UserID: req.UserID, IP: req.IP,
 			Endpoint: req.Endpoint, Method: req.Method, Tier: req.Tier, Status: status, Cost: req.Cost, Banned: d.banned,
-			UserBanned: d.userBanned}
+			UserBanned: d.userBanned, Hold: hold}
 		buf := append(make([]byte, 0, len(o.IP)+eventSize), o.IP...)
 		key := buf[:len(o.IP):len(o.IP)]
 		s.cfg.Outcomes.Publish(key, o.AppendJSON(buf[len(o.IP):]))

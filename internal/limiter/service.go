@@ -553,6 +553,7 @@ func (s *Service) publishEvent(ev *event.Decision, d *Decision, now time.Time) {
 	ev.RetryAfterMS = d.RetryAfter.Milliseconds()
 	ev.Mode = string(d.Mode)
 	ev.Shadow = d.Shadow
+	ev.Hold = d.Hold
 	// The producer counts what it drops; a decision never waits for Kafka.
 	// Key and value share one allocation: the producer owns both from here.
 	size := len(ev.IP) + eventSize
