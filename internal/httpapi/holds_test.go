@@ -148,3 +148,31 @@ func TestHoldInput(t *testing.T) {
 		}
 	}
 }
+
+// Each admitted check of a batch answers a hold of its own; the check
+// refused for want of a slot answers none.
+func TestHoldsInCheckBatch(t *testing.T) {
+	s := newStack(t, stackOptions{rules: holdRules})
+	check := `{"ip":"203.0.113.7","endpoint":"/api/exports/1","method":"POST","attributes":{"customer":"c-9"}}`
+	body := `{"checks":[` + strings.Repeat(check+",", 5) + check + `]}`
+	resp, raw := s.send(http.MethodPost, "/v1/check/batch", body, nil)
+	var a struct {
+		Decisions []struct {
+			Allowed bool    `json:"allowed"`
+			Hold    *string `json:"hold"`
+		} `json:"decisions"`
+	}
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(raw, &a) != nil || len(a.Decisions) != 6 {
+		t.Fatalf("batch answered %d %s", resp.StatusCode, raw)
+	}
+	seen := map[string]bool{}
+	for i, d := range a.Decisions[:5] {
+		if !d.Allowed || d.Hold == nil || seen[*d.Hold] {
+			t.Fatalf("check %d: %s", i, raw)
+		}
+		seen[*d.Hold] = true
+	}
+	if last := a.Decisions[5]; last.Allowed || last.Hold != nil {
+		t.Fatalf("sixth check: %s", raw)
+	}
+}
