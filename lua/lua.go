@@ -9,8 +9,8 @@
 // reply. Every variant of an algorithm keeps the same state in the same
 // keys and fields, so a key may be decided by one variant and then by
 // another. GiveBack undoes a call of any of them (give_back.lua after
-// arith.lua). Concurrency limits have a script of their own, outside the
-// algorithms of the rules file (Concurrency). The detector's scripts stand alone (no prelude): DetectWindows
+// arith.lua). Concurrency limits have a script of their own, outside
+// Algorithms (Concurrency). The detector's scripts stand alone (no prelude): DetectWindows
 // DetectDistinct and DetectClaim.
 package lua
 
@@ -124,8 +124,9 @@ func GiveBack() string {
 
 // Concurrency returns concurrency.lua after arith.lua: takes or releases a
 // hold of a concurrency limit, at most N of a key at once (see its header
-// comment). The rules file does not offer the algorithm yet, so it is not
-// in Algorithms.
+// comment). It is not in Algorithms, whose scripts share the rate
+// algorithms' prelude and variants: a concurrency call is routed to this
+// script alone (package redisstore).
 func Concurrency() string {
 	return join("local DEBIT_DENIED, PROBE = false, false", "arith.lua", "concurrency.lua")
 }

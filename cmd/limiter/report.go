@@ -227,6 +227,11 @@ func describeLimits(alg decide.Algorithm, ls []rules.Limit) string {
 	parts := make([]string, len(ls))
 	for i, l := range ls {
 		per := reportDuration(l.Per.Std())
+		if alg == decide.Concurrency {
+			d := l.Decide()
+			parts[i] = fmt.Sprintf("%d in flight at once, a hold nobody reports lapsing after %s", d.Requests, reportDuration(d.Per))
+			continue
+		}
 		if alg == decide.TokenBucket {
 			parts[i] = fmt.Sprintf("%d %s per %s, burst %d", l.Rate, plural(l.Rate, "token", "tokens"), per, l.Burst)
 		} else {

@@ -105,7 +105,7 @@ func TestRulesCommandUsage(t *testing.T) {
 // logs show, and it must not depend on map order.
 func TestRulesCommandReport(t *testing.T) {
 	const want = `Checking testdata/rules/full.yaml
-  SUCCESS: 4 rules found
+  SUCCESS: 5 rules found
 
 api-keys (priority 50, sliding_window, shadow)
   shadow:    reports only, never denies
@@ -135,6 +135,12 @@ per-address (priority 60, fixed_window)
   key:       endpoint, ip
   ipv6:      every address on its own (no grouping)
   limits:    5 per 1m
+  on Redis failure: local
+exports (priority 70, concurrency)
+  matches:   POST requests to /api/exports/**; any tier
+  key:       attr:customer (requests without attr:customer are not limited by this rule)
+  limits:    5 in flight at once, a hold nobody reports lapsing after 10m
+             tier VIP: 50 in flight at once, a hold nobody reports lapsing after 1m
   on Redis failure: local
 zz-catch-all (priority 100, fixed_window)
   matches:   requests of any method to any endpoint; any tier
@@ -197,7 +203,7 @@ func TestRulesCommandInvalidFiles(t *testing.T) {
 		{name: "bad algorithm and duplicate id", path: rulesInvalidPath, wantStderr: []string{
 			rulesInvalidPath + ": FAILED\n",
 			// Every problem, one per line, without the path repeated.
-			"\n  rule \"login\": algorithm: unknown \"leaky\" (want fixed_window, sliding_window, sliding_window_counter or token_bucket)\n",
+			"\n  rule \"login\": algorithm: unknown \"leaky\" (want fixed_window, sliding_window, sliding_window_counter, token_bucket or concurrency)\n",
 			"\n  rule \"login\": id: duplicate (also rules[0])\n",
 			"\n  rule \"login\": limits[0].per: must be at least 1ms\n",
 		}},
@@ -271,7 +277,7 @@ func TestRulesCommandChecksEveryFile(t *testing.T) {
 	rulesCheckContains(t, "stdout", stdout, []string{
 		"Checking " + rulesExamplePath + "\n",
 		// Reports of successive files are separated by a blank line.
-		"\n\nChecking " + rulesFullPath + "\n  SUCCESS: 4 rules found\n",
+		"\n\nChecking " + rulesFullPath + "\n  SUCCESS: 5 rules found\n",
 	})
 	rulesCheckContains(t, "stderr", stderr, []string{rulesInvalidPath + ": FAILED\n", `rule "login": algorithm`})
 	if strings.Contains(stderr, rulesExamplePath) || strings.Contains(stdout, rulesInvalidPath) {

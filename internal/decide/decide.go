@@ -14,8 +14,7 @@ type Algorithm string
 // The supported algorithms. SlidingWindowCounter approximates
 // SlidingWindow from the counts of two aligned fixed windows, in constant
 // memory per limit. Concurrency limits the requests of a key in flight
-// rather than a rate (see concurrency.go); the rules file does not offer it
-// yet.
+// rather than a rate (see concurrency.go).
 const (
 	FixedWindow          Algorithm = "fixed_window"
 	SlidingWindow        Algorithm = "sliding_window"

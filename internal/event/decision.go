@@ -56,6 +56,11 @@ type Decision struct {
 	// decisions: the request's domain and its descriptors, in order.
 	Domain      string       `json:"domain,omitempty"`
 	Descriptors []Descriptor `json:"descriptors,omitempty"`
+	// Hold is the id of the holds an admitted request took on the keys of
+	// its concurrency rules (the check's answer names it, and the
+	// request's outcome event carries it again), absent when it took none:
+	// the two events give the request's hold time.
+	Hold string `json:"hold,omitempty"`
 }
 
 // Descriptor is one descriptor of a rate limit API decision, with its
@@ -121,6 +126,10 @@ func (d *Decision) AppendJSON(dst []byte) []byte {
 	dst = jsonwire.AppendString(dst, d.Mode)
 	dst = append(dst, `,"shadow":`...)
 	dst = strconv.AppendBool(dst, d.Shadow)
+	if d.Hold != "" {
+		dst = append(dst, `,"hold":`...)
+		dst = jsonwire.AppendString(dst, d.Hold)
+	}
 	if d.Domain != "" {
 		dst = append(dst, `,"domain":`...)
 		dst = jsonwire.AppendString(dst, d.Domain)

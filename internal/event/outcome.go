@@ -34,6 +34,9 @@ type Outcome struct {
 	// the report arrived: the account's own budgets and scenario stop, and
 	// the failure still counts against its source.
 	UserBanned bool `json:"user_banned"`
+	// Hold is the hold id the report named (the check's answer), absent
+	// when it named none: its concurrency rules' holds were released.
+	Hold string `json:"hold,omitempty"`
 }
 
 // The HTTP statuses an outcome may carry.
@@ -43,7 +46,8 @@ const (
 )
 
 // AppendJSON appends the JSON object of o to dst and returns the extended
-// buffer; every field is always present, ts as in Decision.AppendJSON.
+// buffer; every field is always present but hold, ts as in
+// Decision.AppendJSON.
 func (o *Outcome) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"event_id":`...)
 	dst = jsonwire.AppendString(dst, o.EventID)
@@ -69,6 +73,10 @@ func (o *Outcome) AppendJSON(dst []byte) []byte {
 	dst = strconv.AppendBool(dst, o.Banned)
 	dst = append(dst, `,"user_banned":`...)
 	dst = strconv.AppendBool(dst, o.UserBanned)
+	if o.Hold != "" {
+		dst = append(dst, `,"hold":`...)
+		dst = jsonwire.AppendString(dst, o.Hold)
+	}
 	return append(dst, '}')
 }
 

@@ -41,24 +41,34 @@ func TestOutcomeRoundTrip(t *testing.T) {
 	}
 }
 
-// The schema declares exactly the fields the encoder writes, all required,
-// and accepts what the encoder writes.
+// The schema declares exactly the fields the encoder writes, all required
+// but hold, which only reports naming a hold carry, and accepts what the
+// encoder writes.
 func TestSchemaOutcomeFieldsMatchEncoder(t *testing.T) {
 	const path = "../../deploy/schemas/outcome.schema.json"
 	o := sampleOutcome()
 	enc := o.AppendJSON(nil)
 	got := keysOf(t, enc)
+	o.Hold = "q1Vn2oXkT0aBw3-_9zYxLg"
+	withHold := o.AppendJSON(nil)
+	all := keysOf(t, withHold)
 	props, required := schemaFields(t, path)
-	if !slices.Equal(props, got) || !slices.Equal(required, got) {
-		t.Fatalf("encoder writes %v\nschema properties %v\nschema required %v", got, props, required)
+	if !slices.Equal(props, all) || !slices.Equal(required, got) {
+		t.Fatalf("encoder writes %v, with a hold %v\nschema properties %v\nschema required %v", got, all, props, required)
 	}
 	s := compileSchema(t, path)
-	if err := s.Validate(enc); err != nil {
-		t.Fatalf("schema rejects %s: %v", enc, err)
+	for _, msg := range [][]byte{enc, withHold} {
+		if err := s.Validate(msg); err != nil {
+			t.Fatalf("schema rejects %s: %v", msg, err)
+		}
+	}
+	if got, err := DecodeOutcome(withHold); err != nil || got.Hold != o.Hold {
+		t.Fatalf("decoded hold %q (%v) from %s", got.Hold, err, withHold)
 	}
 	checkRejects(t, s, []rejectCase{
 		{"status below 100", []byte(strings.Replace(string(enc), `"status":401`, `"status":99`, 1)), "minimum"},
 		{"negative cost", []byte(strings.Replace(string(enc), `"cost":1`, `"cost":-1`, 1)), "minimum"},
+		{"malformed hold", []byte(strings.Replace(string(withHold), o.Hold, "not-a-hold", 1)), "/hold"},
 	})
 }
 

@@ -69,12 +69,14 @@ func keysOf(t *testing.T, msg []byte, under ...string) []string {
 }
 
 // The schema declares exactly the fields the encoder writes: all required
-// but domain and descriptors, which only rate limit API decisions carry, so
+// but domain and descriptors, which only rate limit API decisions carry,
+// and hold, which only admitted requests that took holds carry, so
 // additionalProperties false is safe.
 func TestSchemaDecisionFieldsMatchEncoder(t *testing.T) {
 	d := sampleDecision()
 	got := keysOf(t, d.AppendJSON(nil))
 	d.Domain, d.Descriptors = "edge", []Descriptor{{Entries: []Entry{{"remote_address", "203.0.113.7"}}, Code: CodeOK}}
+	d.Hold = "q1Vn2oXkT0aBw3-_9zYxLg"
 	all := keysOf(t, d.AppendJSON(nil))
 	props, required := schemaFields(t, decisionSchemaPath)
 	if !slices.Equal(props, all) || !slices.Equal(required, got) {
@@ -138,9 +140,12 @@ func decisionCases() map[string]Decision {
 		"method extension":   with(func(d *Decision) { d.Method = "M-SEARCH_X" }),
 		"rule id at limit":   with(func(d *Decision) { d.RuleID = "R" + strings.Repeat("a._-9", 12) + "bcd" }),
 		"large numbers":      with(func(d *Decision) { d.Limit, d.Remaining, d.RetryAfterMS = 1<<53, 0, 1<<62 }),
-		"allowed last unit":  with(func(d *Decision) { d.Reason, d.Allowed, d.Limit, d.Remaining, d.RetryAfterMS = ReasonOK, true, 1, 0, 0 }),
-		"zero timestamp":     with(func(d *Decision) { d.TS = time.Time{} }),
-		"non-utc timestamp":  with(func(d *Decision) { d.TS = time.Date(2026, 1, 2, 3, 4, 5, 6, time.FixedZone("x", -5*3600)) }),
+		"concurrency hold": with(func(d *Decision) {
+			d.Reason, d.Allowed, d.Algorithm, d.RetryAfterMS, d.Hold = ReasonOK, true, "concurrency", 0, "q1Vn2oXkT0aBw3-_9zYxLg"
+		}),
+		"allowed last unit": with(func(d *Decision) { d.Reason, d.Allowed, d.Limit, d.Remaining, d.RetryAfterMS = ReasonOK, true, 1, 0, 0 }),
+		"zero timestamp":    with(func(d *Decision) { d.TS = time.Time{} }),
+		"non-utc timestamp": with(func(d *Decision) { d.TS = time.Date(2026, 1, 2, 3, 4, 5, 6, time.FixedZone("x", -5*3600)) }),
 		"escaping": with(func(d *Decision) {
 			d.Endpoint = "/a\"b\\c<d>&e\u2028f\u2029g\x00\x1f\t\n\x7f"
 			d.UserID = `"quoted" \back\ <script>&amp;`

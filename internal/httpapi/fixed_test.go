@@ -37,7 +37,7 @@ func (f *fixedLimiter) CheckBatch(_ context.Context, reqs []rules.Request, b *li
 	f.decideAll(len(reqs), b)
 }
 
-func (f *fixedLimiter) Report(_ context.Context, _ *rules.Request, _ int, d *limiter.Decision) {
+func (f *fixedLimiter) ReportHold(_ context.Context, _ *rules.Request, _ int, _ string, d *limiter.Decision) {
 	f.decide(d)
 }
 

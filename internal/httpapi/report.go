@@ -8,6 +8,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/ratewarden/ratewarden/internal/decide"
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/jsonwire"
 	"github.com/ratewarden/ratewarden/internal/limiter"
@@ -24,6 +25,7 @@ const (
 type reportBody struct {
 	checkBody
 	Status  int64 `json:"status"`
+	Hold    string
 	hasCost bool
 }
 
@@ -38,6 +40,19 @@ func parseReport(p *jsonwire.Parser, body *reportBody) error {
 				return fmt.Errorf("status: %w", err)
 			}
 			body.Status, status = n, true
+			return nil
+		case "hold":
+			if p.Null() {
+				return nil
+			}
+			h, err := p.Str()
+			if err != nil {
+				return fmt.Errorf("hold: %w", err)
+			}
+			if !decide.ValidHoldID(h) {
+				return jsonwire.BadRequest("hold: not a hold id (the 22 characters a check answered in hold)")
+			}
+			body.Hold = h
 			return nil
 		case "cost":
 			body.hasCost = p.Peek() != 'n' // null: not given
@@ -140,7 +155,7 @@ func validateReport(body *reportBody) (limiter.Report, error) {
 		return limiter.Report{}, err
 	}
 	req.Cost = cost
-	return limiter.Report{Request: req, Status: int(body.Status)}, nil
+	return limiter.Report{Request: req, Status: int(body.Status), Hold: body.Hold}, nil
 }
 
 // fastReport answers POST /v1/report: 200 with what the report debited, 400
@@ -155,7 +170,7 @@ func (h *handler) fastReport(ctx *fasthttp.RequestCtx) {
 	}
 	c.req = r.Request
 	d := &c.d
-	h.svc.Report(ctx, &c.req, r.Status, d)
+	h.svc.ReportHold(ctx, &c.req, r.Status, r.Hold, d)
 	var buf [256]byte
 	b := appendReport(append(buf[:0], '{'), d)
 	fastJSON(ctx, http.StatusOK, append(b, "}\n"...))
@@ -185,7 +200,8 @@ func (h *handler) fastReportBatch(ctx *fasthttp.RequestCtx) {
 // appendReport appends the fields of a report's answer (docs/api.md "POST
 // /v1/report"): its event id, the mode, and each rule it debited with what
 // is left of its budget; spent is true when no unit is left (the rule's
-// checks are refused).
+// checks are refused). A concurrency rule whose hold the report named
+// says whether it was released.
 func appendReport(b []byte, d *limiter.Decision) []byte {
 	b = append(b, `"event_id":"`...)
 	b = append(b, d.EventID...)
@@ -206,6 +222,10 @@ func appendReport(b []byte, d *limiter.Decision) []byte {
 		b = strconv.AppendInt(b, r.ResetAfter.Milliseconds(), 10)
 		b = append(b, `,"spent":`...)
 		b = strconv.AppendBool(b, r.Remaining <= 0)
+		if d.Applied[i].Call.Release {
+			b = append(b, `,"released":`...)
+			b = strconv.AppendBool(b, r.Released)
+		}
 		b = append(b, '}')
 	}
 	return append(b, ']')

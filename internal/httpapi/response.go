@@ -39,6 +39,10 @@ func appendDecisionFields(b []byte, d *limiter.Decision) []byte {
 	b = strconv.AppendBool(b, d.Shadow)
 	b = append(b, `,"event_id":"`...)
 	b = append(b, d.EventID...)
+	if d.Hold != "" { // base64url: no escapes
+		b = append(b, `","hold":"`...)
+		b = append(b, d.Hold...)
+	}
 	return append(b, '"')
 }
 

@@ -28,7 +28,9 @@ import (
 type Limiter interface {
 	Check(ctx context.Context, req *rules.Request, d *limiter.Decision)
 	CheckBatch(ctx context.Context, reqs []rules.Request, b *limiter.Batch)
-	Report(ctx context.Context, req *rules.Request, status int, d *limiter.Decision)
+	// ReportHold records an outcome report, and releases hold (when set)
+	// on the keys of the concurrency rules the report's subject matches.
+	ReportHold(ctx context.Context, req *rules.Request, status int, hold string, d *limiter.Decision)
 	ReportBatch(ctx context.Context, reports []limiter.Report, b *limiter.Batch)
 	// Rules is the rule set in force: forward-auth reads the X-Attr-*
 	// headers of the attributes its rules key on.

@@ -40,6 +40,7 @@ func (s *Service) CheckBatch(ctx context.Context, reqs []rules.Request, b *Batch
 	}
 	s.decideBatch(ctx, b, start)
 	for i := range reqs {
+		s.endHolds(ctx, &b.Decisions[i], start)
 		s.complete(set, &reqs[i], &b.Decisions[i], start)
 	}
 }

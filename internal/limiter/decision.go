@@ -34,6 +34,10 @@ type Decision struct {
 	// be decided; the request is refused with 503 and no event is emitted.
 	Unavailable bool
 	EventID     string
+	// Hold is the id of the holds an admitted check took on the keys of its
+	// concurrency rules, which its report names to release them; empty
+	// when it took none.
+	Hold string
 
 	// The limit the decision reports: the denying limit with the longest
 	// retry, else the one with the fewest remaining units.
@@ -60,6 +64,8 @@ type Decision struct {
 	banned      bool            // a report's client IP was banned (Report), for its event
 	userBanned  bool            // a report's user was banned (Report), for its event
 	report      bool            // an outcome report's debits: they stand, even answered late
+	holdID      string          // the id of a check's takes of holds (nameHolds)
+	held        []heldCall      // the takes that took their hold
 	detached    detachedContext // the Decider's context while it decides calls
 
 	// The descriptors of a rate limit API decision's event, while it is
@@ -87,6 +93,7 @@ func (d *Decision) Reset() {
 		callResults:  d.callResults[:0],
 		eventDescs:   d.eventDescs[:0],
 		eventEntries: d.eventEntries[:0],
+		held:         d.held[:0],
 		Enforced:     -1,
 	}
 }

@@ -29,6 +29,9 @@ type metrics struct {
 	reports         *prometheus.CounterVec
 	reportsSpared   *prometheus.CounterVec
 	unfoldedUserIDs prometheus.Counter
+
+	holds       *prometheus.CounterVec
+	holdsLapsed *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -79,6 +82,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "rate_limit_reports_spared_total",
 			Help: "Outcome reports that spent less than the rules they match, by why: banned (their client IP; nothing), exempt (their address or endpoint; nothing), user_banned (a locked account) and user_exempt (only the rules not keyed by user_id).",
 		}, []string{"reason"}),
+		holds: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "rate_limit_holds_total",
+			Help: "Holds of concurrency rules by rule and result: taken (a check took one), denied (a check found its key full), released (a report, or the refusal of the request that took it, ended one), unknown (a report named a hold its key does not hold: unknown, released already, lapsed, or another key's; nothing changed).",
+		}, []string{"rule", "result"}),
+		holdsLapsed: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "rate_limit_holds_lapsed_total",
+			Help: "Holds of concurrency rules that nobody released and that lapsed after the rule's hold lifetime, by rule (counted when a later call on the key finds them).",
+		}, []string{"rule"}),
 		unfoldedUserIDs: f.NewCounter(prometheus.CounterOpts{
 			Name: "rate_limit_unfolded_user_ids_total",
 			Help: "Checks and reports whose user id was another spelling of its key (case, compatibility forms): limited and banned as its key.",
@@ -189,6 +200,7 @@ func (m *metrics) initRules(set *rules.Set, tiers tierLabels) {
 		}
 	}
 	m.duration.WithLabelValues(algorithmNone)
+	m.initHoldRules(set)
 }
 
 // tierLabels bounds the tier metric label to the tiers named in the rules:
@@ -225,8 +237,11 @@ const (
 // rate() reads a series that ends. Every series is looked at, so one that a
 // request still deciding under the previous rules made again goes too.
 func (m *metrics) dropRemovedRules(set *rules.Set) {
-	telemetry.DeleteSeries(m.requests, func(labels prometheus.Labels) bool {
+	removed := func(labels prometheus.Labels) bool {
 		id := labels["rule"]
 		return id != "" && set.Rule(id) == nil
-	})
+	}
+	telemetry.DeleteSeries(m.requests, removed)
+	telemetry.DeleteSeries(m.holds, removed)
+	telemetry.DeleteSeries(m.holdsLapsed, removed)
 }

@@ -92,7 +92,7 @@ func (c *overLimitCache) get(call *decide.Call, now time.Time) (decide.Result, b
 	// A call that debits denied calls must reach Redis whatever is cached:
 	// a report of a rule spent by reports shares its key with the probes
 	// whose denials are cached.
-	if c == nil || len(call.Limits) == 0 || call.DebitDenied {
+	if c == nil || len(call.Limits) == 0 || call.DebitDenied || call.Algorithm == decide.Concurrency {
 		return decide.Result{}, false
 	}
 	sh := c.shard(call.Keys.State)
@@ -118,7 +118,9 @@ func (c *overLimitCache) get(call *decide.Call, now time.Time) (decide.Result, b
 // here, the debits would be lost. An admission drops the key's entry: a
 // cheaper request fitted, so the entry's remaining count is stale.
 func (c *overLimitCache) put(call *decide.Call, r decide.Result, start time.Time) {
-	if c == nil {
+	// A full key of a concurrency rule frees a slot as soon as any hold
+	// is released: its denial is never cached.
+	if c == nil || call.Algorithm == decide.Concurrency {
 		return
 	}
 	if r.Allowed {

@@ -14,6 +14,9 @@ import (
 type Report struct {
 	Request rules.Request
 	Status  int
+	// Hold, when set, is the hold id the request's check answered
+	// (Decision.Hold): the report releases it (see ReportHold).
+	Hold string
 }
 
 // Report records an outcome report: what happened after the response to
@@ -35,11 +38,35 @@ type Report struct {
 // whose on_redis_failure is local are debited in memory and the others are
 // not debited; d.Results is then empty if any of them is deny.
 func (s *Service) Report(ctx context.Context, req *rules.Request, status int, d *Decision) {
+	s.ReportHold(ctx, req, status, "", d)
+}
+
+// ReportHold records an outcome report as Report does and, when hold is
+// set (a well-formed id, decide.ValidHoldID), releases the hold of that id
+// on the key of every concurrency rule that applies to req, in the same
+// round trip. d.Applied has one entry per release (Call.Release), whose
+// result says whether it ended a hold (decide.Result.Released): false when
+// the key holds no such hold (unknown, released already, lapsed, or taken
+// on another key), which changes nothing. Releases are made whatever the
+// subject: a ban or an exemption spends nothing, and ends the holds its
+// checks took all the same.
+func (s *Service) ReportHold(ctx context.Context, req *rules.Request, status int, hold string, d *Decision) {
 	start := s.cfg.Now()
-	if s.matchReport(s.rules.Load(), req, status, d, start) {
+	set := s.rules.Load()
+	if s.matchReportHold(set, req, status, hold, d, start) {
 		s.decide(ctx, d, start)
 	}
-	s.completeReport(req, status, d, start)
+	s.countReleases(d)
+	s.completeReport(req, status, hold, d, start)
+}
+
+// matchReportHold is matchReport followed by the releases of hold.
+func (s *Service) matchReportHold(set *ruleSet, req *rules.Request, status int, hold string, d *Decision, now time.Time) bool {
+	s.matchReport(set, req, status, d, now)
+	if hold != "" {
+		d.Applied = set.MatchHolds(req, hold, now, d.Applied)
+	}
+	return len(d.Applied) > 0
 }
 
 // ReportBatch records every report of reports as Report would, one after
@@ -53,13 +80,15 @@ func (s *Service) ReportBatch(ctx context.Context, reports []Report, b *Batch) {
 	b.calls = b.calls[:0]
 	for i := range reports {
 		d := &b.Decisions[i]
-		if s.matchReport(set, &reports[i].Request, reports[i].Status, d, start) && s.prepare(d, start) {
+		r := &reports[i]
+		if s.matchReportHold(set, &r.Request, r.Status, r.Hold, d, start) && s.prepare(d, start) {
 			b.calls = append(b.calls, d.calls...)
 		}
 	}
 	s.decideBatch(ctx, b, start)
 	for i := range reports {
-		s.completeReport(&reports[i].Request, reports[i].Status, &b.Decisions[i], start)
+		s.countReleases(&b.Decisions[i])
+		s.completeReport(&reports[i].Request, reports[i].Status, reports[i].Hold, &b.Decisions[i], start)
 	}
 }
 
@@ -116,7 +145,7 @@ func withoutUserRules(applied []rules.Applied) []rules.Applied {
 
 // completeReport answers a debited d, gives it its event id and publishes
 // its outcome event.
-func (s *Service) completeReport(req *rules.Request, status int, d *Decision, start time.Time) {
+func (s *Service) completeReport(req *rules.Request, status int, hold string, d *Decision, start time.Time) {
 	// A report is never refused: a rule whose failure policy is deny has
 	// nothing to deny here, it just was not debited.
 	d.Unavailable = false
@@ -125,7 +154,7 @@ func (s *Service) completeReport(req *rules.Request, status int, d *Decision, st
 	if s.cfg.Outcomes != nil {
 		o := event.Outcome{EventID: d.EventID, TS: start, Instance: s.cfg.Instance, UserID: req.UserID, IP: req.IP,
 			Endpoint: req.Endpoint, Method: req.Method, Tier: req.Tier, Status: status, Cost: req.Cost, Banned: d.banned,
-			UserBanned: d.userBanned}
+			UserBanned: d.userBanned, Hold: hold}
 		buf := append(make([]byte, 0, len(o.IP)+eventSize), o.IP...)
 		key := buf[:len(o.IP):len(o.IP)]
 		s.cfg.Outcomes.Publish(key, o.AppendJSON(buf[len(o.IP):]))

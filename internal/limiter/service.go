@@ -241,6 +241,7 @@ func (s *Service) Check(ctx context.Context, req *rules.Request, d *Decision) {
 	set := s.rules.Load()
 	if s.admit(set, req, d, s.Mode(), start) {
 		s.decide(ctx, d, start)
+		s.endHolds(ctx, d, start)
 	}
 	s.complete(set, req, d, start)
 }
@@ -265,6 +266,7 @@ func (s *Service) admit(set *ruleSet, req *rules.Request, d *Decision, mode Mode
 	default:
 		d.Applied = set.Match(req, now, d.Applied)
 		if len(d.Applied) != 0 {
+			nameHolds(d)
 			return true
 		}
 		d.Allowed, d.Reason = true, event.ReasonNoRule
@@ -436,6 +438,7 @@ func (s *Service) settle(d *Decision, results []decide.Result, err error, now ti
 			continue
 		}
 		d.Results[i] = results[j]
+		d.tookHold(i, results[j], false)
 		s.over.put(&d.Applied[i].Call, results[j], now)
 		j++
 	}
@@ -504,6 +507,7 @@ func (s *Service) fallback(d *Decision, now time.Time, unreached bool) []decide.
 				results[i] = refused(a.Call)
 			default:
 				results[i] = s.local.decide(a.Call, s.live.Load(), now)
+				d.tookHold(i, results[i], true)
 			}
 		}
 	}
@@ -549,6 +553,7 @@ func (s *Service) publishEvent(ev *event.Decision, d *Decision, now time.Time) {
 	ev.RetryAfterMS = d.RetryAfter.Milliseconds()
 	ev.Mode = string(d.Mode)
 	ev.Shadow = d.Shadow
+	ev.Hold = d.Hold
 	// The producer counts what it drops; a decision never waits for Kafka.
 	// Key and value share one allocation: the producer owns both from here.
 	size := len(ev.IP) + eventSize

@@ -127,7 +127,7 @@ func TestLoadErrors(t *testing.T) {
 		{"limits with unit", head + "  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, limits: [{requests: 1, per: 1s}]}\n",
 			[]string{"config.yaml: domain messaging: descriptor a: rate_limit.limits: not allowed with unit, requests_per_unit (limits replaces them)"}},
 		{"unknown algorithm (rules validation)", head + "  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, algorithm: leaky}\n",
-			[]string{`config.yaml: domain messaging: descriptor a: rate_limit.algorithm: unknown "leaky" (want fixed_window, sliding_window, sliding_window_counter or token_bucket)`}},
+			[]string{`config.yaml: domain messaging: descriptor a: rate_limit.algorithm: unknown "leaky" (want fixed_window, sliding_window, sliding_window_counter, token_bucket or concurrency)`}},
 		{"deny-all with a penalty (rules validation)", head + "  - key: a\n    rate_limit: {unit: second, requests_per_unit: 0, penalty: 1m}\n",
 			[]string{"config.yaml: domain messaging: descriptor a: rate_limit.requests_per_unit: 0 (deny every request) is not allowed with schedule, penalty or escalate"}},
 		{"a bad limit (rules validation)", head + "  - key: a\n    rate_limit: {limits: [{requests: 5, per: 1s}, {requests: 0, per: 1s}]}\n",

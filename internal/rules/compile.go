@@ -32,6 +32,7 @@ type Set struct {
 	rules        []*Rule
 	requestRules []*Rule              // the rules of /v1/check and /v1/auth: rules without descriptor
 	reportRules  []*Rule              // the request rules spent by reports (/v1/report)
+	holdRules    []*Rule              // the request rules of algorithm concurrency (holds released by reports)
 	descriptors  map[string]*descNode // descriptor rules by domain
 	byID         map[string]*Rule
 	exempt       compiledExempt
@@ -160,6 +161,9 @@ func Compile(f *File, opts Options) (*Set, error) {
 			s.requestRules = append(s.requestRules, r)
 			if r.SpentByReports() {
 				s.reportRules = append(s.reportRules, r)
+			}
+			if r.Algorithm == decide.Concurrency {
+				s.holdRules = append(s.holdRules, r)
 			}
 		}
 	}

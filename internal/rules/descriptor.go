@@ -385,4 +385,6 @@ func checkText(p problems, field, s string, max int, required bool) {
 
 // blockingLimit reports whether ls is a single limit of 0 requests: the
 // only form a zero quota takes (validateLimits refuses it elsewhere).
-func blockingLimit(ls []Limit) bool { return len(ls) == 1 && ls[0].Requests == 0 && ls[0].Rate == 0 }
+func blockingLimit(ls []Limit) bool {
+	return len(ls) == 1 && ls[0].Requests == 0 && ls[0].Rate == 0 && ls[0].Concurrent == 0
+}

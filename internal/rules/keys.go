@@ -53,6 +53,8 @@ func stateSuffix(a decide.Algorithm) string {
 		return ":swc"
 	case decide.TokenBucket:
 		return ":tb"
+	case decide.Concurrency:
+		return ":cc"
 	}
 	return ":" + string(a)
 }

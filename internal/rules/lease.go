@@ -194,7 +194,7 @@ func (l Lease) MarshalJSON() ([]byte, error) {
 // and nothing that must reach every limiter at once or that debits calls
 // one by one; max_units, when set, is at most the smallest quota.
 func validateLease(r *Rule, p problems, algOK bool) {
-	if !r.Leased() {
+	if !r.Leased() || (algOK && r.Algorithm == decide.Concurrency) { // validateConcurrencyRule refuses it
 		return
 	}
 	switch {

@@ -203,7 +203,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad indentation", "rules:\n- id: a\n  key: [ip]\n bad: 1\n", "yaml: line 3"},
 		{"unknown rule field", "rules:\n  - id: a\n    keys: [ip]\n", `rule "a": line 3: unknown key "keys" (did you mean "key"?)`},
 		{"unknown top-level field", "rulez: []\n", `line 1: unknown key "rulez" (did you mean "rules"?)`},
-		{"unknown limit field", "rules:\n  - {id: a, key: [ip], algorithm: fixed_window, limits: [{requests: 1, per: 1s, window: 2}]}\n", `rule "a": line 2: unknown key "window" (valid keys: burst, per, rate, requests)`},
+		{"unknown limit field", "rules:\n  - {id: a, key: [ip], algorithm: fixed_window, limits: [{requests: 1, per: 1s, window: 2}]}\n", `rule "a": line 2: unknown key "window" (valid keys: burst, concurrent, hold, per, rate, requests)`},
 		{"unknown detection field", "rules: []\ndetection: {warn: {violations: 1, within: 1s, level: 3}}\n", `line 2: unknown key "level" (valid keys: violations, within)`},
 		{"duration without unit", "rules:\n  - {id: a, key: [ip], algorithm: fixed_window, limits: [{requests: 1, per: 60}]}\n", `rule "a": line 2: per: invalid duration "60"`},
 		{"duration as list", "rules:\n  - {id: a, key: [ip], algorithm: fixed_window, penalty: [1s], limits: [{requests: 1, per: 1s}]}\n", "duration must be a string"},

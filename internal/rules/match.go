@@ -108,9 +108,12 @@ func (s *Set) Match(r *Request, now time.Time, out []Applied) []Applied {
 		if !ok {
 			continue
 		}
-		if rule.SpentByReports() {
+		switch {
+		case rule.Algorithm == decide.Concurrency:
+			a.Call.Cost = 1 // a hold, whatever the request's cost; the caller names it (Call.HoldID)
+		case rule.SpentByReports():
 			a.Call.Cost, a.Call.Probe = 1, true
-		} else {
+		default:
 			a.Call.Cost, a.Call.DebitDenied = r.Cost, rule.DebitsDenied()
 		}
 		out = append(out, a)
@@ -138,6 +141,28 @@ func (s *Set) MatchReport(r *Request, status int, now time.Time, out []Applied) 
 	}
 	return out
 }
+
+// MatchHolds appends to out, in evaluation order, one Applied for every
+// concurrency rule that applies to r at now (as Match would apply it),
+// each a call that releases hold on the rule's key for r, and returns the
+// extended slice. The key comes from r, so a hold is released only where
+// a check of the same subject took it.
+func (s *Set) MatchHolds(r *Request, hold string, now time.Time, out []Applied) []Applied {
+	memo := newKeyMemo(r)
+	for _, rule := range s.holdRules {
+		a, ok := rule.apply(r, now, &memo)
+		if !ok {
+			continue
+		}
+		a.Call.Cost, a.Call.Release, a.Call.HoldID = 0, true, hold
+		out = append(out, a)
+	}
+	return out
+}
+
+// HasHoldRules reports whether the set has concurrency rules, whose holds
+// a report may release.
+func (s *Set) HasHoldRules() bool { return len(s.holdRules) > 0 }
 
 // apply returns the rule's Applied for r at now, its call without cost and
 // debit rule, or false when the rule does not apply to r.

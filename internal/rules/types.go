@@ -95,17 +95,33 @@ type Match struct {
 
 // Limit is one limit as written in the rules file. Window algorithms
 // (fixed_window, sliding_window, sliding_window_counter) use Requests per
-// Per; token_bucket uses Rate tokens every Per and a capacity of Burst. The
-// fields of the other kind must be absent (zero).
+// Per; token_bucket uses Rate tokens every Per and a capacity of Burst;
+// concurrency admits Concurrent requests in flight at once, each hold
+// lapsing Hold after it was taken when nobody reports it (default
+// DefaultHold). The fields of the other kinds must be absent (zero).
 type Limit struct {
-	Requests int64    `yaml:"requests,omitempty" json:"requests,omitzero"`
-	Rate     int64    `yaml:"rate,omitempty" json:"rate,omitzero"`
-	Burst    int64    `yaml:"burst,omitempty" json:"burst,omitzero"`
-	Per      Duration `yaml:"per" json:"per"`
+	Requests   int64    `yaml:"requests,omitempty" json:"requests,omitzero"`
+	Rate       int64    `yaml:"rate,omitempty" json:"rate,omitzero"`
+	Burst      int64    `yaml:"burst,omitempty" json:"burst,omitzero"`
+	Per        Duration `yaml:"per,omitempty" json:"per,omitzero"`
+	Concurrent int64    `yaml:"concurrent,omitempty" json:"concurrent,omitzero"`
+	Hold       Duration `yaml:"hold,omitempty" json:"hold,omitzero"`
 }
 
-// Decide converts l to the decision model.
+// DefaultHold is the lifetime of a concurrency limit's holds when the
+// limit leaves hold out.
+const DefaultHold = time.Minute
+
+// Decide converts l to the decision model. A concurrency limit is
+// decide.Limit{Requests: Concurrent, Per: Hold}.
 func (l Limit) Decide() decide.Limit {
+	if l.Concurrent > 0 {
+		hold := l.Hold.Std()
+		if hold == 0 {
+			hold = DefaultHold
+		}
+		return decide.Limit{Requests: l.Concurrent, Per: hold}
+	}
 	return decide.Limit{Requests: l.Requests, Rate: l.Rate, Burst: l.Burst, Per: l.Per.Std()}
 }
 

@@ -20,7 +20,7 @@ const (
 )
 
 // algorithmNames lists the algorithms for error messages.
-const algorithmNames = "fixed_window, sliding_window, sliding_window_counter or token_bucket"
+const algorithmNames = "fixed_window, sliding_window, sliding_window_counter, token_bucket or concurrency"
 
 // Validate reports every problem of r as a FieldError, joined. It is the
 // validation of the rules file, for one rule (the admin API uses it); it does
@@ -55,7 +55,7 @@ func validateRule(r *Rule, p problems) {
 	}
 	algOK := true
 	switch r.Algorithm {
-	case decide.FixedWindow, decide.SlidingWindow, decide.SlidingWindowCounter, decide.TokenBucket:
+	case decide.FixedWindow, decide.SlidingWindow, decide.SlidingWindowCounter, decide.TokenBucket, decide.Concurrency:
 	case "":
 		p.add("algorithm", "required (%s)", algorithmNames)
 		algOK = false
@@ -96,6 +96,9 @@ func validateRule(r *Rule, p problems) {
 		validateEscalation(e, p.at(fmt.Sprintf("escalate[%d]", i)))
 	}
 	validateLease(r, p, algOK)
+	if algOK && r.Algorithm == decide.Concurrency {
+		validateConcurrencyRule(r, p)
+	}
 }
 
 func validID(s string) bool {
@@ -201,6 +204,10 @@ func validateLimits(p problems, field string, ls []Limit, alg decide.Algorithm, 
 	case len(ls) > maxLimits:
 		p.add(field, "at most %d limits", maxLimits)
 	}
+	if algOK && alg == decide.Concurrency {
+		validateConcurrencyLimits(p, field, ls)
+		return
+	}
 	for i, l := range ls {
 		lp := p.at(fmt.Sprintf("%s[%d]", field, i))
 		if validateMillis(lp, "per", l.Per, time.Millisecond) {
@@ -213,6 +220,12 @@ func validateLimits(p problems, field string, ls []Limit, alg decide.Algorithm, 
 		}
 		if !algOK {
 			continue
+		}
+		if l.Concurrent != 0 {
+			lp.add("concurrent", "not allowed with algorithm %s (only with concurrency)", alg)
+		}
+		if l.Hold != 0 {
+			lp.add("hold", "not allowed with algorithm %s (only with concurrency)", alg)
 		}
 		if alg == decide.TokenBucket {
 			validateBucket(l, lp, alg)

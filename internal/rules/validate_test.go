@@ -65,8 +65,8 @@ func TestRuleValidateErrors(t *testing.T) {
 		{"key too many", func(r *Rule) {
 			r.Key = []string{"ip", "user_id", "endpoint", "method", "tier", "attr:a", "attr:b", "attr:c", "attr:d"}
 		}, `key: at most 8 dimensions`},
-		{"algorithm missing", func(r *Rule) { r.Algorithm = "" }, `rule "r1": algorithm: required (fixed_window, sliding_window, sliding_window_counter or token_bucket)`},
-		{"algorithm unknown", func(r *Rule) { r.Algorithm = "leaky_bucket" }, `rule "r1": algorithm: unknown "leaky_bucket" (want fixed_window, sliding_window, sliding_window_counter or token_bucket)`},
+		{"algorithm missing", func(r *Rule) { r.Algorithm = "" }, `rule "r1": algorithm: required (fixed_window, sliding_window, sliding_window_counter, token_bucket or concurrency)`},
+		{"algorithm unknown", func(r *Rule) { r.Algorithm = "leaky_bucket" }, `rule "r1": algorithm: unknown "leaky_bucket" (want fixed_window, sliding_window, sliding_window_counter, token_bucket or concurrency)`},
 		{"limits missing", func(r *Rule) { r.Limits = nil }, `rule "r1": limits: required (1 to 8 limits)`},
 		{"limits too many", func(r *Rule) {
 			r.Limits = nil

@@ -1,0 +1,178 @@
+package httpapi_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratewarden/ratewarden/internal/decide"
+	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
+)
+
+// The worked example of docs/rules.md: 5 exports in flight per customer.
+const holdRules = `
+rules:
+  - id: exports
+    match: {endpoints: ["/api/exports/**"], methods: [POST]}
+    key: ["attr:customer"]
+    algorithm: concurrency
+    limits: [{concurrent: 5, hold: 10m}]
+`
+
+// holdAnswer is a /v1/check answer with its hold, or a report's with its
+// rules' releases.
+type holdAnswer struct {
+	Allowed bool   `json:"allowed"`
+	RuleID  string `json:"rule_id"`
+	EventID string `json:"event_id"`
+	Hold    *string
+	Rules   []struct {
+		RuleID   string `json:"rule_id"`
+		Released *bool  `json:"released"`
+	} `json:"rules"`
+	Reports []json.RawMessage `json:"reports"`
+}
+
+func (s *stack) holdPost(path, body string) (int, holdAnswer) {
+	s.t.Helper()
+	resp, raw := s.send(http.MethodPost, path, body, nil)
+	var a struct {
+		holdAnswer
+		Hold *string `json:"hold"`
+	}
+	if resp.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(raw, &a); err != nil {
+			s.t.Fatalf("undecodable answer %q: %v", raw, err)
+		}
+	}
+	a.holdAnswer.Hold = a.Hold
+	return resp.StatusCode, a.holdAnswer
+}
+
+const exportCheck = `{"ip":"203.0.113.7","endpoint":"/api/exports/1","method":"POST","attributes":{"customer":"c-1"}}`
+
+func exportReport(hold string) string {
+	return `{"ip":"203.0.113.7","endpoint":"/api/exports/1","method":"POST","attributes":{"customer":"c-1"},"status":200,"hold":"` + hold + `"}`
+}
+
+// An admitted check answers its hold; a refused one answers none; the
+// report naming the hold releases it and says so; a replay releases
+// nothing. The decision and outcome events carry the hold.
+func TestHoldsOverHTTP(t *testing.T) {
+	s := newStack(t, stackOptions{rules: holdRules, overLimitCache: 1000})
+	var holds []string
+	for range 5 {
+		_, a := s.holdPost("/v1/check", exportCheck)
+		if !a.Allowed || a.Hold == nil || !decide.ValidHoldID(*a.Hold) {
+			t.Fatalf("admitted check: allowed %v, hold %v", a.Allowed, a.Hold)
+		}
+		holds = append(holds, *a.Hold)
+	}
+	_, refused := s.holdPost("/v1/check", exportCheck)
+	if refused.Allowed || refused.RuleID != "exports" || refused.Hold != nil {
+		t.Fatalf("sixth check: allowed %v, rule %q, hold %v", refused.Allowed, refused.RuleID, refused.Hold)
+	}
+	if _, other := s.holdPost("/v1/check", `{"ip":"203.0.113.7","endpoint":"/api/books/1"}`); other.Hold != nil {
+		t.Fatalf("a check no concurrency rule applies to answered hold %q", *other.Hold)
+	}
+
+	status, r := s.holdPost("/v1/report", exportReport(holds[0]))
+	if status != http.StatusOK || len(r.Rules) != 1 || r.Rules[0].RuleID != "exports" || r.Rules[0].Released == nil || !*r.Rules[0].Released {
+		t.Fatalf("report of a held id: %d %+v", status, r)
+	}
+	if _, r := s.holdPost("/v1/report", exportReport(holds[0])); len(r.Rules) != 1 || *r.Rules[0].Released {
+		t.Fatalf("replayed report: %+v, want released false", r)
+	}
+	if _, a := s.holdPost("/v1/check", exportCheck); !a.Allowed {
+		t.Fatal("the released slot is still taken")
+	}
+	if _, r := s.holdPost("/v1/report", `{"ip":"203.0.113.7","endpoint":"/api/exports/1","status":200}`); len(r.Rules) != 0 {
+		t.Fatalf("a report without hold touched %+v", r.Rules)
+	}
+
+	// The batch form releases each report's hold.
+	status, b := s.holdPost("/v1/report/batch", `{"reports":[`+exportReport(holds[1])+`,`+exportReport(holds[2])+`]}`)
+	if status != http.StatusOK || len(b.Reports) != 2 {
+		t.Fatalf("batch: %d %+v", status, b)
+	}
+	for i, raw := range b.Reports {
+		if !strings.Contains(string(raw), `"released":true`) {
+			t.Errorf("batch report %d: %s", i, raw)
+		}
+	}
+	if got := s.metric("rate_limit_holds_total", map[string]string{"rule": "exports", "result": "released"}); got != 3 {
+		t.Errorf("released %v, want 3", got)
+	}
+	if got := s.metric("rate_limit_holds_total", map[string]string{"rule": "exports", "result": "unknown"}); got != 1 {
+		t.Errorf("unknown %v, want 1", got)
+	}
+
+	decisions := kafkatest.ReadMessages(t, s.opts.broker.Brokers(), topic, 8, 20*time.Second)
+	held := 0
+	for _, m := range decisions {
+		if strings.Contains(string(m.Value), `"hold":"`+holds[0]+`"`) {
+			held++
+		}
+	}
+	if held != 1 {
+		t.Errorf("%d decision events carry the first hold, want 1", held)
+	}
+	outcomes := kafkatest.ReadMessages(t, s.opts.broker.Brokers(), outcomesTopic, 5, 20*time.Second)
+	if !strings.Contains(string(outcomes[0].Value), `"hold":"`+holds[0]+`"`) {
+		t.Errorf("the first outcome event lacks its hold: %s", outcomes[0].Value)
+	}
+}
+
+// A hold that is not one a check answers is refused with 400, in a report
+// and in a batch; a check takes no hold field.
+func TestHoldInput(t *testing.T) {
+	s := newFixedStack(t, stackOptions{rules: holdRules})
+	for _, tc := range []struct{ path, body, want string }{
+		{"/v1/report", exportReport("short"), "hold: not a hold id"},
+		{"/v1/report", exportReport(strings.Repeat("A", 21) + "B"), "hold: not a hold id"}, // unused bits set
+		{"/v1/report", exportReport(strings.Repeat("*", 22)), "hold: not a hold id"},
+		{"/v1/report", `{"ip":"203.0.113.7","endpoint":"/a","status":200,"hold":5}`, "hold"},
+		{"/v1/report/batch", `{"reports":[` + exportReport("x") + `]}`, "reports[0]: hold: not a hold id"},
+		{"/v1/check", `{"ip":"203.0.113.7","endpoint":"/a","hold":"` + decide.NewHoldID() + `"}`, "unknown field"},
+	} {
+		r := s.do(http.MethodPost, tc.path, tc.body, nil)
+		if r.Status != http.StatusBadRequest || !strings.Contains(r.Error, tc.want) {
+			t.Errorf("%s %s: answered %d %q, want 400 with %q", tc.path, tc.body, r.Status, r.Error, tc.want)
+		}
+	}
+	for _, body := range []string{exportReport(decide.NewHoldID()), `{"ip":"203.0.113.7","endpoint":"/a","status":200,"hold":null}`} {
+		if r := s.do(http.MethodPost, "/v1/report", body, nil); r.Status != http.StatusOK {
+			t.Errorf("%s: answered %d %q", body, r.Status, r.Error)
+		}
+	}
+}
+
+// Each admitted check of a batch answers a hold of its own; the check
+// refused for want of a slot answers none.
+func TestHoldsInCheckBatch(t *testing.T) {
+	s := newStack(t, stackOptions{rules: holdRules})
+	check := `{"ip":"203.0.113.7","endpoint":"/api/exports/1","method":"POST","attributes":{"customer":"c-9"}}`
+	body := `{"checks":[` + strings.Repeat(check+",", 5) + check + `]}`
+	resp, raw := s.send(http.MethodPost, "/v1/check/batch", body, nil)
+	var a struct {
+		Decisions []struct {
+			Allowed bool    `json:"allowed"`
+			Hold    *string `json:"hold"`
+		} `json:"decisions"`
+	}
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(raw, &a) != nil || len(a.Decisions) != 6 {
+		t.Fatalf("batch answered %d %s", resp.StatusCode, raw)
+	}
+	seen := map[string]bool{}
+	for i, d := range a.Decisions[:5] {
+		if !d.Allowed || d.Hold == nil || seen[*d.Hold] {
+			t.Fatalf("check %d: %s", i, raw)
+		}
+		seen[*d.Hold] = true
+	}
+	if last := a.Decisions[5]; last.Allowed || last.Hold != nil {
+		t.Fatalf("sixth check: %s", raw)
+	}
+}

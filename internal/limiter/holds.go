@@ -1,0 +1,166 @@
+package limiter
+
+import (
+	"context"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/ratewarden/ratewarden/internal/decide"
+	"github.com/ratewarden/ratewarden/internal/rules"
+)
+
+// A check to which concurrency rules apply takes one hold on each of their
+// keys, all named by one id (Decision.Hold) that the request's report
+// names again to release them (ReportHold). A hold is kept only by an
+// admitted request: when another rule denies it, or it cannot be decided
+// (503), the holds it took are released at once, so a refused request
+// never keeps a slot. A hold nobody releases lapses after its rule's hold
+// lifetime.
+
+// heldCall is a hold a check took: the index of its rule in
+// Decision.Applied, and whether local-mode memory holds it rather than
+// Redis.
+type heldCall struct {
+	index int
+	local bool
+}
+
+// The results of rate_limit_holds_total.
+const (
+	holdTaken    = "taken"    // a check took a hold
+	holdDenied   = "denied"   // a check found the key full
+	holdReleased = "released" // a report or a refused check ended a hold
+	holdUnknown  = "unknown"  // a report named a hold its key does not hold: unknown, released already, lapsed or another key's
+)
+
+// nameHolds gives the calls of d's concurrency rules one new hold id.
+func nameHolds(d *Decision) {
+	for i := range d.Applied {
+		c := &d.Applied[i].Call
+		if c.Algorithm != decide.Concurrency {
+			continue
+		}
+		if d.holdID == "" {
+			d.holdID = decide.NewHoldID()
+		}
+		c.HoldID = d.holdID
+	}
+}
+
+// tookHold records that Applied[i]'s call took its hold, in local memory
+// or in Redis, when it is a take that r admitted.
+func (d *Decision) tookHold(i int, r decide.Result, local bool) {
+	c := &d.Applied[i].Call
+	if c.Algorithm == decide.Concurrency && !c.Release && c.Cost > 0 && r.Allowed {
+		d.held = append(d.held, heldCall{index: i, local: local})
+	}
+}
+
+// endHolds settles the holds of a decided check: an admitted request
+// keeps them and answers their id; a refused one gives them back, in one
+// more round trip for those in Redis. It counts them.
+func (s *Service) endHolds(ctx context.Context, d *Decision, now time.Time) {
+	if d.holdID == "" {
+		return
+	}
+	s.countHolds(d)
+	if len(d.held) == 0 {
+		return
+	}
+	if d.Allowed && !d.Unavailable {
+		d.Hold = d.holdID
+		return
+	}
+	var calls []decide.Call
+	var ids []string
+	for _, h := range d.held {
+		a := &d.Applied[h.index]
+		c := a.Call
+		c.Release, c.Cost = true, 0
+		if h.local {
+			if s.local.decide(c, s.live.Load(), now).Released {
+				s.metrics.holds.WithLabelValues(a.Rule.ID, holdReleased).Inc()
+			}
+			continue
+		}
+		calls, ids = append(calls, c), append(ids, a.Rule.ID)
+	}
+	if len(calls) == 0 {
+		return
+	}
+	d.detached = detachedContext{parent: ctx}
+	results, err := s.backend.Decide(&d.detached, calls)
+	d.detached = detachedContext{}
+	if s.roundTrip(err) != nil {
+		// The holds lapse after their lifetime instead.
+		s.log.Debug("refused request's holds not released", zap.Error(err))
+		return
+	}
+	for i, r := range results {
+		if r.Released {
+			s.metrics.holds.WithLabelValues(ids[i], holdReleased).Inc()
+		}
+	}
+}
+
+// countHolds counts what d's takes did: taken, denied, and the holds they
+// found lapsed.
+func (s *Service) countHolds(d *Decision) {
+	for i, a := range d.Applied {
+		if a.Call.Algorithm != decide.Concurrency || i >= len(d.Results) {
+			continue
+		}
+		r := d.Results[i]
+		switch {
+		case d.holds(i):
+			s.metrics.holds.WithLabelValues(a.Rule.ID, holdTaken).Inc()
+		case !r.Allowed:
+			s.metrics.holds.WithLabelValues(a.Rule.ID, holdDenied).Inc()
+		}
+		if r.Lapsed > 0 {
+			s.metrics.holdsLapsed.WithLabelValues(a.Rule.ID).Add(float64(r.Lapsed))
+		}
+	}
+}
+
+// holds reports whether Applied[i]'s call took its hold.
+func (d *Decision) holds(i int) bool {
+	for _, h := range d.held {
+		if h.index == i {
+			return true
+		}
+	}
+	return false
+}
+
+// countReleases counts what a report's releases did.
+func (s *Service) countReleases(d *Decision) {
+	for i, a := range d.Applied {
+		if !a.Call.Release || i >= len(d.Results) {
+			continue
+		}
+		r := d.Results[i]
+		result := holdUnknown
+		if r.Released {
+			result = holdReleased
+		}
+		s.metrics.holds.WithLabelValues(a.Rule.ID, result).Inc()
+		if r.Lapsed > 0 {
+			s.metrics.holdsLapsed.WithLabelValues(a.Rule.ID).Add(float64(r.Lapsed))
+		}
+	}
+}
+
+// initHoldRules starts at 0 the hold series of set's concurrency rules.
+func (m *metrics) initHoldRules(set *rules.Set) {
+	for _, r := range set.Rules() {
+		if r.Algorithm != decide.Concurrency {
+			continue
+		}
+		for _, res := range []string{holdTaken, holdDenied, holdReleased, holdUnknown} {
+			m.holds.WithLabelValues(r.ID, res)
+		}
+		m.holdsLapsed.WithLabelValues(r.ID)
+	}
+}
