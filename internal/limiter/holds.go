@@ -14,8 +14,8 @@ import (
 // keys, all named by one id (Decision.Hold) that the request's report
 // names again to release them (ReportHold). A hold is kept only by an
 // admitted request: when another rule denies it, or it cannot be decided
-// (503), the holds it took are released at once, so a refused request
-// never keeps a slot. A hold nobody releases lapses after its rule's hold
+// (503), the holds it took are released at once (if that round trip
+// fails, they lapse). A hold nobody releases lapses after its rule's hold
 // lifetime.
 
 // heldCall is a hold a check took: the index of its rule in

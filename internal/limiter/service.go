@@ -50,7 +50,7 @@ type lateAnswers interface {
 // are its calls from off on: a check refused, its units go back; a report's
 // debits stand. A call a lease answered instead (fallback) goes back even
 // when the request was admitted: the lease's unit paid for it, and Redis's
-// count of the call would pay a second time.
+// count of the call would pay a second time; so does a concurrency take.
 func settleLate(err error, d *Decision, off int) {
 	if err == nil || d.report { // before the interface, which escapes: a decision allocates nothing here
 		return
@@ -60,7 +60,7 @@ func settleLate(err error, d *Decision, off int) {
 		return
 	}
 	admitted := d.Allowed && !d.Unavailable
-	if d.servedLate == 0 {
+	if d.servedLate == 0 && d.holdID == "" {
 		late.Settle(off, off+len(d.calls), admitted)
 		return
 	}
@@ -72,6 +72,11 @@ func settleLate(err error, d *Decision, off int) {
 			continue
 		case admitted && d.servedLate&bit != 0:
 			late.SettlePaid(j, j+1)
+		case d.Applied[i].Call.Algorithm == decide.Concurrency:
+			// A late take is never a hold the answer names: whatever the
+			// request became, Redis's hold goes back (a release), or it
+			// keeps a slot nobody can release until it lapses.
+			late.Settle(j, j+1, false)
 		default:
 			late.Settle(j, j+1, admitted)
 		}
