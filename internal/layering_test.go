@@ -112,8 +112,8 @@ var usesOnly = []struct {
 	why      string
 }{
 	{
-		from: "internal/redisfleet", of: "internal/redisabuse", names: []string{"BanRecordKey"},
-		why: "the layout of the detector's keys is known in redisabuse alone: the fleet asks it for the one key it deletes (a lifted ban's record)",
+		from: "internal/redisfleet", of: "internal/redisabuse", names: []string{"Lift"},
+		why: "the layout of the detector's keys is known in redisabuse alone: the fleet asks it to record a lift in them",
 	},
 }
 

@@ -4,7 +4,9 @@
 -- KEYS[1] violations: sorted set, member event id, score event ms
 -- KEYS[2] endpoints:  sorted set, member endpoint, score its latest event ms
 -- KEYS[3] newest:     string, the newest event ms seen
---                     (all three share the offender's Redis Cluster hash tag)
+-- KEYS[4] lifted:     string, the ms of the offender's last lifted ban (an
+--                     unban, redisabuse.Lift), or missing
+--                     (all four share the offender's Redis Cluster hash tag)
 --
 -- ARGV[1]  ts_ms           the sighting's event time
 -- ARGV[2]  violation       1: record a violation, 0: not
@@ -32,6 +34,12 @@
 --   - first_endpoint and last_endpoint are 0 when endpoints < scan_threshold;
 --   - S is 0 unless endpoints >= scan_threshold or some count_i >= the
 --     threshold of window i (evidence is only needed from a threshold on).
+--
+-- Nothing at or before the lift counts: a sighting with ts <= lifted adds
+-- no endpoint and no violation (its tally is that of a sighting that is
+-- not a violation), and every sighting drops the endpoints and violations
+-- at or before it, so a lifted ban's evidence never feeds another ban,
+-- however late it arrives.
 --
 -- Recording is idempotent: a violation is added with ZADD NX under its event
 -- id and an endpoint only moves forward (ZADD GT), so a redelivered sighting
@@ -68,7 +76,7 @@ local function samples(key, n)
   return out
 end
 
-local kv, ke, kn = KEYS[1], KEYS[2], KEYS[3]
+local kv, ke, kn, kl = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local ts = tonumber(ARGV[1])
 local violation = ARGV[2] == '1'
 local event_id, endpoint = ARGV[3], ARGV[4]
@@ -83,6 +91,9 @@ for i = 1, nw do
   thresholds[i] = tonumber(ARGV[12 + nw + i])
   if windows[i] > max_window then max_window = windows[i] end
 end
+
+local lifted = tonumber(redis.call('GET', kl) or '') or 0
+if ts <= lifted then violation = false end
 
 -- One round for the newest time: write ts and read the previous value; a
 -- late sighting (rare) puts the larger one back.
@@ -100,9 +111,9 @@ local scan_from = newest - scan
 -- ZCARD is the count. A sighting older than the scan window changes nothing:
 -- a tracked endpoint already has a larger score. A new endpoint over the cap
 -- is taken back out.
-redis.call('ZREMRANGEBYSCORE', ke, '-inf', '(' .. istr(scan_from))
+redis.call('ZREMRANGEBYSCORE', ke, '-inf', istr(math.max(scan_from - 1, lifted)))
 local endpoints
-if ts >= scan_from and redis.call('ZADD', ke, 'GT', sts, endpoint) == 1 then
+if ts >= scan_from and ts > lifted and redis.call('ZADD', ke, 'GT', sts, endpoint) == 1 then
   endpoints = redis.call('ZCARD', ke)
   if endpoints > scan_cap then
     redis.call('ZREM', ke, endpoint)
@@ -122,7 +133,7 @@ else
   trim = redis.call('PEXPIRE', kv, ttl) == 1
 end
 if trim then
-  redis.call('ZREMRANGEBYSCORE', kv, '-inf', '(' .. istr(newest - max_window - grace))
+  redis.call('ZREMRANGEBYSCORE', kv, '-inf', istr(math.max(newest - max_window - grace - 1, lifted)))
   redis.call('ZREMRANGEBYRANK', kv, 0, -(math.max(max_violations, 0) + 1))
 end
 if violation then

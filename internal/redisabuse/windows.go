@@ -77,7 +77,7 @@ func (w *Windows) call(spec abuse.WindowSpec, s abuse.Sighting) redisstore.EvalC
 	for i := range spec.Violations {
 		args = append(args, spec.ViolationThreshold(i))
 	}
-	return redisstore.EvalCall{Script: w.script, Keys: []string{tag + ":v", tag + ":e", tag + ":n"}, Args: args}
+	return redisstore.EvalCall{Script: w.script, Keys: []string{tag + ":v", tag + ":e", tag + ":n", tag + liftedSuffix}, Args: args}
 }
 
 // windowsTTL is how long an offender's windows outlive its last sighting:

@@ -349,7 +349,7 @@ func TestWindowsShared(t *testing.T) {
 }
 
 // TestWindowsDifferential records random batches (out of order, late,
-// redelivered, tied, jumping past every window) on Redis and on
+// redelivered, tied, jumping past every window, between unbans) on Redis and on
 // abusetest.MemoryWindows, the reference, and compares every tally; odd seeds
 // ask for evidence only from thresholds.
 func TestWindowsDifferential(t *testing.T) {
@@ -379,6 +379,13 @@ func windowsDifferential(t *testing.T, w *Windows, spec abuse.WindowSpec, offend
 	at := time.Duration(0)
 	var seen []abuse.Sighting
 	for batch := range batches {
+		if rng.IntN(10) == 0 { // an unban: nothing up to about now counts again
+			o, lift := offenders[rng.IntN(len(offenders))], detectT0.Add(at-time.Duration(rng.IntN(2000))*time.Millisecond)
+			if err := Lift(context.Background(), w.client, w.prefix, o.Scope, o.Subject, lift); err != nil {
+				t.Fatal(err)
+			}
+			mem.Lift(o, lift)
+		}
 		var sightings []abuse.Sighting
 		for range 1 + rng.IntN(maxBatch) {
 			if len(seen) > 0 && rng.IntN(8) == 0 { // redelivery

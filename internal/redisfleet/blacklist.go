@@ -160,10 +160,10 @@ func banOf(scope, subject, details string, expiresMs float64) event.Ban {
 }
 
 // Remove lifts the ban of scope and subject and reports whether there was
-// one. It also forgets the detector's current ban record of the offender,
-// so the detector may ban it again; its escalation history stays. The
-// record is the detector's (package redisabuse), which names its key:
-// this package depends on redisabuse for that one function, and
+// one. It also tells the detector's state of the lift (redisabuse.Lift),
+// so the detector may ban the offender again, but only for what it does
+// after the lift; its escalation history stays. That state is the
+// detector's, which names its keys: this package depends on redisabuse for that one function, and
 // redisabuse reaches the blacklist only through an interface of its own,
 // so there is no cycle and the layout of the detector's keys is known in
 // one place.
@@ -180,8 +180,8 @@ func (b *Blacklist) Remove(ctx context.Context, scope, subject string) (bool, er
 	}); err != nil {
 		return false, fmt.Errorf("redis blacklist remove: %w", err)
 	}
-	if err := b.client.Del(ctx, redisabuse.BanRecordKey(b.prefix, scope, subject)).Err(); err != nil {
-		return false, fmt.Errorf("redis blacklist remove: ledger record: %w", err)
+	if err := redisabuse.Lift(ctx, b.client, b.prefix, scope, subject, b.now()); err != nil {
+		return false, fmt.Errorf("redis blacklist remove: detector's record: %w", err)
 	}
 	removed := zrem.Val() > 0
 	if removed {

@@ -2,11 +2,13 @@ package redisfleet
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/ratewarden/ratewarden/internal/abuse"
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/redisabuse"
 	"github.com/ratewarden/ratewarden/internal/testkit/abusetest"
@@ -148,14 +150,35 @@ func TestBlacklistNeverShortens(t *testing.T) {
 	})
 }
 
-// TestBlacklistRemoveForgetsBanRecord: an unban forgets the detector's
-// record of the ban (redisabuse.BanRecordKey), so the detector may ban
-// again at once; escalation still counts the first ban.
-func TestBlacklistRemoveForgetsBanRecord(t *testing.T) {
+// TestBlacklistRemoveForgetsTheDetectorsEvidence: an unban forgets the
+// detector's record of the ban, so the detector may ban again, and the
+// violations and endpoints that led to it, so a lifted subject is not
+// banned again at its next violation (an operator lifting a false
+// positive would see it banned anew at once, for longer); escalation still
+// counts the first ban, and other offenders keep their windows.
+func TestBlacklistRemoveForgetsTheDetectorsEvidence(t *testing.T) {
 	redistest.ForEachClock(t, detectT0, func(t *testing.T, t0 time.Time) {
 		ctx := context.Background()
 		bl, prefix := newTestBlacklist(t, t0)
 		l := redisabuse.NewLedger(bl.client, prefix, nil)
+		windows := redisabuse.NewWindows(bl.client, prefix)
+		spec := abuse.WindowSpec{Violations: []time.Duration{time.Hour}, Scan: 10 * time.Second, ScanCap: 10,
+			MaxViolations: 100, Grace: time.Minute}
+		n := 0
+		violate := func(subject string, at time.Duration) abuse.Tally {
+			t.Helper()
+			n++
+			tallies, err := windows.Record(ctx, spec, []abuse.Sighting{{Offender: abuse.Offender{Scope: event.ScopeIP, Subject: subject},
+				EventID: fmt.Sprint("e", n), TS: t0.Add(at), Endpoint: fmt.Sprint("/x/", n), Violation: true}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return tallies[0]
+		}
+		for i := range 5 {
+			violate("a|b", time.Duration(i)*time.Second)
+			violate("bystander", time.Duration(i)*time.Second)
+		}
 		first := abusetest.Claim(t, l, banClaim(event.ScopeIP, "a|b", t0))
 		// Settled without the ledger's enforcing, which reads the wall
 		// clock: the ban goes to the blacklist, on its clock, here.
@@ -166,9 +189,22 @@ func TestBlacklistRemoveForgetsBanRecord(t *testing.T) {
 		if again := abusetest.Claim(t, l, banClaim(event.ScopeIP, "a|b", t0.Add(time.Minute))); again.Publish {
 			t.Fatalf("claim while banned: %+v, want the ban in force", again)
 		}
+		bl.now = func() time.Time { return t0.Add(10 * time.Second) }
 		removed, err := bl.Remove(ctx, event.ScopeIP, "a|b")
 		if err != nil || !removed {
 			t.Fatalf("remove: %v, %v", removed, err)
+		}
+		// A violation from before the lift that the detector reads after it
+		// (a detector behind its topic) counts for nothing.
+		if tally := violate("a|b", 6*time.Second); tally.Violations != nil || tally.Endpoints != 0 {
+			t.Errorf("a violation from before the lift: %v violations, %d endpoints; want no tally", tally.Violations, tally.Endpoints)
+		}
+		if tally := violate("a|b", 11*time.Second); tally.Violations[0] != 1 || tally.Endpoints != 1 {
+			t.Errorf("the lifted subject's next violation: %d violations, %d endpoints; want 1 and 1 (counted afresh)",
+				tally.Violations[0], tally.Endpoints)
+		}
+		if tally := violate("bystander", 11*time.Second); tally.Violations[0] != 6 {
+			t.Errorf("another offender's next violation: %d violations, want 6", tally.Violations[0])
 		}
 		again := abusetest.Claim(t, l, banClaim(event.ScopeIP, "a|b", t0.Add(2*time.Minute)))
 		if !again.Publish || again.Ban.DurationS != 7200 {

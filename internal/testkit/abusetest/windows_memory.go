@@ -28,6 +28,10 @@ import (
 //     an id wins. Those older than Newest-max(Violations)-Grace are
 //     dropped, then the oldest (by time, then event id) beyond
 //     MaxViolations.
+//   - Nothing at or before the offender's lift (Lift) counts: a sighting at
+//     or before it adds no endpoint and no violation and is tallied as a
+//     sighting that is not a violation, and every sighting drops the
+//     endpoints and violations at or before it.
 //   - The tally leaves out what Tally says it may: violation tallies for a
 //     sighting that is not a violation, endpoint bounds and samples below
 //     the spec's thresholds.
@@ -38,6 +42,7 @@ type MemoryWindows struct {
 
 type offenderWindows struct {
 	newest     int64
+	lifted     int64 // ms of the last lift; 0: none
 	violations map[string]int64
 	endpoints  map[string]int64
 }
@@ -64,27 +69,43 @@ func (w *MemoryWindows) Record(ctx context.Context, spec abuse.WindowSpec, sight
 			o = &offenderWindows{newest: ts, violations: map[string]int64{}, endpoints: map[string]int64{}}
 			w.offenders[s.Offender] = o
 		}
-		o.record(spec, s, ts)
-		tallies[i] = o.tally(spec, s.Violation)
+		violation := s.Violation && ts > o.lifted
+		o.record(spec, s, ts, violation)
+		tallies[i] = o.tally(spec, violation)
 	}
 	return tallies, nil
 }
 
-func (o *offenderWindows) record(spec abuse.WindowSpec, s *abuse.Sighting, ts int64) {
+// Lift marks the lift of the offender's ban at at (what
+// redisabuse.Lift does in Redis): nothing at or before it counts again.
+func (w *MemoryWindows) Lift(o abuse.Offender, at time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ow := w.offenders[o]
+	if ow == nil {
+		ow = &offenderWindows{violations: map[string]int64{}, endpoints: map[string]int64{}}
+		w.offenders[o] = ow
+	}
+	ow.lifted = at.UnixMilli()
+}
+
+func (o *offenderWindows) record(spec abuse.WindowSpec, s *abuse.Sighting, ts int64, violation bool) {
 	o.newest = max(o.newest, ts)
 	scanFrom := o.newest - spec.Scan.Milliseconds()
 	for name, t := range o.endpoints {
-		if t < scanFrom {
+		if t < scanFrom || t <= o.lifted {
 			delete(o.endpoints, name)
 		}
 	}
-	if old, ok := o.endpoints[s.Endpoint]; ok {
+	switch old, ok := o.endpoints[s.Endpoint]; {
+	case ts <= o.lifted:
+	case ok:
 		o.endpoints[s.Endpoint] = max(old, ts)
-	} else if ts >= scanFrom && int64(len(o.endpoints)) < spec.ScanCap {
+	case ts >= scanFrom && int64(len(o.endpoints)) < spec.ScanCap:
 		o.endpoints[s.Endpoint] = ts
 	}
 
-	if s.Violation {
+	if violation {
 		if _, ok := o.violations[s.EventID]; !ok {
 			o.violations[s.EventID] = ts
 		}
@@ -95,7 +116,7 @@ func (o *offenderWindows) record(spec abuse.WindowSpec, s *abuse.Sighting, ts in
 	}
 	keepFrom := o.newest - longest.Milliseconds() - spec.Grace.Milliseconds()
 	for id, t := range o.violations {
-		if t < keepFrom {
+		if t < keepFrom || t <= o.lifted {
 			delete(o.violations, id)
 		}
 	}
