@@ -61,6 +61,16 @@ func TestCredentialStuffingAndAccountAttack(t *testing.T) {
 	if n := tallies[loginsim.ActorNormal]; n.RateLimited+n.Banned != 0 {
 		t.Fatalf("normal users refused: %+v", n)
 	}
+	// A loaded machine's detector may be well behind: the bans are read
+	// once it has consumed every outcome the limiter published, and a lost
+	// outcome is named as such.
+	testkit.WaitFor(t, 90*time.Second, "the detector to consume every outcome", func() bool {
+		published := limiter.metric(t, "rate_limit_events_published_total", `topic="`+outcomesTopic+`"`)
+		return published > 0 && detector.metric(t, "rate_limit_detector_events_total", `source="outcomes"`) >= published
+	})
+	if dropped := limiter.metric(t, "rate_limit_events_dropped_total"); dropped != 0 {
+		t.Fatalf("the limiter dropped %v events", dropped)
+	}
 	want := cfg.Bots + cfg.AttackSources + 1 // the bans and the alert
 	var stuffers, attackers []string
 	var alerts []event.Ban
