@@ -48,6 +48,35 @@ func nameHolds(d *Decision) {
 	}
 }
 
+// probeHoldsOfRefused makes the concurrency calls of d that go to Redis
+// only ask (cost 0) when an enforced rule already refused d without a
+// round trip (a cached or leased denial): a request that will be refused
+// takes no hold, so it never occupies a slot, not even for the round trip
+// that would give it back, and costs no second round trip. prepare calls
+// it once d.calls holds the calls of the rules it could not answer.
+func (d *Decision) probeHoldsOfRefused() {
+	refused := false
+	for i := range min(len(d.Applied), 64) {
+		if d.cached&(1<<i) != 0 && !d.Results[i].Allowed && !d.Applied[i].Rule.Shadow {
+			refused = true
+			break
+		}
+	}
+	if !refused {
+		return
+	}
+	j := 0 // d.calls[j] is the call of d.Applied[i]
+	for i := range d.Applied {
+		if i < 64 && d.cached&(1<<i) != 0 {
+			continue
+		}
+		if c := &d.Applied[i].Call; c.Algorithm == decide.Concurrency && !c.Release {
+			c.Cost, d.calls[j].Cost = 0, 0
+		}
+		j++
+	}
+}
+
 // tookHold records that Applied[i]'s call took its hold, in local memory
 // or in Redis, when it is a take that r admitted.
 func (d *Decision) tookHold(i int, r decide.Result, local bool) {

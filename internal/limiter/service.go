@@ -402,6 +402,9 @@ func (s *Service) prepare(d *Decision, now time.Time) bool {
 		d.aggregate()
 		return false
 	}
+	if d.holdID != "" {
+		d.probeHoldsOfRefused()
+	}
 	return true
 }
 
