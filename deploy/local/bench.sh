@@ -34,7 +34,8 @@
 #     for the fixed window of the INCRBY + PEXPIRE pipeline envoyproxy/
 #     ratelimit sends, on a private redis-server (go test -tags bench -run
 #     TestBenchRedisCPU ./internal/redisstore; CPU_ROUNDS rounds of
-#     CPU_DURATION per script, taking turns);
+#     CPU_DURATION per script, taking turns), and of a concurrency hold's
+#     take and release beside a fixed window (TestBenchHoldCPU);
 #  9. leased budgets on a hot key (LEASES=1; 0 skips it): one client IP
 #     behind every request to three limiters on a private redis-server, a
 #     rule of 1e9 a minute per LEASE_ALGORITHMS, unleased and leased taking
@@ -426,6 +427,8 @@ stop_broker
 # 8. Redis CPU per decision of the scripts, on a private redis-server.
 BENCH_ROUNDS=$CPU_ROUNDS BENCH_DURATION=$CPU_DURATION BENCH_ALGORITHMS="$ALGORITHMS" \
 	go test -tags bench -run TestBenchRedisCPU -count=1 -v ./internal/redisstore >"$work/rediscpu.txt" 2>&1 || { cat "$work/rediscpu.txt" >&2; exit 1; }
+BENCH_ROUNDS=$CPU_ROUNDS BENCH_DURATION=$CPU_DURATION \
+	go test -tags bench -run TestBenchHoldCPU -count=1 -v ./internal/redisstore >"$work/holdcpu.txt" 2>&1 || { cat "$work/holdcpu.txt" >&2; exit 1; }
 
 # 9. Leased budgets on a hot key, and the heap per leased key.
 if [ "$LEASES" = 1 ]; then
@@ -521,6 +524,10 @@ dirty=$(git diff --quiet -- . ":(exclude)$OUT" || echo ' (with local changes)')
 	echo "Redis CPU per decision, full and lean scripts; fixed window: lean / full / INCRBY+PEXPIRE reference, ratios (go test -tags bench -run TestBenchRedisCPU ./internal/redisstore: a private redis-server, its utime + stime ÷ decisions; $(sed -nE 's/^redis-cpu setup: //p' "$work/rediscpu.txt"), scripts taking turns within each round; median (min – max) over the rounds, ratios per round):"
 	echo
 	grep -E '^\|' "$work/rediscpu.txt"
+	echo
+	echo "Redis CPU of a concurrency limit's hold, a take and its release, beside a one-limit fixed window (go test -tags bench -run TestBenchHoldCPU ./internal/redisstore: $(sed -nE 's/^hold-cpu setup: //p' "$work/holdcpu.txt"); loads taking turns within each round; median (min – max) over the rounds, ratios per round):"
+	echo
+	grep -E '^\|' "$work/holdcpu.txt"
 	if [ "$LEASES" = 1 ]; then
 		echo
 		echo "Leased budgets on a hot key (go test -tags bench -run TestBenchLeases ./internal/e2e: $(sed -nE 's/^lease setup: //p' "$work/leases.txt"); cmd/loadgen over the limiters in turn, one rule of 1e9 requests a minute per algorithm (token bucket: 1e7 a second), events to an embedded broker; the rule unleased and leased (\`lease: true\`) taking turns in each round, each run on fresh limiters; Redis commands per decision: INFO total_commands_processed, which counts the commands scripts run, less INFO; scripts: EVAL and EVALSHA; round trips: the limiters' own; at half the maximum after $HALF_WARMUP left out. Median (min – max) over the rounds; ratios per round, min – max):"
