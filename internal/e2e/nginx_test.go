@@ -406,3 +406,58 @@ func includeLine(file string) string {
 	}
 	return "include " + file + ";"
 }
+
+// The nginx recipe releases holds: a concurrency rule of one request in
+// flight per client; while the application holds the first request, the
+// second is refused with 429; once the first response is sent, nginx's
+// post_action reports it to /v1/report/auth with the hold the check
+// answered, and the client's next request is admitted well before the
+// hold's lifetime (10 minutes) could have lapsed.
+func TestNginxRecipeReleasesHolds(t *testing.T) {
+	bin := nginxBinary(t)
+	e := newEnv(t)
+	rules := filepath.Join(t.TempDir(), "nginx-rules.yaml")
+	const holdRules = `
+rules:
+  - id: one-in-flight
+    match: {endpoints: ["/slow/**"]}
+    key: [ip]
+    algorithm: concurrency
+    limits: [{concurrent: 1, hold: 10m}]
+`
+	if err := os.WriteFile(rules, []byte(holdRules), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const token = "nginx-api-token-0123456789abcdef"
+	lim := e.start("limiter", "RULES_FILE", rules, "TRUSTED_PROXIES", "127.0.0.1", "AUTH_DENY_STATUS", "401", "API_TOKENS", token)
+	entered, leave := make(chan struct{}, 1), make(chan struct{})
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow/1" {
+			entered <- struct{}{}
+			<-leave
+		}
+		fmt.Fprint(w, "done")
+	}))
+	defer app.Close()
+	n := nginxStart(t, bin, lim.addr, strings.TrimPrefix(app.URL, "http://"), token)
+	client := &http.Client{Timeout: 30 * time.Second}
+	defer client.CloseIdleConnections()
+	const alice = "198.51.100.7"
+
+	first := make(chan nginxAnswer, 1)
+	go func() { first <- nginxGet(t, client, n, "/slow/1", "X-Forwarded-For", alice) }()
+	<-entered
+	if a := nginxGet(t, client, n, "/slow/2", "X-Forwarded-For", alice); a.status != http.StatusTooManyRequests {
+		t.Fatalf("a second request while the first is in flight: %d %q, want 429", a.status, a.body)
+	}
+	close(leave)
+	if a := <-first; a.status != http.StatusOK {
+		t.Fatalf("the first request: %d %q", a.status, a.body)
+	}
+	testkit.WaitFor(t, 30*time.Second, "the report to release the first request's hold", func() bool {
+		return nginxGet(t, client, n, "/slow/3", "X-Forwarded-For", alice).status == http.StatusOK
+	})
+	if got := lim.metric(t, "rate_limit_holds_total", `result="released"`); got < 1 {
+		t.Errorf("holds released %v, want at least the first request's", got)
+	}
+}

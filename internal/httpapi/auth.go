@@ -25,6 +25,12 @@ func (h *handler) authRequest(r *http.Request) (rules.Request, error) {
 	if endpoint == "" {
 		return rules.Request{}, jsonwire.BadRequest("endpoint: set X-Forwarded-Uri or X-Original-URI, or append the path to %s/", authPath)
 	}
+	return h.authSubject(r, endpoint)
+}
+
+// authSubject builds the rest of a forward-auth subject, endpoint aside,
+// from r's headers and address: /v1/auth's and /v1/report/auth's.
+func (h *handler) authSubject(r *http.Request, endpoint string) (rules.Request, error) {
 	method := firstHeader(r.Header, "X-Forwarded-Method", "X-Original-Method")
 	if method == "" {
 		method = r.Method

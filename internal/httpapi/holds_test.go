@@ -176,3 +176,72 @@ func TestHoldsInCheckBatch(t *testing.T) {
 		t.Fatalf("sixth check: %s", raw)
 	}
 }
+
+// A forward-auth gateway gets the hold in X-RateLimit-Hold and releases it
+// with an outcome report to /v1/report/auth, its subject from the same
+// headers as the check (nginx's post_action sends no body). A check to
+// /v1/auth carrying the report's headers (a client's, forwarded by a
+// gateway) is still a check: it releases nothing.
+func TestHoldsOverForwardAuth(t *testing.T) {
+	s := newStack(t, stackOptions{rules: holdRules, overLimitCache: 1000})
+	subject := map[string]string{"X-Forwarded-Uri": "/api/exports/1", "X-Forwarded-Method": "POST", "X-Attr-Customer": "c-1"}
+	with := func(extra ...string) map[string]string {
+		h := map[string]string{}
+		for k, v := range subject {
+			h[k] = v
+		}
+		for i := 0; i < len(extra); i += 2 {
+			h[extra[i]] = extra[i+1]
+		}
+		return h
+	}
+	var holds []string
+	for range 5 {
+		resp, _ := s.send(http.MethodGet, "/v1/auth", "", subject)
+		hold := resp.Header.Get("X-RateLimit-Hold")
+		if resp.StatusCode != http.StatusOK || !decide.ValidHoldID(hold) {
+			t.Fatalf("admitted auth check: %d, hold %q", resp.StatusCode, hold)
+		}
+		holds = append(holds, hold)
+	}
+	// A client's own report headers, forwarded with its request: a check.
+	resp, _ := s.send(http.MethodGet, "/v1/auth", "", with("X-RateLimit-Status", "200", "X-RateLimit-Hold", holds[0]))
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("X-RateLimit-Hold") != "" {
+		t.Fatalf("sixth auth check: %d, hold %q; want 429 and no hold", resp.StatusCode, resp.Header.Get("X-RateLimit-Hold"))
+	}
+
+	resp, raw := s.send(http.MethodPost, "/v1/report/auth", "", with("X-RateLimit-Status", "200", "X-RateLimit-Hold", holds[0]))
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(raw), `"rule_id":"exports"`) || !strings.Contains(string(raw), `"released":true`) {
+		t.Fatalf("report of a held id: %d %s", resp.StatusCode, raw)
+	}
+	if resp, _ := s.send(http.MethodGet, "/v1/auth", "", subject); resp.StatusCode != http.StatusOK {
+		t.Fatalf("the released slot is still taken: %d", resp.StatusCode)
+	}
+	if _, raw := s.send(http.MethodPost, "/v1/report/auth", "", with("X-RateLimit-Status", "200", "X-RateLimit-Hold", holds[0])); !strings.Contains(string(raw), `"released":false`) {
+		t.Fatalf("replayed report: %s, want released false", raw)
+	}
+	// Another customer's report cannot free c-1's slots.
+	other := with("X-RateLimit-Status", "200", "X-RateLimit-Hold", holds[1], "X-Attr-Customer", "c-2")
+	if _, raw := s.send(http.MethodPost, "/v1/report/auth", "", other); !strings.Contains(string(raw), `"released":false`) {
+		t.Fatalf("another key's report: %s, want released false", raw)
+	}
+
+	for _, tc := range []struct {
+		method string
+		header map[string]string
+		status int
+		want   string
+	}{
+		{http.MethodGet, with("X-RateLimit-Status", "200"), http.StatusMethodNotAllowed, "use POST"},
+		{http.MethodPost, subject, http.StatusBadRequest, "X-RateLimit-Status: required"},
+		{http.MethodPost, with("X-RateLimit-Status", "99"), http.StatusBadRequest, "X-RateLimit-Status: required"},
+		{http.MethodPost, with("X-RateLimit-Status", "200", "X-RateLimit-Hold", "short"), http.StatusBadRequest, "X-RateLimit-Hold: not a hold id"},
+		{http.MethodPost, with("X-RateLimit-Status", "200", "X-RateLimit-Cost", "-1"), http.StatusBadRequest, "X-RateLimit-Cost: must be"},
+		{http.MethodPost, map[string]string{"X-RateLimit-Status": "200"}, http.StatusBadRequest, "endpoint"},
+	} {
+		resp, raw := s.send(tc.method, "/v1/report/auth", "", tc.header)
+		if resp.StatusCode != tc.status || !strings.Contains(string(raw), tc.want) {
+			t.Errorf("%s %v: %d %s, want %d with %q", tc.method, tc.header, resp.StatusCode, raw, tc.status, tc.want)
+		}
+	}
+}

@@ -77,13 +77,14 @@ func newHandler(cfg Config) *handler {
 	return h
 }
 
-// NewHandler returns forward-auth, /v1/auth and below it: the route
-// NewFastHandler hands to net/http.
+// NewHandler returns forward-auth, /v1/auth and below it, and its outcome
+// reports, /v1/report/auth: the routes NewFastHandler hands to net/http.
 func NewHandler(cfg Config) http.Handler {
 	h := newHandler(cfg)
 	auth := cfg.Gate.Guard(authPath, h.auth)
 	mux := http.NewServeMux()
 	mux.HandleFunc(authPath, auth)
+	mux.HandleFunc(authReportPath, cfg.Gate.Guard(authReportPath, h.authReport))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Below /v1/auth/ the path is the client's request path (Envoy's
 		// ext_authz path_prefix): it is normalized as an endpoint, while the
@@ -148,6 +149,9 @@ func (h *handler) decide(w http.ResponseWriter, r *http.Request, c *decision, st
 		return
 	}
 	setRateLimitHeaders(w.Header(), d)
+	if d.Hold != "" { // for a forward-auth gateway to release (authReportPath)
+		w.Header().Set(headerHold, d.Hold)
+	}
 	buf := answers.Get().(*[]byte)
 	*buf = appendDecision((*buf)[:0], d)
 	jsonwire.WriteJSON(w, statusOf(d), *buf) // Write copies it into the connection's buffer
