@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -13,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ratewarden/ratewarden/internal/clientaddr"
+	"github.com/ratewarden/ratewarden/internal/decide"
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/jsonwire"
 	"github.com/ratewarden/ratewarden/internal/limiter"
@@ -144,4 +146,30 @@ func trusted(h *handler, a netip.Addr) bool {
 		}
 	}
 	return false
+}
+
+// FuzzAuthOutcome: whatever a gateway sends in the outcome headers of
+// /v1/report/auth, authOutcome refuses it or answers a status of an HTTP
+// response, a cost in bounds and a well-formed hold or none.
+func FuzzAuthOutcome(f *testing.F) {
+	for _, s := range [][3]string{
+		{"200", "", ""}, {"401", "7", "q1Vn2oXkT0aBw3-_9zYxLg"}, {"600", "1", ""}, {"+200", "", ""}, {"200", "-0", ""},
+		{"200", "4294967296", ""}, {"0x1f4", "", ""}, {"200", "", "q1Vn2oXkT0aBw3-_9zYxLh"}, {" 200", "1 ", "\x00"},
+	} {
+		f.Add(s[0], s[1], s[2])
+	}
+	f.Fuzz(func(t *testing.T, status, cost, hold string) {
+		hd := http.Header{headerStatus: {status}, headerCost: {cost}, headerHold: {hold}}
+		s, h, c, err := authOutcome(hd)
+		if err != nil {
+			var in *jsonwire.InputError
+			if !errors.As(err, &in) {
+				t.Fatalf("error %v is not an input error", err)
+			}
+			return
+		}
+		if s < event.MinStatus || s > event.MaxStatus || c < 0 || c > maxCost || (h != "" && !decide.ValidHoldID(h)) {
+			t.Fatalf("accepted status %d, cost %d, hold %q from %q, %q, %q", s, c, h, status, cost, hold)
+		}
+	})
 }
