@@ -93,22 +93,17 @@ func (sh *shard) concurrency(c Call, now int64) Result {
 	l := c.Limits[0]
 	r := Result{Allowed: true, Limit: l.Requests}
 	e := sh.get(c.Keys.State)
-	if e != nil {
-		for id, lapse := range e.holds {
-			if lapse <= now {
-				delete(e.holds, id)
-				r.Lapsed++
-			}
-		}
-	}
 	held := int64(0)
+	if e != nil && e.holds == nil { // the key has another role: Redis would answer WRONGTYPE
+		e.holds = newHoldSet()
+	}
 	if e != nil {
-		held = int64(len(e.holds))
+		r.Lapsed = e.holds.dropLapsed(now)
+		held = int64(e.holds.len())
 	}
 	switch {
 	case c.Release:
-		if _, ok := e.holdOf(c.HoldID); ok {
-			delete(e.holds, c.HoldID)
+		if e != nil && e.holds.remove(c.HoldID) {
 			r.Released = true
 			held--
 		}
@@ -122,25 +117,23 @@ func (sh *shard) concurrency(c Call, now int64) Result {
 		}
 		if e == nil {
 			e = sh.create(c.Keys.State)
+			e.holds = newHoldSet()
 		}
-		if e.holds == nil {
-			e.holds = make(map[string]int64)
-		}
-		e.holds[c.HoldID] = now + l.Per.Milliseconds()
+		e.holds.add(c.HoldID, now+l.Per.Milliseconds())
 		held++
-		e.expireAt = e.lastLapse()
+		e.expireAt = e.holds.last()
 	default:
 		r.Allowed = held < l.Requests
 	}
-	if e != nil && len(e.holds) == 0 {
+	if e != nil && e.holds.len() == 0 {
 		delete(sh.keys, c.Keys.State) // Redis deletes an emptied set
 		e = nil
 	}
 	r.Remaining = max(l.Requests-held, 0)
 	if e != nil {
-		r.ResetAfter = ms(e.lastLapse() - now)
+		r.ResetAfter = ms(e.holds.last() - now)
 		if !r.Allowed {
-			r.RetryAfter = min(ms(e.firstLapse()-now), HoldRetryCap)
+			r.RetryAfter = min(ms(e.holds.first()-now), HoldRetryCap)
 		}
 	}
 	return r
@@ -151,28 +144,7 @@ func (e *entry) holdOf(id string) (int64, bool) {
 	if e == nil {
 		return 0, false
 	}
-	lapse, ok := e.holds[id]
-	return lapse, ok
-}
-
-// lastLapse and firstLapse return the latest and the earliest lapse of e's
-// holds (e holds some).
-func (e *entry) lastLapse() int64 {
-	var last int64
-	for _, lapse := range e.holds {
-		last = max(last, lapse)
-	}
-	return last
-}
-
-func (e *entry) firstLapse() int64 {
-	first := int64(-1)
-	for _, lapse := range e.holds {
-		if first < 0 || lapse < first {
-			first = lapse
-		}
-	}
-	return first
+	return e.holds.get(id)
 }
 
 // giveBackHold releases the hold of a take answered too late, as
@@ -185,8 +157,8 @@ func (sh *shard) giveBackHold(c Call, now int64) int64 {
 	if !ok || lapse <= now {
 		return 0
 	}
-	delete(e.holds, c.HoldID)
-	if len(e.holds) == 0 {
+	e.holds.remove(c.HoldID)
+	if e.holds.len() == 0 {
 		delete(sh.keys, c.Keys.State)
 	}
 	return 1

@@ -43,7 +43,7 @@ type entry struct {
 	spans     []span  // sliding window log, ascending scores
 	log       []run   // escalation hits, ascending scores
 	lease     leaseState
-	holds     map[string]int64 // concurrency: lapse ms per hold id
+	holds     *holdSet // concurrency: the holds and their lapse
 }
 
 // field holds the hash fields of one per_ms: s and c for the fixed window
