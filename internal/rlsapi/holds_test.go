@@ -1,6 +1,7 @@
 package rlsapi_test
 
 import (
+	"encoding/json"
 	"sync"
 	"testing"
 	"time"
@@ -148,6 +149,24 @@ func TestEnvoyHoldsOverGRPC(t *testing.T) {
 		resp := e.mustCall(request("edge", desc("api_key", "k2")))
 		if resp.OverallCode != ok || resp.Statuses[0].LimitRemaining != 2 {
 			t.Errorf("after 5 refused requests: %v, %d left; want OK, 2 (no hold kept)", resp.OverallCode, resp.Statuses[0].LimitRemaining)
+		}
+	})
+
+	// POST /json answers the same: the hold id in dynamicMetadata.
+	t.Run("json", func(t *testing.T) {
+		status, body := e.postJSON(`{"domain":"edge","descriptors":[{"entries":[{"key":"api_key","value":"j"}]}]}`)
+		var answer struct {
+			OverallCode     string            `json:"overallCode"`
+			DynamicMetadata map[string]string `json:"dynamicMetadata"`
+		}
+		if err := json.Unmarshal([]byte(body), &answer); err != nil {
+			t.Fatalf("/json answer %s: %v", body, err)
+		}
+		if status != 200 || answer.OverallCode != "OK" || !decide.ValidHoldID(answer.DynamicMetadata[rlsapi.HoldMetadataKey]) {
+			t.Errorf("/json request-time call: %d %s; want 200, OK and a hold id in dynamicMetadata", status, body)
+		}
+		if ev := e.events.last(t); ev.Hold != answer.DynamicMetadata[rlsapi.HoldMetadataKey] {
+			t.Errorf("the decision event's hold %q, want the answered %q", ev.Hold, answer.DynamicMetadata[rlsapi.HoldMetadataKey])
 		}
 	})
 
