@@ -39,6 +39,12 @@ const (
 	manifestRLSDefaultListen = ":8083"
 	manifestRLSAddressKey    = "remote_address"
 	manifestRLSEndpointKey   = "path"
+	// The entry that makes a stream-done descriptor the release of a
+	// concurrency rule's hold (rules.ReleaseKey), and where Envoy keeps the
+	// id the limiter answered (the filter's dynamic metadata namespace and
+	// rlsapi.HoldMetadataKey).
+	manifestRLSHoldKey       = "hold"
+	manifestEnvoyRLSMetadata = "envoy.filters.http.ratelimit"
 )
 
 // --- envoyproxy/ratelimit configuration files ---
@@ -138,6 +144,28 @@ func manifestRLSRules(files []manifestRLSFile, domain string) (rules []manifestR
 	return rules, found
 }
 
+// manifestRLSHoldRules lists the concurrency rules of domain across the
+// files (rate_limit.algorithm concurrency).
+func manifestRLSHoldRules(files []manifestRLSFile, domain string) []manifestRLSRule {
+	var out []manifestRLSRule
+	var walk func(level []any, prefix manifestRLSRule)
+	walk = func(level []any, prefix manifestRLSRule) {
+		for _, d := range level {
+			r := append(slices.Clone(prefix), manifestRLSEntry{manifestStr(manifestAt(d, "key")), manifestStr(manifestAt(d, "value"))})
+			if manifestStr(manifestAt(d, "rate_limit", "algorithm")) == "concurrency" {
+				out = append(out, r)
+			}
+			walk(manifestList(manifestAt(d, "descriptors")), r)
+		}
+	}
+	for _, f := range files {
+		if manifestStr(f.doc["domain"]) == domain {
+			walk(manifestList(f.doc["descriptors"]), nil)
+		}
+	}
+	return out
+}
+
 // manifestRLSMatches reports whether a descriptor with these entries can
 // get the rule's limit: as many entries, the same keys, and where both fix a
 // value, equal values (or the rule's wildcard prefix).
@@ -174,6 +202,11 @@ type manifestEnvoyDescriptor struct {
 	// always: every action produces its entry on every request (none reads
 	// a header that may be missing), so the descriptor is always sent.
 	always bool
+	// streamDone: sent when the stream is done (apply_on_stream_done).
+	streamDone bool
+	// holdAnswered: the last entry is the hold id the limiter answered (a
+	// metadata action reading it from the filter's dynamic metadata).
+	holdAnswered bool
 }
 
 func (d manifestEnvoyDescriptor) String() string {
@@ -244,12 +277,34 @@ func manifestEnvoyActionEntry(action any, where string, report func(string, ...a
 			return manifestRLSEntry{key, manifestStr(manifestAt(v, "descriptor_value"))}, false, true
 		case "destination_cluster", "source_cluster":
 			return manifestRLSEntry{key: kind}, true, true
+		case "metadata":
+			key := manifestStr(manifestAt(v, "descriptor_key"))
+			if key == "" {
+				report("%s: metadata without descriptor_key", where)
+				return e, false, false
+			}
+			// Metadata may be missing: the descriptor is then not sent.
+			return manifestRLSEntry{key: key}, false, true
 		default:
 			report("%s: action %s is not checked here", where, kind)
 			return e, false, false
 		}
 	}
 	return e, false, false
+}
+
+// manifestEnvoyReadsHold reports whether action is a metadata action that
+// reads the hold id the limiter answered: the filter's dynamic metadata,
+// key hold.
+func manifestEnvoyReadsHold(action any) bool {
+	m := manifestAt(action, "metadata")
+	if m == nil {
+		return false
+	}
+	path := manifestList(manifestAt(m, "metadata_key", "path"))
+	return manifestStr(manifestAt(m, "source")) == "DYNAMIC" &&
+		manifestStr(manifestAt(m, "metadata_key", "key")) == manifestEnvoyRLSMetadata &&
+		len(path) == 1 && manifestStr(manifestAt(path[0], "key")) == manifestRLSHoldKey
 }
 
 // manifestEnvoyRoutesDescriptors collects the descriptors of every route of
@@ -279,7 +334,7 @@ func manifestEnvoyRoutesDescriptors(rc any, r *manifestEnvoyRLS, report func(str
 			}
 			for j, rl := range limits {
 				where := fmt.Sprintf("%s, rate_limits[%d]", name, j)
-				d := manifestEnvoyDescriptor{route: name, always: true}
+				d := manifestEnvoyDescriptor{route: name, always: true, streamDone: manifestAt(rl, "apply_on_stream_done") == true}
 				actions := manifestList(manifestAt(rl, "actions"))
 				if len(actions) == 0 {
 					report("%s: no actions", where)
@@ -292,6 +347,7 @@ func manifestEnvoyRoutesDescriptors(rc any, r *manifestEnvoyRLS, report func(str
 					}
 					d.entries = append(d.entries, e)
 					d.always = d.always && always
+					d.holdAnswered = manifestEnvoyReadsHold(a)
 				}
 				if len(d.entries) > 0 {
 					r.descriptors = append(r.descriptors, d)
@@ -450,9 +506,20 @@ func manifestEnvoyRLSProblems(r manifestEnvoyRLS, files []manifestRLSFile) []str
 		report("the filter's domain %q is none of the rule files' %v", r.domain, domains)
 		return problems
 	}
+	holdRules := manifestRLSHoldRules(files, r.domain)
+	isHold := func(entries []manifestRLSEntry) bool {
+		return slices.ContainsFunc(holdRules, func(rule manifestRLSRule) bool { return manifestRLSMatches(rule, entries) })
+	}
 	for _, d := range r.descriptors {
+		if n := len(d.entries); n > 1 && d.entries[n-1].key == manifestRLSHoldKey && isHold(d.entries[:n-1]) {
+			manifestEnvoyReleaseProblems(d, report)
+			continue
+		}
 		if !slices.ContainsFunc(rules, func(rule manifestRLSRule) bool { return manifestRLSMatches(rule, d.entries) }) {
 			report("%s: no rule of domain %s matches this descriptor", d, r.domain)
+		}
+		if isHold(d.entries) {
+			manifestEnvoyTakeProblems(d, r.descriptors, report)
 		}
 	}
 	for _, rule := range rules {
@@ -483,6 +550,38 @@ func manifestEnvoyRLSProblems(r manifestEnvoyRLS, files []manifestRLSFile) []str
 		}
 	}
 	return problems
+}
+
+// manifestEnvoyReleaseProblems checks the release of a hold: sent when the
+// stream is done (at request time it would free the slot before the
+// request runs), its hold entry the id the limiter answered (a fixed value
+// would let a request refused at request time, for which Envoy still sends
+// the stream-done call, free another request's hold).
+func manifestEnvoyReleaseProblems(d manifestEnvoyDescriptor, report func(string, ...any)) {
+	if !d.streamDone {
+		report("%s: a release of a hold without apply_on_stream_done: it frees the slot before the request runs", d)
+	}
+	if !d.holdAnswered {
+		report("%s: the %s entry is not the id the limiter answered (metadata action, source DYNAMIC, %s, path [%s]): "+
+			"a refused request's stream-done call would free another request's hold", d, manifestRLSHoldKey, manifestEnvoyRLSMetadata, manifestRLSHoldKey)
+	}
+}
+
+// manifestEnvoyTakeProblems checks the take of a hold: at request time,
+// with a release on the same route (the same entries and the hold entry).
+func manifestEnvoyTakeProblems(d manifestEnvoyDescriptor, all []manifestEnvoyDescriptor, report func(string, ...any)) {
+	if d.streamDone {
+		report("%s: a hold taken when the stream is done is never released: each lapses after its lifetime", d)
+		return
+	}
+	released := slices.ContainsFunc(all, func(o manifestEnvoyDescriptor) bool {
+		n := len(o.entries)
+		return o.route == d.route && n == len(d.entries)+1 && o.entries[n-1].key == manifestRLSHoldKey &&
+			slices.Equal(o.entries[:n-1], d.entries)
+	})
+	if !released {
+		report("%s: holds taken on this route are never released (no stream-done descriptor with the same entries and %s): each lapses after its lifetime", d, manifestRLSHoldKey)
+	}
 }
 
 func manifestLoadEnvoyRLS(t testing.TB) (map[string]any, []manifestRLSFile) {
@@ -853,6 +952,25 @@ func TestManifestEnvoyRLSCheckersCatchMistakes(t *testing.T) {
 				manifestMap(manifestAt(manifestList(files[0].doc["descriptors"])[0], "rate_limit"))["algorithm"] = "sliding_window"
 			})
 		}, "burst: only with algorithm token_bucket"},
+		{"recipe: a release at request time", func(t *testing.T) []string {
+			return recipeWith(t, func(r map[string]any, _ []manifestRLSFile) {
+				delete(manifestMap(manifestList(manifestAt(route(r, "/api/exports/"), "route", "rate_limits"))[1]), "apply_on_stream_done")
+			})
+		}, "frees the slot before the request runs"},
+		{"recipe: a release naming a fixed value", func(t *testing.T) []string {
+			return recipeWith(t, func(r map[string]any, _ []manifestRLSFile) {
+				release := manifestMap(manifestList(manifestAt(route(r, "/api/exports/"), "route", "rate_limits"))[1])
+				actions := manifestList(release["actions"])
+				actions[len(actions)-1] = map[string]any{"generic_key": map[string]any{"descriptor_key": "hold", "descriptor_value": "release"}}
+			})
+		}, "a refused request's stream-done call would free another request's hold"},
+		{"recipe: holds never released", func(t *testing.T) []string {
+			return recipeWith(t, func(r map[string]any, _ []manifestRLSFile) {
+				a := manifestMap(manifestAt(route(r, "/api/exports/"), "route"))
+				limits := manifestList(a["rate_limits"])
+				a["rate_limits"] = append([]any{limits[0]}, limits[2:]...)
+			})
+		}, "holds taken on this route are never released"},
 		{"compose: envoy without the recipe", func(t *testing.T) []string {
 			return composeWith(t, func(s map[string]any) { delete(manifestMap(s["envoy"]), "volumes") })
 		}, "does not mount " + manifestEnvoyRLSRecipe},

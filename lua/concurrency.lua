@@ -8,7 +8,8 @@
 -- ARGV[1] now_ms (0: read redis.call('TIME'))
 -- ARGV[2] cost: 1 takes the hold, 0 asks whether one would fit
 -- ARGV[3] release: 1 ends the hold instead, 0 not
--- ARGV[4] hold id (22 base64url characters; may be empty at cost 0)
+-- ARGV[4] hold id (22 base64url characters; may be empty at cost 0, and
+--         for a release: then the oldest hold is released)
 -- ARGV[5] N: the most holds at once
 -- ARGV[6] lifetime_ms: a hold lapses this long after it was taken
 --
@@ -32,7 +33,9 @@
 --     id, one released already and one lapsed all answer 0 (ids are not
 --     kept past their hold, so the three cannot be told apart). A release
 --     is always admitted. A hold is released only on its own key: its id
---     on another key is unknown there.
+--     on another key is unknown there. A release without an id ZPOPMINs
+--     the oldest hold: the one lapsing first, the smallest id among those
+--     lapsing at the same ms; released is 1 when there was one.
 -- A take and its release are idempotent, so both may be resent. An emptied
 -- set is deleted by Redis, with its expiry.
 --
@@ -57,7 +60,11 @@ local lapsed = redis.call('ZREMRANGEBYSCORE', key, '-inf', istr(now))
 local allowed, released, last = 1, 0, nil
 local held = redis.call('ZCARD', key)
 if release then
-  released = redis.call('ZREM', key, id)
+  if id == '' then
+    if redis.call('ZPOPMIN', key)[1] then released = 1 end
+  else
+    released = redis.call('ZREM', key, id)
+  end
   held = held - released
 elseif cost > 0 then
   if held < n then

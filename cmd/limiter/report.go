@@ -229,7 +229,7 @@ func describeLimits(alg decide.Algorithm, ls []rules.Limit) string {
 		per := reportDuration(l.Per.Std())
 		if alg == decide.Concurrency {
 			d := l.Decide()
-			parts[i] = fmt.Sprintf("%d in flight at once, a hold nobody reports lapsing after %s", d.Requests, reportDuration(d.Per))
+			parts[i] = fmt.Sprintf("%d in flight at once, a hold nobody releases lapsing after %s", d.Requests, reportDuration(d.Per))
 			continue
 		}
 		if alg == decide.TokenBucket {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/ratewarden/ratewarden/internal/decide"
 	"github.com/ratewarden/ratewarden/internal/rlsconfig"
 	"github.com/ratewarden/ratewarden/internal/rules"
 )
@@ -71,6 +72,13 @@ func writeDescriptor(b *strings.Builder, r *rules.Rule, file string) {
 	}
 	if len(flags) > 0 {
 		writeField(b, "flags:", strings.Join(flags, "; "))
+	}
+	if r.Algorithm == decide.Concurrency {
+		release := "hold_id (a stream-done descriptor ending in (hold, <id answered>) releases that hold)"
+		if d.Release == rules.ReleaseOldest {
+			release = "oldest (one naming no hold id releases the key's oldest hold)"
+		}
+		writeField(b, "release:", release)
 	}
 	switch {
 	case d.Unlimited:

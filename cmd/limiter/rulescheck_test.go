@@ -139,8 +139,8 @@ per-address (priority 60, fixed_window)
 exports (priority 70, concurrency)
   matches:   POST requests to /api/exports/**; any tier
   key:       attr:customer (requests without attr:customer are not limited by this rule)
-  limits:    5 in flight at once, a hold nobody reports lapsing after 10m
-             tier VIP: 50 in flight at once, a hold nobody reports lapsing after 1m
+  limits:    5 in flight at once, a hold nobody releases lapsing after 10m
+             tier VIP: 50 in flight at once, a hold nobody releases lapsing after 1m
   on Redis failure: local
 zz-catch-all (priority 100, fixed_window)
   matches:   requests of any method to any endpoint; any tier
@@ -295,7 +295,7 @@ func TestRulesCommandChecksEveryFile(t *testing.T) {
 // flags and limits, then the domains. Dotfiles are not read.
 func TestRulesCommandRLSReport(t *testing.T) {
 	const want = `Checking testdata/rls/valid (RLS config)
-  SUCCESS: 5 descriptor rules found in 2 files
+  SUCCESS: 6 descriptor rules found in 2 files
 
 rls.api.path__api__ (priority 100, token_bucket, shadow)
   shadow:    reports only, never denies
@@ -305,6 +305,12 @@ rls.api.path__api__ (priority 100, token_bucket, shadow)
   limits:    10 tokens per 1s, burst 50
   penalty:   1m
   on Redis failure: deny
+rls.api.upload (priority 100, concurrency)
+  domain:    api (api.yml)
+  path:      upload
+  release:   oldest (one naming no hold id releases the key's oldest hold)
+  limits:    4 in flight at once, a hold nobody releases lapsing after 2m
+  on Redis failure: local
 rls.messaging.internal (priority 100, fixed_window)
   domain:    messaging (messaging.yaml)
   path:      internal
@@ -326,7 +332,7 @@ rls.messaging.to_number (priority 100, fixed_window)
   flags:     detailed_metric on to_number
   limits:    100 per 2h
   on Redis failure: local
-domains: api (api.yml, 1 rule); messaging (messaging.yaml, 4 rules)
+domains: api (api.yml, 2 rules); messaging (messaging.yaml, 4 rules)
 `
 	for _, args := range [][]string{{"check", "--rls-dir", rlsValidDir}, {"check", "--rls-dir=" + rlsValidDir}} {
 		code, stdout, stderr := runRulesCommand(t, args...)

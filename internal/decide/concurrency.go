@@ -27,6 +27,11 @@ import (
 //     the three cannot be told apart, ids not being kept after their
 //     hold. A hold is released only through its own key: the same id on
 //     another key is unknown there.
+//   - a release without an id (a gateway that cannot name the hold, such
+//     as Envoy's stream-done call without the answered id) removes the
+//     oldest hold of the key: the one that lapses first, the smallest id
+//     among those lapsing at the same millisecond (Redis's ZPOPMIN order).
+//     On a key that holds nothing it changes nothing.
 //
 // The key expires when its latest hold lapses, so a key nobody releases
 // holds nothing past its longest lifetime.
@@ -80,8 +85,8 @@ func (c *Call) validateHolds() error {
 		return errors.New("a concurrency call has no penalty, escalations, debit of denied calls, probe or lease")
 	case c.Cost > 1:
 		return errors.New("a concurrency call costs 1 (take a hold) or 0 (would one fit)")
-	case c.HoldID == "" && (c.Cost == 1 || c.Release):
-		return errors.New("a take or release of a hold names the hold")
+	case c.HoldID == "" && c.Cost == 1 && !c.Release:
+		return errors.New("a take of a hold names the hold")
 	case c.HoldID != "" && !ValidHoldID(c.HoldID):
 		return errors.New("a hold id is 22 base64url characters (16 bytes)")
 	}
@@ -103,7 +108,11 @@ func (sh *shard) concurrency(c Call, now int64) Result {
 	}
 	switch {
 	case c.Release:
-		if e != nil && e.holds.remove(c.HoldID) {
+		id := c.HoldID
+		if id == "" && e != nil {
+			id = e.holds.oldest()
+		}
+		if e != nil && e.holds.remove(id) {
 			r.Released = true
 			held--
 		}

@@ -51,7 +51,7 @@ func TestValidateConcurrency(t *testing.T) {
 		{"release of cost 0", func(c *decide.Call) { c.Release, c.Cost = true, 0 }, true},
 		{"would one fit", func(c *decide.Call) { c.Cost, c.HoldID = 0, "" }, true},
 		{"take without id", func(c *decide.Call) { c.HoldID = "" }, false},
-		{"release without id", func(c *decide.Call) { c.HoldID, c.Release, c.Cost = "", true, 0 }, false},
+		{"release without id (the oldest)", func(c *decide.Call) { c.HoldID, c.Release, c.Cost = "", true, 0 }, true},
 		{"malformed id", func(c *decide.Call) { c.HoldID = "not-an-id" }, false},
 		{"malformed id at cost 0", func(c *decide.Call) { c.HoldID, c.Cost = "x", 0 }, false},
 		{"cost 2", func(c *decide.Call) { c.Cost = 2 }, false},

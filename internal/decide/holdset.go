@@ -73,6 +73,16 @@ func (s *holdSet) dropLapsed(now int64) int64 {
 func (s *holdSet) first() int64 { return s.top(&s.early) }
 func (s *holdSet) last() int64  { return s.top(&s.late) }
 
+// oldest returns the hold that lapses first, the smallest id among those
+// lapsing at once (Redis's ZPOPMIN order), or "" when s holds none.
+func (s *holdSet) oldest() string {
+	if s.len() == 0 {
+		return ""
+	}
+	s.top(&s.early)
+	return s.early.items[0].id
+}
+
 // top drops h's stale entries from its top and returns the lapse there.
 func (s *holdSet) top(h *holdHeap) int64 {
 	for !s.live(h.items[0]) {
@@ -101,7 +111,8 @@ func (s *holdSet) compact() {
 	heap.Init(&s.late)
 }
 
-// holdHeap is a heap of holds by lapse: the earliest on top, or the latest.
+// holdHeap is a heap of holds by lapse, then id: the earliest on top (the
+// smallest id of those lapsing at once), or the latest.
 type holdHeap struct {
 	items  []holdAt
 	latest bool
@@ -109,10 +120,11 @@ type holdHeap struct {
 
 func (h *holdHeap) Len() int { return len(h.items) }
 func (h *holdHeap) Less(i, j int) bool {
+	a, b := h.items[i], h.items[j]
 	if h.latest {
-		return h.items[i].lapse > h.items[j].lapse
+		a, b = b, a
 	}
-	return h.items[i].lapse < h.items[j].lapse
+	return a.lapse < b.lapse || (a.lapse == b.lapse && a.id < b.id)
 }
 func (h *holdHeap) Swap(i, j int) { h.items[i], h.items[j] = h.items[j], h.items[i] }
 func (h *holdHeap) Push(x any)    { h.items = append(h.items, x.(holdAt)) }

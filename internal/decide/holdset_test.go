@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// TestHoldSetRandom runs random adds, removes and drops on a holdSet and
+// TestHoldSetRandom runs random adds, removes, drops and oldest-hold lookups on a holdSet and
 // on a plain map scanned in full, the obvious reference, and compares
 // every answer; the heaps never hold more than a constant times the holds.
 func TestHoldSetRandom(t *testing.T) {
@@ -46,15 +46,16 @@ func TestHoldSetRandom(t *testing.T) {
 				t.Fatalf("seed %d step %d: %d holds, want %d", seed, step, s.len(), len(ref))
 			}
 			if len(ref) > 0 {
-				first, last := int64(-1), int64(-1)
-				for _, lapse := range ref {
-					if first < 0 || lapse < first {
-						first = lapse
+				first, last, oldest := int64(-1), int64(-1), ""
+				for id, lapse := range ref {
+					if first < 0 || lapse < first || (lapse == first && id < oldest) {
+						first, oldest = lapse, id
 					}
 					last = max(last, lapse)
 				}
-				if s.first() != first || s.last() != last {
-					t.Fatalf("seed %d step %d: first %d last %d, want %d and %d", seed, step, s.first(), s.last(), first, last)
+				if s.first() != first || s.last() != last || s.oldest() != oldest {
+					t.Fatalf("seed %d step %d: first %d last %d oldest %s, want %d, %d and %s",
+						seed, step, s.first(), s.last(), s.oldest(), first, last, oldest)
 				}
 			}
 			if n := max(len(s.early.items), len(s.late.items)); n > 2*s.len()+64+1 {

@@ -19,6 +19,13 @@ import (
 // address denies every descriptor (d.Reason banned, nothing applied); an
 // exempt address or endpoint admits every one (d.Reason exempt).
 // req must be within the bounds of event (the API checks them).
+//
+// The descriptors of concurrency rules take holds as a check's do, all
+// named by one id that d.Hold answers when the request is admitted (the
+// holds of a refused one are given back at once); the releases among them
+// (rules.ReleaseKey, Envoy's stream-done call) end a hold each, whatever
+// the rest of the request: a banned or exempt address releases nothing,
+// its request-time call having taken nothing either.
 func (s *Service) CheckDescriptors(ctx context.Context, req *rules.DescriptorRequest, d *Decision) {
 	start := s.cfg.Now()
 	d.Reset()
@@ -34,7 +41,10 @@ func (s *Service) CheckDescriptors(ctx context.Context, req *rules.DescriptorReq
 		if len(d.Applied) == 0 {
 			d.Allowed, d.Reason = true, event.ReasonNoRule
 		} else {
+			nameHolds(d)
 			s.decide(ctx, d, start)
+			s.endHolds(ctx, d, start)
+			s.countReleases(d)
 		}
 	}
 	if !d.Unavailable {
@@ -46,12 +56,15 @@ func (s *Service) CheckDescriptors(ctx context.Context, req *rules.DescriptorReq
 
 // answerWithoutRedis returns the result of a call that needs no count: an
 // unlimited descriptor rule (admitted, MaxUint32 remaining, as
-// envoyproxy/ratelimit answers) or one of 0 requests (denied until its
-// window ends).
+// envoyproxy/ratelimit answers), one of 0 requests (denied until its
+// window ends), or a release its rule does not accept (admitted, nothing
+// released).
 func answerWithoutRedis(a *rules.Applied, now time.Time) (decide.Result, bool) {
 	switch {
 	case a.Rule.Descriptor == nil:
 		return decide.Result{}, false
+	case a.NoRelease: // a release the rule does not accept: nothing to end
+		return decide.Result{Allowed: true, Limit: a.Call.Limits[0].Requests}, true
 	case a.Rule.Descriptor.Unlimited:
 		return decide.Result{Allowed: true, LimitIndex: -1, Remaining: math.MaxUint32}, true
 	case a.Rule.Blocks():

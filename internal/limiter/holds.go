@@ -32,13 +32,17 @@ const (
 	holdDenied   = "denied"   // a check found the key full
 	holdReleased = "released" // a report or a refused check ended a hold
 	holdUnknown  = "unknown"  // a report named a hold its key does not hold: unknown, released already, lapsed or another key's
+	// A stream-done call naming no hold id, of a rule that releases by id
+	// only: nothing released (a request Envoy refused sends none).
+	holdUnnamed = "unnamed"
 )
 
-// nameHolds gives the calls of d's concurrency rules one new hold id.
+// nameHolds gives the takes of d's concurrency rules one new hold id
+// (releases name the hold they end).
 func nameHolds(d *Decision) {
 	for i := range d.Applied {
 		c := &d.Applied[i].Call
-		if c.Algorithm != decide.Concurrency {
+		if c.Algorithm != decide.Concurrency || c.Release {
 			continue
 		}
 		if d.holdID == "" {
@@ -137,8 +141,8 @@ func (s *Service) endHolds(ctx context.Context, d *Decision, now time.Time) {
 // found lapsed.
 func (s *Service) countHolds(d *Decision) {
 	for i, a := range d.Applied {
-		if a.Call.Algorithm != decide.Concurrency || i >= len(d.Results) {
-			continue
+		if a.Call.Algorithm != decide.Concurrency || a.Call.Release || i >= len(d.Results) {
+			continue // releases are counted by countReleases
 		}
 		r := d.Results[i]
 		switch {
@@ -171,8 +175,11 @@ func (s *Service) countReleases(d *Decision) {
 		}
 		r := d.Results[i]
 		result := holdUnknown
-		if r.Released {
+		switch {
+		case r.Released:
 			result = holdReleased
+		case a.NoRelease:
+			result = holdUnnamed
 		}
 		s.metrics.holds.WithLabelValues(a.Rule.ID, result).Inc()
 		if r.Lapsed > 0 {
@@ -187,7 +194,11 @@ func (m *metrics) initHoldRules(set *rules.Set) {
 		if r.Algorithm != decide.Concurrency {
 			continue
 		}
-		for _, res := range []string{holdTaken, holdDenied, holdReleased, holdUnknown} {
+		results := []string{holdTaken, holdDenied, holdReleased, holdUnknown}
+		if r.Descriptor != nil {
+			results = append(results, holdUnnamed)
+		}
+		for _, res := range results {
 			m.holds.WithLabelValues(r.ID, res)
 		}
 		m.holdsLapsed.WithLabelValues(r.ID)

@@ -84,7 +84,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"reason"}),
 		holds: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "rate_limit_holds_total",
-			Help: "Holds of concurrency rules by rule and result: taken (a check took one), denied (a check found its key full), released (a report, or the refusal of the request that took it, ended one), unknown (a report named a hold its key does not hold: unknown, released already, lapsed, or another key's; nothing changed).",
+			Help: "Holds of concurrency rules by rule and result: taken (a check or an Envoy request-time call took one), denied (one found its key full), released (a report, an Envoy stream-done call, or the refusal of the request that took it, ended one), unknown (a report or a stream-done call named a hold its key does not hold, or found none to release: unknown, released already, lapsed, or another key's; nothing changed), unnamed (a stream-done call named no hold id, of a descriptor rule that releases by id only; nothing changed).",
 		}, []string{"rule", "result"}),
 		holdsLapsed: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "rate_limit_holds_lapsed_total",

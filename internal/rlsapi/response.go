@@ -10,6 +10,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/ratewarden/ratewarden/internal/decide"
 	"github.com/ratewarden/ratewarden/internal/event"
@@ -35,6 +36,12 @@ const (
 //     it, and the time until it is fully replenished.
 //   - A banned client address makes every descriptor OVER_LIMIT, without a
 //     current limit, with the time until the ban ends.
+//   - An admitted request that took holds (concurrency rules) answers
+//     their id in dynamic_metadata, under HoldMetadataKey: Envoy keeps it
+//     in the stream's dynamic metadata (namespace
+//     envoy.filters.http.ratelimit), where the stream-done call's metadata
+//     action reads it into its hold entry. A refused request answers none,
+//     so its stream-done call sends no release.
 func (s *Server) answer(req *rules.DescriptorRequest, d *limiter.Decision) *rlsv3.RateLimitResponse {
 	m := newMessages(len(req.Descriptors))
 	resp := m.resp
@@ -73,8 +80,16 @@ func (s *Server) answer(req *rules.DescriptorRequest, d *limiter.Decision) *rlsv
 	if s.cfg.ResponseHeaders && header >= 0 {
 		resp.ResponseHeadersToAdd = s.headers(resp.Statuses[header])
 	}
+	if d.Hold != "" {
+		resp.DynamicMetadata = &structpb.Struct{Fields: map[string]*structpb.Value{
+			HoldMetadataKey: structpb.NewStringValue(d.Hold)}}
+	}
 	return resp
 }
+
+// HoldMetadataKey is the key of the hold id in an answer's
+// dynamic_metadata.
+const HoldMetadataKey = "hold"
 
 // messages are the messages of one response, allocated together: the
 // response, its statuses, and each status's current limit and time until
@@ -153,10 +168,16 @@ func (s *Server) headers(st *rlsv3.RateLimitResponse_DescriptorStatus) []*corev3
 // and returns it: the binding limit of the result (the first limit when a
 // penalty or an escalation held the key and no limit was binding), named by
 // the rule's rate limit name. A token bucket is described by its refill
-// rate.
+// rate; a concurrency limit by the requests it admits in flight, in unit
+// UNKNOWN: it is no rate, and its hold lifetime no window.
 func currentLimit(dst *rlsv3.RateLimitResponse_RateLimit, a *rules.Applied, r *decide.Result) *rlsv3.RateLimitResponse_RateLimit {
 	ls := a.Call.Limits
 	l := ls[0]
+	dst.Name = a.Rule.Descriptor.Name
+	if a.Rule.Algorithm == decide.Concurrency {
+		dst.RequestsPerUnit, dst.Unit = clampUint32(l.Requests), rlsv3.RateLimitResponse_RateLimit_UNKNOWN
+		return dst
+	}
 	if r.LimitIndex > 0 && r.LimitIndex < len(ls) {
 		l = ls[r.LimitIndex]
 	}
@@ -165,7 +186,6 @@ func currentLimit(dst *rlsv3.RateLimitResponse_RateLimit, a *rules.Applied, r *d
 		n = l.Rate
 	}
 	dst.RequestsPerUnit, dst.Unit = perUnit(n, l.Per)
-	dst.Name = a.Rule.Descriptor.Name
 	return dst
 }
 

@@ -317,6 +317,45 @@ descriptors:
 	}
 }
 
+// The extension's algorithm concurrency, with its limit in the rules-file
+// form and its release, makes a concurrency descriptor rule: the
+// request-time descriptor takes a hold, the same with a hold entry
+// appended releases one.
+func TestExtensionConcurrency(t *testing.T) {
+	c, err := rlsconfig.Load([]rlsconfig.File{{Name: "holds.yaml", Data: []byte(`domain: edge
+descriptors:
+  - key: api_key
+    rate_limit: {algorithm: concurrency, limits: [{concurrent: 3, hold: 5m}]}
+  - key: upload
+    rate_limit: {algorithm: concurrency, limits: [{concurrent: 2}], release: oldest}
+`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := rules.Compile(&rules.File{Rules: c.Rules}, rules.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &rules.DescriptorRequest{Domain: "edge", Descriptors: []rules.Descriptor{
+		desc("api_key=k"), desc("api_key=k,hold=-"), desc("upload=u,hold=-"),
+	}}
+	as := set.MatchDescriptors(req, now, nil)
+	if len(as) != 3 {
+		t.Fatalf("%d rules applied, want 3", len(as))
+	}
+	take, byID, oldest := as[0], as[1], as[2]
+	if take.Rule.ID != "rls.edge.api_key" || take.Call.Algorithm != decide.Concurrency || take.Call.Cost != 1 ||
+		!slices.Equal(take.Call.Limits, []decide.Limit{{Requests: 3, Per: 5 * time.Minute}}) {
+		t.Errorf("take: %+v", take)
+	}
+	if !byID.Call.Release || !byID.NoRelease || byID.Call.Keys != take.Call.Keys {
+		t.Errorf("release naming no id, by id only: %+v", byID)
+	}
+	if !oldest.Call.Release || oldest.NoRelease || oldest.Call.HoldID != "" || oldest.Rule.Descriptor.Release != rules.ReleaseOldest {
+		t.Errorf("release naming no id, the oldest: %+v", oldest)
+	}
+}
+
 // A whitelisted descriptor (no rate_limit, nothing nested) beside a less
 // specific one keeps its requests unlimited instead of leaving them to the
 // less specific one; alone it makes no rule.

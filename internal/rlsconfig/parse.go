@@ -65,6 +65,8 @@ type rateLimitYAML struct {
 	Debit          rules.DebitPolicy     `yaml:"debit"`
 	// Lease is written as in the rules file: true, false or {max_units: n}.
 	Lease *rules.Lease `yaml:"lease"`
+	// Release is a concurrency rule's: which stream-done calls release.
+	Release rules.HoldRelease `yaml:"release"`
 
 	Other otherKeys `yaml:",inline"`
 }
@@ -423,7 +425,7 @@ func (w *walker) rateLimit(entries []rules.DescriptorEntry, d *descriptorYAML) *
 		IPv6Prefix:     rl.IPv6Prefix,
 		Debit:          rl.Debit,
 		Lease:          rl.Lease,
-		Descriptor:     &rules.DescriptorMatch{Name: rl.Name, Replaces: replaces, Unlimited: rl.Unlimited},
+		Descriptor:     &rules.DescriptorMatch{Name: rl.Name, Replaces: replaces, Unlimited: rl.Unlimited, Release: rl.Release},
 	}
 	if !r.Lease.Enabled() { // lease: false
 		r.Lease = nil
@@ -447,6 +449,9 @@ func (w *walker) rateLimit(entries []rules.DescriptorEntry, d *descriptorYAML) *
 			fail("rate_limit.limits", "not allowed with %s (limits replaces them)", strings.Join(extra, ", "))
 		}
 		r.Limits = rl.Limits
+	case r.Algorithm == decide.Concurrency:
+		fail("rate_limit", "algorithm concurrency takes limits: [{concurrent: N, hold: D}] "+
+			"(N requests in flight, each hold lapsing D after it was taken), not unit and requests_per_unit")
 	default:
 		r.Limits = w.limit(rl, r.Algorithm, fail)
 	}
@@ -483,6 +488,7 @@ func (rl *rateLimitYAML) present(limits bool) []string {
 		add(rl.IPv6Prefix != 0, "ipv6_prefix")
 		add(rl.Debit != "", "debit")
 		add(rl.Lease.Enabled(), "lease")
+		add(rl.Release != "", "release")
 	}
 	return out
 }

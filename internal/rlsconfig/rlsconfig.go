@@ -403,7 +403,7 @@ func ruleField(field string, limitsForm bool) string {
 	}
 	if rest, ok := strings.CutPrefix(field, "descriptor."); ok {
 		switch {
-		case rest == "name" || rest == "unlimited":
+		case rest == "name" || rest == "unlimited" || rest == "release":
 			return "rate_limit." + rest
 		case strings.HasPrefix(rest, "replaces"):
 			return "rate_limit." + rest

@@ -78,8 +78,4 @@ func validateConcurrencyRule(r *Rule, p problems) {
 			p.add(fmt.Sprintf("schedule[%d].penalty", i), "not allowed with algorithm concurrency: %s", why["penalty"])
 		}
 	}
-	if r.Descriptor != nil {
-		p.add("algorithm", "concurrency is for request rules (/v1/check and /v1/report); descriptor rules of "+
-			"Envoy's rate limit API cannot take holds yet")
-	}
 }

@@ -57,10 +57,18 @@ func TestConcurrencyRuleValidateErrors(t *testing.T) {
 			r.Schedule = []ScheduleEntry{{Daily: &Daily{From: "00:00", To: "06:00"}, Limits: []Limit{reqs(5, time.Second)}}}
 		}, `schedule[0].limits[0].concurrent: must be between 1 and 1000000`},
 		{"tier of rate limits", func(r *Rule) { r.Tiers = map[string][]Limit{"VIP": {reqs(5, time.Second)}} }, `tiers.VIP[0].requests: not allowed with algorithm concurrency`},
-		{"descriptor", func(r *Rule) {
+		{"unknown release", func(r *Rule) {
 			r.Key = nil
-			r.Descriptor = &DescriptorMatch{Domain: "d", Entries: []DescriptorEntry{{Key: "k"}}}
-		}, `algorithm: concurrency is for request rules`},
+			r.Descriptor = &DescriptorMatch{Domain: "d", Entries: []DescriptorEntry{{Key: "k"}}, Release: "newest"}
+		}, `descriptor.release: unknown "newest" (want hold_id or oldest)`},
+		{"release of a window rule", func(r *Rule) {
+			r.Key, r.Algorithm, r.Limits = nil, decide.FixedWindow, []Limit{reqs(5, time.Second)}
+			r.Descriptor = &DescriptorMatch{Domain: "d", Entries: []DescriptorEntry{{Key: "k"}}, Release: ReleaseOldest}
+		}, `descriptor.release: only with algorithm concurrency`},
+		{"unlimited", func(r *Rule) {
+			r.Key = nil
+			r.Descriptor = &DescriptorMatch{Domain: "d", Entries: []DescriptorEntry{{Key: "k"}}, Unlimited: true}
+		}, `descriptor.unlimited: not allowed with limits`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -89,6 +97,10 @@ func TestConcurrencyRuleValid(t *testing.T) {
 		"failure deny":  func(r *Rule) { r.OnRedisFailure = FailDeny },
 		"lease false":   func(r *Rule) { r.Lease = &Lease{off: true} },
 		"debit empty":   func(r *Rule) { r.Debit = "" },
+		"descriptor": func(r *Rule) {
+			r.Key = nil
+			r.Descriptor = &DescriptorMatch{Domain: "d", Entries: []DescriptorEntry{{Key: "k"}}, Release: ReleaseOldest}
+		},
 		"schedule entry": func(r *Rule) {
 			r.Schedule = []ScheduleEntry{{Daily: &Daily{From: "00:00", To: "06:00"}, Limits: []Limit{{Concurrent: 1}}}}
 		},

@@ -27,7 +27,28 @@ type DescriptorMatch struct {
 	Replaces []string `yaml:"replaces,omitempty" json:"replaces,omitempty"`
 	// Unlimited descriptors are answered OK without Redis.
 	Unlimited bool `yaml:"unlimited,omitempty" json:"unlimited,omitzero"`
+	// Release says which stream-done calls release a hold of a concurrency
+	// rule (see ReleaseKey): ReleaseHoldID (the default) only those naming
+	// a hold the limiter answered; ReleaseOldest any, the oldest hold of
+	// the key when the call names none.
+	Release HoldRelease `yaml:"release,omitempty" json:"release,omitempty"`
 }
+
+// HoldRelease is how a concurrency descriptor rule's holds are released.
+type HoldRelease string
+
+// The values of DescriptorMatch.Release.
+const (
+	ReleaseHoldID HoldRelease = "hold_id"
+	ReleaseOldest HoldRelease = "oldest"
+)
+
+// ReleaseKey is the key of the entry that makes a descriptor the release
+// of a concurrency rule's hold: Envoy's stream-done call sends the
+// request-time descriptor with this entry appended, its value the hold id
+// the request-time answer gave (dynamic metadata), so that only a request
+// that was admitted releases, and only its own hold.
+const ReleaseKey = "hold"
 
 // DescriptorEntry is one level of a descriptor path. An empty Value matches
 // any value, each value counting on its own; a Value with '*' is a
@@ -237,6 +258,10 @@ func (s *Set) MatchDescriptors(req *DescriptorRequest, now time.Time, out []Appl
 	replaced := false
 	for i := range req.Descriptors {
 		desc := &req.Descriptors[i]
+		if a, ok := root.release(desc, i, req.AddressKey, now); ok {
+			out = append(out, a)
+			continue
+		}
 		n := root
 		for _, e := range desc.Entries {
 			if n = n.lookup(e); n == nil {
@@ -265,19 +290,59 @@ func (s *Set) MatchDescriptors(req *DescriptorRequest, now time.Time, out []Appl
 }
 
 // dropReplaced removes from out[start:] the rules named by the Replaces of
-// another rule there.
+// another rule there. A release is never replaced and replaces nothing: it
+// only ends a hold its request took.
 func dropReplaced(out []Applied, start int) []Applied {
 	var names []string
 	for _, a := range out[start:] {
-		names = append(names, a.Rule.Descriptor.Replaces...)
+		if !a.Call.Release {
+			names = append(names, a.Rule.Descriptor.Replaces...)
+		}
 	}
 	kept := out[:start]
 	for _, a := range out[start:] {
-		if n := a.Rule.Descriptor.Name; n == "" || !slices.Contains(names, n) { // an override has no name
+		if n := a.Rule.Descriptor.Name; a.Call.Release || n == "" || !slices.Contains(names, n) { // an override has no name
 			kept = append(kept, a)
 		}
 	}
 	return kept
+}
+
+// release returns the Applied of desc when it is the release of a
+// concurrency rule's hold: its last entry has the key ReleaseKey and the
+// entries before it match a concurrency rule. The call releases, on the
+// key the request-time descriptor (those entries) took its hold on, the
+// hold the last entry's value names; a value that is no hold id releases
+// the key's oldest hold when the rule's Release is ReleaseOldest, and
+// nothing otherwise (Applied.NoRelease: the caller answers it without
+// Redis). A descriptor whose entries before ReleaseKey match no
+// concurrency rule is matched whole, as any other.
+func (root *descNode) release(desc *Descriptor, i int, addrKey string, now time.Time) (Applied, bool) {
+	n := len(desc.Entries)
+	if n < 2 || desc.Entries[n-1].Key != ReleaseKey {
+		return Applied{}, false
+	}
+	node := root
+	for _, e := range desc.Entries[:n-1] {
+		if node = node.lookup(e); node == nil {
+			return Applied{}, false
+		}
+	}
+	r := node.rule
+	if r == nil || r.Algorithm != decide.Concurrency || r.Descriptor.Unlimited {
+		return Applied{}, false
+	}
+	taken := Descriptor{Entries: desc.Entries[:n-1]}
+	a := Applied{Rule: r, Descriptor: i, Call: r.descriptorCall(&taken, addrKey, now)}
+	a.Call.Cost, a.Call.Release = 0, true
+	switch id := desc.Entries[n-1].Value; {
+	case decide.ValidHoldID(id):
+		a.Call.HoldID = id
+	case r.Descriptor.Release == ReleaseOldest: // HoldID "": the oldest
+	default:
+		a.NoRelease = true
+	}
+	return a, true
 }
 
 // descriptorCall is the call of descriptor rule r for desc, whose entries
@@ -305,7 +370,7 @@ func (r *Rule) descriptorCall(desc *Descriptor, addrKey string, now time.Time) d
 		}
 	}
 	limits, penalty := c.limitsAt("", now)
-	return decide.Call{
+	call := decide.Call{
 		Keys:        buildKeys(c.head, c.suffix, names, vals),
 		Algorithm:   r.Algorithm,
 		Limits:      limits,
@@ -315,6 +380,12 @@ func (r *Rule) descriptorCall(desc *Descriptor, addrKey string, now time.Time) d
 		DebitDenied: r.DebitsDenied(),
 		Leased:      r.Leased(),
 	}
+	if r.Algorithm == decide.Concurrency {
+		// A hold whatever the hits_addend; 0 only asks whether one would fit.
+		// The caller names the hold (Call.HoldID).
+		call.Cost, call.DebitDenied = min(desc.Cost, 1), false
+	}
+	return call
 }
 
 // Blocks reports whether the rule admits nothing: a descriptor rule whose
@@ -362,6 +433,14 @@ func validateDescriptor(r *Rule, p problems) {
 		default:
 			checkText(dp, fmt.Sprintf("replaces[%d]", i), n, MaxDescriptorName, true)
 		}
+	}
+	switch d.Release {
+	case "", ReleaseHoldID, ReleaseOldest:
+	default:
+		dp.add("release", "unknown %q (want %s or %s)", truncate(string(d.Release), 40), ReleaseHoldID, ReleaseOldest)
+	}
+	if d.Release != "" && r.Algorithm != decide.Concurrency {
+		dp.add("release", "only with algorithm concurrency (how the stream-done call releases a hold)")
 	}
 	if d.Unlimited {
 		if len(r.Limits) > 0 || len(r.Schedule) > 0 || r.Penalty != 0 || len(r.Escalate) > 0 {

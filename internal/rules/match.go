@@ -31,6 +31,10 @@ type Applied struct {
 	// Descriptor is the index of the request descriptor a descriptor rule
 	// matched (MatchDescriptors); 0 for other rules.
 	Descriptor int
+	// NoRelease marks a release (Call.Release) the rule does not accept: a
+	// stream-done call naming no hold id, of a rule that releases holds by
+	// id only. It releases nothing and needs no Redis.
+	NoRelease bool
 }
 
 // Exempt reports whether the request is exempt, by its user (ExemptUser)

@@ -42,6 +42,11 @@ func (s *holdScenario) release(now int64, id byte, want decide.Result) {
 	s.step(now, 0, Hold{ID: HoldID(id), Release: true}, want)
 }
 
+// releaseOldest adds a step releasing the key's oldest hold, naming none.
+func (s *holdScenario) releaseOldest(now int64, want decide.Result) {
+	s.step(now, 0, Hold{Release: true}, want)
+}
+
 // lapsed returns r with n holds found lapsed; released returns r as a
 // release that ended a hold.
 func lapsed(r decide.Result, n int64) decide.Result {
@@ -95,5 +100,28 @@ func concurrency() []Scenario {
 	back.probe(11_000, lapsed(ok(0, 2, 1, 600), 1))
 	back.release(9_000, 'c', released(ok(0, 2, 2, 0))) // a hold ends early on any clock
 
-	return []Scenario{full.Scenario, lapse.Scenario, back.Scenario}
+	// A release without an id (Envoy's stream-done call) ends the hold that
+	// lapses first; among holds lapsing at the same ms, the smallest id.
+	oldest := holdScenario{Scenario{Name: "concurrency/a release without an id ends the oldest hold", Rule: rule(3, 10*time.Second)}}
+	oldest.releaseOldest(1_000, ok(0, 3, 3, 0)) // nothing held: nothing released
+	oldest.take(1_000, 'a', ok(0, 3, 2, 10_000))
+	oldest.take(1_100, 'b', ok(0, 3, 1, 10_000))
+	oldest.take(1_200, 'c', ok(0, 3, 0, 10_000))
+	oldest.take(1_300, 'd', deny(0, 3, 0, 9_900, 1_000))
+	oldest.releaseOldest(1_400, released(ok(0, 3, 1, 9_800))) // a, lapsing at 11 000
+	oldest.release(1_500, 'a', ok(0, 3, 1, 9_700))            // gone already
+	oldest.take(1_600, 'd', ok(0, 3, 0, 10_000))
+	oldest.releaseOldest(1_700, released(ok(0, 3, 1, 9_900))) // b
+	oldest.release(1_800, 'c', released(ok(0, 3, 2, 9_800)))
+	oldest.take(1_900, 'y', ok(0, 3, 1, 10_000))              // y and x lapse at the same ms:
+	oldest.take(1_900, 'x', ok(0, 3, 0, 10_000))              // x, the smaller id, goes first
+	oldest.releaseOldest(2_000, released(ok(0, 3, 1, 9_900))) // d, lapsing at 11 600
+	oldest.releaseOldest(2_000, released(ok(0, 3, 2, 9_900))) // x
+	oldest.release(2_000, 'x', ok(0, 3, 2, 9_900))
+	oldest.release(2_000, 'y', released(ok(0, 3, 3, 0)))
+	oldest.releaseOldest(2_100, ok(0, 3, 3, 0)) // beyond the holds: nothing
+	oldest.take(2_200, 'e', ok(0, 3, 2, 10_000))
+	oldest.releaseOldest(12_200, lapsed(ok(0, 3, 3, 0), 1)) // a lapsed hold is not released again
+
+	return []Scenario{full.Scenario, lapse.Scenario, back.Scenario, oldest.Scenario}
 }
