@@ -60,7 +60,7 @@ func ReserveScenarios() []Scenario {
 	}}
 	fixed.take(1_000, 'a', 4, reserved(ok(0, 10, 6, 1000), 4))
 	fixed.take(1_100, 'b', 4, reserved(ok(0, 10, 2, 900), 4))
-	fixed.take(1_200, 'c', 4, deny(0, 10, 2, 800, 800))             // does not fit: nothing reserved
+	fixed.take(1_200, 'c', 4, deny(0, 10, 2, 800, 800))              // does not fit: nothing reserved
 	fixed.settle(1_300, 'a', 1, settled(ok(0, 10, 5, 700), 4, 3, 0)) // 3 back
 	fixed.settle(1_400, 'a', 1, ok(0, 10, 5, 600))                   // replayed: nothing
 	fixed.settle(1_450, 'c', 0, ok(0, 10, 5, 550))                   // never reserved: nothing
