@@ -253,3 +253,38 @@ func TestReserveInput(t *testing.T) {
 		})
 	}
 }
+
+// The checks of a batch reserve one after the other, each admitted one
+// with an id of its own; a batch of reports settles each.
+func TestReserveInBatches(t *testing.T) {
+	awayFromHourBoundary(t, "fixed_window")
+	s := newStack(t, stackOptions{rules: reserveRules("fixed_window", fixedBudget, "    reserve: 100")})
+	check := chatCheck("k-b", `,"reserve":300`)
+	resp, raw := s.send(http.MethodPost, "/v1/check/batch", `{"checks":[`+strings.Repeat(check+",", 3)+check+`]}`, nil)
+	var a struct {
+		Decisions []struct {
+			Allowed bool    `json:"allowed"`
+			Hold    *string `json:"hold"`
+		} `json:"decisions"`
+	}
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(raw, &a) != nil || len(a.Decisions) != 4 {
+		t.Fatalf("batch answered %d %s", resp.StatusCode, raw)
+	}
+	var reports []string
+	for i, d := range a.Decisions[:3] {
+		if !d.Allowed || d.Hold == nil {
+			t.Fatalf("check %d of 3 × 300 in 1000: %s", i, raw)
+		}
+		reports = append(reports, chatReport("k-b", *d.Hold, 100))
+	}
+	if last := a.Decisions[3]; last.Allowed || last.Hold != nil {
+		t.Fatalf("a fourth 300 in 1000: %s", raw)
+	}
+	resp, raw = s.send(http.MethodPost, "/v1/report/batch", `{"reports":[`+strings.Join(reports, ",")+`]}`, nil)
+	if resp.StatusCode != http.StatusOK || strings.Count(string(raw), `"settled":true,"reserved":300,"refunded":200`) != 3 {
+		t.Fatalf("report batch answered %d %s", resp.StatusCode, raw)
+	}
+	if left := s.left("k-b"); left != 700 {
+		t.Fatalf("after 3 reservations of 300 settled at 100: %d left, want 700", left)
+	}
+}
