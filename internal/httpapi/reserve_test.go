@@ -288,3 +288,52 @@ func TestReserveInBatches(t *testing.T) {
 		t.Fatalf("after 3 reservations of 300 settled at 100: %d left, want 700", left)
 	}
 }
+
+// A forward-auth gateway reserves the rule's estimate with each /v1/auth
+// check, gets the id in X-RateLimit-Hold, and settles it with the cost of
+// its report to /v1/report/auth.
+func TestReserveOverForwardAuth(t *testing.T) {
+	awayFromHourBoundary(t, "fixed_window")
+	s := newStack(t, stackOptions{rules: `
+rules:
+  - id: llm-tokens
+    match: {endpoints: ["/v1/chat/**"]}
+    key: ["attr:tenant"]
+    algorithm: fixed_window
+    limits: [{requests: 1000, per: 1h}]
+    spent_by: report
+    reserve: 100
+`})
+	subject := map[string]string{"X-Forwarded-Uri": "/v1/chat/completions", "X-Forwarded-Method": "POST", "X-Attr-Tenant": "t-1"}
+	var holds []string
+	for range 10 {
+		resp, _ := s.send(http.MethodGet, "/v1/auth", "", subject)
+		hold := resp.Header.Get("X-RateLimit-Hold")
+		if resp.StatusCode != http.StatusOK || !decide.ValidHoldID(hold) {
+			t.Fatalf("admitted auth check: %d, hold %q", resp.StatusCode, hold)
+		}
+		holds = append(holds, hold)
+	}
+	if resp, _ := s.send(http.MethodGet, "/v1/auth", "", subject); resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("X-RateLimit-Hold") != "" {
+		t.Fatalf("an eleventh estimate of 100 in 1000: %d, hold %q", resp.StatusCode, resp.Header.Get("X-RateLimit-Hold"))
+	}
+	report := map[string]string{"X-RateLimit-Status": "200", "X-RateLimit-Cost": "30", "X-RateLimit-Hold": holds[0]}
+	for k, v := range subject {
+		report[k] = v
+	}
+	resp, raw := s.send(http.MethodPost, "/v1/report/auth", "", report)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(raw), `"remaining":70,"reset_after_ms"`) ||
+		!strings.Contains(string(raw), `"settled":true,"reserved":100,"refunded":70`) {
+		t.Fatalf("report of 30: %d %s", resp.StatusCode, raw)
+	}
+	if resp, _ := s.send(http.MethodGet, "/v1/auth", "", subject); resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("an estimate of 100 with 70 left: %d, want 429", resp.StatusCode)
+	}
+	report["X-RateLimit-Cost"], report["X-RateLimit-Hold"] = "0", holds[1]
+	if _, raw := s.send(http.MethodPost, "/v1/report/auth", "", report); !strings.Contains(string(raw), `"remaining":170,"reset_after_ms"`) {
+		t.Fatalf("report of 0: %s, want its 100 back", raw)
+	}
+	if resp, _ := s.send(http.MethodGet, "/v1/auth", "", subject); resp.StatusCode != http.StatusOK {
+		t.Fatalf("an estimate of 100 with 170 left: %d", resp.StatusCode)
+	}
+}
