@@ -157,3 +157,32 @@ func TestLocalModeReservations(t *testing.T) {
 		t.Fatal("the estimate given back in memory still counts")
 	}
 }
+
+// A settle that gives units back drops the key's refusal from the
+// over-limit cache: the next check is decided by Redis, and fits.
+func TestSettleDropsCachedRefusal(t *testing.T) {
+	addr := redistest.StartServer(t)
+	svc, reg := reserveService(t, addr, "rwreservec:", limiter.Config{OverLimitCacheSize: 1000})
+	var holds []string
+	for i := range 10 {
+		d := check(svc, chatReq("k-1", fmt.Sprintf("10.0.0.%d", i), "/chat/1", 1))
+		if !d.Allowed {
+			t.Fatalf("check %d refused", i)
+		}
+		holds = append(holds, d.Hold)
+	}
+	for range 2 { // the second refusal comes from the cache
+		if d := check(svc, chatReq("k-1", "10.0.0.10", "/chat/1", 1)); d.Allowed {
+			t.Fatal("an eleventh estimate fitted")
+		}
+	}
+	if got := testkit.MetricSum(t, reg, "rate_limit_over_limit_cache_hits_total", nil); got != 1 {
+		t.Fatalf("over-limit cache hits: %v, want 1", got)
+	}
+	if settled, left := settleReport(t, svc, chatReq("k-1", "10.0.0.0", "/chat/1", 0), holds[0]); !settled || left != 100 {
+		t.Fatalf("report of 0: settled %v, %d left; want 100", settled, left)
+	}
+	if d := check(svc, chatReq("k-1", "10.0.0.10", "/chat/1", 1)); !d.Allowed {
+		t.Fatalf("the estimate given back is refused (cached: %v)", testkit.MetricSum(t, reg, "rate_limit_over_limit_cache_hits_total", nil))
+	}
+}
