@@ -59,3 +59,14 @@ local function binding(r)
   end
   return b
 end
+
+-- last_of_per reports whether limit i of limits is the last of its per:
+-- the limits of one per share their fields, which hold what the last of
+-- them wrote (a call writes its limits in order), so a refund undoes that
+-- one, once (as give_back.lua's last_of_per).
+local function last_of_per(limits, i)
+  for j = i + 1, #limits do
+    if limits[j][2] == limits[i][2] then return false end
+  end
+  return true
+end

@@ -64,4 +64,25 @@ function alg.evaluate(key, now, cost, limits)
   return r
 end
 
+-- refund takes units off the count of each limit whose stored window is
+-- the one holding at (a reservation's, lua/reserve.lua) and has not ended
+-- by now, at least 0, and returns the most taken off one: a later window
+-- holds none of them, and an ended one would admit nothing with them.
+function alg.refund(key, now, at, units, limits)
+  local most = 0
+  for i = 1, #limits do
+    local per = limits[i][2]
+    local sp = istr(per)
+    local v = redis.call('HMGET', key, 's:' .. sp, 'c:' .. sp)
+    local _, off = divmod(at, per)
+    local count = tonumber(v[2]) or 0
+    if tonumber(v[1]) == at - off and now < at - off + per and count > 0 and last_of_per(limits, i) then
+      local take = math.min(count, units)
+      redis.call('HSET', key, 'c:' .. sp, istr(count - take))
+      if take > most then most = take end
+    end
+  end
+  return most
+end
+
 return decide(alg)

@@ -48,10 +48,16 @@ const (
 	// counter and the token bucket. KEYS state; ARGV as lease.lua's header
 	// has it.
 	Lease Variant = "lease"
+	// Reserve takes (DebitAdmitted) and settles (DebitDenied) the
+	// reservations of a rule spent by reports (decide.Call.Reserve):
+	// reserve.lua instead of prelude.lua, for the fixed window and the
+	// token bucket. KEYS state, reservation record; ARGV as reserve.lua's
+	// header has it.
+	Reserve Variant = "reserve"
 )
 
 // Variants lists the variants, fullest first.
-var Variants = []Variant{Full, NoHolds, OneLimit, Lease}
+var Variants = []Variant{Full, NoHolds, OneLimit, Lease, Reserve}
 
 // Source returns the full script of the algorithm, or "" when there is no
 // script of that name.
@@ -96,6 +102,11 @@ func Script(alg string, v Variant, d Debit) string {
 			return ""
 		}
 		return join(flag, "arith.lua", "common.lua", "lease.lua", alg+".lua")
+	case Reserve:
+		if (alg != "fixed_window" && alg != "token_bucket") || d == DebitNothing {
+			return ""
+		}
+		return join(flag, "arith.lua", "common.lua", "reserve.lua", alg+".lua")
 	}
 	return ""
 }

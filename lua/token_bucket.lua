@@ -176,4 +176,39 @@ function alg.lease_ttl(limits, ttl, out)
   return ttl + most
 end
 
+-- refund refills each stored bucket of limits to now, as a call would,
+-- then puts units back, up to its burst (a reservation's, lua/reserve.lua;
+-- reserving rules lease nothing), and returns the most put back in one
+-- bucket. As give_back.lua's bucket() without leases.
+function alg.refund(key, now, at, units, limits)
+  local most = 0
+  local ts = {}
+  for i = 1, #limits do
+    if last_of_per(limits, i) then
+      local l = limits[i]
+      local per = istr(l[2])
+      local v = redis.call('HMGET', key, 't:' .. per, 'r:' .. per, 'u:' .. per)
+      local t = tonumber(v[1])
+      if t then
+        local rem, upd = tonumber(v[2]) or 0, tonumber(v[3]) or now
+        t, rem = refill(l, t, rem, now - upd)
+        if upd < now then upd = now end
+        redis.call('HSET', key, 't:' .. per, istr(t), 'r:' .. per, istr(rem), 'u:' .. per, istr(upd))
+        ts[i] = t
+      end
+    end
+  end
+  for i = 1, #limits do
+    local top = limits[i][3] * 1000
+    local t = ts[i]
+    if t and t < top then
+      local added = math.min(units * 1000, top - t)
+      redis.call('HSET', key, 't:' .. istr(limits[i][2]), istr(t + added))
+      local u = ceildiv(added, 1000)
+      if u > most then most = u end
+    end
+  end
+  return most
+end
+
 return decide(alg)

@@ -59,7 +59,10 @@ func writeRule(b *strings.Builder, r *rules.Rule, domainFiles map[string]string)
 		}
 		writeField(b, "limits:", describeLimits(r.Algorithm, r.Limits))
 		if r.SpentByReports() {
-			writeField(b, "spent by:", describeSpentByReports(r.Statuses))
+			writeField(b, "spent by:", describeSpentByReports(r))
+		}
+		if r.Reserves() {
+			writeField(b, "reserve:", describeReserve(r))
 		}
 	}
 	writeTierLimits(b, reportContIndent, r.Algorithm, r.Tiers)
@@ -92,12 +95,21 @@ func writeRule(b *strings.Builder, r *rules.Rule, domainFiles map[string]string)
 }
 
 // describeSpentByReports says which reports spend a rule spent by reports.
-func describeSpentByReports(statuses []int) string {
+func describeSpentByReports(r *rules.Rule) string {
 	which := "every report (POST /v1/report)"
-	if len(statuses) > 0 {
-		which = "reports (POST /v1/report) of status " + joinInts(statuses)
+	if len(r.Statuses) > 0 {
+		which = "reports (POST /v1/report) of status " + joinInts(r.Statuses)
+	}
+	if r.Reserves() {
+		return which + ", by their cost, fitting or not; a report naming its check's hold settles its reservation instead"
 	}
 	return which + ", by their cost, fitting or not; checks spend nothing and are refused once no unit is left"
+}
+
+// describeReserve says what a check of a rule that reserves takes.
+func describeReserve(r *rules.Rule) string {
+	return fmt.Sprintf("each check reserves %d units (or its own reserve), admitted only if they fit, until its report settles them; "+
+		"one nobody settles lapses after %s, spent", r.Reserve, reportDuration(r.ReserveLifetime()))
 }
 
 func joinInts(list []int) string {

@@ -55,6 +55,29 @@ func TestRulesReportLease(t *testing.T) {
 	}
 }
 
+// The description of a rule that reserves says what a check reserves and
+// how long; a rule spent by reports that does not reserve says none.
+func TestRulesReportReserve(t *testing.T) {
+	path := writeTempRules(t, `rules:
+  - {id: llm, key: [ip], algorithm: fixed_window, limits: [{requests: 1000, per: 1h}], spent_by: report, reserve: 100, reserve_hold: 2m}
+  - {id: failures, key: [ip], algorithm: fixed_window, limits: [{requests: 5, per: 1m}], spent_by: report}
+`)
+	code, stdout, stderr := runRulesCommand(t, "check", path)
+	if code != rulesExitOK {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+	for id, want := range map[string]string{
+		"llm":      "each check reserves 100 units (or its own reserve), admitted only if they fit, until its report settles them; one nobody settles lapses after 2m, spent",
+		"failures": "",
+	} {
+		_, rest, _ := strings.Cut(stdout, "\n"+id+" (")
+		got, _, _ := strings.Cut(rest, "on Redis failure:")
+		if got == "" || want == "" && strings.Contains(got, "reserve:") || !strings.Contains(got, want) {
+			t.Errorf("%s:\n%s\nwant %q", id, got, want)
+		}
+	}
+}
+
 // The report of an RLS directory lists the keys loaded but not used, as
 // envoyproxy/ratelimit loads them.
 func TestRulesCommandRLSWarnings(t *testing.T) {

@@ -33,6 +33,9 @@ func (c Call) Validate() error {
 	if err := c.validateHolds(); err != nil {
 		return err
 	}
+	if err := c.validateReserve(); err != nil {
+		return err
+	}
 	if c.Penalty < 0 || c.Penalty%time.Millisecond != 0 {
 		return errors.New("penalty is not a whole number of milliseconds")
 	}

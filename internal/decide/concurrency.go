@@ -73,8 +73,8 @@ func ValidHoldID(id string) bool {
 // or a release. A call of any other algorithm names no hold.
 func (c *Call) validateHolds() error {
 	if c.Algorithm != Concurrency {
-		if c.HoldID != "" || c.Release {
-			return errors.New("a hold id or a release on a call that is not of concurrency")
+		if (c.HoldID != "" && c.Reserve == 0) || c.Release {
+			return errors.New("a hold id or a release on a call that is not of concurrency or a reservation")
 		}
 		return nil
 	}

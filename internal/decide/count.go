@@ -6,9 +6,11 @@ import "time"
 // window of one limit without penalty or escalations. Redis then decides it
 // with INCRBY and PEXPIRE on a key of its own per window (see
 // CountedWindow), no script. A leased call is not counted: the lease
-// script keeps the fixed window's hash.
+// script keeps the fixed window's hash, and so does a call of a rule that
+// reserves (Call.Reserve), whose refunds find their window there.
 func (c *Call) Counted() bool {
-	return c.Algorithm == FixedWindow && !c.Leased && len(c.Limits) == 1 && c.Penalty == 0 && len(c.Escalations) == 0
+	return c.Algorithm == FixedWindow && !c.Leased && len(c.Limits) == 1 && c.Penalty == 0 && len(c.Escalations) == 0 &&
+		c.Reserve == 0
 }
 
 // CountedWindow returns the index of the fixed window of per (ms) that

@@ -91,6 +91,16 @@ type Call struct {
 	HoldID string
 	// Release ends the hold HoldID instead of taking one (Concurrency).
 	Release bool
+	// Reserve, when non-zero, marks a call of a rule that reserves an
+	// estimate of a cost known only after the response, and is how long
+	// a reservation lasts unsettled (see reserve.go). With HoldID, the
+	// call takes a reservation named HoldID (its Cost the estimate) or,
+	// with Settle, settles it (its Cost the actual cost). The state of
+	// such a rule is never counted (Counted).
+	Reserve time.Duration
+	// Settle settles the reservation HoldID with the actual Cost instead
+	// of taking one (Reserve).
+	Settle bool
 	// NowMs, when non-zero, replaces the server clock (tests only); zero means
 	// the script reads redis.call('TIME').
 	NowMs int64
@@ -137,6 +147,16 @@ type Result struct {
 	// Lapsed is the holds of the key (Concurrency) found lapsed and dropped
 	// by this call.
 	Lapsed int64
+	// Reserved is the units a reservation holds: what a take reserved
+	// (0 when it reserved nothing), or what the reservation a settle
+	// found held. Settled is true when a settle found its reservation
+	// (false: unknown, settled already, lapsed, or another key's);
+	// Refunded is the units it gave back and Excess the units it debited
+	// beyond the reservation.
+	Reserved int64
+	Settled  bool
+	Refunded int64
+	Excess   int64
 	// At is the server's time (ms) the call was decided at (a counted call:
 	// the NowMs it was stamped with), which a give-back needs to find the
 	// window or log member the call counted in (see GiveBack).

@@ -44,6 +44,9 @@ type entry struct {
 	log       []run   // escalation hits, ascending scores
 	lease     leaseState
 	holds     *holdSet // concurrency: the holds and their lapse
+	// reservation record (reserve.go): the units reserved and the time
+	// the take was decided at; it lapses at expireAt.
+	reserved, reservedAt int64
 }
 
 // field holds the hash fields of one per_ms: s and c for the fixed window
@@ -103,6 +106,8 @@ func (m *Memory) Decide(c Call, nowMs int64) Result {
 		r = sh.concurrency(c, nowMs)
 	case c.Leased:
 		r = sh.leased(c, nowMs)
+	case c.reserves():
+		r = sh.reservation(c, nowMs)
 	default:
 		r = sh.decide(c, nowMs)
 	}

@@ -12,7 +12,7 @@ import (
 )
 
 func TestMemoryScenarios(t *testing.T) {
-	for _, s := range append(decidetest.Scenarios(), decidetest.HoldScenarios()...) {
+	for _, s := range append(append(decidetest.Scenarios(), decidetest.HoldScenarios()...), decidetest.ReserveScenarios()...) {
 		t.Run(s.Name, func(t *testing.T) {
 			m := decide.NewMemory()
 			keys := decidetest.Keys("test:", "subject")

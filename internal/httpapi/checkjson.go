@@ -82,6 +82,16 @@ func checkField(p *jsonwire.Parser, field string, body *checkBody) error {
 		}
 		body.Cost = n
 		return nil
+	case "reserve":
+		if p.Null() {
+			return nil
+		}
+		n, err := p.Integer()
+		if err != nil {
+			return fmt.Errorf("reserve: %w", err)
+		}
+		body.Reserve = n
+		return nil
 	case "attributes":
 		if p.Null() {
 			return nil

@@ -56,6 +56,8 @@ func parseReport(p *jsonwire.Parser, body *reportBody) error {
 			return nil
 		case "cost":
 			body.hasCost = p.Peek() != 'n' // null: not given
+		case "reserve":
+			return jsonwire.BadRequest("reserve: a check's estimate; a report gives its actual cost in cost")
 		}
 		return checkField(p, field, &body.checkBody)
 	})
@@ -201,7 +203,8 @@ func (h *handler) fastReportBatch(ctx *fasthttp.RequestCtx) {
 // /v1/report"): its event id, the mode, and each rule it debited with what
 // is left of its budget; spent is true when no unit is left (the rule's
 // checks are refused). A concurrency rule whose hold the report named
-// says whether it was released.
+// says whether it was released; a rule that reserves, whether the report
+// settled its reservation, and then what it held and gave back.
 func appendReport(b []byte, d *limiter.Decision) []byte {
 	b = append(b, `"event_id":"`...)
 	b = append(b, d.EventID...)
@@ -225,6 +228,16 @@ func appendReport(b []byte, d *limiter.Decision) []byte {
 		if d.Applied[i].Call.Release {
 			b = append(b, `,"released":`...)
 			b = strconv.AppendBool(b, r.Released)
+		}
+		if d.Applied[i].Call.Settle {
+			b = append(b, `,"settled":`...)
+			b = strconv.AppendBool(b, r.Settled)
+			if r.Settled {
+				b = append(b, `,"reserved":`...)
+				b = strconv.AppendInt(b, r.Reserved, 10)
+				b = append(b, `,"refunded":`...)
+				b = strconv.AppendInt(b, r.Refunded, 10)
+			}
 		}
 		b = append(b, '}')
 	}

@@ -43,6 +43,7 @@ type checkBody struct {
 	Method     string            `json:"method"`
 	Tier       string            `json:"tier"`
 	Cost       int64             `json:"cost"`
+	Reserve    int64             `json:"reserve"`
 	Attributes map[string]string `json:"attributes"`
 }
 
@@ -89,6 +90,9 @@ func validateCheck(body *checkBody) (rules.Request, error) {
 	if body.Cost < 0 || body.Cost > maxCost {
 		return rules.Request{}, jsonwire.BadRequest("cost: must be between 1 and %d", maxCost)
 	}
+	if body.Reserve < 0 || body.Reserve > rules.MaxReserve {
+		return rules.Request{}, jsonwire.BadRequest("reserve: must be between 1 and %d (0 or absent: the rule's own)", rules.MaxReserve)
+	}
 	if len(body.Attributes) > maxAttributes {
 		return rules.Request{}, jsonwire.BadRequest("attributes: at most %d entries", maxAttributes)
 	}
@@ -97,7 +101,9 @@ func validateCheck(body *checkBody) (rules.Request, error) {
 			return rules.Request{}, jsonwire.BadRequest("attributes: names must be 1-%d bytes and values at most %d bytes", maxAttrName, maxAttrValue)
 		}
 	}
-	return newRequest(body.UserID, body.IP, body.Endpoint, body.Method, body.Tier, body.Cost, body.Attributes)
+	req, err := newRequest(body.UserID, body.IP, body.Endpoint, body.Method, body.Tier, body.Cost, body.Attributes)
+	req.Reserve = body.Reserve
+	return req, err
 }
 
 // canonicalIP returns addr's string form: ip itself when it is already in

@@ -37,12 +37,13 @@ const (
 	holdUnnamed = "unnamed"
 )
 
-// nameHolds gives the takes of d's concurrency rules one new hold id
-// (releases name the hold they end).
+// nameHolds gives the takes of d's concurrency rules (releases name the
+// hold they end), and the takes of its rules that reserve
+// (decide.Call.Reserve), one new hold id.
 func nameHolds(d *Decision) {
 	for i := range d.Applied {
 		c := &d.Applied[i].Call
-		if c.Algorithm != decide.Concurrency || c.Release {
+		if (c.Algorithm != decide.Concurrency || c.Release) && c.Reserve == 0 {
 			continue
 		}
 		if d.holdID == "" {
@@ -74,8 +75,8 @@ func (d *Decision) probeHoldsOfRefused() {
 		if i < 64 && d.cached&(1<<i) != 0 {
 			continue
 		}
-		if c := &d.Applied[i].Call; c.Algorithm == decide.Concurrency && !c.Release {
-			c.Cost, d.calls[j].Cost = 0, 0
+		if c := &d.Applied[i].Call; (c.Algorithm == decide.Concurrency && !c.Release) || c.Reserves() {
+			c.Cost, d.calls[j].Cost = 0, 0 // a take of 0 units reserves nothing
 		}
 		j++
 	}
@@ -85,7 +86,7 @@ func (d *Decision) probeHoldsOfRefused() {
 // or in Redis, when it is a take that r admitted.
 func (d *Decision) tookHold(i int, r decide.Result, local bool) {
 	c := &d.Applied[i].Call
-	if c.Algorithm == decide.Concurrency && !c.Release && c.Cost > 0 && r.Allowed {
+	if (c.Algorithm == decide.Concurrency && !c.Release && c.Cost > 0 && r.Allowed) || (c.Reserves() && r.Reserved > 0) {
 		d.held = append(d.held, heldCall{index: i, local: local})
 	}
 }
@@ -98,6 +99,7 @@ func (s *Service) endHolds(ctx context.Context, d *Decision, now time.Time) {
 		return
 	}
 	s.countHolds(d)
+	s.countReservations(d)
 	if len(d.held) == 0 {
 		return
 	}
@@ -109,12 +111,9 @@ func (s *Service) endHolds(ctx context.Context, d *Decision, now time.Time) {
 	var ids []string
 	for _, h := range d.held {
 		a := &d.Applied[h.index]
-		c := a.Call
-		c.Release, c.Cost = true, 0
+		c := endOf(a.Call)
 		if h.local {
-			if s.local.decide(c, s.live.Load(), now).Released {
-				s.metrics.holds.WithLabelValues(a.Rule.ID, holdReleased).Inc()
-			}
+			s.countEnd(a.Rule.ID, s.local.decide(c, s.live.Load(), now))
 			continue
 		}
 		calls, ids = append(calls, c), append(ids, a.Rule.ID)
@@ -131,9 +130,30 @@ func (s *Service) endHolds(ctx context.Context, d *Decision, now time.Time) {
 		return
 	}
 	for i, r := range results {
-		if r.Released {
-			s.metrics.holds.WithLabelValues(ids[i], holdReleased).Inc()
-		}
+		s.countEnd(ids[i], r)
+	}
+}
+
+// endOf returns the call that gives back what c, a take, took: the
+// release of a hold, or the settle of a reservation at cost 0, which
+// refunds all of it and deletes its record.
+func endOf(c decide.Call) decide.Call {
+	if c.Reserves() {
+		c.Settle, c.DebitDenied, c.Cost = true, true, 0
+		return c
+	}
+	c.Release, c.Cost = true, 0
+	return c
+}
+
+// countEnd counts what the end of a refused request's take did (endOf).
+func (s *Service) countEnd(rule string, r decide.Result) {
+	switch {
+	case r.Released:
+		s.metrics.holds.WithLabelValues(rule, holdReleased).Inc()
+	case r.Settled:
+		s.metrics.reservations.WithLabelValues(rule, reservationReturned).Inc()
+		s.metrics.reservedUnits.WithLabelValues(rule, unitsRefunded).Add(float64(r.Refunded))
 	}
 }
 

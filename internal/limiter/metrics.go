@@ -32,6 +32,10 @@ type metrics struct {
 
 	holds       *prometheus.CounterVec
 	holdsLapsed *prometheus.CounterVec
+	// reservations and reservedUnits count the reservations of rules spent
+	// by reports (reservations.go).
+	reservations  *prometheus.CounterVec
+	reservedUnits *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -90,6 +94,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "rate_limit_holds_lapsed_total",
 			Help: "Holds of concurrency rules that nobody released and that lapsed after the rule's hold lifetime, by rule (counted when a later call on the key finds them).",
 		}, []string{"rule"}),
+		reservations: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "rate_limit_reservations_total",
+			Help: "Reservations of rules spent by reports, by rule and result: taken (a check reserved its estimate), denied (a check's estimate did not fit), returned (the request was refused: the reservation went back at once), settled (a report settled one with its actual cost), unknown (a report named a reservation its key does not hold: unknown, settled already, lapsed, or another key's; nothing changed).",
+		}, []string{"rule", "result"}),
+		reservedUnits: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "rate_limit_reservation_units_total",
+			Help: "Units of the reservations of rules spent by reports, by rule and kind: reserved (taken by checks), refunded (given back by settles and by refused requests), excess (debited by settles beyond the reservation).",
+		}, []string{"rule", "kind"}),
 		unfoldedUserIDs: f.NewCounter(prometheus.CounterOpts{
 			Name: "rate_limit_unfolded_user_ids_total",
 			Help: "Checks and reports whose user id was another spelling of its key (case, compatibility forms): limited and banned as its key.",
@@ -201,6 +213,7 @@ func (m *metrics) initRules(set *rules.Set, tiers tierLabels) {
 	}
 	m.duration.WithLabelValues(algorithmNone)
 	m.initHoldRules(set)
+	m.initReserveRules(set)
 }
 
 // tierLabels bounds the tier metric label to the tiers named in the rules:
@@ -244,4 +257,6 @@ func (m *metrics) dropRemovedRules(set *rules.Set) {
 	telemetry.DeleteSeries(m.requests, removed)
 	telemetry.DeleteSeries(m.holds, removed)
 	telemetry.DeleteSeries(m.holdsLapsed, removed)
+	telemetry.DeleteSeries(m.reservations, removed)
+	telemetry.DeleteSeries(m.reservedUnits, removed)
 }

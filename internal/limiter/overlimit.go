@@ -38,7 +38,9 @@ const overLimitShards = 64
 // of the first denial, possibly optimistic, never a wrong allow or deny.
 // A give-back (of any instance: see redisstore.LateError) does lower a
 // count: what Redis counted for requests refused because its reply came
-// late. So a limit denial is served for overLimitRecheck at most, then
+// late; so does the settle of a reservation that cost less than its
+// estimate (one settled here drops the key's entry at once, like an
+// admission). So a limit denial is served for overLimitRecheck at most, then
 // Redis is asked again: a denial that those units would have turned into
 // an admission stands for a second, not until the window ends. (A hold is
 // never given back.)
@@ -124,7 +126,7 @@ func (c *overLimitCache) put(call *decide.Call, r decide.Result, start time.Time
 		return
 	}
 	if r.Allowed {
-		if call.Cost > 0 {
+		if call.Cost > 0 || r.Refunded > 0 { // an admission, or a settle that gave units back
 			sh := c.shard(call.Keys.State)
 			sh.mu.Lock()
 			delete(sh.entries, call.Keys.State)

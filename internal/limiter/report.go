@@ -57,12 +57,14 @@ func (s *Service) ReportHold(ctx context.Context, req *rules.Request, status int
 		s.decide(ctx, d, start)
 	}
 	s.countReleases(d)
+	s.countSettles(d)
 	s.completeReport(req, status, hold, d, start)
 }
 
-// matchReportHold is matchReport followed by the releases of hold.
+// matchReportHold is matchReport, with the settles of hold's reservations,
+// followed by the releases of hold.
 func (s *Service) matchReportHold(set *ruleSet, req *rules.Request, status int, hold string, d *Decision, now time.Time) bool {
-	s.matchReport(set, req, status, d, now)
+	s.matchReport(set, req, status, hold, d, now)
 	if hold != "" {
 		d.Applied = set.MatchHolds(req, hold, now, d.Applied)
 	}
@@ -88,13 +90,14 @@ func (s *Service) ReportBatch(ctx context.Context, reports []Report, b *Batch) {
 	s.decideBatch(ctx, b, start)
 	for i := range reports {
 		s.countReleases(&b.Decisions[i])
+		s.countSettles(&b.Decisions[i])
 		s.completeReport(&reports[i].Request, reports[i].Status, reports[i].Hold, &b.Decisions[i], start)
 	}
 }
 
 // matchReport resets d and puts in d.Applied the rules the report spends
 // (see Report); it reports whether there are any.
-func (s *Service) matchReport(set *ruleSet, req *rules.Request, status int, d *Decision, now time.Time) bool {
+func (s *Service) matchReport(set *ruleSet, req *rules.Request, status int, hold string, d *Decision, now time.Time) bool {
 	d.Reset()
 	d.report = true
 	d.Mode = s.Mode()
@@ -108,7 +111,7 @@ func (s *Service) matchReport(set *ruleSet, req *rules.Request, status int, d *D
 		return false
 	}
 	_, d.userBanned = s.userBan(req, now)
-	d.Applied = set.MatchReport(req, status, now, d.Applied)
+	d.Applied = set.MatchReportHold(req, status, hold, now, d.Applied)
 	switch {
 	case req.UserID == "":
 	case d.userBanned:

@@ -20,6 +20,7 @@ func TestCluster(t *testing.T) {
 		{"decide", testClusterDecide},
 		{"give-back", testClusterGiveBack},
 		{"holds", testClusterHolds},
+		{"reservations", testClusterReservations},
 		{"noscript", testClusterNoScript},
 		{"warm-up", testClusterWarmUp},
 		{"failover", testClusterFailover},

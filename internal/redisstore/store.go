@@ -66,6 +66,7 @@ type algScripts struct {
 	noHolds *redis.Script // no penalty and no escalations
 	one     *redis.Script // no penalty, no escalations, one limit; nil: none
 	lease   *redis.Script // leased calls; nil: none
+	reserve *redis.Script // takes (debit admitted) or settles (debit denied) of reservations; nil: none
 }
 
 // of returns the script of variant v, or nil.
@@ -81,6 +82,8 @@ func (a *algScripts) of(v lua.Variant) *redis.Script {
 		return a.one
 	case v == lua.Lease:
 		return a.lease
+	case v == lua.Reserve:
+		return a.reserve
 	}
 	return nil
 }
@@ -120,6 +123,7 @@ func New(client redis.UniversalClient) *Store {
 				noHolds: script(lua.NoHolds),
 				one:     script(lua.OneLimit),
 				lease:   script(lua.Lease),
+				reserve: script(lua.Reserve),
 			}
 		}
 	}
@@ -131,6 +135,8 @@ func New(client redis.UniversalClient) *Store {
 // it needs neither them nor the escalation arguments.
 func variant(c *decide.Call) lua.Variant {
 	switch {
+	case c.Reserves():
+		return lua.Reserve
 	case c.Leased:
 		return lua.Lease
 	case c.Penalty > 0 || len(c.Escalations) > 0:
@@ -187,6 +193,8 @@ func (s *Store) prepareAs(c *decide.Call, v lua.Variant) scriptCall {
 	case lua.Lease:
 		sc.keys, sc.args = []string{c.Keys.State}, leaseArgs(c)
 		sc.once = c.Lease.Spent > 0 || c.Lease.Unspent > 0
+	case lua.Reserve:
+		sc.keys, sc.args = []string{c.Keys.State, decide.ReservationKey(c.Keys.State, c.HoldID)}, reserveArgs(c)
 	default:
 		sc.lean = c
 	}
@@ -396,6 +404,14 @@ func leaseArgs(c *decide.Call) []any {
 	return appendLimits(a, c)
 }
 
+// reserveArgs encodes the ARGV of the reservation scripts (see
+// lua/reserve.lua): now, cost, the lifetime and the limits.
+func reserveArgs(c *decide.Call) []any {
+	a := make([]any, 0, 3+limitWidth(c)*len(c.Limits))
+	a = append(a, c.NowMs, c.Cost, c.Reserve.Milliseconds())
+	return appendLimits(a, c)
+}
+
 // limitWidth is the number of ARGV of each limit of c.
 func limitWidth(c *decide.Call) int {
 	if c.Algorithm == decide.TokenBucket {
@@ -423,7 +439,7 @@ func appendLimits(a []any, c *decide.Call) []any {
 // runScripts, or a generic one (tests run scripts of their own). The last
 // is the time the call was decided at.
 func parse(cmd redis.Cmder) (decide.Result, error) {
-	var n [leaseReply]int64
+	var n [reserveReply]int64
 	var width int
 	switch cmd := cmd.(type) {
 	case *redis.IntSliceCmd:
@@ -468,22 +484,26 @@ func parse(cmd redis.Cmder) (decide.Result, error) {
 		r.Granted, r.LeaseUntil, r.LeaseFor = n[7], n[8], time.Duration(n[9])*time.Millisecond
 	case holdReply:
 		r.Released, r.Lapsed = n[7] == 1, n[8]
+	case reserveReply:
+		r.Reserved, r.Settled, r.Refunded, r.Excess = n[7], n[8] == 1, n[9], n[10]
 	}
 	return r, nil
 }
 
 // The widths of the rate-limit scripts' replies: a decision, a leased one
-// (with granted, lease deadline and lease_for before the time), and a
-// concurrency one (with released and lapsed before the time).
+// (with granted, lease deadline and lease_for before the time), a
+// concurrency one (with released and lapsed before the time), and a
+// reservation's (with reserved, settled, refunded and excess before it).
 const (
-	decideReply = 8
-	holdReply   = 10
-	leaseReply  = 11
+	decideReply  = 8
+	holdReply    = 10
+	leaseReply   = 11
+	reserveReply = 12
 )
 
 // replyWidth reports whether n is the width of a rate-limit script's reply.
 func replyWidth(n int) bool {
-	return n == decideReply || n == holdReply || n == leaseReply
+	return n == decideReply || n == holdReply || n == leaseReply || n == reserveReply
 }
 
 // maxKeyInError bounds the part of a key quoted in an error: keys embed

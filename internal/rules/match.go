@@ -16,6 +16,10 @@ type Request struct {
 	Addr                               netip.Addr
 	Attributes                         map[string]string
 	Cost                               int64
+	// Reserve, when above 0, is the check's own estimate of its cost,
+	// reserved instead of the rule's on the rules that reserve
+	// (Rule.Reserve).
+	Reserve int64
 
 	// UserKey, when set, is the key of UserID (Set.UserKey of the set
 	// deciding it), found once for the request: folding an id beyond ASCII
@@ -103,7 +107,9 @@ func (s *Set) userKeyOf(r *Request) string {
 // active at now, Cost = r.Cost, and Leased for a rule that leases (the
 // limiter bounds what it holds by Rule.LeaseMax of the call's limits). The
 // call of a rule spent by reports is a probe of cost 1 instead: is a unit
-// left? Limits and Escalations are shared: do not modify them. Match
+// left? The call of a rule that reserves takes the check's estimate
+// (Request.Reserve, else the rule's Reserve), and is to be named by the
+// caller (Call.HoldID). Limits and Escalations are shared: do not modify them. Match
 // allocates once per applied rule (its keys).
 func (s *Set) Match(r *Request, now time.Time, out []Applied) []Applied {
 	memo := newKeyMemo(r)
@@ -115,6 +121,9 @@ func (s *Set) Match(r *Request, now time.Time, out []Applied) []Applied {
 		switch {
 		case rule.Algorithm == decide.Concurrency:
 			a.Call.Cost = 1 // a hold, whatever the request's cost; the caller names it (Call.HoldID)
+		case rule.Reserves():
+			// a take of the estimate; the caller names it (Call.HoldID)
+			a.Call.Cost, a.Call.Reserve = rule.estimate(r), rule.ReserveLifetime()
 		case rule.SpentByReports():
 			a.Call.Cost, a.Call.Probe = 1, true
 		default:
@@ -131,9 +140,21 @@ func (s *Set) Match(r *Request, now time.Time, out []Applied) []Applied {
 // returns the extended slice. Rules spent by checks are left alone: a
 // report never spends what checks do.
 func (s *Set) MatchReport(r *Request, status int, now time.Time, out []Applied) []Applied {
+	return s.MatchReportHold(r, status, "", now, out)
+}
+
+// MatchReportHold is MatchReport for a report naming hold, the id its
+// check answered: the call of a rule that reserves settles the reservation
+// hold names instead of debiting (Call.Settle), with the report's cost
+// when its status spends the rule and 0 when not (the whole reservation
+// goes back), so that no reservation waits for its lapse. Without hold,
+// such a rule is debited as any rule spent by reports.
+func (s *Set) MatchReportHold(r *Request, status int, hold string, now time.Time, out []Applied) []Applied {
 	memo := newKeyMemo(r)
 	for _, rule := range s.reportRules {
-		if !rule.Spends(status) {
+		spends := rule.Spends(status)
+		settles := hold != "" && rule.Reserves()
+		if !spends && !settles {
 			continue
 		}
 		a, ok := rule.apply(r, now, &memo)
@@ -141,6 +162,15 @@ func (s *Set) MatchReport(r *Request, status int, now time.Time, out []Applied) 
 			continue
 		}
 		a.Call.Cost, a.Call.DebitDenied = r.Cost, true
+		if rule.Reserves() {
+			a.Call.Reserve = rule.ReserveLifetime() // its state is never counted
+		}
+		if settles {
+			a.Call.HoldID, a.Call.Settle = hold, true
+			if !spends {
+				a.Call.Cost = 0
+			}
+		}
 		out = append(out, a)
 	}
 	return out

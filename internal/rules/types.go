@@ -57,6 +57,16 @@ type Rule struct {
 	// reports that spend it (401 and 403 for failed logins); empty: every
 	// report.
 	Statuses []int `yaml:"statuses,omitempty" json:"statuses,omitempty"`
+	// Reserve, for a rule spent by reports, is the units a check reserves
+	// when it gives no estimate of its own: the check is admitted only if
+	// they fit, they stay spent until the request's report settles them
+	// with its actual cost, and a reservation nobody settles lapses after
+	// ReserveHold keeping them spent (see reserve.go). 0: checks only ask
+	// whether a unit is left.
+	Reserve int64 `yaml:"reserve,omitempty" json:"reserve,omitzero"`
+	// ReserveHold is how long a reservation lasts unsettled; 0:
+	// DefaultReserveHold.
+	ReserveHold Duration `yaml:"reserve_hold,omitempty" json:"reserve_hold,omitzero"`
 	// Tiers overrides Limits per tier (tier names compare case-insensitively).
 	Tiers map[string][]Limit `yaml:"tiers,omitempty" json:"tiers,omitempty"`
 	// Schedule replaces the limits (and optionally the penalty) while an entry

@@ -96,6 +96,7 @@ func validateRule(r *Rule, p problems) {
 		validateEscalation(e, p.at(fmt.Sprintf("escalate[%d]", i)))
 	}
 	validateLease(r, p, algOK)
+	validateReserve(r, p, algOK)
 	if algOK && r.Algorithm == decide.Concurrency {
 		validateConcurrencyRule(r, p)
 	}

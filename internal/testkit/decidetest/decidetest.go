@@ -29,6 +29,9 @@ type Scenario struct {
 	// Holds, when set, says which hold each step of a concurrency scenario
 	// takes or releases.
 	Holds []Hold
+	// Reserves, when set, says which reservation each step of a
+	// reservation scenario takes or settles.
+	Reserves []Reservation
 }
 
 // Keys returns the keys of one subject under prefix, sharing one hash tag.
@@ -48,6 +51,11 @@ func (s Scenario) Call(keys decide.Keys, i int) decide.Call {
 	}
 	if i < len(s.Holds) {
 		c.HoldID, c.Release = s.Holds[i].ID, s.Holds[i].Release
+	}
+	if i < len(s.Reserves) {
+		r := s.Reserves[i]
+		c.HoldID, c.Settle = r.ID, r.Settle
+		c.DebitDenied = r.Settle || r.ID == "" // a take debits only when admitted; reports every call
 	}
 	return c
 }

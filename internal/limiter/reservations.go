@@ -1,0 +1,79 @@
+package limiter
+
+import (
+	"github.com/ratewarden/ratewarden/internal/rules"
+)
+
+// A check to which rules that reserve apply (rules.Rule.Reserve) takes a
+// reservation of its estimate on each of their keys, named by the same id
+// as its holds (Decision.Hold): the request holds those units until its
+// report settles them with its actual cost (ReportHold). As with holds,
+// only an admitted request keeps them: a refused one's are settled at
+// cost 0 at once, refunding all of them (endHolds). A reservation nobody
+// settles lapses keeping its units spent.
+
+// The results of rate_limit_reservations_total.
+const (
+	reservationTaken    = "taken"    // a check reserved its estimate
+	reservationDenied   = "denied"   // a check's estimate did not fit
+	reservationReturned = "returned" // the request was refused: settled at 0 at once
+	reservationSettled  = "settled"  // a report settled one
+	reservationUnknown  = "unknown"  // a report named one its key does not hold: unknown, settled already, lapsed or another key's
+)
+
+// The kinds of rate_limit_reservation_units_total.
+const (
+	unitsReserved = "reserved" // taken by checks
+	unitsRefunded = "refunded" // given back by settles and refused requests
+	unitsExcess   = "excess"   // debited by settles beyond the reservation
+)
+
+// countReservations counts what d's takes of reservations did.
+func (s *Service) countReservations(d *Decision) {
+	for i, a := range d.Applied {
+		if !a.Call.Reserves() || a.Call.Settle || i >= len(d.Results) {
+			continue
+		}
+		r := d.Results[i]
+		switch {
+		case d.holds(i):
+			s.metrics.reservations.WithLabelValues(a.Rule.ID, reservationTaken).Inc()
+			s.metrics.reservedUnits.WithLabelValues(a.Rule.ID, unitsReserved).Add(float64(r.Reserved))
+		case !r.Allowed:
+			s.metrics.reservations.WithLabelValues(a.Rule.ID, reservationDenied).Inc()
+		}
+	}
+}
+
+// countSettles counts what a report's settles did.
+func (s *Service) countSettles(d *Decision) {
+	for i, a := range d.Applied {
+		if !a.Call.Settle || i >= len(d.Results) {
+			continue
+		}
+		r := d.Results[i]
+		if !r.Settled {
+			s.metrics.reservations.WithLabelValues(a.Rule.ID, reservationUnknown).Inc()
+			continue
+		}
+		s.metrics.reservations.WithLabelValues(a.Rule.ID, reservationSettled).Inc()
+		s.metrics.reservedUnits.WithLabelValues(a.Rule.ID, unitsRefunded).Add(float64(r.Refunded))
+		s.metrics.reservedUnits.WithLabelValues(a.Rule.ID, unitsExcess).Add(float64(r.Excess))
+	}
+}
+
+// initReserveRules starts at 0 the reservation series of set's rules that
+// reserve.
+func (m *metrics) initReserveRules(set *rules.Set) {
+	for _, r := range set.Rules() {
+		if !r.Reserves() {
+			continue
+		}
+		for _, res := range []string{reservationTaken, reservationDenied, reservationReturned, reservationSettled, reservationUnknown} {
+			m.reservations.WithLabelValues(r.ID, res)
+		}
+		for _, k := range []string{unitsReserved, unitsRefunded, unitsExcess} {
+			m.reservedUnits.WithLabelValues(r.ID, k)
+		}
+	}
+}
