@@ -97,8 +97,10 @@ func (l *listener) Accept() (net.Conn, error) {
 		}
 		if l.n.Add(1) > l.max {
 			l.n.Add(-1)
-			_ = c.Close()
+			// Counted before the close, so whoever sees it closed sees it
+			// counted.
 			l.table.closed.WithLabelValues(closedMaxConnections).Inc()
+			_ = c.Close()
 			// The logger samples.
 			l.table.log.Warn("grpc connection refused: GRPC_MAX_CONNECTIONS open", zap.Int64("max", l.max),
 				zap.String("source", c.RemoteAddr().String()))
