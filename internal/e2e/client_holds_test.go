@@ -10,13 +10,21 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
 	"github.com/ratewarden/ratewarden/client"
+	"github.com/ratewarden/ratewarden/client/rlgrpc"
 	"github.com/ratewarden/ratewarden/internal/testkit"
 )
 
@@ -348,6 +356,159 @@ func TestClientMiddlewareReleasesHolds(t *testing.T) {
 				awaitReleases(t, c, sent+holdSlots)
 				wantFree(t, app.slots, c, app.blocking(ip(4), tc.status))
 			})
+		})
+	}
+}
+
+// holdService is grpc's health service behind the rlgrpc interceptors,
+// with interceptors in place of its handlers: a call blocks in its
+// "handler" until the gate opens (then Check answers OK, Watch ends with
+// the code its x-code metadata names, OK by default), unless its caller
+// goes first; with x-panic metadata it panics, and a recovery interceptor
+// in front answers Internal.
+func holdService(t *testing.T, c *client.Client, unary, stream rlgrpc.Config) (*slots, healthpb.HealthClient) {
+	t.Helper()
+	s := newSlots()
+	unary.TrustedProxies, stream.TrustedProxies = loopback, loopback
+	recoverUnary := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = status.Errorf(codes.Internal, "panic: %v", p)
+			}
+		}()
+		return handler(ctx, req)
+	}
+	recoverStream := func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = status.Errorf(codes.Internal, "panic: %v", p)
+			}
+		}()
+		return handler(srv, ss)
+	}
+	serve := func(ctx context.Context) error {
+		s.enter()
+		defer s.leave()
+		if len(metadata.ValueFromIncomingContext(ctx, "x-panic")) > 0 {
+			panic("the handler fails")
+		}
+		if !s.block(ctx.Done()) {
+			return ctx.Err()
+		}
+		if v := metadata.ValueFromIncomingContext(ctx, "x-code"); len(v) > 0 {
+			code, _ := strconv.Atoi(v[0])
+			return status.Error(codes.Code(code), "the handler's error")
+		}
+		return nil
+	}
+	unaryHandler := func(ctx context.Context, _ any, _ *grpc.UnaryServerInfo, _ grpc.UnaryHandler) (any, error) {
+		if err := serve(ctx); err != nil {
+			return nil, err
+		}
+		return &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}, nil
+	}
+	streamHandler := func(_ any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, _ grpc.StreamHandler) error {
+		return serve(ss.Context())
+	}
+	conn := serveGRPCHealth(t,
+		grpc.ChainUnaryInterceptor(recoverUnary, rlgrpc.UnaryServerInterceptor(c, unary), unaryHandler),
+		grpc.ChainStreamInterceptor(recoverStream, rlgrpc.StreamServerInterceptor(c, stream), streamHandler))
+	return s, healthpb.NewHealthClient(conn)
+}
+
+// grpcCall makes a call (Check, or a Watch it reads to its end) as ip with
+// metadata md, and reports whether it was refused (ResourceExhausted); a
+// call admitted must end with want.
+func grpcCall(ctx context.Context, hc healthpb.HealthClient, watch bool, ip string, want codes.Code, md ...string) (bool, error) {
+	ctx = metadata.AppendToOutgoingContext(ctx, append([]string{"x-forwarded-for", ip}, md...)...)
+	var err error
+	if watch {
+		var st grpc.ServerStreamingClient[healthpb.HealthCheckResponse]
+		if st, err = hc.Watch(ctx, &healthpb.HealthCheckRequest{}); err == nil {
+			for err == nil {
+				_, err = st.Recv()
+			}
+			if errors.Is(err, io.EOF) {
+				err = nil
+			}
+		}
+	} else {
+		_, err = hc.Check(ctx, &healthpb.HealthCheckRequest{})
+	}
+	switch code := status.Code(err); code {
+	case codes.ResourceExhausted:
+		return true, nil
+	case want:
+		return false, nil
+	default:
+		return false, fmt.Errorf("code %v (%v), want %v or ResourceExhausted", code, err, want)
+	}
+}
+
+// Through the rlgrpc interceptors, as through the middleware: of 20 calls
+// at once, exactly 2 are in the handler and the others are refused; the
+// slots are free once the handlers return, whatever they did: returned,
+// returned an error (a stream), panicked, or served a caller that
+// cancelled. The stream interceptor reports nothing (ReportIf false) and
+// still releases.
+func TestClientGRPCReleasesHolds(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, holdRulesYAML)
+	lim := e.start("limiter")
+	c := newClient(t, client.Config{URL: "http://" + lim.addr, OnFailure: client.FailClosed})
+	never := func(context.Context, string, codes.Code) bool { return false }
+	s, hc := holdService(t, c, rlgrpc.Config{}, rlgrpc.Config{ReportIf: never})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		watch bool
+		ip    string
+	}{
+		{"unary", false, "198.51.100.100"},
+		{"stream", true, "198.51.100.110"},
+	} {
+		ip := func(i byte) string { a := netip.MustParseAddr(tc.ip).As4(); a[3] += i; return netip.AddrFrom4(a).String() }
+		call := func(ip string, want codes.Code, md ...string) func() (bool, error) {
+			return func() (bool, error) { return grpcCall(ctx, hc, tc.watch, ip, want, md...) }
+		}
+		t.Run(tc.name+"/20 at once", func(t *testing.T) {
+			if admitted, refused := burst(t, s, c, 20, call(ip(0), codes.OK)); admitted != holdSlots || refused != 20-holdSlots {
+				t.Fatalf("20 calls at once: %d admitted, %d refused; want %d and %d", admitted, refused, holdSlots, 20-holdSlots)
+			}
+			wantFree(t, s, c, call(ip(0), codes.OK))
+		})
+		t.Run(tc.name+"/error", func(t *testing.T) {
+			aborted := strconv.Itoa(int(codes.Aborted))
+			if admitted, refused := burst(t, s, c, 20, call(ip(1), codes.Aborted, "x-code", aborted)); admitted != holdSlots || refused != 20-holdSlots {
+				t.Fatalf("20 calls at once: %d admitted, %d refused; want %d and %d", admitted, refused, holdSlots, 20-holdSlots)
+			}
+			wantFree(t, s, c, call(ip(1), codes.Aborted, "x-code", aborted))
+		})
+		t.Run(tc.name+"/panic", func(t *testing.T) {
+			sent := c.Stats().HoldsSent
+			for range holdSlots {
+				if refused, err := grpcCall(ctx, hc, tc.watch, ip(2), codes.Internal, "x-panic", "1"); refused || err != nil {
+					t.Fatalf("a panicking handler: refused %v, %v", refused, err)
+				}
+			}
+			awaitReleases(t, c, sent+holdSlots)
+			wantFree(t, s, c, call(ip(2), codes.OK))
+		})
+		t.Run(tc.name+"/cancelled", func(t *testing.T) {
+			s.shut() // the handlers return only when their caller goes
+			sent, entered := c.Stats().HoldsSent, s.entered.Load()
+			for i := range int64(holdSlots) {
+				ctx, cancel := context.WithCancel(ctx)
+				done := make(chan error, 1)
+				go func() { _, err := grpcCall(ctx, hc, tc.watch, ip(3), codes.Canceled); done <- err }()
+				testkit.WaitFor(t, 30*time.Second, "the call in its handler", func() bool { return s.entered.Load() >= entered+i+1 })
+				cancel()
+				if err := <-done; err != nil {
+					t.Fatal(err)
+				}
+			}
+			awaitReleases(t, c, sent+holdSlots)
+			wantFree(t, s, c, call(ip(3), codes.OK))
 		})
 	}
 }
