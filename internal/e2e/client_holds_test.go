@@ -467,7 +467,11 @@ func TestClientGRPCReleasesHolds(t *testing.T) {
 		{"unary", false, "198.51.100.100"},
 		{"stream", true, "198.51.100.110"},
 	} {
-		ip := func(i byte) string { a := netip.MustParseAddr(tc.ip).As4(); a[3] += i; return netip.AddrFrom4(a).String() }
+		ip := func(i byte) string {
+			a := netip.MustParseAddr(tc.ip).As4()
+			a[3] += i
+			return netip.AddrFrom4(a).String()
+		}
 		call := func(ip string, want codes.Code, md ...string) func() (bool, error) {
 			return func() (bool, error) { return grpcCall(ctx, hc, tc.watch, ip, want, md...) }
 		}
