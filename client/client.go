@@ -291,10 +291,17 @@ func appendChecks(b []byte, reqs []Request, start int) ([]byte, int) {
 }
 
 // Report sends what happened after a response and returns what the
-// report spent. A report is never refused for being over a limit. The
+// report spent. A report is never refused for being over a limit. With
+// o.Hold set, it also releases that hold (Budget.Released says whether it
+// ended one); a malformed hold is refused (ErrInvalid) without a call. The
 // call, its wait for a connection included, is bounded by Config.Timeout,
 // not by ctx.
 func (c *Client) Report(ctx context.Context, o *Outcome) (ReportResult, error) {
+	if badHold(o.Hold) {
+		err := holdRefused("report", "hold")
+		c.failed("report", err)
+		return ReportResult{}, err
+	}
 	b := c.bufs.Get().(*callBuf)
 	defer c.bufs.Put(b)
 	b.body = appendOutcome(b.body[:0], o)
@@ -310,8 +317,16 @@ func (c *Client) Report(ctx context.Context, o *Outcome) (ReportResult, error) {
 
 // ReportBatch sends several outcomes (1 to 100) in one call. The limiter
 // refuses the whole batch for one invalid outcome (ReportAsync checks
-// them first). As Report, it is bounded by Config.Timeout, not by ctx.
+// them first; ReportBatch checks their holds, and refuses the batch
+// without a call for a malformed one). As Report, it is bounded by Config.Timeout, not by ctx.
 func (c *Client) ReportBatch(ctx context.Context, os []Outcome) ([]ReportResult, error) {
+	for i := range os {
+		if badHold(os[i].Hold) {
+			err := holdRefused("report batch", fmt.Sprintf("outcome %d: hold", i))
+			c.failed("report batch", err)
+			return nil, err
+		}
+	}
 	b := c.bufs.Get().(*callBuf)
 	defer c.bufs.Put(b)
 	b.body = appendOutcomes(b.body[:0], os)
@@ -632,14 +647,23 @@ type Stats struct {
 	Unauthorized uint64
 	// ReportsInvalid counts the outcomes of ReportAsync refused as invalid,
 	// by ReportAsync (a status outside 100-599, a cost out of bounds, no
-	// valid IP, no endpoint) or by the limiter.
+	// valid IP, no endpoint, a malformed hold) or by the limiter.
 	ReportsInvalid uint64
+	// HoldsSent counts the holds released by outcomes of ReportAsync
+	// (Outcome.Hold; Middleware's and the interceptors' releases) that the
+	// limiter received. HoldsLost counts those it did not: refused, dropped
+	// or lost with their call, each also counted above. A lost release
+	// keeps its slot taken until the rule's hold lifetime has passed: a
+	// HoldsLost that grows while the limiter is up (the queue full) shows
+	// concurrency limits admitting fewer requests than they allow.
+	HoldsSent, HoldsLost uint64
 }
 
 type counters struct {
 	checks, fallbacks, breakerOpen                             atomic.Uint64
 	reportsSent, reportsDropped, reportsFailed, reportsInvalid atomic.Uint64
 	invalid, callerGone, unauthorized, undecidable             atomic.Uint64
+	holdsSent, holdsLost                                       atomic.Uint64
 }
 
 // Stats returns the client's counts.
@@ -648,7 +672,7 @@ func (c *Client) Stats() Stats {
 	return Stats{Checks: s.checks.Load(), Fallbacks: s.fallbacks.Load(), BreakerOpen: s.breakerOpen.Load(),
 		ReportsSent: s.reportsSent.Load(), ReportsDropped: s.reportsDropped.Load(), ReportsFailed: s.reportsFailed.Load(),
 		Invalid: s.invalid.Load(), CallerGone: s.callerGone.Load(), Unauthorized: s.unauthorized.Load(), Undecidable: s.undecidable.Load(),
-		ReportsInvalid: s.reportsInvalid.Load()}
+		ReportsInvalid: s.reportsInvalid.Load(), HoldsSent: s.holdsSent.Load(), HoldsLost: s.holdsLost.Load()}
 }
 
 // Close sends the outcomes ReportAsync holds, within ctx, and releases

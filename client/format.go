@@ -20,6 +20,7 @@ type decisionFields struct {
 	Shadow            bool
 	EventID           string
 	Fallback          bool
+	Hold              string
 }
 
 // Format prints d as fmt prints a struct of its exported fields only, with
@@ -29,7 +30,7 @@ type decisionFields struct {
 func (d Decision) Format(f fmt.State, verb rune) {
 	v := decisionFields{Allowed: d.Allowed, Reason: d.Reason, RuleID: d.RuleID, Algorithm: d.Algorithm,
 		Limit: d.Limit, Remaining: d.Remaining, Reset: d.Reset, RetryAfter: d.RetryAfter, Mode: d.Mode,
-		Shadow: d.Shadow, EventID: d.EventID, Fallback: d.Fallback}
+		Shadow: d.Shadow, EventID: d.EventID, Fallback: d.Fallback, Hold: d.Hold}
 	s := fmt.Sprintf(fmt.FormatString(f, verb), v)
 	if verb == 'v' && f.Flag('#') {
 		s = strings.Replace(s, "client.decisionFields{", "client.Decision{", 1)

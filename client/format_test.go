@@ -14,15 +14,16 @@ import (
 // mean nothing in a log line.
 func TestDecisionFormat(t *testing.T) {
 	d := Decision{Allowed: false, Reason: ReasonRateLimited, RuleID: "login-per-ip", Algorithm: "sliding_window",
-		Limit: 5, Remaining: 0, Reset: 5 * time.Minute, RetryAfter: 5 * time.Minute, Mode: "redis", EventID: "e-1"}
+		Limit: 5, Remaining: 0, Reset: 5 * time.Minute, RetryAfter: 5 * time.Minute, Mode: "redis", EventID: "e-1",
+		Hold: "q1Vn2oXkT0aBw3-_9zYxLg"}
 	d.headers = rateLimitHeaders{all: `"login-per-ip/1s";r=0;t=300`, end: [len(limitHeaderNames)]uint16{4, 9}}
 	tests := []struct{ format, want string }{
-		{"%v", "{false rate_limited login-per-ip sliding_window 5 0 5m0s 5m0s redis false e-1 false}"},
+		{"%v", "{false rate_limited login-per-ip sliding_window 5 0 5m0s 5m0s redis false e-1 false q1Vn2oXkT0aBw3-_9zYxLg}"},
 		{"%+v", "{Allowed:false Reason:rate_limited RuleID:login-per-ip Algorithm:sliding_window Limit:5 Remaining:0 " +
-			"Reset:5m0s RetryAfter:5m0s Mode:redis Shadow:false EventID:e-1 Fallback:false}"},
-		{"%s", "{%!s(bool=false) rate_limited login-per-ip sliding_window %!s(int64=5) %!s(int64=0) 5m0s 5m0s redis %!s(bool=false) e-1 %!s(bool=false)}"},
+			"Reset:5m0s RetryAfter:5m0s Mode:redis Shadow:false EventID:e-1 Fallback:false Hold:q1Vn2oXkT0aBw3-_9zYxLg}"},
+		{"%s", "{%!s(bool=false) rate_limited login-per-ip sliding_window %!s(int64=5) %!s(int64=0) 5m0s 5m0s redis %!s(bool=false) e-1 %!s(bool=false) q1Vn2oXkT0aBw3-_9zYxLg}"},
 		{"%#v", `client.Decision{Allowed:false, Reason:"rate_limited", RuleID:"login-per-ip", Algorithm:"sliding_window", ` +
-			`Limit:5, Remaining:0, Reset:300000000000, RetryAfter:300000000000, Mode:"redis", Shadow:false, EventID:"e-1", Fallback:false}`},
+			`Limit:5, Remaining:0, Reset:300000000000, RetryAfter:300000000000, Mode:"redis", Shadow:false, EventID:"e-1", Fallback:false, Hold:"q1Vn2oXkT0aBw3-_9zYxLg"}`},
 	}
 	for _, tt := range tests {
 		if got := fmt.Sprintf(tt.format, d); got != tt.want {

@@ -52,7 +52,9 @@ type MiddlewareConfig struct {
 	Denied func(w http.ResponseWriter, r *http.Request, d Decision)
 	// ReportIf says whether a response is reported (ReportAsync, after
 	// the handler, off the response's path); nil: every response.
-	// NeverReport turns reports off.
+	// NeverReport turns reports off. A request holding a concurrency
+	// rule's slot is released all the same, in an outcome that uses
+	// nothing (see Middleware).
 	ReportIf func(r *http.Request, status int) bool
 	// ReportCost returns the units a response used (an LLM call's
 	// tokens: the handler may leave them in a header of its own, h);
@@ -75,6 +77,18 @@ func NeverReport(*http.Request, int) bool { return false }
 // reaches next. After next, the response's status (and cost) is reported
 // without delaying the response. c is a *Client, or, in an application's
 // tests, a clienttest.Fake.
+//
+// A request admitted by a concurrency rule holds a slot (Decision.Hold)
+// while next serves it. The middleware releases it when next returns,
+// whatever next did: returned, panicked (the release is queued, then the
+// panic goes on), hijacked the connection, or served a client that had
+// hung up (a handler that watches r.Context() returns then). The release
+// is queued with the report (ReportAsync), or, when ReportIf declines the
+// report, in an outcome of its own that uses nothing (cost 0): the
+// limiter releases holds only through reports. A handler that panics
+// before writing a status is reported with 500. A release that does not
+// reach the limiter (Stats.HoldsLost) keeps the slot until the rule's hold
+// lifetime has passed.
 func Middleware(c Limiter, cfg MiddlewareConfig) func(http.Handler) http.Handler {
 	res := clientaddr.Resolver{Trusted: cfg.TrustedProxies}
 	recorders := sync.Pool{New: func() any { return new(statusRecorder) }}
@@ -118,24 +132,62 @@ func Middleware(c Limiter, cfg MiddlewareConfig) func(http.Handler) http.Handler
 			}
 			rec := recorders.Get().(*statusRecorder)
 			rec.ResponseWriter, rec.status = w, 0
+			returned := false
+			// Deferred, so that the request's hold is released whatever the
+			// handler did: returned, panicked (the panic goes on once the
+			// release is queued), served a client that had gone.
+			defer func() {
+				status := rec.status
+				switch {
+				case status != 0:
+				case returned:
+					status = http.StatusOK
+				default:
+					status = http.StatusInternalServerError // a panic before any status
+				}
+				if returned {
+					rec.ResponseWriter = nil
+					recorders.Put(rec) // not one a panicking handler's goroutines may still use
+				}
+				settle(c, &cfg, r, w.Header(), &req, d.Hold, status)
+			}()
 			next.ServeHTTP(rec, r)
-			status := rec.status
-			if status == 0 {
-				status = http.StatusOK
-			}
-			rec.ResponseWriter = nil
-			recorders.Put(rec)
-			if cfg.ReportIf != nil && !cfg.ReportIf(r, status) {
-				return
-			}
-			o := Outcome{IP: req.IP, UserID: req.UserID, Endpoint: req.Endpoint, Method: req.Method, Tier: req.Tier,
-				Status: status, Attributes: req.Attributes}
-			if cfg.ReportCost != nil {
-				o.Cost = cfg.ReportCost(r, status, w.Header())
-			}
-			c.ReportAsync(&o)
+			returned = true
 		})
 	}
+}
+
+// settle reports the outcome of an admitted request whose client got
+// status, when cfg.ReportIf says to, and releases its hold, if it took one,
+// either way: in the report, or else in a report of its own that uses
+// nothing (see releaseOf). Both are queued (ReportAsync), never sent on the
+// response's path.
+func settle(c Limiter, cfg *MiddlewareConfig, r *http.Request, h http.Header, req *Request, hold string, status int) {
+	if cfg.ReportIf != nil && !cfg.ReportIf(r, status) {
+		if hold != "" {
+			o := releaseOf(req, hold, status)
+			c.ReportAsync(&o)
+		}
+		return
+	}
+	o := Outcome{IP: req.IP, UserID: req.UserID, Endpoint: req.Endpoint, Method: req.Method, Tier: req.Tier,
+		Status: status, Attributes: req.Attributes, Hold: hold}
+	if cfg.ReportCost != nil {
+		o.Cost = cfg.ReportCost(r, status, h)
+	}
+	c.ReportAsync(&o)
+}
+
+// releaseOf is the outcome that releases hold, the hold of req's check,
+// for an application that asked for no report of a request whose client
+// got status. The limiter releases a hold only through a report, which is
+// an outcome, so this one uses nothing (CostNone): it spends no budget of
+// a rule spent by reports. It is still an outcome: an event on the
+// outcomes topic, with the request's true status, which the detector
+// counts as it counts any report's.
+func releaseOf(req *Request, hold string, status int) Outcome {
+	return Outcome{IP: req.IP, UserID: req.UserID, Endpoint: req.Endpoint, Method: req.Method, Tier: req.Tier,
+		Status: status, Cost: CostNone, Attributes: req.Attributes, Hold: hold}
 }
 
 // endpointOf returns the endpoint of r as cfg says (see

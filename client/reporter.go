@@ -62,10 +62,14 @@ func newReporter(c *Client, size int) *reporter {
 // validOutcome: the limiter would refuse it, and with it the batch it
 // would go out in) or dropped (the queue full, the client closed); Stats
 // counts what is sent, refused, dropped and lost, and Config.OnError gets
-// each with its cause.
+// each with its cause. With o.Hold set, the report also releases that
+// hold; a release refused, dropped or lost with its call is counted in
+// Stats.HoldsLost too: its slot stays taken until the rule's hold
+// lifetime has passed.
 func (c *Client) ReportAsync(o *Outcome) bool {
 	if err := validOutcome(o); err != nil {
 		c.stats.reportsInvalid.Add(1)
+		c.stats.holdsLost.Add(holds(o))
 		c.failed("report", &Error{Op: "report", Err: fmt.Errorf("%w: %w", ErrInvalid, err)})
 		return false
 	}
@@ -82,6 +86,7 @@ func (c *Client) ReportAsync(o *Outcome) bool {
 	}
 	r.mu.RUnlock()
 	c.stats.reportsDropped.Add(1)
+	c.stats.holdsLost.Add(holds(o))
 	cause := ErrReportQueueFull
 	if closed {
 		cause = ErrClosed
@@ -103,6 +108,8 @@ func validOutcome(o *Outcome) error {
 		return errors.New("endpoint: required")
 	case len(o.Attributes) > maxAttributes:
 		return fmt.Errorf("attributes: %d, at most %d", len(o.Attributes), maxAttributes)
+	case badHold(o.Hold):
+		return fmt.Errorf("hold: %w", errBadHold)
 	}
 	if _, err := netip.ParseAddr(o.IP); err != nil {
 		return errors.New("ip: not an IP address")
@@ -218,6 +225,7 @@ func (r *reporter) add(p *pending, o *Outcome) *pending {
 		return r.add(r.hand(p), o)
 	}
 	r.c.stats.reportsInvalid.Add(1)
+	r.c.stats.holdsLost.Add(holds(o))
 	r.c.failed("report", &Error{Op: "report", Err: fmt.Errorf("%w: an outcome of over %d bytes", ErrInvalid, maxBody)})
 	return p
 }
@@ -247,15 +255,21 @@ func (r *reporter) send(p *pending) {
 		}
 		return
 	}
+	n := uint64(0)
+	for i := range batch {
+		n += holds(&batch[i])
+	}
 	switch {
 	case err == nil:
 		r.c.stats.reportsSent.Add(uint64(len(batch)))
+		r.c.stats.holdsSent.Add(n)
 		return
 	case errors.Is(err, ErrInvalid):
 		r.c.stats.reportsInvalid.Add(uint64(len(batch)))
 	default:
 		r.c.stats.reportsFailed.Add(uint64(len(batch)))
 	}
+	r.c.stats.holdsLost.Add(n)
 	r.c.failed("report batch", err)
 }
 
@@ -265,11 +279,22 @@ func (r *reporter) sendOne(o *Outcome) {
 	switch {
 	case err == nil:
 		r.c.stats.reportsSent.Add(1)
+		r.c.stats.holdsSent.Add(holds(o))
+		return
 	case errors.Is(err, ErrInvalid):
 		r.c.stats.reportsInvalid.Add(1)
 	default:
 		r.c.stats.reportsFailed.Add(1)
 	}
+	r.c.stats.holdsLost.Add(holds(o))
+}
+
+// holds is the number of holds o releases: 1 when it names one.
+func holds(o *Outcome) uint64 {
+	if o.Hold == "" {
+		return 0
+	}
+	return 1
 }
 
 // close stops ReportAsync and waits, within ctx, for the queue to be sent.

@@ -74,6 +74,13 @@ type Decision struct {
 	// Fallback is true when the limiter did not decide and the failure
 	// policy did (Reason is then ReasonUnavailable).
 	Fallback bool
+	// Hold names the slot an admitted request holds on the keys of the
+	// concurrency rules that applied to it (22 base64url characters);
+	// empty when it holds none. Report the request's outcome with it
+	// (Outcome.Hold) to free the slot: Middleware and the rlgrpc
+	// interceptors do so when the handler returns. Unreleased, the slot is
+	// taken until the rule's hold lifetime has passed.
+	Hold string
 
 	headers rateLimitHeaders // the limiter's RateLimit headers, for the middleware
 }
@@ -96,6 +103,12 @@ type Outcome struct {
 	// given (the limiter counts 1); CostNone: 0 units.
 	Cost       int64
 	Attributes map[string]string
+	// Hold, when set, is the Decision.Hold of the request's check: the
+	// report also releases that hold, on the keys the subject above builds
+	// (send the check's subject). A hold that is not one a check answered
+	// (22 base64url characters) is refused as invalid, by the client
+	// before it is sent.
+	Hold string
 }
 
 // ReportResult is the limiter's answer to an outcome report.
@@ -115,6 +128,11 @@ type Budget struct {
 	// Spent is true when no unit is left: the rule's checks are refused
 	// until the window frees one.
 	Spent bool
+	// Released is true, for a concurrency rule whose hold the report named
+	// (Outcome.Hold), when the report ended the hold; false when the rule's
+	// key held no such hold (released already, lapsed, or taken on another
+	// key), and for every other rule.
+	Released bool
 }
 
 // Limiter is what Middleware and the gRPC interceptors (package rlgrpc)
@@ -124,6 +142,9 @@ type Budget struct {
 type Limiter interface {
 	// Check decides req, as Client.Check.
 	Check(ctx context.Context, req *Request) (Decision, error)
-	// ReportAsync queues the outcome o, as Client.ReportAsync.
+	// ReportAsync queues the outcome o, as Client.ReportAsync. Middleware
+	// and the interceptors release a check's hold through it too: an
+	// outcome whose Hold is the decision's, reported when the handler
+	// returns, whatever it did.
 	ReportAsync(o *Outcome) bool
 }

@@ -74,6 +74,10 @@ func appendOutcome(b []byte, o *Outcome) []byte {
 		b = append(b, `,"cost":`...)
 		b = strconv.AppendInt(b, o.Cost, 10)
 	}
+	if o.Hold != "" {
+		b = append(b, `,"hold":`...)
+		b = jsonwire.AppendString(b, o.Hold)
+	}
 	return append(b, '}')
 }
 
@@ -103,6 +107,12 @@ func decisionField(p *jsonwire.Parser, name string, d *Decision) error {
 		d.Shadow, err = p.Bool()
 	case "event_id":
 		d.EventID, err = p.Str()
+	case "hold":
+		// Read as the limiter would read it back: a hold it would refuse
+		// to release is no answer of its own.
+		if d.Hold, err = p.Str(); err == nil && !validHold(d.Hold) {
+			err = errBadHold
+		}
 	default:
 		err = p.Skip()
 	}
@@ -227,6 +237,8 @@ func parseReport(p *jsonwire.Parser, r *ReportResult) error {
 						b.Reset, err = millis(p)
 					case "spent":
 						b.Spent, err = p.Bool()
+					case "released":
+						b.Released, err = p.Bool()
 					default:
 						err = p.Skip()
 					}

@@ -12,6 +12,8 @@ package clienttest
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"maps"
 	"sync"
 	"time"
@@ -32,12 +34,15 @@ func (m *Match) matches(r *client.Request) bool {
 }
 
 // rule decides the checks it matches: allow, or, with an allowance set,
-// allow while it lasts and deny after.
+// allow while it lasts and deny after, or, with slots set, allow while
+// fewer than slots of its holds are held and deny after.
 type rule struct {
 	match        Match
 	allow, deny  client.Decision
 	allowance    int64
 	allowanceSet bool
+	slots        int64
+	held         map[string]struct{} // the holds taken and not released
 }
 
 // Fake is a client.Limiter that decides by rules. The rule set last that
@@ -90,6 +95,42 @@ func (f *Fake) Limit(m Match, n int64) {
 		deny:  denied(client.ReasonRateLimited, time.Second)})
 }
 
+// Concurrent allows n of the checks m matches to be in flight at once, as
+// a concurrency rule does: each admitted check is answered a hold
+// (Decision.Hold), and holds a slot until an outcome naming that hold is
+// reported (ReportAsync, which the middleware and the interceptors call
+// when the handler returns); a check while n are held is refused as rate
+// limited (a retry after a second). Unlike the limiter's, the slots are
+// shared by every check m matches, whatever its subject, and never lapse.
+func (f *Fake) Concurrent(m Match, n int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rules = append(f.rules, rule{match: m, slots: n, held: map[string]struct{}{},
+		allow: client.Decision{Allowed: true, Reason: client.ReasonOK, Algorithm: "concurrency", Limit: n},
+		deny:  client.Decision{Reason: client.ReasonRateLimited, Algorithm: "concurrency", Limit: n, RetryAfter: time.Second}})
+}
+
+// Held returns the holds taken by the checks of Concurrent rules and not
+// released yet, in all: 0 once every admitted request's outcome is
+// reported.
+func (f *Fake) Held() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, r := range f.rules {
+		n += len(r.held)
+	}
+	return n
+}
+
+// newHold returns a hold id as the limiter makes one: 16 random bytes, in
+// base64url.
+func newHold() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
 func denied(reason string, retry time.Duration) client.Decision {
 	return client.Decision{Reason: reason, RetryAfter: retry}
 }
@@ -104,6 +145,16 @@ func (f *Fake) Check(_ context.Context, req *client.Request) (client.Decision, e
 		r := &f.rules[i]
 		if !r.match.matches(req) {
 			continue
+		}
+		if r.held != nil {
+			if int64(len(r.held)) >= r.slots {
+				return r.deny, nil
+			}
+			d := r.allow
+			d.Hold = newHold()
+			r.held[d.Hold] = struct{}{}
+			d.Remaining = r.slots - int64(len(r.held))
+			return d, nil
 		}
 		if !r.allowanceSet {
 			return r.allow, nil
@@ -121,10 +172,16 @@ func (f *Fake) Check(_ context.Context, req *client.Request) (client.Decision, e
 	return client.Decision{Allowed: true, Reason: client.ReasonNoRule}, nil
 }
 
-// ReportAsync records o and returns true.
+// ReportAsync records o and returns true. An o naming a hold (o.Hold)
+// releases it.
 func (f *Fake) ReportAsync(o *client.Outcome) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if o.Hold != "" {
+		for _, r := range f.rules {
+			delete(r.held, o.Hold)
+		}
+	}
 	c := *o
 	c.Attributes = maps.Clone(o.Attributes)
 	f.outcomes = append(f.outcomes, c)
@@ -147,7 +204,7 @@ func (f *Fake) Outcomes() []client.Outcome {
 	return append([]client.Outcome(nil), f.outcomes...)
 }
 
-// Reset forgets the rules, checks and outcomes.
+// Reset forgets the rules, checks and outcomes, and the holds with them.
 func (f *Fake) Reset() {
 	f.mu.Lock()
 	defer f.mu.Unlock()

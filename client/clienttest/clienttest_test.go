@@ -75,3 +75,53 @@ func TestFakeLastRuleDecides(t *testing.T) {
 		t.Fatalf("another user: %d", rec.Code)
 	}
 }
+
+// A Concurrent rule admits n requests in flight behind the middleware: a
+// request made while the handler serves the only slot's holder is
+// refused; once the handler returns, or panics, the slot is free again,
+// with reports off too.
+func TestFakeConcurrentBehindTheMiddleware(t *testing.T) {
+	for _, cfg := range []client.MiddlewareConfig{{}, {ReportIf: client.NeverReport}} {
+		f := clienttest.New()
+		f.Concurrent(clienttest.Match{Endpoint: "/api/exports"}, 1)
+		var h http.Handler
+		inner := 0
+		mux := http.NewServeMux()
+		mux.HandleFunc("/api/exports", func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Query().Get("panic") != "" {
+				panic(http.ErrAbortHandler)
+			}
+			if f.Held() != 1 {
+				t.Errorf("%d holds held while the handler runs, want 1", f.Held())
+			}
+			inner = serve(t, h, http.MethodPost, "/api/exports").Code // while this one holds the slot
+			w.WriteHeader(http.StatusAccepted)
+		})
+		h = client.Middleware(f, cfg)(mux)
+		if rec := serve(t, h, http.MethodPost, "/api/exports"); rec.Code != http.StatusAccepted || inner != http.StatusTooManyRequests {
+			t.Fatalf("a request and one inside it: %d and %d, want 202 and 429", rec.Code, inner)
+		}
+		func() {
+			defer func() { _ = recover() }()
+			serve(t, h, http.MethodPost, "/api/exports?panic=1")
+		}()
+		if f.Held() != 0 {
+			t.Fatalf("%d holds held once the handlers returned, want 0", f.Held())
+		}
+		if rec := serve(t, h, http.MethodPost, "/api/exports"); rec.Code != http.StatusAccepted {
+			t.Fatalf("a request once the slot is free: %d, want 202", rec.Code)
+		}
+		var holds int
+		for _, o := range f.Outcomes() {
+			if o.Hold != "" {
+				holds++
+				if cfg.ReportIf != nil && o.Cost != client.CostNone {
+					t.Errorf("a release with reports off: cost %d, want CostNone", o.Cost)
+				}
+			}
+		}
+		if holds != 3 {
+			t.Fatalf("%d outcomes with a hold, want 3 (the served, the panicked, the last): %+v", holds, f.Outcomes())
+		}
+	}
+}

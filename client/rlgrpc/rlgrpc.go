@@ -66,6 +66,8 @@ type Config struct {
 	Denied func(ctx context.Context, fullMethod string, d client.Decision) error
 	// ReportIf says whether a call is reported (ReportAsync, when the
 	// handler returns), given the code its client gets; nil: every call.
+	// A call holding a concurrency rule's slot is released all the same,
+	// in an outcome that uses nothing (see UnaryServerInterceptor).
 	ReportIf func(ctx context.Context, fullMethod string, code codes.Code) bool
 	// ReportCost returns the units a call used (an LLM call's tokens, which
 	// the handler may leave in a holder of the context); nil: none
@@ -112,10 +114,21 @@ type Config struct {
 //
 // A handler's error that is no status is coded as gRPC answers it:
 // context.Canceled as Canceled, context.DeadlineExceeded as
-// DeadlineExceeded, anything else as Unknown.
+// DeadlineExceeded, anything else as Unknown. A handler that panics (a
+// recovery interceptor in front answers for it) is reported as Internal.
+//
+// A call admitted by a concurrency rule holds a slot (Decision.Hold) while
+// its handler runs: the interceptor releases it when the handler returns,
+// whatever it did: returned an error, panicked (the release is queued,
+// then the panic goes on), or served a caller that had cancelled (a
+// handler that watches its context returns then). The release is queued
+// with the report, or, when ReportIf declines the report, in an outcome of
+// its own that uses nothing (cost 0), as client.Middleware does. A release
+// that does not reach the limiter (client.Stats.HoldsLost) keeps the slot
+// until the rule's hold lifetime has passed.
 func UnaryServerInterceptor(c client.Limiter, cfg Config) grpc.UnaryServerInterceptor {
 	in := newInterceptor(c, cfg)
-	return func(ctx context.Context, r any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	return func(ctx context.Context, r any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
 		var req client.Request
 		// A nil ServerTransportStream (a handler called outside a server)
 		// must stay a nil headerSetter.
@@ -123,11 +136,14 @@ func UnaryServerInterceptor(c client.Limiter, cfg Config) grpc.UnaryServerInterc
 		if s := grpc.ServerTransportStreamFromContext(ctx); s != nil {
 			hs = s
 		}
-		if err := in.admit(ctx, info.FullMethod, hs, &req); err != nil {
+		hold, err := in.admit(ctx, info.FullMethod, hs, &req)
+		if err != nil {
 			return nil, err
 		}
-		resp, err := handler(ctx, r)
-		in.report(ctx, info.FullMethod, &req, err)
+		returned := false
+		defer func() { in.settle(ctx, info.FullMethod, &req, hold, err, returned) }()
+		resp, err = handler(ctx, r)
+		returned = true
 		return resp, err
 	}
 }
@@ -135,16 +151,20 @@ func UnaryServerInterceptor(c client.Limiter, cfg Config) grpc.UnaryServerInterc
 // StreamServerInterceptor returns the stream form of
 // UnaryServerInterceptor: a stream is checked once, when it opens (its
 // messages are not counted), and reported once, when its handler returns.
+// A stream admitted by a concurrency rule holds its slot until then.
 func StreamServerInterceptor(c client.Limiter, cfg Config) grpc.StreamServerInterceptor {
 	in := newInterceptor(c, cfg)
-	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
 		ctx := ss.Context()
 		var req client.Request
-		if err := in.admit(ctx, info.FullMethod, ss, &req); err != nil {
+		hold, err := in.admit(ctx, info.FullMethod, ss, &req)
+		if err != nil {
 			return err
 		}
-		err := handler(srv, ss)
-		in.report(ctx, info.FullMethod, &req, err)
+		returned := false
+		defer func() { in.settle(ctx, info.FullMethod, &req, hold, err, returned) }()
+		err = handler(srv, ss)
+		returned = true
 		return err
 	}
 }
@@ -170,9 +190,10 @@ func newInterceptor(c client.Limiter, cfg Config) *interceptor {
 }
 
 // admit fills req for the call and asks the limiter about it: nil when
-// the call may go on, else the error that refuses it. The decision's
-// headers go to hs, when there is one.
-func (in *interceptor) admit(ctx context.Context, fullMethod string, hs headerSetter, req *client.Request) error {
+// the call may go on, with the hold it took (Decision.Hold), else the
+// error that refuses it. The decision's headers go to hs, when there is
+// one.
+func (in *interceptor) admit(ctx context.Context, fullMethod string, hs headerSetter, req *client.Request) (string, error) {
 	cfg := &in.cfg
 	req.Endpoint, req.Method, req.IP = fullMethod, cfg.Method, unknownAddr
 	if cfg.Endpoint != nil {
@@ -197,20 +218,20 @@ func (in *interceptor) admit(ctx context.Context, fullMethod string, hs headerSe
 	if d.Reason == client.ReasonCallerGone {
 		// Not decided, and the caller has gone: it gets its own context's
 		// error, as the server would answer it, and the handler never runs.
-		return status.FromContextError(ctx.Err()).Err()
+		return "", status.FromContextError(ctx.Err()).Err()
 	}
 	if md := limitMetadata(&d); md != nil && hs != nil {
 		_ = hs.SetHeader(md) // fails only once headers are sent, which no handler did yet
 	}
 	if d.Allowed {
-		return nil
+		return d.Hold, nil
 	}
 	if cfg.Denied != nil {
 		if err := cfg.Denied(ctx, fullMethod, d); err != nil {
-			return err
+			return "", err
 		}
 	}
-	return deniedError(&d)
+	return "", deniedError(&d)
 }
 
 // clientOf is the call's client: its peer's address or, from a trusted
@@ -239,16 +260,28 @@ func (in *interceptor) clientOf(ctx context.Context) netip.Addr {
 	return in.res.Resolve(a, forwarded, realIP)
 }
 
-// report queues the outcome of a call its handler answered with err.
-func (in *interceptor) report(ctx context.Context, fullMethod string, req *client.Request, err error) {
-	code := codeOf(err)
-	if in.cfg.ReportIf != nil && !in.cfg.ReportIf(ctx, fullMethod, code) {
-		return
+// settle queues the outcome of a call its handler answered with err, or
+// panicked in (returned false: coded Internal, as recovery interceptors
+// answer a panic), when ReportIf says to, and releases the call's hold, if
+// it took one, either way: in the report, or else in an outcome of its own
+// that uses nothing (cost 0), as client.Middleware does, since the limiter
+// releases holds only through reports.
+func (in *interceptor) settle(ctx context.Context, fullMethod string, req *client.Request, hold string, err error, returned bool) {
+	code := codes.Internal
+	if returned {
+		code = codeOf(err)
 	}
 	o := client.Outcome{IP: req.IP, UserID: req.UserID, Endpoint: req.Endpoint, Method: req.Method, Tier: req.Tier,
-		Status: httpStatusOf(code), Attributes: req.Attributes}
-	if in.cfg.ReportCost != nil {
-		o.Cost = in.cfg.ReportCost(ctx, fullMethod, code)
+		Status: httpStatusOf(code), Attributes: req.Attributes, Hold: hold}
+	switch {
+	case in.cfg.ReportIf == nil || in.cfg.ReportIf(ctx, fullMethod, code):
+		if in.cfg.ReportCost != nil {
+			o.Cost = in.cfg.ReportCost(ctx, fullMethod, code)
+		}
+	case hold != "":
+		o.Cost = client.CostNone
+	default:
+		return
 	}
 	in.c.ReportAsync(&o)
 }
