@@ -22,9 +22,11 @@
 -- taken at t lasts [t, t + lifetime)) and returns how many (lapsed). Then:
 --   take: an id the set holds already (a replay, or a resend of the same
 --     call) is admitted and changes nothing; else, with fewer than N held,
---     ZADD NX the id at now + lifetime and set the key to expire when its
---     latest hold lapses (from the set's highest score, so a take on a
---     clock gone back never shortens it); with N held, denied, writing
+--     ZADD NX the id at now + lifetime and set the key to expire one
+--     lifetime after its latest hold lapses (from the set's highest score,
+--     so a take on a clock gone back never shortens it): holds nobody
+--     released (a crashed gateway) are then still there to be counted
+--     lapsed by a call in that time; with N held, denied, writing
 --     nothing. A denial's retry_after_ms is the time until the earliest
 --     hold lapses, at most 1000 (decide.HoldRetryCap): a release may come
 --     any moment before that.
@@ -71,7 +73,7 @@ elseif cost > 0 then
     if redis.call('ZADD', key, 'NX', istr(now + life), id) == 1 then
       held = held + 1
       last = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
-      redis.call('PEXPIRE', key, istr(last - now))
+      redis.call('PEXPIRE', key, istr(last - now + life))
     end
   elseif not redis.call('ZSCORE', key, id) then
     allowed = 0

@@ -33,8 +33,10 @@ import (
 //     among those lapsing at the same millisecond (Redis's ZPOPMIN order).
 //     On a key that holds nothing it changes nothing.
 //
-// The key expires when its latest hold lapses, so a key nobody releases
-// holds nothing past its longest lifetime.
+// The key expires one lifetime after its latest hold lapses: a key nobody
+// releases holds nothing past twice its longest lifetime, and a call in
+// the meantime finds the holds that lapsed and counts them (a crashed
+// gateway's holds would otherwise go unseen, expiring with their key).
 
 // HoldRetryCap bounds the RetryAfter of a denied take: the time until the
 // earliest hold lapses, at most this, since a release may come at any
@@ -130,7 +132,7 @@ func (sh *shard) concurrency(c Call, now int64) Result {
 		}
 		e.holds.add(c.HoldID, now+l.Per.Milliseconds())
 		held++
-		e.expireAt = e.holds.last()
+		e.expireAt = e.holds.last() + l.Per.Milliseconds() // lapsed holds stay one lifetime, to be counted
 	default:
 		r.Allowed = held < l.Requests
 	}

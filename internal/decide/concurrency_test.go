@@ -214,8 +214,8 @@ func TestHoldsExact(t *testing.T) {
 	}
 }
 
-// TestHoldsSweep: a key of holds nobody releases is swept once its latest
-// hold lapses.
+// TestHoldsSweep: a key of holds nobody releases is swept one lifetime
+// after its latest hold lapses; a call before that counts the lapsed.
 func TestHoldsSweep(t *testing.T) {
 	m := decide.NewMemory()
 	c := decide.Call{Keys: decidetest.Keys("t:", "sweep"), Algorithm: decide.Concurrency, Limits: []decide.Limit{{Requests: 3, Per: time.Second}}, Cost: 1}
@@ -223,12 +223,21 @@ func TestHoldsSweep(t *testing.T) {
 		c.HoldID = decide.NewHoldID()
 		m.Decide(c, now)
 	}
-	m.Sweep(2_499)
+	m.Sweep(3_499)
 	if m.Len() != 1 {
-		t.Fatalf("swept before the latest hold lapsed")
+		t.Fatalf("swept before a lifetime past the latest hold's lapse")
 	}
-	m.Sweep(2_500)
+	probe := c
+	probe.Cost, probe.HoldID = 0, ""
+	if r := m.Decide(probe, 3_499); r.Lapsed != 2 {
+		t.Fatalf("a call after both lapsed counted %d lapsed, want 2", r.Lapsed)
+	}
+	for _, now := range []int64{1_000, 1_500} {
+		c.HoldID = decide.NewHoldID()
+		m.Decide(c, now)
+	}
+	m.Sweep(3_500)
 	if m.Len() != 0 {
-		t.Fatalf("not swept when the latest hold lapsed")
+		t.Fatalf("not swept a lifetime after the latest hold lapsed")
 	}
 }
