@@ -84,8 +84,8 @@ func NeverReport(*http.Request, int) bool { return false }
 // panic goes on), hijacked the connection, or served a client that had
 // hung up (a handler that watches r.Context() returns then). The release
 // is queued with the report (ReportAsync), or, when ReportIf declines the
-// report, in an outcome of its own that uses nothing (cost 0): the
-// limiter releases holds only through reports. A handler that panics
+// report, in a report without status, which the limiter takes as a
+// release only (no outcome, nothing spent). A handler that panics
 // before writing a status is reported with 500. A release that does not
 // reach the limiter (Stats.HoldsLost) keeps the slot until the rule's hold
 // lifetime has passed.
@@ -159,13 +159,13 @@ func Middleware(c Limiter, cfg MiddlewareConfig) func(http.Handler) http.Handler
 
 // settle reports the outcome of an admitted request whose client got
 // status, when cfg.ReportIf says to, and releases its hold, if it took one,
-// either way: in the report, or else in a report of its own that uses
-// nothing (see releaseOf). Both are queued (ReportAsync), never sent on the
+// either way: in the report, or else in a release of its own (see
+// releaseOf). Both are queued (ReportAsync), never sent on the
 // response's path.
 func settle(c Limiter, cfg *MiddlewareConfig, r *http.Request, h http.Header, req *Request, hold string, status int) {
 	if cfg.ReportIf != nil && !cfg.ReportIf(r, status) {
 		if hold != "" {
-			o := releaseOf(req, hold, status)
+			o := releaseOf(req, hold)
 			c.ReportAsync(&o)
 		}
 		return
@@ -179,15 +179,12 @@ func settle(c Limiter, cfg *MiddlewareConfig, r *http.Request, h http.Header, re
 }
 
 // releaseOf is the outcome that releases hold, the hold of req's check,
-// for an application that asked for no report of a request whose client
-// got status. The limiter releases a hold only through a report, which is
-// an outcome, so this one uses nothing (CostNone): it spends no budget of
-// a rule spent by reports. It is still an outcome: an event on the
-// outcomes topic, with the request's true status, which the detector
-// counts as it counts any report's.
-func releaseOf(req *Request, hold string, status int) Outcome {
+// for an application that asked for no report of the request: a report
+// without status, which the limiter takes as a release only (no outcome
+// event, no budget spent).
+func releaseOf(req *Request, hold string) Outcome {
 	return Outcome{IP: req.IP, UserID: req.UserID, Endpoint: req.Endpoint, Method: req.Method, Tier: req.Tier,
-		Status: status, Cost: CostNone, Attributes: req.Attributes, Hold: hold}
+		Attributes: req.Attributes, Hold: hold}
 }
 
 // endpointOf returns the endpoint of r as cfg says (see

@@ -100,6 +100,7 @@ func (c *Client) ReportAsync(o *Outcome) bool {
 // limiter accepts (appendSubject).
 func validOutcome(o *Outcome) error {
 	switch {
+	case o.Status == 0 && o.Hold != "": // a release only
 	case o.Status < minStatus || o.Status > maxStatus:
 		return fmt.Errorf("status %d: want an HTTP status, %d to %d", o.Status, minStatus, maxStatus)
 	case o.Cost != CostNone && (o.Cost < 0 || o.Cost > maxCost):

@@ -97,7 +97,9 @@ type Outcome struct {
 	Endpoint string
 	Method   string
 	Tier     string
-	// Status is the HTTP status the client got, 100 to 599.
+	// Status is the HTTP status the client got, 100 to 599; 0 with Hold:
+	// no outcome, the report only releases the hold (no outcome event, no
+	// budget spent; limiters before the release-only report refuse it).
 	Status int
 	// Cost is the units the response used (an LLM call's tokens); 0: not
 	// given (the limiter counts 1); CostNone: 0 units.

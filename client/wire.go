@@ -65,8 +65,10 @@ func appendCheck(b []byte, r *Request) []byte {
 func appendOutcome(b []byte, o *Outcome) []byte {
 	b = append(b, '{')
 	b = appendSubject(b, o.IP, o.UserID, o.Endpoint, o.Method, o.Tier, o.Attributes)
-	b = append(b, `,"status":`...)
-	b = strconv.AppendInt(b, int64(o.Status), 10)
+	if o.Status != 0 { // 0: a release only (validOutcome)
+		b = append(b, `,"status":`...)
+		b = strconv.AppendInt(b, int64(o.Status), 10)
+	}
 	switch {
 	case o.Cost == CostNone:
 		b = append(b, `,"cost":0`...)

@@ -279,7 +279,7 @@ func (in *interceptor) settle(ctx context.Context, fullMethod string, req *clien
 			o.Cost = in.cfg.ReportCost(ctx, fullMethod, code)
 		}
 	case hold != "":
-		o.Cost = client.CostNone
+		o.Status = 0 // a release only: no outcome
 	default:
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/decide"
 	"github.com/ratewarden/ratewarden/internal/event"
 	"github.com/ratewarden/ratewarden/internal/jsonwire"
+	"github.com/ratewarden/ratewarden/internal/limiter"
 	"github.com/ratewarden/ratewarden/internal/rules"
 )
 
@@ -67,20 +68,23 @@ func (h *handler) authReportRequest(r *http.Request) (rules.Request, error) {
 // authOutcome reads and bounds the outcome headers of a report to
 // authReportPath.
 func authOutcome(hd http.Header) (status int, hold string, cost int64, err error) {
+	// nginx sends an unset variable as an empty header: no hold.
+	if hold = hd.Get(headerHold); hold != "" && !decide.ValidHoldID(hold) {
+		return 0, "", 0, jsonwire.BadRequest("%s: not a hold id (the 22 characters a check answered in %s)", headerHold, headerHold)
+	}
 	s := hd.Get(headerStatus)
+	if s == "" && hold != "" {
+		return limiter.ReleaseOnly, hold, 0, nil
+	}
 	n, perr := strconv.Atoi(s)
 	if perr != nil || n < event.MinStatus || n > event.MaxStatus {
-		return 0, "", 0, jsonwire.BadRequest("%s: required, the HTTP status the client got (%d to %d)", headerStatus, event.MinStatus, event.MaxStatus)
+		return 0, "", 0, jsonwire.BadRequest("%s: required, the HTTP status the client got (%d to %d), unless the report only releases a hold", headerStatus, event.MinStatus, event.MaxStatus)
 	}
 	cost = 1
 	if v := hd.Get(headerCost); v != "" {
 		if cost, perr = strconv.ParseInt(v, 10, 64); perr != nil || cost < 0 || cost > maxCost {
 			return 0, "", 0, jsonwire.BadRequest("%s: must be a whole number between 0 and %d", headerCost, maxCost)
 		}
-	}
-	// nginx sends an unset variable as an empty header: no hold.
-	if hold = hd.Get(headerHold); hold != "" && !decide.ValidHoldID(hold) {
-		return 0, "", 0, jsonwire.BadRequest("%s: not a hold id (the 22 characters a check answered in %s)", headerHold, headerHold)
 	}
 	return n, hold, cost, nil
 }

@@ -220,6 +220,11 @@ func TestHoldsOverForwardAuth(t *testing.T) {
 	if _, raw := s.send(http.MethodPost, "/v1/report/auth", "", with("X-RateLimit-Status", "200", "X-RateLimit-Hold", holds[0])); !strings.Contains(string(raw), `"released":false`) {
 		t.Fatalf("replayed report: %s, want released false", raw)
 	}
+	// Without X-RateLimit-Status the report only releases the hold.
+	if _, raw := s.send(http.MethodPost, "/v1/report/auth", "", with("X-RateLimit-Hold", holds[2])); !strings.Contains(string(raw), `"released":true`) ||
+		strings.Contains(string(raw), "event_id") {
+		t.Fatalf("release-only report: %s, want released and no event", raw)
+	}
 	// Another customer's report cannot free c-1's slots.
 	other := with("X-RateLimit-Status", "200", "X-RateLimit-Hold", holds[1], "X-Attr-Customer", "c-2")
 	if _, raw := s.send(http.MethodPost, "/v1/report/auth", "", other); !strings.Contains(string(raw), `"released":false`) {
@@ -243,5 +248,38 @@ func TestHoldsOverForwardAuth(t *testing.T) {
 		if resp.StatusCode != tc.status || !strings.Contains(string(raw), tc.want) {
 			t.Errorf("%s %v: %d %s, want %d with %q", tc.method, tc.header, resp.StatusCode, raw, tc.status, tc.want)
 		}
+	}
+}
+
+// A report without status only releases its hold: the application
+// declined to report an outcome, so none is published and no budget is
+// spent. Without status or hold, a report is refused.
+func TestReleaseOnlyReport(t *testing.T) {
+	s := newStack(t, stackOptions{rules: holdRules, overLimitCache: 1000})
+	_, first := s.holdPost("/v1/check", exportCheck)
+	if first.Hold == nil {
+		t.Fatal("no hold")
+	}
+	release := `{"ip":"203.0.113.7","endpoint":"/api/exports/1","method":"POST","attributes":{"customer":"c-1"},"hold":"` + *first.Hold + `"}`
+	resp, raw := s.send(http.MethodPost, "/v1/report", release, nil)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(raw), `"released":true`) || strings.Contains(string(raw), "event_id") {
+		t.Fatalf("release-only report: %d %s, want released and no event", resp.StatusCode, raw)
+	}
+	// The outcome topic's first message is the next, full report's: the
+	// release published none (same address, same partition, in order).
+	_, second := s.holdPost("/v1/check", exportCheck)
+	if status, _ := s.holdPost("/v1/report", exportReport(*second.Hold)); status != http.StatusOK {
+		t.Fatalf("report: %d", status)
+	}
+	outcomes := kafkatest.ReadMessages(t, s.opts.broker.Brokers(), outcomesTopic, 1, 20*time.Second)
+	if !strings.Contains(string(outcomes[0].Value), *second.Hold) {
+		t.Errorf("first outcome event %s, want the full report's (hold %s): the release-only report published one", outcomes[0].Value, *second.Hold)
+	}
+	if got := s.metric("rate_limit_holds_total", map[string]string{"rule": "exports", "result": "released"}); got != 2 {
+		t.Errorf("released %v, want 2", got)
+	}
+	resp, raw = s.send(http.MethodPost, "/v1/report", `{"ip":"203.0.113.7","endpoint":"/api/exports/1"}`, nil)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(raw), "unless the report only releases a hold") {
+		t.Errorf("a report without status or hold: %d %s", resp.StatusCode, raw)
 	}
 }

@@ -27,6 +27,9 @@ type reportBody struct {
 	Status  int64 `json:"status"`
 	Hold    string
 	hasCost bool
+	// releaseOnly: no status, a hold: the report only releases it
+	// (limiter.ReleaseOnly).
+	releaseOnly bool
 }
 
 // parseReport decodes one report object at p into body.
@@ -61,8 +64,12 @@ func parseReport(p *jsonwire.Parser, body *reportBody) error {
 		}
 		return checkField(p, field, &body.checkBody)
 	})
-	if err == nil && !status {
-		return jsonwire.BadRequest("status: required, the HTTP status the client got (%d to %d)", event.MinStatus, event.MaxStatus)
+	switch {
+	case err != nil:
+	case !status && body.Hold == "":
+		return jsonwire.BadRequest("status: required, the HTTP status the client got (%d to %d), unless the report only releases a hold", event.MinStatus, event.MaxStatus)
+	case !status:
+		body.releaseOnly = true
 	}
 	return err
 }
@@ -138,10 +145,12 @@ func decodeReportBatch(data []byte) ([]limiter.Report, error) {
 }
 
 // validateReport validates and normalizes one report's body: the subject as
-// a check's, the status an HTTP status, the cost 0 to maxCost (1 when not
-// given).
+// a check's, the status an HTTP status (or none, for a report that only
+// releases its hold), the cost 0 to maxCost (1 when not given).
 func validateReport(body *reportBody) (limiter.Report, error) {
-	if body.Status < event.MinStatus || body.Status > event.MaxStatus {
+	if body.releaseOnly {
+		body.Status = limiter.ReleaseOnly
+	} else if body.Status < event.MinStatus || body.Status > event.MaxStatus {
 		return limiter.Report{}, jsonwire.BadRequest("status: must be an HTTP status, %d to %d", event.MinStatus, event.MaxStatus)
 	}
 	if body.Cost < 0 || body.Cost > maxCost {
@@ -206,9 +215,12 @@ func (h *handler) fastReportBatch(ctx *fasthttp.RequestCtx) {
 // says whether it was released; a rule that reserves, whether the report
 // settled its reservation, and then what it held and gave back.
 func appendReport(b []byte, d *limiter.Decision) []byte {
-	b = append(b, `"event_id":"`...)
-	b = append(b, d.EventID...)
-	b = append(b, `","mode":"`...)
+	if d.EventID != "" { // a report that only releases its hold has no event
+		b = append(b, `"event_id":"`...)
+		b = append(b, d.EventID...)
+		b = append(b, `",`...)
+	}
+	b = append(b, `"mode":"`...)
 	b = append(b, d.Mode...)
 	b = append(b, `","rules":[`...)
 	for i, r := range d.Results {

@@ -8,6 +8,13 @@ import (
 	"github.com/ratewarden/ratewarden/internal/rules"
 )
 
+// ReleaseOnly is the status of a report that only releases its hold
+// (ReportHold): no outcome, since the application declined to report one.
+// It spends no budget, settles no reservation (a reservation under the id
+// lapses, its estimate spent, as one never reported), publishes no outcome
+// event and is not counted as a report.
+const ReleaseOnly = 0
+
 // Report is one outcome report of ReportBatch: the request it is about,
 // normalized as for Check (Cost is the units the request used), and the
 // status its client got.
@@ -64,7 +71,14 @@ func (s *Service) ReportHold(ctx context.Context, req *rules.Request, status int
 // matchReportHold is matchReport, with the settles of hold's reservations,
 // followed by the releases of hold.
 func (s *Service) matchReportHold(set *ruleSet, req *rules.Request, status int, hold string, d *Decision, now time.Time) bool {
-	s.matchReport(set, req, status, hold, d, now)
+	if status == ReleaseOnly {
+		d.Reset()
+		d.report = true
+		d.Mode = s.Mode()
+		s.keyUser(set, req)
+	} else {
+		s.matchReport(set, req, status, hold, d, now)
+	}
 	if hold != "" {
 		d.Applied = set.MatchHolds(req, hold, now, d.Applied)
 	}
@@ -153,6 +167,9 @@ func (s *Service) completeReport(req *rules.Request, status int, hold string, d 
 	// nothing to deny here, it just was not debited.
 	d.Unavailable = false
 	d.Allowed, d.Reason = true, event.ReasonOK
+	if status == ReleaseOnly {
+		return
+	}
 	d.EventID = s.cfg.NewEventID()
 	if s.cfg.Outcomes != nil {
 		o := event.Outcome{EventID: d.EventID, TS: start, Instance: s.cfg.Instance, UserID: req.UserID, IP: req.IP,
