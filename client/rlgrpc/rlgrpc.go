@@ -122,8 +122,8 @@ type Config struct {
 // whatever it did: returned an error, panicked (the release is queued,
 // then the panic goes on), or served a caller that had cancelled (a
 // handler that watches its context returns then). The release is queued
-// with the report, or, when ReportIf declines the report, in an outcome of
-// its own that uses nothing (cost 0), as client.Middleware does. A release
+// with the report, or, when ReportIf declines the report, in a report
+// without status (a release only), as client.Middleware does. A release
 // that does not reach the limiter (client.Stats.HoldsLost) keeps the slot
 // until the rule's hold lifetime has passed.
 func UnaryServerInterceptor(c client.Limiter, cfg Config) grpc.UnaryServerInterceptor {
@@ -263,9 +263,9 @@ func (in *interceptor) clientOf(ctx context.Context) netip.Addr {
 // settle queues the outcome of a call its handler answered with err, or
 // panicked in (returned false: coded Internal, as recovery interceptors
 // answer a panic), when ReportIf says to, and releases the call's hold, if
-// it took one, either way: in the report, or else in an outcome of its own
-// that uses nothing (cost 0), as client.Middleware does, since the limiter
-// releases holds only through reports.
+// it took one, either way: in the report, or else in a report without
+// status, which the limiter takes as a release only, as client.Middleware
+// does.
 func (in *interceptor) settle(ctx context.Context, fullMethod string, req *client.Request, hold string, err error, returned bool) {
 	code := codes.Internal
 	if returned {
