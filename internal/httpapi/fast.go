@@ -48,7 +48,13 @@ func NewFastHandler(cfg Config, rest http.Handler) fasthttp.RequestHandler {
 	}
 	return func(ctx *fasthttp.RequestCtx) {
 		var serve fasthttp.RequestHandler
-		switch string(ctx.Path()) { // compared, not copied
+		// The path as sent, not fasthttp's decoded and cleaned Path: below
+		// /v1/auth/ the path is a client's (Envoy's ext_authz path_prefix),
+		// and /v1/auth/..%2freport cleans to /v1/report. Such a path is
+		// forward-auth's (NewHandler), so a client never turns its check
+		// into a report or a check of a subject of its choosing; a caller
+		// of the decision routes sends their paths as they are.
+		switch string(ctx.URI().PathOriginal()) { // compared, not copied
 		case checkPath:
 			serve = check
 		case batchPath:
