@@ -432,9 +432,14 @@ rules:
 	lim := e.start("limiter", "RULES_FILE", rules, "TRUSTED_PROXIES", "127.0.0.1", "AUTH_DENY_STATUS", "401", "API_TOKENS", token)
 	entered, leave := make(chan struct{}, 1), make(chan struct{})
 	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/slow/1" {
+		switch r.URL.Path {
+		case "/slow/1":
 			entered <- struct{}{}
 			<-leave
+		case "/slow/hangup": // until nginx gives up on it
+			entered <- struct{}{}
+			<-r.Context().Done()
+			return
 		}
 		fmt.Fprint(w, "done")
 	}))
@@ -460,4 +465,24 @@ rules:
 	if got := lim.metric(t, "rate_limit_holds_total", `result="released"`); got < 1 {
 		t.Errorf("holds released %v, want at least the first request's", got)
 	}
+
+	// A client that hangs up before its response (a browser that moves
+	// on, or one that wants slots kept for nothing): nginx ends the
+	// request and its post_action reports it, with nginx's $status of a
+	// request that got no response ("009" there), which the limiter would
+	// refuse. The report must still release the hold, or every such
+	// request keeps its slot for the hold's whole lifetime.
+	const bob = "198.51.100.8"
+	conn, err := net.Dial("tcp", n.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fmt.Fprintf(conn, "GET /slow/hangup HTTP/1.1\r\nHost: app\r\nX-Forwarded-For: %s\r\n\r\n", bob); err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	_ = conn.Close()
+	testkit.WaitFor(t, 30*time.Second, "the report of a request whose client hung up to release its hold", func() bool {
+		return nginxGet(t, client, n, "/slow/4", "X-Forwarded-For", bob).status == http.StatusOK
+	})
 }

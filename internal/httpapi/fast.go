@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"net/http"
 
 	"github.com/valyala/fasthttp"
@@ -19,6 +20,9 @@ const (
 	batchPath = "/v1/check/batch"
 	jsonPath  = "/json"
 )
+
+// authPathBytes is authPath, for comparisons that do not copy.
+var authPathBytes = []byte(authPath)
 
 // NewFastHandler returns the decision port's handler, served by fasthttp
 // (ops.Listener's Fast): POST /v1/check, /v1/check/batch, /v1/report,
@@ -47,6 +51,16 @@ func NewFastHandler(cfg Config, rest http.Handler) fasthttp.RequestHandler {
 		}
 	}
 	return func(ctx *fasthttp.RequestCtx) {
+		// Below /v1/auth/ the path is a client's (Envoy's ext_authz
+		// path_prefix), and fasthttp's Path is decoded and cleaned:
+		// /v1/auth/..%2freport would be /v1/report. A path sent under
+		// /v1/auth is forward auth's (NewHandler) whatever it cleans to, so
+		// a client never turns its check into a report or a check of a
+		// subject of its choosing.
+		if bytes.HasPrefix(ctx.URI().PathOriginal(), authPathBytes) {
+			other(ctx)
+			return
+		}
 		var serve fasthttp.RequestHandler
 		switch string(ctx.Path()) { // compared, not copied
 		case checkPath:

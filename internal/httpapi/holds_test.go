@@ -283,3 +283,50 @@ func TestReleaseOnlyReport(t *testing.T) {
 		t.Errorf("a report without status or hold: %d %s", resp.StatusCode, raw)
 	}
 }
+
+// Below /v1/auth/ the path is the client's (Envoy's ext_authz
+// path_prefix), which Envoy's normalize_path leaves with its escaped
+// slashes: "/..%2freport" asks for /v1/auth/..%2freport. Decoded and
+// cleaned, that is /v1/report; such a path is a forward-auth check all
+// the same, never another route of the port: a client must not turn its
+// check into a report (releasing a hold, spending budgets of a subject
+// its body names) or into a check of a subject of its choosing.
+func TestAuthPathStaysAuth(t *testing.T) {
+	s := newStack(t, stackOptions{rules: holdRules})
+	var holds []string
+	for range 5 {
+		code, a := s.holdPost("/v1/check", exportCheck)
+		if code != http.StatusOK || a.Hold == nil {
+			t.Fatalf("admitted check: %d %+v", code, a)
+		}
+		holds = append(holds, *a.Hold)
+	}
+	for _, path := range []string{
+		"/v1/auth/..%2freport",
+		"/v1/auth/..%2Freport",
+		"/v1/auth/%2e%2e%2freport",
+		"/v1/auth/api/..%2f..%2freport",
+		"/v1/auth/..%2freport/batch",
+		"/v1/auth/..%2fcheck",
+		"/v1/auth/..%2fcheck/batch",
+	} {
+		body := exportReport(holds[0])
+		if strings.HasSuffix(path, "batch") {
+			body = `{"reports":[` + body + `]}`
+		}
+		resp, raw := s.send(http.MethodPost, path, body, nil)
+		var a struct {
+			Reason *string         `json:"reason"`
+			Rules  json.RawMessage `json:"rules"`
+		}
+		_ = json.Unmarshal(raw, &a)
+		if resp.StatusCode != http.StatusOK || a.Reason == nil || a.Rules != nil {
+			t.Errorf("POST %s: %d %s; want a forward-auth check's answer", path, resp.StatusCode, raw)
+		}
+	}
+	// A decision route's own path is still served cleaned (a client whose
+	// base URL ends in a slash).
+	if code, a := s.holdPost("/v1//check", exportCheck); code != http.StatusOK || a.Allowed || a.RuleID != "exports" {
+		t.Fatalf("sixth check: %d %+v; want refused by exports, every slot still held", code, a)
+	}
+}

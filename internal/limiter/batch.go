@@ -16,6 +16,7 @@ type Batch struct {
 
 	calls    []decide.Call // every decision's Redis calls, in order
 	results  []decide.Result
+	back     holdReturns // the holds the refused requests give back
 	detached detachedContext
 }
 
@@ -39,8 +40,13 @@ func (s *Service) CheckBatch(ctx context.Context, reqs []rules.Request, b *Batch
 		}
 	}
 	s.decideBatch(ctx, b, start)
+	// The holds of the refused requests go back together: one more round
+	// trip for the batch, not one per refused request in turn.
 	for i := range reqs {
-		s.endHolds(ctx, &b.Decisions[i], start)
+		s.settleHolds(&b.Decisions[i], start, &b.back)
+	}
+	s.giveHoldsBack(ctx, &b.back, &b.detached)
+	for i := range reqs {
 		s.complete(set, &reqs[i], &b.Decisions[i], start)
 	}
 }

@@ -95,6 +95,22 @@ func (d *Decision) tookHold(i int, r decide.Result, local bool) {
 // keeps them and answers their id; a refused one gives them back, in one
 // more round trip for those in Redis. It counts them.
 func (s *Service) endHolds(ctx context.Context, d *Decision, now time.Time) {
+	var back holdReturns
+	s.settleHolds(d, now, &back)
+	s.giveHoldsBack(ctx, &back, &d.detached)
+}
+
+// holdReturns gathers the holds in Redis that refused requests give back
+// (settleHolds), with their rules' ids, so that those of a whole batch go
+// in one round trip (giveHoldsBack).
+type holdReturns struct {
+	calls []decide.Call
+	rules []string
+}
+
+// settleHolds settles d's holds as endHolds says, but for those in Redis,
+// which it adds to back instead of releasing them.
+func (s *Service) settleHolds(d *Decision, now time.Time, back *holdReturns) {
 	if d.holdID == "" {
 		return
 	}
@@ -107,8 +123,6 @@ func (s *Service) endHolds(ctx context.Context, d *Decision, now time.Time) {
 		d.Hold = d.holdID
 		return
 	}
-	var calls []decide.Call
-	var ids []string
 	for _, h := range d.held {
 		a := &d.Applied[h.index]
 		c := endOf(a.Call)
@@ -116,22 +130,30 @@ func (s *Service) endHolds(ctx context.Context, d *Decision, now time.Time) {
 			s.countEnd(a.Rule.ID, s.local.decide(c, s.live.Load(), now))
 			continue
 		}
-		calls, ids = append(calls, c), append(ids, a.Rule.ID)
+		back.calls, back.rules = append(back.calls, c), append(back.rules, a.Rule.ID)
 	}
-	if len(calls) == 0 {
+}
+
+// giveHoldsBack releases the holds of back in one round trip, under
+// detached (ctx without its cancellation), and counts them. When the
+// round trip fails, they lapse after their lifetime instead.
+func (s *Service) giveHoldsBack(ctx context.Context, back *holdReturns, detached *detachedContext) {
+	if len(back.calls) == 0 {
 		return
 	}
-	d.detached = detachedContext{parent: ctx}
-	results, err := s.backend.Decide(&d.detached, calls)
-	d.detached = detachedContext{}
+	*detached = detachedContext{parent: ctx}
+	results, err := s.backend.Decide(detached, back.calls)
+	*detached = detachedContext{}
 	if s.roundTrip(err) != nil {
-		// The holds lapse after their lifetime instead.
-		s.log.Debug("refused request's holds not released", zap.Error(err))
-		return
+		// They lapse after their lifetime instead.
+		s.log.Debug("refused requests' holds not released", zap.Int("holds", len(back.calls)), zap.Error(err))
+	} else {
+		for i, r := range results {
+			s.countEnd(back.rules[i], r)
+		}
 	}
-	for i, r := range results {
-		s.countEnd(ids[i], r)
-	}
+	clear(back.calls) // drop references to the requests' keys
+	back.calls, back.rules = back.calls[:0], back.rules[:0]
 }
 
 // endOf returns the call that gives back what c, a take, took: the

@@ -288,3 +288,49 @@ func TestLocalModeHolds(t *testing.T) {
 		t.Fatal("the slot released in memory is still taken")
 	}
 }
+
+// submissionCounter counts the submissions made to the Decider it wraps.
+type submissionCounter struct {
+	limiter.Decider
+	n atomic.Int64
+}
+
+func (c *submissionCounter) Decide(ctx context.Context, calls []decide.Call) ([]decide.Result, error) {
+	c.n.Add(1)
+	return c.Decider.Decide(ctx, calls)
+}
+
+// A check batch whose requests another rule refuses gives their holds back
+// in one more submission for the whole batch, not one per request: a batch
+// of 100 such requests must not cost 100 round trips in turn.
+func TestCheckBatchGivesHoldsBackTogether(t *testing.T) {
+	addr := redistest.StartServer(t)
+	counter := &submissionCounter{}
+	set := ruleSet(t, fmt.Sprintf(holdRules, 1000, "1m"), "rwholds:")
+	svc := limitertest.Service(t, redisstore.New(redisOn(t, addr, time.Second, 8)), set, limitertest.Options{
+		Wrap: func(d limiter.Decider) limiter.Decider { counter.Decider = d; return counter }})
+	reqs := make([]rules.Request, 100)
+	for i := range reqs {
+		reqs[i] = *exportReq("c-1", "10.0.0.1", "/limited/1") // per-ip admits the first only
+	}
+	var b limiter.Batch
+	svc.CheckBatch(context.Background(), reqs, &b)
+	for i, d := range b.Decisions {
+		if d.Allowed != (i == 0) || (d.Hold != "") != (i == 0) {
+			t.Fatalf("decision %d: allowed %v, hold %q; want only the first admitted, with a hold", i, d.Allowed, d.Hold)
+		}
+	}
+	if got := counter.n.Load(); got != 2 {
+		t.Errorf("%d submissions for the batch, want 2: its calls, then the holds of the 99 refused given back", got)
+	}
+	// Every refused request's hold went back: 999 slots are free.
+	n := 0
+	for range 999 {
+		if d := check(svc, exportReq("c-1", "10.0.0.2", "/exports/1")); d.Allowed {
+			n++
+		}
+	}
+	if n != 999 {
+		t.Errorf("after the batch, %d of 999 admitted; want every slot but the first request's", n)
+	}
+}

@@ -160,7 +160,7 @@ func banOf(scope, subject, details string, expiresMs float64) event.Ban {
 }
 
 // Remove lifts the ban of scope and subject and reports whether there was
-// one. It also tells the detector's state of the lift (redisabuse.Lift),
+// one; when there was none it changes nothing. It also tells the detector's state of the lift (redisabuse.Lift),
 // so the detector may ban the offender again, but only for what it does
 // after the lift; its escalation history stays. That state is the
 // detector's, which names its keys: this package depends on redisabuse for that one function, and
@@ -180,16 +180,19 @@ func (b *Blacklist) Remove(ctx context.Context, scope, subject string) (bool, er
 	}); err != nil {
 		return false, fmt.Errorf("redis blacklist remove: %w", err)
 	}
+	removed := zrem.Val() > 0
+	if !removed {
+		// No ban to lift: the detector's count of the subject stays. A lift
+		// mark would wipe an offender's evidence at a call that did nothing.
+		return false, nil
+	}
 	if err := redisabuse.Lift(ctx, b.client, b.prefix, scope, subject, b.now()); err != nil {
 		return false, fmt.Errorf("redis blacklist remove: detector's record: %w", err)
 	}
-	removed := zrem.Val() > 0
-	if removed {
-		if err := b.client.Publish(ctx, b.channel(), "unban|"+scope+"|0|"+subject).Err(); err != nil {
-			return true, fmt.Errorf("redis blacklist remove: publish: %w", err)
-		}
+	if err := b.client.Publish(ctx, b.channel(), "unban|"+scope+"|0|"+subject).Err(); err != nil {
+		return true, fmt.Errorf("redis blacklist remove: publish: %w", err)
 	}
-	return removed, nil
+	return true, nil
 }
 
 // Active returns every ban that expires after now, with its details. An

@@ -213,6 +213,42 @@ func TestBlacklistRemoveForgetsTheDetectorsEvidence(t *testing.T) {
 	})
 }
 
+// An unban of a subject without a ban in force answers false (the admin
+// API's 404, "no active ban") and changes nothing: the detector's count of
+// that subject's violations stays. A lift mark there would wipe the
+// evidence of an offender on its way to a ban, at a request that says it
+// did nothing.
+func TestBlacklistRemoveWithoutBanKeepsTheEvidence(t *testing.T) {
+	redistest.ForEachClock(t, detectT0, func(t *testing.T, t0 time.Time) {
+		ctx := context.Background()
+		bl, prefix := newTestBlacklist(t, t0)
+		windows := redisabuse.NewWindows(bl.client, prefix)
+		spec := abuse.WindowSpec{Violations: []time.Duration{time.Hour}, Scan: 10 * time.Second, ScanCap: 10,
+			MaxViolations: 100, Grace: time.Minute}
+		violate := func(i int) abuse.Tally {
+			t.Helper()
+			tallies, err := windows.Record(ctx, spec, []abuse.Sighting{{Offender: abuse.Offender{Scope: event.ScopeIP, Subject: "c"},
+				EventID: fmt.Sprint("e", i), TS: t0.Add(time.Duration(i) * time.Second), Endpoint: fmt.Sprint("/x/", i), Violation: true}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return tallies[0]
+		}
+		for i := range 5 {
+			violate(i)
+		}
+		bl.now = func() time.Time { return t0.Add(10 * time.Second) }
+		if removed, err := bl.Remove(ctx, event.ScopeIP, "c"); err != nil || removed {
+			t.Fatalf("remove of no ban: %v, %v; want false", removed, err)
+		}
+		// The endpoint of 0s has left the 10s scan window.
+		if tally := violate(11); tally.Violations[0] != 6 || tally.Endpoints != 5 {
+			t.Errorf("next violation after an unban that found no ban: %d violations, %d endpoints; want 6 and 5",
+				tally.Violations[0], tally.Endpoints)
+		}
+	})
+}
+
 // TestBlacklistMissingDetails: an entry is enforced even without details.
 func TestBlacklistMissingDetails(t *testing.T) {
 	redistest.ForEachClock(t, detectT0, func(t *testing.T, t0 time.Time) {

@@ -12,9 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratewarden/ratewarden/internal/decide"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/decidetest"
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
@@ -460,4 +462,45 @@ func TestLateHoldsAreReleased(t *testing.T) {
 	if got := admitted(takes("served", 11)); got != 6 {
 		t.Fatalf("after 4 served takes answered late: %d of 11 admitted, want 6", got)
 	}
+}
+
+// A take whose reply never comes within the late wait (a Redis slower than
+// REDIS_TIMEOUT + REDIS_LATE_REPLY_WAIT, a connection cut after the
+// command ran) is refused by the limiter, and Redis may hold it: its
+// give-back, the release of its id, needs no answer, so it is made all
+// the same. Otherwise every such refused request keeps a slot for the
+// hold's whole lifetime, and a Redis slow for a moment leaves the key full
+// for innocents once it answers again.
+func TestLateHoldsWhoseReplyNeverComesAreReleased(t *testing.T) {
+	co, proxy := lateCoalescer(t, 2*time.Second, 100*time.Millisecond)
+	prefix := redistest.Prefix(t, newClient(t, redisAddr()))
+	take := func() decide.Call {
+		return decide.Call{Algorithm: decide.Concurrency, Keys: decidetest.Keys(prefix, "never"), Cost: 1,
+			HoldID: decide.NewHoldID(), Limits: []decide.Limit{{Requests: 5, Per: time.Hour}}}
+	}
+	var wg sync.WaitGroup
+	for range 5 {
+		wg.Go(func() {
+			_, err := co.Decide(context.Background(), []decide.Call{take()})
+			var l *LateError
+			if !errors.As(err, &l) {
+				t.Errorf("a take whose reply is late: %v, want a *LateError", err)
+				return
+			}
+			l.Settle(0, 1, false)
+		})
+	}
+	wg.Wait()
+	// The give-backs meet the same slow Redis at first: they fail, and are
+	// sent again once it answers.
+	testkit.WaitFor(t, 10*time.Second, "a give-back to fail", func() bool {
+		return testutil.ToFloat64(co.giveBacks.resent) > 0
+	})
+	proxy.SetDelay(0, 0)
+	waitSettled(t, co)
+	rdb := newClient(t, redisAddr())
+	testkit.WaitFor(t, 10*time.Second, "the refused takes' holds to be released", func() bool {
+		held, err := rdb.ZCard(context.Background(), decidetest.Keys(prefix, "never").State).Result()
+		return err == nil && held == 0
+	})
 }

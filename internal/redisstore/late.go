@@ -114,10 +114,19 @@ func (l *lateCalls) deliver(idx []int, results []decide.Result, errs []error) {
 	j := 0
 	n := l.each(idx, func(i int) {
 		l.state[i] &^= awaiting
-		if errs != nil && errs[j] != nil {
+		switch {
+		case errs != nil && errs[j] != nil && namedTake(l.calls[i]):
+			// No answer, but a take's give-back is the release of its id,
+			// which needs none: taken, it ends the hold; not taken, it
+			// changes nothing. Without it a refused request would keep its
+			// slot for the hold's whole lifetime.
+			l.results[i] = decide.Result{Allowed: true}
+			l.state[i] |= replied
+			l.giveBack(i)
+		case errs != nil && errs[j] != nil:
 			l.state[i] |= settledBack // no answer: nothing will be known of it
 			l.gb.dropped.WithLabelValues(dropUnanswered).Inc()
-		} else {
+		default:
 			l.results[i] = results[j]
 			l.state[i] |= replied
 			l.giveBack(i)
@@ -125,6 +134,12 @@ func (l *lateCalls) deliver(idx []int, results []decide.Result, errs []error) {
 		j++
 	})
 	l.gb.pending.Sub(float64(n))
+}
+
+// namedTake reports whether c takes a concurrency hold under an id of
+// its own, which a release can name whatever Redis answered.
+func namedTake(c decide.Call) bool {
+	return c.Algorithm == decide.Concurrency && !c.Release && c.Cost > 0 && c.HoldID != ""
 }
 
 func (l *lateCalls) settle(from, to int, how uint8) {
@@ -200,7 +215,24 @@ type giveBacks struct {
 	issued  prometheus.Counter
 	pending prometheus.Gauge
 	dropped *prometheus.CounterVec
+	resent  prometheus.Counter
+
+	retries []resend // owned by run
 }
+
+// resend is a hold's give-back whose round trip failed, to send again:
+// the release of a hold id, which changes nothing the second time, and
+// which the Redis too slow to answer the take likely failed too. left is
+// how many more times it may be sent.
+type resend struct {
+	gb   decide.GiveBack
+	left int
+}
+
+// holdResends bounds the times a hold's give-back is sent again, one round
+// trip timeout (Timeout + LateWait) apart; past them the hold lapses after
+// its lifetime.
+const holdResends = 5
 
 func newGiveBacks(store *Store, timeout time.Duration, reg prometheus.Registerer) *giveBacks {
 	f := promauto.With(reg) // a nil Registerer registers nothing
@@ -218,6 +250,10 @@ func newGiveBacks(store *Store, timeout time.Duration, reg prometheus.Registerer
 			Name: "rate_limit_redis_give_backs_dropped_total",
 			Help: "Calls whose give-back could not be made, by reason: unanswered (the late reply never came within REDIS_LATE_REPLY_WAIT), queue_full, failed (the give-back's round trip failed). Their units stay counted until their window ends.",
 		}, []string{"reason"}),
+		resent: f.NewCounter(prometheus.CounterOpts{
+			Name: "rate_limit_redis_give_backs_resent_total",
+			Help: "Give-backs of concurrency holds sent again after their round trip failed (a release by id, harmless twice), up to 5 times each.",
+		}),
 	}
 	for _, r := range []string{dropUnanswered, dropQueueFull, dropFailed} {
 		g.dropped.WithLabelValues(r)
@@ -239,18 +275,45 @@ func (g *giveBacks) queue(gb decide.GiveBack) {
 func (g *giveBacks) run() {
 	defer close(g.done)
 	batch := make([]decide.GiveBack, 0, giveBackBatch)
+	var again <-chan time.Time // a round trip timeout after a failure, while holds wait to be sent again
 	for {
+		if len(g.retries) > 0 && again == nil {
+			again = time.After(g.timeout)
+		}
 		select {
 		case gb := <-g.ch:
-			g.send(g.fill(append(batch[:0], gb)))
+			g.send(g.fill(append(batch[:0], gb)), nil)
+		case <-again:
+			again = nil
+			g.sendAgain(batch[:0])
 		case <-g.quit:
-			// Stopping: what is queued gets one round trip.
+			// Stopping: what is queued gets one round trip, and so do the
+			// holds waiting to be sent again.
 			for b := g.fill(batch[:0]); len(b) > 0; b = g.fill(batch[:0]) {
-				g.send(b)
+				g.send(b, nil)
+			}
+			for i := range g.retries {
+				g.retries[i].left = 0
+			}
+			for len(g.retries) > 0 {
+				g.sendAgain(batch[:0])
 			}
 			return
 		}
 	}
+}
+
+// sendAgain sends up to giveBackBatch of the holds' give-backs waiting to
+// be sent again, in batch.
+func (g *giveBacks) sendAgain(batch []decide.GiveBack) {
+	n := min(len(g.retries), giveBackBatch)
+	left := make([]int, n)
+	for i, r := range g.retries[:n] {
+		batch, left[i] = append(batch, r.gb), r.left
+	}
+	g.retries = append(g.retries[:0], g.retries[n:]...)
+	g.resent.Add(float64(n))
+	g.send(batch, left)
 }
 
 // fill adds to batch the give-backs waiting, up to giveBackBatch.
@@ -266,18 +329,29 @@ func (g *giveBacks) fill(batch []decide.GiveBack) []decide.GiveBack {
 	return batch
 }
 
-func (g *giveBacks) send(batch []decide.GiveBack) {
+// send sends batch in one round trip. A hold's give-back that fails is
+// kept to be sent again while it may (left[i]; nil: holdResends each);
+// any other is dropped and counted.
+func (g *giveBacks) send(batch []decide.GiveBack, left []int) {
 	ctx, cancel := context.WithTimeout(context.Background(), g.timeout)
 	_, errs := g.store.GiveBack(ctx, batch)
 	cancel()
 	for i := range batch {
-		if errs != nil && errs[i] != nil {
-			g.dropped.WithLabelValues(dropFailed).Inc()
-		} else {
-			g.issued.Inc()
+		tries := holdResends
+		if left != nil {
+			tries = left[i]
 		}
+		switch {
+		case errs == nil || errs[i] == nil:
+			g.issued.Inc()
+		case batch[i].Call.Algorithm == decide.Concurrency && tries > 0 && len(g.retries) < maxGiveBacks:
+			g.retries = append(g.retries, resend{gb: batch[i], left: tries - 1})
+			continue // still pending
+		default:
+			g.dropped.WithLabelValues(dropFailed).Inc()
+		}
+		g.pending.Dec()
 	}
-	g.pending.Sub(float64(len(batch)))
 	clear(batch)
 }
 
