@@ -87,7 +87,8 @@ func (b envoyBudget) done(hold string, used uint64) uint32 {
 // budget of 10 estimates admit exactly 10 (all 50 without reserve); a
 // settle refunds what the estimate overstated and debits what it
 // understated; a replayed or unknown id settles and debits nothing; a
-// request refused by another descriptor keeps nothing and answers no id.
+// request refused by another descriptor keeps nothing and answers no id;
+// one id names a call's holds and reservations alike.
 func TestEnvoyReservationsOverGRPC(t *testing.T) {
 	probed := rule("probed", "edge", 1000, time.Hour, "plain", "")
 	e := newEnv(t, []rules.Rule{
@@ -96,6 +97,7 @@ func TestEnvoyReservationsOverGRPC(t *testing.T) {
 		probed, // the debit pattern without reserve
 		rule("closed", "edge", 0, time.Minute, "closed", ""),
 		rule("tight", "edge", 1, time.Hour, "tight", ""),
+		concurrencyRule("streams", "stream_key", 1, ""),
 	}, options{})
 	reservations := func(rule, result string) float64 {
 		return e.metric("rate_limit_reservations_total", map[string]string{"rule": rule, "result": result})
@@ -115,6 +117,28 @@ func TestEnvoyReservationsOverGRPC(t *testing.T) {
 		b := envoyBudget{e: e, key: "bucket_key", val: "k"}
 		if ids := b.checkMany(50, true); len(ids) != 10 {
 			t.Fatalf("50 request-time calls admitted %d, want 10", len(ids))
+		}
+	})
+
+	// One id per call for all its holds and reservations: the stream-done
+	// call names it once per descriptor, releasing the hold and settling
+	// the reservation.
+	t.Run("one id for holds and reservations", func(t *testing.T) {
+		resp := e.mustCall(request("edge", hits(desc("llm_key", "shared"), 0), desc("stream_key", "shared")))
+		id := resp.DynamicMetadata.GetFields()[rlsapi.HoldMetadataKey].GetStringValue()
+		if resp.OverallCode != ok || !decide.ValidHoldID(id) {
+			t.Fatalf("request-time call: %v, id %q", resp.OverallCode, id)
+		}
+		resp = e.mustCall(request("edge", hits(desc("llm_key", "shared", rules.ReleaseKey, id), 30),
+			desc("stream_key", "shared", rules.ReleaseKey, id)))
+		if left := resp.Statuses[0].LimitRemaining; left != 970 {
+			t.Errorf("the settle of 30 on 100 reserved left %d, want 970", left)
+		}
+		if left := resp.Statuses[1].LimitRemaining; left != 1 {
+			t.Errorf("the release left %d slots, want 1", left)
+		}
+		if got := reservations("llm", "settled"); got != 1 {
+			t.Errorf("settled %v, want 1", got)
 		}
 	})
 
@@ -171,12 +195,12 @@ func TestEnvoyReservationsOverGRPC(t *testing.T) {
 			resp.OverallCode, resp.DynamicMetadata, resp.Statuses[0].LimitRemaining)
 	}
 
-	for result, want := range map[string]float64{"taken": 11, "denied": 42, "returned": 1, "settled": 10, "unknown": 4} {
+	for result, want := range map[string]float64{"taken": 12, "denied": 42, "returned": 1, "settled": 11, "unknown": 4} {
 		if got := reservations("llm", result); got != want {
 			t.Errorf("rate_limit_reservations_total{rule=llm,result=%q} = %v, want %v", result, got, want)
 		}
 	}
-	for kind, want := range map[string]float64{"reserved": 1100, "refunded": 60 + 800 + 100, "excess": 150} {
+	for kind, want := range map[string]float64{"reserved": 1200, "refunded": 70 + 60 + 800 + 100, "excess": 150} {
 		if got := units("llm", kind); got != want {
 			t.Errorf("rate_limit_reservation_units_total{rule=llm,kind=%q} = %v, want %v", kind, got, want)
 		}
