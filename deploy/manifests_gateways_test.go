@@ -144,15 +144,20 @@ func manifestRLSRules(files []manifestRLSFile, domain string) (rules []manifestR
 	return rules, found
 }
 
-// manifestRLSHoldRules lists the concurrency rules of domain across the
-// files (rate_limit.algorithm concurrency).
-func manifestRLSHoldRules(files []manifestRLSFile, domain string) []manifestRLSRule {
+// manifestRLSHoldRules lists the rules of domain across the files whose
+// request-time descriptor takes something that a stream-done descriptor
+// naming the answered id ends: the concurrency rules (rate_limit.algorithm
+// concurrency) with reserving false, and the rules that reserve
+// (rate_limit.reserve) with reserving true.
+func manifestRLSHoldRules(files []manifestRLSFile, domain string, reserving bool) []manifestRLSRule {
 	var out []manifestRLSRule
 	var walk func(level []any, prefix manifestRLSRule)
 	walk = func(level []any, prefix manifestRLSRule) {
 		for _, d := range level {
 			r := append(slices.Clone(prefix), manifestRLSEntry{manifestStr(manifestAt(d, "key")), manifestStr(manifestAt(d, "value"))})
-			if manifestStr(manifestAt(d, "rate_limit", "algorithm")) == "concurrency" {
+			concurrency := manifestStr(manifestAt(d, "rate_limit", "algorithm")) == "concurrency"
+			reserves := manifestAt(d, "rate_limit", "reserve") != nil
+			if (concurrency && !reserving) || (reserves && reserving) {
 				out = append(out, r)
 			}
 			walk(manifestList(manifestAt(d, "descriptors")), r)
@@ -207,6 +212,9 @@ type manifestEnvoyDescriptor struct {
 	// holdAnswered: the last entry is the hold id the limiter answered (a
 	// metadata action reading it from the filter's dynamic metadata).
 	holdAnswered bool
+	// hitsZero: hits_addend {number: 0}; hitsFormat: hits_addend read from
+	// the request (a format), as the units a response used.
+	hitsZero, hitsFormat bool
 }
 
 func (d manifestEnvoyDescriptor) String() string {
@@ -335,6 +343,11 @@ func manifestEnvoyRoutesDescriptors(rc any, r *manifestEnvoyRLS, report func(str
 			for j, rl := range limits {
 				where := fmt.Sprintf("%s, rate_limits[%d]", name, j)
 				d := manifestEnvoyDescriptor{route: name, always: true, streamDone: manifestAt(rl, "apply_on_stream_done") == true}
+				if h := manifestMap(manifestAt(rl, "hits_addend")); h != nil {
+					n, isNum := h["number"].(int)
+					d.hitsZero = isNum && n == 0
+					d.hitsFormat = manifestStr(h["format"]) != ""
+				}
 				actions := manifestList(manifestAt(rl, "actions"))
 				if len(actions) == 0 {
 					report("%s: no actions", where)
@@ -506,13 +519,20 @@ func manifestEnvoyRLSProblems(r manifestEnvoyRLS, files []manifestRLSFile) []str
 		report("the filter's domain %q is none of the rule files' %v", r.domain, domains)
 		return problems
 	}
-	holdRules := manifestRLSHoldRules(files, r.domain)
+	holdRules, reserveRules := manifestRLSHoldRules(files, r.domain, false), manifestRLSHoldRules(files, r.domain, true)
+	matchesAny := func(rs []manifestRLSRule, entries []manifestRLSEntry) bool {
+		return slices.ContainsFunc(rs, func(rule manifestRLSRule) bool { return manifestRLSMatches(rule, entries) })
+	}
 	isHold := func(entries []manifestRLSEntry) bool {
-		return slices.ContainsFunc(holdRules, func(rule manifestRLSRule) bool { return manifestRLSMatches(rule, entries) })
+		return matchesAny(holdRules, entries) || matchesAny(reserveRules, entries)
 	}
 	for _, d := range r.descriptors {
 		if n := len(d.entries); n > 1 && d.entries[n-1].key == manifestRLSHoldKey && isHold(d.entries[:n-1]) {
 			manifestEnvoyReleaseProblems(d, report)
+			if matchesAny(reserveRules, d.entries[:n-1]) && !d.hitsFormat {
+				report("%s: the settle of a reservation without hits_addend from the response (format): "+
+					"it would settle every request at 1 unit, not at what it used", d)
+			}
 			continue
 		}
 		if !slices.ContainsFunc(rules, func(rule manifestRLSRule) bool { return manifestRLSMatches(rule, d.entries) }) {
@@ -520,6 +540,10 @@ func manifestEnvoyRLSProblems(r manifestEnvoyRLS, files []manifestRLSFile) []str
 		}
 		if isHold(d.entries) {
 			manifestEnvoyTakeProblems(d, r.descriptors, report)
+		}
+		if matchesAny(reserveRules, d.entries) && !d.streamDone && !d.hitsZero {
+			report("%s: a request-time descriptor of a rule that reserves without hits_addend {number: 0}: "+
+				"it debits its hits_addend and reserves nothing", d)
 		}
 	}
 	for _, rule := range rules {
@@ -971,6 +995,23 @@ func TestManifestEnvoyRLSCheckersCatchMistakes(t *testing.T) {
 				a["rate_limits"] = append([]any{limits[0]}, limits[2:]...)
 			})
 		}, "holds taken on this route are never released"},
+		{"recipe: a reservation's request-time call debits", func(t *testing.T) []string {
+			return recipeWith(t, func(r map[string]any, _ []manifestRLSFile) {
+				delete(manifestMap(manifestList(manifestAt(route(r, "/v1/chat/completions"), "route", "rate_limits"))[0]), "hits_addend")
+			})
+		}, "it debits its hits_addend and reserves nothing"},
+		{"recipe: a settle without the units used", func(t *testing.T) []string {
+			return recipeWith(t, func(r map[string]any, _ []manifestRLSFile) {
+				delete(manifestMap(manifestList(manifestAt(route(r, "/v1/chat/completions"), "route", "rate_limits"))[1]), "hits_addend")
+			})
+		}, "it would settle every request at 1 unit"},
+		{"recipe: reservations never settled", func(t *testing.T) []string {
+			return recipeWith(t, func(r map[string]any, _ []manifestRLSFile) {
+				a := manifestMap(manifestAt(route(r, "/v1/chat/completions"), "route"))
+				limits := manifestList(a["rate_limits"])
+				a["rate_limits"] = append([]any{limits[0]}, limits[2:]...)
+			})
+		}, "generic_key=llm -> api_key: holds taken on this route are never released"},
 		{"compose: envoy without the recipe", func(t *testing.T) []string {
 			return composeWith(t, func(s map[string]any) { delete(manifestMap(s["envoy"]), "volumes") })
 		}, "does not mount " + manifestEnvoyRLSRecipe},

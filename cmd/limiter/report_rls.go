@@ -88,4 +88,9 @@ func writeDescriptor(b *strings.Builder, r *rules.Rule, file string) {
 	default:
 		writeField(b, "limits:", describeLimits(r.Algorithm, r.Limits))
 	}
+	if r.Reserves() {
+		writeField(b, "reserve:", fmt.Sprintf("a request-time descriptor (hits_addend 0) reserves %d units, admitted only if they fit, "+
+			"until the stream-done descriptor ending in (hold, <id answered>) settles them with its hits_addend; "+
+			"one nobody settles lapses after %s, spent", r.Reserve, reportDuration(r.ReserveLifetime())))
+	}
 }

@@ -295,8 +295,14 @@ func TestRulesCommandChecksEveryFile(t *testing.T) {
 // flags and limits, then the domains. Dotfiles are not read.
 func TestRulesCommandRLSReport(t *testing.T) {
 	const want = `Checking testdata/rls/valid (RLS config)
-  SUCCESS: 6 descriptor rules found in 2 files
+  SUCCESS: 7 descriptor rules found in 2 files
 
+rls.api.llm_key (priority 100, fixed_window)
+  domain:    api (api.yml)
+  path:      llm_key
+  limits:    100000 per 1h
+  reserve:   a request-time descriptor (hits_addend 0) reserves 4096 units, admitted only if they fit, until the stream-done descriptor ending in (hold, <id answered>) settles them with its hits_addend; one nobody settles lapses after 5m, spent
+  on Redis failure: local
 rls.api.path__api__ (priority 100, token_bucket, shadow)
   shadow:    reports only, never denies
   domain:    api (api.yml)
@@ -332,7 +338,7 @@ rls.messaging.to_number (priority 100, fixed_window)
   flags:     detailed_metric on to_number
   limits:    100 per 2h
   on Redis failure: local
-domains: api (api.yml, 2 rules); messaging (messaging.yaml, 4 rules)
+domains: api (api.yml, 3 rules); messaging (messaging.yaml, 4 rules)
 `
 	for _, args := range [][]string{{"check", "--rls-dir", rlsValidDir}, {"check", "--rls-dir=" + rlsValidDir}} {
 		code, stdout, stderr := runRulesCommand(t, args...)

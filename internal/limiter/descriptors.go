@@ -25,7 +25,10 @@ import (
 // holds of a refused one are given back at once); the releases among them
 // (rules.ReleaseKey, Envoy's stream-done call) end a hold each, whatever
 // the rest of the request: a banned or exempt address releases nothing,
-// its request-time call having taken nothing either.
+// its request-time call having taken nothing either. Likewise the
+// descriptors of rules that reserve take a reservation under that id at
+// request time (hits_addend 0), and the stream-done descriptors naming it
+// settle it (see rules' descriptorreserve.go).
 func (s *Service) CheckDescriptors(ctx context.Context, req *rules.DescriptorRequest, d *Decision) {
 	start := s.cfg.Now()
 	d.Reset()
@@ -45,6 +48,7 @@ func (s *Service) CheckDescriptors(ctx context.Context, req *rules.DescriptorReq
 			s.decide(ctx, d, start)
 			s.endHolds(ctx, d, start)
 			s.countReleases(d)
+			s.countSettles(d)
 		}
 	}
 	if !d.Unavailable {

@@ -39,11 +39,15 @@ const (
 
 // nameHolds gives the takes of d's concurrency rules (releases name the
 // hold they end), and the takes of its rules that reserve
-// (decide.Call.Reserve), one new hold id.
+// (decide.Call.Reserve; not their settles, which name the reservation they
+// end, nor a descriptor's debit, rules.Applied.Debit), one new hold id.
 func nameHolds(d *Decision) {
 	for i := range d.Applied {
-		c := &d.Applied[i].Call
-		if (c.Algorithm != decide.Concurrency || c.Release) && c.Reserve == 0 {
+		a := &d.Applied[i]
+		c := &a.Call
+		take := c.Algorithm == decide.Concurrency && !c.Release
+		reserve := c.Reserve > 0 && !c.Settle && !a.Debit
+		if !take && !reserve {
 			continue
 		}
 		if d.holdID == "" {

@@ -356,6 +356,42 @@ descriptors:
 	}
 }
 
+// The extension's reserve makes a descriptor rule whose request-time
+// descriptor (hits_addend 0) takes the estimate, whose stream-done one
+// (a hold entry appended) settles it with its hits_addend, and whose
+// descriptor without a hold entry and hits_addend above 0 is a debit.
+func TestExtensionReserve(t *testing.T) {
+	c, err := rlsconfig.Load([]rlsconfig.File{{Name: "llm.yaml", Data: []byte(`domain: llm
+descriptors:
+  - key: api_key
+    rate_limit: {unit: hour, requests_per_unit: 100000, reserve: 4096, reserve_hold: 5m}
+`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := rules.Compile(&rules.File{Rules: c.Rules}, rules.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := decide.NewHoldID()
+	check, debit, settle := desc("api_key=k"), desc("api_key=k"), desc("api_key=k,hold="+id)
+	check.Cost, debit.Cost, settle.Cost = 0, 700, 700
+	as := set.MatchDescriptors(&rules.DescriptorRequest{Domain: "llm", Descriptors: []rules.Descriptor{check, debit, settle}}, now, nil)
+	if len(as) != 3 {
+		t.Fatalf("%d rules applied, want 3", len(as))
+	}
+	take, plain, end := as[0], as[1], as[2]
+	if take.Rule.ID != "rls.llm.api_key" || take.Call.Cost != 4096 || take.Call.Reserve != 5*time.Minute || take.Call.DebitDenied || take.Debit {
+		t.Errorf("request-time descriptor: %+v, want a take of 4096", take)
+	}
+	if !plain.Debit || plain.Call.Cost != 700 || !plain.Call.DebitDenied || plain.Call.Settle || plain.Call.Reserve != 5*time.Minute {
+		t.Errorf("descriptor without hold: %+v, want a debit of 700", plain)
+	}
+	if !end.Call.Settle || end.Call.HoldID != id || end.Call.Cost != 700 || end.Call.Keys != take.Call.Keys || end.NoRelease {
+		t.Errorf("stream-done descriptor: %+v, want the settle of %s at 700 on the take's key", end, id)
+	}
+}
+
 // A whitelisted descriptor (no rate_limit, nothing nested) beside a less
 // specific one keeps its requests unlimited instead of leaving them to the
 // less specific one; alone it makes no rule.

@@ -63,6 +63,10 @@ type rateLimitYAML struct {
 	Limits         []rules.Limit         `yaml:"limits"`
 	IPv6Prefix     int                   `yaml:"ipv6_prefix"`
 	Debit          rules.DebitPolicy     `yaml:"debit"`
+	// Reserve and ReserveHold: the request-time call (hits_addend 0) takes
+	// an estimate that the stream-done call naming its id settles.
+	Reserve     int64          `yaml:"reserve"`
+	ReserveHold rules.Duration `yaml:"reserve_hold"`
 	// Lease is written as in the rules file: true, false or {max_units: n}.
 	Lease *rules.Lease `yaml:"lease"`
 	// Release is a concurrency rule's: which stream-done calls release.
@@ -424,6 +428,8 @@ func (w *walker) rateLimit(entries []rules.DescriptorEntry, d *descriptorYAML) *
 		Escalate:       rl.Escalate,
 		IPv6Prefix:     rl.IPv6Prefix,
 		Debit:          rl.Debit,
+		Reserve:        rl.Reserve,
+		ReserveHold:    rl.ReserveHold,
 		Lease:          rl.Lease,
 		Descriptor:     &rules.DescriptorMatch{Name: rl.Name, Replaces: replaces, Unlimited: rl.Unlimited, Release: rl.Release},
 	}
@@ -487,6 +493,8 @@ func (rl *rateLimitYAML) present(limits bool) []string {
 		add(len(rl.Escalate) > 0, "escalate")
 		add(rl.IPv6Prefix != 0, "ipv6_prefix")
 		add(rl.Debit != "", "debit")
+		add(rl.Reserve != 0, "reserve")
+		add(rl.ReserveHold != 0, "reserve_hold")
 		add(rl.Lease.Enabled(), "lease")
 		add(rl.Release != "", "release")
 	}

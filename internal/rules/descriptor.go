@@ -281,7 +281,11 @@ func (s *Set) MatchDescriptors(req *DescriptorRequest, now time.Time, out []Appl
 			continue
 		}
 		replaced = replaced || len(r.Descriptor.Replaces) > 0
-		out = append(out, Applied{Rule: r, Descriptor: i, Call: r.descriptorCall(desc, req.AddressKey, now)})
+		a := Applied{Rule: r, Descriptor: i, Call: r.descriptorCall(desc, req.AddressKey, now)}
+		if r.Reserves() {
+			r.reserving(&a)
+		}
+		out = append(out, a)
 	}
 	if replaced {
 		out = dropReplaced(out, start)
@@ -290,18 +294,18 @@ func (s *Set) MatchDescriptors(req *DescriptorRequest, now time.Time, out []Appl
 }
 
 // dropReplaced removes from out[start:] the rules named by the Replaces of
-// another rule there. A release is never replaced and replaces nothing: it
-// only ends a hold its request took.
+// another rule there. A release or a settle is never replaced and replaces
+// nothing: it only ends a hold or a reservation its request took.
 func dropReplaced(out []Applied, start int) []Applied {
 	var names []string
 	for _, a := range out[start:] {
-		if !a.Call.Release {
+		if !a.Call.Release && !a.Call.Settle {
 			names = append(names, a.Rule.Descriptor.Replaces...)
 		}
 	}
 	kept := out[:start]
 	for _, a := range out[start:] {
-		if n := a.Rule.Descriptor.Name; a.Call.Release || n == "" || !slices.Contains(names, n) { // an override has no name
+		if n := a.Rule.Descriptor.Name; a.Call.Release || a.Call.Settle || n == "" || !slices.Contains(names, n) { // an override has no name
 			kept = append(kept, a)
 		}
 	}
@@ -309,8 +313,9 @@ func dropReplaced(out []Applied, start int) []Applied {
 }
 
 // release returns the Applied of desc when it is the release of a
-// concurrency rule's hold: its last entry has the key ReleaseKey and the
-// entries before it match a concurrency rule. The call releases, on the
+// concurrency rule's hold, or the settle of a reserving rule's reservation
+// (see settle): its last entry has the key ReleaseKey and the entries
+// before it match a concurrency rule (or a rule that reserves). The call releases, on the
 // key the request-time descriptor (those entries) took its hold on, the
 // hold the last entry's value names; a value that is no hold id releases
 // the key's oldest hold when the rule's Release is ReleaseOldest, and
@@ -329,6 +334,9 @@ func (root *descNode) release(desc *Descriptor, i int, addrKey string, now time.
 		}
 	}
 	r := node.rule
+	if r != nil && r.Reserves() {
+		return r.settle(desc, i, addrKey, now), true
+	}
 	if r == nil || r.Algorithm != decide.Concurrency || r.Descriptor.Unlimited {
 		return Applied{}, false
 	}

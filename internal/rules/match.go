@@ -39,6 +39,11 @@ type Applied struct {
 	// stream-done call naming no hold id, of a rule that releases holds by
 	// id only. It releases nothing and needs no Redis.
 	NoRelease bool
+	// Debit marks the call of a descriptor rule that reserves which debits
+	// its cost rather than take a reservation: a descriptor with a
+	// hits_addend above 0 and no hold entry (see descriptorreserve.go). A
+	// settle naming no hold id is marked NoRelease: it settles nothing.
+	Debit bool
 }
 
 // Exempt reports whether the request is exempt, by its user (ExemptUser)

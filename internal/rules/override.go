@@ -66,7 +66,7 @@ func (o *overrides) overrideCall(matched *Rule, desc *Descriptor, addrKey string
 		r = o.blocking
 	}
 	var keys decide.Keys
-	if matched != nil && !matched.Descriptor.Unlimited && matched.Algorithm == decide.FixedWindow && !matched.Leased() {
+	if matched != nil && !matched.Descriptor.Unlimited && matched.Algorithm == decide.FixedWindow && !matched.Leased() && !matched.Reserves() {
 		keys = matched.descriptorCall(desc, addrKey, now).Keys
 	} else {
 		var nbuf, vbuf [MaxEntries]string

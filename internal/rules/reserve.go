@@ -50,10 +50,12 @@ func (rule *Rule) estimate(r *Request) int64 {
 	return rule.Reserve
 }
 
-// validateReserve checks reserve and reserve_hold: only on a request rule
-// spent by reports, of fixed_window or token_bucket, at least 1 and at
-// most the smallest quota of its limits (a larger estimate would never be
-// admitted).
+// validateReserve checks reserve and reserve_hold: only on a rule priced
+// after the response (a request rule spent by reports, or a descriptor
+// rule, whose stream-done call's hits_addend is the cost: see
+// descriptorreserve.go), of fixed_window or token_bucket, at least 1 and
+// at most the smallest quota of its limits (a larger estimate would never
+// be admitted).
 func validateReserve(r *Rule, p problems, algOK bool) {
 	if r.Reserve == 0 {
 		if r.ReserveHold != 0 {
@@ -65,9 +67,15 @@ func validateReserve(r *Rule, p problems, algOK bool) {
 	case r.Reserve < 0 || r.Reserve > MaxReserve:
 		p.add("reserve", "must be 1 to %d units", MaxReserve)
 		return
+	case r.Descriptor != nil:
+		if !validateDescriptorReserve(r, p) {
+			return
+		}
 	case r.SpentBy != SpentByReport:
 		p.add("reserve", "only with spent_by: report: a rule spent by checks takes the cost at the check already")
 		return
+	}
+	switch {
 	case !algOK:
 		return
 	case r.Algorithm != decide.FixedWindow && r.Algorithm != decide.TokenBucket:

@@ -115,3 +115,93 @@ rules:
 		})
 	}
 }
+
+// A descriptor rule may reserve (it needs no spent_by: its cost after the
+// response is the stream-done call's hits_addend), with what a reserving
+// request rule needs besides, and not with what would refuse or hold its
+// request-time calls otherwise.
+func TestValidateDescriptorReserve(t *testing.T) {
+	for _, tc := range []struct{ name, alg, extra, want string }{
+		{"valid", "fixed_window", "reserve: 100", ""},
+		{"valid bucket", "token_bucket", "reserve: 100", ""},
+		{"sliding window", "sliding_window", "reserve: 100", "reserve: not with algorithm sliding_window"},
+		{"concurrency", "concurrency", "reserve: 1", "reserve: not with algorithm concurrency"},
+		{"debit admitted", "fixed_window", "reserve: 100\n    debit: admitted", "reserve: not with debit: admitted"},
+		{"penalty", "fixed_window", "reserve: 100\n    penalty: 1m", "reserve: not with penalty"},
+		{"escalate", "fixed_window", "reserve: 100\n    escalate: [{triggers: 2, within: 1m, penalty: 1m}]", "reserve: not with escalate"},
+		{"lease", "fixed_window", "reserve: 100\n    lease: true", "reserve: not with lease"},
+		{"above the quota", "fixed_window", "reserve: 1001", "reserve: 1001 is more than 1000"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			limits := "[{requests: 1000, per: 1h}]"
+			switch tc.alg {
+			case "token_bucket":
+				limits = "[{rate: 10, per: 1s, burst: 1000}]"
+			case "concurrency":
+				limits = "[{concurrent: 5}]"
+			}
+			_, err := Parse([]byte(`
+rules:
+  - id: r
+    descriptor: {domain: llm, entries: [{key: api_key}]}
+    algorithm: ` + tc.alg + `
+    limits: ` + limits + `
+    ` + tc.extra + "\n"))
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("error %v, want none", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// A settle is never replaced and replaces nothing, as a release; a
+// descriptor's own limit does not share a reserving rule's state (its
+// reservations keep theirs in the algorithm's hash, not in a counter).
+func TestMatchDescriptorReserve(t *testing.T) {
+	s := mustCompile(t, `
+rules:
+  - id: llm
+    descriptor: {domain: llm, entries: [{key: api_key}], name: llm}
+    algorithm: fixed_window
+    limits: [{requests: 1000, per: 1h}]
+    reserve: 100
+  - id: llm-model
+    descriptor: {domain: llm, entries: [{key: api_key}, {key: model}], replaces: [llm]}
+    algorithm: fixed_window
+    limits: [{requests: 10, per: 1h}]
+  - id: plain
+    descriptor: {domain: llm, entries: [{key: user}]}
+    algorithm: fixed_window
+    limits: [{requests: 1000, per: 1h}]
+`)
+	id := decide.NewHoldID()
+	now := time.Now()
+	req := &DescriptorRequest{Domain: "llm", Descriptors: []Descriptor{
+		{Entries: []Entry{{"api_key", "k"}, {"hold", id}}, Cost: 7},
+		{Entries: []Entry{{"api_key", "k"}, {"model", "m"}}, Cost: 1},
+	}}
+	as := s.MatchDescriptors(req, now, nil)
+	if len(as) != 2 || as[0].Rule.ID != "llm" || !as[0].Call.Settle || as[0].Call.HoldID != id || as[0].Call.Cost != 7 {
+		t.Fatalf("applied %+v, want the settle of llm kept beside llm-model", as)
+	}
+	bad := &DescriptorRequest{Domain: "llm", Descriptors: []Descriptor{{Entries: []Entry{{"api_key", "k"}, {"hold", "-"}}, Cost: 7}}}
+	if as := s.MatchDescriptors(bad, now, nil); len(as) != 1 || !as[0].NoRelease || !as[0].Call.Settle {
+		t.Errorf("a settle naming no id: %+v, want one that settles nothing (NoRelease)", as)
+	}
+	limit := &DescriptorLimit{Requests: 5, Per: time.Hour}
+	for _, tc := range []struct {
+		key   string
+		share bool
+	}{{"api_key", false}, {"user", true}} {
+		d := Descriptor{Entries: []Entry{{tc.key, "k"}}, Cost: 1}
+		own := s.MatchDescriptors(&DescriptorRequest{Domain: "llm", Descriptors: []Descriptor{d}}, now, nil)
+		d.Limit = limit
+		over := s.MatchDescriptors(&DescriptorRequest{Domain: "llm", Descriptors: []Descriptor{d}}, now, nil)
+		if got := over[0].Call.Keys == own[0].Call.Keys; got != tc.share {
+			t.Errorf("%s: an override shares the rule's keys: %v, want %v", tc.key, got, tc.share)
+		}
+	}
+}
