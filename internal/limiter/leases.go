@@ -127,7 +127,12 @@ func (s *Service) runLeases(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			s.giveBack(s.leases.Sweep(s.cfg.Now(), true))
+			if failed := s.giveBack(s.leases.Sweep(s.cfg.Now(), true)); failed > 0 {
+				// Not retried: a give-back that ran but answered late would
+				// be applied twice. The units stay debited until their window
+				// ends: the keys admit less meanwhile, never more.
+				s.log.Warn("leases not given back at stop", zap.Int64("units", failed))
+			}
 			return
 		case <-sweep.C:
 			s.giveBack(s.leases.Sweep(s.cfg.Now(), false))
@@ -203,13 +208,17 @@ func (s *Service) stopLeases() {
 	s.renewer.Wait()
 }
 
-// giveBack sends calls giving back leases, in round trips of renewBatch.
-func (s *Service) giveBack(calls []decide.Call) {
+// giveBack sends calls giving back leases, in round trips of renewBatch,
+// and returns the units of those whose round trip failed.
+func (s *Service) giveBack(calls []decide.Call) (failed int64) {
 	for len(calls) > 0 {
 		n := min(len(calls), renewBatch)
 		if _, err := s.backend.Decide(context.Background(), calls[:n]); err != nil {
 			s.leaseMetrics.failures.Inc()
 			s.log.Debug("lease give-back failed", zap.Int("keys", n), zap.Error(err))
+			for i := range calls[:n] {
+				failed += calls[i].Lease.Unspent
+			}
 		} else {
 			for i := range calls[:n] {
 				s.leaseMetrics.returned.Add(float64(calls[i].Lease.Unspent))
@@ -217,4 +226,5 @@ func (s *Service) giveBack(calls []decide.Call) {
 		}
 		calls = calls[n:]
 	}
+	return failed
 }
