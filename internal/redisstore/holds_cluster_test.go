@@ -14,20 +14,7 @@ import (
 // coalescer) on a key of each primary: a take and its release name one
 // key, so they reach its primary wherever they are sent from.
 func testClusterHolds(t *testing.T, e *redistest.SharedCluster) {
-	ctx := context.Background()
-	store := New(e.Client)
-	if err := store.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
-	scenarios := decidetest.HoldScenarios()
-	prefix := redistest.Prefix(t, e.Client)
-	subjects := e.Spread(t, len(scenarios), stateKey)
-	for n, s := range scenarios {
-		t.Run(s.Name, func(t *testing.T) {
-			stepScenario(t, s, decidetest.Keys(prefix, subjects[n]), decideOne(ctx, store))
-		})
-	}
-	redistest.RequireExpiry(t, e.Client, prefix)
+	prefix := runClusterScenarios(t, e, decidetest.HoldScenarios())
 
 	var deciders []decider
 	for range 3 {
@@ -40,4 +27,24 @@ func testClusterHolds(t *testing.T, e *redistest.SharedCluster) {
 			holdsExact(t, deciders, decidetest.Keys(prefix, subject))
 		})
 	}
+}
+
+// runClusterScenarios runs scenarios with keys spread over the primaries,
+// a call at a time, against the scenarios and the model, and requires
+// every key left to expire. It returns the keys' prefix.
+func runClusterScenarios(t *testing.T, e *redistest.SharedCluster, scenarios []decidetest.Scenario) string {
+	ctx := context.Background()
+	store := New(e.Client)
+	if err := store.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	prefix := redistest.Prefix(t, e.Client)
+	subjects := e.Spread(t, len(scenarios), stateKey)
+	for n, s := range scenarios {
+		t.Run(s.Name, func(t *testing.T) {
+			stepScenario(t, s, decidetest.Keys(prefix, subjects[n]), decideOne(ctx, store))
+		})
+	}
+	redistest.RequireExpiry(t, e.Client, prefix)
+	return prefix
 }

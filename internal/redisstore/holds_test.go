@@ -21,14 +21,16 @@ import (
 	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
-// TestHoldScenarios runs the concurrency scenarios through the store's
-// script, one call at a time and then all at once in pipelines, and
-// through the model: all must give the expected results, and every key
-// left must expire.
-func TestHoldScenarios(t *testing.T) {
+// TestHoldScenarios runs the concurrency scenarios as runScenarios does.
+func TestHoldScenarios(t *testing.T) { runScenarios(t, decidetest.HoldScenarios()) }
+
+// runScenarios runs scenarios through the store's scripts, one call at a
+// time and then all at once in pipelines, and through the model: all must
+// give the expected results, and every key left must expire.
+func runScenarios(t *testing.T, scenarios []decidetest.Scenario) {
 	client, store, _ := differentialEnv(t)
 	ctx := context.Background()
-	for _, s := range decidetest.HoldScenarios() {
+	for _, s := range scenarios {
 		t.Run(s.Name, func(t *testing.T) {
 			prefix := testPrefix(t, client)
 			stepScenario(t, s, decidetest.Keys(prefix, "subject"), decideOne(ctx, store))
@@ -37,7 +39,6 @@ func TestHoldScenarios(t *testing.T) {
 	}
 	t.Run("pipelined", func(t *testing.T) {
 		prefix := testPrefix(t, client)
-		scenarios := decidetest.HoldScenarios()
 		for i := 0; ; i++ {
 			var calls []decide.Call
 			var wants []decide.Result

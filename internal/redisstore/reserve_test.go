@@ -13,50 +13,11 @@ import (
 
 	"github.com/ratewarden/ratewarden/internal/decide"
 	"github.com/ratewarden/ratewarden/internal/testkit/decidetest"
-	"github.com/ratewarden/ratewarden/internal/testkit/redistest"
 )
 
-// TestReserveScenarios runs the reservation scenarios through the store's
-// scripts, one call at a time and then all at once in pipelines, and
-// through the model: all must give the expected results, and every key
-// left, records included, must expire.
-func TestReserveScenarios(t *testing.T) {
-	client, store, _ := differentialEnv(t)
-	ctx := context.Background()
-	for _, s := range decidetest.ReserveScenarios() {
-		t.Run(s.Name, func(t *testing.T) {
-			prefix := testPrefix(t, client)
-			stepScenario(t, s, decidetest.Keys(prefix, "subject"), decideOne(ctx, store))
-			redistest.RequireExpiry(t, client, prefix)
-		})
-	}
-	t.Run("pipelined", func(t *testing.T) {
-		prefix := testPrefix(t, client)
-		scenarios := decidetest.ReserveScenarios()
-		for i := 0; ; i++ {
-			var calls []decide.Call
-			var wants []decide.Result
-			for n, s := range scenarios {
-				if i < len(s.Steps) {
-					calls = append(calls, s.Call(decidetest.Keys(prefix, strconv.Itoa(n)), i))
-					wants = append(wants, s.Steps[i].Want)
-				}
-			}
-			if len(calls) == 0 {
-				break
-			}
-			got, err := store.Decide(ctx, calls)
-			if err != nil {
-				t.Fatalf("step %d: %v", i, err)
-			}
-			for j := range calls {
-				if got[j] != wants[j] {
-					t.Errorf("step %d call %d:\n got  %+v\n want %+v", i, j, got[j], wants[j])
-				}
-			}
-		}
-	})
-}
+// TestReserveScenarios runs the reservation scenarios as runScenarios
+// does: every key left, records included, must expire.
+func TestReserveScenarios(t *testing.T) { runScenarios(t, decidetest.ReserveScenarios()) }
 
 // TestReserveRandom runs random sequences of takes (of a few ids, so that
 // ids are taken again after their settle), settles (of reserved, settled,
