@@ -63,7 +63,8 @@ end
 -- last_of_per reports whether limit i of limits is the last of its per:
 -- the limits of one per share their fields, which hold what the last of
 -- them wrote (a call writes its limits in order), so a refund undoes that
--- one, once (as give_back.lua's last_of_per).
+-- one, once (fixed_window.lua's and token_bucket.lua's refunds, and
+-- give_back.lua).
 local function last_of_per(limits, i)
   for j = i + 1, #limits do
     if limits[j][2] == limits[i][2] then return false end

@@ -88,16 +88,6 @@ for p = 7, #ARGV, width do
   limits[#limits + 1] = l
 end
 
--- last_of_per reports whether limit i is the last of its per: the limits
--- of one per share their fields, which hold what the last of them wrote (a
--- call writes its limits in order), so a give-back undoes that one, once.
-local function last_of_per(i)
-  for j = i + 1, #limits do
-    if limits[j][2] == limits[i][2] then return false end
-  end
-  return true
-end
-
 -- window_start returns the start of the window of per holding ms.
 local function window_start(ms, per)
   local _, off = divmod(ms, per)
@@ -128,7 +118,7 @@ local function windows(previous)
     elseif previous and s == start + per then
       field, count = 'p:' .. sp, tonumber(v[3]) or 0
     end
-    if field and count > 0 and last_of_per(i) then
+    if field and count > 0 and last_of_per(limits, i) then
       local take = math.min(count, units)
       redis.call('HSET', key, field, istr(count - take))
       if take > most then most = take end
@@ -239,7 +229,7 @@ local function bucket()
   end
   local ts = {}
   for i = 1, #limits do
-    if last_of_per(i) then ts[i] = refill_bucket(limits[i], now, out, false) end
+    if last_of_per(limits, i) then ts[i] = refill_bucket(limits[i], now, out, false) end
   end
   if granted > 0 and ld and lease_until == ld then
     out = out - granted

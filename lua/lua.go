@@ -125,12 +125,12 @@ func join(first string, names ...string) string {
 	return string(src)
 }
 
-// GiveBack returns give_back.lua after arith.lua: gives back what a
+// GiveBack returns give_back.lua after arith.lua and common.lua: gives back what a
 // rate-limit script or a counted call counted for a call whose caller was
 // refused without its answer, per algorithm and layout (see its header
 // comment).
 func GiveBack() string {
-	return join("local DEBIT_DENIED, PROBE = false, false", "arith.lua", "give_back.lua")
+	return join("local DEBIT_DENIED, PROBE = false, false", "arith.lua", "common.lua", "give_back.lua")
 }
 
 // Concurrency returns concurrency.lua after arith.lua: takes or releases a
