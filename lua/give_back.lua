@@ -1,7 +1,8 @@
 -- give_back.lua: gives back what a rate-limit script or a counted call
 -- counted for a call whose caller was refused without its answer (the round
 -- trip outlived the caller's deadline, and the late reply said the call was
--- admitted; see decide.GiveBack). After arith.lua, no prelude. The model is
+-- admitted; see decide.GiveBack). After arith.lua and common.lua, no
+-- prelude. The model is
 -- decide.Memory.GiveBack; the differential tests hold the two together.
 --
 -- KEYS[1] the state key of the call (a counted call: its window's counter,
