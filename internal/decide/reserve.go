@@ -133,6 +133,25 @@ func (sh *shard) reservation(c Call, now int64) Result {
 	return r
 }
 
+// Unreserve removes the reservation the settle c names (c.HoldID on
+// c.Keys.State's key) and returns the units it reserved, when the memory
+// held it unexpired at nowMs. It decides nothing else: the limiter asks it
+// of its local memory for a settle Redis did not know, a reservation taken
+// in memory while Redis was away and reported once it is back, whose cost
+// the report then debits in Redis.
+func (m *Memory) Unreserve(c Call, nowMs int64) (int64, bool) {
+	sh := &m.shards[shardOf(c.Keys.State)]
+	key := ReservationKey(c.Keys.State, c.HoldID)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	rec := sh.get(key)
+	if rec == nil {
+		return 0, false
+	}
+	delete(sh.keys, key)
+	return rec.reserved, nowMs < rec.expireAt
+}
+
 // refund gives units back to what the reservation decided at took, as a
 // give-back of it would (Memory.GiveBack), and returns the units given back.
 func (sh *shard) refund(c Call, now, at, units int64) int64 {

@@ -76,6 +76,7 @@ func (s *Service) decideBatch(ctx context.Context, b *Batch, now time.Time) {
 			}
 			s.settle(d, mine, err, now)
 			settleLate(err, d, off)
+			s.settleInMemory(ctx, d, now)
 			off += n
 		}
 	}

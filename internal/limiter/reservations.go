@@ -1,6 +1,12 @@
 package limiter
 
 import (
+	"context"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/ratewarden/ratewarden/internal/decide"
 	"github.com/ratewarden/ratewarden/internal/rules"
 )
 
@@ -60,6 +66,50 @@ func (s *Service) countSettles(d *Decision) {
 		s.metrics.reservedUnits.WithLabelValues(a.Rule.ID, unitsRefunded).Add(float64(r.Refunded))
 		s.metrics.reservedUnits.WithLabelValues(a.Rule.ID, unitsExcess).Add(float64(r.Excess))
 	}
+}
+
+// settleInMemory settles in local memory the reservations that d, a
+// report decided in Redis, named and Redis did not know: taken in memory
+// while Redis was away (on_redis_failure: local) and reported once it is
+// back. Their reports' costs are then debited in Redis, in one more round
+// trip, so that they count in the budget the limiters share: without it,
+// such a request's cost would be counted nowhere. A failed round trip
+// leaves them unsettled (counted as unknown).
+func (s *Service) settleInMemory(ctx context.Context, d *Decision, now time.Time) {
+	if !d.report || d.Mode != ModeRedis {
+		return
+	}
+	var at []int
+	var debits []decide.Call
+	var reserved []int64
+	for i, a := range d.Applied {
+		if !a.Call.Settle || i >= len(d.Results) || d.Results[i].Settled {
+			continue
+		}
+		units, ok := s.local.mem.Unreserve(a.Call, now.UnixMilli())
+		if !ok {
+			continue
+		}
+		c := a.Call
+		c.Settle, c.HoldID = false, "" // a report's plain debit of its cost
+		at, debits, reserved = append(at, i), append(debits, c), append(reserved, units)
+	}
+	if len(debits) == 0 {
+		return
+	}
+	detached := detachedContext{parent: ctx}
+	results, err := s.backend.Decide(&detached, debits)
+	if s.roundTrip(err) != nil {
+		s.log.Debug("reservations taken in memory not debited in redis", zap.Int("reservations", len(debits)), zap.Error(err))
+		return
+	}
+	for k, i := range at {
+		r := results[k]
+		r.Settled, r.Reserved, r.Excess = true, reserved[k], debits[k].Cost // Redis held none of it
+		d.Results[i] = r
+		s.over.put(&debits[k], r, now)
+	}
+	d.aggregate()
 }
 
 // initReserveRules starts at 0 the reservation series of set's rules that

@@ -356,6 +356,7 @@ func (s *Service) decide(ctx context.Context, d *Decision, now time.Time) {
 	d.detached = detachedContext{}
 	s.settle(d, results, s.roundTrip(err), now)
 	settleLate(err, d, 0)
+	s.settleInMemory(ctx, d, now)
 }
 
 // prepare answers what of d needs no round trip: everything when not in
