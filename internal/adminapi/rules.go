@@ -203,7 +203,9 @@ type changeJSON struct {
 }
 
 // answerChange maps the outcome of a change: 200 (201 for a new rule),
-// 400 with the fields at fault, 404, or 503 when the store is down.
+// 400 with the fields at fault, 404, or 503 when the store is down (or
+// its commit's answer was lost and reading the change back failed: then
+// the answer says the outcome is unknown, not that nothing changed).
 func (h *handler) answerChange(w http.ResponseWriter, id string, res rulesync.Result, err error) {
 	var invalid *rulesync.InvalidError
 	switch {
@@ -217,6 +219,9 @@ func (h *handler) answerChange(w http.ResponseWriter, id string, res rulesync.Re
 		return
 	case errors.Is(err, rulesync.ErrNotFound):
 		jsonwire.WriteError(w, http.StatusNotFound, err.Error())
+		return
+	case errors.Is(err, rulesync.ErrOutcomeUnknown):
+		jsonwire.WriteError(w, http.StatusServiceUnavailable, "rule change outcome unknown, GET /v1/admin/rules shows whether it was made: "+err.Error())
 		return
 	case err != nil:
 		jsonwire.WriteError(w, http.StatusServiceUnavailable, "rule not changed: "+err.Error())

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -25,11 +26,20 @@ var _ rulesync.Store = (*Store)(nil)
 type Store struct {
 	db   *pgstore.Store
 	pool *pgxpool.Pool
+	// commit commits a change's transaction: tx.Commit, but in the tests
+	// that lose its answer.
+	commit func(ctx context.Context, tx pgx.Tx) error
 }
 
 // New returns the dynamic rule store of the database db is connected to;
 // db must have been migrated (pgstore.Store.Migrate). Close closes db.
-func New(db *pgstore.Store) *Store { return &Store{db: db, pool: db.Pool()} }
+func New(db *pgstore.Store) *Store {
+	return &Store{db: db, pool: db.Pool(), commit: func(ctx context.Context, tx pgx.Tx) error { return tx.Commit(ctx) }}
+}
+
+// readBackTimeout bounds the read-back of a change whose commit failed,
+// made on a context of its own: the caller's may be what ended.
+const readBackTimeout = 5 * time.Second
 
 // Close closes the connections of the database.
 func (s *Store) Close() { s.db.Close() }
@@ -91,7 +101,7 @@ func (s *Store) Change(ctx context.Context, id string, who rulesync.Author, prep
 		c          rulesync.Change
 		refusedErr error // prepare's
 	)
-	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		// The version row's lock, taken first, serializes changes: the set
 		// prepare validates against is the one the change lands on, and
 		// the before image and the version order agree.
@@ -139,15 +149,61 @@ func (s *Store) Change(ctx context.Context, id string, who rulesync.Author, prep
 			c.Version, id, action, who.Actor, who.SourceAddr, who.Instance, c.ChangedAt, jsonOrNil(c.Before), jsonOrNil(c.After))
 		return err
 	})
+	var commitErr *commitError
 	switch {
 	case refusedErr != nil:
 		return rulesync.Change{}, refusedErr
 	case errors.Is(err, rulesync.ErrNotStored):
 		return rulesync.Change{}, err
+	case errors.As(err, &commitErr):
+		return s.readBack(c, id, commitErr.err)
 	case err != nil:
 		return rulesync.Change{}, fmt.Errorf("change dynamic rule %s: %w", id, err)
 	}
 	return c, nil
+}
+
+// commitError is a failed commit: the change may have been stored.
+type commitError struct{ err error }
+
+func (e *commitError) Error() string { return "commit: " + e.err.Error() }
+
+// inTx runs fn in a transaction and commits it (s.commit); a failed commit
+// is a *commitError.
+func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after a commit, a no-op
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := s.commit(ctx, tx); err != nil {
+		return &commitError{err}
+	}
+	return nil
+}
+
+// readBack tells whether change c of id, whose commit failed with
+// commitErr (a deadline, a connection lost while COMMIT was on its way),
+// was stored: by its audit row, which only its transaction writes (the
+// version alone could be another change's made since, after ours rolled
+// back). Stored: c, as if the commit had answered; not stored: the
+// commit's error; unknown: rulesync.ErrOutcomeUnknown.
+func (s *Store) readBack(c rulesync.Change, id string, commitErr error) (rulesync.Change, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), readBackTimeout)
+	defer cancel()
+	var stored bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM rule_changes
+		WHERE version = $1 AND rule_id = $2 AND changed_at = $3)`, c.Version, id, c.ChangedAt).Scan(&stored)
+	switch {
+	case err != nil:
+		return rulesync.Change{}, fmt.Errorf("change dynamic rule %s: %w (commit: %v; reading it back: %v)", id, rulesync.ErrOutcomeUnknown, commitErr, err)
+	case stored:
+		return c, nil
+	}
+	return rulesync.Change{}, fmt.Errorf("change dynamic rule %s: commit: %w", id, commitErr)
 }
 
 // jsonOrNil passes an absent image as SQL NULL rather than JSON null.

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/ratewarden/ratewarden/internal/pgstore"
 	"github.com/ratewarden/ratewarden/internal/testkit/pgtest"
 
@@ -183,4 +185,50 @@ func newStore(t *testing.T) *Store {
 	}
 	t.Cleanup(db.Close)
 	return New(db)
+}
+
+// A change whose commit's answer is lost (a deadline, a connection cut
+// while COMMIT was on its way) is read back by its audit row: stored, it
+// is answered as made; not stored, as the commit's error. Before, both
+// answered the commit's error, so the admin API said "rule not changed"
+// of a rule it had changed.
+func TestChangeWhoseCommitAnswerIsLost(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	who := rulesync.Author{Actor: "alice"}
+	lost := errors.New("answer lost")
+	rule := json.RawMessage(`{"id": "login", "limits": [{"requests": 100, "per": "1m"}]}`)
+
+	s.commit = func(ctx context.Context, tx pgx.Tx) error {
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return lost
+	}
+	c, err := s.Change(ctx, "login", who, put(rule))
+	if err != nil || c.Version != 1 || !sameJSON(t, c.After, rule) {
+		t.Fatalf("committed, answer lost: %+v, %v; want version 1 and no error", c, err)
+	}
+
+	s.commit = func(ctx context.Context, tx pgx.Tx) error {
+		if err := tx.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return lost
+	}
+	if _, err := s.Change(ctx, "login", who, put(json.RawMessage(`{"id": "login", "limits": [{"requests": 5, "per": "1m"}]}`))); !errors.Is(err, lost) || errors.Is(err, rulesync.ErrOutcomeUnknown) {
+		t.Fatalf("not committed, answer lost: %v; want the commit's error", err)
+	}
+	if v, rules, err := s.DynamicRules(ctx); err != nil || v != 1 || len(rules) != 1 || !sameJSON(t, rules[0].Rule, rule) {
+		t.Fatalf("after the lost commit: version %d, %+v, %v; want version 1 and the first rule", v, rules, err)
+	}
+
+	s.commit = func(ctx context.Context, tx pgx.Tx) error {
+		tx.Commit(ctx) //nolint:errcheck
+		s.pool.Close() // nothing can be read back
+		return lost
+	}
+	if _, err := s.Change(ctx, "login", who, put(rule)); !errors.Is(err, rulesync.ErrOutcomeUnknown) {
+		t.Fatalf("answer lost, read-back failed: %v; want ErrOutcomeUnknown", err)
+	}
 }

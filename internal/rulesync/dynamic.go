@@ -194,7 +194,7 @@ func (s *dynamicSource) write(ctx context.Context, id string, who Author, prepar
 	}
 	s.setStoreErr(err)
 	if err != nil {
-		return Change{}, nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return Change{}, nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	s.log.Info("dynamic rule changed", zap.String("rule", id), zap.Int64("version", c.Version),
 		zap.String("actor", who.Actor), zap.String("source", who.SourceAddr), zap.Bool("deleted", c.After == nil))

@@ -57,6 +57,12 @@ type Change struct {
 // The Manager answers ErrNotFound.
 var ErrNotStored = errors.New("no such dynamic rule")
 
+// ErrOutcomeUnknown is the Store's answer to a change whose commit was
+// sent but whose answer was lost, when reading the change back failed
+// too: it may have been stored. The admin API says so rather than "not
+// changed".
+var ErrOutcomeUnknown = errors.New("the change may or may not have been stored")
+
 // Prepare makes a change against the dynamic rule set at version: the rule
 // to store as JSON, nil to delete it, or why not. Validated against the
 // set it lands on, a change can neither undo another made meanwhile nor
