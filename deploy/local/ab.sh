@@ -27,7 +27,7 @@
 # ghz is GHZ_BIN, else .local/bin/ghz, installed there with go install
 # when missing (deploy/local/ghz.sh: how it is driven and what it measures).
 # Knobs: ALGORITHM, DURATION, CONNS, KEYS, ROUNDS, PROTOCOL, GRPC_CONNS,
-# BATCH, HALF_WARMUP, LIMIT, UNIT, LEASE, GHZ_BIN, GHZ_VERSION.
+# BATCH, HALF_WARMUP, LIMIT, UNIT, LEASE, GHZ_BIN, GHZ_VERSION, GHZ_TEMPLATE.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 # shellcheck source=deploy/local/ghz.sh

@@ -10,7 +10,10 @@
 #     kept in the repository).
 #   ghz_data DOMAIN KEYS FILE: KEYS requests of DOMAIN, one remote_address
 #     descriptor each (10.0.0.0 on), as a JSON array, which ghz sends in
-#     turn (parsed once: no template runs per call).
+#     turn (parsed once: no template runs per call); with GHZ_TEMPLATE=1
+#     one request whose address ghz draws at each call from KEYS values
+#     (a call data template of randomInt: ghz then parses JSON at every
+#     call, and spends more of the shared cores).
 #   ghz_load [loadgen flags]: a run with -ghz-data FILE, -grpc-addr,
 #     -grpc-conns (ghz --connections), -workers (-c), -duration, -rate with
 #     -warmup (ghz --rps and --skipFirst: the latencies are from each
@@ -27,6 +30,13 @@ ghz_setup() {
 	go run ./deploy/local/rlsprotoset -out "$ghz_work/rls.protoset"
 }
 ghz_data() {
+	if [ "${GHZ_TEMPLATE:-}" = 1 ]; then
+		local lo=$2 hi=1
+		[ "$2" -le 256 ] || { lo=250 hi=$(($2 / 250)); }
+		[ $((lo * hi)) = "$2" ] && [ "$hi" -le 256 ] || { echo "GHZ_TEMPLATE=1: KEYS=$2, want at most 256 or a multiple of 250 up to 64000" >&2; exit 2; }
+		printf '{"domain":"%s","descriptors":[{"entries":[{"key":"remote_address","value":"10.0.{{randomInt 0 %d}}.{{randomInt 0 %d}}"}]}]}\n' "$1" "$hi" "$lo" >"$3"
+		return
+	fi
 	awk -v d="$1" -v n="$2" 'BEGIN {
 		printf "["
 		for (k = 0; k < n; k++) printf "%s{\"domain\":\"%s\",\"descriptors\":[{\"entries\":[{\"key\":\"remote_address\",\"value\":\"10.%d.%d.%d\"}]}]}", (k ? "," : ""), d, int(k / 65536) % 256, int(k / 256) % 256, k % 256
