@@ -52,7 +52,10 @@ ghz_load() {
 		esac
 		shift 2
 	done
-	local secs skip=0 md=()
+	local secs skip=0 md=() d
+	for d in "$duration" "$warmup"; do
+		[[ $d =~ ^[0-9]+(\.[0-9]+)?s$ ]] || { echo "ghz_load: duration $d: want seconds, such as 10s" >&2; exit 2; }
+	done
 	secs=$(awk -v d="${duration%s}" -v w="${warmup%s}" 'BEGIN {print d + w}')
 	[ "$rate" = 0 ] || skip=$(awk -v r="$rate" -v w="${warmup%s}" 'BEGIN {printf "%d", r * w}')
 	[ -z "$token" ] || md=(-m "{\"authorization\":\"Bearer $token\"}")
