@@ -62,8 +62,11 @@ ghz_load() {
 	"$ghz" --insecure --protoset "$ghz_work/rls.protoset" --call envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit \
 		-D "$data" "${md[@]}" -c "$workers" --connections "$conns" -z "${secs}s" --duration-stop ignore --rps "$rate" --skipFirst "$skip" \
 		-O json -o "$ghz_work/ghz.out" "$addr" 2>"$ghz_work/ghz.err" || { cat "$ghz_work/ghz.err" >&2; exit 1; }
-	jq -r '(.statusCodeDistribution // {} | to_entries | map(select(.key != "OK") | .value) | add // 0) as $errors
+	# With a warm-up, .count leaves the skipped calls out but .rps does not:
+	# the rate is the counted calls over the measured time.
+	jq -r --argjson measured "${duration%s}" --argjson skip "$skip" '(.statusCodeDistribution // {} | to_entries | map(select(.key != "OK") | .value) | add // 0) as $errors
 		| (.latencyDistribution // [] | map({key: (.percentage | tostring), value: (.latency / 1e6)}) | from_entries) as $p
-		| "rps=\(.rps | . * 10 | round / 10)\nrequests=\(.count - $errors)\nerrors=\($errors)\np50_ms=\($p["50"])\np99_ms=\($p["99"])\np999_ms=n/a"' \
+		| (if $skip > 0 then .count / $measured else .rps end) as $rps
+		| "rps=\($rps | . * 10 | round / 10)\nrequests=\(.count - $errors)\nerrors=\($errors)\np50_ms=\($p["50"])\np99_ms=\($p["99"])\np999_ms=n/a"' \
 		"$ghz_work/ghz.out" >"$summary"
 }
