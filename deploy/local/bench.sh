@@ -523,7 +523,7 @@ dirty=$(git diff --quiet -- . ":(exclude)$OUT" || echo ' (with local changes)')
 		echo "| Redis memory per key (MEMORY USAGE), $alg, ~10 requests in the window | ${mem_key[$alg]} bytes |"
 	done
 	echo
-	echo "Events during the load runs (HTTP, gRPC and batches): $published published, $dropped dropped."
+	echo "Events during the load runs (every protocol): $published published, $dropped dropped."
 	echo
 	echo "Pipeline (go test -tags bench ./internal/e2e):"
 	echo
