@@ -82,7 +82,8 @@ fuzz:
 
 ## bench       the benchmark suite (per algorithm: redis-benchmark ceiling, HTTP, gRPC and in-process
 ##             throughput, CPU per decision, latency at half load, memory; detector, archiver, rule
-##             propagation); writes docs/benchmark.md
+##             propagation); gRPC also by an independent client, ghz (GHZ_BIN, else go install into
+##             .local/bin; GHZ=0 skips it; needs jq); writes docs/benchmark.md
 bench: build
 	deploy/local/bench.sh
 

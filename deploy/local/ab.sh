@@ -5,7 +5,10 @@
 # an RLS config domain with the same limit, GRPC_CONNS connections), or
 # with PROTOCOL=json the same request to envoyproxy/ratelimit's POST /json
 # over CONNS keep-alive HTTP/1.1 connections, or with PROTOCOL=batch the
-# HTTP checks BATCH (10) per POST /v1/check/batch, in
+# HTTP checks BATCH (10) per POST /v1/check/batch, or with PROTOCOL=ghz
+# the gRPC load driven by an independent client, ghz (github.com/bojand/ghz:
+# -c CONNS --connections GRPC_CONNS, the same one remote_address descriptor,
+# its value taking KEYS client IPs in turn), in
 # ROUNDS rounds that alternate A and B, so that this machine's drift hits
 # both alike.
 # Each round: a fresh broker and limiter, a 3 s warm-up, DURATION at
@@ -21,10 +24,14 @@
 # rules file and the RLS config), LEASE=A or LEASE=B for that build only,
 # so that one binary given twice measures the rule unleased against leased
 # (KEYS=1 makes the one client a hot key, which is what leases are for).
+# ghz is GHZ_BIN, else .local/bin/ghz, installed there with go install
+# when missing (deploy/local/ghz.sh: how it is driven and what it measures).
 # Knobs: ALGORITHM, DURATION, CONNS, KEYS, ROUNDS, PROTOCOL, GRPC_CONNS,
-# BATCH, HALF_WARMUP, LIMIT, UNIT, LEASE.
+# BATCH, HALF_WARMUP, LIMIT, UNIT, LEASE, GHZ_BIN, GHZ_VERSION, GHZ_TEMPLATE.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=deploy/local/ghz.sh
+source deploy/local/ghz.sh
 [ $# -eq 2 ] || { echo "usage: $0 LIMITER_A LIMITER_B" >&2; exit 2; }
 bins=("$1" "$2")
 ALGORITHM=${ALGORITHM:-fixed_window}
@@ -76,10 +83,15 @@ http) target=(-url "http://$LIMITER_ADDR" -endpoint /ab/books/17) ;;
 batch) target=(-url "http://$LIMITER_ADDR" -endpoint /ab/books/17 -batch "$BATCH") ;;
 json) target=(-protocol json -url "http://$LIMITER_ADDR" -domain ab) ;;
 grpc) target=(-protocol grpc -grpc-addr "$GRPC_ADDR" -grpc-conns "$GRPC_CONNS" -domain ab) ;;
-*) echo "PROTOCOL=$PROTOCOL: want http, batch, json or grpc" >&2; exit 2 ;;
+ghz) ghz_setup "$work" && ghz_data ab "$KEYS" "$work/ghz.json"
+	target=(-ghz-data "$work/ghz.json" -grpc-addr "$GRPC_ADDR" -grpc-conns "$GRPC_CONNS") ;;
+*) echo "PROTOCOL=$PROTOCOL: want http, batch, json, grpc or ghz" >&2; exit 2 ;;
 esac
-run_loadgen() { bin/loadgen -progress 0 -mix normal=100 -users 0 "${target[@]}" \
-	-workers "$CONNS" -keys "$KEYS" "$@" >"$work/loadgen.txt" 2>&1 || { cat "$work/loadgen.txt" >&2; exit 1; }; }
+run_loadgen() {
+	if [ "$PROTOCOL" = ghz ]; then ghz_load "${target[@]}" -workers "$CONNS" "$@"; return; fi
+	bin/loadgen -progress 0 -mix normal=100 -users 0 "${target[@]}" \
+		-workers "$CONNS" -keys "$KEYS" "$@" >"$work/loadgen.txt" 2>&1 || { cat "$work/loadgen.txt" >&2; exit 1; }
+}
 
 declare -A tput lim red p50 p99
 printf '| round | build | decisions/s | CPU µs/decision limiter | Redis | at half: p50 ms | p99 ms |\n|---|---|---|---|---|---|---|\n'

@@ -11,8 +11,11 @@
 #     ShouldRateLimit, loadgen -protocol grpc, the same limits as RLS config
 #     descriptors), and the same checks BATCH at a time (POST /v1/check/batch,
 #     loadgen -batch), and over gRPC the post-response pair (a check of
-#     hits_addend 0, then a debit, loadgen -debit-after), in ROUNDS rounds
-#     of each, taking turns (HTTP, gRPC, gRPC pairs, batches) so that the machine's drift hits them alike, each round with a
+#     hits_addend 0, then a debit, loadgen -debit-after), and with GHZ=1
+#     (the default) the same gRPC load from an independent client, ghz
+#     (deploy/local/ghz.sh: GHZ_BIN, else installed into .local/bin with
+#     go install), in ROUNDS rounds
+#     of each, taking turns (HTTP, gRPC, gRPC pairs, batches, ghz) so that the machine's drift hits them alike, each round with a
 #     fresh limiter and broker; gRPC ÷ HTTP and batches ÷ HTTP per round;
 #     and, with FLOOR=1, the floor: deploy/local/floorserver, the limiter's
 #     fasthttp server answering what the limiter answered to every request
@@ -50,11 +53,13 @@
 # redis-tools), Redis and Postgres as for make test, and a limiter built
 # with the gRPC API
 # (GRPC_LISTEN_ADDR, RLS_CONFIG_DIR). Knobs: DURATION, CONNS, KEYS,
-# ALGORITHMS, ROUNDS, GRPC_CONNS, BATCH, FLOOR, RSS_KEYS, CPU_ROUNDS,
+# ALGORITHMS, ROUNDS, GRPC_CONNS, BATCH, GHZ, GHZ_BIN, FLOOR, RSS_KEYS, CPU_ROUNDS,
 # CPU_DURATION, OUT, HALF_WARMUP, LEASES, LEASE_ALGORITHMS, LEASE_ROUNDS,
 # LEASE_DURATION, LEASE_CONNS, LEASE_KEYS.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=deploy/local/ghz.sh
+source deploy/local/ghz.sh
 
 DURATION=${DURATION:-10s}
 HALF_WARMUP=${HALF_WARMUP:-2s}
@@ -64,6 +69,7 @@ ALGORITHMS=${ALGORITHMS:-fixed_window sliding_window sliding_window_counter toke
 ROUNDS=${ROUNDS:-2}
 GRPC_CONNS=${GRPC_CONNS:-4}
 BATCH=${BATCH:-10}
+GHZ=${GHZ:-1}
 FLOOR=${FLOOR:-1}
 RSS_KEYS=${RSS_KEYS:-1000000}
 CPU_ROUNDS=${CPU_ROUNDS:-3}
@@ -84,6 +90,7 @@ BROKER_ADDR=127.0.0.1:19092
 PREFIX="rwbench:$$:"
 work=$(mktemp -d)
 
+[ "$GHZ" != 1 ] || command -v jq >/dev/null || { echo "bench: jq not found, which GHZ=1 needs (Debian: apt-get install jq)" >&2; exit 1; }
 for tool in redis-benchmark redis-cli curl; do
 	command -v "$tool" >/dev/null || { echo "bench: $tool not found (Debian: apt-get install redis-tools curl)" >&2; exit 1; }
 done
@@ -232,7 +239,10 @@ start_limiter() {
 }
 stop_limiter() { kill -TERM "$limiter_pid"; wait "$limiter_pid" 2>/dev/null || true; forget "$limiter_pid"; }
 metric_sum() { curl -fs "http://$LIMITER_ADDR/metrics" | awk -v m="$1" '$1 == m || index($1, m "{") == 1 {s += $2} END {print s + 0}'; }
-run_loadgen() { bin/loadgen ${API_TOKENS:+-token "${API_TOKENS%%,*}"} -progress 0 -mix normal=100 -users 0 "$@" >"$work/loadgen.txt" 2>&1 || { cat "$work/loadgen.txt" >&2; exit 1; }; }
+run_loadgen() {
+	if [ "${1:-}" = -ghz-data ]; then ghz_load ${API_TOKENS:+-token "${API_TOKENS%%,*}"} "$@"; return; fi
+	bin/loadgen ${API_TOKENS:+-token "${API_TOKENS%%,*}"} -progress 0 -mix normal=100 -users 0 "$@" >"$work/loadgen.txt" 2>&1 || { cat "$work/loadgen.txt" >&2; exit 1; }
+}
 loadgen() { run_loadgen -url "http://$LIMITER_ADDR" "$@"; }
 # set_target PROTO ALG: loadgen's flags for ALG's rule over PROTO, in tgt.
 # Over gRPC the $CONNS concurrent requests share $GRPC_CONNS connections,
@@ -243,6 +253,7 @@ set_target() {
 	case $1 in
 	grpc) tgt=(-protocol grpc -grpc-addr "$GRPC_ADDR" -grpc-conns "$GRPC_CONNS" -domain "bench_$s") ;;
 	grpc_debit) tgt=(-protocol grpc -grpc-addr "$GRPC_ADDR" -grpc-conns "$GRPC_CONNS" -domain "bench_$s" -debit-after 1) ;;
+	ghz) tgt=(-ghz-data "$work/ghz_$s.json" -grpc-addr "$GRPC_ADDR" -grpc-conns "$GRPC_CONNS") ;;
 	batch) tgt=(-url "http://$LIMITER_ADDR" -endpoint "/$s/books/17" -batch "$BATCH") ;;
 	*) tgt=(-url "http://$LIMITER_ADDR" -endpoint "/$s/books/17") ;;
 	esac
@@ -311,9 +322,14 @@ floor_round() {
 }
 [ "$FLOOR" != 1 ] || go build -o "$work/floorserver" ./deploy/local/floorserver
 protocols="http grpc grpc_debit"
-[ "$BATCH" -le 1 ] || protocols="http grpc grpc_debit batch"
+[ "$BATCH" -le 1 ] || protocols="$protocols batch"
+if [ "$GHZ" = 1 ]; then
+	protocols="$protocols ghz"
+	ghz_setup "$work"
+	for alg in $ALGORITHMS; do ghz_data "bench_$(suffix "$alg")" "$KEYS" "$work/ghz_$(suffix "$alg").json"; done
+fi
 # proto_name PROTO: how the tables name PROTO.
-proto_name() { case $1 in http) echo HTTP ;; grpc) echo gRPC ;; grpc_debit) echo "gRPC check + debit" ;; batch) echo "HTTP batches of $BATCH" ;; esac; }
+proto_name() { case $1 in http) echo HTTP ;; grpc) echo gRPC ;; grpc_debit) echo "gRPC check + debit" ;; ghz) echo "gRPC (ghz)" ;; batch) echo "HTTP batches of $BATCH" ;; esac; }
 
 published=0
 dropped=0
@@ -464,7 +480,7 @@ dirty=$(git diff --quiet -- . ":(exclude)$OUT" || echo ' (with local changes)')
 		echo "| $alg | ${half_rps[$alg]}/s | ${half_p50[$alg]} ms | ${half_p99[$alg]} ms | ${half_p999[$alg]} ms |"
 	done
 	echo
-	echo "HTTP against gRPC (Envoy's ShouldRateLimit, \`loadgen -protocol grpc\`: the same $CONNS concurrent requests over $GRPC_CONNS HTTP/2 connections, one remote_address descriptor in an RLS config domain per algorithm with the same limit; gRPC check + debit: Envoy AI Gateway's pair per request, \`loadgen -debit-after 1\`, a check of hits_addend 0 then a debit of 1 when admitted, the figures per request, so two calls each)$([ "$BATCH" -le 1 ] || echo " and against batches (POST /v1/check/batch, \`loadgen -batch $BATCH\`: $BATCH checks per request on each of the $CONNS connections; a check's latency is its batch's)"). $ROUNDS rounds of each, taking turns, each with a fresh limiter and broker: median (min – max) over the rounds. The ÷ HTTP rows divide each round by the HTTP round of the same turn: min – max of those ratios."
+	echo "HTTP against gRPC (Envoy's ShouldRateLimit, \`loadgen -protocol grpc\`: the same $CONNS concurrent requests over $GRPC_CONNS HTTP/2 connections, one remote_address descriptor in an RLS config domain per algorithm with the same limit; gRPC check + debit: Envoy AI Gateway's pair per request, \`loadgen -debit-after 1\`, a check of hits_addend 0 then a debit of 1 when admitted, the figures per request, so two calls each)$([ "$BATCH" -le 1 ] || echo " and against batches (POST /v1/check/batch, \`loadgen -batch $BATCH\`: $BATCH checks per request on each of the $CONNS connections; a check's latency is its batch's)")$([ "$GHZ" != 1 ] || echo "; gRPC (ghz): the gRPC load from an independent client, ghz $(go version -m "$ghz" | awk '$1 == "mod" {print $3}') (\`-c $CONNS --connections $GRPC_CONNS\`, the remote_address taking $KEYS values in turn; at half the maximum \`--rps\`, latency from each call's start, no p99.9)"). $ROUNDS rounds of each, taking turns, each with a fresh limiter and broker: median (min – max) over the rounds. The ÷ HTTP rows divide each round by the HTTP round of the same turn: min – max of those ratios."
 	echo
 	echo "| algorithm | protocol | decisions/s | CPU µs/decision limiter | Redis | broker | calls per round trip | at half the maximum: rate | p50 ms | p99 ms |"
 	echo "|---|---|---|---|---|---|---|---|---|---|"
@@ -507,7 +523,7 @@ dirty=$(git diff --quiet -- . ":(exclude)$OUT" || echo ' (with local changes)')
 		echo "| Redis memory per key (MEMORY USAGE), $alg, ~10 requests in the window | ${mem_key[$alg]} bytes |"
 	done
 	echo
-	echo "Events during the load runs (HTTP, gRPC and batches): $published published, $dropped dropped."
+	echo "Events during the load runs (every protocol): $published published, $dropped dropped."
 	echo
 	echo "Pipeline (go test -tags bench ./internal/e2e):"
 	echo
