@@ -33,8 +33,9 @@ import (
 // client IP behind every request, sent by one cmd/loadgen to three limiter
 // processes (BENCH_LIMITERS) on one Redis, a rule of 1e9 requests a minute
 // (a token bucket: 1e7 a second) so that nearly every request is admitted
-// and leases stay full, events to an embedded broker. The same rule unleased and leased (lease: true) take
-// turns within each of BENCH_ROUNDS rounds (unleased first in odd rounds,
+// and leases stay full, events to an embedded broker. The same rule
+// unleased and leased (lease: true) take turns within each of BENCH_ROUNDS
+// rounds (unleased first in odd rounds,
 // leased first in even ones), each run on fresh limiters and broker, so
 // that the machine's drift hits both alike. Per run: decisions/s at
 // BENCH_CONNS keep-alive connections shared by the limiters; the commands
@@ -43,20 +44,18 @@ import (
 // decision (EVAL and EVALSHA), and the round trips the limiters sent
 // (rate_limit_redis_pipeline_calls_count); the CPU per decision of the
 // limiters, of Redis and of the load generator; the share answered from
-// leases; then p50, p99 and p99.9 and the limiters' CPU per decision at
-// half that maximum, after a warm-up run of BENCH_HALF_WARMUP at that rate. Redis is a private
-// redis-server, so its statistics and CPU are this load's alone.
-// After each leased run, the floor: as many deploy/local/floorserver
-// processes as limiters, each giving every request the answer the leased
-// limiters gave (the same status, headers and body, recorded from them),
-// with no decision, Redis or event behind it, driven by the same load
-// generator at most and then at half the leased maximum; and the leased
-// limiters' own CPU per decision at that half rate, measured the same way
-// (a warm-up run at the rate, then the measured one): what the bare HTTP
-// exchange costs the same processes at the same rate, the leased
-// decision's ratio to it, and p99 beside the floor's. It prints a line per
-// run, then Markdown tables: median (min – max) over the rounds, and
-// leased ÷ unleased and leased ÷ floor per round as min – max.
+// leases; then p50, p99, p99.9 and the limiters' CPU per decision at half
+// that maximum, after a warm-up run of BENCH_HALF_WARMUP at that rate.
+// Redis is a private redis-server, so its statistics and CPU are this
+// load's alone. After each leased run comes the floor: as many
+// deploy/local/floorserver processes as limiters, each giving every request
+// the answer the leased limiters gave (the same status, headers and body,
+// recorded from them) with no decision, Redis or event behind it, driven
+// by the same load generator at most, then at the leased half rate as the
+// limiters were: what the bare HTTP exchange costs at the same rate, set
+// beside the leased decision's CPU and p99. It prints a line per run, then
+// Markdown tables: median (min – max) over the rounds, and leased ÷
+// unleased and leased ÷ floor per round as min – max.
 func TestBenchLeases(t *testing.T) {
 	b := leaseBench{
 		rounds:    benchenv.Int(t, "BENCH_ROUNDS", 3),
