@@ -26,8 +26,17 @@
 # (KEYS=1 makes the one client a hot key, which is what leases are for).
 # ghz is GHZ_BIN, else .local/bin/ghz, installed there with go install
 # when missing (deploy/local/ghz.sh: how it is driven and what it measures).
+# FLOOR=1 (http only) adds, after each build's run, the floor
+# (deploy/local/floorserver: the limiter's fasthttp server giving, to every
+# request, the answer that build gave the load's first request, the same
+# status, headers and body, with no decision behind it), driven by the same
+# load generator: at most (its requests/s and CPU per request, beside the
+# build's at its maximum), then at the build's half rate, where the two
+# are set side by side at the same rate: CPU per request of each, the
+# limiter's ÷ the floor's, and p99 ÷ the floor's. With LEASE=1 KEYS=1 that is how close
+# a leased decision comes to the bare HTTP exchange.
 # Knobs: ALGORITHM, DURATION, CONNS, KEYS, ROUNDS, PROTOCOL, GRPC_CONNS,
-# BATCH, HALF_WARMUP, LIMIT, UNIT, LEASE, GHZ_BIN, GHZ_VERSION, GHZ_TEMPLATE.
+# BATCH, HALF_WARMUP, LIMIT, UNIT, LEASE, FLOOR, GHZ_BIN, GHZ_VERSION, GHZ_TEMPLATE.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 # shellcheck source=deploy/local/ghz.sh
@@ -46,6 +55,8 @@ BATCH=${BATCH:-10}
 LIMIT=${LIMIT:-1000}
 UNIT=${UNIT:-second}
 LEASE=${LEASE:-}
+FLOOR=${FLOOR:-}
+FLOOR_ADDR=127.0.0.1:18090
 GRPC_ADDR=127.0.0.1:18083
 REDIS_HOST=${REDIS_HOST:-127.0.0.1}
 REDIS_PORT=${REDIS_PORT:-6379}
@@ -87,14 +98,55 @@ ghz) ghz_setup "$work" && ghz_data ab "$KEYS" "$work/ghz.json"
 	target=(-ghz-data "$work/ghz.json" -grpc-addr "$GRPC_ADDR" -grpc-conns "$GRPC_CONNS") ;;
 *) echo "PROTOCOL=$PROTOCOL: want http, batch, json, grpc or ghz" >&2; exit 2 ;;
 esac
+case $FLOOR in "" | 0) FLOOR= ;; 1) [ "$PROTOCOL" = http ] || { echo "FLOOR=1: PROTOCOL=http only" >&2; exit 2; } ;;
+*) echo "FLOOR=$FLOOR: want 1" >&2; exit 2 ;; esac
+[ -z "$FLOOR" ] || go build -o "$work/floorserver" ./deploy/local/floorserver
 run_loadgen() {
 	if [ "$PROTOCOL" = ghz ]; then ghz_load "${target[@]}" -workers "$CONNS" "$@"; return; fi
 	bin/loadgen -progress 0 -mix normal=100 -users 0 "${target[@]}" \
 		-workers "$CONNS" -keys "$KEYS" "$@" >"$work/loadgen.txt" 2>&1 || { cat "$work/loadgen.txt" >&2; exit 1; }
 }
 
-declare -A tput lim red p50 p99
-printf '| round | build | decisions/s | CPU µs/decision limiter | Redis | at half: p50 ms | p99 ms |\n|---|---|---|---|---|---|---|\n'
+declare -A tput lim red p50 p99 hlim ftput flim fhlim fp99
+# half_cpu PID: loadgen at half the maximum x, the CPU per request of PID
+# over it in hcpu, p50 and p99 in hp50 and hp99.
+half_cpu() {
+	local before after n
+	run_loadgen -rate "$(awk -v r="$x" 'BEGIN {printf "%d", r / 2}')" -warmup "$HALF_WARMUP" -duration 1s
+	before=$(cpu "$1")
+	run_loadgen -rate "$(awk -v r="$x" 'BEGIN {printf "%d", r / 2}')" -duration "$DURATION" -summary-file "$work/half.env"
+	after=$(cpu "$1")
+	read -r n hp50 hp99 < <(source "$work/half.env"; echo "$requests $p50_ms $p99_ms")
+	hcpu=$(per_decision $((after - before)) "$n")
+}
+# floor_run V ROUND: the floor giving build V's recorded answer: at most
+# (closed loop, as the build was), then at half the build's maximum x.
+floor_run() {
+	local k=$1,$2 before after n
+	"$work/floorserver" -listen "$FLOOR_ADDR" -answer "$work/answer.http" 2>>"$work/floor.log" &
+	floor=$!
+	pids=("$floor" "${pids[@]}")
+	for _ in $(seq 100); do (exec 3<>"/dev/tcp/${FLOOR_ADDR%:*}/${FLOOR_ADDR##*:}") 2>/dev/null && break; sleep 0.1; done
+	target=(-url "http://$FLOOR_ADDR" -endpoint /ab/books/17)
+	run_loadgen -duration 3s
+	before=$(cpu "$floor")
+	run_loadgen -duration "$DURATION" -summary-file "$work/max.env"
+	after=$(cpu "$floor")
+	read -r "ftput[$k]" n < <(source "$work/max.env"; echo "$rps $requests")
+	flim[$k]=$(per_decision $((after - before)) "$n")
+	half_cpu "$floor"
+	fhlim[$k]=$hcpu
+	fp99[$k]=$hp99
+	target=(-url "http://$LIMITER_ADDR" -endpoint /ab/books/17)
+	kill -TERM "$floor"
+	wait "$floor" 2>/dev/null || true
+	pids=("${pids[@]:1}")
+}
+if [ -z "$FLOOR" ]; then
+	printf '| round | build | decisions/s | CPU µs/decision limiter | Redis | at half: p50 ms | p99 ms |\n|---|---|---|---|---|---|---|\n'
+else
+	printf '| round | build | decisions/s | floor | ÷ floor | CPU µs/decision limiter | floor | ÷ floor | Redis | at half: CPU µs limiter | floor | ÷ floor | p50 ms | p99 ms | floor p99 ms | ÷ floor |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n'
+fi
 for ((r = 1; r <= ROUNDS; r++)); do
 	for v in 0 1; do
 		LISTEN_ADDR=$BROKER_ADDR bin/devkafka -partitions 3 2>>"$work/devkafka.log" &
@@ -118,12 +170,29 @@ for ((r = 1; r <= ROUNDS; r++)); do
 		tput[$k]=$x
 		lim[$k]=$(per_decision $((after[0] - before[0])) "$n")
 		red[$k]=$(per_decision $((after[1] - before[1])) "$n")
-		run_loadgen -rate "$(awk -v r="$x" 'BEGIN {printf "%d", r / 2}')" -warmup "$HALF_WARMUP" -duration "$DURATION" -summary-file "$work/half.env"
-		read -r "p50[$k]" "p99[$k]" < <(source "$work/half.env"; echo "$p50_ms $p99_ms")
-		printf '| %d | %s | %s | %s | %s | %s | %s |\n' "$r" "${bins[v]}" "${tput[$k]}" "${lim[$k]}" "${red[$k]}" "${p50[$k]}" "${p99[$k]}"
+		if [ -z "$FLOOR" ]; then
+			run_loadgen -rate "$(awk -v r="$x" 'BEGIN {printf "%d", r / 2}')" -warmup "$HALF_WARMUP" -duration "$DURATION" -summary-file "$work/half.env"
+			read -r "p50[$k]" "p99[$k]" < <(source "$work/half.env"; echo "$p50_ms $p99_ms")
+			printf '| %d | %s | %s | %s | %s | %s | %s |\n' "$r" "${bins[v]}" "${tput[$k]}" "${lim[$k]}" "${red[$k]}" "${p50[$k]}" "${p99[$k]}"
+		else
+			half_cpu "$limiter"
+			hlim[$k]=$hcpu p50[$k]=$hp50 p99[$k]=$hp99
+			# The answer the load's requests get (loadgen's client 0 is 100.64.0.0).
+			curl -fsS -i "http://$LIMITER_ADDR/v1/check" -H 'Content-Type: application/json' \
+				-d '{"ip":"100.64.0.0","endpoint":"/ab/books/17","method":"GET"}' >"$work/answer.http"
+		fi
 		for p in "$limiter" "$broker"; do kill -TERM "$p"; wait "$p" 2>/dev/null || true; done
 		pids=()
+		if [ -n "$FLOOR" ]; then
+			floor_run "$v" "$r"
+			printf '| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$r" "${bins[v]}" "${tput[$k]}" "${ftput[$k]}" \
+				"$(awk -v a="${tput[$k]}" -v b="${ftput[$k]}" 'BEGIN {printf "%.2f", a / b}')" "${lim[$k]}" "${flim[$k]}" \
+				"$(awk -v a="${lim[$k]}" -v b="${flim[$k]}" 'BEGIN {printf "%.2f", a / b}')" "${red[$k]}" "${hlim[$k]}" "${fhlim[$k]}" \
+				"$(awk -v a="${hlim[$k]}" -v b="${fhlim[$k]}" 'BEGIN {printf "%.2f", a / b}')" "${p50[$k]}" "${p99[$k]}" "${fp99[$k]}" \
+				"$(awk -v a="${p99[$k]}" -v b="${fp99[$k]}" 'BEGIN {printf "%.2f", a / b}')"
+		fi
 	done
+	[ -z "$FLOOR" ] || continue # the builds' ratios to the floor stand in their rows
 	printf '| %d | B ÷ A | %s | %s | %s | %s | %s |\n' "$r" \
 		"$(awk -v a="${tput[0,$r]}" -v b="${tput[1,$r]}" 'BEGIN {printf "%.2f", b / a}')" \
 		"$(awk -v a="${lim[0,$r]}" -v b="${lim[1,$r]}" 'BEGIN {printf "%.2f", b / a}')" \

@@ -45,7 +45,10 @@
 #     turns in LEASE_ROUNDS rounds of LEASE_DURATION (go test -tags bench
 #     -run TestBenchLeases ./internal/e2e): decisions/s, Redis commands,
 #     scripts and round trips per decision, CPU per decision, p50/p99 at
-#     half the maximum, leased ÷ unleased per round; and the heap per key
+#     half the maximum, leased ÷ unleased per round; after each leased run
+#     the floor (as many floorservers as limiters giving the leased answer,
+#     the same load at most and at the leased half rate): leased ÷ floor
+#     for decisions/s, CPU per request and p99 at the same rate; the heap per key
 #     of a leased rule over LEASE_KEYS keys (TestBenchLeaseMemory,
 #     ./internal/limiter).
 # The table goes to stdout and to $OUT (docs/benchmark.md), which
@@ -546,7 +549,7 @@ dirty=$(git diff --quiet -- . ":(exclude)$OUT" || echo ' (with local changes)')
 	grep -E '^\|' "$work/holdcpu.txt"
 	if [ "$LEASES" = 1 ]; then
 		echo
-		echo "Leased budgets on a hot key (go test -tags bench -run TestBenchLeases ./internal/e2e: $(sed -nE 's/^lease setup: //p' "$work/leases.txt"); cmd/loadgen over the limiters in turn, one rule of 1e9 requests a minute per algorithm (token bucket: 1e7 a second), events to an embedded broker; the rule unleased and leased (\`lease: true\`) taking turns in each round, each run on fresh limiters; Redis commands per decision: INFO total_commands_processed, which counts the commands scripts run, less INFO; scripts: EVAL and EVALSHA; round trips: the limiters' own; at half the maximum after $HALF_WARMUP left out. Median (min – max) over the rounds; ratios per round, min – max):"
+		echo "Leased budgets on a hot key (go test -tags bench -run TestBenchLeases ./internal/e2e: $(sed -nE 's/^lease setup: //p' "$work/leases.txt"); cmd/loadgen over the limiters in turn, one rule of 1e9 requests a minute per algorithm (token bucket: 1e7 a second), events to an embedded broker; the rule unleased and leased (\`lease: true\`) taking turns in each round, each run on fresh limiters; Redis commands per decision: INFO total_commands_processed, which counts the commands scripts run, less INFO; scripts: EVAL and EVALSHA; round trips: the limiters' own; at half the maximum after a warm-up run of $HALF_WARMUP at that rate; the floor: as many deploy/local/floorserver processes as limiters giving the leased limiters' own answer to every request, with no decision, Redis or event behind it, driven by the same load generator at most and at the leased half rate. Median (min – max) over the rounds; ratios per round, min – max):"
 		echo
 		awk '/^\|/ {if (gap && seen) print ""; print; seen = 1; gap = 0; next} {gap = 1}' "$work/leases.txt"
 		echo

@@ -3,9 +3,13 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"maps"
+	"net"
+	"net/http"
+	"net/http/httputil"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,8 +33,9 @@ import (
 // client IP behind every request, sent by one cmd/loadgen to three limiter
 // processes (BENCH_LIMITERS) on one Redis, a rule of 1e9 requests a minute
 // (a token bucket: 1e7 a second) so that nearly every request is admitted
-// and leases stay full, events to an embedded broker. The same rule unleased and leased (lease: true) take
-// turns within each of BENCH_ROUNDS rounds (unleased first in odd rounds,
+// and leases stay full, events to an embedded broker. The same rule
+// unleased and leased (lease: true) take turns within each of BENCH_ROUNDS
+// rounds (unleased first in odd rounds,
 // leased first in even ones), each run on fresh limiters and broker, so
 // that the machine's drift hits both alike. Per run: decisions/s at
 // BENCH_CONNS keep-alive connections shared by the limiters; the commands
@@ -39,11 +44,18 @@ import (
 // decision (EVAL and EVALSHA), and the round trips the limiters sent
 // (rate_limit_redis_pipeline_calls_count); the CPU per decision of the
 // limiters, of Redis and of the load generator; the share answered from
-// leases; then p50, p99 and p99.9 at half that maximum, after
-// BENCH_HALF_WARMUP at that rate left out. Redis is a private
-// redis-server, so its statistics and CPU are this load's alone. It prints
-// a line per run, then Markdown tables: median (min – max) over the rounds,
-// and leased ÷ unleased per round as min – max.
+// leases; then p50, p99, p99.9 and the limiters' CPU per decision at half
+// that maximum, after a warm-up run of BENCH_HALF_WARMUP at that rate.
+// Redis is a private redis-server, so its statistics and CPU are this
+// load's alone. After each leased run comes the floor: as many
+// deploy/local/floorserver processes as limiters, each giving every request
+// the answer the leased limiters gave (the same status, headers and body,
+// recorded from them) with no decision, Redis or event behind it, driven
+// by the same load generator at most, then at the leased half rate as the
+// limiters were: what the bare HTTP exchange costs at the same rate, set
+// beside the leased decision's CPU and p99. It prints a line per run, then
+// Markdown tables: median (min – max) over the rounds, and leased ÷
+// unleased and leased ÷ floor per round as min – max.
 func TestBenchLeases(t *testing.T) {
 	b := leaseBench{
 		rounds:    benchenv.Int(t, "BENCH_ROUNDS", 3),
@@ -52,6 +64,7 @@ func TestBenchLeases(t *testing.T) {
 		conns:     benchenv.Int(t, "BENCH_CONNS", 48),
 		instances: benchenv.Int(t, "BENCH_LIMITERS", 3),
 		loadgen:   loadgenBinary(t),
+		floor:     floorBinary(t),
 	}
 	algs := strings.Fields(os.Getenv("BENCH_ALGORITHMS"))
 	if len(algs) == 0 {
@@ -65,6 +78,7 @@ func TestBenchLeases(t *testing.T) {
 		b.instances, b.conns, b.duration, b.rounds)
 
 	results := map[string]map[bool][]leaseRun{}
+	floors := map[string][]floorRun{}
 	for _, alg := range algs {
 		results[alg] = map[bool][]leaseRun{}
 		for r := 1; r <= b.rounds; r++ {
@@ -76,6 +90,12 @@ func TestBenchLeases(t *testing.T) {
 				run := b.run(t, alg, leased, r)
 				results[alg][leased] = append(results[alg][leased], run)
 				fmt.Printf("lease %s %s round %d: %s\n", alg, leaseName(leased), r, run)
+				if leased {
+					f := b.floorRun(t, alg, r, run)
+					floors[alg] = append(floors[alg], f)
+					fmt.Printf("lease %s floor round %d: %s; leased ÷ floor: decisions/s %.2f, CPU at each one's maximum %.2f, at %.0f/s CPU %.2f p99 %.2f\n",
+						alg, r, f, run.rps/f.rps, run.limUS/f.cpuUS, run.halfRate, run.halfLimUS/f.halfCPUUS, run.p99/f.p99)
+				}
 			}
 			u, l := results[alg][false][r-1], results[alg][true][r-1]
 			fmt.Printf("lease %s round %d leased ÷ unleased: decisions/s %.2f, limiter CPU %.2f, Redis CPU %.2f, Redis commands %.4f, p99 at half %.2f\n",
@@ -83,6 +103,7 @@ func TestBenchLeases(t *testing.T) {
 		}
 	}
 	b.print(algs, results)
+	b.printFloor(algs, results, floors)
 }
 
 // leaseBench is TestBenchLeases' setting: its knobs, the load generator
@@ -90,7 +111,7 @@ func TestBenchLeases(t *testing.T) {
 type leaseBench struct {
 	rounds, conns, instances int
 	duration, warmup         time.Duration
-	loadgen                  string
+	loadgen, floor           string
 	redisAddr, redisPID      string
 	rdb                      *redis.Client
 }
@@ -112,6 +133,8 @@ type leaseRun struct {
 	p50, p99   float64 // ms at half the maximum
 	p999       float64
 	late       float64 // requests at half the maximum sent over 1 ms late
+	halfLimUS  float64 // the limiters' CPU per decision at half the maximum
+	answer     []byte  // leased runs: the limiters' answer, as `curl -si` prints it
 	topCommand string  // the commands Redis ran most, per decision
 	reasons    string  // the reasons of the decisions not ok, with their counts
 	load       string  // the machine's load average when the run started
@@ -209,14 +232,163 @@ func (b *leaseBench) run(t *testing.T, alg string, leased bool, round int) lease
 		res.topCommand = topCommands(delta, n)
 
 		res.halfRate = float64(int(res.rps / 2))
-		h, _ := b.loadgenRun(t, append(load, "-rate", strconv.Itoa(int(res.halfRate)), "-warmup", b.warmup.String(),
-			"-duration", b.duration.String())...)
+		// As the floor will be driven (floorRun), so that the two stand
+		// side by side at the same rate.
+		var h map[string]float64
+		h, res.halfLimUS = b.halfRun(t, load, res.halfRate, func() time.Duration { l, _, _ := cpu(); return l })
 		res.p50, res.p99, res.p999, res.late = h["p50_ms"], h["p99_ms"], h["p999_ms"], h["late"]
+		if !leased {
+			return
+		}
+		res.answer = recordAnswer(t, lims[0].addr, "/lease/books/17")
 	})
 	if res.decisions == 0 {
 		t.FailNow()
 	}
 	return res
+}
+
+// halfRun loads at rate with load's arguments after a warm-up run of
+// BENCH_HALF_WARMUP at that rate (what the maximum before left queued
+// drains in it): the measured run's summary, and the CPU per request that
+// cpu (the servers' total) grew by over it.
+func (b *leaseBench) halfRun(t *testing.T, load []string, rate float64, cpu func() time.Duration) (map[string]float64, float64) {
+	t.Helper()
+	at := append(slices.Clone(load), "-rate", strconv.Itoa(int(rate)))
+	b.loadgenRun(t, append(at, "-duration", b.warmup.String())...)
+	before := cpu()
+	h, _ := b.loadgenRun(t, append(at, "-duration", b.duration.String())...)
+	return h, perDecision(cpu()-before, h["requests"])
+}
+
+// floorRun is the floor of one leased run: the floor servers at most, then
+// at the leased run's half rate.
+type floorRun struct {
+	rps, cpuUS          float64 // at most (closed loop), and the floor servers' CPU per request there
+	halfCPUUS, p50, p99 float64 // at the leased run's half rate
+	p999                float64
+	load                string
+}
+
+func (f floorRun) String() string {
+	return fmt.Sprintf("[load %s] %.0f requests/s, CPU µs/request %.1f; at half the leased maximum CPU µs/request %.1f, p50 %.3f ms p99 %.3f ms p99.9 %.3f ms",
+		f.load, f.rps, f.cpuUS, f.halfCPUUS, f.p50, f.p99, f.p999)
+}
+
+// floorRun starts as many floor servers as limiters, each giving leased's
+// recorded answer, and loads them as run loaded the limiters.
+func (b *leaseBench) floorRun(t *testing.T, alg string, round int, leased leaseRun) floorRun {
+	var res floorRun
+	t.Run(fmt.Sprintf("%s/floor/%d", alg, round), func(t *testing.T) {
+		answer := filepath.Join(t.TempDir(), "answer.http")
+		if err := os.WriteFile(answer, leased.answer, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		res.load = loadAverage(t)
+		var pids, urls []string
+		for range b.instances {
+			addr := freeAddr(t)
+			cmd := exec.Command(b.floor, "-listen", addr, "-answer", answer)
+			out := &bytes.Buffer{}
+			cmd.Stderr = out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				_ = cmd.Process.Signal(os.Interrupt)
+				if err := cmd.Wait(); err != nil {
+					t.Errorf("floorserver: %v\n%s", err, out)
+				}
+			})
+			awaitListening(t, addr)
+			pids, urls = append(pids, strconv.Itoa(cmd.Process.Pid)), append(urls, "http://"+addr)
+		}
+		cpu := func() (sum time.Duration) {
+			for _, p := range pids {
+				sum += proctest.CPU(t, p)
+			}
+			return sum
+		}
+		load := []string{"-url", strings.Join(urls, ","), "-workers", strconv.Itoa(b.conns), "-keys", "1", "-users", "0",
+			"-endpoint", "/lease/books/17", "-progress", "0", "-max-errors", "1"}
+		b.loadgenRun(t, append(load, "-duration", "2s")...) // warm-up, as the limiters'
+		before := cpu()
+		s, _ := b.loadgenRun(t, append(load, "-duration", b.duration.String())...)
+		res.rps, res.cpuUS = s["rps"], perDecision(cpu()-before, s["requests"])
+		var h map[string]float64
+		h, res.halfCPUUS = b.halfRun(t, load, leased.halfRate, cpu)
+		res.p50, res.p99, res.p999 = h["p50_ms"], h["p99_ms"], h["p999_ms"]
+	})
+	if res.rps == 0 {
+		t.FailNow()
+	}
+	return res
+}
+
+// recordAnswer returns what the limiter at addr answers a check of
+// cmd/loadgen's first client (100.64.0.0) on endpoint, as `curl -si`
+// prints it: what the floor gives.
+func recordAnswer(t *testing.T, addr, endpoint string) []byte {
+	t.Helper()
+	body := fmt.Sprintf(`{"ip":"100.64.0.0","endpoint":%q,"method":"GET"}`, endpoint)
+	resp, err := http.Post("http://"+addr+"/v1/check", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("check: %s", resp.Status)
+	}
+	raw, err := httputil.DumpResponse(resp, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// freeAddr returns a loopback address whose port was free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// awaitListening waits until addr accepts connections.
+func awaitListening(t *testing.T, addr string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return
+		}
+	}
+	t.Fatalf("nothing listens on %s", addr)
+}
+
+var (
+	floorOnce sync.Once
+	floorPath string
+	floorErr  error
+)
+
+// floorBinary returns deploy/local/floorserver built beside the services.
+func floorBinary(t *testing.T) string {
+	t.Helper()
+	binary(t, "limiter") // the directory
+	floorOnce.Do(func() {
+		floorPath = filepath.Join(binDir, "floorserver")
+		if out, err := exec.Command("go", "build", "-o", floorPath, "../../deploy/local/floorserver").CombinedOutput(); err != nil {
+			floorErr = fmt.Errorf("go build floorserver: %v\n%s", err, out)
+		}
+	})
+	if floorErr != nil {
+		t.Fatal(floorErr)
+	}
+	return floorPath
 }
 
 // loadgenRun runs cmd/loadgen with args and returns its summary's numbers
@@ -413,4 +585,27 @@ func spanOf(format string, vs []float64) string {
 		return lo
 	}
 	return lo + " – " + hi
+}
+
+// printFloor writes the table of the leased runs beside their floors.
+func (b *leaseBench) printFloor(algs []string, results map[string]map[bool][]leaseRun, floors map[string][]floorRun) {
+	fmt.Println()
+	fmt.Println("| algorithm | leased ÷ floor | decisions/s | CPU µs/decision at each one's maximum | at half the leased maximum: CPU µs | p99 ms |")
+	fmt.Println("|---|---|---|---|---|---|")
+	for _, alg := range algs {
+		l, f := results[alg][true], floors[alg]
+		col := func(format string, of func(leaseRun, floorRun) (float64, float64)) string {
+			var ls, fs, rs []float64
+			for i := range f {
+				a, b := of(l[i], f[i])
+				ls, fs, rs = append(ls, a), append(fs, b), append(rs, a/b)
+			}
+			return fmt.Sprintf("%s (%s ÷ %s)", spanOf("%.2f", rs), medianRange(format, ls), medianRange(format, fs))
+		}
+		fmt.Printf("| %s | min – max (leased ÷ floor, median (min – max)) | %s | %s | %s | %s |\n", alg,
+			col("%.0f", func(l leaseRun, f floorRun) (float64, float64) { return l.rps, f.rps }),
+			col("%.1f", func(l leaseRun, f floorRun) (float64, float64) { return l.limUS, f.cpuUS }),
+			col("%.1f", func(l leaseRun, f floorRun) (float64, float64) { return l.halfLimUS, f.halfCPUUS }),
+			col("%.3f", func(l leaseRun, f floorRun) (float64, float64) { return l.p99, f.p99 }))
+	}
 }

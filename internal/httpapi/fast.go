@@ -109,9 +109,9 @@ func (h *handler) fastCheck(ctx *fasthttp.RequestCtx) {
 		fastJSON(ctx, http.StatusServiceUnavailable, unavailable(d))
 		return
 	}
-	var rh rateLimitHeaders
+	rh := &c.rh
 	rh.encode(d)
-	rh.each(ctx.Response.Header.SetBytesV)
+	rh.setCanonical(&ctx.Response.Header)
 	var buf [384]byte // more than a decision's longest answer
 	fastJSON(ctx, http.StatusOK, appendDecision(buf[:0], d))
 }
@@ -157,9 +157,14 @@ func (h *handler) fastInputError(ctx *fasthttp.RequestCtx, err error) {
 func fastJSON(ctx *fasthttp.RequestCtx, status int, body []byte) {
 	ctx.SetStatusCode(status)
 	ctx.SetContentType("application/json")
-	ctx.Response.Header.Set("Cache-Control", "no-store")
+	ctx.Response.Header.SetCanonical(cacheControl, noStore)
 	ctx.SetBody(body)
 }
+
+// cacheControl and noStore are a header written on every answer, its name
+// already in fasthttp's canonical form, so that setting it costs no
+// normalizing copy.
+var cacheControl, noStore = []byte("Cache-Control"), []byte("no-store")
 
 // fastError answers {"error": msg}, as writeError does.
 func fastError(ctx *fasthttp.RequestCtx, status int, msg string) {

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/valyala/fasthttp"
+
 	"github.com/ratewarden/ratewarden/internal/decide"
 	"github.com/ratewarden/ratewarden/internal/limiter"
 )
@@ -21,11 +23,21 @@ type rateLimitHeaders struct {
 	b     []byte
 	ends  [6]int
 	names []string
+	keys  [][]byte // names as bytes (limitHeaderKeys)
 }
 
 var (
 	limitHeaderNames = []string{"Ratelimit-Policy", "Ratelimit", "X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset", "Retry-After"}
 	retryAfterOnly   = limitHeaderNames[5:]
+	// limitHeaderKeys are limitHeaderNames as bytes, for fasthttp's
+	// SetCanonical.
+	limitHeaderKeys = func() [][]byte {
+		keys := make([][]byte, len(limitHeaderNames))
+		for i, n := range limitHeaderNames {
+			keys[i] = []byte(n)
+		}
+		return keys
+	}()
 )
 
 // encode fills rh from d.
@@ -33,11 +45,11 @@ func (rh *rateLimitHeaders) encode(d *limiter.Decision) {
 	b := rh.buf[:0]
 	applied, res, ok := d.EnforcedLimit()
 	if !ok {
-		rh.names = nil
+		rh.names, rh.keys = nil, nil
 		if !d.Allowed && d.RetryAfter > 0 { // banned: no limit to describe, but a time to come back
 			rh.b = strconv.AppendInt(b, ceilSeconds(d.RetryAfter), 10)
 			rh.ends[0] = len(rh.b)
-			rh.names = retryAfterOnly
+			rh.names, rh.keys = retryAfterOnly, limitHeaderKeys[5:]
 		}
 		return
 	}
@@ -75,20 +87,22 @@ func (rh *rateLimitHeaders) encode(d *limiter.Decision) {
 	rh.ends[3] = len(b)
 	b = strconv.AppendInt(b, reset, 10)
 	rh.ends[4] = len(b)
-	rh.names = limitHeaderNames[:5]
+	rh.names, rh.keys = limitHeaderNames[:5], limitHeaderKeys[:5]
 	if !d.Allowed {
 		b = strconv.AppendInt(b, max(ceilSeconds(d.RetryAfter), 1), 10)
 		rh.ends[5] = len(b)
-		rh.names = limitHeaderNames
+		rh.names, rh.keys = limitHeaderNames, limitHeaderKeys
 	}
 	rh.b = b
 }
 
-// each calls set with every header's name and value; the value is rh's.
-func (rh *rateLimitHeaders) each(set func(name string, value []byte)) {
+// setCanonical sets every header of rh on h. The names are in fasthttp's
+// canonical form already (limitHeaderNames), so they go in as they are,
+// with no normalizing copy each.
+func (rh *rateLimitHeaders) setCanonical(h *fasthttp.ResponseHeader) {
 	start := 0
-	for i, name := range rh.names {
-		set(name, rh.b[start:rh.ends[i]])
+	for i := range rh.names {
+		h.SetCanonical(rh.keys[i], rh.b[start:rh.ends[i]])
 		start = rh.ends[i]
 	}
 }

@@ -116,6 +116,7 @@ func (h *handler) auth(w http.ResponseWriter, r *http.Request) {
 type decision struct {
 	req rules.Request
 	d   limiter.Decision
+	rh  rateLimitHeaders // the answer's headers: on the heap once, not per request
 }
 
 // release returns c to the pool, without its request: the pool must not

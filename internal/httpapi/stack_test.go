@@ -66,6 +66,9 @@ type stackOptions struct {
 	// (the coalescer over the real Redis).
 	wrapDecider func(limiter.Decider) limiter.Decider
 	configure   func(*stackConfig)
+	// start starts the limiter's background work (Service.Start: the lease
+	// renewer), as the service does.
+	start bool
 }
 
 // stackConfig is what a test may set of the limiter a stack builds: the
@@ -117,6 +120,10 @@ func newStack(t testing.TB, o stackOptions) *stack {
 		Coalesce: redisstore.CoalesceConfig{Timeout: 5 * time.Second}, Wrap: o.wrapDecider,
 		Events: producer, Log: log, Registerer: reg,
 	})
+	if o.start {
+		svc.Start()
+		t.Cleanup(svc.Stop)
+	}
 	cfg := stackConfig{Config: httpapi.Config{Service: svc, Log: log}}
 	if o.configure != nil {
 		o.configure(&cfg)

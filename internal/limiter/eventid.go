@@ -1,7 +1,8 @@
 package limiter
 
 import (
-	"crypto/rand"
+	"encoding/binary"
+	"math/rand/v2"
 	"sync/atomic"
 	"time"
 )
@@ -11,9 +12,14 @@ import (
 // milliseconds, then 12 bits of the millisecond's fraction (RFC 9562
 // section 6.2, method 3), so that the ids of one process are strictly
 // increasing, then 62 random bits. It costs one allocation, the string.
+// The random bits come from the runtime's generator (math/rand/v2: ChaCha8
+// seeded from the system's entropy, per thread, no system call), not
+// crypto/rand, whose read was most of an id's cost on the leased path: they
+// only tell apart the processes that may stamp the same instant (one
+// process's stamps never repeat), and an id is no secret.
 func (c *v7Clock) newEventID() string {
 	var u [16]byte
-	_, _ = rand.Read(u[8:]) // never fails (crypto/rand panics rather)
+	binary.BigEndian.PutUint64(u[8:], rand.Uint64())
 	stamp := c.next(time.Now())
 	ms, frac := stamp>>12, stamp&0xfff
 	u[0], u[1], u[2], u[3], u[4], u[5] = byte(ms>>40), byte(ms>>32), byte(ms>>24), byte(ms>>16), byte(ms>>8), byte(ms)

@@ -3,6 +3,7 @@ package limiter
 import (
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,9 +16,14 @@ import (
 )
 
 type metrics struct {
-	requests    *prometheus.CounterVec
-	duration    *prometheus.HistogramVec
-	redisErrors *prometheus.CounterVec
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	// lastRequests and lastDuration are the series observe used last: a hot
+	// key asks for the same ones decision after decision, and comparing
+	// their labels costs less than hashing them into the vectors.
+	lastRequests atomic.Pointer[requestSeries]
+	lastDuration atomic.Pointer[durationSeries]
+	redisErrors  *prometheus.CounterVec
 
 	mode           *prometheus.GaugeVec
 	live           prometheus.Gauge
@@ -161,12 +167,37 @@ func (m *metrics) observe(d *Decision, tier string, took time.Duration) {
 	if d.Unavailable {
 		result = resultUnavailable
 	}
-	m.requests.WithLabelValues(result, d.RuleID, tier, strconv.FormatBool(d.Shadow)).Inc()
+	r := m.lastRequests.Load()
+	if r == nil || r.result != result || r.rule != d.RuleID || r.tier != tier || r.shadow != d.Shadow {
+		r = &requestSeries{result: result, rule: d.RuleID, tier: tier, shadow: d.Shadow,
+			c: m.requests.WithLabelValues(result, d.RuleID, tier, strconv.FormatBool(d.Shadow))}
+		m.lastRequests.Store(r)
+	}
+	r.c.Inc()
 	alg := string(d.Algorithm)
 	if alg == "" {
 		alg = algorithmNone
 	}
-	m.duration.WithLabelValues(alg).Observe(took.Seconds())
+	h := m.lastDuration.Load()
+	if h == nil || h.algorithm != alg {
+		h = &durationSeries{algorithm: alg, o: m.duration.WithLabelValues(alg)}
+		m.lastDuration.Store(h)
+	}
+	h.o.Observe(took.Seconds())
+}
+
+// requestSeries is a series of rate_limit_requests_total and its labels.
+type requestSeries struct {
+	result, rule, tier string
+	shadow             bool
+	c                  prometheus.Counter
+}
+
+// durationSeries is a series of rate_limit_check_duration_seconds and its
+// label.
+type durationSeries struct {
+	algorithm string
+	o         prometheus.Observer
 }
 
 // initErrorClasses starts the series of every Redis error class at 0, so
@@ -255,6 +286,10 @@ func (m *metrics) dropRemovedRules(set *rules.Set) {
 		return id != "" && set.Rule(id) == nil
 	}
 	telemetry.DeleteSeries(m.requests, removed)
+	// The series observe used last may be one just deleted: a decision of
+	// a removed rule must not count in it, out of the registry's sight,
+	// rather than in the series its labels make anew.
+	m.lastRequests.Store(nil)
 	telemetry.DeleteSeries(m.holds, removed)
 	telemetry.DeleteSeries(m.holdsLapsed, removed)
 	telemetry.DeleteSeries(m.reservations, removed)

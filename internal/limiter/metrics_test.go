@@ -125,6 +125,20 @@ func TestSeriesStartAtZero(t *testing.T) {
 			t.Errorf("the kept rule's series counts %v, want 1", n)
 		}
 	})
+
+	// observe keeps the series it used last (a hot key's decisions all
+	// count in one): a rule removed and then restored must count in the
+	// series made again, not in the one deleted with the rule.
+	t.Run("rule removed and restored", func(t *testing.T) {
+		ok := &Decision{Reason: "ok", RuleID: "open"}
+		svc.metrics.observe(ok, "VIP", 0)
+		svc.SetRules(compileRules(t, strings.ReplaceAll(seriesRules, "id: open", "id: closed")))
+		svc.SetRules(compileRules(t, seriesRules))
+		svc.metrics.observe(ok, "VIP", 0)
+		if n := testutil.ToFloat64(svc.metrics.requests.WithLabelValues("ok", "open", "VIP", "false")); n != 1 {
+			t.Errorf("the restored rule's series counts %v, want 1", n)
+		}
+	})
 }
 
 // seriesOf returns, by family, the label sets of the series of reg as
