@@ -28,7 +28,8 @@ type Client struct {
 	own     *http.Transport
 	auth    []string // {"Bearer <token>"}, or nil
 	urls    [4]*url.URL
-	breaker *gobreaker.CircuitBreaker[struct{}]
+	breaker *gobreaker.TwoStepCircuitBreaker[struct{}]
+	checks  *checkQueue // nil: batching off (Config.DisableBatching)
 	bufs    sync.Pool // *callBuf
 	stats   counters
 	reports *reporter
@@ -110,7 +111,7 @@ func New(cfg Config) (*Client, error) {
 		c.urls[i] = &url.URL{Scheme: u.Scheme, Host: u.Host, Path: p}
 	}
 	failures := uint32(cfg.BreakerFailures)
-	c.breaker = gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
+	c.breaker = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
 		Name:        "ratewarden",
 		MaxRequests: 1, // one probe while half open
 		Timeout:     cfg.BreakerOpen,
@@ -128,6 +129,13 @@ func New(cfg Config) (*Client, error) {
 		return &callBuf{body: make([]byte, 0, 512), answer: make([]byte, 0, 512), headers: make([]byte, 0, 256)}
 	}
 	c.reports = newReporter(c, cfg.ReportQueue)
+	if !cfg.DisableBatching {
+		if cfg.BatchWait <= 0 {
+			cfg.BatchWait = defaultBatchWait
+		}
+		c.cfg.BatchWait = cfg.BatchWait
+		c.checks = newCheckQueue(c, cfg.BatchWait)
+	}
 	return c, nil
 }
 
@@ -148,25 +156,18 @@ func New(cfg Config) (*Client, error) {
 //     answer within the timeout, no connection free within it, the
 //     breaker open, an error answer, the client's token refused
 //     (errors.Is(err, ErrUnauthorized)).
+//
+// Concurrent checks share calls (see Config.DisableBatching): a check that
+// arrives while another call is on its way may wait, Config.BatchWait at
+// most, to go with the checks that arrive meanwhile, and a caller whose
+// ctx ends during that wait is refused (ReasonCallerGone), its check not
+// sent. Each gets what its own call would have given it.
 func (c *Client) Check(ctx context.Context, req *Request) (Decision, error) {
 	c.stats.checks.Add(1)
-	b := c.bufs.Get().(*callBuf)
-	defer c.bufs.Put(b)
-	b.body = appendCheck(b.body[:0], req)
-	var d Decision
-	err := c.call(ctx, "check", pathCheck, b, func(a *reply) error {
-		if err := parseDecision(a.body, &d); err != nil {
-			return err
-		}
-		d.headers, b.headers = readLimitHeaders(a.header, b.headers)
-		return nil
-	})
-	if err != nil {
-		d = c.undecided(ctx, req, err)
-		c.failed("check", err)
-		return d, err
+	if c.checks != nil {
+		return c.checks.check(ctx, req)
 	}
-	return d, nil
+	return c.checkOne(ctx, req)
 }
 
 // undecided returns the decision on a check the limiter did not decide
@@ -403,14 +404,14 @@ func (c *Client) call(ctx context.Context, op string, path int, b *callBuf, read
 		return &Error{Op: op, Err: err}
 	}
 	defer c.release()
-	_, err := c.breaker.Execute(func() (struct{}, error) {
-		return struct{}{}, c.roundTrip(op, path, b, time.Now().Add(c.cfg.Timeout), read)
-	})
-	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
+	done, err := c.breaker.Allow()
+	if err != nil { // open, or half open with its probe on its way
 		c.stats.breakerOpen.Add(1)
 		return &Error{Op: op, Err: ErrBreakerOpen}
 	}
-	return err
+	return c.guarded(done, func() error {
+		return c.roundTrip(op, path, b, time.Now().Add(c.cfg.Timeout), read)
+	})
 }
 
 // errBusy is the cause of a call that found every connection to the
