@@ -30,7 +30,7 @@ type Client struct {
 	urls    [4]*url.URL
 	breaker *gobreaker.TwoStepCircuitBreaker[struct{}]
 	checks  *checkQueue // nil: batching off (Config.DisableBatching)
-	bufs    sync.Pool // *callBuf
+	bufs    sync.Pool   // *callBuf
 	stats   counters
 	reports *reporter
 	closed  atomic.Bool

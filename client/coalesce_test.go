@@ -167,7 +167,7 @@ func gather(t *testing.T, c *Client, ctx context.Context, endpoints []string) []
 // nothing is in flight beside it.
 func TestLoneChecksGoAlone(t *testing.T) {
 	l := newBatchLimiter(t)
-	c := newClient(t, Config{URL: l.URL, BatchWait: time.Hour})
+	c := newClient(t, Config{URL: l.URL, BatchWait: time.Hour, Timeout: time.Minute})
 	for i := range 5 {
 		d, err := c.Check(context.Background(), &Request{IP: "203.0.113.1", Endpoint: "/n/" + strconv.Itoa(i)})
 		if err != nil || d.Remaining != int64(i) {
@@ -188,7 +188,7 @@ func TestLoneChecksGoAlone(t *testing.T) {
 func TestConcurrentChecksShareABatch(t *testing.T) {
 	l := newBatchLimiter(t)
 	var errs errorLog
-	c := newClient(t, Config{URL: l.URL, BatchWait: time.Hour, OnFailure: FailClosed, OnError: errs.hook, BreakerFailures: 2})
+	c := newClient(t, Config{URL: l.URL, BatchWait: time.Hour, Timeout: time.Minute, OnFailure: FailClosed, OnError: errs.hook, BreakerFailures: 2})
 	held := holdOne(t, l, c)
 	endpoints := []string{"/n/1", "/n/2", "/deny-rule", "/n/3", "/err", "/n/4"}
 	outs := gather(t, c, context.Background(), endpoints)
@@ -252,7 +252,7 @@ func TestFailedBatchCountsEachCheck(t *testing.T) {
 	}{{3, false, 2}, {30, true, 0}} {
 		t.Run(strconv.Itoa(tc.n), func(t *testing.T) {
 			l := newBatchLimiter(t)
-			c := newClient(t, Config{URL: l.URL, BatchWait: time.Hour, BreakerFailures: 5, BreakerOpen: time.Hour})
+			c := newClient(t, Config{URL: l.URL, BatchWait: time.Hour, Timeout: time.Minute, BreakerFailures: 5, BreakerOpen: time.Hour})
 			held := holdOne(t, l, c)
 			outs := gather(t, c, context.Background(), slicesRepeat("/n/1", tc.n))
 			l.fail.Store(true)
@@ -324,7 +324,7 @@ func TestHalfOpenBatchSendsOneProbe(t *testing.T) {
 // decided.
 func TestCallerLeavesTheGathering(t *testing.T) {
 	l := newBatchLimiter(t)
-	c := newClient(t, Config{URL: l.URL, BatchWait: time.Hour})
+	c := newClient(t, Config{URL: l.URL, BatchWait: time.Hour, Timeout: time.Minute})
 	held := holdOne(t, l, c)
 	stay := gather(t, c, context.Background(), []string{"/n/1", "/n/2"})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -355,7 +355,7 @@ func TestCallerLeavesTheGathering(t *testing.T) {
 // it would refuse whole: it goes alone, and gets its own refusal.
 func TestInvalidCheckGoesAlone(t *testing.T) {
 	l := newBatchLimiter(t)
-	c := newClient(t, Config{URL: l.URL, BatchWait: time.Hour})
+	c := newClient(t, Config{URL: l.URL, BatchWait: time.Hour, Timeout: time.Minute})
 	held := holdOne(t, l, c)
 	out := make(chan result, 1)
 	go func() {
@@ -373,14 +373,14 @@ func TestInvalidCheckGoesAlone(t *testing.T) {
 	<-out
 }
 
-// Beyond 100 checks, a group goes at once, full; the next one gathers.
+// At 100 checks, a group goes at once, full, without waiting for the
+// call in flight.
 func TestFullGroupGoesAtOnce(t *testing.T) {
 	l := newBatchLimiter(t)
-	l.batchSize = make(chan int, 2)
-	c := newClient(t, Config{URL: l.URL, BatchWait: time.Hour})
+	l.batchSize = make(chan int, 200)
+	c := newClient(t, Config{URL: l.URL, BatchWait: time.Hour, Timeout: time.Minute})
 	held := holdOne(t, l, c)
-	outs := make([]chan result, 0, 150)
-	outs = append(outs, gather(t, c, context.Background(), slicesRepeat("/n/1", 99))...)
+	outs := gather(t, c, context.Background(), slicesRepeat("/n/1", 99))
 	last := make(chan result, 1)
 	go func() { // the 100th: the group goes
 		d, err := c.Check(context.Background(), &Request{IP: "203.0.113.2", Endpoint: "/n/1"})
@@ -390,16 +390,12 @@ func TestFullGroupGoesAtOnce(t *testing.T) {
 	if n := <-l.batchSize; n != 100 {
 		t.Fatalf("a batch of %d, want 100", n)
 	}
-	outs = append(outs, gather(t, c, context.Background(), slicesRepeat("/n/1", 50))...)
 	l.open()
 	<-held
 	for i, out := range outs {
 		if r := <-out; r.err != nil || r.d.Remaining != 1 {
 			t.Fatalf("check %d: %+v, %v", i, r.d, r.err)
 		}
-	}
-	if n := <-l.batchSize; n != 50 {
-		t.Fatalf("a batch of %d, want 50", n)
 	}
 }
 
@@ -409,7 +405,7 @@ func TestFullGroupGoesAtOnce(t *testing.T) {
 func TestOlderLimiterTurnsBatchingOff(t *testing.T) {
 	l := newBatchLimiter(t)
 	l.refuse = `{"error":"invalid JSON: unknown field \"headers\""}`
-	c := newClient(t, Config{URL: l.URL, BatchWait: time.Hour})
+	c := newClient(t, Config{URL: l.URL, BatchWait: time.Hour, Timeout: time.Minute})
 	held := holdOne(t, l, c)
 	outs := gather(t, c, context.Background(), []string{"/n/1", "/n/2", "/n/3"})
 	l.open()
