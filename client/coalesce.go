@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"strings"
 	"sync"
@@ -63,7 +64,22 @@ type checkEntry struct {
 	sent, gone bool
 	// done of its breaker's Allow, once it has one.
 	breakerDone func(error)
-	batchErr    batchError
+	// answered is set by finish: read by the sender only.
+	answered bool
+}
+
+// tell tells the breaker the outcome of e's call, once.
+func (e *checkEntry) tell(err error) {
+	if done := e.breakerDone; done != nil {
+		e.breakerDone = nil
+		done(err)
+	}
+}
+
+// finish ends the caller's wait: d and err are its answer.
+func (e *checkEntry) finish() {
+	e.answered = true
+	e.done <- struct{}{}
 }
 
 func newCheckQueue(c *Client, wait time.Duration) *checkQueue {
@@ -193,6 +209,21 @@ func (q *checkQueue) returned() {
 // send makes the call of the group g and answers its checks.
 func (q *checkQueue) send(g *checkGroup) {
 	defer q.returned()
+	var es []*checkEntry
+	defer func() {
+		// A panic of the call (Config.Transport's) has no caller's
+		// goroutine to go on in: the checks it left unanswered fail with
+		// it, and the process goes on.
+		if r := recover(); r != nil {
+			err := &Error{Op: "check", Err: fmt.Errorf("%w: %v", errPanicked, r)}
+			for _, e := range es {
+				e.tell(err)
+				if !e.answered {
+					q.answer(e, err)
+				}
+			}
+		}
+	}()
 	c := q.c
 	// The wait for a connection, as a single check's: bounded by Timeout,
 	// and the checks whose callers leave meanwhile are not sent.
@@ -201,7 +232,7 @@ func (q *checkQueue) send(g *checkGroup) {
 		defer c.release()
 	}
 	q.mu.Lock()
-	es := g.entries[:0]
+	es = g.entries[:0]
 	for _, e := range g.entries {
 		if !e.gone {
 			e.sent = true
@@ -233,8 +264,8 @@ func (q *checkQueue) send(g *checkGroup) {
 		return
 	case 1: // the others left: a call of its own
 		e := sent[0]
-		e.d, e.err = c.checkAllowed(e.ctx, e.req, e.breakerDone)
-		e.done <- struct{}{}
+		e.d, e.err = c.checkAllowed(e.ctx, e.req, e.tell)
+		e.finish()
 		return
 	}
 	c.checkGroup(q, sent)
@@ -246,7 +277,7 @@ func (q *checkQueue) answer(e *checkEntry, err error) {
 	e.d = q.c.undecided(e.ctx, e.req, err)
 	e.err = err
 	q.c.failed("check", err)
-	e.done <- struct{}{}
+	e.finish()
 }
 
 // batchable reports whether req may go in a batch: whether the limiter
@@ -343,8 +374,8 @@ func (c *Client) checkGroup(q *checkQueue, es []*checkEntry) {
 		start = end
 		if len(part) == 1 {
 			e := part[0]
-			e.d, e.err = c.checkAllowed(e.ctx, e.req, e.breakerDone)
-			e.done <- struct{}{}
+			e.d, e.err = c.checkAllowed(e.ctx, e.req, e.tell)
+			e.finish()
 			continue
 		}
 		ds := make([]Decision, len(part))
@@ -358,9 +389,9 @@ func (c *Client) checkGroup(q *checkQueue, es []*checkEntry) {
 		}
 		for i, e := range part {
 			if errs[i].msg == "" {
-				e.breakerDone(nil)
+				e.tell(nil)
 				e.d = ds[i]
-				e.done <- struct{}{}
+				e.finish()
 				continue
 			}
 			// The entry's status is what a single check's answer would have
@@ -369,7 +400,7 @@ func (c *Client) checkGroup(q *checkQueue, es []*checkEntry) {
 			if errs[i].denyRule {
 				err.denyRule = ds[i].RuleID
 			}
-			e.breakerDone(err)
+			e.tell(err)
 			q.answer(e, err)
 		}
 	}
@@ -391,7 +422,7 @@ func (c *Client) batchFailed(q *checkQueue, part []*checkEntry, err error) {
 		// On the connection the batch had, one after the other: rare (once
 		// for an older limiter), and no wait for another connection.
 		for _, x := range part {
-			x.breakerDone(nil) // the limiter answered: no failure
+			x.tell(nil) // the limiter answered: no failure
 			done, err := c.breaker.Allow()
 			if err != nil {
 				c.stats.breakerOpen.Add(1)
@@ -399,12 +430,12 @@ func (c *Client) batchFailed(q *checkQueue, part []*checkEntry, err error) {
 				continue
 			}
 			x.d, x.err = c.checkAllowed(x.ctx, x.req, done)
-			x.done <- struct{}{}
+			x.finish()
 		}
 		return
 	}
 	for _, x := range part {
-		x.breakerDone(err)
+		x.tell(err)
 		// Each caller gets an error of its own: undecided marks it.
 		own := &Error{Op: "check", Err: err}
 		if e != nil {

@@ -428,3 +428,53 @@ func TestOlderLimiterTurnsBatchingOff(t *testing.T) {
 		t.Fatalf("%d single calls, want 4", n)
 	}
 }
+
+// panickyTransport holds the first call until release, and panics on a
+// batch.
+type panickyTransport struct {
+	release chan struct{}
+	first   atomic.Bool
+	sent    atomic.Int64
+}
+
+func (p *panickyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Path == "/v1/check/batch" {
+		panic("a transport's bug")
+	}
+	p.sent.Add(1)
+	if p.first.CompareAndSwap(false, true) {
+		<-p.release
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// A Transport that panics on a batch has no caller's goroutine to panic
+// in: the batch's checks fail (the failure policy decides them, the
+// breaker counts them) and the application goes on.
+func TestPanickingTransportFailsTheBatch(t *testing.T) {
+	l := newBatchLimiter(t)
+	l.open()
+	tr := &panickyTransport{release: make(chan struct{})}
+	c := newClient(t, Config{URL: l.URL, BatchWait: time.Hour, Timeout: time.Minute, Transport: tr, BreakerFailures: 100})
+	held := make(chan result, 1)
+	go func() {
+		d, err := c.Check(context.Background(), &Request{IP: "203.0.113.1", Endpoint: "/n/1"})
+		held <- result{d, err}
+	}()
+	for tr.sent.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	outs := gather(t, c, context.Background(), slicesRepeat("/n/2", 3))
+	close(tr.release)
+	if r := <-held; r.err != nil {
+		t.Fatalf("the held check: %v", r.err)
+	}
+	for i, out := range outs {
+		if r := <-out; !errors.Is(r.err, errPanicked) || !r.d.Fallback || !r.d.Allowed {
+			t.Fatalf("check %d: %+v, %v; want FailOpen's, the panic", i, r.d, r.err)
+		}
+	}
+	if d, err := c.Check(context.Background(), &Request{IP: "203.0.113.1", Endpoint: "/n/3"}); err != nil || d.Remaining != 3 {
+		t.Fatalf("the next check: %+v, %v", d, err)
+	}
+}
