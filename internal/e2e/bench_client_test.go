@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -177,8 +178,10 @@ func TestBenchClientBatching(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/books/{id}", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "book") })
 	clients := map[string]*client.Client{}
+	// BATCH_WAIT sets Config.BatchWait (default 100µs), to compare windows.
+	wait, _ := time.ParseDuration(os.Getenv("BATCH_WAIT"))
 	for name, off := range map[string]bool{"on": false, "off": true} {
-		c, err := client.New(client.Config{URL: "http://" + lim.addr, DisableBatching: off})
+		c, err := client.New(client.Config{URL: "http://" + lim.addr, DisableBatching: off, BatchWait: wait})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -262,7 +265,7 @@ func TestBenchClientBatching(t *testing.T) {
 				p50: all[len(all)/2], p99: all[len(all)*99/100], loneP50: lone[len(lone)/2], rate: float64(n) / elapsed.Seconds()})
 		}
 	}
-	fmt.Printf("client batching, %d concurrent through the middleware, load %s:\n", workers, loadAverage(t))
+	fmt.Printf("client batching (BatchWait %v), %d concurrent through the middleware, load %s:\n", wait, workers, loadAverage(t))
 	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 }
 	for r := range rounds {
 		b := results["bare"][r]
