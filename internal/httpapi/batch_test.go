@@ -197,8 +197,8 @@ func TestBatchBadInput(t *testing.T) {
 
 // With "headers": true, each decision of a batch carries the rate-limit
 // headers /v1/check sets on the same decision: the same history on a twin
-// key, one check at a time, gives the same policy, limit, remaining and
-// Retry-After; the reset each names is its own decision's.
+// key, one check at a time, gives the same headers, policy, limit and
+// remaining; the reset and Retry-After each names are its own decision's.
 func TestBatchHeadersAsSingleChecks(t *testing.T) {
 	s := newStack(t, stackOptions{rules: `
 rules:
@@ -216,6 +216,7 @@ rules:
 			Status  int               `json:"status"`
 			Allowed bool              `json:"allowed"`
 			Reset   int64             `json:"reset_after_ms"`
+			Retry   int64             `json:"retry_after_ms"`
 			Headers map[string]string `json:"headers"`
 		} `json:"decisions"`
 	}
@@ -242,12 +243,13 @@ rules:
 		}
 		for name, v := range want {
 			got := d.Headers[name]
-			if name == "Ratelimit" || name == "X-Ratelimit-Reset" { // the time left: each decision's own
-				reset := fmt.Sprint((d.Reset + 999) / 1000)
-				v = v[:strings.LastIndexAny(v, "=")+1] + reset
-				if name == "X-Ratelimit-Reset" {
-					v = reset
-				}
+			switch name { // the times left: each decision's own
+			case "Ratelimit":
+				v = v[:strings.LastIndexAny(v, "=")+1] + fmt.Sprint((d.Reset+999)/1000)
+			case "X-Ratelimit-Reset":
+				v = fmt.Sprint((d.Reset + 999) / 1000)
+			case "Retry-After":
+				v = fmt.Sprint(max((d.Retry+999)/1000, 1))
 			}
 			if got != v {
 				t.Errorf("decision %d: %s %q, want %q", i, name, got, v)
