@@ -43,7 +43,6 @@ type checkQueue struct {
 	inflight int         // check calls on their way, single or batch
 	group    *checkGroup // the checks gathering for the next call; nil: none
 	off      bool        // the limiter refused batches with headers: one check per call
-	entries  sync.Pool   // *checkEntry
 }
 
 // checkGroup is the checks that go in one call.
@@ -83,9 +82,7 @@ func (e *checkEntry) finish() {
 }
 
 func newCheckQueue(c *Client, wait time.Duration) *checkQueue {
-	q := &checkQueue{c: c, wait: wait}
-	q.entries.New = func() any { return &checkEntry{done: make(chan struct{}, 1)} }
-	return q
+	return &checkQueue{c: c, wait: wait}
 }
 
 // errGathering is the cause of a check whose caller left while it waited
@@ -103,8 +100,9 @@ func (q *checkQueue) check(ctx context.Context, req *Request) (Decision, error) 
 		q.returned()
 		return d, err
 	}
-	e := q.entries.Get().(*checkEntry)
-	e.ctx, e.req = ctx, req
+	// Not pooled: the sender of its group may still read it once its caller
+	// has its answer (a panic's recovery), or has left.
+	e := &checkEntry{ctx: ctx, req: req, done: make(chan struct{}, 1)}
 	g := q.group
 	if g == nil {
 		g = &checkGroup{entries: make([]*checkEntry, 0, 16)}
@@ -124,10 +122,10 @@ func (q *checkQueue) check(ctx context.Context, req *Request) (Decision, error) 
 	case <-e.done:
 	case <-ctx.Done():
 		q.mu.Lock()
-		sent, reusable := e.sent, false
+		sent := e.sent
 		if !sent {
 			e.gone = true
-			reusable = q.remove(e)
+			q.remove(e)
 		}
 		q.mu.Unlock()
 		if sent {
@@ -138,36 +136,24 @@ func (q *checkQueue) check(ctx context.Context, req *Request) (Decision, error) 
 		err := &Error{Op: "check", Err: errGathering}
 		d := q.c.undecided(ctx, req, err)
 		q.c.failed("check", err)
-		if reusable { // else a group on its way still holds it, marked gone
-			q.release(e)
-		}
 		return d, err
 	}
-	d, err := e.d, e.err
-	q.release(e)
-	return d, err
+	return e.d, e.err
 }
 
-// release puts e back in the pool, its fields cleared.
-func (q *checkQueue) release(e *checkEntry) {
-	*e = checkEntry{done: e.done}
-	q.entries.Put(e)
-}
-
-// remove takes e out of the group gathering and reports whether it was
-// in it. q.mu held.
-func (q *checkQueue) remove(e *checkEntry) bool {
+// remove takes e out of the group gathering, if it is in it (else the
+// group on its way skips it, gone). q.mu held.
+func (q *checkQueue) remove(e *checkEntry) {
 	g := q.group
 	if g == nil {
-		return false
+		return
 	}
 	for i, x := range g.entries {
 		if x == e {
 			g.entries = append(g.entries[:i], g.entries[i+1:]...)
-			return true
+			return
 		}
 	}
-	return false
 }
 
 // flush takes the group gathering to be sent, as a call on its way. q.mu
