@@ -30,6 +30,7 @@ type Client struct {
 	urls    [4]*url.URL
 	breaker *gobreaker.TwoStepCircuitBreaker[struct{}]
 	checks  *checkQueue // nil: batching off (Config.DisableBatching)
+	reportQ *checkQueue // the reports', likewise
 	bufs    sync.Pool   // *callBuf
 	stats   counters
 	reports *reporter
@@ -135,6 +136,7 @@ func New(cfg Config) (*Client, error) {
 		}
 		c.cfg.BatchWait = cfg.BatchWait
 		c.checks = newCheckQueue(c, cfg.BatchWait)
+		c.reportQ = newCheckQueue(c, cfg.BatchWait)
 	}
 	return c, nil
 }
@@ -297,25 +299,30 @@ func appendChecks(b []byte, reqs []Request, start int) ([]byte, int) {
 // ended one); a malformed hold is refused (ErrInvalid) without a call. The
 // call, its wait for a connection included, is bounded by Config.Timeout,
 // not by ctx.
+//
+// Concurrent reports share calls as checks do (Config.DisableBatching): a
+// report that arrives while another is on its way may wait, BatchWait at
+// most, to go with those arriving meanwhile in one POST /v1/report/batch;
+// each gets its own answer, and an outcome the limiter would refuse goes
+// alone.
 func (c *Client) Report(ctx context.Context, o *Outcome) (ReportResult, error) {
 	if badHold(o.Hold) {
 		err := holdRefused("report", "hold")
 		c.failed("report", err)
 		return ReportResult{}, err
 	}
-	b := c.bufs.Get().(*callBuf)
-	defer c.bufs.Put(b)
-	b.body = appendOutcome(b.body[:0], o)
-	var r ReportResult
-	err := c.call(context.Background(), "report", pathReport, b, func(a *reply) error {
-		return parseReportBody(a.body, &r)
-	})
-	if err != nil {
-		c.failed("report", err)
+	if c.reportQ != nil {
+		return c.reportQ.report(o)
 	}
-	return r, err
+	return c.reportOne(o)
 }
 
+// Concurrent reports share calls as checks do (Config.DisableBatching): a
+// report that arrives while another is on its way may wait, BatchWait at
+// most, to go with those arriving meanwhile in one POST /v1/report/batch;
+// each gets its own answer, and an outcome the limiter would refuse goes
+// alone.
+//
 // ReportBatch sends several outcomes (1 to 100) in one call. The limiter
 // refuses the whole batch for one invalid outcome (ReportAsync checks
 // them first; ReportBatch checks their holds, and refuses the batch

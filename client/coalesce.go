@@ -53,10 +53,13 @@ type checkGroup struct {
 
 // checkEntry is one caller's check in a group.
 type checkEntry struct {
-	ctx  context.Context
-	req  *Request
-	d    Decision
-	err  error
+	ctx context.Context
+	req *Request
+	d   Decision
+	err error
+	// out and r are a report's (a queue of reports), in place of req and d.
+	out  *Outcome
+	r    ReportResult
 	done chan struct{}
 	// Guarded by checkQueue.mu: sent once its call has taken it (a caller
 	// then waits for the answer), gone once its caller has left before.
@@ -65,6 +68,14 @@ type checkEntry struct {
 	breakerDone func(error)
 	// answered is set by finish: read by the sender only.
 	answered bool
+}
+
+// op is the Op of e's errors: check or report.
+func (e *checkEntry) op() string {
+	if e.out != nil {
+		return "report"
+	}
+	return "check"
 }
 
 // tell tells the breaker the outcome of e's call, once.
@@ -103,21 +114,7 @@ func (q *checkQueue) check(ctx context.Context, req *Request) (Decision, error) 
 	// Not pooled: the sender of its group may still read it once its caller
 	// has its answer (a panic's recovery), or has left.
 	e := &checkEntry{ctx: ctx, req: req, done: make(chan struct{}, 1)}
-	g := q.group
-	if g == nil {
-		g = &checkGroup{entries: make([]*checkEntry, 0, 16)}
-		q.group = g
-		g.timer = time.AfterFunc(q.wait, func() { q.due(g) })
-	}
-	g.entries = append(g.entries, e)
-	var full *checkGroup
-	if len(g.entries) == maxBatch {
-		full = q.flush()
-	}
-	q.mu.Unlock()
-	if full != nil {
-		go q.send(full)
-	}
+	q.join(e)
 	select {
 	case <-e.done:
 	case <-ctx.Done():
@@ -139,6 +136,55 @@ func (q *checkQueue) check(ctx context.Context, req *Request) (Decision, error) 
 		return d, err
 	}
 	return e.d, e.err
+}
+
+// join adds e to the group gathering, which it starts when there is none,
+// and sends the group when e fills it. q.mu held; join unlocks it.
+func (q *checkQueue) join(e *checkEntry) {
+	g := q.group
+	if g == nil {
+		g = &checkGroup{entries: make([]*checkEntry, 0, 16)}
+		q.group = g
+		g.timer = time.AfterFunc(q.wait, func() { q.due(g) })
+	}
+	g.entries = append(g.entries, e)
+	var full *checkGroup
+	if len(g.entries) == maxBatch {
+		full = q.flush()
+	}
+	q.mu.Unlock()
+	if full != nil {
+		go q.send(full)
+	}
+}
+
+// report reports o as Report does: alone when nothing else is on its way,
+// else with the reports that arrive meanwhile (POST /v1/report/batch). A
+// report is bounded by Timeout, not by a caller's context: it never
+// leaves its group.
+func (q *checkQueue) report(o *Outcome) (ReportResult, error) {
+	q.mu.Lock()
+	if (q.inflight == 0 && q.group == nil) || validOutcome(o) != nil || long(o.Attributes) {
+		q.inflight++
+		q.mu.Unlock()
+		r, err := q.c.reportOne(o)
+		q.returned()
+		return r, err
+	}
+	e := &checkEntry{ctx: context.Background(), out: o, done: make(chan struct{}, 1)}
+	q.join(e)
+	<-e.done
+	return e.r, e.err
+}
+
+// long reports whether attrs are long enough that the request or
+// outcome holding them goes alone rather than take a batch's room.
+func long(attrs map[string]string) bool {
+	n := 0
+	for k, v := range attrs {
+		n += len(k) + len(v)
+	}
+	return n > maxBody/8
 }
 
 // remove takes e out of the group gathering, if it is in it (else the
@@ -201,8 +247,8 @@ func (q *checkQueue) send(g *checkGroup) {
 		// goroutine to go on in: the checks it left unanswered fail with
 		// it, and the process goes on.
 		if r := recover(); r != nil {
-			err := &Error{Op: "check", Err: fmt.Errorf("%w: %v", errPanicked, r)}
 			for _, e := range es {
+				err := &Error{Op: e.op(), Err: fmt.Errorf("%w: %v", errPanicked, r)}
 				e.tell(err)
 				if !e.answered {
 					q.answer(e, err)
@@ -228,7 +274,7 @@ func (q *checkQueue) send(g *checkGroup) {
 	q.mu.Unlock()
 	if busy != nil {
 		for _, e := range es {
-			q.answer(e, &Error{Op: "check", Err: busy})
+			q.answer(e, &Error{Op: e.op(), Err: busy})
 		}
 		return
 	}
@@ -239,27 +285,34 @@ func (q *checkQueue) send(g *checkGroup) {
 		done, err := c.breaker.Allow()
 		if err != nil {
 			c.stats.breakerOpen.Add(1)
-			q.answer(e, &Error{Op: "check", Err: ErrBreakerOpen})
+			q.answer(e, &Error{Op: e.op(), Err: ErrBreakerOpen})
 			continue
 		}
 		e.breakerDone = done
 		sent = append(sent, e)
 	}
-	switch len(sent) {
-	case 0:
-		return
-	case 1: // the others left: a call of its own
+	switch {
+	case len(sent) == 0:
+	case sent[0].out != nil:
+		c.reportGroup(q, sent)
+	case len(sent) == 1: // the others left: a call of its own
 		e := sent[0]
 		e.d, e.err = c.checkAllowed(e.ctx, e.req, e.tell)
 		e.finish()
-		return
+	default:
+		c.checkGroup(q, sent)
 	}
-	c.checkGroup(q, sent)
 }
 
 // answer ends e's wait with the decision Check gives a check whose call
 // failed with err.
 func (q *checkQueue) answer(e *checkEntry, err error) {
+	if e.out != nil { // a report: its error
+		e.err = err
+		q.c.failed("report", err)
+		e.finish()
+		return
+	}
 	e.d = q.c.undecided(e.ctx, e.req, err)
 	e.err = err
 	q.c.failed("check", err)
@@ -279,7 +332,7 @@ func batchable(r *Request) bool {
 			return false
 		}
 	}
-	if len(r.Endpoint) > maxEndpoint || len(r.UserID) > maxUserID || len(r.Tier) > maxTier {
+	if long(r.Attributes) || len(r.Endpoint) > maxEndpoint || len(r.UserID) > maxUserID || len(r.Tier) > maxTier {
 		return false // cut and marked as sent: valid, but long; alone
 	}
 	_, err := netip.ParseAddr(r.IP)
@@ -315,6 +368,9 @@ func (c *Client) checkAllowed(ctx context.Context, req *Request, done func(error
 	b.body = appendCheck(b.body[:0], req)
 	var d Decision
 	err := c.guarded(done, func() error {
+		if len(b.body) > maxBody { // as call refuses it: not sent
+			return &Error{Op: "check", Err: fmt.Errorf("%w: a body of %d bytes, over the API's %d", ErrInvalid, len(b.body), maxBody)}
+		}
 		return c.roundTrip("check", pathCheck, b, time.Now().Add(c.cfg.Timeout), func(a *reply) error {
 			if err := parseDecision(a.body, &d); err != nil {
 				return err
@@ -451,4 +507,110 @@ func appendGroup(b []byte, es []*checkEntry, start int) ([]byte, int) {
 		end++
 	}
 	return append(b, "]}"...), end
+}
+
+// reportOne makes o's call of its own, as Report always did.
+func (c *Client) reportOne(o *Outcome) (ReportResult, error) {
+	b := c.bufs.Get().(*callBuf)
+	defer c.bufs.Put(b)
+	b.body = appendOutcome(b.body[:0], o)
+	var r ReportResult
+	err := c.call(context.Background(), "report", pathReport, b, func(a *reply) error {
+		return parseReportBody(a.body, &r)
+	})
+	if err != nil {
+		c.failed("report", err)
+	}
+	return r, err
+}
+
+// reportAllowed makes o's call of its own, its connection taken and the
+// breaker's leave given (done).
+func (c *Client) reportAllowed(o *Outcome, done func(error)) (ReportResult, error) {
+	b := c.bufs.Get().(*callBuf)
+	defer c.bufs.Put(b)
+	b.body = appendOutcome(b.body[:0], o)
+	var r ReportResult
+	err := c.guarded(done, func() error {
+		if len(b.body) > maxBody {
+			return &Error{Op: "report", Err: fmt.Errorf("%w: a body of %d bytes, over the API's %d", ErrInvalid, len(b.body), maxBody)}
+		}
+		return c.roundTrip("report", pathReport, b, time.Now().Add(c.cfg.Timeout), func(a *reply) error {
+			return parseReportBody(a.body, &r)
+		})
+	})
+	if err != nil {
+		c.failed("report", err)
+	}
+	return r, err
+}
+
+// reportGroup sends the reports es, each allowed by the breaker, in
+// batches of the API's bounds, one after the other, and answers each. A
+// batch the limiter refuses (400: one report it would not take, which
+// validOutcome did not foresee) recorded none of them: each is sent again
+// alone, to get its own answer.
+func (c *Client) reportGroup(q *checkQueue, es []*checkEntry) {
+	b := c.bufs.Get().(*callBuf)
+	defer c.bufs.Put(b)
+	for start := 0; start < len(es); {
+		end := start
+		b.body = append(b.body[:0], `{"reports":[`...)
+		for end < len(es) && end-start < maxBatch {
+			n := len(b.body)
+			if end > start {
+				b.body = append(b.body, ',')
+			}
+			b.body = appendOutcome(b.body, es[end].out)
+			if end > start && len(b.body)+len("]}") > maxBody {
+				b.body = b.body[:n]
+				break
+			}
+			end++
+		}
+		b.body = append(b.body, "]}"...)
+		part := es[start:end]
+		start = end
+		if len(part) == 1 {
+			e := part[0]
+			e.r, e.err = c.reportAllowed(e.out, e.tell)
+			e.finish()
+			continue
+		}
+		rs := make([]ReportResult, 0, len(part))
+		err := c.roundTrip("report", pathReportBatch, b, time.Now().Add(c.cfg.Timeout), func(a *reply) error {
+			return parseReports(a.body, len(part), &rs)
+		})
+		var e *Error
+		switch {
+		case err == nil:
+			for i, x := range part {
+				x.tell(nil)
+				x.r = rs[i]
+				x.finish()
+			}
+		case errors.As(err, &e) && e.Answered && refusesRequest(e.Status):
+			for _, x := range part {
+				x.tell(nil) // the limiter answered: no failure
+				done, err := c.breaker.Allow()
+				if err != nil {
+					c.stats.breakerOpen.Add(1)
+					q.answer(x, &Error{Op: "report", Err: ErrBreakerOpen})
+					continue
+				}
+				x.r, x.err = c.reportAllowed(x.out, done)
+				x.finish()
+			}
+		default:
+			for _, x := range part {
+				x.tell(err)
+				own := &Error{Op: "report", Err: err}
+				if e != nil {
+					cp := *e
+					own = &cp
+				}
+				q.answer(x, own)
+			}
+		}
+	}
 }

@@ -478,3 +478,103 @@ func TestPanickingTransportFailsTheBatch(t *testing.T) {
 		t.Fatalf("the next check: %+v, %v", d, err)
 	}
 }
+
+// Reports that arrive while a report is on its way gather and go together
+// (POST /v1/report/batch), each answered with its own entry; a batch the
+// limiter refuses is sent again one report at a time; an outcome the
+// limiter would refuse never joins a batch.
+func TestConcurrentReportsShareABatch(t *testing.T) {
+	for _, refuse := range []bool{false, true} {
+		t.Run(fmt.Sprintf("refused %v", refuse), func(t *testing.T) {
+			release := make(chan struct{})
+			f := newFake(t, func(w http.ResponseWriter, r *http.Request, body string) {
+				if strings.Contains(body, `"/held"`) {
+					<-release
+				}
+				w.Header().Set("Content-Type", "application/json")
+				entry := func(status int) string {
+					return `{"event_id":"r-` + strconv.Itoa(status) + `","mode":"redis","rules":[{"rule_id":"fails","limit":9,"remaining":` +
+						strconv.Itoa(status-400) + `,"reset_after_ms":1000,"spent":false}]}`
+				}
+				switch r.URL.Path {
+				case "/v1/report":
+					var o struct{ Status int }
+					_ = json.Unmarshal([]byte(body), &o)
+					_, _ = w.Write([]byte(entry(o.Status)))
+				case "/v1/report/batch":
+					if refuse {
+						w.WriteHeader(400)
+						_, _ = w.Write([]byte(`{"error":"reports[1]: something new"}`))
+						return
+					}
+					var b struct{ Reports []struct{ Status int } }
+					_ = json.Unmarshal([]byte(body), &b)
+					var es []string
+					for _, o := range b.Reports {
+						es = append(es, entry(o.Status))
+					}
+					_, _ = w.Write([]byte(`{"reports":[` + strings.Join(es, ",") + `]}`))
+				}
+			})
+			c := newClient(t, Config{URL: f.URL, BatchWait: time.Hour, Timeout: time.Minute})
+			held := make(chan error, 1)
+			go func() {
+				_, err := c.Report(context.Background(), &Outcome{IP: "203.0.113.1", Endpoint: "/held", Status: 401})
+				held <- err
+			}()
+			for len(f.sent("/v1/report")) == 0 {
+				time.Sleep(time.Millisecond)
+			}
+			type res struct {
+				r   ReportResult
+				err error
+			}
+			outs := make([]chan res, 3)
+			for i := range outs {
+				outs[i] = make(chan res, 1)
+				go func() {
+					r, err := c.Report(context.Background(), &Outcome{IP: "203.0.113.2", Endpoint: "/x", Status: 402 + i})
+					outs[i] <- res{r, err}
+				}()
+			}
+			for gatheringReports(c) < 3 {
+				time.Sleep(time.Millisecond)
+			}
+			// Invalid (no IP): alone, the limiter's own answer.
+			invalid := make(chan struct{})
+			go func() {
+				_, _ = c.Report(context.Background(), &Outcome{IP: "nope", Endpoint: "/x", Status: 403})
+				close(invalid)
+			}()
+			<-invalid
+			close(release)
+			if err := <-held; err != nil {
+				t.Fatal(err)
+			}
+			for i, out := range outs {
+				r := <-out
+				if r.err != nil || r.r.EventID != "r-"+strconv.Itoa(402+i) || len(r.r.Rules) != 1 || r.r.Rules[0].Remaining != int64(2+i) {
+					t.Fatalf("report %d: %+v, %v", i, r.r, r.err)
+				}
+			}
+			batches, singles := len(f.sent("/v1/report/batch")), len(f.sent("/v1/report"))
+			wantSingles := 2 // the held one and the invalid one
+			if refuse {
+				wantSingles += 3
+			}
+			if batches != 1 || singles != wantSingles {
+				t.Fatalf("%d batches and %d single reports, want 1 and %d", batches, singles, wantSingles)
+			}
+		})
+	}
+}
+
+func gatheringReports(c *Client) int {
+	q := c.reportQ
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.group == nil {
+		return 0
+	}
+	return len(q.group.entries)
+}
