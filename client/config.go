@@ -89,10 +89,13 @@ type Config struct {
 	// client cheap for the limiter and for itself (docs/performance.md).
 	// A limiter older than batches with rate-limit headers refuses the
 	// first batch (400, nothing decided): its checks are sent again
-	// alone, and the client batches no more.
+	// alone, and the client batches no more. Concurrent Report calls
+	// share POST /v1/report/batch the same way (ReportAsync batches
+	// either way).
 	DisableBatching bool
-	// BatchWait is the longest a check waits for others to go with while
-	// a call is on its way (unless a call returns first). Default 100µs.
+	// BatchWait is the longest a check (or report) waits for others to go
+	// with while a call is on its way (unless a call returns first).
+	// Default 100µs.
 	BatchWait time.Duration
 }
 
