@@ -203,3 +203,53 @@ func TestClientBatchFailurePolicyAndBreaker(t *testing.T) {
 		}
 	})
 }
+
+// 40 Report calls at once against a budget of 20 failed logins spent by
+// reports: they go in batches, and each answer is its own: the budgets
+// left are 19 down to 0 once each, then 0 for the 20 beyond, as 40 calls
+// one after the other would have left them.
+func TestClientBatchedReportsExact(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, `
+rules:
+  - id: login-failures
+    match: {endpoints: ["/api/login"], methods: [POST]}
+    key: [ip, user_id]
+    algorithm: sliding_window
+    limits: [{requests: 20, per: 15m}]
+    spent_by: report
+    statuses: [401]
+`)
+	limiter := e.start("limiter")
+	counter := newPathCounter()
+	c := newClient(t, client.Config{URL: "http://" + limiter.addr, Transport: counter, Timeout: 5 * time.Second})
+	const n, limit = 40, 20
+	left := make([]int, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			r, err := c.Report(context.Background(), &client.Outcome{IP: "198.51.100.220", UserID: "dave", Endpoint: "/api/login", Method: "POST", Status: 401})
+			if err != nil || len(r.Rules) != 1 || r.EventID == "" {
+				t.Errorf("report %d: %+v, %v", i, r, err)
+				return
+			}
+			left[i] = int(r.Rules[0].Remaining)
+		})
+	}
+	wg.Wait()
+	slices.Sort(left)
+	want := make([]int, 0, n)
+	for range n - limit {
+		want = append(want, 0)
+	}
+	for i := range limit {
+		want = append(want, i)
+	}
+	if !slices.Equal(left, want) {
+		t.Fatalf("budgets left %v, want %v", left, want)
+	}
+	if counter.count("/v1/report/batch") == 0 {
+		t.Fatalf("no batch sent: %v", counter.calls)
+	}
+	t.Logf("calls: %v", counter.calls)
+}
