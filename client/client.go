@@ -28,8 +28,10 @@ type Client struct {
 	own     *http.Transport
 	auth    []string // {"Bearer <token>"}, or nil
 	urls    [4]*url.URL
-	breaker *gobreaker.CircuitBreaker[struct{}]
-	bufs    sync.Pool // *callBuf
+	breaker *gobreaker.TwoStepCircuitBreaker[struct{}]
+	checks  *checkQueue // nil: batching off (Config.DisableBatching)
+	reportQ *checkQueue // the reports', likewise
+	bufs    sync.Pool   // *callBuf
 	stats   counters
 	reports *reporter
 	closed  atomic.Bool
@@ -110,7 +112,7 @@ func New(cfg Config) (*Client, error) {
 		c.urls[i] = &url.URL{Scheme: u.Scheme, Host: u.Host, Path: p}
 	}
 	failures := uint32(cfg.BreakerFailures)
-	c.breaker = gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
+	c.breaker = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
 		Name:        "ratewarden",
 		MaxRequests: 1, // one probe while half open
 		Timeout:     cfg.BreakerOpen,
@@ -128,6 +130,14 @@ func New(cfg Config) (*Client, error) {
 		return &callBuf{body: make([]byte, 0, 512), answer: make([]byte, 0, 512), headers: make([]byte, 0, 256)}
 	}
 	c.reports = newReporter(c, cfg.ReportQueue)
+	if !cfg.DisableBatching {
+		if cfg.BatchWait <= 0 {
+			cfg.BatchWait = defaultBatchWait
+		}
+		c.cfg.BatchWait = cfg.BatchWait
+		c.checks = newCheckQueue(c, cfg.BatchWait)
+		c.reportQ = newCheckQueue(c, cfg.BatchWait)
+	}
 	return c, nil
 }
 
@@ -148,25 +158,18 @@ func New(cfg Config) (*Client, error) {
 //     answer within the timeout, no connection free within it, the
 //     breaker open, an error answer, the client's token refused
 //     (errors.Is(err, ErrUnauthorized)).
+//
+// Concurrent checks share calls (see Config.DisableBatching): a check that
+// arrives while another call is on its way may wait, Config.BatchWait at
+// most, to go with the checks that arrive meanwhile, and a caller whose
+// ctx ends during that wait is refused (ReasonCallerGone), its check not
+// sent. Each gets what its own call would have given it.
 func (c *Client) Check(ctx context.Context, req *Request) (Decision, error) {
 	c.stats.checks.Add(1)
-	b := c.bufs.Get().(*callBuf)
-	defer c.bufs.Put(b)
-	b.body = appendCheck(b.body[:0], req)
-	var d Decision
-	err := c.call(ctx, "check", pathCheck, b, func(a *reply) error {
-		if err := parseDecision(a.body, &d); err != nil {
-			return err
-		}
-		d.headers, b.headers = readLimitHeaders(a.header, b.headers)
-		return nil
-	})
-	if err != nil {
-		d = c.undecided(ctx, req, err)
-		c.failed("check", err)
-		return d, err
+	if c.checks != nil {
+		return c.checks.check(ctx, req)
 	}
-	return d, nil
+	return c.checkOne(ctx, req)
 }
 
 // undecided returns the decision on a check the limiter did not decide
@@ -296,25 +299,30 @@ func appendChecks(b []byte, reqs []Request, start int) ([]byte, int) {
 // ended one); a malformed hold is refused (ErrInvalid) without a call. The
 // call, its wait for a connection included, is bounded by Config.Timeout,
 // not by ctx.
+//
+// Concurrent reports share calls as checks do (Config.DisableBatching): a
+// report that arrives while another is on its way may wait, BatchWait at
+// most, to go with those arriving meanwhile in one POST /v1/report/batch;
+// each gets its own answer, and an outcome the limiter would refuse goes
+// alone.
 func (c *Client) Report(ctx context.Context, o *Outcome) (ReportResult, error) {
 	if badHold(o.Hold) {
 		err := holdRefused("report", "hold")
 		c.failed("report", err)
 		return ReportResult{}, err
 	}
-	b := c.bufs.Get().(*callBuf)
-	defer c.bufs.Put(b)
-	b.body = appendOutcome(b.body[:0], o)
-	var r ReportResult
-	err := c.call(context.Background(), "report", pathReport, b, func(a *reply) error {
-		return parseReportBody(a.body, &r)
-	})
-	if err != nil {
-		c.failed("report", err)
+	if c.reportQ != nil {
+		return c.reportQ.report(o)
 	}
-	return r, err
+	return c.reportOne(o)
 }
 
+// Concurrent reports share calls as checks do (Config.DisableBatching): a
+// report that arrives while another is on its way may wait, BatchWait at
+// most, to go with those arriving meanwhile in one POST /v1/report/batch;
+// each gets its own answer, and an outcome the limiter would refuse goes
+// alone.
+//
 // ReportBatch sends several outcomes (1 to 100) in one call. The limiter
 // refuses the whole batch for one invalid outcome (ReportAsync checks
 // them first; ReportBatch checks their holds, and refuses the batch
@@ -403,14 +411,14 @@ func (c *Client) call(ctx context.Context, op string, path int, b *callBuf, read
 		return &Error{Op: op, Err: err}
 	}
 	defer c.release()
-	_, err := c.breaker.Execute(func() (struct{}, error) {
-		return struct{}{}, c.roundTrip(op, path, b, time.Now().Add(c.cfg.Timeout), read)
-	})
-	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
+	done, err := c.breaker.Allow()
+	if err != nil { // open, or half open with its probe on its way
 		c.stats.breakerOpen.Add(1)
 		return &Error{Op: op, Err: ErrBreakerOpen}
 	}
-	return err
+	return c.guarded(done, func() error {
+		return c.roundTrip(op, path, b, time.Now().Add(c.cfg.Timeout), read)
+	})
 }
 
 // errBusy is the cause of a call that found every connection to the

@@ -75,6 +75,28 @@ type Config struct {
 	// longest path, 43 KiB with every field at its bound), whatever the
 	// request had. Default 10 000.
 	ReportQueue int
+	// DisableBatching makes every check a call of its own. By default,
+	// concurrent checks share calls: a check goes at once, alone (POST
+	// /v1/check), when no other call of the client is on its way; one
+	// that arrives while one is waits for the checks that arrive
+	// meanwhile, and they go together (POST /v1/check/batch, as many
+	// calls as the API's 100 checks and 64 KiB take) when a call returns
+	// or BatchWait has passed. Each check gets what its own call would
+	// have given it (its decision and rate-limit headers, its error, the
+	// failure policy's decision), and counts for the breaker as its own
+	// call would; a caller whose context ends before its check is sent
+	// leaves, refused (ReasonCallerGone). Batching is what makes a busy
+	// client cheap for the limiter and for itself (docs/performance.md).
+	// A limiter older than batches with rate-limit headers refuses the
+	// first batch (400, nothing decided): its checks are sent again
+	// alone, and the client batches no more. Concurrent Report calls
+	// share POST /v1/report/batch the same way (ReportAsync batches
+	// either way).
+	DisableBatching bool
+	// BatchWait is the longest a check (or report) waits for others to go
+	// with while a call is on its way (unless a call returns first).
+	// Default 100µs.
+	BatchWait time.Duration
 }
 
 // FailurePolicy says what a check answers when the limiter could not

@@ -32,5 +32,11 @@
 // Config.OnError sees every one, Stats counts them, and Ping lets an
 // application refuse to start with a token the limiter refuses.
 //
+// Concurrent checks share calls: a check alone goes at once as its own
+// call; checks that arrive while a call is on its way go together in one
+// batch when it returns (or after Config.BatchWait), each answered, and
+// counted by the breaker, as its own call would be
+// (Config.DisableBatching turns it off).
+//
 // The exported API is kept stable like the limiter's HTTP API (docs/client.md).
 package client

@@ -153,14 +153,14 @@ func TestCheckOverTheBodyBound(t *testing.T) {
 
 // Checks beyond MaxConns wait for a connection, within Timeout: none is
 // handed to the failure policy for want of one, nor counted against the
-// breaker.
+// breaker. (Each check a call of its own: batched, they would share one.)
 func TestChecksBeyondMaxConnsWait(t *testing.T) {
 	release := make(chan struct{})
 	f := newFake(t, func(w http.ResponseWriter, r *http.Request, body string) {
 		<-release
 		answer(200, "application/json", bannedJSON)(w, r, body)
 	})
-	c := newClient(t, Config{URL: f.URL, MaxConns: 1, BreakerFailures: 1, Timeout: time.Minute}) // FailOpen
+	c := newClient(t, Config{URL: f.URL, MaxConns: 1, BreakerFailures: 1, Timeout: time.Minute, DisableBatching: true}) // FailOpen
 	const n = 6
 	ds := make([]Decision, n)
 	var wg sync.WaitGroup

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ratewarden/ratewarden/client/internal/jsonwire"
@@ -152,6 +153,7 @@ func parseDecision(body []byte, d *Decision) error {
 // read into the decision's RuleID, and its policy).
 type batchError struct {
 	msg      string
+	status   int64
 	denyRule bool
 }
 
@@ -181,6 +183,8 @@ func parseBatch(body []byte, ds []Decision, errs []batchError) error {
 					errs[i].msg, err = p.Str()
 				case "on_redis_failure":
 					policy, err = p.Str()
+				case "headers":
+					ds[i].headers, err = batchHeaders(&p)
 				default:
 					err = decisionField(&p, name, &ds[i])
 				}
@@ -190,6 +194,7 @@ func parseBatch(body []byte, ds []Decision, errs []batchError) error {
 				if errs[i].msg == "" {
 					errs[i].msg = "status " + strconv.FormatInt(status, 10)
 				}
+				errs[i].status = status
 				errs[i].denyRule = status == 503 && policy == denyPolicy && ds[i].RuleID != ""
 			}
 			return err
@@ -202,6 +207,47 @@ func parseBatch(body []byte, ds []Decision, errs []batchError) error {
 		err = fmt.Errorf("%d decisions for %d checks", n, len(ds))
 	}
 	return err
+}
+
+// batchHeaders reads the "headers" of a decision of a batch asked with
+// "headers": true: the rate-limit headers /v1/check would have set, by
+// name; names the client does not give on are skipped.
+func batchHeaders(p *jsonwire.Parser) (rateLimitHeaders, error) {
+	var vals [len(limitHeaderNames)]string
+	err := p.Object(func(name string) error {
+		v, err := p.Str()
+		if err != nil {
+			return err
+		}
+		for i, n := range limitHeaderNames {
+			if n == name {
+				vals[i] = v
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return rateLimitHeaders{}, err
+	}
+	var r rateLimitHeaders
+	n := 0
+	for i, v := range vals {
+		if n+len(v) > 0xffff {
+			vals[i] = "" // a header of 64 KiB is no rate-limit header
+		}
+		n += len(vals[i])
+	}
+	if n == 0 {
+		return r, nil
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for i, v := range vals {
+		b.WriteString(v)
+		r.end[i] = uint16(b.Len())
+	}
+	r.all = b.String()
+	return r, nil
 }
 
 // parseReportBody reads the answer of POST /v1/report.

@@ -8,7 +8,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -158,5 +160,129 @@ func TestBenchClientReportDrain(t *testing.T) {
 		fmt.Printf("client report drain round %d: %d outcomes all valid %v (%.0f/s); one invalid per 100 %v (%.0f/s), %.1fx; sent %d and %d, failed %d and %d\n",
 			round+1, n, valid.Round(time.Millisecond), n/valid.Seconds(), mixed.Round(time.Millisecond), n/mixed.Seconds(),
 			mixed.Seconds()/valid.Seconds(), vs.ReportsSent, ms.ReportsSent, vs.ReportsFailed, ms.ReportsFailed)
+	}
+}
+
+// TestBenchClientBatching (make bench) measures what batching concurrent
+// checks saves: 64 requests at once through client.Middleware, with the
+// real limiter on loopback, batching on (the default) and off
+// (DisableBatching), in alternating rounds beside the bare handler. Per
+// decision: the limiter's CPU (its /proc stat) plus the client's (this
+// process's, less what the bare handler and its load cost in the same
+// round); the p50 and p99 at 64 concurrent; and the p50 of a lone request
+// (sequential), which batching must leave as it is. Reports are off: the
+// outcomes of ReportAsync are batched either way.
+func TestBenchClientBatching(t *testing.T) {
+	e := newEnvWith(t, clientBenchRules)
+	lim := e.start("limiter", "KAFKA_BROKERS", "127.0.0.1:1", "REDIS_TIMEOUT", "1s")
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/books/{id}", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "book") })
+	clients := map[string]*client.Client{}
+	// BATCH_WAIT sets Config.BatchWait (default 100µs), to compare windows.
+	wait, _ := time.ParseDuration(os.Getenv("BATCH_WAIT"))
+	for name, off := range map[string]bool{"on": false, "off": true} {
+		c, err := client.New(client.Config{URL: "http://" + lim.addr, DisableBatching: off, BatchWait: wait})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close(context.Background())
+		clients[name] = c
+	}
+	apps := map[string]http.Handler{"bare": mux}
+	for name, c := range clients {
+		apps[name] = client.Middleware(c, client.MiddlewareConfig{Mux: mux, ReportIf: client.NeverReport})(mux)
+	}
+	urls := map[string]string{}
+	for name, h := range apps {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: h}
+		go srv.Serve(ln)
+		defer srv.Close()
+		urls[name] = "http://" + ln.Addr().String() + "/api/books/17"
+	}
+	const workers, perRound, sequential, rounds = 64, 20000, 2000, 3
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: workers}}
+	get := func(url string) time.Duration {
+		start := time.Now()
+		resp, err := hc.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d %s", url, resp.StatusCode, body)
+		}
+		return time.Since(start)
+	}
+	limiterCPU := func() time.Duration {
+		f, _, ok := stat(lim.cmd.Process.Pid)
+		if !ok {
+			t.Fatal("no /proc stat of the limiter")
+		}
+		user, _ := strconv.ParseInt(f[11], 10, 64)
+		sys, _ := strconv.ParseInt(f[12], 10, 64)
+		return time.Duration(user+sys) * (time.Second / 100) // clock ticks (USER_HZ 100)
+	}
+	type round struct {
+		proc, limiter     time.Duration // per request
+		p50, p99, loneP50 time.Duration
+		rate              float64
+	}
+	results := map[string][]round{}
+	names := []string{"bare", "off", "on"}
+	for r := range rounds {
+		if r%2 == 1 {
+			names = []string{"bare", "on", "off"}
+		} else {
+			names = []string{"bare", "off", "on"}
+		}
+		for _, name := range names {
+			lone := make([]time.Duration, 0, sequential)
+			for range sequential {
+				lone = append(lone, get(urls[name]))
+			}
+			slices.Sort(lone)
+			lat := make([][]time.Duration, workers)
+			cpu0, lim0, start := processCPU(t), limiterCPU(), time.Now()
+			var wg sync.WaitGroup
+			for w := range workers {
+				wg.Go(func() {
+					for range perRound / workers {
+						lat[w] = append(lat[w], get(urls[name]))
+					}
+				})
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			n := time.Duration(perRound / workers * workers)
+			all := slices.Concat(lat...)
+			slices.Sort(all)
+			results[name] = append(results[name], round{proc: (processCPU(t) - cpu0) / n, limiter: (limiterCPU() - lim0) / n,
+				p50: all[len(all)/2], p99: all[len(all)*99/100], loneP50: lone[len(lone)/2], rate: float64(n) / elapsed.Seconds()})
+		}
+	}
+	fmt.Printf("client batching (BatchWait %v), %d concurrent through the middleware, load %s:\n", wait, workers, loadAverage(t))
+	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 }
+	for r := range rounds {
+		b := results["bare"][r]
+		cost := map[string]time.Duration{}
+		for _, name := range []string{"off", "on"} {
+			x := results[name][r]
+			cost[name] = x.limiter + x.proc - b.proc
+			fmt.Printf("  round %d batching %-3s: limiter %.1f µs + client %.1f µs = %.1f µs per decision; %.0f/s; p50 %.0f µs (bare %.0f), p99 %.0f µs; lone p50 %.0f µs (bare %.0f)\n",
+				r+1, name, us(x.limiter), us(x.proc-b.proc), us(cost[name]), x.rate, us(x.p50), us(b.p50), us(x.p99), us(x.loneP50), us(b.loneP50))
+		}
+		on, off := results["on"][r], results["off"][r]
+		fmt.Printf("  round %d: on/off CPU per decision %.2f×; p50 added by batching %+.0f µs; lone p50 %+.0f µs\n",
+			r+1, float64(cost["on"])/float64(cost["off"]), us(on.p50-off.p50), us(on.loneP50-off.loneP50))
+	}
+	for name, c := range clients {
+		if s := c.Stats(); s.Fallbacks != 0 || s.CallerGone != 0 {
+			t.Fatalf("batching %s: stats %+v", name, s)
+		}
 	}
 }

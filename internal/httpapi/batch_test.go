@@ -166,6 +166,8 @@ func TestBatchBadInput(t *testing.T) {
 		{"checks not an array", `{"checks":{}}`, 400, "invalid JSON"},
 		{"checks twice", `{"checks":[` + ok + `],"checks":[` + ok + `]}`, 400, "given twice"},
 		{"unknown field", `{"checks":[` + ok + `],"color":"red"}`, 400, "unknown field"},
+		{"headers twice", `{"headers":true,"checks":[` + ok + `],"headers":false}`, 400, "headers: given twice"},
+		{"headers not a bool", `{"headers":"yes","checks":[` + ok + `]}`, 400, "invalid JSON"},
 		{"unknown field in a check", `{"checks":[` + ok + `,{"ip":"1.2.3.4","endpoint":"/a","color":"red"}]}`, 400, "checks[1]: unknown field"},
 		{"invalid check", `{"checks":[` + ok + `,` + ok + `,{"ip":"999.1.1.1","endpoint":"/a"}]}`, 400, "checks[2]: ip: not an IP"},
 		{"check not an object", `{"checks":[` + ok + `,7]}`, 400, "checks[1]"},
@@ -190,6 +192,69 @@ func TestBatchBadInput(t *testing.T) {
 	}
 	if r := s.batch(nil, ok, ok); r.Status != 200 || len(r.Decisions) != 2 || !r.Decisions[1].Allowed {
 		t.Fatalf("the service keeps serving batches after bad input: %+v", r)
+	}
+}
+
+// With "headers": true, each decision of a batch carries the rate-limit
+// headers /v1/check sets on the same decision: the same history on a twin
+// key, one check at a time, gives the same headers, policy, limit and
+// remaining; the reset and Retry-After each names are its own decision's.
+func TestBatchHeadersAsSingleChecks(t *testing.T) {
+	s := newStack(t, stackOptions{rules: `
+rules:
+  - id: per-ip
+    match: {endpoints: ["/api/**"]}
+    key: [ip]
+    algorithm: sliding_window
+    limits: [{requests: 2, per: 1m}, {requests: 100, per: 1h}]
+`})
+	batched, single := `{"ip":"192.0.2.31","endpoint":"/api/x"}`, `{"ip":"192.0.2.32","endpoint":"/api/x"}`
+	resp, raw := s.send(http.MethodPost, "/v1/check/batch", `{"headers":true,"checks":[`+batched+`,`+batched+`,`+batched+
+		`,{"ip":"192.0.2.31","endpoint":"/elsewhere"}]}`, nil)
+	var r struct {
+		Decisions []struct {
+			Status  int               `json:"status"`
+			Allowed bool              `json:"allowed"`
+			Reset   int64             `json:"reset_after_ms"`
+			Retry   int64             `json:"retry_after_ms"`
+			Headers map[string]string `json:"headers"`
+		} `json:"decisions"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil || resp.StatusCode != http.StatusOK || len(r.Decisions) != 4 {
+		t.Fatalf("batch: %d %s (%v)", resp.StatusCode, raw, err)
+	}
+	for i, d := range r.Decisions {
+		body := single
+		if i == 3 {
+			body = `{"ip":"192.0.2.32","endpoint":"/elsewhere"}`
+		}
+		one := s.check(body)
+		if d.Headers == nil {
+			t.Fatalf("decision %d: no headers field", i)
+		}
+		want := map[string]string{}
+		for name, v := range one.Header {
+			if strings.HasPrefix(name, "Ratelimit") || strings.HasPrefix(name, "X-Ratelimit") || name == "Retry-After" {
+				want[name] = v[0]
+			}
+		}
+		if d.Allowed != one.Allowed || len(d.Headers) != len(want) || (i < 3 && len(want) < 5) || (i == 3 && len(want) != 0) {
+			t.Fatalf("decision %d: allowed %v, headers %q; the single check's: allowed %v, %q", i, d.Allowed, d.Headers, one.Allowed, want)
+		}
+		for name, v := range want {
+			got := d.Headers[name]
+			switch name { // the times left: each decision's own
+			case "Ratelimit":
+				v = v[:strings.LastIndexAny(v, "=")+1] + fmt.Sprint((d.Reset+999)/1000)
+			case "X-Ratelimit-Reset":
+				v = fmt.Sprint((d.Reset + 999) / 1000)
+			case "Retry-After":
+				v = fmt.Sprint(max((d.Retry+999)/1000, 1))
+			}
+			if got != v {
+				t.Errorf("decision %d: %s %q, want %q", i, name, got, v)
+			}
+		}
 	}
 }
 

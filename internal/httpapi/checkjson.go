@@ -28,18 +28,31 @@ func parseCheckBody(data []byte, body *checkBody) error {
 }
 
 // parseBatchBody decodes the body of POST /v1/check/batch, {"checks":
-// [check, ...]}, as parseCheckBody does one check, calling each with the
-// i-th check's body in turn; an error of each ends the parse and is
-// returned as it is. One allocation for the strings of every check, as for
-// one.
-func parseBatchBody(data []byte, each func(i int, body *checkBody) error) error {
+// [check, ...], "headers": bool}, as parseCheckBody does one check, calling
+// each with the i-th check's body in turn; an error of each ends the parse
+// and is returned as it is. headers, when not nil, is set to the body's
+// "headers" (absent: false). One allocation for the strings of every
+// check, as for one.
+func parseBatchBody(data []byte, headers *bool, each func(i int, body *checkBody) error) error {
 	p := jsonwire.New(data)
 	if p.AtEnd() {
 		return errors.New("empty body")
 	}
-	seen := false
+	seen, seenHeaders := false, false
 	err := p.Object(func(field string) error {
 		switch {
+		case field == "headers" && !seenHeaders:
+			seenHeaders = true
+			if p.Null() {
+				return nil
+			}
+			v, err := p.Bool()
+			if err == nil && headers != nil {
+				*headers = v
+			}
+			return err
+		case field == "headers":
+			return errors.New("headers: given twice")
 		case field != "checks":
 			return fmt.Errorf("unknown field %q", field)
 		case seen: // encoding/json would keep the last: refuse rather than guess

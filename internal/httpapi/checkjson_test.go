@@ -93,25 +93,30 @@ func FuzzParseBatchBody(f *testing.F) {
 	for _, seed := range []string{
 		`{"checks":[{"ip":"203.0.113.7","endpoint":"/a"},{"user_id":"u\u00e9","cost":2,"attributes":{"k":"v"}}]}`,
 		`{"checks":[]}`, ` {"checks" : [ { } , {"ip":null} ] } `, `{"ch\u0065cks":[{}]}`, `{"checks":[{}],"checks":[{}]}`,
-		`{"checks":[{},]}`, `{"checks":null}`, `[]`,
+		`{"checks":[{},]}`, `{"checks":null}`, `[]`, `{"headers":true,"checks":[{}]}`, `{"checks":[{}],"headers":null}`,
 	} {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var ours []checkBody
-		if parseBatchBody(data, func(_ int, body *checkBody) error { ours = append(ours, *body); return nil }) != nil {
+		var headers bool
+		if parseBatchBody(data, &headers, func(_ int, body *checkBody) error { ours = append(ours, *body); return nil }) != nil {
 			return
 		}
 		dec := json.NewDecoder(bytes.NewReader(data))
 		dec.DisallowUnknownFields()
 		var theirs struct {
-			Checks []checkBody `json:"checks"`
+			Checks  []checkBody `json:"checks"`
+			Headers bool        `json:"headers"`
 		}
 		if err := dec.Decode(&theirs); err != nil {
 			t.Fatalf("accepted %q, which encoding/json rejects: %v", data, err)
 		}
 		if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 			t.Fatalf("accepted %q, which has trailing data for encoding/json", data)
+		}
+		if headers != theirs.Headers {
+			t.Fatalf("%q: headers ours %v, encoding/json %v", data, headers, theirs.Headers)
 		}
 		if len(ours) != len(theirs.Checks) || (len(ours) > 0 && !reflect.DeepEqual(ours, theirs.Checks)) {
 			t.Fatalf("%q: ours %+v, encoding/json %+v", data, ours, theirs.Checks)

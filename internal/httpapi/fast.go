@@ -126,20 +126,21 @@ type batch struct {
 
 // fastBatch answers POST /v1/check/batch: the decisions of every check in
 // order, decided together (limiter.Service.CheckBatch), 400 for a body it
-// refuses. No rate-limit headers: they would describe one decision of
-// several.
+// refuses. No rate-limit headers on the answer: they would describe one
+// decision of several; with "headers": true, each decision carries its own.
 func (h *handler) fastBatch(ctx *fasthttp.RequestCtx) {
 	b := h.batches.Get().(*batch)
 	defer h.batches.Put(b)
 	var err error
-	b.reqs, err = decodeBatch(ctx.PostBody(), b.reqs)
+	var headers bool
+	b.reqs, headers, err = decodeBatch(ctx.PostBody(), b.reqs)
 	defer clear(b.reqs) // the pool must not keep the body's strings alive
 	if err != nil {
 		h.fastInputError(ctx, err)
 		return
 	}
 	h.svc.CheckBatch(ctx, b.reqs, &b.decided)
-	b.answer = appendBatch(b.answer[:0], b.decided.Decisions)
+	b.answer = appendBatch(b.answer[:0], b.decided.Decisions, headers)
 	fastJSON(ctx, http.StatusOK, b.answer)
 }
 

@@ -107,6 +107,15 @@ func (rh *rateLimitHeaders) setCanonical(h *fasthttp.ResponseHeader) {
 	}
 }
 
+// each calls set with every header of rh, name and value, in order.
+func (rh *rateLimitHeaders) each(set func(name string, value []byte)) {
+	start := 0
+	for i, name := range rh.names {
+		set(name, rh.b[start:rh.ends[i]])
+		start = rh.ends[i]
+	}
+}
+
 // setRateLimitHeaders writes d's rate-limit headers into h: one string and
 // one slice of values in all.
 func setRateLimitHeaders(h http.Header, d *limiter.Decision) {

@@ -59,10 +59,12 @@ func decodeCheck(data []byte) (rules.Request, error) {
 
 // decodeBatch validates data, the body of POST /v1/check/batch, into reqs
 // (reused): 1 to maxBatch checks, each as decodeCheck wants it. An invalid
-// check refuses the whole batch, naming its index.
-func decodeBatch(data []byte, reqs []rules.Request) ([]rules.Request, error) {
+// check refuses the whole batch, naming its index. headers is the body's
+// "headers": the answer gives each decision the rate-limit headers
+// /v1/check would have set.
+func decodeBatch(data []byte, reqs []rules.Request) (_ []rules.Request, headers bool, _ error) {
 	reqs = reqs[:0]
-	err := parseBatchBody(data, func(i int, body *checkBody) error {
+	err := parseBatchBody(data, &headers, func(i int, body *checkBody) error {
 		if i == maxBatch {
 			return jsonwire.BadRequest("checks: at most %d per batch", maxBatch)
 		}
@@ -76,13 +78,13 @@ func decodeBatch(data []byte, reqs []rules.Request) ([]rules.Request, error) {
 	var in *jsonwire.InputError
 	switch {
 	case errors.As(err, &in):
-		return reqs, in
+		return reqs, false, in
 	case err != nil:
-		return reqs, jsonwire.BadRequest("invalid JSON: %v", err)
+		return reqs, false, jsonwire.BadRequest("invalid JSON: %v", err)
 	case len(reqs) == 0:
-		return reqs, jsonwire.BadRequest("checks: required, 1 to %d of them", maxBatch)
+		return reqs, false, jsonwire.BadRequest("checks: required, 1 to %d of them", maxBatch)
 	}
-	return reqs, nil
+	return reqs, headers, nil
 }
 
 // validateCheck validates and normalizes one check's body.

@@ -48,8 +48,10 @@ func appendDecisionFields(b []byte, d *limiter.Decision) []byte {
 
 // appendBatch encodes the answer to a batch (docs/api.md "POST
 // /v1/check/batch"): each decision as appendDecision's object with the
-// status a single check would have had, 200, or 503 and its error.
-func appendBatch(b []byte, ds []limiter.Decision) []byte {
+// status a single check would have had, 200, or 503 and its error; with
+// headers, each 200 also with the rate-limit headers /v1/check would have
+// set, in "headers".
+func appendBatch(b []byte, ds []limiter.Decision, headers bool) []byte {
 	b = append(b, `{"decisions":[`...)
 	for i := range ds {
 		if i > 0 {
@@ -62,9 +64,41 @@ func appendBatch(b []byte, ds []limiter.Decision) []byte {
 			continue
 		}
 		b = append(b, `{"status":200,`...)
-		b = append(appendDecisionFields(b, d), '}')
+		b = appendDecisionFields(b, d)
+		if headers {
+			b = appendHeaders(b, d)
+		}
+		b = append(b, '}')
 	}
 	return append(b, "]}\n"...)
+}
+
+// appendHeaders appends the "headers" field of a batch's decision: an
+// object of the rate-limit headers /v1/check sets for d, by their
+// canonical names ({} when it sets none). Their values hold rule ids,
+// digits and the policies' quotes: only the quotes need escaping.
+func appendHeaders(b []byte, d *limiter.Decision) []byte {
+	var rh rateLimitHeaders
+	rh.encode(d)
+	b = append(b, `,"headers":{`...)
+	first := true
+	rh.each(func(name string, value []byte) {
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = append(b, '"')
+		b = append(b, name...)
+		b = append(b, `":"`...)
+		for _, c := range value {
+			if c == '"' || c == '\\' {
+				b = append(b, '\\')
+			}
+			b = append(b, c)
+		}
+		b = append(b, '"')
+	})
+	return append(b, '}')
 }
 
 // unavailable is the 503 answer to a decision a deny-policy rule could not

@@ -1,0 +1,616 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Concurrent checks share calls, as the limiter's own Redis round trips
+// do (its redisstore.Coalescer): a check with no other call of the client
+// on its way goes at once, alone, as POST /v1/check; a check that arrives
+// while one is gathers with the others that arrive meanwhile, and they go
+// together, as one POST /v1/check/batch, when a call in flight returns or
+// when the first of them has waited Config.BatchWait, whichever comes
+// first (or at once when they are maxBatch). One call carries many checks:
+// the limiter and the client each read, write and wake up once for all of
+// them, which is most of a check's cost on both sides.
+//
+// Each check still gets what Check alone would have given it: its own
+// decision with the rate-limit headers /v1/check sets (the batch asks for
+// them: "headers": true), its own error, its own failure policy; the
+// breaker hears of each check of a batch as of a call of its own (a batch
+// of 30 that fails counts 30 failures, as 30 single calls would); and a
+// caller whose context ends before its check is sent leaves, refused
+// (ReasonCallerGone), as it leaves the wait for a connection.
+
+// defaultBatchWait is Config.BatchWait's default: the longest a check
+// waits for others beyond a call in flight. The round trip of a check on
+// loopback is about 100 µs; a call in flight usually returns first, so most
+// checks wait less (docs/performance.md).
+const defaultBatchWait = 100 * time.Microsecond
+
+// checkQueue gathers the checks that arrive while a call is on its way.
+type checkQueue struct {
+	c    *Client
+	wait time.Duration
+
+	mu       sync.Mutex
+	inflight int         // check calls on their way, single or batch
+	group    *checkGroup // the checks gathering for the next call; nil: none
+	off      bool        // the limiter refused batches with headers: one check per call
+}
+
+// checkGroup is the checks that go in one call.
+type checkGroup struct {
+	entries []*checkEntry
+	timer   *time.Timer
+}
+
+// checkEntry is one caller's check in a group.
+type checkEntry struct {
+	ctx context.Context
+	req *Request
+	d   Decision
+	err error
+	// out and r are a report's (a queue of reports), in place of req and d.
+	out  *Outcome
+	r    ReportResult
+	done chan struct{}
+	// Guarded by checkQueue.mu: sent once its call has taken it (a caller
+	// then waits for the answer), gone once its caller has left before.
+	sent, gone bool
+	// done of its breaker's Allow, once it has one.
+	breakerDone func(error)
+	// answered is set by finish: read by the sender only.
+	answered bool
+}
+
+// op is the Op of e's errors: check or report.
+func (e *checkEntry) op() string {
+	if e.out != nil {
+		return "report"
+	}
+	return "check"
+}
+
+// tell tells the breaker the outcome of e's call, once.
+func (e *checkEntry) tell(err error) {
+	if done := e.breakerDone; done != nil {
+		e.breakerDone = nil
+		done(err)
+	}
+}
+
+// finish ends the caller's wait: d and err are its answer.
+func (e *checkEntry) finish() {
+	e.answered = true
+	e.done <- struct{}{}
+}
+
+func newCheckQueue(c *Client, wait time.Duration) *checkQueue {
+	return &checkQueue{c: c, wait: wait}
+}
+
+// errGathering is the cause of a check whose caller left while it waited
+// to go with other checks: it was not sent.
+var errGathering = errors.New("waiting to go with other checks")
+
+// check decides req as Check does: alone when nothing else is on its way,
+// else gathered with the checks that arrive meanwhile.
+func (q *checkQueue) check(ctx context.Context, req *Request) (Decision, error) {
+	q.mu.Lock()
+	if q.off || (q.inflight == 0 && q.group == nil) || !batchable(req) {
+		q.inflight++
+		q.mu.Unlock()
+		d, err := q.c.checkOne(ctx, req)
+		q.returned()
+		return d, err
+	}
+	// Not pooled: the sender of its group may still read it once its caller
+	// has its answer (a panic's recovery), or has left.
+	e := &checkEntry{ctx: ctx, req: req, done: make(chan struct{}, 1)}
+	q.join(e)
+	select {
+	case <-e.done:
+	case <-ctx.Done():
+		q.mu.Lock()
+		sent := e.sent
+		if !sent {
+			e.gone = true
+			q.remove(e)
+		}
+		q.mu.Unlock()
+		if sent {
+			<-e.done // its call is on its way: its answer is the caller's
+			break
+		}
+		// Not sent: the caller leaves, as from the wait for a connection.
+		err := &Error{Op: "check", Err: errGathering}
+		d := q.c.undecided(ctx, req, err)
+		q.c.failed("check", err)
+		return d, err
+	}
+	return e.d, e.err
+}
+
+// join adds e to the group gathering, which it starts when there is none,
+// and sends the group when e fills it. q.mu held; join unlocks it.
+func (q *checkQueue) join(e *checkEntry) {
+	g := q.group
+	if g == nil {
+		g = &checkGroup{entries: make([]*checkEntry, 0, 16)}
+		q.group = g
+		g.timer = time.AfterFunc(q.wait, func() { q.due(g) })
+	}
+	g.entries = append(g.entries, e)
+	var full *checkGroup
+	if len(g.entries) == maxBatch {
+		full = q.flush()
+	}
+	q.mu.Unlock()
+	if full != nil {
+		go q.send(full)
+	}
+}
+
+// report reports o as Report does: alone when nothing else is on its way,
+// else with the reports that arrive meanwhile (POST /v1/report/batch). A
+// report is bounded by Timeout, not by a caller's context: it never
+// leaves its group.
+func (q *checkQueue) report(o *Outcome) (ReportResult, error) {
+	q.mu.Lock()
+	if (q.inflight == 0 && q.group == nil) || validOutcome(o) != nil || long(o.Attributes) {
+		q.inflight++
+		q.mu.Unlock()
+		r, err := q.c.reportOne(o)
+		q.returned()
+		return r, err
+	}
+	e := &checkEntry{ctx: context.Background(), out: o, done: make(chan struct{}, 1)}
+	q.join(e)
+	<-e.done
+	return e.r, e.err
+}
+
+// long reports whether attrs are long enough that the request or
+// outcome holding them goes alone rather than take a batch's room.
+func long(attrs map[string]string) bool {
+	n := 0
+	for k, v := range attrs {
+		n += len(k) + len(v)
+	}
+	return n > maxBody/8
+}
+
+// remove takes e out of the group gathering, if it is in it (else the
+// group on its way skips it, gone). q.mu held.
+func (q *checkQueue) remove(e *checkEntry) {
+	g := q.group
+	if g == nil {
+		return
+	}
+	for i, x := range g.entries {
+		if x == e {
+			g.entries = append(g.entries[:i], g.entries[i+1:]...)
+			return
+		}
+	}
+}
+
+// flush takes the group gathering to be sent, as a call on its way. q.mu
+// held.
+func (q *checkQueue) flush() *checkGroup {
+	g := q.group
+	q.group = nil
+	q.inflight++
+	g.timer.Stop()
+	return g
+}
+
+// due sends g when its wait has passed and it is still gathering.
+func (q *checkQueue) due(g *checkGroup) {
+	q.mu.Lock()
+	if q.group != g {
+		q.mu.Unlock()
+		return
+	}
+	q.flush()
+	q.mu.Unlock()
+	q.send(g)
+}
+
+// returned marks a call back, and sends the group gathering, if any.
+func (q *checkQueue) returned() {
+	q.mu.Lock()
+	q.inflight--
+	var g *checkGroup
+	if q.group != nil {
+		g = q.flush()
+	}
+	q.mu.Unlock()
+	if g != nil {
+		go q.send(g)
+	}
+}
+
+// send makes the call of the group g and answers its checks.
+func (q *checkQueue) send(g *checkGroup) {
+	defer q.returned()
+	var es []*checkEntry
+	defer func() {
+		// A panic of the call (Config.Transport's) has no caller's
+		// goroutine to go on in: the checks it left unanswered fail with
+		// it, and the process goes on.
+		if r := recover(); r != nil {
+			for _, e := range es {
+				err := &Error{Op: e.op(), Err: fmt.Errorf("%w: %v", errPanicked, r)}
+				e.tell(err)
+				if !e.answered {
+					q.answer(e, err)
+				}
+			}
+		}
+	}()
+	c := q.c
+	// The wait for a connection, as a single check's: bounded by Timeout,
+	// and the checks whose callers leave meanwhile are not sent.
+	busy := c.acquire(context.Background())
+	if busy == nil {
+		defer c.release()
+	}
+	q.mu.Lock()
+	es = g.entries[:0]
+	for _, e := range g.entries {
+		if !e.gone {
+			e.sent = true
+			es = append(es, e)
+		}
+	}
+	q.mu.Unlock()
+	if busy != nil {
+		for _, e := range es {
+			q.answer(e, &Error{Op: e.op(), Err: busy})
+		}
+		return
+	}
+	// Each check asks the breaker, as its own call would: in the open
+	// state none goes, half open only the first, a probe.
+	sent := es[:0]
+	for _, e := range es {
+		done, err := c.breaker.Allow()
+		if err != nil {
+			c.stats.breakerOpen.Add(1)
+			q.answer(e, &Error{Op: e.op(), Err: ErrBreakerOpen})
+			continue
+		}
+		e.breakerDone = done
+		sent = append(sent, e)
+	}
+	switch {
+	case len(sent) == 0:
+	case sent[0].out != nil:
+		c.reportGroup(q, sent)
+	case len(sent) == 1: // the others left: a call of its own
+		e := sent[0]
+		e.d, e.err = c.checkAllowed(e.ctx, e.req, e.tell)
+		e.finish()
+	default:
+		c.checkGroup(q, sent)
+	}
+}
+
+// answer ends e's wait with the decision Check gives a check whose call
+// failed with err.
+func (q *checkQueue) answer(e *checkEntry, err error) {
+	if e.out != nil { // a report: its error
+		e.err = err
+		q.c.failed("report", err)
+		e.finish()
+		return
+	}
+	e.d = q.c.undecided(e.ctx, e.req, err)
+	e.err = err
+	q.c.failed("check", err)
+	e.finish()
+}
+
+// batchable reports whether req may go in a batch: whether the limiter
+// would accept it (fields.go sends every text field in a form it accepts;
+// what is left is checked here). The limiter refuses a whole batch for one
+// invalid check: such a check goes alone, to be refused alone.
+func batchable(r *Request) bool {
+	if r.Endpoint == "" || r.Cost < 0 || r.Cost > maxCost || len(r.Attributes) > maxAttributes {
+		return false
+	}
+	for name := range r.Attributes {
+		if name == "" {
+			return false
+		}
+	}
+	if long(r.Attributes) || len(r.Endpoint) > maxEndpoint || len(r.UserID) > maxUserID || len(r.Tier) > maxTier {
+		return false // cut and marked as sent: valid, but long; alone
+	}
+	_, err := netip.ParseAddr(r.IP)
+	return err == nil
+}
+
+// checkOne makes req's call of its own, as Check always did.
+func (c *Client) checkOne(ctx context.Context, req *Request) (Decision, error) {
+	b := c.bufs.Get().(*callBuf)
+	defer c.bufs.Put(b)
+	b.body = appendCheck(b.body[:0], req)
+	var d Decision
+	err := c.call(ctx, "check", pathCheck, b, func(a *reply) error {
+		if err := parseDecision(a.body, &d); err != nil {
+			return err
+		}
+		d.headers, b.headers = readLimitHeaders(a.header, b.headers)
+		return nil
+	})
+	if err != nil {
+		d = c.undecided(ctx, req, err)
+		c.failed("check", err)
+		return d, err
+	}
+	return d, nil
+}
+
+// checkAllowed makes req's call of its own, its connection taken and the
+// breaker's leave given (done).
+func (c *Client) checkAllowed(ctx context.Context, req *Request, done func(error)) (Decision, error) {
+	b := c.bufs.Get().(*callBuf)
+	defer c.bufs.Put(b)
+	b.body = appendCheck(b.body[:0], req)
+	var d Decision
+	err := c.guarded(done, func() error {
+		if len(b.body) > maxBody { // as call refuses it: not sent
+			return &Error{Op: "check", Err: fmt.Errorf("%w: a body of %d bytes, over the API's %d", ErrInvalid, len(b.body), maxBody)}
+		}
+		return c.roundTrip("check", pathCheck, b, time.Now().Add(c.cfg.Timeout), func(a *reply) error {
+			if err := parseDecision(a.body, &d); err != nil {
+				return err
+			}
+			d.headers, b.headers = readLimitHeaders(a.header, b.headers)
+			return nil
+		})
+	})
+	if err != nil {
+		d = c.undecided(ctx, req, err)
+		c.failed("check", err)
+		return d, err
+	}
+	return d, nil
+}
+
+// guarded runs f, a call the breaker allowed, and tells the breaker its
+// error (done); a panic counts as a failure, then goes on.
+func (c *Client) guarded(done func(error), f func() error) error {
+	finished := false
+	defer func() {
+		if !finished {
+			done(errPanicked)
+		}
+	}()
+	err := f()
+	finished = true
+	done(err)
+	return err
+}
+
+var errPanicked = errors.New("the call panicked")
+
+// checkGroup sends the checks es, each allowed by the breaker, in batches
+// of the API's bounds, one after the other, and answers each.
+func (c *Client) checkGroup(q *checkQueue, es []*checkEntry) {
+	b := c.bufs.Get().(*callBuf)
+	defer c.bufs.Put(b)
+	for start := 0; start < len(es); {
+		var end int
+		b.body, end = appendGroup(b.body[:0], es, start)
+		part := es[start:end]
+		start = end
+		if len(part) == 1 {
+			e := part[0]
+			e.d, e.err = c.checkAllowed(e.ctx, e.req, e.tell)
+			e.finish()
+			continue
+		}
+		ds := make([]Decision, len(part))
+		errs := make([]batchError, len(part))
+		err := c.roundTrip("check", pathCheckBatch, b, time.Now().Add(c.cfg.Timeout), func(a *reply) error {
+			return parseBatch(a.body, ds, errs)
+		})
+		if err != nil {
+			c.batchFailed(q, part, err)
+			continue
+		}
+		for i, e := range part {
+			if errs[i].msg == "" {
+				e.tell(nil)
+				e.d = ds[i]
+				e.finish()
+				continue
+			}
+			// The entry's status is what a single check's answer would have
+			// had, its body the entry's error.
+			err := &Error{Op: "check", Answered: true, Status: int(errs[i].status), Message: errs[i].msg}
+			if errs[i].denyRule {
+				err.denyRule = ds[i].RuleID
+			}
+			e.tell(err)
+			q.answer(e, err)
+		}
+	}
+}
+
+// batchFailed answers the checks of a batch whose call failed with err.
+// A refusal of the batch (400) decided none of them: an older limiter
+// that does not know "headers" (then batches are off for good), or one
+// stricter than batchable; each check is sent again alone, to get its own
+// answer.
+func (c *Client) batchFailed(q *checkQueue, part []*checkEntry, err error) {
+	var e *Error
+	if errors.As(err, &e) && e.Answered && refusesRequest(e.Status) {
+		if strings.Contains(e.Message, `"headers"`) {
+			q.mu.Lock()
+			q.off = true
+			q.mu.Unlock()
+		}
+		// On the connection the batch had, one after the other: rare (once
+		// for an older limiter), and no wait for another connection.
+		for _, x := range part {
+			x.tell(nil) // the limiter answered: no failure
+			done, err := c.breaker.Allow()
+			if err != nil {
+				c.stats.breakerOpen.Add(1)
+				q.answer(x, &Error{Op: "check", Err: ErrBreakerOpen})
+				continue
+			}
+			x.d, x.err = c.checkAllowed(x.ctx, x.req, done)
+			x.finish()
+		}
+		return
+	}
+	for _, x := range part {
+		x.tell(err)
+		// Each caller gets an error of its own: undecided marks it.
+		own := &Error{Op: "check", Err: err}
+		if e != nil {
+			cp := *e
+			own = &cp
+		}
+		q.answer(x, own)
+	}
+}
+
+// appendGroup appends the body of POST /v1/check/batch with the checks of
+// es from start on, as many as fit in the API's maxBody (at least one),
+// and returns it with the index after the last.
+func appendGroup(b []byte, es []*checkEntry, start int) ([]byte, int) {
+	b = append(b, `{"headers":true,"checks":[`...)
+	end := start
+	for end < len(es) && end-start < maxBatch {
+		n := len(b)
+		if end > start {
+			b = append(b, ',')
+		}
+		b = appendCheck(b, es[end].req)
+		if end > start && len(b)+len("]}") > maxBody {
+			b = b[:n]
+			break
+		}
+		end++
+	}
+	return append(b, "]}"...), end
+}
+
+// reportOne makes o's call of its own, as Report always did.
+func (c *Client) reportOne(o *Outcome) (ReportResult, error) {
+	b := c.bufs.Get().(*callBuf)
+	defer c.bufs.Put(b)
+	b.body = appendOutcome(b.body[:0], o)
+	var r ReportResult
+	err := c.call(context.Background(), "report", pathReport, b, func(a *reply) error {
+		return parseReportBody(a.body, &r)
+	})
+	if err != nil {
+		c.failed("report", err)
+	}
+	return r, err
+}
+
+// reportAllowed makes o's call of its own, its connection taken and the
+// breaker's leave given (done).
+func (c *Client) reportAllowed(o *Outcome, done func(error)) (ReportResult, error) {
+	b := c.bufs.Get().(*callBuf)
+	defer c.bufs.Put(b)
+	b.body = appendOutcome(b.body[:0], o)
+	var r ReportResult
+	err := c.guarded(done, func() error {
+		if len(b.body) > maxBody {
+			return &Error{Op: "report", Err: fmt.Errorf("%w: a body of %d bytes, over the API's %d", ErrInvalid, len(b.body), maxBody)}
+		}
+		return c.roundTrip("report", pathReport, b, time.Now().Add(c.cfg.Timeout), func(a *reply) error {
+			return parseReportBody(a.body, &r)
+		})
+	})
+	if err != nil {
+		c.failed("report", err)
+	}
+	return r, err
+}
+
+// reportGroup sends the reports es, each allowed by the breaker, in
+// batches of the API's bounds, one after the other, and answers each. A
+// batch the limiter refuses (400: one report it would not take, which
+// validOutcome did not foresee) recorded none of them: each is sent again
+// alone, to get its own answer.
+func (c *Client) reportGroup(q *checkQueue, es []*checkEntry) {
+	b := c.bufs.Get().(*callBuf)
+	defer c.bufs.Put(b)
+	for start := 0; start < len(es); {
+		end := start
+		b.body = append(b.body[:0], `{"reports":[`...)
+		for end < len(es) && end-start < maxBatch {
+			n := len(b.body)
+			if end > start {
+				b.body = append(b.body, ',')
+			}
+			b.body = appendOutcome(b.body, es[end].out)
+			if end > start && len(b.body)+len("]}") > maxBody {
+				b.body = b.body[:n]
+				break
+			}
+			end++
+		}
+		b.body = append(b.body, "]}"...)
+		part := es[start:end]
+		start = end
+		if len(part) == 1 {
+			e := part[0]
+			e.r, e.err = c.reportAllowed(e.out, e.tell)
+			e.finish()
+			continue
+		}
+		rs := make([]ReportResult, 0, len(part))
+		err := c.roundTrip("report", pathReportBatch, b, time.Now().Add(c.cfg.Timeout), func(a *reply) error {
+			return parseReports(a.body, len(part), &rs)
+		})
+		var e *Error
+		switch {
+		case err == nil:
+			for i, x := range part {
+				x.tell(nil)
+				x.r = rs[i]
+				x.finish()
+			}
+		case errors.As(err, &e) && e.Answered && refusesRequest(e.Status):
+			for _, x := range part {
+				x.tell(nil) // the limiter answered: no failure
+				done, err := c.breaker.Allow()
+				if err != nil {
+					c.stats.breakerOpen.Add(1)
+					q.answer(x, &Error{Op: "report", Err: ErrBreakerOpen})
+					continue
+				}
+				x.r, x.err = c.reportAllowed(x.out, done)
+				x.finish()
+			}
+		default:
+			for _, x := range part {
+				x.tell(err)
+				own := &Error{Op: "report", Err: err}
+				if e != nil {
+					cp := *e
+					own = &cp
+				}
+				q.answer(x, own)
+			}
+		}
+	}
+}
