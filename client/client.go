@@ -553,10 +553,13 @@ func (c *Client) post(path int, b *callBuf, deadline time.Time) (reply, error) {
 }
 
 // closedConn reports whether err is that of a connection the other side
-// had closed.
+// had closed: read as such (EOF, reset, broken pipe), or found closed by
+// net/http's transport, which closes a kept-alive connection when it reads
+// the peer's close, and can hand it to a request just before
+// (net.ErrClosed, "use of closed network connection").
 func closedConn(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed)
 }
 
 // The request headers every call shares; a transport only reads them.

@@ -2,9 +2,11 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"syscall"
 	"testing"
 )
 
@@ -45,5 +47,21 @@ func TestLimiterRestartFailsNoCheck(t *testing.T) {
 		if d, err := c.Check(ctx, req); err != nil || d.Fallback {
 			t.Fatalf("check %d after the restart: %+v, %v", i, d, err)
 		}
+	}
+}
+
+// A connection net/http's transport found closed under a request counts as
+// one the limiter closed, so the request is sent again on a new one: a
+// restart failed a check with "use of closed network connection" on a
+// loaded machine.
+func TestClosedConnections(t *testing.T) {
+	for _, err := range []error{io.EOF, io.ErrUnexpectedEOF, syscall.ECONNRESET, syscall.EPIPE, net.ErrClosed,
+		&net.OpError{Op: "write", Net: "tcp", Err: net.ErrClosed}} {
+		if !closedConn(fmt.Errorf("post: %w", err)) {
+			t.Errorf("%v: not a closed connection", err)
+		}
+	}
+	if closedConn(context.DeadlineExceeded) {
+		t.Error("a deadline read as a closed connection")
 	}
 }
