@@ -107,9 +107,11 @@ func (q *checkQueue) check(ctx context.Context, req *Request) (Decision, error) 
 	if q.off || (q.inflight == 0 && q.group == nil) || !batchable(req) {
 		q.inflight++
 		q.mu.Unlock()
-		d, err := q.c.checkOne(ctx, req)
-		q.returned()
-		return d, err
+		// Deferred: a Transport's panic goes on in the caller's goroutine,
+		// and the call must not stay counted on its way, or every later
+		// check would wait BatchWait for a call that never returns.
+		defer q.returned()
+		return q.c.checkOne(ctx, req)
 	}
 	// Not pooled: the sender of its group may still read it once its caller
 	// has its answer (a panic's recovery), or has left.
@@ -167,9 +169,8 @@ func (q *checkQueue) report(o *Outcome) (ReportResult, error) {
 	if (q.inflight == 0 && q.group == nil) || validOutcome(o) != nil || long(o.Attributes) {
 		q.inflight++
 		q.mu.Unlock()
-		r, err := q.c.reportOne(o)
-		q.returned()
-		return r, err
+		defer q.returned() // as check's
+		return q.c.reportOne(o)
 	}
 	e := &checkEntry{ctx: context.Background(), out: o, done: make(chan struct{}, 1)}
 	q.join(e)
