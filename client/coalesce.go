@@ -242,21 +242,8 @@ func (q *checkQueue) returned() {
 // send makes the call of the group g and answers its checks.
 func (q *checkQueue) send(g *checkGroup) {
 	defer q.returned()
-	var es []*checkEntry
-	defer func() {
-		// A panic of the call (Config.Transport's) has no caller's
-		// goroutine to go on in: the checks it left unanswered fail with
-		// it, and the process goes on.
-		if r := recover(); r != nil {
-			for _, e := range es {
-				err := &Error{Op: e.op(), Err: fmt.Errorf("%w: %v", errPanicked, r)}
-				e.tell(err)
-				if !e.answered {
-					q.answer(e, err)
-				}
-			}
-		}
-	}()
+	var es []*checkEntry // the entries this goroutine answers
+	defer func() { q.recovered(es, recover()) }()
 	c := q.c
 	// The wait for a connection, as a single check's: bounded by Timeout,
 	// and the checks whose callers leave meanwhile are not sent.
@@ -273,6 +260,9 @@ func (q *checkQueue) send(g *checkGroup) {
 		}
 	}
 	q.mu.Unlock()
+	if busy == nil && c.closed.Load() {
+		busy = ErrClosed // as call says of a check of its own
+	}
 	if busy != nil {
 		for _, e := range es {
 			q.answer(e, &Error{Op: e.op(), Err: busy})
@@ -292,17 +282,98 @@ func (q *checkQueue) send(g *checkGroup) {
 		e.breakerDone = done
 		sent = append(sent, e)
 	}
-	switch {
-	case len(sent) == 0:
-	case sent[0].out != nil:
-		c.reportGroup(q, sent)
-	case len(sent) == 1: // the others left: a call of its own
-		e := sent[0]
-		e.d, e.err = c.checkAllowed(e.ctx, e.req, e.tell)
-		e.finish()
-	default:
-		c.checkGroup(q, sent)
+	es = sent
+	if len(sent) != 0 {
+		q.sendAllowed(sent, &es)
 	}
+}
+
+// recovered fails the entries of es that a panic (r, when not nil) of
+// their call (Config.Transport's) left unanswered: it has no caller's
+// goroutine to go on in, and the process goes on.
+func (q *checkQueue) recovered(es []*checkEntry, r any) {
+	if r == nil {
+		return
+	}
+	for _, e := range es {
+		err := &Error{Op: e.op(), Err: fmt.Errorf("%w: %v", errPanicked, r)}
+		e.tell(err)
+		if !e.answered {
+			q.answer(e, err)
+		}
+	}
+}
+
+// sendAllowed sends es, each allowed by the breaker, on the connection
+// its goroutine holds, and answers each: as many as one call of the API's
+// bounds carries (100, 64 KiB), and the others at once beside it, on
+// connections of their own (sendRest), not after it: a check gathered
+// behind long ones (an attacker's paths of 8 KiB) waits one round trip, as
+// its own call would have, not one per call its group needs. *own is set
+// to the entries this goroutine answers.
+func (q *checkQueue) sendAllowed(es []*checkEntry, own *[]*checkEntry) {
+	c := q.c
+	if len(es) == 1 { // the others left: a call of its own
+		*own = es
+		q.sendAlone(es[0])
+		return
+	}
+	b := c.bufs.Get().(*callBuf)
+	defer c.bufs.Put(b)
+	var end int
+	if es[0].out != nil {
+		b.body, end = appendReportGroup(b.body[:0], es)
+	} else {
+		b.body, end = appendGroup(b.body[:0], es, 0)
+	}
+	part := es[:end]
+	*own = part
+	if end < len(es) {
+		q.sendRest(es[end:])
+	}
+	switch {
+	case len(part) == 1:
+		q.sendAlone(part[0])
+	case part[0].out != nil:
+		c.reportGroup(q, part, b)
+	default:
+		c.checkGroup(q, part, b)
+	}
+}
+
+// sendAlone makes e's call of its own, its connection taken and the
+// breaker's leave given, and answers it.
+func (q *checkQueue) sendAlone(e *checkEntry) {
+	if e.out != nil {
+		e.r, e.err = q.c.reportAllowed(e.out, e.tell)
+	} else {
+		e.d, e.err = q.c.checkAllowed(e.ctx, e.req, e.tell)
+	}
+	e.finish()
+}
+
+// sendRest sends es, entries of a group allowed by the breaker that did
+// not fit in its first call, at once, from a goroutine of its own that
+// waits for a connection of its own, as their own calls would.
+func (q *checkQueue) sendRest(es []*checkEntry) {
+	q.mu.Lock()
+	q.inflight++
+	q.mu.Unlock()
+	go func() {
+		defer q.returned()
+		own := es
+		defer func() { q.recovered(own, recover()) }()
+		c := q.c
+		if err := c.acquire(context.Background()); err != nil {
+			for _, e := range es {
+				e.breakerDone = nil // the limiter not asked: the breaker hears nothing of it
+				q.answer(e, &Error{Op: e.op(), Err: err})
+			}
+			return
+		}
+		defer c.release()
+		q.sendAllowed(es, &own)
+	}()
 }
 
 // answer ends e's wait with the decision Check gives a check whose call
@@ -405,47 +476,33 @@ func (c *Client) guarded(done func(error), f func() error) error {
 
 var errPanicked = errors.New("the call panicked")
 
-// checkGroup sends the checks es, each allowed by the breaker, in batches
-// of the API's bounds, one after the other, and answers each.
-func (c *Client) checkGroup(q *checkQueue, es []*checkEntry) {
-	b := c.bufs.Get().(*callBuf)
-	defer c.bufs.Put(b)
-	for start := 0; start < len(es); {
-		var end int
-		b.body, end = appendGroup(b.body[:0], es, start)
-		part := es[start:end]
-		start = end
-		if len(part) == 1 {
-			e := part[0]
-			e.d, e.err = c.checkAllowed(e.ctx, e.req, e.tell)
+// checkGroup sends the checks es, each allowed by the breaker, in one
+// batch, b.body, and answers each.
+func (c *Client) checkGroup(q *checkQueue, es []*checkEntry, b *callBuf) {
+	ds := make([]Decision, len(es))
+	errs := make([]batchError, len(es))
+	err := c.roundTrip("check", pathCheckBatch, b, time.Now().Add(c.cfg.Timeout), func(a *reply) error {
+		return parseBatch(a.body, ds, errs)
+	})
+	if err != nil {
+		c.batchFailed(q, es, err)
+		return
+	}
+	for i, e := range es {
+		if errs[i].msg == "" {
+			e.tell(nil)
+			e.d = ds[i]
 			e.finish()
 			continue
 		}
-		ds := make([]Decision, len(part))
-		errs := make([]batchError, len(part))
-		err := c.roundTrip("check", pathCheckBatch, b, time.Now().Add(c.cfg.Timeout), func(a *reply) error {
-			return parseBatch(a.body, ds, errs)
-		})
-		if err != nil {
-			c.batchFailed(q, part, err)
-			continue
+		// The entry's status is what a single check's answer would have
+		// had, its body the entry's error.
+		err := &Error{Op: "check", Answered: true, Status: int(errs[i].status), Message: errs[i].msg}
+		if errs[i].denyRule {
+			err.denyRule = ds[i].RuleID
 		}
-		for i, e := range part {
-			if errs[i].msg == "" {
-				e.tell(nil)
-				e.d = ds[i]
-				e.finish()
-				continue
-			}
-			// The entry's status is what a single check's answer would have
-			// had, its body the entry's error.
-			err := &Error{Op: "check", Answered: true, Status: int(errs[i].status), Message: errs[i].msg}
-			if errs[i].denyRule {
-				err.denyRule = ds[i].RuleID
-			}
-			e.tell(err)
-			q.answer(e, err)
-		}
+		e.tell(err)
+		q.answer(e, err)
 	}
 }
 
@@ -546,72 +603,65 @@ func (c *Client) reportAllowed(o *Outcome, done func(error)) (ReportResult, erro
 	return r, err
 }
 
-// reportGroup sends the reports es, each allowed by the breaker, in
-// batches of the API's bounds, one after the other, and answers each. A
-// batch the limiter refuses (400: one report it would not take, which
-// validOutcome did not foresee) recorded none of them: each is sent again
-// alone, to get its own answer.
-func (c *Client) reportGroup(q *checkQueue, es []*checkEntry) {
-	b := c.bufs.Get().(*callBuf)
-	defer c.bufs.Put(b)
-	for start := 0; start < len(es); {
-		end := start
-		b.body = append(b.body[:0], `{"reports":[`...)
-		for end < len(es) && end-start < maxBatch {
-			n := len(b.body)
-			if end > start {
-				b.body = append(b.body, ',')
-			}
-			b.body = appendOutcome(b.body, es[end].out)
-			if end > start && len(b.body)+len("]}") > maxBody {
-				b.body = b.body[:n]
-				break
-			}
-			end++
+// appendReportGroup appends the body of POST /v1/report/batch with the
+// reports of es, as many as fit in the API's maxBody (at least one), and
+// returns it with the index after the last.
+func appendReportGroup(b []byte, es []*checkEntry) ([]byte, int) {
+	b = append(b, `{"reports":[`...)
+	end := 0
+	for end < len(es) && end < maxBatch {
+		n := len(b)
+		if end > 0 {
+			b = append(b, ',')
 		}
-		b.body = append(b.body, "]}"...)
-		part := es[start:end]
-		start = end
-		if len(part) == 1 {
-			e := part[0]
-			e.r, e.err = c.reportAllowed(e.out, e.tell)
-			e.finish()
-			continue
+		b = appendOutcome(b, es[end].out)
+		if end > 0 && len(b)+len("]}") > maxBody {
+			b = b[:n]
+			break
 		}
-		rs := make([]ReportResult, 0, len(part))
-		err := c.roundTrip("report", pathReportBatch, b, time.Now().Add(c.cfg.Timeout), func(a *reply) error {
-			return parseReports(a.body, len(part), &rs)
-		})
-		var e *Error
-		switch {
-		case err == nil:
-			for i, x := range part {
-				x.tell(nil)
-				x.r = rs[i]
-				x.finish()
+		end++
+	}
+	return append(b, "]}"...), end
+}
+
+// reportGroup sends the reports es, each allowed by the breaker, in one
+// batch, b.body, and answers each. A batch the limiter refuses (400: one
+// report it would not take, which validOutcome did not foresee) recorded
+// none of them: each is sent again alone, to get its own answer.
+func (c *Client) reportGroup(q *checkQueue, es []*checkEntry, b *callBuf) {
+	rs := make([]ReportResult, 0, len(es))
+	err := c.roundTrip("report", pathReportBatch, b, time.Now().Add(c.cfg.Timeout), func(a *reply) error {
+		return parseReports(a.body, len(es), &rs)
+	})
+	var e *Error
+	switch {
+	case err == nil:
+		for i, x := range es {
+			x.tell(nil)
+			x.r = rs[i]
+			x.finish()
+		}
+	case errors.As(err, &e) && e.Answered && refusesRequest(e.Status):
+		for _, x := range es {
+			x.tell(nil) // the limiter answered: no failure
+			done, err := c.breaker.Allow()
+			if err != nil {
+				c.stats.breakerOpen.Add(1)
+				q.answer(x, &Error{Op: "report", Err: ErrBreakerOpen})
+				continue
 			}
-		case errors.As(err, &e) && e.Answered && refusesRequest(e.Status):
-			for _, x := range part {
-				x.tell(nil) // the limiter answered: no failure
-				done, err := c.breaker.Allow()
-				if err != nil {
-					c.stats.breakerOpen.Add(1)
-					q.answer(x, &Error{Op: "report", Err: ErrBreakerOpen})
-					continue
-				}
-				x.r, x.err = c.reportAllowed(x.out, done)
-				x.finish()
+			x.r, x.err = c.reportAllowed(x.out, done)
+			x.finish()
+		}
+	default:
+		for _, x := range es {
+			x.tell(err)
+			own := &Error{Op: "report", Err: err}
+			if e != nil {
+				cp := *e
+				own = &cp
 			}
-		default:
-			for _, x := range part {
-				x.tell(err)
-				own := &Error{Op: "report", Err: err}
-				if e != nil {
-					cp := *e
-					own = &cp
-				}
-				q.answer(x, own)
-			}
+			q.answer(x, own)
 		}
 	}
 }

@@ -28,11 +28,17 @@ type batchLimiter struct {
 	refuse string
 	// fail, when set, answers every call 500.
 	fail atomic.Bool
+	// onCall, when set (before the first call), is called first on every
+	// call.
+	onCall func(r *http.Request, body string)
 }
 
 func newBatchLimiter(t *testing.T) *batchLimiter {
 	l := &batchLimiter{release: make(chan struct{})}
 	l.recordingLimiter = newFake(t, func(w http.ResponseWriter, r *http.Request, body string) {
+		if l.onCall != nil {
+			l.onCall(r, body)
+		}
 		if strings.Contains(body, `"/held"`) {
 			<-l.release
 		}
