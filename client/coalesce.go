@@ -335,9 +335,9 @@ func (q *checkQueue) sendAllowed(es []*checkEntry, own *[]*checkEntry) {
 	case len(part) == 1:
 		q.sendAlone(part[0])
 	case part[0].out != nil:
-		c.reportGroup(q, part, b)
+		c.reportGroup(q, part, b, own)
 	default:
-		c.checkGroup(q, part, b)
+		c.checkGroup(q, part, b, own)
 	}
 }
 
@@ -374,6 +374,51 @@ func (q *checkQueue) sendRest(es []*checkEntry) {
 		defer c.release()
 		q.sendAllowed(es, &own)
 	}()
+}
+
+// resendApart sends each of es again in a call of its own, the limiter
+// (or a proxy) having refused their batch (400, 413, 422: nothing decided
+// or recorded): each asks the breaker again, as its own call would; the
+// first goes on the connection its goroutine holds, the others at once,
+// each from a goroutine of its own waiting for a connection of its own,
+// not one after the other. *own is set to the entries this goroutine
+// answers.
+func (q *checkQueue) resendApart(es []*checkEntry, own *[]*checkEntry) {
+	c := q.c
+	allowed := make([]*checkEntry, 0, len(es))
+	for _, x := range es {
+		x.tell(nil) // the limiter answered: no failure
+		done, err := c.breaker.Allow()
+		if err != nil {
+			c.stats.breakerOpen.Add(1)
+			q.answer(x, &Error{Op: x.op(), Err: ErrBreakerOpen})
+			continue
+		}
+		x.breakerDone = done
+		allowed = append(allowed, x)
+	}
+	*own = allowed
+	if len(allowed) == 0 {
+		return
+	}
+	*own = allowed[:1]
+	for _, x := range allowed[1:] {
+		q.mu.Lock()
+		q.inflight++
+		q.mu.Unlock()
+		go func() {
+			defer q.returned()
+			defer func() { q.recovered([]*checkEntry{x}, recover()) }()
+			if err := c.acquire(context.Background()); err != nil {
+				x.breakerDone = nil // the limiter not asked: the breaker hears nothing of it
+				q.answer(x, &Error{Op: x.op(), Err: err})
+				return
+			}
+			defer c.release()
+			q.sendAlone(x)
+		}()
+	}
+	q.sendAlone(allowed[0])
 }
 
 // answer ends e's wait with the decision Check gives a check whose call
@@ -478,14 +523,14 @@ var errPanicked = errors.New("the call panicked")
 
 // checkGroup sends the checks es, each allowed by the breaker, in one
 // batch, b.body, and answers each.
-func (c *Client) checkGroup(q *checkQueue, es []*checkEntry, b *callBuf) {
+func (c *Client) checkGroup(q *checkQueue, es []*checkEntry, b *callBuf, own *[]*checkEntry) {
 	ds := make([]Decision, len(es))
 	errs := make([]batchError, len(es))
 	err := c.roundTrip("check", pathCheckBatch, b, time.Now().Add(c.cfg.Timeout), func(a *reply) error {
 		return parseBatch(a.body, ds, errs)
 	})
 	if err != nil {
-		c.batchFailed(q, es, err)
+		c.batchFailed(q, es, err, own)
 		return
 	}
 	for i, e := range es {
@@ -511,7 +556,7 @@ func (c *Client) checkGroup(q *checkQueue, es []*checkEntry, b *callBuf) {
 // that does not know "headers" (then batches are off for good), or one
 // stricter than batchable; each check is sent again alone, to get its own
 // answer.
-func (c *Client) batchFailed(q *checkQueue, part []*checkEntry, err error) {
+func (c *Client) batchFailed(q *checkQueue, part []*checkEntry, err error, own *[]*checkEntry) {
 	var e *Error
 	if errors.As(err, &e) && e.Answered && refusesRequest(e.Status) {
 		if strings.Contains(e.Message, `"headers"`) {
@@ -519,19 +564,7 @@ func (c *Client) batchFailed(q *checkQueue, part []*checkEntry, err error) {
 			q.off = true
 			q.mu.Unlock()
 		}
-		// On the connection the batch had, one after the other: rare (once
-		// for an older limiter), and no wait for another connection.
-		for _, x := range part {
-			x.tell(nil) // the limiter answered: no failure
-			done, err := c.breaker.Allow()
-			if err != nil {
-				c.stats.breakerOpen.Add(1)
-				q.answer(x, &Error{Op: "check", Err: ErrBreakerOpen})
-				continue
-			}
-			x.d, x.err = c.checkAllowed(x.ctx, x.req, done)
-			x.finish()
-		}
+		q.resendApart(part, own)
 		return
 	}
 	for _, x := range part {
@@ -628,7 +661,7 @@ func appendReportGroup(b []byte, es []*checkEntry) ([]byte, int) {
 // batch, b.body, and answers each. A batch the limiter refuses (400: one
 // report it would not take, which validOutcome did not foresee) recorded
 // none of them: each is sent again alone, to get its own answer.
-func (c *Client) reportGroup(q *checkQueue, es []*checkEntry, b *callBuf) {
+func (c *Client) reportGroup(q *checkQueue, es []*checkEntry, b *callBuf, own *[]*checkEntry) {
 	rs := make([]ReportResult, 0, len(es))
 	err := c.roundTrip("report", pathReportBatch, b, time.Now().Add(c.cfg.Timeout), func(a *reply) error {
 		return parseReports(a.body, len(es), &rs)
@@ -642,17 +675,7 @@ func (c *Client) reportGroup(q *checkQueue, es []*checkEntry, b *callBuf) {
 			x.finish()
 		}
 	case errors.As(err, &e) && e.Answered && refusesRequest(e.Status):
-		for _, x := range es {
-			x.tell(nil) // the limiter answered: no failure
-			done, err := c.breaker.Allow()
-			if err != nil {
-				c.stats.breakerOpen.Add(1)
-				q.answer(x, &Error{Op: "report", Err: ErrBreakerOpen})
-				continue
-			}
-			x.r, x.err = c.reportAllowed(x.out, done)
-			x.finish()
-		}
+		q.resendApart(es, own)
 	default:
 		for _, x := range es {
 			x.tell(err)
