@@ -107,9 +107,11 @@ func (q *checkQueue) check(ctx context.Context, req *Request) (Decision, error) 
 	if q.off || (q.inflight == 0 && q.group == nil) || !batchable(req) {
 		q.inflight++
 		q.mu.Unlock()
-		d, err := q.c.checkOne(ctx, req)
-		q.returned()
-		return d, err
+		// Deferred: a Transport's panic goes on in the caller's goroutine,
+		// and the call must not stay counted on its way, or every later
+		// check would wait BatchWait for a call that never returns.
+		defer q.returned()
+		return q.c.checkOne(ctx, req)
 	}
 	// Not pooled: the sender of its group may still read it once its caller
 	// has its answer (a panic's recovery), or has left.
@@ -167,9 +169,8 @@ func (q *checkQueue) report(o *Outcome) (ReportResult, error) {
 	if (q.inflight == 0 && q.group == nil) || validOutcome(o) != nil || long(o.Attributes) {
 		q.inflight++
 		q.mu.Unlock()
-		r, err := q.c.reportOne(o)
-		q.returned()
-		return r, err
+		defer q.returned() // as check's
+		return q.c.reportOne(o)
 	}
 	e := &checkEntry{ctx: context.Background(), out: o, done: make(chan struct{}, 1)}
 	q.join(e)
@@ -241,21 +242,8 @@ func (q *checkQueue) returned() {
 // send makes the call of the group g and answers its checks.
 func (q *checkQueue) send(g *checkGroup) {
 	defer q.returned()
-	var es []*checkEntry
-	defer func() {
-		// A panic of the call (Config.Transport's) has no caller's
-		// goroutine to go on in: the checks it left unanswered fail with
-		// it, and the process goes on.
-		if r := recover(); r != nil {
-			for _, e := range es {
-				err := &Error{Op: e.op(), Err: fmt.Errorf("%w: %v", errPanicked, r)}
-				e.tell(err)
-				if !e.answered {
-					q.answer(e, err)
-				}
-			}
-		}
-	}()
+	var es []*checkEntry // the entries this goroutine answers
+	defer func() { q.recovered(es, recover()) }()
 	c := q.c
 	// The wait for a connection, as a single check's: bounded by Timeout,
 	// and the checks whose callers leave meanwhile are not sent.
@@ -272,6 +260,9 @@ func (q *checkQueue) send(g *checkGroup) {
 		}
 	}
 	q.mu.Unlock()
+	if busy == nil && c.closed.Load() {
+		busy = ErrClosed // as call says of a check of its own
+	}
 	if busy != nil {
 		for _, e := range es {
 			q.answer(e, &Error{Op: e.op(), Err: busy})
@@ -291,17 +282,143 @@ func (q *checkQueue) send(g *checkGroup) {
 		e.breakerDone = done
 		sent = append(sent, e)
 	}
-	switch {
-	case len(sent) == 0:
-	case sent[0].out != nil:
-		c.reportGroup(q, sent)
-	case len(sent) == 1: // the others left: a call of its own
-		e := sent[0]
-		e.d, e.err = c.checkAllowed(e.ctx, e.req, e.tell)
-		e.finish()
-	default:
-		c.checkGroup(q, sent)
+	es = sent
+	if len(sent) != 0 {
+		q.sendAllowed(sent, &es)
 	}
+}
+
+// recovered fails the entries of es that a panic (r, when not nil) of
+// their call (Config.Transport's) left unanswered: it has no caller's
+// goroutine to go on in, and the process goes on.
+func (q *checkQueue) recovered(es []*checkEntry, r any) {
+	if r == nil {
+		return
+	}
+	for _, e := range es {
+		err := &Error{Op: e.op(), Err: fmt.Errorf("%w: %v", errPanicked, r)}
+		e.tell(err)
+		if !e.answered {
+			q.answer(e, err)
+		}
+	}
+}
+
+// sendAllowed sends es, each allowed by the breaker, on the connection
+// its goroutine holds, and answers each: as many as one call of the API's
+// bounds carries (100, 64 KiB), and the others at once beside it, on
+// connections of their own (sendRest), not after it: a check gathered
+// behind long ones (an attacker's paths of 8 KiB) waits one round trip, as
+// its own call would have, not one per call its group needs. *own is set
+// to the entries this goroutine answers.
+func (q *checkQueue) sendAllowed(es []*checkEntry, own *[]*checkEntry) {
+	c := q.c
+	if len(es) == 1 { // the others left: a call of its own
+		*own = es
+		q.sendAlone(es[0])
+		return
+	}
+	b := c.bufs.Get().(*callBuf)
+	defer c.bufs.Put(b)
+	var end int
+	if es[0].out != nil {
+		b.body, end = appendReportGroup(b.body[:0], es)
+	} else {
+		b.body, end = appendGroup(b.body[:0], es, 0)
+	}
+	part := es[:end]
+	*own = part
+	if end < len(es) {
+		q.sendRest(es[end:])
+	}
+	switch {
+	case len(part) == 1:
+		q.sendAlone(part[0])
+	case part[0].out != nil:
+		c.reportGroup(q, part, b, own)
+	default:
+		c.checkGroup(q, part, b, own)
+	}
+}
+
+// sendAlone makes e's call of its own, its connection taken and the
+// breaker's leave given, and answers it.
+func (q *checkQueue) sendAlone(e *checkEntry) {
+	if e.out != nil {
+		e.r, e.err = q.c.reportAllowed(e.out, e.tell)
+	} else {
+		e.d, e.err = q.c.checkAllowed(e.ctx, e.req, e.tell)
+	}
+	e.finish()
+}
+
+// sendRest sends es, entries of a group allowed by the breaker that did
+// not fit in its first call, at once, from a goroutine of its own that
+// waits for a connection of its own, as their own calls would.
+func (q *checkQueue) sendRest(es []*checkEntry) {
+	q.mu.Lock()
+	q.inflight++
+	q.mu.Unlock()
+	go func() {
+		defer q.returned()
+		own := es
+		defer func() { q.recovered(own, recover()) }()
+		c := q.c
+		if err := c.acquire(context.Background()); err != nil {
+			for _, e := range es {
+				e.breakerDone = nil // the limiter not asked: the breaker hears nothing of it
+				q.answer(e, &Error{Op: e.op(), Err: err})
+			}
+			return
+		}
+		defer c.release()
+		q.sendAllowed(es, &own)
+	}()
+}
+
+// resendApart sends each of es again in a call of its own, the limiter
+// (or a proxy) having refused their batch (400, 413, 422: nothing decided
+// or recorded): each asks the breaker again, as its own call would; the
+// first goes on the connection its goroutine holds, the others at once,
+// each from a goroutine of its own waiting for a connection of its own,
+// not one after the other. *own is set to the entries this goroutine
+// answers.
+func (q *checkQueue) resendApart(es []*checkEntry, own *[]*checkEntry) {
+	c := q.c
+	allowed := make([]*checkEntry, 0, len(es))
+	for _, x := range es {
+		x.tell(nil) // the limiter answered: no failure
+		done, err := c.breaker.Allow()
+		if err != nil {
+			c.stats.breakerOpen.Add(1)
+			q.answer(x, &Error{Op: x.op(), Err: ErrBreakerOpen})
+			continue
+		}
+		x.breakerDone = done
+		allowed = append(allowed, x)
+	}
+	*own = allowed
+	if len(allowed) == 0 {
+		return
+	}
+	*own = allowed[:1]
+	for _, x := range allowed[1:] {
+		q.mu.Lock()
+		q.inflight++
+		q.mu.Unlock()
+		go func() {
+			defer q.returned()
+			defer func() { q.recovered([]*checkEntry{x}, recover()) }()
+			if err := c.acquire(context.Background()); err != nil {
+				x.breakerDone = nil // the limiter not asked: the breaker hears nothing of it
+				q.answer(x, &Error{Op: x.op(), Err: err})
+				return
+			}
+			defer c.release()
+			q.sendAlone(x)
+		}()
+	}
+	q.sendAlone(allowed[0])
 }
 
 // answer ends e's wait with the decision Check gives a check whose call
@@ -404,47 +521,33 @@ func (c *Client) guarded(done func(error), f func() error) error {
 
 var errPanicked = errors.New("the call panicked")
 
-// checkGroup sends the checks es, each allowed by the breaker, in batches
-// of the API's bounds, one after the other, and answers each.
-func (c *Client) checkGroup(q *checkQueue, es []*checkEntry) {
-	b := c.bufs.Get().(*callBuf)
-	defer c.bufs.Put(b)
-	for start := 0; start < len(es); {
-		var end int
-		b.body, end = appendGroup(b.body[:0], es, start)
-		part := es[start:end]
-		start = end
-		if len(part) == 1 {
-			e := part[0]
-			e.d, e.err = c.checkAllowed(e.ctx, e.req, e.tell)
+// checkGroup sends the checks es, each allowed by the breaker, in one
+// batch, b.body, and answers each.
+func (c *Client) checkGroup(q *checkQueue, es []*checkEntry, b *callBuf, own *[]*checkEntry) {
+	ds := make([]Decision, len(es))
+	errs := make([]batchError, len(es))
+	err := c.roundTrip("check", pathCheckBatch, b, time.Now().Add(c.cfg.Timeout), func(a *reply) error {
+		return parseBatch(a.body, ds, errs)
+	})
+	if err != nil {
+		c.batchFailed(q, es, err, own)
+		return
+	}
+	for i, e := range es {
+		if errs[i].msg == "" {
+			e.tell(nil)
+			e.d = ds[i]
 			e.finish()
 			continue
 		}
-		ds := make([]Decision, len(part))
-		errs := make([]batchError, len(part))
-		err := c.roundTrip("check", pathCheckBatch, b, time.Now().Add(c.cfg.Timeout), func(a *reply) error {
-			return parseBatch(a.body, ds, errs)
-		})
-		if err != nil {
-			c.batchFailed(q, part, err)
-			continue
+		// The entry's status is what a single check's answer would have
+		// had, its body the entry's error.
+		err := &Error{Op: "check", Answered: true, Status: int(errs[i].status), Message: errs[i].msg}
+		if errs[i].denyRule {
+			err.denyRule = ds[i].RuleID
 		}
-		for i, e := range part {
-			if errs[i].msg == "" {
-				e.tell(nil)
-				e.d = ds[i]
-				e.finish()
-				continue
-			}
-			// The entry's status is what a single check's answer would have
-			// had, its body the entry's error.
-			err := &Error{Op: "check", Answered: true, Status: int(errs[i].status), Message: errs[i].msg}
-			if errs[i].denyRule {
-				err.denyRule = ds[i].RuleID
-			}
-			e.tell(err)
-			q.answer(e, err)
-		}
+		e.tell(err)
+		q.answer(e, err)
 	}
 }
 
@@ -453,7 +556,7 @@ func (c *Client) checkGroup(q *checkQueue, es []*checkEntry) {
 // that does not know "headers" (then batches are off for good), or one
 // stricter than batchable; each check is sent again alone, to get its own
 // answer.
-func (c *Client) batchFailed(q *checkQueue, part []*checkEntry, err error) {
+func (c *Client) batchFailed(q *checkQueue, part []*checkEntry, err error, own *[]*checkEntry) {
 	var e *Error
 	if errors.As(err, &e) && e.Answered && refusesRequest(e.Status) {
 		if strings.Contains(e.Message, `"headers"`) {
@@ -461,19 +564,7 @@ func (c *Client) batchFailed(q *checkQueue, part []*checkEntry, err error) {
 			q.off = true
 			q.mu.Unlock()
 		}
-		// On the connection the batch had, one after the other: rare (once
-		// for an older limiter), and no wait for another connection.
-		for _, x := range part {
-			x.tell(nil) // the limiter answered: no failure
-			done, err := c.breaker.Allow()
-			if err != nil {
-				c.stats.breakerOpen.Add(1)
-				q.answer(x, &Error{Op: "check", Err: ErrBreakerOpen})
-				continue
-			}
-			x.d, x.err = c.checkAllowed(x.ctx, x.req, done)
-			x.finish()
-		}
+		q.resendApart(part, own)
 		return
 	}
 	for _, x := range part {
@@ -545,72 +636,55 @@ func (c *Client) reportAllowed(o *Outcome, done func(error)) (ReportResult, erro
 	return r, err
 }
 
-// reportGroup sends the reports es, each allowed by the breaker, in
-// batches of the API's bounds, one after the other, and answers each. A
-// batch the limiter refuses (400: one report it would not take, which
-// validOutcome did not foresee) recorded none of them: each is sent again
-// alone, to get its own answer.
-func (c *Client) reportGroup(q *checkQueue, es []*checkEntry) {
-	b := c.bufs.Get().(*callBuf)
-	defer c.bufs.Put(b)
-	for start := 0; start < len(es); {
-		end := start
-		b.body = append(b.body[:0], `{"reports":[`...)
-		for end < len(es) && end-start < maxBatch {
-			n := len(b.body)
-			if end > start {
-				b.body = append(b.body, ',')
-			}
-			b.body = appendOutcome(b.body, es[end].out)
-			if end > start && len(b.body)+len("]}") > maxBody {
-				b.body = b.body[:n]
-				break
-			}
-			end++
+// appendReportGroup appends the body of POST /v1/report/batch with the
+// reports of es, as many as fit in the API's maxBody (at least one), and
+// returns it with the index after the last.
+func appendReportGroup(b []byte, es []*checkEntry) ([]byte, int) {
+	b = append(b, `{"reports":[`...)
+	end := 0
+	for end < len(es) && end < maxBatch {
+		n := len(b)
+		if end > 0 {
+			b = append(b, ',')
 		}
-		b.body = append(b.body, "]}"...)
-		part := es[start:end]
-		start = end
-		if len(part) == 1 {
-			e := part[0]
-			e.r, e.err = c.reportAllowed(e.out, e.tell)
-			e.finish()
-			continue
+		b = appendOutcome(b, es[end].out)
+		if end > 0 && len(b)+len("]}") > maxBody {
+			b = b[:n]
+			break
 		}
-		rs := make([]ReportResult, 0, len(part))
-		err := c.roundTrip("report", pathReportBatch, b, time.Now().Add(c.cfg.Timeout), func(a *reply) error {
-			return parseReports(a.body, len(part), &rs)
-		})
-		var e *Error
-		switch {
-		case err == nil:
-			for i, x := range part {
-				x.tell(nil)
-				x.r = rs[i]
-				x.finish()
+		end++
+	}
+	return append(b, "]}"...), end
+}
+
+// reportGroup sends the reports es, each allowed by the breaker, in one
+// batch, b.body, and answers each. A batch the limiter refuses (400: one
+// report it would not take, which validOutcome did not foresee) recorded
+// none of them: each is sent again alone, to get its own answer.
+func (c *Client) reportGroup(q *checkQueue, es []*checkEntry, b *callBuf, own *[]*checkEntry) {
+	rs := make([]ReportResult, 0, len(es))
+	err := c.roundTrip("report", pathReportBatch, b, time.Now().Add(c.cfg.Timeout), func(a *reply) error {
+		return parseReports(a.body, len(es), &rs)
+	})
+	var e *Error
+	switch {
+	case err == nil:
+		for i, x := range es {
+			x.tell(nil)
+			x.r = rs[i]
+			x.finish()
+		}
+	case errors.As(err, &e) && e.Answered && refusesRequest(e.Status):
+		q.resendApart(es, own)
+	default:
+		for _, x := range es {
+			x.tell(err)
+			own := &Error{Op: "report", Err: err}
+			if e != nil {
+				cp := *e
+				own = &cp
 			}
-		case errors.As(err, &e) && e.Answered && refusesRequest(e.Status):
-			for _, x := range part {
-				x.tell(nil) // the limiter answered: no failure
-				done, err := c.breaker.Allow()
-				if err != nil {
-					c.stats.breakerOpen.Add(1)
-					q.answer(x, &Error{Op: "report", Err: ErrBreakerOpen})
-					continue
-				}
-				x.r, x.err = c.reportAllowed(x.out, done)
-				x.finish()
-			}
-		default:
-			for _, x := range part {
-				x.tell(err)
-				own := &Error{Op: "report", Err: err}
-				if e != nil {
-					cp := *e
-					own = &cp
-				}
-				q.answer(x, own)
-			}
+			q.answer(x, own)
 		}
 	}
 }

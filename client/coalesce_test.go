@@ -24,15 +24,22 @@ type batchLimiter struct {
 	release   chan struct{}
 	batches   atomic.Int64 // batch calls answered
 	batchSize chan int     // each batch's size, when not nil
-	// refuse, when set, is the 400 answered to every batch.
+	// refuse, when set, is the 400 answered to every batch (of checks or
+	// reports).
 	refuse string
 	// fail, when set, answers every call 500.
 	fail atomic.Bool
+	// onCall, when set (before the first call), is called first on every
+	// call.
+	onCall func(r *http.Request, body string)
 }
 
 func newBatchLimiter(t *testing.T) *batchLimiter {
 	l := &batchLimiter{release: make(chan struct{})}
 	l.recordingLimiter = newFake(t, func(w http.ResponseWriter, r *http.Request, body string) {
+		if l.onCall != nil {
+			l.onCall(r, body)
+		}
 		if strings.Contains(body, `"/held"`) {
 			<-l.release
 		}
@@ -82,6 +89,17 @@ func newBatchLimiter(t *testing.T) *batchLimiter {
 				entries[i] += "}"
 			}
 			_, _ = w.Write([]byte(`{"decisions":[` + strings.Join(entries, ",") + `]}`))
+		case "/v1/report":
+			_, _ = w.Write([]byte(`{"mode":"redis","rules":[]}`))
+		case "/v1/report/batch":
+			if l.refuse != "" {
+				w.WriteHeader(400)
+				_, _ = w.Write([]byte(l.refuse))
+				return
+			}
+			var b struct{ Reports []json.RawMessage }
+			_ = json.Unmarshal([]byte(body), &b)
+			_, _ = w.Write([]byte(`{"reports":[` + strings.TrimSuffix(strings.Repeat(`{"mode":"redis","rules":[]},`, len(b.Reports)), ",") + `]}`))
 		}
 	})
 	t.Cleanup(l.open)

@@ -80,8 +80,8 @@ type Config struct {
 	// /v1/check), when no other call of the client is on its way; one
 	// that arrives while one is waits for the checks that arrive
 	// meanwhile, and they go together (POST /v1/check/batch, as many
-	// calls as the API's 100 checks and 64 KiB take) when a call returns
-	// or BatchWait has passed. Each check gets what its own call would
+	// calls as the API's 100 checks and 64 KiB take, those at once) when
+	// a call returns or BatchWait has passed. Each check gets what its own call would
 	// have given it (its decision and rate-limit headers, its error, the
 	// failure policy's decision), and counts for the breaker as its own
 	// call would; a caller whose context ends before its check is sent

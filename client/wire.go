@@ -163,10 +163,15 @@ type batchError struct {
 func parseBatch(body []byte, ds []Decision, errs []batchError) error {
 	p := jsonwire.New(body)
 	n := 0
+	seen := false
 	err := p.Object(func(name string) error {
 		if name != "decisions" {
 			return p.Skip()
 		}
+		if seen { // two answers run together: neither is this batch's
+			return errors.New("decisions given twice")
+		}
+		seen = true
 		return p.Array(func(i int) error {
 			if i >= len(ds) {
 				return fmt.Errorf("more decisions than checks")
@@ -190,6 +195,11 @@ func parseBatch(body []byte, ds []Decision, errs []batchError) error {
 				}
 				return err
 			})
+			if err == nil && status == 200 && ds[i].Reason == "" {
+				// No decision, as parseDecision says of a single check's
+				// answer: a refusal without a reason is no limiter's.
+				err = errNoReason
+			}
 			if err == nil && status != 200 {
 				if errs[i].msg == "" {
 					errs[i].msg = "status " + strconv.FormatInt(status, 10)
@@ -357,10 +367,15 @@ func appendOutcomes(b []byte, os []Outcome) []byte {
 // parseReports reads the answer of POST /v1/report/batch, n reports.
 func parseReports(body []byte, n int, rs *[]ReportResult) error {
 	p := jsonwire.New(body)
+	seen := false
 	err := p.Object(func(name string) error {
 		if name != "reports" {
 			return p.Skip()
 		}
+		if seen {
+			return errors.New("reports given twice")
+		}
+		seen = true
 		return p.Array(func(int) error {
 			var r ReportResult
 			err := parseReport(&p, &r)
