@@ -462,13 +462,24 @@ func (c *Client) checkOne(ctx context.Context, req *Request) (Decision, error) {
 	defer c.bufs.Put(b)
 	b.body = appendCheck(b.body[:0], req)
 	var d Decision
-	err := c.call(ctx, "check", pathCheck, b, func(a *reply) error {
-		if err := parseDecision(a.body, &d); err != nil {
+	err := c.call(ctx, "check", pathCheck, b, readCheck(&d, b))
+	return c.checked(ctx, req, d, err)
+}
+
+// readCheck returns the reader of a check's own answer into d.
+func readCheck(d *Decision, b *callBuf) func(*reply) error {
+	return func(a *reply) error {
+		if err := parseDecision(a.body, d); err != nil {
 			return err
 		}
 		d.headers, b.headers = readLimitHeaders(a.header, b.headers)
 		return nil
-	})
+	}
+}
+
+// checked is what a check's own call gives its caller: d, or when the call
+// failed with err, the failure policy's decision.
+func (c *Client) checked(ctx context.Context, req *Request, d Decision, err error) (Decision, error) {
 	if err != nil {
 		d = c.undecided(ctx, req, err)
 		c.failed("check", err)
@@ -488,20 +499,9 @@ func (c *Client) checkAllowed(ctx context.Context, req *Request, done func(error
 		if len(b.body) > maxBody { // as call refuses it: not sent
 			return &Error{Op: "check", Err: fmt.Errorf("%w: a body of %d bytes, over the API's %d", ErrInvalid, len(b.body), maxBody)}
 		}
-		return c.roundTrip("check", pathCheck, b, time.Now().Add(c.cfg.Timeout), func(a *reply) error {
-			if err := parseDecision(a.body, &d); err != nil {
-				return err
-			}
-			d.headers, b.headers = readLimitHeaders(a.header, b.headers)
-			return nil
-		})
+		return c.roundTrip("check", pathCheck, b, time.Now().Add(c.cfg.Timeout), readCheck(&d, b))
 	})
-	if err != nil {
-		d = c.undecided(ctx, req, err)
-		c.failed("check", err)
-		return d, err
-	}
-	return d, nil
+	return c.checked(ctx, req, d, err)
 }
 
 // guarded runs f, a call the breaker allowed, and tells the breaker its
