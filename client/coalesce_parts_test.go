@@ -20,6 +20,61 @@ type concurrentLimiter struct {
 	all     chan struct{}
 }
 
+// arrive counts a call on its way until want are, or 3 seconds have
+// passed (a client sending them one after the other never gets there).
+func (l *concurrentLimiter) arrive() {
+	l.mu.Lock()
+	l.in++
+	l.max = max(l.max, l.in)
+	if l.in == l.want {
+		close(l.all)
+	}
+	l.mu.Unlock()
+	select {
+	case <-l.all:
+	case <-time.After(3 * time.Second):
+	}
+	l.mu.Lock()
+	l.in--
+	l.mu.Unlock()
+}
+
+// peak is the most calls that were on their way at once.
+func (l *concurrentLimiter) peak() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.max
+}
+
+// gatherBehindHeld holds one call of op (check or report) at l, then has
+// one caller per endpoint gather behind it; it returns the held call's
+// result and theirs, which come once l opens.
+func gatherBehindHeld(t *testing.T, l *concurrentLimiter, c *Client, op string, endpoints []string) (chan result, []chan result) {
+	t.Helper()
+	if op == "check" {
+		return holdOne(t, l.batchLimiter, c), gather(t, c, context.Background(), endpoints)
+	}
+	report := func(ip, ep string, out chan result) {
+		_, err := c.Report(context.Background(), &Outcome{IP: ip, Endpoint: ep, Status: 200})
+		out <- result{err: err}
+	}
+	heldOut := make(chan result, 1)
+	go report("203.0.113.1", "/held", heldOut)
+	for len(l.sent("/v1/report")) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	var outs []chan result
+	for _, ep := range endpoints {
+		out := make(chan result, 1)
+		outs = append(outs, out)
+		go report("203.0.113.2", ep, out)
+	}
+	for gatheringReports(c) < len(endpoints) {
+		time.Sleep(time.Millisecond)
+	}
+	return heldOut, outs
+}
+
 // A group of checks too large for one body of the API (an attacker's
 // requests with long paths among them: 8000 '<', each 48 KB of JSON) goes
 // in several calls, each on a connection of its own, at once: a check
@@ -38,48 +93,10 @@ func TestGroupPartsGoAtOnce(t *testing.T) {
 			if strings.Contains(body, `"/held"`) {
 				return // the call the group gathers behind
 			}
-			l.mu.Lock()
-			l.in++
-			l.max = max(l.max, l.in)
-			if l.in == l.want {
-				close(l.all)
-			}
-			l.mu.Unlock()
-			select {
-			case <-l.all:
-			case <-time.After(3 * time.Second): // one after the other: they never are
-			}
-			l.mu.Lock()
-			l.in--
-			l.mu.Unlock()
+			l.arrive()
 		}
 		c := newClient(t, Config{URL: l.URL, BatchWait: time.Hour, Timeout: 5 * time.Minute, MaxConns: 8})
-		var outs []chan result
-		var heldOut chan result
-		if op == "check" {
-			heldOut = holdOne(t, l.batchLimiter, c)
-			outs = gather(t, c, context.Background(), endpoints)
-		} else {
-			heldOut = make(chan result, 1)
-			go func() {
-				_, err := c.Report(context.Background(), &Outcome{IP: "203.0.113.1", Endpoint: "/held", Status: 200})
-				heldOut <- result{err: err}
-			}()
-			for len(l.sent("/v1/report")) == 0 {
-				time.Sleep(time.Millisecond)
-			}
-			for _, ep := range endpoints {
-				out := make(chan result, 1)
-				outs = append(outs, out)
-				go func() {
-					_, err := c.Report(context.Background(), &Outcome{IP: "203.0.113.2", Endpoint: ep, Status: 200})
-					out <- result{err: err}
-				}()
-			}
-			for gatheringReports(c) < len(endpoints) {
-				time.Sleep(time.Millisecond)
-			}
-		}
+		heldOut, outs := gatherBehindHeld(t, l, c, op, endpoints)
 		l.open()
 		if r := <-heldOut; r.err != nil && op == "check" {
 			t.Fatalf("%s: the held call: %v", op, r.err)
@@ -89,9 +106,7 @@ func TestGroupPartsGoAtOnce(t *testing.T) {
 				t.Errorf("%s %d: %v", op, i, r.err)
 			}
 		}
-		l.mu.Lock()
-		got := l.max
-		l.mu.Unlock()
+		got := l.peak()
 		if got != parts {
 			t.Fatalf("%s: the group's %d calls went %d at a time, want all at once", op, parts, got)
 		}
@@ -114,48 +129,10 @@ func TestRefusedBatchResentAtOnce(t *testing.T) {
 			if strings.Contains(body, `"/held"`) || strings.HasSuffix(r.URL.Path, "/batch") {
 				return
 			}
-			l.mu.Lock()
-			l.in++
-			l.max = max(l.max, l.in)
-			if l.in == l.want {
-				close(l.all)
-			}
-			l.mu.Unlock()
-			select {
-			case <-l.all:
-			case <-time.After(3 * time.Second): // one after the other: they never are
-			}
-			l.mu.Lock()
-			l.in--
-			l.mu.Unlock()
+			l.arrive()
 		}
 		c := newClient(t, Config{URL: l.URL, BatchWait: time.Hour, Timeout: 5 * time.Minute, MaxConns: 8})
-		var outs []chan result
-		var heldOut chan result
-		if op == "check" {
-			heldOut = holdOne(t, l.batchLimiter, c)
-			outs = gather(t, c, context.Background(), endpoints)
-		} else {
-			heldOut = make(chan result, 1)
-			go func() {
-				_, err := c.Report(context.Background(), &Outcome{IP: "203.0.113.1", Endpoint: "/held", Status: 200})
-				heldOut <- result{err: err}
-			}()
-			for len(l.sent("/v1/report")) == 0 {
-				time.Sleep(time.Millisecond)
-			}
-			for _, ep := range endpoints {
-				out := make(chan result, 1)
-				outs = append(outs, out)
-				go func() {
-					_, err := c.Report(context.Background(), &Outcome{IP: "203.0.113.2", Endpoint: ep, Status: 200})
-					out <- result{err: err}
-				}()
-			}
-			for gatheringReports(c) < len(endpoints) {
-				time.Sleep(time.Millisecond)
-			}
-		}
+		heldOut, outs := gatherBehindHeld(t, l, c, op, endpoints)
 		l.open()
 		if r := <-heldOut; r.err != nil {
 			t.Fatalf("%s: the held call: %v", op, r.err)
@@ -168,9 +145,7 @@ func TestRefusedBatchResentAtOnce(t *testing.T) {
 		if n := len(l.sent("/v1/" + op + "/batch")); n != 1 {
 			t.Fatalf("%s: %d batches sent, want 1", op, n)
 		}
-		l.mu.Lock()
-		got := l.max
-		l.mu.Unlock()
+		got := l.peak()
 		if got != len(endpoints) {
 			t.Fatalf("%s: the %d calls sent again went %d at a time, want all at once", op, len(endpoints), got)
 		}
