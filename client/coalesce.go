@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/netip"
 	"strings"
 	"sync"
@@ -558,11 +559,9 @@ func (c *Client) checkGroup(q *checkQueue, es []*checkEntry, b *callBuf, own *[]
 // answer.
 func (c *Client) batchFailed(q *checkQueue, part []*checkEntry, err error, own *[]*checkEntry) {
 	var e *Error
-	if errors.As(err, &e) && e.Answered && refusesRequest(e.Status) {
-		if strings.Contains(e.Message, `"headers"`) {
-			q.mu.Lock()
-			q.off = true
-			q.mu.Unlock()
+	if errors.As(err, &e) && e.Answered && (refusesRequest(e.Status) || noBatchRoute(e.Status)) {
+		if noBatchRoute(e.Status) || strings.Contains(e.Message, `"headers"`) {
+			q.turnOff()
 		}
 		q.resendApart(part, own)
 		return
@@ -577,6 +576,21 @@ func (c *Client) batchFailed(q *checkQueue, part []*checkEntry, err error, own *
 		}
 		q.answer(x, own)
 	}
+}
+
+// noBatchRoute reports whether a batch's answer status says the limiter,
+// or a proxy in front of it, serves no batch route (404, 405): a limiter
+// older than batches, or a gateway routing /v1/check alone. Nothing was
+// decided; the calls go one by one from then on.
+func noBatchRoute(status int) bool {
+	return status == http.StatusNotFound || status == http.StatusMethodNotAllowed
+}
+
+// turnOff stops q's batching for good: each call goes on its own.
+func (q *checkQueue) turnOff() {
+	q.mu.Lock()
+	q.off = true
+	q.mu.Unlock()
 }
 
 // appendGroup appends the body of POST /v1/check/batch with the checks of
@@ -674,7 +688,10 @@ func (c *Client) reportGroup(q *checkQueue, es []*checkEntry, b *callBuf, own *[
 			x.r = rs[i]
 			x.finish()
 		}
-	case errors.As(err, &e) && e.Answered && refusesRequest(e.Status):
+	case errors.As(err, &e) && e.Answered && (refusesRequest(e.Status) || noBatchRoute(e.Status)):
+		if noBatchRoute(e.Status) {
+			q.turnOff()
+		}
 		q.resendApart(es, own)
 	default:
 		for _, x := range es {

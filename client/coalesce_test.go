@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,9 +25,10 @@ type batchLimiter struct {
 	release   chan struct{}
 	batches   atomic.Int64 // batch calls answered
 	batchSize chan int     // each batch's size, when not nil
-	// refuse, when set, is the 400 answered to every batch (of checks or
-	// reports).
-	refuse string
+	// refuse, when set, is the 400 (refuseStatus when set) answered to
+	// every batch (of checks or reports).
+	refuse       string
+	refuseStatus int
 	// fail, when set, answers every call 500.
 	fail atomic.Bool
 	// onCall, when set (before the first call), is called first on every
@@ -61,7 +63,7 @@ func newBatchLimiter(t *testing.T) *batchLimiter {
 			_, _ = w.Write([]byte("{" + answer + "}"))
 		case "/v1/check/batch":
 			if l.refuse != "" {
-				w.WriteHeader(400)
+				w.WriteHeader(cmp.Or(l.refuseStatus, 400))
 				_, _ = w.Write([]byte(l.refuse))
 				return
 			}
@@ -93,7 +95,7 @@ func newBatchLimiter(t *testing.T) *batchLimiter {
 			_, _ = w.Write([]byte(`{"mode":"redis","rules":[]}`))
 		case "/v1/report/batch":
 			if l.refuse != "" {
-				w.WriteHeader(400)
+				w.WriteHeader(cmp.Or(l.refuseStatus, 400))
 				_, _ = w.Write([]byte(l.refuse))
 				return
 			}
@@ -444,6 +446,35 @@ func TestOlderLimiterTurnsBatchingOff(t *testing.T) {
 	}
 	if n := len(l.sent("/v1/check")); n != 4 {
 		t.Fatalf("%d single calls, want 4", n)
+	}
+}
+
+// A limiter (or a proxy in front of it) with no batch routes answers 404
+// or 405 to a batch, deciding none of it: each check (or report) is sent
+// again alone, and the client batches no more. Before, the batch's checks
+// went to the failure policy, every time.
+func TestNoBatchRouteTurnsBatchingOff(t *testing.T) {
+	for _, status := range []int{http.StatusNotFound, http.StatusMethodNotAllowed} {
+		t.Run(strconv.Itoa(status), func(t *testing.T) {
+			l := newBatchLimiter(t)
+			l.refuse, l.refuseStatus = "404 page not found", status
+			c := newClient(t, Config{URL: l.URL, BatchWait: time.Hour, Timeout: time.Minute})
+			held := holdOne(t, l, c)
+			outs := gather(t, c, context.Background(), []string{"/n/1", "/n/2", "/n/3"})
+			l.open()
+			<-held
+			for i, out := range outs {
+				if r := <-out; r.err != nil || r.d.Remaining != int64(i+1) {
+					t.Fatalf("check %d: %+v, %v", i, r.d, r.err)
+				}
+			}
+			if s := c.Stats(); s.Fallbacks != 0 || !c.checks.off {
+				t.Fatalf("stats %+v, batching off %v", s, c.checks.off)
+			}
+			if n := len(l.sent("/v1/check")); n != 4 {
+				t.Fatalf("%d single calls, want 4", n)
+			}
+		})
 	}
 }
 
