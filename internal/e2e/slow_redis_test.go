@@ -32,7 +32,7 @@ rules:
 // counted for the requests refused meanwhile has been given back: a fourth
 // limiter, on a direct connection, then admits exactly the rest.
 func TestSlowRedisAdmitsExactlyTheLimit(t *testing.T) {
-	avoidHourEnd(t)
+	testkit.AvoidWindowEnd(t, time.Hour, time.Minute)
 	e := newEnv(t)
 	proxy := redistest.StartSlowProxy(t, redistest.Addr(t))
 	rules := writeRules(t, slowRules)
@@ -87,7 +87,7 @@ rules:
 // sweep, giving back the leases they hold (as every limiter does at its
 // stop), so what is left is the sweep's.
 func TestSlowRedisLeasedRulesAdmitExactlyTheLimit(t *testing.T) {
-	avoidHourEnd(t)
+	testkit.AvoidWindowEnd(t, time.Hour, time.Minute)
 	e := newEnv(t)
 	proxy := redistest.StartSlowProxy(t, redistest.Addr(t))
 	rules := writeRules(t, slowLeasedRules)
@@ -217,12 +217,3 @@ func requireExact(t *testing.T, alg string, admitted int64, dropped float64) {
 	}
 }
 
-// avoidHourEnd waits past the hour when it is less than a minute away,
-// where an hour-long fixed window would start anew mid-test.
-func avoidHourEnd(t *testing.T) {
-	t.Helper()
-	now := time.Now()
-	if left := now.Truncate(time.Hour).Add(time.Hour).Sub(now); left < time.Minute {
-		time.Sleep(left + time.Second)
-	}
-}

@@ -23,3 +23,17 @@ func WaitFor(tb testing.TB, timeout time.Duration, what string, cond func() bool
 		pause = min(2*pause, 50*time.Millisecond)
 	}
 }
+
+// AvoidWindowEnd waits past the end of the current fixed window of per when
+// less than need is left of it. Fixed windows start at multiples of per
+// since the epoch (on Redis's clock, which is this machine's), so a test
+// counting in an hour-long window for a few seconds starts anew mid-test
+// once an hour: a test that reads a count back calls this first.
+func AvoidWindowEnd(tb testing.TB, per, need time.Duration) {
+	tb.Helper()
+	now := time.Now()
+	if left := now.Truncate(per).Add(per).Sub(now); left < need {
+		tb.Logf("waiting %v for the next window of %v", left.Round(time.Millisecond), per)
+		time.Sleep(left + 100*time.Millisecond)
+	}
+}
