@@ -216,4 +216,3 @@ func requireExact(t *testing.T, alg string, admitted int64, dropped float64) {
 		t.Errorf("%s: %d admitted in all, want exactly the limit of 100 (%v give-backs dropped)", alg, admitted, dropped)
 	}
 }
-
