@@ -1,15 +1,19 @@
 package rlsapi_test
 
 import (
+	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/ratewarden/ratewarden/internal/decide"
+	"github.com/ratewarden/ratewarden/internal/limiter"
 	"github.com/ratewarden/ratewarden/internal/rlsapi"
 	"github.com/ratewarden/ratewarden/internal/rules"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 )
 
 // reservingRule is a descriptor rule of domain edge on the path (key) whose
@@ -207,5 +211,38 @@ func TestEnvoyReservationsOverGRPC(t *testing.T) {
 	}
 	if ev := e.events.last(t); ev.Hold != "" {
 		t.Errorf("the debit's event names hold %q, want none", ev.Hold)
+	}
+}
+
+// upHealth answers every heartbeat: Redis is up, one live limiter.
+type upHealth struct{}
+
+func (upHealth) Beat(context.Context, time.Time) (int, error) { return 1, nil }
+
+// A reservation Envoy's request-time call took in memory while Redis was
+// away, settled by its stream-done call once the limiter decides in Redis
+// again, is unknown to Redis: it is settled in memory and its hits_addend
+// debited in Redis, once. Before, the tokens were counted nowhere.
+func TestEnvoyReservationTakenInMemorySettledAfterRecovery(t *testing.T) {
+	var offset atomic.Int64 // the limiter's clock runs ahead of the wall clock by this
+	e := newEnv(t, []rules.Rule{reservingRule("llm", "llm_key", decide.FixedWindow, 1000, 100)}, options{
+		limiter: limiter.Config{Now: func() time.Time { return time.Now().Add(time.Duration(offset.Load())) },
+			Health: upHealth{}, HealthInterval: time.Millisecond, Mode: limiter.ModeConfig{RecoverAfter: time.Second}},
+	})
+	e.svc.RedisDown("test")
+	b := envoyBudget{e: e, key: "llm_key", val: "k"}
+	code, id := b.check()
+	if code != ok || id == "" {
+		t.Fatalf("request-time call in local mode: %v, id %q", code, id)
+	}
+	e.svc.Start()
+	t.Cleanup(e.svc.Stop)
+	offset.Store(int64(2 * time.Second)) // past RecoverAfter of healthy heartbeats
+	testkit.WaitFor(t, 10*time.Second, "the limiter back in redis mode", func() bool { return e.svc.Mode() == limiter.ModeRedis })
+	if left := b.done(id, 500); left != 500 {
+		t.Fatalf("stream-done of 500 on a reservation taken in memory left %d in Redis, want 500", left)
+	}
+	if left := b.done(id, 500); left != 500 {
+		t.Fatalf("the same stream-done again left %d, want 500 (settled once)", left)
 	}
 }
