@@ -70,12 +70,12 @@ func (s *Service) countSettles(d *Decision) {
 
 // settleInMemory settles in local memory the reservations that d (a
 // report, or Envoy's stream-done call), decided in Redis, named and Redis
-// did not know: taken in memory
-// while Redis was away (on_redis_failure: local) and reported once it is
-// back. Their reports' costs are then debited in Redis, in one more round
-// trip, so that they count in the budget the limiters share: without it,
-// such a request's cost would be counted nowhere. A failed round trip
-// leaves them unsettled (counted as unknown).
+// did not know: taken in memory while Redis was away (on_redis_failure:
+// local) and reported once it is back. Their reports' costs are then
+// debited in Redis, in one more round trip, so that they count in the
+// budget the limiters share: without it, such a request's cost would be
+// counted nowhere. When that round trip fails, they stay unsettled
+// (counted as unknown) and their costs are lost.
 func (s *Service) settleInMemory(ctx context.Context, d *Decision, now time.Time) {
 	if d.Mode != ModeRedis {
 		return
