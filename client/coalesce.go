@@ -357,6 +357,15 @@ func (q *checkQueue) sendAlone(e *checkEntry) {
 // not fit in its first call, at once, from a goroutine of its own that
 // waits for a connection of its own, as their own calls would.
 func (q *checkQueue) sendRest(es []*checkEntry) {
+	q.goOnOwnConn(es, func(own *[]*checkEntry) { q.sendAllowed(es, own) })
+}
+
+// goOnOwnConn calls send, which answers es (allowed by the breaker) and
+// sets *own to those it answers, from a goroutine of its own, as a call on
+// its way, once it holds a connection of its own: the wait as a single
+// call's, bounded by Timeout. When none comes, es fail as such a call
+// does, the breaker hearing nothing of them (the limiter not asked).
+func (q *checkQueue) goOnOwnConn(es []*checkEntry, send func(own *[]*checkEntry)) {
 	q.mu.Lock()
 	q.inflight++
 	q.mu.Unlock()
@@ -364,16 +373,15 @@ func (q *checkQueue) sendRest(es []*checkEntry) {
 		defer q.returned()
 		own := es
 		defer func() { q.recovered(own, recover()) }()
-		c := q.c
-		if err := c.acquire(context.Background()); err != nil {
+		if err := q.c.acquire(context.Background()); err != nil {
 			for _, e := range es {
-				e.breakerDone = nil // the limiter not asked: the breaker hears nothing of it
+				e.breakerDone = nil
 				q.answer(e, &Error{Op: e.op(), Err: err})
 			}
 			return
 		}
-		defer c.release()
-		q.sendAllowed(es, &own)
+		defer q.c.release()
+		send(&own)
 	}()
 }
 
@@ -404,20 +412,7 @@ func (q *checkQueue) resendApart(es []*checkEntry, own *[]*checkEntry) {
 	}
 	*own = allowed[:1]
 	for _, x := range allowed[1:] {
-		q.mu.Lock()
-		q.inflight++
-		q.mu.Unlock()
-		go func() {
-			defer q.returned()
-			defer func() { q.recovered([]*checkEntry{x}, recover()) }()
-			if err := c.acquire(context.Background()); err != nil {
-				x.breakerDone = nil // the limiter not asked: the breaker hears nothing of it
-				q.answer(x, &Error{Op: x.op(), Err: err})
-				return
-			}
-			defer c.release()
-			q.sendAlone(x)
-		}()
+		q.goOnOwnConn([]*checkEntry{x}, func(*[]*checkEntry) { q.sendAlone(x) })
 	}
 	q.sendAlone(allowed[0])
 }
@@ -531,7 +526,7 @@ func (c *Client) checkGroup(q *checkQueue, es []*checkEntry, b *callBuf, own *[]
 		return parseBatch(a.body, ds, errs)
 	})
 	if err != nil {
-		c.batchFailed(q, es, err, own)
+		q.batchFailed(es, err, own)
 		return
 	}
 	for i, e := range es {
@@ -552,15 +547,17 @@ func (c *Client) checkGroup(q *checkQueue, es []*checkEntry, b *callBuf, own *[]
 	}
 }
 
-// batchFailed answers the checks of a batch whose call failed with err.
-// A refusal of the batch (400) decided none of them: an older limiter
-// that does not know "headers" (then batches are off for good), or one
-// stricter than batchable; each check is sent again alone, to get its own
+// batchFailed answers the checks (or reports) of a batch whose call
+// failed with err. A refusal of the batch (400, 413, 422) decided or
+// recorded none of them: an older limiter that does not know "headers"
+// (then batches are off for good), or one stricter than batchable or
+// validOutcome; so did a 404 or 405, a limiter or gateway with no batch
+// route (off for good too). Each is then sent again alone, to get its own
 // answer.
-func (c *Client) batchFailed(q *checkQueue, part []*checkEntry, err error, own *[]*checkEntry) {
+func (q *checkQueue) batchFailed(part []*checkEntry, err error, own *[]*checkEntry) {
 	var e *Error
 	if errors.As(err, &e) && e.Answered && (refusesRequest(e.Status) || noBatchRoute(e.Status)) {
-		if noBatchRoute(e.Status) || strings.Contains(e.Message, `"headers"`) {
+		if noBatchRoute(e.Status) || (part[0].out == nil && strings.Contains(e.Message, `"headers"`)) {
 			q.turnOff()
 		}
 		q.resendApart(part, own)
@@ -569,7 +566,7 @@ func (c *Client) batchFailed(q *checkQueue, part []*checkEntry, err error, own *
 	for _, x := range part {
 		x.tell(err)
 		// Each caller gets an error of its own: undecided marks it.
-		own := &Error{Op: "check", Err: err}
+		own := &Error{Op: x.op(), Err: err}
 		if e != nil {
 			cp := *e
 			own = &cp
@@ -672,36 +669,19 @@ func appendReportGroup(b []byte, es []*checkEntry) ([]byte, int) {
 }
 
 // reportGroup sends the reports es, each allowed by the breaker, in one
-// batch, b.body, and answers each. A batch the limiter refuses (400: one
-// report it would not take, which validOutcome did not foresee) recorded
-// none of them: each is sent again alone, to get its own answer.
+// batch, b.body, and answers each (a failed batch: batchFailed).
 func (c *Client) reportGroup(q *checkQueue, es []*checkEntry, b *callBuf, own *[]*checkEntry) {
 	rs := make([]ReportResult, 0, len(es))
 	err := c.roundTrip("report", pathReportBatch, b, time.Now().Add(c.cfg.Timeout), func(a *reply) error {
 		return parseReports(a.body, len(es), &rs)
 	})
-	var e *Error
-	switch {
-	case err == nil:
-		for i, x := range es {
-			x.tell(nil)
-			x.r = rs[i]
-			x.finish()
-		}
-	case errors.As(err, &e) && e.Answered && (refusesRequest(e.Status) || noBatchRoute(e.Status)):
-		if noBatchRoute(e.Status) {
-			q.turnOff()
-		}
-		q.resendApart(es, own)
-	default:
-		for _, x := range es {
-			x.tell(err)
-			own := &Error{Op: "report", Err: err}
-			if e != nil {
-				cp := *e
-				own = &cp
-			}
-			q.answer(x, own)
-		}
+	if err != nil {
+		q.batchFailed(es, err, own)
+		return
+	}
+	for i, x := range es {
+		x.tell(nil)
+		x.r = rs[i]
+		x.finish()
 	}
 }

@@ -134,8 +134,13 @@ func fakeDecision(endpoint string) (int, string, map[string]string) {
 }
 
 // gathering is the number of checks waiting to go with others.
-func gathering(c *Client) int {
-	q := c.checks
+func gathering(c *Client) int { return waiting(c.checks) }
+
+// gatheringReports is the number of reports waiting to go with others.
+func gatheringReports(c *Client) int { return waiting(c.reportQ) }
+
+// waiting is the number of calls of q waiting to go with others.
+func waiting(q *checkQueue) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.group == nil {
@@ -454,27 +459,34 @@ func TestOlderLimiterTurnsBatchingOff(t *testing.T) {
 // again alone, and the client batches no more. Before, the batch's checks
 // went to the failure policy, every time.
 func TestNoBatchRouteTurnsBatchingOff(t *testing.T) {
-	for _, status := range []int{http.StatusNotFound, http.StatusMethodNotAllowed} {
-		t.Run(strconv.Itoa(status), func(t *testing.T) {
-			l := newBatchLimiter(t)
-			l.refuse, l.refuseStatus = "404 page not found", status
-			c := newClient(t, Config{URL: l.URL, BatchWait: time.Hour, Timeout: time.Minute})
-			held := holdOne(t, l, c)
-			outs := gather(t, c, context.Background(), []string{"/n/1", "/n/2", "/n/3"})
-			l.open()
-			<-held
-			for i, out := range outs {
-				if r := <-out; r.err != nil || r.d.Remaining != int64(i+1) {
-					t.Fatalf("check %d: %+v, %v", i, r.d, r.err)
+	for _, op := range []string{"check", "report"} {
+		for _, status := range []int{http.StatusNotFound, http.StatusMethodNotAllowed} {
+			t.Run(op+" "+strconv.Itoa(status), func(t *testing.T) {
+				l := &concurrentLimiter{batchLimiter: newBatchLimiter(t)}
+				l.refuse, l.refuseStatus = "404 page not found", status
+				c := newClient(t, Config{URL: l.URL, BatchWait: time.Hour, Timeout: time.Minute})
+				held, outs := gatherBehindHeld(t, l, c, op, []string{"/n/1", "/n/2", "/n/3"})
+				l.open()
+				if r := <-held; r.err != nil {
+					t.Fatalf("the held call: %v", r.err)
 				}
-			}
-			if s := c.Stats(); s.Fallbacks != 0 || !c.checks.off {
-				t.Fatalf("stats %+v, batching off %v", s, c.checks.off)
-			}
-			if n := len(l.sent("/v1/check")); n != 4 {
-				t.Fatalf("%d single calls, want 4", n)
-			}
-		})
+				for i, out := range outs {
+					if r := <-out; r.err != nil || (op == "check" && r.d.Remaining != int64(i+1)) {
+						t.Fatalf("%s %d: %+v, %v", op, i, r.d, r.err)
+					}
+				}
+				q := c.checks
+				if op == "report" {
+					q = c.reportQ
+				}
+				if s := c.Stats(); s.Fallbacks != 0 || !q.off {
+					t.Fatalf("stats %+v, batching off %v", s, q.off)
+				}
+				if n := len(l.sent("/v1/" + op)); n != 4 {
+					t.Fatalf("%d single calls, want 4", n)
+				}
+			})
+		}
 	}
 }
 
@@ -616,14 +628,4 @@ func TestConcurrentReportsShareABatch(t *testing.T) {
 			}
 		})
 	}
-}
-
-func gatheringReports(c *Client) int {
-	q := c.reportQ
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.group == nil {
-		return 0
-	}
-	return len(q.group.entries)
 }
