@@ -167,7 +167,7 @@ func (q *checkQueue) join(e *checkEntry) {
 // leaves its group.
 func (q *checkQueue) report(o *Outcome) (ReportResult, error) {
 	q.mu.Lock()
-	if (q.inflight == 0 && q.group == nil) || validOutcome(o) != nil || long(o.Attributes) {
+	if q.off || (q.inflight == 0 && q.group == nil) || validOutcome(o) != nil || long(o.Attributes) {
 		q.inflight++
 		q.mu.Unlock()
 		defer q.returned() // as check's

@@ -457,7 +457,7 @@ func TestOlderLimiterTurnsBatchingOff(t *testing.T) {
 // A limiter (or a proxy in front of it) with no batch routes answers 404
 // or 405 to a batch, deciding none of it: each check (or report) is sent
 // again alone, and the client batches no more. Before, the batch's checks
-// went to the failure policy, every time.
+// went to the failure policy, every time; and reports kept being batched.
 func TestNoBatchRouteTurnsBatchingOff(t *testing.T) {
 	for _, op := range []string{"check", "report"} {
 		for _, status := range []int{http.StatusNotFound, http.StatusMethodNotAllowed} {
@@ -485,6 +485,30 @@ func TestNoBatchRouteTurnsBatchingOff(t *testing.T) {
 				if n := len(l.sent("/v1/" + op)); n != 4 {
 					t.Fatalf("%d single calls, want 4", n)
 				}
+				// Another call on its way: the next one goes alone, at
+				// once, rather than gathering for BatchWait (an hour).
+				q.mu.Lock()
+				q.inflight++
+				q.mu.Unlock()
+				next := make(chan error, 1)
+				go func() {
+					var err error
+					if op == "check" {
+						_, err = c.Check(context.Background(), &Request{IP: "203.0.113.3", Endpoint: "/n/4"})
+					} else {
+						_, err = c.Report(context.Background(), &Outcome{IP: "203.0.113.3", Endpoint: "/n/4", Status: 200})
+					}
+					next <- err
+				}()
+				select {
+				case err := <-next:
+					if err != nil {
+						t.Fatal(err)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatalf("a %s with batching off waited to gather", op)
+				}
+				q.returned()
 			})
 		}
 	}
