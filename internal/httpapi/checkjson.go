@@ -30,8 +30,8 @@ func parseCheckBody(data []byte, body *checkBody) error {
 // parseBatchBody decodes the body of POST /v1/check/batch, {"checks":
 // [check, ...], "headers": bool}, as parseCheckBody does one check, calling
 // each with the i-th check's body in turn; an error of each ends the parse
-// and is returned as it is. headers, when not nil, is set to the body's
-// "headers" (absent: false). One allocation for the strings of every
+// and is returned as it is. headers is set to the body's
+// "headers" (absent or null: false). One allocation for the strings of every
 // check, as for one.
 func parseBatchBody(data []byte, headers *bool, each func(i int, body *checkBody) error) error {
 	p := jsonwire.New(data)
@@ -46,10 +46,8 @@ func parseBatchBody(data []byte, headers *bool, each func(i int, body *checkBody
 			if p.Null() {
 				return nil
 			}
-			v, err := p.Bool()
-			if err == nil && headers != nil {
-				*headers = v
-			}
+			var err error
+			*headers, err = p.Bool()
 			return err
 		case field == "headers":
 			return errors.New("headers: given twice")
