@@ -317,12 +317,6 @@ func (c *Client) Report(ctx context.Context, o *Outcome) (ReportResult, error) {
 	return c.reportOne(o)
 }
 
-// Concurrent reports share calls as checks do (Config.DisableBatching): a
-// report that arrives while another is on its way may wait, BatchWait at
-// most, to go with those arriving meanwhile in one POST /v1/report/batch;
-// each gets its own answer, and an outcome the limiter would refuse goes
-// alone.
-//
 // ReportBatch sends several outcomes (1 to 100) in one call. The limiter
 // refuses the whole batch for one invalid outcome (ReportAsync checks
 // them first; ReportBatch checks their holds, and refuses the batch
