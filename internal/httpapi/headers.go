@@ -40,6 +40,14 @@ var (
 	}()
 )
 
+// maxPolicyBytes bounds RateLimit-Policy: past it, the policies of the
+// other limits that applied are left out, and only the binding one's is
+// listed still. Nothing else bounds how many rules apply to a request (200
+// rules of 8 limits made a 142 KB header, over what nginx's or this
+// server's own header buffers take, and 14 MB answers to a batch asking
+// for headers); 4 KiB lists about 60 policies.
+const maxPolicyBytes = 4 << 10
+
 // encode fills rh from d.
 func (rh *rateLimitHeaders) encode(d *limiter.Decision) {
 	b := rh.buf[:0]
@@ -53,12 +61,18 @@ func (rh *rateLimitHeaders) encode(d *limiter.Decision) {
 		}
 		return
 	}
-	for _, a := range d.Applied {
+	bindingIndex := 0
+	if res.LimitIndex >= 0 && res.LimitIndex < len(applied.Call.Limits) {
+		bindingIndex = res.LimitIndex
+	}
+	for i := range d.Applied {
+		a := &d.Applied[i]
 		if a.Rule.Shadow {
 			continue
 		}
-		for _, l := range a.Call.Limits {
-			if len(b) > 0 {
+		for j, l := range a.Call.Limits {
+			n := len(b)
+			if n > 0 {
 				b = append(b, ", "...)
 			}
 			b = appendPolicyName(b, a.Rule.ID, l)
@@ -66,14 +80,14 @@ func (rh *rateLimitHeaders) encode(d *limiter.Decision) {
 			b = strconv.AppendInt(b, l.Quota(), 10)
 			b = append(b, ";w="...)
 			b = strconv.AppendInt(b, ceilSeconds(window(l)), 10)
+			if len(b) > maxPolicyBytes && !(i == d.Enforced && j == bindingIndex) {
+				b = b[:n] // past the bound: only the binding limit is listed still
+			}
 		}
 	}
 	rh.ends[0] = len(b)
 
-	binding := applied.Call.Limits[0]
-	if res.LimitIndex >= 0 && res.LimitIndex < len(applied.Call.Limits) {
-		binding = applied.Call.Limits[res.LimitIndex]
-	}
+	binding := applied.Call.Limits[bindingIndex]
 	reset := ceilSeconds(res.ResetAfter)
 	b = appendPolicyName(b, applied.Rule.ID, binding)
 	b = append(b, ";r="...)
