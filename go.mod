@@ -3,7 +3,6 @@ module github.com/ratewarden/ratewarden
 go 1.26.0
 
 require (
-	github.com/bytedance/gopkg v0.1.4
 	github.com/chromedp/chromedp v0.23.0
 	github.com/envoyproxy/go-control-plane v0.14.0
 	github.com/envoyproxy/go-control-plane/envoy v1.37.0
