@@ -39,7 +39,7 @@ rules:
     match: {endpoints: ["/login"]}
     key: [ip]
     algorithm: fixed_window
-    limits: [{requests: 5, per: 1h}] # an hour: a minute boundary must not reset the count mid-test
+    limits: [{requests: 5, per: 1h}] # an hour, and the tests that count start away from its end
 `
 
 // ruleStack is the admin API with dynamic rules, as the limiter serves it:
@@ -191,6 +191,7 @@ func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 // changing the algorithm starts the rule fresh. Each change is answered
 // with its version and leaves an audit row naming the actor.
 func TestAdminRuleEditKeepsOrResetsCounters(t *testing.T) {
+	testkit.AvoidHourEnd(t)
 	s := newRuleStack(t)
 	for i := range 5 {
 		if r := s.check(); !r.Allowed {
@@ -373,6 +374,7 @@ func TestAdminRuleDeleteThatBringsBackAConflictIsRefused(t *testing.T) {
 // A rule switched to shadow through the API reports but never denies; its
 // decisions say shadow=true in the answer and the metrics.
 func TestAdminShadowSwitch(t *testing.T) {
+	testkit.AvoidHourEnd(t)
 	s := newRuleStack(t)
 	if status, body := s.admin(http.MethodPut, "/v1/admin/rules/login/shadow", `{"shadow": true}`); status != http.StatusCreated {
 		t.Fatalf("shadow on: %d %v", status, body)

@@ -18,7 +18,8 @@ import (
 )
 
 // clusterRules limits each of four endpoints with one algorithm, per client
-// IP. Windows of a day keep a test inside one window (see avoidDayEnd).
+// IP. Windows of a day keep a test inside one window, started away from its
+// end.
 const clusterRules = `
 rules:
   - {id: fw, match: {endpoints: ["/fw"]}, key: [ip], algorithm: fixed_window, limits: [{requests: %[1]d, per: 24h}]}
@@ -41,7 +42,7 @@ type clusterSystem struct {
 // REDIS_URL pointing nowhere so that only the cluster can decide.
 func startClusterSystem(t *testing.T, n int, limit int64, extra ...string) *clusterSystem {
 	t.Helper()
-	avoidDayEnd(t)
+	testkit.AvoidWindowEnd(t, 24*time.Hour, time.Minute)
 	s := &clusterSystem{cluster: redistest.StartCluster(t, 3, 1)}
 	e := newEnv(t)
 	rules := filepath.Join(t.TempDir(), "cluster-rules.yaml")
@@ -60,16 +61,6 @@ func startClusterSystem(t *testing.T, n int, limit int64, extra ...string) *clus
 		s.limiters = append(s.limiters, e.start("limiter", append(vars, "INSTANCE_ID", fmt.Sprintf("limiter-%d", i+1))...))
 	}
 	return s
-}
-
-// avoidDayEnd waits past midnight UTC when it is less than a minute away,
-// where a day-long fixed window or window counter would start anew mid-test.
-func avoidDayEnd(t *testing.T) {
-	t.Helper()
-	now := time.Now().UTC()
-	if left := now.Truncate(24 * time.Hour).Add(24 * time.Hour).Sub(now); left < time.Minute {
-		time.Sleep(left + time.Second)
-	}
 }
 
 // target is one rate-limited key: a rule and a client IP.

@@ -118,7 +118,10 @@ descriptors:
 		}
 		return resp.OverallCode
 	}
-	// The first path twice: the second call is over its limit of 1.
+	// The first path twice: the second call is over its limit of 1, in one
+	// hour's window. (The guard comes after the processes' start, which a
+	// loaded machine may take long over.)
+	testkit.AvoidHourEnd(t)
 	if c := call("/scan/0%00"); c != rlsv3.RateLimitResponse_OK {
 		t.Fatalf("first call: %v", c)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ratewarden/ratewarden/internal/event"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/kafkatest"
 )
 
@@ -53,11 +54,11 @@ rules:
     match: {endpoints: ["/api/**"]}
     key: [ip]
     algorithm: fixed_window
-    limits: [{requests: 2, per: 1m}]
+    limits: [{requests: 2, per: 1h}]
 exempt:
   tiers: [SUPER_ADMIN]
 `})
-	awayFromMinuteBoundary(t, "fixed_window")
+	testkit.AvoidHourEnd(t)
 	a, b := `{"ip":"192.0.2.1","endpoint":"/api/x"}`, `{"ip":"192.0.2.2","endpoint":"/api/x","user_id":"u-2"}`
 	r := s.batch(nil, a, a, a, b, `{"ip":"192.0.2.1","endpoint":"/elsewhere"}`, `{"ip":"192.0.2.1","endpoint":"/api/x","tier":"super_admin"}`)
 	if r.Status != http.StatusOK || len(r.Decisions) != 6 {
@@ -111,7 +112,7 @@ func TestBatchExactUnderConcurrency(t *testing.T) {
 	for _, tc := range exactCases {
 		t.Run(tc.algorithm, func(t *testing.T) {
 			s := newStack(t, stackOptions{rules: ruleFor(tc.algorithm, tc.limits), overLimitCache: 1000})
-			awayFromMinuteBoundary(t, tc.algorithm)
+			testkit.AvoidHourEnd(t)
 			const check = `{"ip":"198.51.100.9","endpoint":"/api/books/1"}`
 			checks := strings.TrimSuffix(strings.Repeat(check+",", 9), ",")
 			var admitted, denied atomic.Int64
@@ -263,6 +264,7 @@ rules:
 // batch's 200; the batch's shared round trip counts once towards the
 // breaker.
 func TestBatchFailurePolicies(t *testing.T) {
+	testkit.AvoidHourEnd(t) // the local limit counts in memory, in the hour's window
 	s := deadRedisStack(t)
 	local := `{"ip":"192.0.2.7","endpoint":"/local"}`
 	r := s.batch(nil, local, local, local, `{"ip":"192.0.2.7","endpoint":"/allow"}`, `{"ip":"192.0.2.7","endpoint":"/deny"}`)

@@ -7,7 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
+
+	"github.com/ratewarden/ratewarden/internal/testkit"
 )
 
 // ruleFor returns a one-rule file keyed on the client IP.
@@ -22,27 +23,17 @@ rules:
 `, algorithm, limits)
 }
 
+// exactCases limit one key to 100 requests. The fixed windows are an hour
+// long, aligned on the hour, and each test that counts in them starts with
+// testkit.AvoidHourEnd: a window that restarted mid-test would rightly
+// admit more (a minute's window needed a wait in a quarter of the runs).
 var exactCases = []struct {
 	algorithm, limits string
 }{
-	{"fixed_window", "[{requests: 100, per: 1m}]"},
+	{"fixed_window", "[{requests: 100, per: 1h}]"},
 	{"sliding_window", "[{requests: 100, per: 1m}]"},
 	{"token_bucket", "[{rate: 1, per: 1h, burst: 100}]"},
-	{"sliding_window_counter", "[{requests: 100, per: 1m}]"},
-}
-
-// awayFromMinuteBoundary waits out the end of the current minute when little
-// of it is left: a fixed window of 1m aligned on the minute would otherwise
-// restart mid-test and rightly admit more.
-func awayFromMinuteBoundary(t *testing.T, algorithm string) {
-	t.Helper()
-	if algorithm != "fixed_window" && algorithm != "sliding_window_counter" {
-		return
-	}
-	if left := time.Minute - time.Duration(time.Now().UnixNano())%time.Minute; left < 15*time.Second {
-		t.Logf("waiting %v for the next minute", left)
-		time.Sleep(left + 100*time.Millisecond)
-	}
+	{"sliding_window_counter", "[{requests: 100, per: 1h}]"},
 }
 
 // hammer sends clients×perClient checks concurrently, spread over the given
@@ -80,7 +71,7 @@ func TestExactUnderConcurrency(t *testing.T) {
 		for _, cache := range []int{0, 1000} {
 			t.Run(fmt.Sprintf("%s/over-limit cache %d", tc.algorithm, cache), func(t *testing.T) {
 				s := newStack(t, stackOptions{rules: ruleFor(tc.algorithm, tc.limits), overLimitCache: cache})
-				awayFromMinuteBoundary(t, tc.algorithm)
+				testkit.AvoidHourEnd(t)
 				admitted, denied := hammer(t, []*stack{s}, 200, 5)
 				if admitted != 100 || denied != 900 {
 					t.Fatalf("admitted %d, denied %d; want exactly 100 and 900", admitted, denied)
@@ -102,7 +93,7 @@ func TestTwoInstancesShareLimit(t *testing.T) {
 			first := newStack(t, stackOptions{rules: ruleFor(tc.algorithm, tc.limits), overLimitCache: 1000})
 			rdb, prefix, broker := first.shared()
 			second := newStack(t, stackOptions{rules: ruleFor(tc.algorithm, tc.limits), rdb: rdb, prefix: prefix, broker: broker, overLimitCache: 1000})
-			awayFromMinuteBoundary(t, tc.algorithm)
+			testkit.AvoidHourEnd(t)
 			admitted, denied := hammer(t, []*stack{first, second}, 200, 5)
 			if admitted != 100 || denied != 900 {
 				t.Fatalf("admitted %d, denied %d across two instances; want exactly 100 and 900", admitted, denied)
@@ -165,7 +156,7 @@ rules:
     match: {endpoints: ["/api/**"]}
     key: [ip, method]
     algorithm: fixed_window
-    limits: [{requests: 1, per: 1m}]
+    limits: [{requests: 1, per: 1h}]
 `
 	tests := []struct {
 		name       string
@@ -183,6 +174,7 @@ rules:
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			testkit.AvoidHourEnd(t) // the second request must find the first counted
 			s := newStack(t, stackOptions{rules: rulesYAML, configure: func(c *stackConfig) { c.AuthDenyStatus = tt.denyStatus }})
 			first := s.do(http.MethodGet, tt.path, "", tt.header)
 			if first.Status != http.StatusOK || !first.Allowed || first.Header.Get("X-RateLimit-Remaining") != "0" {
@@ -204,13 +196,14 @@ rules:
 }
 
 func TestReasons(t *testing.T) {
+	testkit.AvoidHourEnd(t) // the second shadow check must find the first counted
 	s := newStack(t, stackOptions{rules: `
 rules:
   - id: shadowed
     match: {endpoints: ["/api/new/**"]}
     key: [ip]
     algorithm: fixed_window
-    limits: [{requests: 1, per: 1m}]
+    limits: [{requests: 1, per: 1h}]
     shadow: true
 exempt:
   tiers: [SUPER_ADMIN]

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ratewarden/ratewarden/internal/redisstore"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 )
 
 // A Redis that does not answer: each rule follows its on_redis_failure
@@ -15,6 +16,7 @@ import (
 // five failed round trips the breaker opens: the mode is local and Redis is
 // no longer called.
 func TestRedisFailurePolicies(t *testing.T) {
+	testkit.AvoidHourEnd(t) // the local limit counts in memory, in the hour's window
 	s := deadRedisStack(t)
 	var local []response
 	for range 3 {
@@ -52,7 +54,8 @@ func TestRedisFailurePolicies(t *testing.T) {
 const denyRuleError = "rule deny-rule cannot be decided: redis unavailable and its failure policy is deny"
 
 // deadRedisStack is a stack whose Redis never answers, with one rule per
-// failure policy: /local (2 per minute, in memory), /allow and /deny.
+// failure policy: /local (2 an hour, in memory, its window aligned on the
+// hour as Redis's are), /allow and /deny.
 func deadRedisStack(t *testing.T) *stack {
 	t.Helper()
 	redisstore.RouteLogs(zap.NewNop())
@@ -64,7 +67,7 @@ rules:
     match: {endpoints: ["/local"]}
     key: [ip]
     algorithm: fixed_window
-    limits: [{requests: 2, per: 1m}]
+    limits: [{requests: 2, per: 1h}]
     on_redis_failure: local
   - id: allow-rule
     match: {endpoints: ["/allow"]}

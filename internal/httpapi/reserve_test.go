@@ -7,9 +7,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/ratewarden/ratewarden/internal/decide"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 )
 
 // reserveRules is an LLM token budget priced after the response: 1000
@@ -38,20 +38,6 @@ const (
 	fixedBudget  = "[{requests: 1000, per: 1h}]"
 	bucketBudget = "[{rate: 1, per: 1h, burst: 1000}]" // a token an hour: nothing refills within a test
 )
-
-// awayFromHourBoundary waits out the end of the current hour when little of
-// it is left: a fixed window of 1h aligned on the hour would otherwise
-// restart mid-test and rightly admit more.
-func awayFromHourBoundary(t *testing.T, algorithm string) {
-	t.Helper()
-	if algorithm != "fixed_window" {
-		return
-	}
-	if left := time.Hour - time.Duration(time.Now().UnixNano())%time.Hour; left < 15*time.Second {
-		t.Logf("waiting %v for the next hour", left)
-		time.Sleep(left + 100*time.Millisecond)
-	}
-}
 
 // settleAnswer is a report's answer with the settle of each rule.
 type settleAnswer struct {
@@ -106,7 +92,7 @@ func (s *stack) left(key string) int64 {
 func TestReserveFiftyParallel(t *testing.T) {
 	for _, tc := range []struct{ algorithm, limits string }{{"fixed_window", fixedBudget}, {"token_bucket", bucketBudget}} {
 		t.Run(tc.algorithm, func(t *testing.T) {
-			awayFromHourBoundary(t, tc.algorithm)
+			testkit.AvoidHourEnd(t)
 			probed := newStack(t, stackOptions{rules: reserveRules(tc.algorithm, tc.limits, "")})
 			if got, _ := fiftyAtOnce(t, probed); got != 50 {
 				t.Fatalf("without reserve: %d of 50 admitted, want all 50 (the budget is only probed)", got)
@@ -167,7 +153,7 @@ func fiftyAtOnce(t *testing.T, s *stack) (int, []string) {
 func TestReserveSettles(t *testing.T) {
 	for _, tc := range []struct{ algorithm, limits string }{{"fixed_window", fixedBudget}, {"token_bucket", bucketBudget}} {
 		t.Run(tc.algorithm, func(t *testing.T) {
-			awayFromHourBoundary(t, tc.algorithm)
+			testkit.AvoidHourEnd(t)
 			s := newStack(t, stackOptions{rules: reserveRules(tc.algorithm, tc.limits, "    reserve: 100")})
 			hold := s.take(chatCheck("k-1", ""))
 			if left := s.left("k-1"); left != 900 {
@@ -220,7 +206,7 @@ func (s *stack) take(body string) string {
 // A request refused by another rule takes no reservation: its estimate
 // goes back at once, and it answers no id.
 func TestReserveRefusedRequestTakesNone(t *testing.T) {
-	awayFromHourBoundary(t, "fixed_window")
+	testkit.AvoidHourEnd(t)
 	s := newStack(t, stackOptions{rules: reserveRules("fixed_window", fixedBudget, "    reserve: 100")})
 	limited := `{"ip":"203.0.113.7","endpoint":"/v1/chat/limited","attributes":{"api_key":"k-r"}}`
 	for range 3 {
@@ -257,7 +243,7 @@ func TestReserveInput(t *testing.T) {
 // The checks of a batch reserve one after the other, each admitted one
 // with an id of its own; a batch of reports settles each.
 func TestReserveInBatches(t *testing.T) {
-	awayFromHourBoundary(t, "fixed_window")
+	testkit.AvoidHourEnd(t)
 	s := newStack(t, stackOptions{rules: reserveRules("fixed_window", fixedBudget, "    reserve: 100")})
 	check := chatCheck("k-b", `,"reserve":300`)
 	resp, raw := s.send(http.MethodPost, "/v1/check/batch", `{"checks":[`+strings.Repeat(check+",", 3)+check+`]}`, nil)
@@ -293,7 +279,7 @@ func TestReserveInBatches(t *testing.T) {
 // check, gets the id in X-RateLimit-Hold, and settles it with the cost of
 // its report to /v1/report/auth.
 func TestReserveOverForwardAuth(t *testing.T) {
-	awayFromHourBoundary(t, "fixed_window")
+	testkit.AvoidHourEnd(t)
 	s := newStack(t, stackOptions{rules: `
 rules:
   - id: llm-tokens

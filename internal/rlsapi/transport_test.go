@@ -24,6 +24,7 @@ import (
 	"github.com/ratewarden/ratewarden/internal/limiter"
 	"github.com/ratewarden/ratewarden/internal/rlsapi"
 	"github.com/ratewarden/ratewarden/internal/rules"
+	"github.com/ratewarden/ratewarden/internal/testkit"
 	"github.com/ratewarden/ratewarden/internal/testkit/tlstest"
 )
 
@@ -281,12 +282,8 @@ func TestConcurrentCallsAdmitExactlyTheLimit(t *testing.T) {
 		window                    = time.Hour
 	)
 	// Fixed windows are aligned on multiples of their length: a window
-	// ending during the test would admit another 100, so start in a
-	// window with a minute left at least.
-	if left := window - time.Duration(time.Now().UnixNano())%window; left < time.Minute {
-		t.Logf("waiting %s for the next window", left)
-		time.Sleep(left + 100*time.Millisecond)
-	}
+	// ending during the test would admit another 100.
+	testkit.AvoidHourEnd(t)
 	e := newEnv(t, []rules.Rule{rule("c", "conc", limit, window, "key", "")}, options{})
 	conns := make([]rlsv3.RateLimitServiceClient, clients)
 	for i := range conns {

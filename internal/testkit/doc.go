@@ -10,6 +10,8 @@
 // (abusetest). This package holds what
 // the tests of every package share: Unavailable (skip a test whose service
 // or program is missing, fail it under CI), WaitFor (poll a condition),
-// Start (run a service until the test ends, requiring a clean stop),
+// AvoidWindowEnd and AvoidHourEnd (keep a test that counts away from the
+// end of a fixed window), Start (run a service until the test ends,
+// requiring a clean stop),
 // MetricSum (read a metric from a registry) and RaceDetector.
 package testkit

@@ -23,8 +23,8 @@ import (
 
 const (
 	decisionsTopic, bansTopic, outcomesTopic = "decisions", "bans", "outcomes"
-	// limit is what rulesYAML admits per address and minute, across
-	// every limiter.
+	// limit is what rulesYAML admits per address and hour, across every
+	// limiter; the tests that count it start away from the hour's end.
 	limit     = 10
 	rulesYAML = `
 rules:
@@ -32,7 +32,7 @@ rules:
     match: {endpoints: ["/api/**"]}
     key: [ip]
     algorithm: fixed_window
-    limits: [{requests: 10, per: 1m}]
+    limits: [{requests: 10, per: 1h}]
 `
 )
 
@@ -70,6 +70,7 @@ func start(t *testing.T, a *App) {
 // routes: the first its operational routes on OPS_LISTEN_ADDR, the second
 // Envoy's API on GRPC_LISTEN_ADDR.
 func TestLimitersInOneProcessShareABudget(t *testing.T) {
+	testkit.AvoidHourEnd(t)
 	broker := kafkatest.StartBroker(t, decisionsTopic, bansTopic, outcomesTopic)
 	prefix := redistest.Prefix(t, redistest.Client(t))
 	rulesFile := filepath.Join(t.TempDir(), "rules.yaml")
@@ -216,6 +217,7 @@ func TestNewRequiresALoggerAndARegistry(t *testing.T) {
 // given up, in local mode, and stays in the load balancer: /readyz answers
 // 200 and says the mode, and the rule's local limit decides.
 func TestStartsInLocalModeWithoutRedis(t *testing.T) {
+	testkit.AvoidHourEnd(t) // the local limit counts in memory, in the hour's window
 	broker := kafkatest.StartBroker(t, decisionsTopic, bansTopic, outcomesTopic)
 	rulesFile := filepath.Join(t.TempDir(), "rules.yaml")
 	if err := os.WriteFile(rulesFile, []byte(rulesYAML), 0o600); err != nil {
