@@ -19,6 +19,12 @@
 // about the whole heap, and the heap settled near √(Floor × live) (21 MiB
 // for a 7 MiB live heap, collecting 11 times a second under gRPC load)
 // instead of at Floor.
+//
+// Go scales by GOGC the goroutine stacks and globals the collection
+// scanned as well as the live heap, so they count in GOGC's base: without
+// them, thousands of goroutines beside a small heap (35 MiB of stacks,
+// 1 MiB live) set a heap goal of 183 MiB, five times the stacks, where
+// Go's default sets 37 MiB.
 package gcfloor
 
 import (
@@ -39,19 +45,26 @@ const (
 	maxPercent = 500
 )
 
-// liveHeap is the runtime metric of the heap the last collection marked.
-const liveHeap = "/gc/heap/live:bytes"
+// The runtime metrics of the heap the last collection marked and of the
+// other memory it scanned, which GOGC scales with it.
+const (
+	liveHeap    = "/gc/heap/live:bytes"
+	stackScan   = "/gc/scan/stack:bytes"
+	globalsScan = "/gc/scan/globals:bytes"
+)
 
-// Percent is the GOGC under which a heap whose live part is live bytes is
-// next collected at Floor, within minPercent and maxPercent.
-func Percent(live uint64) int {
-	if live == 0 {
+// Percent is the GOGC under which a heap whose live part is live bytes,
+// beside scan bytes of stacks and globals, is next collected at Floor,
+// within minPercent and maxPercent: Go's heap goal is
+// live + (live + scan) × GOGC / 100.
+func Percent(live, scan uint64) int {
+	if live+scan == 0 {
 		return maxPercent
 	}
 	if live >= Floor {
 		return minPercent
 	}
-	return int(min(max((Floor-live)*100/live, minPercent), maxPercent))
+	return int(min(max((Floor-live)*100/(live+scan), minPercent), maxPercent))
 }
 
 // Tuner sets GOGC after every collection while it runs.
@@ -68,9 +81,13 @@ func Start(getenv func(string) string) *Tuner {
 	if getenv("GOGC") != "" || getenv("GOMEMLIMIT") != "" {
 		return nil
 	}
-	t := &Tuner{sample: []metrics.Sample{{Name: liveHeap}}}
+	t := newTuner()
 	t.arm()
 	return t
+}
+
+func newTuner() *Tuner {
+	return &Tuner{sample: []metrics.Sample{{Name: liveHeap}, {Name: stackScan}, {Name: globalsScan}}}
 }
 
 // Stop turns the floor off; GOGC stays where it last put it.
@@ -91,12 +108,22 @@ func (t *Tuner) afterGC() {
 	if t.stopped.Load() {
 		return
 	}
-	metrics.Read(t.sample)
-	if t.sample[0].Value.Kind() == metrics.KindUint64 {
-		if p := Percent(t.sample[0].Value.Uint64()); p != t.percent {
-			debug.SetGCPercent(p)
-			t.percent = p
-		}
-	}
+	t.tune()
 	t.arm()
+}
+
+// tune sets GOGC from what the last collection marked.
+func (t *Tuner) tune() {
+	metrics.Read(t.sample)
+	var v [3]uint64
+	for i, s := range t.sample {
+		if s.Value.Kind() != metrics.KindUint64 {
+			return // a runtime without the metric: GOGC stays
+		}
+		v[i] = s.Value.Uint64()
+	}
+	if p := Percent(v[0], v[1]+v[2]); p != t.percent {
+		debug.SetGCPercent(p)
+		t.percent = p
+	}
 }

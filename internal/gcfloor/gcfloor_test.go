@@ -3,6 +3,8 @@ package gcfloor
 import (
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
+	"sync"
 	"testing"
 )
 
@@ -15,20 +17,22 @@ func gcPercent() int {
 
 func TestPercent(t *testing.T) {
 	for _, c := range []struct {
-		name string
-		live uint64
-		want int
+		name       string
+		live, scan uint64
+		want       int
 	}{
-		{"before the first collection", 0, maxPercent},
-		{"a small heap grows to six times its size", 4 << 20, maxPercent},
-		{"a sixth of the floor", Floor / 6, maxPercent},
-		{"between a sixth and a half: collected at the floor", 16 << 20, 300},
-		{"half the floor", Floor / 2, minPercent},
-		{"past the floor", 2 * Floor, minPercent},
+		{"before the first collection", 0, 0, maxPercent},
+		{"a small heap grows to six times its size", 4 << 20, 0, maxPercent},
+		{"a sixth of the floor", Floor / 6, 0, maxPercent},
+		{"between a sixth and a half: collected at the floor", 16 << 20, 0, 300},
+		{"half the floor", Floor / 2, 0, minPercent},
+		{"past the floor", 2 * Floor, 0, minPercent},
+		{"stacks count in the base", 16 << 20, 8 << 20, 200},
+		{"stacks alone past the floor", 1 << 20, Floor, minPercent},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if got := Percent(c.live); got != c.want {
-				t.Fatalf("Percent(%d) = %d, want %d", c.live, got, c.want)
+			if got := Percent(c.live, c.scan); got != c.want {
+				t.Fatalf("Percent(%d, %d) = %d, want %d", c.live, c.scan, got, c.want)
 			}
 		})
 	}
@@ -97,5 +101,48 @@ func TestFloorUnderChurn(t *testing.T) {
 	churn() // the floor's first collections
 	if n := churn(); n > allocated/room {
 		t.Fatalf("%d collections for 1 GiB allocated with 4 MiB live, want at most %d (one per 24 MiB)", n, allocated/room)
+	}
+}
+
+// deepStack holds about depth KiB of its goroutine's stack until stop.
+func deepStack(depth int, ready *sync.WaitGroup, stop <-chan struct{}) byte {
+	var frame [1 << 10]byte
+	if depth == 0 {
+		ready.Done()
+		<-stop
+		return frame[0]
+	}
+	return deepStack(depth-1, ready, stop) + frame[depth]
+}
+
+// TestFloorCountsStacks: Go's heap goal scales the goroutine stacks and
+// globals it scanned by GOGC as it does the live heap, so thousands of
+// goroutines beside a small heap (a gateway's connections, each served
+// by its own) must not multiply their stacks by 5. The tuner, run by hand
+// after a collection, must leave the goal at the floor.
+func TestFloorCountsStacks(t *testing.T) {
+	before := gcPercent()
+	t.Cleanup(func() { debug.SetGCPercent(before) })
+	stop := make(chan struct{})
+	defer close(stop)
+	var ready sync.WaitGroup
+	for range 2000 {
+		ready.Add(1)
+		go deepStack(16, &ready, stop)
+	}
+	ready.Wait()
+
+	runtime.GC()
+	newTuner().tune()
+	s := []metrics.Sample{{Name: "/gc/heap/goal:bytes"}, {Name: stackScan}}
+	metrics.Read(s)
+	goal, stacks := s[0].Value.Uint64(), s[1].Value.Uint64()
+	if stacks < 16<<20 {
+		t.Fatalf("%d MiB of stacks scanned, want the 2000 goroutines' 16 MiB or more", stacks>>20)
+	}
+	// A collection of the test's own between tune and the read may move
+	// the goal by what it marked since: a little slack.
+	if goal > Floor+Floor/8 {
+		t.Fatalf("heap goal %d MiB beside %d MiB of stacks, want the floor, %d MiB", goal>>20, stacks>>20, Floor>>20)
 	}
 }
