@@ -13,7 +13,8 @@
 # both alike.
 # Each round: a fresh broker and limiter, a 3 s warm-up, DURATION at
 # CONNS keep-alive connections (throughput, CPU per decision of the limiter
-# and of Redis from /proc), then DURATION at half that rate (p50, p99)
+# and of Redis, and the limiter's system calls per decision, from /proc),
+# then DURATION at half that rate (p50, p99)
 # after HALF_WARMUP at it, left out (as in make bench: what the maximum
 # left queued drains in it).
 # B ÷ A per pair of rounds closes the table. A and B are limiter binaries
@@ -72,6 +73,10 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# syscalls PID: the read and write system calls PID has made (syscr +
+# syscw): a count, steadier on a shared machine than CPU time, of what
+# batching saves (the sockets' reads and writes are most of them).
+syscalls() { awk '/^sysc[rw]:/ {s += $2} END {print s}' "/proc/$1/io"; }
 per_decision() { awk -v t="$1" -v hz="$(getconf CLK_TCK)" -v n="$2" 'BEGIN {printf "%.1f", t / hz * 1e6 / n}'; }
 redis_pid=$(redis-cli -h "$REDIS_HOST" -p "$REDIS_PORT" info server | tr -d '\r' | awk -F: '$1 == "process_id" {print $2}')
 case $UNIT in second) per=1s ;; minute) per=1m ;; hour) per=1h ;; *) echo "UNIT=$UNIT: want second, minute or hour" >&2; exit 2 ;; esac
@@ -107,7 +112,7 @@ run_loadgen() {
 		-workers "$CONNS" -keys "$KEYS" "$@" >"$work/loadgen.txt" 2>&1 || { cat "$work/loadgen.txt" >&2; exit 1; }
 }
 
-declare -A tput lim red p50 p99 hlim ftput flim fhlim fp99
+declare -A tput lim red sys p50 p99 hlim ftput flim fhlim fp99
 # half_cpu PID: loadgen at half the maximum x, the CPU per request of PID
 # over it in hcpu, p50 and p99 in hp50 and hp99.
 half_cpu() {
@@ -143,7 +148,7 @@ floor_run() {
 	pids=("${pids[@]:1}")
 }
 if [ -z "$FLOOR" ]; then
-	printf '| round | build | decisions/s | CPU µs/decision limiter | Redis | at half: p50 ms | p99 ms |\n|---|---|---|---|---|---|---|\n'
+	printf '| round | build | decisions/s | CPU µs/decision limiter | Redis | syscalls/decision limiter | at half: p50 ms | p99 ms |\n|---|---|---|---|---|---|---|---|\n'
 else
 	printf '| round | build | decisions/s | floor | ÷ floor | CPU µs/decision limiter | floor | ÷ floor | Redis | at half: CPU µs limiter | floor | ÷ floor | p50 ms | p99 ms | floor p99 ms | ÷ floor |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n'
 fi
@@ -162,18 +167,19 @@ for ((r = 1; r <= ROUNDS; r++)); do
 		for _ in $(seq 100); do curl -fs "http://$LIMITER_ADDR/readyz" >/dev/null || curl -fs "http://$LIMITER_ADDR/healthcheck" >/dev/null && break; sleep 0.1; done
 		for _ in $(seq 20); do (exec 3<>"/dev/tcp/${GRPC_ADDR%:*}/${GRPC_ADDR##*:}") 2>/dev/null && break; sleep 0.1; done
 		run_loadgen -duration 3s
-		before=($(cpu "$limiter") $(cpu "$redis_pid"))
+		before=($(cpu "$limiter") $(cpu "$redis_pid") $(syscalls "$limiter"))
 		run_loadgen -duration "$DURATION" -summary-file "$work/max.env"
-		after=($(cpu "$limiter") $(cpu "$redis_pid"))
+		after=($(cpu "$limiter") $(cpu "$redis_pid") $(syscalls "$limiter"))
 		read -r x n < <(source "$work/max.env"; echo "$rps $requests")
 		k=$v,$r
 		tput[$k]=$x
 		lim[$k]=$(per_decision $((after[0] - before[0])) "$n")
 		red[$k]=$(per_decision $((after[1] - before[1])) "$n")
+		sys[$k]=$(awk -v s=$((after[2] - before[2])) -v n="$n" 'BEGIN {printf "%.2f", s / n}')
 		if [ -z "$FLOOR" ]; then
 			run_loadgen -rate "$(awk -v r="$x" 'BEGIN {printf "%d", r / 2}')" -warmup "$HALF_WARMUP" -duration "$DURATION" -summary-file "$work/half.env"
 			read -r "p50[$k]" "p99[$k]" < <(source "$work/half.env"; echo "$p50_ms $p99_ms")
-			printf '| %d | %s | %s | %s | %s | %s | %s |\n' "$r" "${bins[v]}" "${tput[$k]}" "${lim[$k]}" "${red[$k]}" "${p50[$k]}" "${p99[$k]}"
+			printf '| %d | %s | %s | %s | %s | %s | %s | %s |\n' "$r" "${bins[v]}" "${tput[$k]}" "${lim[$k]}" "${red[$k]}" "${sys[$k]}" "${p50[$k]}" "${p99[$k]}"
 		else
 			half_cpu "$limiter"
 			hlim[$k]=$hcpu p50[$k]=$hp50 p99[$k]=$hp99
@@ -193,10 +199,11 @@ for ((r = 1; r <= ROUNDS; r++)); do
 		fi
 	done
 	[ -z "$FLOOR" ] || continue # the builds' ratios to the floor stand in their rows
-	printf '| %d | B ÷ A | %s | %s | %s | %s | %s |\n' "$r" \
+	printf '| %d | B ÷ A | %s | %s | %s | %s | %s | %s |\n' "$r" \
 		"$(awk -v a="${tput[0,$r]}" -v b="${tput[1,$r]}" 'BEGIN {printf "%.2f", b / a}')" \
 		"$(awk -v a="${lim[0,$r]}" -v b="${lim[1,$r]}" 'BEGIN {printf "%.2f", b / a}')" \
 		"$(awk -v a="${red[0,$r]}" -v b="${red[1,$r]}" 'BEGIN {printf "%.2f", b / a}')" \
+		"$(awk -v a="${sys[0,$r]}" -v b="${sys[1,$r]}" 'BEGIN {printf "%.2f", b / a}')" \
 		"$(awk -v a="${p50[0,$r]}" -v b="${p50[1,$r]}" 'BEGIN {printf "%.2f", b / a}')" \
 		"$(awk -v a="${p99[0,$r]}" -v b="${p99[1,$r]}" 'BEGIN {printf "%.2f", b / a}')"
 done
