@@ -104,6 +104,11 @@ func TestArchiverExactlyOnce(t *testing.T) {
 }
 
 // The archiver killed mid-stream and restarted: no loss, no duplicates.
+// The restarted one gets the partition once the group has rebalanced
+// without the dead members: usually 10 – 15 s, but a rejoin can wait out
+// kafka-go's 30 s rebalance timeout more than once (25 – 61 s seen in
+// loops, over 120 s once under the full suite), so the wait is long; how
+// long recovery takes is logged, not asserted.
 func TestArchiverKilledMidStream(t *testing.T) {
 	t.Parallel() // it mostly waits; see the Makefile's unit target
 	e, db := archiverEnv(t)
@@ -114,8 +119,10 @@ func TestArchiverKilledMidStream(t *testing.T) {
 	first.stop(syscall.SIGKILL)
 	killedAt := count(t, db, violations)
 	t.Logf("killed with %d of %d rows archived", killedAt, n)
+	restarted := time.Now()
 	e.start("archiver", "ARCHIVER_BATCH_SIZE", "100")
-	testkit.WaitFor(t, 120*time.Second, fmt.Sprintf("%d rows", n), func() bool { return count(t, db, violations) >= n })
+	testkit.WaitFor(t, 5*time.Minute, fmt.Sprintf("%d rows", n), func() bool { return count(t, db, violations) >= n })
+	t.Logf("every row archived %v after the restart", time.Since(restarted).Round(time.Second))
 	if got, distinct := count(t, db, violations), count(t, db, "SELECT count(DISTINCT event_id) FROM rate_limit_violations"); got != n || distinct != n {
 		t.Fatalf("%d rows (%d distinct) after a SIGKILL, want exactly %d", got, distinct, n)
 	}
